@@ -1,0 +1,70 @@
+/*
+ * algos.c - algorithm names and the NCCL_ALGO filter (see algos.h).
+ */
+#include "algo/algos.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/log.h"
+
+static const chorus_algo_desc algos[CHORUS_ALGO_COUNT] = {
+    {CHORUS_ALGO_RING, "ring",
+     "pipelined ring over point-to-point connections (any transport, any rank count)"},
+};
+
+static const char *const func_names[CHORUS_FUNC_COUNT] = {
+    "?", "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
+    "AlltoAll", "Gather", "Scatter", "Send", "Recv"};
+
+/* NCCL_ALGO's spelling of each function. */
+static const char *const func_keys[CHORUS_FUNC_COUNT] = {
+    "", "allreduce", "broadcast", "reduce", "allgather", "reducescatter",
+    "alltoall", "gather", "scatter", "sendrecv", "sendrecv"};
+
+const char *chorus_func_name(int func) {
+  return (func > 0 && func < CHORUS_FUNC_COUNT) ? func_names[func] : "?";
+}
+
+const chorus_algo_desc *chorus_algo_get(chorus_algo id) {
+  return (id >= 0 && id < CHORUS_ALGO_COUNT) ? &algos[id] : NULL;
+}
+
+/* Applies one list ("ring,direct" or "^ring") to the mask. */
+static uint32_t apply_list(const char *list) {
+  int exclude = 0;
+  while (*list == ' ') list++;
+  if (*list == '^') exclude = 1, list++;
+  uint32_t mask = 0;
+  char buf[256];
+  snprintf(buf, sizeof buf, "%s", list);
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    int found = 0;
+    for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
+      if (strcasecmp(tok, algos[a].name) == 0) mask |= 1u << a, found = 1;
+    if (!found) INFO(CHORUS_TUNING, "NCCL_ALGO: ignoring unknown algorithm \"%s\"", tok);
+  }
+  uint32_t all = (1u << CHORUS_ALGO_COUNT) - 1;
+  return exclude ? all & ~mask : mask;
+}
+
+uint32_t chorus_algo_allowed(const char *spec, int func) {
+  uint32_t all = (1u << CHORUS_ALGO_COUNT) - 1;
+  if (!spec || !*spec) return all;
+  /* Per-function form: "func:list;func:list". A plain list applies to all. */
+  if (!strchr(spec, ':')) return apply_list(spec);
+  char buf[512];
+  snprintf(buf, sizeof buf, "%s", spec);
+  char *save = NULL;
+  for (char *part = strtok_r(buf, ";", &save); part; part = strtok_r(NULL, ";", &save)) {
+    char *colon = strchr(part, ':');
+    if (!colon) continue;
+    *colon = '\0';
+    while (*part == ' ') part++;
+    if (func > 0 && func < CHORUS_FUNC_COUNT && strcasecmp(part, func_keys[func]) == 0)
+      return apply_list(colon + 1);
+  }
+  return all;
+}

@@ -1,0 +1,321 @@
+/*
+ * bootstrap.c - see bootstrap.h.
+ */
+#include "bootstrap/bootstrap.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/root.h"
+#include "bootstrap/wire.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/param.h"
+
+static int aborted(const chorus_bootstrap *bs) {
+  return bs->abort_flag && __atomic_load_n(bs->abort_flag, __ATOMIC_ACQUIRE);
+}
+
+static ncclResult_t abort_error(void) {
+  return chorus_error(ncclInvalidUsage, "bootstrap: stopped because the communicator was aborted");
+}
+
+void chorus_bootstrap_destroy(chorus_bootstrap *bs) {
+  if (!bs) return;
+  chorus_sock_close(&bs->next_fd);
+  chorus_sock_close(&bs->prev_fd);
+  for (int i = 0; i < bs->nunexpected; i++) close(bs->unexpected[i].fd);
+  chorus_free(bs->unexpected);
+  chorus_acceptor_fini(&bs->acc);
+  chorus_sock_close(&bs->listen_fd);
+  chorus_free(bs->addrs);
+  chorus_free(bs);
+}
+
+/* Chooses where this rank listens: the NCCL_SOCKET_IFNAME interface when
+ * set, else the local address the kernel would use to reach the root (so a
+ * job on loopback stays on loopback, and hosts pick the interface that can
+ * actually reach the others). */
+static ncclResult_t pick_listen_addr(const chorus_sockaddr *root, chorus_sockaddr *out) {
+  char err[256], ifname[IF_NAMESIZE];
+  const char *ifs = chorus_param_str(CHORUS_P_SOCKET_IFNAME);
+  ncclResult_t res = (ifs && *ifs) ? chorus_sock_pick_local(out, ifname, err, sizeof err)
+                                   : chorus_sock_local_for(root, out, err, sizeof err);
+  if (res != ncclSuccess) return chorus_error(res, "bootstrap: %s", err);
+  return ncclSuccess;
+}
+
+/* Joins root k and receives the address table. */
+static ncclResult_t join_root(chorus_bootstrap *bs, const chorus_uid *uids, int nids, int k) {
+  char err[256], a[CHORUS_ADDR_STRLEN];
+  const chorus_uid *uid = &uids[k];
+  chorus_sock_str(&uid->root, a, sizeof a);
+  chorus_root_join join;
+  memset(&join, 0, sizeof join);
+  join.listen = bs->listen_addr;
+  join.nroots = nids;
+  join.root_index = k;
+  join.root0 = uids[0].root;
+  memcpy(join.root0_secret, uids[0].secret, sizeof join.root0_secret);
+  int fd = -1;
+  int64_t dl = chorus_now_ns() + bs->timeout_ns;
+  ncclResult_t res = chorus_sock_connect(&uid->root, dl, &fd, err, sizeof err);
+  if (res == ncclSuccess)
+    res = chorus_hello_send(fd, CHORUS_HELLO_ROOT_RANK, uid->secret, bs->rank, bs->nranks, 0,
+                            &join, sizeof join, dl, err, sizeof err);
+  if (res != ncclSuccess) {
+    chorus_sock_close(&fd);
+    return chorus_error(res,
+                        "bootstrap: cannot reach the rendezvous root at %s: %s. Is the process "
+                        "that called ncclGetUniqueId (or rank 0, with NCCL_COMM_ID) alive and "
+                        "reachable? CHORUS_BOOTSTRAP_TIMEOUT=%lld s",
+                        a, err, (long long)(bs->timeout_ns / 1000000000));
+  }
+  /* The root answers when all ranks are in, or with an error after its own
+   * timeout; wait a little longer than that, in slices to watch abort. */
+  chorus_root_reply rep;
+  int64_t final = chorus_now_ns() + 2 * bs->timeout_ns + 10ll * 1000000000;
+  size_t got = 0;
+  while (got < sizeof rep) {
+    res = chorus_sock_recv_some(fd, &rep, sizeof rep, &got, err, sizeof err);
+    if (res != ncclSuccess) break;
+    if (got == sizeof rep) break;
+    if (aborted(bs)) {
+      chorus_sock_close(&fd);
+      return abort_error();
+    }
+    if (chorus_expired(final)) {
+      res = ncclRemoteError;
+      snprintf(err, sizeof err, "no answer");
+      break;
+    }
+    struct pollfd p = {fd, POLLIN, 0};
+    poll(&p, 1, chorus_ms_left(final, 100));
+  }
+  if (res == ncclSuccess && rep.status != ncclSuccess) {
+    chorus_sock_close(&fd);
+    return chorus_error(ncclRemoteError, "bootstrap: the rendezvous failed: %s", rep.msg);
+  }
+  if (res == ncclSuccess)
+    res = chorus_sock_recv_all(fd, bs->addrs, (size_t)bs->nranks * sizeof *bs->addrs, final, err,
+                               sizeof err);
+  chorus_sock_close(&fd);
+  if (res != ncclSuccess)
+    return chorus_error(res, "bootstrap: lost the rendezvous root at %s: %s", a, err);
+  return ncclSuccess;
+}
+
+/* Takes a matching arrival from the unexpected list, or waits for one. */
+static ncclResult_t claim(chorus_bootstrap *bs, uint32_t kind, int from, uint64_t tag, int *fd,
+                          const char *what) {
+  for (int i = 0; i < bs->nunexpected; i++) {
+    chorus_hello *h = &bs->unexpected[i].hello;
+    if (h->kind == kind && h->from == from && h->tag == tag) {
+      *fd = bs->unexpected[i].fd;
+      bs->unexpected[i] = bs->unexpected[--bs->nunexpected];
+      return ncclSuccess;
+    }
+  }
+  int64_t dl = chorus_now_ns() + bs->timeout_ns;
+  for (;;) {
+    chorus_arrival a;
+    ncclResult_t res = chorus_acceptor_poll(&bs->acc, dl, bs->abort_flag, &a);
+    if (res == ncclInProgress) {
+      if (aborted(bs)) return abort_error();
+      char addr[CHORUS_ADDR_STRLEN];
+      return chorus_error(ncclRemoteError,
+                          "bootstrap: rank %d never connected for %s within %lld s (its address "
+                          "%s); it may have died or be stuck. CHORUS_BOOTSTRAP_TIMEOUT sets the "
+                          "limit",
+                          from, what, (long long)(bs->timeout_ns / 1000000000),
+                          chorus_sock_str(&bs->addrs[from], addr, sizeof addr));
+    }
+    CHECK(res);
+    if (a.hello.nranks != bs->nranks || a.hello.from < 0 || a.hello.from >= bs->nranks) {
+      close(a.fd);
+      continue;
+    }
+    if (a.hello.kind == kind && a.hello.from == from && a.hello.tag == tag) {
+      *fd = a.fd;
+      return ncclSuccess;
+    }
+    if (bs->nunexpected == bs->cap_unexpected) {
+      int cap = bs->cap_unexpected ? 2 * bs->cap_unexpected : 8;
+      chorus_arrival *u = chorus_calloc((size_t)cap, sizeof *u);
+      if (!u) {
+        close(a.fd);
+        return chorus_error(ncclSystemError, "bootstrap: out of memory");
+      }
+      if (bs->nunexpected) memcpy(u, bs->unexpected, (size_t)bs->nunexpected * sizeof *u);
+      chorus_free(bs->unexpected);
+      bs->unexpected = u;
+      bs->cap_unexpected = cap;
+    }
+    bs->unexpected[bs->nunexpected++] = a;
+  }
+}
+
+static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint64_t tag, int *fd,
+                            const char *what) {
+  char err[256], a[CHORUS_ADDR_STRLEN];
+  int64_t dl = chorus_now_ns() + bs->timeout_ns;
+  *fd = -1;
+  ncclResult_t res = chorus_sock_connect(&bs->addrs[peer], dl, fd, err, sizeof err);
+  if (res == ncclSuccess)
+    res = chorus_hello_send(*fd, kind, bs->secret, bs->rank, bs->nranks, tag, NULL, 0, dl, err,
+                            sizeof err);
+  if (res != ncclSuccess) {
+    chorus_sock_close(fd);
+    return chorus_error(res, "bootstrap: cannot connect to rank %d at %s for %s: %s", peer,
+                        chorus_sock_str(&bs->addrs[peer], a, sizeof a), what, err);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uids, int nids,
+                                   int nranks, int rank, const int *abort_flag) {
+  *out = NULL;
+  chorus_bootstrap *bs = chorus_calloc(1, sizeof *bs);
+  if (!bs) return chorus_error(ncclSystemError, "bootstrap: out of memory");
+  bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
+  bs->rank = rank;
+  bs->nranks = nranks;
+  bs->abort_flag = abort_flag;
+  bs->timeout_ns = chorus_param_int(CHORUS_P_BOOTSTRAP_TIMEOUT) * 1000000000ll;
+  if (bs->timeout_ns <= 0) bs->timeout_ns = 300ll * 1000000000;
+  if (uids[0].flags & CHORUS_UID_FIXED_ROOT) nids = 1; /* NCCL_COMM_ID: one root */
+  int k = chorus_root_of_rank(nranks, nids, rank);
+  memcpy(bs->secret, uids[0].secret, sizeof bs->secret);
+  ncclResult_t res = ncclSuccess;
+  char err[256];
+  bs->addrs = chorus_calloc((size_t)nranks, sizeof *bs->addrs);
+  if (!bs->addrs) {
+    res = chorus_error(ncclSystemError, "bootstrap: out of memory");
+    goto fail;
+  }
+  if ((uids[0].flags & CHORUS_UID_FIXED_ROOT) && rank == 0) {
+    chorus_sockaddr bound;
+    CHECK_GOTO(chorus_root_start(&uids[0].root, uids[0].secret, &bound), res, fail);
+  }
+  CHECK_GOTO(pick_listen_addr(&uids[k].root, &bs->listen_addr), res, fail);
+  res = chorus_sock_listen(&bs->listen_addr, &bs->listen_fd, &bs->listen_addr, err, sizeof err);
+  if (res != ncclSuccess) {
+    res = chorus_error(res, "bootstrap: %s", err);
+    goto fail;
+  }
+  chorus_acceptor_init(&bs->acc, bs->listen_fd, bs->secret);
+  CHECK_GOTO(join_root(bs, uids, nids, k), res, fail);
+  if (nranks > 1) {
+    CHECK_GOTO(open_to(bs, (rank + 1) % nranks, CHORUS_HELLO_PEER_RING, 0, &bs->next_fd,
+                       "the bootstrap ring"),
+               res, fail);
+    CHECK_GOTO(claim(bs, CHORUS_HELLO_PEER_RING, (rank + nranks - 1) % nranks, 0, &bs->prev_fd,
+                     "the bootstrap ring"),
+               res, fail);
+  }
+  char a[CHORUS_ADDR_STRLEN];
+  INFO(CHORUS_BOOTSTRAP, "bootstrap: rank %d of %d listening on %s, ring connected", rank, nranks,
+       chorus_sock_str(&bs->listen_addr, a, sizeof a));
+  *out = bs;
+  return ncclSuccess;
+fail:
+  chorus_bootstrap_destroy(bs);
+  return res;
+}
+
+/* Sends sbuf to next and receives rbuf from prev at the same time, so large
+ * blocks cannot deadlock on full socket buffers. */
+static ncclResult_t ring_exchange(chorus_bootstrap *bs, const void *sbuf, void *rbuf, size_t size) {
+  size_t sent = 0, got = 0;
+  char err[256];
+  int64_t dl = chorus_now_ns() + bs->timeout_ns;
+  while (sent < size || got < size) {
+    ncclResult_t res = chorus_sock_send_some(bs->next_fd, sbuf, size, &sent, err, sizeof err);
+    if (res != ncclSuccess)
+      return chorus_error(res, "bootstrap: sending to rank %d failed: %s",
+                          (bs->rank + 1) % bs->nranks, err);
+    res = chorus_sock_recv_some(bs->prev_fd, rbuf, size, &got, err, sizeof err);
+    if (res != ncclSuccess)
+      return chorus_error(res, "bootstrap: receiving from rank %d failed: %s",
+                          (bs->rank + bs->nranks - 1) % bs->nranks, err);
+    if (sent == size && got == size) break;
+    if (aborted(bs)) return abort_error();
+    if (chorus_expired(dl))
+      return chorus_error(ncclRemoteError,
+                          "bootstrap: ring exchange with ranks %d/%d stalled for %lld s (a rank "
+                          "may have died or stopped calling the same init/split)",
+                          (bs->rank + bs->nranks - 1) % bs->nranks, (bs->rank + 1) % bs->nranks,
+                          (long long)(bs->timeout_ns / 1000000000));
+    struct pollfd p[2] = {{bs->next_fd, sent < size ? POLLOUT : 0, 0},
+                          {bs->prev_fd, got < size ? POLLIN : 0, 0}};
+    poll(p, 2, chorus_ms_left(dl, 100));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_bootstrap_allgather(chorus_bootstrap *bs, void *data, size_t size) {
+  int n = bs->nranks, r = bs->rank;
+  char *d = data;
+  for (int s = 0; s < n - 1; s++) {
+    int sblk = (r - s + n) % n, rblk = (r - s - 1 + n) % n;
+    CHECK(ring_exchange(bs, d + (size_t)sblk * size, d + (size_t)rblk * size, size));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_bootstrap_barrier(chorus_bootstrap *bs) {
+  /* n-1 steps of a one-byte token around the ring: a step starts only after
+   * the previous one completed on this rank, so the token received in the
+   * last step depends on every rank having entered the barrier. */
+  char token = 1, in = 0;
+  for (int s = 0; s < bs->nranks - 1; s++) CHECK(ring_exchange(bs, &token, &in, 1));
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_bootstrap_send(chorus_bootstrap *bs, int peer, uint64_t tag, const void *data,
+                                   size_t size) {
+  int fd;
+  char err[256];
+  CHECK(open_to(bs, peer, CHORUS_HELLO_PEER_P2P, tag, &fd, "a bootstrap message"));
+  uint64_t len = size;
+  int64_t dl = chorus_now_ns() + bs->timeout_ns;
+  ncclResult_t res = chorus_sock_send_all(fd, &len, sizeof len, dl, err, sizeof err);
+  if (res == ncclSuccess) res = chorus_sock_send_all(fd, data, size, dl, err, sizeof err);
+  close(fd);
+  if (res != ncclSuccess)
+    return chorus_error(res, "bootstrap: sending a message to rank %d failed: %s", peer, err);
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_bootstrap_recv(chorus_bootstrap *bs, int peer, uint64_t tag, void *data,
+                                   size_t size) {
+  int fd;
+  char err[256];
+  CHECK(claim(bs, CHORUS_HELLO_PEER_P2P, peer, tag, &fd, "a bootstrap message"));
+  uint64_t len = 0;
+  int64_t dl = chorus_now_ns() + bs->timeout_ns;
+  ncclResult_t res = chorus_sock_recv_all(fd, &len, sizeof len, dl, err, sizeof err);
+  if (res == ncclSuccess && len != size) {
+    close(fd);
+    return chorus_error(ncclInternalError,
+                        "bootstrap: rank %d sent %llu bytes where %zu were expected (tag %llu)",
+                        peer, (unsigned long long)len, size, (unsigned long long)tag);
+  }
+  if (res == ncclSuccess) res = chorus_sock_recv_all(fd, data, size, dl, err, sizeof err);
+  close(fd);
+  if (res != ncclSuccess)
+    return chorus_error(res, "bootstrap: receiving a message from rank %d failed: %s", peer, err);
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_bootstrap_connect(chorus_bootstrap *bs, int peer, uint64_t tag, int *fd) {
+  return open_to(bs, peer, CHORUS_HELLO_PEER_DATA, tag, fd, "a data connection");
+}
+
+ncclResult_t chorus_bootstrap_accept(chorus_bootstrap *bs, int peer, uint64_t tag, int *fd) {
+  return claim(bs, CHORUS_HELLO_PEER_DATA, peer, tag, fd, "a data connection");
+}

@@ -1,0 +1,68 @@
+/*
+ * bootstrap.h - a rank's side of the bootstrap: rendezvous, then an
+ * out-of-band network among the ranks for the rest of initialisation.
+ *
+ * chorus_bootstrap_init meets the root (see root.h), learns every rank's
+ * listening address, and links the ranks in a ring of TCP connections. On top
+ * of that it offers:
+ *   - allgather and barrier over the ring (used while building a communicator,
+ *     never on the data path);
+ *   - tagged point-to-point messages (used by split/shrink);
+ *   - a connection service: transports open their own sockets to a peer
+ *     through it, so every connection is authenticated by the job's secret
+ *     and matched to (peer, kind, tag) whatever order they arrive in.
+ * Every wait has a deadline (CHORUS_BOOTSTRAP_TIMEOUT) and watches an abort
+ * flag, so a missing rank is an error naming it and ncclCommAbort can stop an
+ * init in progress.
+ *
+ * Not thread-safe: one thread uses a bootstrap at a time (the thread that
+ * initialises or operates on the communicator).
+ */
+#ifndef CHORUS_BOOTSTRAP_BOOTSTRAP_H
+#define CHORUS_BOOTSTRAP_BOOTSTRAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/hello.h"
+#include "bootstrap/uid.h"
+#include "nccl.h"
+
+typedef struct chorus_bootstrap {
+  int rank, nranks;
+  uint64_t secret[2];
+  int listen_fd;
+  chorus_sockaddr listen_addr;
+  chorus_sockaddr *addrs; /* every rank's listener */
+  int next_fd, prev_fd;   /* the ring; -1 when nranks == 1 */
+  chorus_acceptor acc;
+  chorus_arrival *unexpected; /* arrived, not yet claimed */
+  int nunexpected, cap_unexpected;
+  int64_t timeout_ns;
+  const int *abort_flag; /* may be NULL */
+} chorus_bootstrap;
+
+/* Joins the rendezvous of `uids` (nids of them; ncclCommInitRankScalable
+ * passes several). On failure *out is NULL and the error is recorded. */
+ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uids, int nids,
+                                   int nranks, int rank, const int *abort_flag);
+void chorus_bootstrap_destroy(chorus_bootstrap *bs);
+
+/* data holds nranks blocks of `size` bytes; this rank's block is filled in;
+ * on return all are. */
+ncclResult_t chorus_bootstrap_allgather(chorus_bootstrap *bs, void *data, size_t size);
+ncclResult_t chorus_bootstrap_barrier(chorus_bootstrap *bs);
+
+/* One message to/from a peer, matched by tag. */
+ncclResult_t chorus_bootstrap_send(chorus_bootstrap *bs, int peer, uint64_t tag, const void *data,
+                                   size_t size);
+ncclResult_t chorus_bootstrap_recv(chorus_bootstrap *bs, int peer, uint64_t tag, void *data,
+                                   size_t size);
+
+/* Connection service for transports: the connecting side and the accepting
+ * side name the same (kind = CHORUS_HELLO_PEER_DATA, tag). *fd is a
+ * non-blocking socket owned by the caller. */
+ncclResult_t chorus_bootstrap_connect(chorus_bootstrap *bs, int peer, uint64_t tag, int *fd);
+ncclResult_t chorus_bootstrap_accept(chorus_bootstrap *bs, int peer, uint64_t tag, int *fd);
+
+#endif

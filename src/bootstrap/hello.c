@@ -1,0 +1,152 @@
+/*
+ * hello.c - see hello.h.
+ */
+#include "bootstrap/hello.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/socket.h"
+
+/* How long a new connection may take to deliver its hello. */
+#define HELLO_LIMIT_NS (10ll * 1000000000)
+
+void chorus_acceptor_init(chorus_acceptor *a, int listen_fd, const uint64_t secret[2]) {
+  memset(a, 0, sizeof *a);
+  a->listen_fd = listen_fd;
+  a->secret[0] = secret[0];
+  a->secret[1] = secret[1];
+}
+
+void chorus_acceptor_fini(chorus_acceptor *a) {
+  for (int i = 0; i < a->npending; i++) close(a->pending[i].fd);
+  chorus_free(a->pending);
+  a->pending = NULL;
+  a->npending = a->cap = 0;
+}
+
+static void drop(chorus_acceptor *a, int i, const char *why) {
+  INFO(CHORUS_BOOTSTRAP, "bootstrap: dropped an incoming connection: %s", why);
+  close(a->pending[i].fd);
+  a->pending[i] = a->pending[--a->npending];
+}
+
+static ncclResult_t add_pending(chorus_acceptor *a, int fd) {
+  if (a->npending == a->cap) {
+    int cap = a->cap ? 2 * a->cap : 16;
+    chorus_pending *p = chorus_calloc((size_t)cap, sizeof *p);
+    if (!p) {
+      close(fd);
+      return chorus_error(ncclSystemError, "bootstrap: out of memory accepting a connection");
+    }
+    if (a->npending) memcpy(p, a->pending, (size_t)a->npending * sizeof *p);
+    chorus_free(a->pending);
+    a->pending = p;
+    a->cap = cap;
+  }
+  chorus_pending *p = &a->pending[a->npending++];
+  p->fd = fd;
+  p->got = 0;
+  p->deadline = chorus_now_ns() + HELLO_LIMIT_NS;
+  return ncclSuccess;
+}
+
+/* Reads what is available on pending[i]. Returns 1 when complete and valid
+ * (moved to out), 0 when more is needed, -1 when the connection was dropped. */
+static int advance(chorus_acceptor *a, int i, chorus_arrival *out) {
+  chorus_pending *p = &a->pending[i];
+  size_t want = sizeof(chorus_hello);
+  if (p->got >= sizeof(chorus_hello)) {
+    chorus_hello h;
+    memcpy(&h, p->buf, sizeof h);
+    want += a->payload_size[h.kind < 8 ? h.kind : 0];
+  }
+  for (;;) {
+    ssize_t n = recv(p->fd, p->buf + p->got, want - p->got, 0);
+    if (n > 0) {
+      p->got += (size_t)n;
+    } else if (n == 0) {
+      drop(a, i, "closed before its hello");
+      return -1;
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return 0;
+    } else {
+      drop(a, i, strerror(errno));
+      return -1;
+    }
+    if (p->got == sizeof(chorus_hello)) {
+      chorus_hello h;
+      memcpy(&h, p->buf, sizeof h);
+      if (h.magic != CHORUS_HELLO_MAGIC) {
+        drop(a, i, "not a Chorus hello (wrong magic)");
+        return -1;
+      }
+      if (h.secret[0] != a->secret[0] || h.secret[1] != a->secret[1]) {
+        drop(a, i, "wrong secret (another job or a stale id)");
+        return -1;
+      }
+      if (h.kind == 0 || h.kind >= 8 || a->payload_size[h.kind] > CHORUS_HELLO_MAX_PAYLOAD) {
+        drop(a, i, "unknown hello kind");
+        return -1;
+      }
+      want += a->payload_size[h.kind];
+    }
+    if (p->got == want && want >= sizeof(chorus_hello)) {
+      memcpy(&out->hello, p->buf, sizeof out->hello);
+      memcpy(out->payload, p->buf + sizeof(chorus_hello), want - sizeof(chorus_hello));
+      out->fd = p->fd;
+      a->pending[i] = a->pending[--a->npending];
+      return 1;
+    }
+  }
+}
+
+ncclResult_t chorus_acceptor_poll(chorus_acceptor *a, int64_t deadline, const int *abort_flag,
+                                  chorus_arrival *out) {
+  for (;;) {
+    if (abort_flag && __atomic_load_n(abort_flag, __ATOMIC_ACQUIRE)) return ncclInProgress;
+    /* Accept everything waiting. */
+    for (;;) {
+      int fd;
+      char err[128];
+      if (chorus_sock_accept(a->listen_fd, 0, &fd, err, sizeof err) != ncclSuccess) break;
+      CHECK(add_pending(a, fd));
+    }
+    int64_t now = chorus_now_ns();
+    for (int i = 0; i < a->npending;) {
+      int r = advance(a, i, out);
+      if (r == 1) return ncclSuccess;
+      if (r == -1) continue;
+      if (now > a->pending[i].deadline) {
+        drop(a, i, "no complete hello within 10 s");
+        continue;
+      }
+      i++;
+    }
+    if (chorus_expired(deadline)) return ncclInProgress;
+    /* Sleep until the listener or a pending connection has something. */
+    struct pollfd fds[65];
+    int nf = 0;
+    fds[nf++] = (struct pollfd){a->listen_fd, POLLIN, 0};
+    for (int i = 0; i < a->npending && nf < 65; i++) fds[nf++] = (struct pollfd){a->pending[i].fd, POLLIN, 0};
+    poll(fds, (nfds_t)nf, chorus_ms_left(deadline, 100));
+  }
+}
+
+ncclResult_t chorus_hello_send(int fd, uint32_t kind, const uint64_t secret[2], int from,
+                               int nranks, uint64_t tag, const void *payload, size_t size,
+                               int64_t deadline, char *err, size_t errlen) {
+  unsigned char buf[sizeof(chorus_hello) + CHORUS_HELLO_MAX_PAYLOAD];
+  chorus_hello h = {CHORUS_HELLO_MAGIC, kind, {secret[0], secret[1]}, from, nranks, tag};
+  memcpy(buf, &h, sizeof h);
+  if (size) memcpy(buf + sizeof h, payload, size);
+  return chorus_sock_send_all(fd, buf, sizeof h + size, deadline, err, errlen);
+}

@@ -1,0 +1,60 @@
+/*
+ * hello.h - reading chorus_hello (plus a fixed payload) from many incoming
+ * connections at once, without letting a slow or hostile one block the rest.
+ *
+ * A chorus_acceptor owns a listening socket and the connections accepted from
+ * it that have not finished their hello yet. chorus_acceptor_poll waits (up
+ * to a deadline) until one connection has delivered a complete, valid hello
+ * and payload, and hands it over. Connections with a wrong magic or secret,
+ * or that stay silent past the per-connection limit, are closed and logged at
+ * INFO; they never surface as errors.
+ */
+#ifndef CHORUS_BOOTSTRAP_HELLO_H
+#define CHORUS_BOOTSTRAP_HELLO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/wire.h"
+#include "nccl.h"
+
+#define CHORUS_HELLO_MAX_PAYLOAD 256
+
+typedef struct chorus_pending {
+  int fd;
+  size_t got;
+  int64_t deadline;
+  unsigned char buf[sizeof(chorus_hello) + CHORUS_HELLO_MAX_PAYLOAD];
+} chorus_pending;
+
+typedef struct chorus_acceptor {
+  int listen_fd;
+  uint64_t secret[2];
+  /* Payload size expected after a hello of each kind (index = kind). */
+  size_t payload_size[8];
+  chorus_pending *pending;
+  int npending, cap;
+} chorus_acceptor;
+
+/* Returned connection: the hello, its payload, and the socket (now owned by
+ * the caller). */
+typedef struct chorus_arrival {
+  chorus_hello hello;
+  unsigned char payload[CHORUS_HELLO_MAX_PAYLOAD];
+  int fd;
+} chorus_arrival;
+
+void chorus_acceptor_init(chorus_acceptor *a, int listen_fd, const uint64_t secret[2]);
+/* Waits for one valid arrival. ncclInProgress when the deadline (or
+ * *abort_flag) stops the wait first; ncclSystemError on a local failure. */
+ncclResult_t chorus_acceptor_poll(chorus_acceptor *a, int64_t deadline, const int *abort_flag,
+                                  chorus_arrival *out);
+/* Closes pending connections (not the listener). */
+void chorus_acceptor_fini(chorus_acceptor *a);
+
+/* Writes a hello (plus payload) on a fresh connection. */
+ncclResult_t chorus_hello_send(int fd, uint32_t kind, const uint64_t secret[2], int from,
+                               int nranks, uint64_t tag, const void *payload, size_t size,
+                               int64_t deadline, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,15 @@
+/*
+ * coll.h - the schedules, and how the core picks one for a call.
+ */
+#ifndef CHORUS_COLL_COLL_H
+#define CHORUS_COLL_COLL_H
+
+#include "coll/op.h"
+
+ncclResult_t chorus_allreduce_ring(chorus_op *op);
+
+/* Chooses op->algo and op->step for op->func (honouring NCCL_ALGO) and
+ * stamps op->meta. ncclInvalidUsage when no allowed algorithm exists. */
+ncclResult_t chorus_coll_plan(chorus_op *op);
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * exec.h - driving operations to completion.
+ *
+ * The executor runs queues of operations. Operations of one queue (one
+ * communicator) run one after the other; different queues progress together
+ * in the calling thread, which is what lets one thread drive several ranks
+ * (ncclCommInitAll, -g in the perf tools) or a group of matched sends and
+ * receives.
+ *
+ * Waiting: while nothing moves, the executor polls (CHORUS_SPIN times),
+ * then yields the CPU, then sleeps on the rank's doorbell or on sockets, so
+ * ranks may outnumber cores. While a wait drags on it checks that the peer it
+ * waits for is alive, and after CHORUS_OP_TIMEOUT seconds without progress it
+ * fails the call, naming the peer. ncclCommAbort from another thread stops
+ * it within one sleep period (<= 50 ms).
+ *
+ * When a call fails, its communicator is marked failed and every connection
+ * of it is poisoned, so the peers fail promptly too (with the reason).
+ */
+#ifndef CHORUS_COLL_EXEC_H
+#define CHORUS_COLL_EXEC_H
+
+#include "coll/op.h"
+
+typedef struct chorus_exec_queue {
+  chorus_coll_comm *cc;
+  chorus_op *head; /* linked through next_op; consumed as ops complete */
+  ncclResult_t result;
+} chorus_exec_queue;
+
+/* Runs every queue to completion or failure; returns the first error. */
+ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq);
+
+/* Marks cc failed with res and poisons its connections with reason. */
+void chorus_exec_fail_comm(chorus_coll_comm *cc, ncclResult_t res, const char *reason);
+
+#endif

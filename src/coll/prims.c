@@ -1,0 +1,107 @@
+/*
+ * prims.c - see prims.h.
+ */
+#include "coll/prims.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "util/check.h"
+#include "util/misc.h"
+
+static const char *red_name(int op) {
+  static const char *const names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+  return (op >= 0 && op <= 5) ? names[op] : "?";
+}
+
+void chorus_meta_describe(const chorus_msg_meta *m, char *buf, size_t size) {
+  int func = (int)(m->call & 0xff), dtype = (int)((m->call >> 8) & 0xff);
+  int n = snprintf(buf, size, "%s(count=%llu, %s", chorus_func_name(func),
+                   (unsigned long long)m->count, chorus_type_name(dtype));
+  if (n < 0 || (size_t)n >= size) return;
+  if (func == CHORUS_FUNC_ALLREDUCE || func == CHORUS_FUNC_REDUCE ||
+      func == CHORUS_FUNC_REDUCESCATTER)
+    n += snprintf(buf + n, size - (size_t)n, ", %s", red_name((int)m->redop));
+  if (n < 0 || (size_t)n >= size) return;
+  if (m->root >= 0) n += snprintf(buf + n, size - (size_t)n, ", root=%d", m->root);
+  if (n < 0 || (size_t)n >= size) return;
+  snprintf(buf + n, size - (size_t)n, ") #%llu", (unsigned long long)m->seq);
+}
+
+void chorus_op_stamp(chorus_op *op, int ch) {
+  memset(&op->meta, 0, sizeof op->meta);
+  op->meta.seq = op->cc->seq[ch]++;
+  op->meta.count = op->count;
+  op->meta.call = (uint32_t)op->func | (uint32_t)op->dtype << 8 | (uint32_t)op->algo << 16;
+  op->meta.redop = (uint32_t)op->nccl_op;
+  op->meta.root = op->root;
+}
+
+ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t res) {
+  char me[160];
+  chorus_meta_describe(&op->meta, me, sizeof me);
+  return chorus_error(res, "%s failed: %s (%s transport)", me, c->err, c->transport);
+}
+
+static int meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b) {
+  return a->seq == b->seq && a->count == b->count && a->call == b->call &&
+         a->redop == b->redop && a->root == b->root;
+}
+
+ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, size_t *bytes) {
+  chorus_msg_meta m;
+  ncclResult_t res = c->ops->recv_slot(c, buf, bytes, &m);
+  if (res == ncclInProgress) {
+    op->wait_conn = c;
+    op->wait_dir = CHORUS_DIR_RECV;
+    return res;
+  }
+  if (res != ncclSuccess) return chorus_prim_conn_error(op, c, res);
+  if (!meta_equal(&m, &op->meta)) {
+    char mine[160], theirs[160];
+    chorus_meta_describe(&op->meta, mine, sizeof mine);
+    chorus_meta_describe(&m, theirs, sizeof theirs);
+    return chorus_error(ncclInvalidUsage,
+                        "mismatched calls across ranks: this rank called %s but rank %d called "
+                        "%s. Every rank must issue the same collectives, with the same count, "
+                        "type, op and root, in the same order",
+                        mine, c->peer, theirs);
+  }
+  op->ticks++;
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_prim_release(chorus_op *op, chorus_conn *c) {
+  ncclResult_t res = c->ops->recv_release(c);
+  if (res != ncclSuccess) return chorus_prim_conn_error(op, c, res);
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_prim_send_slot(chorus_op *op, chorus_conn *c, void **buf, size_t *cap) {
+  ncclResult_t res = c->ops->send_slot(c, buf, cap);
+  if (res == ncclInProgress) {
+    op->wait_conn = c;
+    op->wait_dir = CHORUS_DIR_SEND;
+    return res;
+  }
+  if (res != ncclSuccess) return chorus_prim_conn_error(op, c, res);
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_prim_post(chorus_op *op, chorus_conn *c, size_t bytes) {
+  ncclResult_t res = c->ops->send_post(c, bytes, &op->meta);
+  if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
+  op->ticks++;
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_prim_flush(chorus_op *op, chorus_conn *c) {
+  ncclResult_t res = c->ops->send_flush(c);
+  if (res == ncclInProgress) {
+    op->wait_conn = c;
+    op->wait_dir = CHORUS_DIR_SEND;
+    return res;
+  }
+  if (res != ncclSuccess) return chorus_prim_conn_error(op, c, res);
+  return ncclSuccess;
+}

@@ -1,0 +1,242 @@
+/*
+ * coll_api.c - the collective and point-to-point entry points.
+ *
+ * Each entry point describes its call (buffers and the extent of each this
+ * rank touches, the in-place layout NCCL defines for it), and
+ * check_and_enqueue validates everything an application can get wrong before
+ * any data moves: the communicator, datatype, operator, root or peer, counts
+ * that overflow, NULL buffers, and buffers that overlap in a way that is not
+ * the function's in-place form. Errors name the argument.
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "algo/algos.h"
+#include "core/api.h"
+#include "core/comm.h"
+#include "core/enqueue.h"
+#include "core/group.h"
+#include "core/redop.h"
+#include "util/check.h"
+#include "util/misc.h"
+
+typedef struct call {
+  const char *name;
+  int func;
+  const void *send;
+  void *recv;
+  size_t count;
+  ncclDataType_t dtype;
+  int has_op;
+  ncclRedOp_t op;
+  int root; /* root or peer; -1 none */
+  /* Filled by describe(): elements of each buffer this rank touches (0 =
+   * unused here) and where sendbuff is when the call is in place, as an
+   * element offset from recvbuff (SIZE_MAX: only distinct buffers). */
+  size_t send_elems, recv_elems, inplace_off;
+  int send_is_recv_offset; /* 1: in place means send == recv + off; 0: recv == send + off */
+} call;
+
+static void describe(call *c, int rank, int n) {
+  size_t k = c->count;
+  c->inplace_off = 0;
+  c->send_is_recv_offset = 1;
+  switch (c->func) {
+  case CHORUS_FUNC_ALLREDUCE: c->send_elems = c->recv_elems = k; break;
+  case CHORUS_FUNC_BROADCAST:
+    c->send_elems = rank == c->root ? k : 0;
+    c->recv_elems = k;
+    break;
+  case CHORUS_FUNC_REDUCE:
+    c->send_elems = k;
+    c->recv_elems = rank == c->root ? k : 0;
+    break;
+  case CHORUS_FUNC_ALLGATHER:
+    c->send_elems = k;
+    c->recv_elems = k * (size_t)n;
+    c->inplace_off = k * (size_t)rank;
+    break;
+  case CHORUS_FUNC_REDUCESCATTER:
+    c->send_elems = k * (size_t)n;
+    c->recv_elems = k;
+    c->inplace_off = k * (size_t)rank;
+    c->send_is_recv_offset = 0;
+    break;
+  case CHORUS_FUNC_ALLTOALL: c->send_elems = c->recv_elems = k * (size_t)n; break;
+  case CHORUS_FUNC_GATHER:
+    c->send_elems = k;
+    c->recv_elems = rank == c->root ? k * (size_t)n : 0;
+    c->inplace_off = k * (size_t)c->root;
+    break;
+  case CHORUS_FUNC_SCATTER:
+    c->send_elems = rank == c->root ? k * (size_t)n : 0;
+    c->recv_elems = k;
+    c->inplace_off = k * (size_t)c->root;
+    c->send_is_recv_offset = 0;
+    break;
+  case CHORUS_FUNC_SEND: c->send_elems = k, c->recv_elems = 0; break;
+  case CHORUS_FUNC_RECV: c->send_elems = 0, c->recv_elems = k; break;
+  default: break;
+  }
+}
+
+static int needs_root(int func) {
+  return func == CHORUS_FUNC_BROADCAST || func == CHORUS_FUNC_REDUCE ||
+         func == CHORUS_FUNC_GATHER || func == CHORUS_FUNC_SCATTER;
+}
+
+static ncclResult_t check_buffers(const call *c, size_t esize, int n) {
+  if (c->count && (size_t)n > SIZE_MAX / c->count / esize)
+    return chorus_error(ncclInvalidArgument, "%s: count = %zu overflows the address space", c->name,
+                        c->count);
+  if (c->send_elems && !c->send)
+    return chorus_error(ncclInvalidArgument, "%s: sendbuff is NULL (count = %zu)", c->name,
+                        c->count);
+  if (c->recv_elems && !c->recv)
+    return chorus_error(ncclInvalidArgument, "%s: recvbuff is NULL (count = %zu)", c->name,
+                        c->count);
+  if (!c->send_elems || !c->recv_elems) return ncclSuccess;
+  uintptr_t s = (uintptr_t)c->send, r = (uintptr_t)c->recv;
+  size_t sb = c->send_elems * esize, rb = c->recv_elems * esize;
+  uintptr_t off = (uintptr_t)(c->inplace_off * esize);
+  int inplace = c->send_is_recv_offset ? s == r + off : r == s + off;
+  if (inplace) return ncclSuccess;
+  if (s < r + rb && r < s + sb)
+    return chorus_error(ncclInvalidArgument,
+                        "%s: sendbuff [%p, +%zu) and recvbuff [%p, +%zu) overlap but are not the "
+                        "in-place layout of this call",
+                        c->name, c->send, sb, c->recv, rb);
+  return ncclSuccess;
+}
+
+static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
+  CHECK(chorus_comm_check(comm, c->name));
+  CHECK(chorus_comm_usable(comm, c->name));
+  if ((int)c->dtype < 0 || (int)c->dtype >= ncclNumTypes)
+    return chorus_error(ncclInvalidArgument,
+                        "%s: datatype = %d is not a valid ncclDataType_t (0..%d)", c->name,
+                        (int)c->dtype, ncclNumTypes - 1);
+  int n = comm->nranks;
+  if (needs_root(c->func) && (c->root < 0 || c->root >= n))
+    return chorus_error(ncclInvalidArgument, "%s: root = %d is outside 0..%d", c->name, c->root,
+                        n - 1);
+  if ((c->func == CHORUS_FUNC_SEND || c->func == CHORUS_FUNC_RECV) && (c->root < 0 || c->root >= n))
+    return chorus_error(ncclInvalidArgument, "%s: peer = %d is outside 0..%d", c->name, c->root,
+                        n - 1);
+  chorus_op op;
+  memset(&op, 0, sizeof op);
+  op.nccl_op = 0;
+  if (c->has_op) CHECK(chorus_redop_resolve(comm, c->op, c->dtype, &op.red, &op.nccl_op, c->name));
+  size_t esize = chorus_type_size(c->dtype);
+  describe(c, comm->rank, n);
+  CHECK(check_buffers(c, esize, n));
+  op.func = c->func;
+  op.sendbuff = c->send;
+  op.recvbuff = c->recv;
+  op.count = c->count;
+  op.dtype = c->dtype;
+  op.esize = esize;
+  op.root = (needs_root(c->func) || c->func == CHORUS_FUNC_SEND || c->func == CHORUS_FUNC_RECV)
+                ? c->root
+                : -1;
+  op.red.dtype = c->dtype;
+  return chorus_enqueue(comm, &op);
+}
+
+static ncclResult_t check_and_enqueue(ncclComm_t comm, call *c) {
+  chorus_log_ctx old = comm && comm->magic == CHORUS_COMM_MAGIC ? chorus_comm_enter(comm)
+                                                                : chorus_log_ctx_get();
+  ncclResult_t res = check_and_enqueue_inner(comm, c);
+  if (res != ncclSuccess) chorus_group_record_error(res);
+  chorus_log_ctx_set(old);
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclAllReduce", CHORUS_FUNC_ALLREDUCE, sendbuff, recvbuff, count, datatype, 1, op, -1,
+            0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclBroadcast", CHORUS_FUNC_BROADCAST, sendbuff, recvbuff, count, datatype, 0,
+            ncclSum, root, 0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclBcast", CHORUS_FUNC_BROADCAST, buff, buff, count, datatype, 0, ncclSum, root,
+            0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+         cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclReduce", CHORUS_FUNC_REDUCE, sendbuff, recvbuff, count, datatype, 1, op, root,
+            0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclAllGather", CHORUS_FUNC_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, 0,
+            ncclSum, -1, 0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclReduceScatter", CHORUS_FUNC_REDUCESCATTER, sendbuff, recvbuff, recvcount,
+            datatype, 1, op, -1, 0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclAlltoAll", CHORUS_FUNC_ALLTOALL, sendbuff, recvbuff, count, datatype, 0, ncclSum,
+            -1, 0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclGather", CHORUS_FUNC_GATHER, sendbuff, recvbuff, count, datatype, 0, ncclSum,
+            root, 0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclScatter", CHORUS_FUNC_SCATTER, sendbuff, recvbuff, count, datatype, 0, ncclSum,
+            root, 0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
+         int peer, ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclSend", CHORUS_FUNC_SEND, sendbuff, NULL, count, datatype, 0, ncclSum, peer,
+            0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  (void)stream;
+  call c = {"ncclRecv", CHORUS_FUNC_RECV, NULL, recvbuff, count, datatype, 0, ncclSum, peer,
+            0, 0, 0, 0};
+  return check_and_enqueue(comm, &c);
+}

@@ -1,0 +1,306 @@
+/*
+ * comm.c - building and freeing communicators (see comm.h).
+ *
+ * Building runs in this order, each step collective over the new
+ * communicator: bootstrap rendezvous; allgather of rank records (host,
+ * process, device, buffer sizes); transport choice per peer; each transport's
+ * setup; a barrier; each transport's finish (shared-memory names removed);
+ * the ring order. Any failure leaves async set to the error and the partial
+ * state for chorus_comm_free.
+ */
+#include "core/comm.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/config.h"
+#include "device/device.h"
+#include "transport/transport.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/misc.h"
+#include "util/param.h"
+
+enum { T_SHM = 0, T_NET = 1 };
+static const chorus_transport *const transports[2] = {&chorus_transport_shm, &chorus_transport_net};
+
+/* Rank record exchanged at init: topology plus the buffer geometry, which
+ * must agree across ranks (the smallest wins). */
+typedef struct rank_record {
+  chorus_rank_info info;
+  uint64_t slot_bytes;
+  uint32_t nslots;
+  uint32_t pad;
+} rank_record;
+
+static int live_comms;
+
+ncclResult_t chorus_comm_check(ncclComm_t comm, const char *what) {
+  if (!comm)
+    return chorus_error(ncclInvalidArgument, "%s: comm is NULL", what);
+  if (comm->magic != CHORUS_COMM_MAGIC)
+    return chorus_error(ncclInvalidArgument,
+                        "%s: comm %p is not a valid communicator (destroyed, or never created)",
+                        what, (void *)comm);
+  return ncclSuccess;
+}
+
+chorus_log_ctx chorus_comm_enter(ncclComm_t comm) {
+  return chorus_log_ctx_set((chorus_log_ctx){comm->rank, comm->nranks, comm->last_error,
+                                             sizeof comm->last_error});
+}
+
+ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const ncclConfig_t *cfg) {
+  ncclComm_t c = chorus_calloc(1, sizeof *c);
+  if (!c) return chorus_error(ncclSystemError, "out of memory allocating a communicator");
+  c->magic = CHORUS_COMM_MAGIC;
+  c->rank = rank;
+  c->nranks = nranks;
+  c->device = -1;
+  c->async = ncclInProgress;
+  c->state = CHORUS_COMM_INIT;
+  ncclResult_t res = chorus_config_copy(&c->config, cfg);
+  if (res != ncclSuccess) {
+    chorus_free(c);
+    return res;
+  }
+  __atomic_add_fetch(&live_comms, 1, __ATOMIC_RELAXED);
+  *out = c;
+  return ncclSuccess;
+}
+
+/* Which device this communicator moves: GPUs are the next milestone, so a
+ * process that sees one must ask for host memory explicitly. */
+static ncclResult_t choose_device(ncclComm_t comm) {
+  comm->device = -1;
+  if (chorus_param_int(CHORUS_P_HOST_COMM)) return ncclSuccess;
+  if (chorus_device_count() > 0)
+    return chorus_error(ncclInvalidUsage,
+                        "this process sees a CUDA device, but device communicators are not "
+                        "implemented yet in Chorus; set CHORUS_HOST_COMM=1 to use host memory");
+  return ncclSuccess;
+}
+
+static ncclResult_t exchange_records(ncclComm_t comm, size_t *slot_bytes, int *nslots) {
+  rank_record *rec = chorus_calloc((size_t)comm->nranks, sizeof *rec);
+  chorus_rank_info *info = chorus_calloc((size_t)comm->nranks, sizeof *info);
+  if (!rec || !info) {
+    chorus_free(rec);
+    chorus_free(info);
+    return chorus_error(ncclSystemError, "out of memory exchanging rank records");
+  }
+  int64_t ns = chorus_param_int(CHORUS_P_NSLOTS);
+  int64_t buff = chorus_param_int(CHORUS_P_BUFFSIZE);
+  if (ns < 2) ns = 2;
+  if (ns > 64) ns = 64;
+  int64_t sb = buff / ns;
+  if (sb < 4096) sb = 4096;
+  sb = sb / 64 * 64;
+  chorus_topo_self(&rec[comm->rank].info, comm->rank, comm->device);
+  rec[comm->rank].slot_bytes = (uint64_t)sb;
+  rec[comm->rank].nslots = (uint32_t)ns;
+  ncclResult_t res = chorus_bootstrap_allgather(comm->bs, rec, sizeof *rec);
+  if (res != ncclSuccess) {
+    chorus_free(rec);
+    chorus_free(info);
+    return res;
+  }
+  *slot_bytes = rec[0].slot_bytes;
+  *nslots = (int)rec[0].nslots;
+  for (int r = 0; r < comm->nranks; r++) {
+    info[r] = rec[r].info;
+    if (rec[r].slot_bytes < *slot_bytes) *slot_bytes = rec[r].slot_bytes;
+    if ((int)rec[r].nslots < *nslots) *nslots = (int)rec[r].nslots;
+  }
+  chorus_free(rec);
+  return chorus_topo_build(&comm->topo, info, comm->nranks, comm->rank);
+}
+
+/* Ring order: ranks grouped by host (hosts in order of their first rank),
+ * so a ring crosses the network once per host. */
+static ncclResult_t build_ring(ncclComm_t comm) {
+  comm->ring = chorus_malloc((size_t)comm->nranks * sizeof(int));
+  if (!comm->ring) return chorus_error(ncclSystemError, "out of memory");
+  int pos = 0;
+  for (int h = 0; h < comm->topo.nhosts; h++)
+    for (int r = 0; r < comm->nranks; r++)
+      if (comm->topo.host_of[r] == h) {
+        if (r == comm->rank) comm->cc.ring_pos = pos;
+        comm->ring[pos++] = r;
+      }
+  return ncclSuccess;
+}
+
+static ncclResult_t setup_transports(ncclComm_t comm, size_t slot_bytes, int nslots) {
+  int n = comm->nranks;
+  int *peers[2] = {chorus_malloc((size_t)n * sizeof(int)), chorus_malloc((size_t)n * sizeof(int))};
+  int npeers[2] = {0, 0};
+  ncclResult_t res = ncclSuccess;
+  if (!peers[0] || !peers[1]) {
+    res = chorus_error(ncclSystemError, "out of memory");
+    goto out;
+  }
+  int shm_ok = !chorus_param_int(CHORUS_P_SHM_DISABLE);
+  for (int p = 0; p < n; p++) {
+    int shm = p == comm->rank || (shm_ok && chorus_topo_same_host(&comm->topo, p, comm->rank));
+    peers[shm ? T_SHM : T_NET][npeers[shm ? T_SHM : T_NET]++] = p;
+  }
+  chorus_transport_ctx ctx = {comm->bs, &comm->topo, comm->rank, n, slot_bytes, nslots};
+  for (int t = 0; t < 2; t++)
+    CHECK_GOTO(transports[t]->setup(&ctx, peers[t], npeers[t], &comm->tstate[t]), res, out);
+  CHECK_GOTO(chorus_bootstrap_barrier(comm->bs), res, out);
+  for (int t = 0; t < 2; t++) CHECK_GOTO(transports[t]->finish(comm->tstate[t]), res, out);
+  comm->conns = chorus_calloc((size_t)n * CHORUS_NCHANNELS * 2, sizeof *comm->conns);
+  if (!comm->conns) {
+    res = chorus_error(ncclSystemError, "out of memory");
+    goto out;
+  }
+  for (int p = 0; p < n; p++)
+    for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
+      for (int d = 0; d < 2; d++)
+        for (int t = 0; t < 2; t++) {
+          chorus_conn *c = transports[t]->conn(comm->tstate[t], p, ch, d);
+          if (c) comm->conns[((size_t)p * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)d] = c;
+        }
+  INFO(CHORUS_INIT, "rank %d: %d peer(s) over SHM, %d over NET, %d slots of %zu bytes", comm->rank,
+       npeers[T_SHM], npeers[T_NET], nslots, slot_bytes);
+out:
+  chorus_free(peers[0]);
+  chorus_free(peers[1]);
+  return res;
+}
+
+static int default_spin(const chorus_topo *t) {
+  int64_t s = chorus_param_int(CHORUS_P_SPIN);
+  if (s >= 0) return (int)s;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  /* Oversubscribed: polling only steals time from the rank we wait for. */
+  return (cpus > 0 && t->nlocal > cpus) ? 0 : 2000;
+}
+
+static void fill_coll_comm(ncclComm_t comm) {
+  chorus_coll_comm *cc = &comm->cc;
+  cc->rank = comm->rank;
+  cc->nranks = comm->nranks;
+  cc->conns = comm->conns;
+  cc->transports = transports;
+  cc->tstates = comm->tstate;
+  cc->ntransports = 2;
+  cc->doorbell = transports[T_SHM]->doorbell(comm->tstate[T_SHM]);
+  cc->abort_flag = &comm->abort_flag;
+  cc->timeout_ns = chorus_param_int(CHORUS_P_OP_TIMEOUT) * 1000000000ll;
+  cc->spin = default_spin(&comm->topo);
+  cc->ring = comm->ring;
+  cc->topo = &comm->topo;
+  cc->failed = ncclSuccess;
+  cc->log_ctx = (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error,
+                                 sizeof comm->last_error};
+}
+
+static void print_version_once(void) {
+  static int printed;
+  if (__atomic_exchange_n(&printed, 1, __ATOMIC_RELAXED)) return;
+  if (chorus_log_on(CHORUS_LOG_VERSION, CHORUS_ALL))
+    chorus_log(CHORUS_LOG_VERSION, CHORUS_ALL, __FILE__, __LINE__,
+               "NCCL version %d.%d.%d+chorus.%s (host memory%s)", NCCL_MAJOR, NCCL_MINOR,
+               NCCL_PATCH, "0.1.0", chorus_device_built() ? ", CUDA build" : "");
+}
+
+ncclResult_t chorus_comm_build(ncclComm_t comm) {
+  chorus_log_ctx old = chorus_comm_enter(comm);
+  print_version_once();
+  int64_t t0 = chorus_now_ns();
+  ncclResult_t res;
+  size_t slot_bytes = 0;
+  int nslots = 0;
+  CHECK_GOTO(choose_device(comm), res, out);
+  CHECK_GOTO(chorus_bootstrap_init(&comm->bs, comm->init.uids, comm->init.nuids, comm->nranks,
+                                   comm->rank, &comm->abort_flag),
+             res, out);
+  CHECK_GOTO(exchange_records(comm, &slot_bytes, &nslots), res, out);
+  CHECK_GOTO(setup_transports(comm, slot_bytes, nslots), res, out);
+  CHECK_GOTO(build_ring(comm), res, out);
+  fill_coll_comm(comm);
+  __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
+  INFO(CHORUS_INIT, "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s)", (void *)comm,
+       comm->rank, comm->nranks, comm->topo.nhosts, (chorus_now_ns() - t0) / 1e6,
+       comm->config.commName ? comm->config.commName : "unnamed");
+out:
+  chorus_free(comm->init.uids);
+  comm->init.uids = NULL;
+  __atomic_store_n(&comm->async, res, __ATOMIC_RELEASE);
+  chorus_log_ctx_set(old);
+  return res;
+}
+
+static void *build_thread(void *arg) {
+  chorus_comm_build(arg);
+  return NULL;
+}
+
+ncclResult_t chorus_comm_build_async(ncclComm_t comm) {
+  if (pthread_create(&comm->job_thread, NULL, build_thread, comm) != 0)
+    return chorus_error(ncclSystemError, "cannot start the init thread");
+  comm->has_job_thread = 1;
+  return ncclInProgress;
+}
+
+void chorus_comm_join(ncclComm_t comm) {
+  if (comm->has_job_thread) {
+    pthread_join(comm->job_thread, NULL);
+    comm->has_job_thread = 0;
+  }
+}
+
+void chorus_comm_free(ncclComm_t comm) {
+  chorus_comm_join(comm);
+  for (int t = 1; t >= 0; t--) {
+    transports[t]->destroy(comm->tstate[t]);
+    comm->tstate[t] = NULL;
+  }
+  chorus_bootstrap_destroy(comm->bs);
+  chorus_topo_free(&comm->topo);
+  chorus_free(comm->conns);
+  chorus_free(comm->ring);
+  chorus_free(comm->init.uids);
+  chorus_free(comm->user_ops);
+  chorus_config_free(&comm->config);
+  comm->magic = 0;
+  chorus_free(comm);
+  if (__atomic_sub_fetch(&live_comms, 1, __ATOMIC_RELAXED) == 0 &&
+      chorus_param_int(CHORUS_P_LEAK_CHECK)) {
+    for (int k = 0; k < CHORUS_MEM_KINDS; k++)
+      if (chorus_alloc_blocks((chorus_mem_kind)k) > 0)
+        WARN("leak check: %lld block(s), %lld bytes of kind %d still held after the last "
+             "communicator was destroyed",
+             (long long)chorus_alloc_blocks((chorus_mem_kind)k),
+             (long long)chorus_alloc_bytes((chorus_mem_kind)k), k);
+  }
+}
+
+ncclResult_t chorus_comm_usable(ncclComm_t comm, const char *what) {
+  int state = __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE);
+  ncclResult_t async = __atomic_load_n(&comm->async, __ATOMIC_ACQUIRE);
+  if (state == CHORUS_COMM_INIT && async == ncclInProgress)
+    return chorus_error(ncclInvalidUsage,
+                        "%s: the communicator is still initializing; poll ncclCommGetAsyncError "
+                        "until it returns ncclSuccess",
+                        what);
+  if (async != ncclSuccess)
+    return chorus_error(async,
+                        "%s: the communicator failed earlier (%s) and must be aborted or "
+                        "destroyed",
+                        what, ncclGetErrorString(async));
+  if (comm->cc.failed != ncclSuccess)
+    return chorus_error(comm->cc.failed,
+                        "%s: a previous call on this communicator failed; abort it "
+                        "(ncclCommAbort) and create a new one",
+                        what);
+  if (state == CHORUS_COMM_FINALIZED)
+    return chorus_error(ncclInvalidUsage, "%s: the communicator was finalized", what);
+  if (state == CHORUS_COMM_REVOKED)
+    return chorus_error(ncclInvalidUsage, "%s: the communicator was revoked", what);
+  return ncclSuccess;
+}

@@ -1,0 +1,94 @@
+/*
+ * comm.h - the communicator object and its life cycle.
+ *
+ * States:  INIT (being built, maybe by a background thread)
+ *       -> READY -> FINALIZED / REVOKED
+ *       -> (freed by ncclCommDestroy / ncclCommAbort)
+ * `async` holds what ncclCommGetAsyncError reports: ncclInProgress while the
+ * communicator is being built, then ncclSuccess or the error that broke it.
+ *
+ * Threads: NCCL's rule applies (one thread at a time per communicator), with
+ * two exceptions that must work from any thread: ncclCommGetAsyncError and
+ * ncclCommAbort. Abort raises abort_flag, which every wait in the library
+ * watches, then waits for cc.busy (calls in flight) to drain.
+ */
+#ifndef CHORUS_CORE_COMM_H
+#define CHORUS_CORE_COMM_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "coll/op.h"
+#include "host/reduce.h"
+#include "nccl.h"
+#include "topo/topo.h"
+
+#define CHORUS_COMM_MAGIC 0x43484f52434f4d4dull /* "CHORCOMM" */
+#define CHORUS_MAX_USER_OPS 1024
+
+enum { CHORUS_COMM_INIT = 0, CHORUS_COMM_READY, CHORUS_COMM_FINALIZED, CHORUS_COMM_REVOKED };
+
+/* One ncclRedOpCreatePreMulSum operator. */
+typedef struct chorus_user_op {
+  int used;
+  int dtype;
+  int residence;          /* ncclScalarResidence_t */
+  unsigned char value[8]; /* HostImmediate: the scalar */
+  const void *ptr;        /* Device (host memory on host comms): read at run time */
+} chorus_user_op;
+
+/* What a background (nonblocking or grouped) job needs to finish init. */
+typedef struct chorus_init_args {
+  chorus_uid *uids;
+  int nuids;
+} chorus_init_args;
+
+struct ncclComm {
+  uint64_t magic;
+  int rank, nranks;
+  int device;        /* -1: host memory */
+  ncclConfig_t config;
+  int state;         /* CHORUS_COMM_* (atomic) */
+  int async;         /* ncclResult_t (atomic) */
+  int abort_flag;    /* raised by ncclCommAbort / Destroy during init (atomic) */
+  pthread_t job_thread;
+  int has_job_thread;
+  chorus_init_args init;
+
+  chorus_bootstrap *bs;
+  chorus_topo topo;
+  void *tstate[2];   /* shm, net */
+  chorus_conn **conns;
+  int *ring;
+  chorus_coll_comm cc;
+  uint64_t ctl_seq;  /* split/shrink counter, same on every rank */
+
+  chorus_user_op *user_ops;
+  int nuser_ops;
+
+  char last_error[1024];
+};
+
+/* Validates a handle from the user; `what` names the API call. */
+ncclResult_t chorus_comm_check(ncclComm_t comm, const char *what);
+/* Sets the thread's log context to comm and returns the previous one. */
+chorus_log_ctx chorus_comm_enter(ncclComm_t comm);
+
+/* Allocates a communicator in state INIT (async = ncclInProgress) with its
+ * parsed config. */
+ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const ncclConfig_t *cfg);
+/* Builds the communicator (bootstrap, topology, transports). Blocking;
+ * sets state/async; records errors. Takes ownership of comm->init. */
+ncclResult_t chorus_comm_build(ncclComm_t comm);
+/* Runs chorus_comm_build on a background thread (nonblocking init). */
+ncclResult_t chorus_comm_build_async(ncclComm_t comm);
+/* Joins a background job if any. */
+void chorus_comm_join(ncclComm_t comm);
+/* Frees everything; the handle becomes invalid. */
+void chorus_comm_free(ncclComm_t comm);
+
+/* Ready for collectives? Returns the reason (and WARNs) if not. */
+ncclResult_t chorus_comm_usable(ncclComm_t comm, const char *what);
+
+#endif

@@ -1,0 +1,113 @@
+/*
+ * enqueue.c - see enqueue.h.
+ */
+#include "core/enqueue.h"
+
+#include <string.h>
+
+#include "coll/coll.h"
+#include "coll/exec.h"
+#include "core/comm.h"
+#include "core/group.h"
+#include "util/alloc.h"
+#include "util/check.h"
+
+#define MAX_QUEUES_ON_STACK 16
+
+/* Finds op's queue, adding one if needed. -1 when out of memory. */
+static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *cap,
+                    const chorus_exec_queue *stackq, chorus_coll_comm *cc) {
+  for (int i = 0; i < *nq; i++)
+    if ((*qs)[i].cc == cc) return i;
+  if (*nq == *cap) {
+    int ncap = 2 * *cap;
+    chorus_exec_queue *nqs = chorus_malloc((size_t)ncap * sizeof *nqs);
+    chorus_op **nts = chorus_malloc((size_t)ncap * sizeof *nts);
+    if (!nqs || !nts) {
+      chorus_free(nqs);
+      chorus_free(nts);
+      return -1;
+    }
+    memcpy(nqs, *qs, (size_t)*nq * sizeof **qs);
+    memcpy(nts, *tails, (size_t)*nq * sizeof **tails);
+    if (*qs != stackq) {
+      chorus_free(*qs);
+      chorus_free(*tails);
+    }
+    *qs = nqs;
+    *tails = nts;
+    *cap = ncap;
+  }
+  (*qs)[*nq] = (chorus_exec_queue){cc, NULL, ncclSuccess};
+  (*tails)[*nq] = NULL;
+  return (*nq)++;
+}
+
+ncclResult_t chorus_run_ops(chorus_op *ops) {
+  chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
+  chorus_op *stackt[MAX_QUEUES_ON_STACK];
+  chorus_exec_queue *qs = stackq;
+  chorus_op **tails = stackt;
+  int nq = 0, cap = MAX_QUEUES_ON_STACK;
+  ncclResult_t res = ncclSuccess;
+  /* Plan in call order (this stamps sequence numbers) and link each op to
+   * the queue of its communicator. */
+  chorus_op *next;
+  for (chorus_op *op = ops; op; op = next) {
+    next = op->next_op;
+    op->next_op = NULL;
+    int i = queue_of(&qs, &tails, &nq, &cap, stackq, op->cc);
+    if (i < 0) {
+      res = chorus_error(ncclSystemError, "out of memory grouping %d communicators", nq + 1);
+      break;
+    }
+    chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
+    ncclResult_t pres = chorus_coll_plan(op);
+    chorus_log_ctx_set(old);
+    if (pres != ncclSuccess) {
+      if (res == ncclSuccess) res = pres;
+      continue;
+    }
+    if (tails[i])
+      tails[i]->next_op = op;
+    else
+      qs[i].head = op;
+    tails[i] = op;
+  }
+  if (res == ncclSuccess) {
+    for (int i = 0; i < nq; i++) __atomic_add_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
+    res = chorus_exec_run(qs, nq);
+    for (int i = 0; i < nq; i++) __atomic_sub_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
+  }
+  if (qs != stackq) {
+    chorus_free(qs);
+    chorus_free(tails);
+  }
+  return res;
+}
+
+ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op) {
+  op->cc = &comm->cc;
+  op->next_op = NULL;
+  if (chorus_group_depth() > 0) return chorus_group_add_op(op, comm);
+  return chorus_run_ops(op);
+}
+
+float chorus_estimate_ops(const chorus_op *ops) {
+  /* Latency plus size over bandwidth per call, ring constants measured on
+   * shared memory (see docs/PERFORMANCE.md); calls of one group overlap
+   * across communicators, so take the largest per-communicator sum. */
+  const double hop_us = 2.0, bw_bytes_per_us = 4000.0;
+  double best = 0;
+  for (const chorus_op *a = ops; a; a = a->next_op) {
+    double sum = 0;
+    for (const chorus_op *b = ops; b; b = b->next_op) {
+      if (b->cc != a->cc) continue;
+      int n = b->cc->nranks;
+      double bytes = (double)b->count * (double)b->esize;
+      sum += n > 1 ? 2.0 * (n - 1) * hop_us + 2.0 * (n - 1) / n * bytes / bw_bytes_per_us : 0.5;
+    }
+    if (sum > best) best = sum;
+  }
+  return (float)best;
+}

@@ -1,0 +1,209 @@
+/*
+ * group.c - see group.h.
+ */
+#include "core/group.h"
+
+#include <string.h>
+
+#include "core/api.h"
+#include "core/comm.h"
+#include "core/enqueue.h"
+#include "util/alloc.h"
+#include "util/check.h"
+
+typedef struct group_state {
+  int depth;
+  chorus_job *jobs, *jobs_tail;
+  chorus_op *ops, *ops_tail;
+  ncclResult_t error;
+} group_state;
+
+static _Thread_local group_state G;
+
+int chorus_group_depth(void) { return G.depth; }
+
+void chorus_group_add_job(chorus_job *job) {
+  job->next = NULL;
+  if (G.jobs_tail)
+    G.jobs_tail->next = job;
+  else
+    G.jobs = job;
+  G.jobs_tail = job;
+}
+
+ncclResult_t chorus_group_add_op(const chorus_op *op, ncclComm_t comm) {
+  (void)comm;
+  chorus_op *copy = chorus_malloc(sizeof *copy);
+  if (!copy) {
+    ncclResult_t res = chorus_error(ncclSystemError, "out of memory recording a grouped call");
+    chorus_group_record_error(res);
+    return res;
+  }
+  *copy = *op;
+  copy->next_op = NULL;
+  if (G.ops_tail)
+    G.ops_tail->next_op = copy;
+  else
+    G.ops = copy;
+  G.ops_tail = copy;
+  return ncclSuccess;
+}
+
+void chorus_group_record_error(ncclResult_t res) {
+  if (G.depth > 0 && G.error == ncclSuccess) G.error = res;
+}
+
+static void hand_over(chorus_job *job) {
+  if (job->owner) {
+    job->owner->job_thread = job->thread;
+    job->owner->has_job_thread = 1;
+  } else {
+    pthread_detach(job->thread);
+  }
+}
+
+ncclResult_t chorus_job_run_now(chorus_job *job) {
+  if (job->blocking) {
+    ncclResult_t res = (ncclResult_t)(intptr_t)job->fn(job->arg);
+    chorus_free(job);
+    return res;
+  }
+  if (pthread_create(&job->thread, NULL, job->fn, job->arg) != 0) {
+    chorus_free(job);
+    return chorus_error(ncclSystemError, "cannot start a thread for a nonblocking call");
+  }
+  hand_over(job);
+  chorus_free(job);
+  return ncclInProgress;
+}
+
+/* Starts every job on its own thread, then joins the blocking ones. */
+static ncclResult_t run_jobs(chorus_job *jobs) {
+  ncclResult_t res = ncclSuccess;
+  int pending_nonblocking = 0;
+  for (chorus_job *j = jobs; j; j = j->next) {
+    if (pthread_create(&j->thread, NULL, j->fn, j->arg) == 0) {
+      j->started = 1;
+    } else if (res == ncclSuccess) {
+      res = chorus_error(ncclSystemError, "cannot start a thread for a grouped call");
+    }
+  }
+  chorus_job *next;
+  for (chorus_job *j = jobs; j; j = next) {
+    next = j->next;
+    if (j->started && j->blocking) {
+      void *ret = NULL;
+      pthread_join(j->thread, &ret);
+      ncclResult_t r = (ncclResult_t)(intptr_t)ret;
+      if (r != ncclSuccess && res == ncclSuccess) res = r;
+    } else if (j->started) {
+      hand_over(j);
+      pending_nonblocking = 1;
+    }
+    chorus_free(j);
+  }
+  if (res == ncclSuccess && pending_nonblocking) res = ncclInProgress;
+  return res;
+}
+
+/* A call in the group failed: nothing runs, and communicators that were
+ * waiting to be built carry the error. */
+static void cancel_jobs(chorus_job *jobs, ncclResult_t error) {
+  chorus_job *next;
+  for (chorus_job *j = jobs; j; j = next) {
+    next = j->next;
+    if (j->owner) __atomic_store_n(&j->owner->async, error, __ATOMIC_RELEASE);
+    chorus_free(j);
+  }
+}
+
+static void free_ops(chorus_op *ops) {
+  chorus_op *next;
+  for (chorus_op *op = ops; op; op = next) {
+    next = op->next_op;
+    chorus_free(op);
+  }
+}
+
+/* Takes the group's contents and resets it (so nothing leaks on error). */
+static void take(chorus_job **jobs, chorus_op **ops, ncclResult_t *error) {
+  *jobs = G.jobs;
+  *ops = G.ops;
+  *error = G.error;
+  G.jobs = G.jobs_tail = NULL;
+  G.ops = G.ops_tail = NULL;
+  G.error = ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGroupStart, void) {
+  G.depth++;
+  return ncclSuccess;
+}
+
+/* Keeps a private copy of the op list for running: chorus_run_ops relinks
+ * next_op, so we remember the nodes in an array to free them afterwards. */
+static ncclResult_t run_and_free_ops(chorus_op *ops) {
+  size_t n = 0;
+  for (chorus_op *op = ops; op; op = op->next_op) n++;
+  if (!n) return ncclSuccess;
+  chorus_op **all = chorus_malloc(n * sizeof *all);
+  if (!all) {
+    free_ops(ops);
+    return chorus_error(ncclSystemError, "out of memory running a group");
+  }
+  size_t i = 0;
+  for (chorus_op *op = ops; op; op = op->next_op) all[i++] = op;
+  ncclResult_t res = chorus_run_ops(ops);
+  for (i = 0; i < n; i++) chorus_free(all[i]);
+  chorus_free(all);
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclGroupEnd, void) {
+  if (G.depth == 0)
+    return chorus_error(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
+  if (--G.depth > 0) return ncclSuccess;
+  chorus_job *jobs;
+  chorus_op *ops;
+  ncclResult_t error;
+  take(&jobs, &ops, &error);
+  if (error != ncclSuccess) {
+    cancel_jobs(jobs, error);
+    free_ops(ops);
+    return error;
+  }
+  ncclResult_t res = jobs ? run_jobs(jobs) : ncclSuccess;
+  if (res != ncclSuccess && res != ncclInProgress) {
+    free_ops(ops);
+    return res;
+  }
+  ncclResult_t ores = run_and_free_ops(ops);
+  return ores != ncclSuccess ? ores : res;
+}
+
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
+  if (G.depth == 0)
+    return chorus_error(ncclInvalidUsage,
+                        "ncclGroupSimulateEnd called without a matching ncclGroupStart");
+  if (!simInfo || simInfo->magic != 0x74685283u)
+    return chorus_error(ncclInvalidArgument,
+                        "ncclGroupSimulateEnd: simInfo not initialized via NCCL_SIM_INFO_INITIALIZER");
+  if (--G.depth > 0) return ncclSuccess;
+  chorus_job *jobs;
+  chorus_op *ops;
+  ncclResult_t error;
+  take(&jobs, &ops, &error);
+  if (error != ncclSuccess) {
+    cancel_jobs(jobs, error);
+    free_ops(ops);
+    return error;
+  }
+  ncclResult_t res = jobs ? run_jobs(jobs) : ncclSuccess;
+  float t = chorus_estimate_ops(ops);
+  free_ops(ops);
+  ncclSimInfo_t out = *simInfo;
+  out.estimatedTime = t;
+  size_t size = simInfo->size < sizeof out ? simInfo->size : sizeof out;
+  memcpy(simInfo, &out, size);
+  return res;
+}

@@ -1,0 +1,109 @@
+/*
+ * lifecycle.c - finalize, destroy, abort, revoke, and the queries.
+ */
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "coll/exec.h"
+#include "core/api.h"
+#include "core/comm.h"
+#include "util/check.h"
+#include "util/clock.h"
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  CHECK(chorus_comm_check(comm, "ncclCommFinalize"));
+  chorus_log_ctx old = chorus_comm_enter(comm);
+  ncclResult_t res = ncclSuccess;
+  int state = __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE);
+  if (state == CHORUS_COMM_INIT)
+    res = chorus_error(ncclInvalidUsage, "ncclCommFinalize: the communicator is not initialized "
+                                         "(poll ncclCommGetAsyncError first)");
+  else if (state == CHORUS_COMM_REVOKED)
+    res = chorus_error(ncclInvalidUsage, "ncclCommFinalize: the communicator was revoked; "
+                                         "destroy or abort it instead");
+  else
+    /* Host calls complete before they return, so nothing is outstanding. */
+    __atomic_store_n(&comm->state, CHORUS_COMM_FINALIZED, __ATOMIC_RELEASE);
+  chorus_log_ctx_set(old);
+  return res;
+}
+
+/* Waits (bounded) until no call runs on comm in another thread. */
+static void drain(ncclComm_t comm) {
+  int64_t dl = chorus_now_ns() + 10ll * 1000000000;
+  while (__atomic_load_n(&comm->cc.busy, __ATOMIC_ACQUIRE) > 0 && !chorus_expired(dl)) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  if (!comm) return ncclSuccess; /* NCCL accepts NULL here */
+  CHECK(chorus_comm_check(comm, "ncclCommDestroy"));
+  /* Destroying a communicator still being built gives up on it. */
+  if (__atomic_load_n(&comm->async, __ATOMIC_ACQUIRE) == ncclInProgress)
+    __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  chorus_comm_join(comm);
+  drain(comm);
+  chorus_comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  if (!comm) return ncclSuccess;
+  CHECK(chorus_comm_check(comm, "ncclCommAbort"));
+  chorus_log_ctx old = chorus_comm_enter(comm);
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  chorus_comm_join(comm);
+  drain(comm);
+  if (comm->conns) chorus_exec_fail_comm(&comm->cc, ncclRemoteError, "the rank called ncclCommAbort");
+  INFO(CHORUS_INIT, "comm %p rank %d aborted", (void *)comm, comm->rank);
+  chorus_log_ctx_set(old);
+  chorus_comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  CHECK(chorus_comm_check(comm, "ncclCommRevoke"));
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return chorus_error(ncclInvalidArgument,
+                        "ncclCommRevoke: revokeFlags = %d must be NCCL_REVOKE_DEFAULT (0)",
+                        revokeFlags);
+  int state = __atomic_load_n(&comm->state, __ATOMIC_ACQUIRE);
+  if (state == CHORUS_COMM_INIT)
+    return chorus_error(ncclInvalidUsage, "ncclCommRevoke: the communicator is not initialized");
+  __atomic_store_n(&comm->state, CHORUS_COMM_REVOKED, __ATOMIC_RELEASE);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *asyncError) {
+  CHECK(chorus_comm_check(comm, "ncclCommGetAsyncError"));
+  if (!asyncError)
+    return chorus_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
+  ncclResult_t r = __atomic_load_n(&comm->async, __ATOMIC_ACQUIRE);
+  if (r == ncclSuccess && comm->cc.failed != ncclSuccess) r = comm->cc.failed;
+  *asyncError = r;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count) {
+  CHECK(chorus_comm_check(comm, "ncclCommCount"));
+  if (!count) return chorus_error(ncclInvalidArgument, "ncclCommCount: count is NULL");
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank) {
+  CHECK(chorus_comm_check(comm, "ncclCommUserRank"));
+  if (!rank) return chorus_error(ncclInvalidArgument, "ncclCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device) {
+  CHECK(chorus_comm_check(comm, "ncclCommCuDevice"));
+  if (!device) return chorus_error(ncclInvalidArgument, "ncclCommCuDevice: device is NULL");
+  *device = comm->device; /* -1 for host-memory communicators */
+  return ncclSuccess;
+}

@@ -1,0 +1,143 @@
+/*
+ * mem.c - ncclMemAlloc/ncclMemFree and buffer registration.
+ *
+ * Without a GPU, ncclMemAlloc returns page-aligned host memory from mmap.
+ * Every live allocation is remembered, so ncclMemFree of a pointer we did not
+ * hand out is an error, not a crash. Registration on host communicators has
+ * nothing to pin or map: handles are validated tokens. Windows
+ * (ncclCommWindowRegister) exist for device code and are not available on
+ * host communicators.
+ */
+#include <pthread.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "core/api.h"
+#include "core/comm.h"
+#include "util/alloc.h"
+#include "util/check.h"
+
+typedef struct mem_block {
+  void *ptr;
+  size_t size;
+} mem_block;
+
+static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
+static mem_block *blocks;
+static size_t nblocks, cap_blocks;
+
+static int remember(void *p, size_t size) {
+  pthread_mutex_lock(&mem_lock);
+  if (nblocks == cap_blocks) {
+    size_t cap = cap_blocks ? 2 * cap_blocks : 64;
+    mem_block *b = chorus_malloc(cap * sizeof *b);
+    if (!b) {
+      pthread_mutex_unlock(&mem_lock);
+      return -1;
+    }
+    if (nblocks) memcpy(b, blocks, nblocks * sizeof *b);
+    chorus_free(blocks);
+    blocks = b;
+    cap_blocks = cap;
+  }
+  blocks[nblocks++] = (mem_block){p, size};
+  pthread_mutex_unlock(&mem_lock);
+  return 0;
+}
+
+/* Removes p from the registry; returns its size or 0 if unknown. */
+static size_t forget(void *p) {
+  size_t size = 0;
+  pthread_mutex_lock(&mem_lock);
+  for (size_t i = 0; i < nblocks; i++)
+    if (blocks[i].ptr == p) {
+      size = blocks[i].size;
+      blocks[i] = blocks[--nblocks];
+      break;
+    }
+  if (nblocks == 0) {
+    chorus_free(blocks);
+    blocks = NULL;
+    cap_blocks = 0;
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return size;
+}
+
+NCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size) {
+  if (!ptr) return chorus_error(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
+  *ptr = NULL;
+  if (size == 0) return chorus_error(ncclInvalidArgument, "ncclMemAlloc: size is 0");
+  void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED)
+    return chorus_error(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory",
+                        size);
+  if (remember(p, size) != 0) {
+    munmap(p, size);
+    return chorus_error(ncclSystemError, "ncclMemAlloc: out of memory");
+  }
+  chorus_alloc_account(CHORUS_MEM_PINNED, (int64_t)size);
+  *ptr = p;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclMemFree, void *ptr) {
+  if (!ptr) return ncclSuccess;
+  size_t size = forget(ptr);
+  if (!size)
+    return chorus_error(ncclInvalidArgument,
+                        "ncclMemFree: %p was not returned by ncclMemAlloc (or was freed already)",
+                        ptr);
+  munmap(ptr, size);
+  chorus_alloc_account(CHORUS_MEM_PINNED, -(int64_t)size);
+  return ncclSuccess;
+}
+
+#define REG_MAGIC 0x43524547u /* "CREG" */
+
+typedef struct reg_handle {
+  uint32_t magic;
+  ncclComm_t comm;
+  void *buff;
+  size_t size;
+} reg_handle;
+
+NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size,
+         void **handle) {
+  CHECK(chorus_comm_check(comm, "ncclCommRegister"));
+  if (!handle) return chorus_error(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
+  if (!buff && size)
+    return chorus_error(ncclInvalidArgument, "ncclCommRegister: buff is NULL (size %zu)", size);
+  reg_handle *h = chorus_malloc(sizeof *h);
+  if (!h) return chorus_error(ncclSystemError, "ncclCommRegister: out of memory");
+  *h = (reg_handle){REG_MAGIC, comm, buff, size};
+  *handle = h;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle) {
+  CHECK(chorus_comm_check(comm, "ncclCommDeregister"));
+  reg_handle *h = handle;
+  if (!h || h->magic != REG_MAGIC || h->comm != comm)
+    return chorus_error(ncclInvalidArgument,
+                        "ncclCommDeregister: handle %p was not registered on this communicator",
+                        handle);
+  h->magic = 0;
+  chorus_free(h);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
+         ncclWindow_t *win, int winFlags) {
+  CHECK(chorus_comm_check(comm, "ncclCommWindowRegister"));
+  if (win) *win = NULL;
+  return chorus_error(ncclInvalidUsage,
+                      "ncclCommWindowRegister is not supported on host-memory communicators "
+                      "(windows serve device kernels); not implemented yet");
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+  CHECK(chorus_comm_check(comm, "ncclCommWindowDeregister"));
+  return chorus_error(ncclInvalidUsage,
+                      "ncclCommWindowDeregister: no windows exist on host-memory communicators");
+}

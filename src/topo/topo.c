@@ -1,0 +1,87 @@
+/*
+ * topo.c - see topo.h.
+ */
+#include "topo/topo.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/misc.h"
+#include "util/param.h"
+
+static void read_first_line(const char *path, char *buf, size_t size) {
+  buf[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  if (!fgets(buf, (int)size, f)) buf[0] = '\0';
+  fclose(f);
+}
+
+static uint64_t ns_inode(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+static uint64_t host_hash(void) {
+  const char *id = chorus_param_str(CHORUS_P_HOSTID);
+  if (id && *id) return chorus_hash64(id, strlen(id), 1);
+  char buf[512];
+  int n = snprintf(buf, sizeof buf, "%s|", chorus_log_hostname());
+  read_first_line("/proc/sys/kernel/random/boot_id", buf + n, sizeof buf - (size_t)n);
+  uint64_t h = chorus_hash64(buf, strlen(buf), 1);
+  uint64_t ns[2] = {ns_inode("/proc/self/ns/net"), ns_inode("/proc/self/ns/mnt")};
+  return chorus_hash64(ns, sizeof ns, h);
+}
+
+ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device) {
+  memset(me, 0, sizeof *me);
+  me->host_hash = host_hash();
+  me->proc_hash = chorus_process_token();
+  me->rank = rank;
+  me->pid = (int32_t)getpid();
+  me->device = device;
+  snprintf(me->hostname, sizeof me->hostname, "%s", chorus_log_hostname());
+  return ncclSuccess;
+}
+
+void chorus_topo_free(chorus_topo *t) {
+  chorus_free(t->info);
+  chorus_free(t->host_of);
+  chorus_free(t->local_index);
+  chorus_free(t->nlocal_of_host);
+  chorus_free(t->local_ranks);
+  memset(t, 0, sizeof *t);
+}
+
+ncclResult_t chorus_topo_build(chorus_topo *t, chorus_rank_info *info, int nranks, int rank) {
+  memset(t, 0, sizeof *t);
+  t->nranks = nranks;
+  t->rank = rank;
+  t->info = info;
+  t->host_of = chorus_calloc((size_t)nranks, sizeof(int));
+  t->local_index = chorus_calloc((size_t)nranks, sizeof(int));
+  t->nlocal_of_host = chorus_calloc((size_t)nranks, sizeof(int));
+  if (!t->host_of || !t->local_index || !t->nlocal_of_host) goto oom;
+  for (int r = 0; r < nranks; r++) {
+    int h = -1;
+    for (int q = 0; q < r && h < 0; q++)
+      if (info[q].host_hash == info[r].host_hash) h = t->host_of[q];
+    if (h < 0) h = t->nhosts++;
+    t->host_of[r] = h;
+    t->local_index[r] = t->nlocal_of_host[h]++;
+  }
+  t->nlocal = t->nlocal_of_host[t->host_of[rank]];
+  t->local_ranks = chorus_calloc((size_t)t->nlocal, sizeof(int));
+  if (!t->local_ranks) goto oom;
+  for (int r = 0, i = 0; r < nranks; r++)
+    if (t->host_of[r] == t->host_of[rank]) t->local_ranks[i++] = r;
+  return ncclSuccess;
+oom:
+  chorus_topo_free(t);
+  return chorus_error(ncclSystemError, "topology: out of memory");
+}

@@ -1,0 +1,60 @@
+/*
+ * topo.h - who shares what with whom.
+ *
+ * Each rank describes itself (host identity, process identity, device) in a
+ * fixed-size record; records are allgathered at init. From them we derive,
+ * for every pair of ranks, whether they share a host (so shared memory
+ * works), share a process (so plain pointers work), and the host grouping the
+ * algorithms use.
+ *
+ * The host identity hashes the host name, the kernel boot id and the network
+ * and mount namespaces, or takes NCCL_HOSTID when set: two containers or
+ * network namespaces on one machine count as different hosts, which is what
+ * they are as far as /dev/shm and addresses go.
+ */
+#ifndef CHORUS_TOPO_TOPO_H
+#define CHORUS_TOPO_TOPO_H
+
+#include <stdint.h>
+
+#include "nccl.h"
+
+typedef struct chorus_rank_info {
+  uint64_t host_hash;
+  uint64_t proc_hash;
+  int32_t rank;
+  int32_t pid;
+  int32_t device;   /* CUDA device, or -1 for a host-memory rank */
+  int32_t pad;
+  char hostname[64];
+} chorus_rank_info;
+
+typedef struct chorus_topo {
+  int nranks;
+  int rank;
+  chorus_rank_info *info; /* nranks records */
+  int nhosts;
+  int *host_of;           /* host index of each rank (hosts numbered by first rank) */
+  int *local_index;       /* index of each rank among the ranks of its host */
+  int *nlocal_of_host;    /* ranks per host */
+  int nlocal;             /* ranks on this rank's host */
+  int *local_ranks;       /* those ranks, ascending */
+} chorus_topo;
+
+/* Fills this rank's record. */
+ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device);
+
+/* Builds the derived tables from the allgathered records (takes ownership of
+ * info). */
+ncclResult_t chorus_topo_build(chorus_topo *t, chorus_rank_info *info, int nranks, int rank);
+void chorus_topo_free(chorus_topo *t);
+
+static inline int chorus_topo_same_host(const chorus_topo *t, int a, int b) {
+  return t->host_of[a] == t->host_of[b];
+}
+static inline int chorus_topo_same_proc(const chorus_topo *t, int a, int b) {
+  return t->info[a].host_hash == t->info[b].host_hash &&
+         t->info[a].proc_hash == t->info[b].proc_hash;
+}
+
+#endif

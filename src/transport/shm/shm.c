@@ -1,0 +1,364 @@
+/*
+ * shm.c - the shared-memory transport: ranks of one host (threads of one
+ * process or separate processes) exchange messages through FIFOs in POSIX
+ * shared memory.
+ *
+ * Layout. Every rank creates one segment: a header page (identity and the
+ * rank's doorbell), then one FIFO control block per (sending rank, channel),
+ * then the FIFOs' slots. The FIFO that carries S -> R on channel c lives in
+ * R's segment at index pos(S) * CHORUS_NCHANNELS + c, where pos is S's index
+ * among the ranks that share memory (all ranks of the host, or only itself
+ * when NCCL_SHM_DISABLE=1 leaves just the self-connection).
+ *
+ * Protocol of one FIFO (single producer, single consumer):
+ *   tail  written by the sender (release) after filling slot tail % nslots
+ *         and its header; read by the receiver (acquire).
+ *   head  written by the receiver (release) after it is done with slot
+ *         head % nslots; read by the sender (acquire) to find free slots.
+ *   error written (release) by either side after it wrote `reason`; both
+ *         check it before every slot operation.
+ * After moving tail or head the writer rings the other rank's doorbell.
+ *
+ * Lifetime. The creator unlinks the segment's name in finish(), i.e. after
+ * every peer mapped it; from then on the memory goes away with the last
+ * mapping, however the processes end.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "transport/transport.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/misc.h"
+#include "util/shm.h"
+
+#define SEG_MAGIC 0x43484f5253484d31ull /* "CHORSHM1" */
+#define MAX_SLOTS 64
+#define CACHELINE 64
+
+typedef struct seg_header {
+  uint64_t magic;
+  int32_t rank;
+  int32_t pid;
+  uint32_t nfifo, nslots;
+  uint64_t slot_bytes;
+  chorus_doorbell db __attribute__((aligned(CACHELINE)));
+} seg_header;
+
+typedef struct slot_header {
+  uint64_t bytes;
+  chorus_msg_meta meta;
+} slot_header;
+
+typedef struct fifo_ctrl {
+  uint64_t tail __attribute__((aligned(CACHELINE)));
+  uint64_t head __attribute__((aligned(CACHELINE)));
+  uint32_t error __attribute__((aligned(CACHELINE)));
+  char reason[188];
+  slot_header slot[MAX_SLOTS] __attribute__((aligned(CACHELINE)));
+} fifo_ctrl;
+
+typedef struct shm_conn {
+  chorus_conn base;
+  fifo_ctrl *ctrl;
+  char *data;
+  uint32_t nslots;
+  int dir;
+  uint64_t pos;    /* our counter: tail (send) or head (recv) */
+  uint64_t other;  /* last seen head (send) or tail (recv) */
+  int holding;
+  chorus_doorbell *peer_db;
+  chorus_doorbell *my_db;
+  pid_t peer_pid;
+} shm_conn;
+
+typedef struct shm_state {
+  int rank, nranks;
+  int full;            /* FIFOs for all local ranks (else self only) */
+  const chorus_topo *topo;
+  chorus_shm own;
+  chorus_shm *peer_seg; /* indexed by rank; base NULL when not mapped */
+  shm_conn *conns;      /* [rank][channel][dir], only shm peers valid */
+  uint8_t *is_peer;
+  uint32_t nfifo, nslots;
+  size_t slot_bytes, ctrl_bytes;
+} shm_state;
+
+typedef struct seg_record {
+  char name[CHORUS_SHM_NAME_MAX];
+  uint64_t size;
+} seg_record;
+
+static size_t page_up(size_t x) { return CHORUS_ALIGN_UP(x, (size_t)4096); }
+
+static size_t seg_size(const shm_state *s) {
+  return page_up(sizeof(seg_header)) + s->ctrl_bytes +
+         (size_t)s->nfifo * s->nslots * s->slot_bytes;
+}
+
+static fifo_ctrl *fifo_at(const shm_state *s, void *base, uint32_t idx) {
+  return (fifo_ctrl *)((char *)base + page_up(sizeof(seg_header)) + (size_t)idx * sizeof(fifo_ctrl));
+}
+
+static char *data_at(const shm_state *s, void *base, uint32_t idx) {
+  return (char *)base + page_up(sizeof(seg_header)) + s->ctrl_bytes +
+         (size_t)idx * s->nslots * s->slot_bytes;
+}
+
+static int pos_of(const shm_state *s, int rank) { return s->full ? s->topo->local_index[rank] : 0; }
+
+static shm_conn *conn_of(shm_state *s, int peer, int ch, int dir) {
+  return &s->conns[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)dir];
+}
+
+static ncclResult_t peer_failed(shm_conn *c) {
+  char reason[sizeof c->ctrl->reason];
+  memcpy(reason, c->ctrl->reason, sizeof reason);
+  reason[sizeof reason - 1] = '\0';
+  snprintf(c->base.err, sizeof c->base.err, "rank %d reported a failure: %s", c->base.peer,
+           reason[0] ? reason : "(no reason given)");
+  return ncclRemoteError;
+}
+
+static ncclResult_t shm_send_slot(chorus_conn *cc, void **buf, size_t *cap) {
+  shm_conn *c = (shm_conn *)cc;
+  if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
+  if (c->pos - c->other >= c->nslots) {
+    c->other = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
+    if (c->pos - c->other >= c->nslots) return ncclInProgress;
+  }
+  *buf = c->data + (size_t)(c->pos % c->nslots) * c->base.slot_bytes;
+  *cap = c->base.slot_bytes;
+  c->holding = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t shm_send_post(chorus_conn *cc, size_t bytes, const chorus_msg_meta *meta) {
+  shm_conn *c = (shm_conn *)cc;
+  slot_header *h = &c->ctrl->slot[c->pos % c->nslots];
+  h->bytes = bytes;
+  h->meta = *meta;
+  c->pos++;
+  c->holding = 0;
+  __atomic_store_n(&c->ctrl->tail, c->pos, __ATOMIC_RELEASE);
+  chorus_doorbell_ring(c->peer_db);
+  return ncclSuccess;
+}
+
+static ncclResult_t shm_send_flush(chorus_conn *cc) {
+  (void)cc;
+  return ncclSuccess;
+}
+
+static ncclResult_t shm_recv_slot(chorus_conn *cc, const void **buf, size_t *bytes,
+                                  chorus_msg_meta *meta) {
+  shm_conn *c = (shm_conn *)cc;
+  if (c->pos == c->other) {
+    c->other = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+    if (c->pos == c->other) {
+      if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
+      return ncclInProgress;
+    }
+  }
+  const slot_header *h = &c->ctrl->slot[c->pos % c->nslots];
+  *buf = c->data + (size_t)(c->pos % c->nslots) * c->base.slot_bytes;
+  *bytes = h->bytes;
+  *meta = h->meta;
+  c->holding = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t shm_recv_release(chorus_conn *cc) {
+  shm_conn *c = (shm_conn *)cc;
+  c->pos++;
+  c->holding = 0;
+  __atomic_store_n(&c->ctrl->head, c->pos, __ATOMIC_RELEASE);
+  chorus_doorbell_ring(c->peer_db);
+  return ncclSuccess;
+}
+
+static void shm_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
+  (void)dir;
+  chorus_waitset_add_db(ws, ((shm_conn *)cc)->my_db);
+}
+
+static ncclResult_t shm_check(chorus_conn *cc) {
+  shm_conn *c = (shm_conn *)cc;
+  if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
+  if (c->peer_pid > 0 && kill(c->peer_pid, 0) != 0 && errno == ESRCH) {
+    snprintf(c->base.err, sizeof c->base.err, "rank %d (pid %d on this host) has exited",
+             c->base.peer, (int)c->peer_pid);
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
+static void shm_fail(chorus_conn *cc, const char *reason) {
+  shm_conn *c = (shm_conn *)cc;
+  if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return;
+  snprintf(c->ctrl->reason, sizeof c->ctrl->reason, "%s", reason);
+  __atomic_store_n(&c->ctrl->error, 1, __ATOMIC_RELEASE);
+  chorus_doorbell_ring(c->peer_db);
+}
+
+static const chorus_conn_ops shm_ops = {
+    .send_slot = shm_send_slot,
+    .send_post = shm_send_post,
+    .send_flush = shm_send_flush,
+    .recv_slot = shm_recv_slot,
+    .recv_release = shm_recv_release,
+    .wait_info = shm_wait_info,
+    .check = shm_check,
+    .fail = shm_fail,
+};
+
+static void shm_destroy(void *p) {
+  shm_state *s = p;
+  if (!s) return;
+  if (s->peer_seg)
+    for (int r = 0; r < s->nranks; r++)
+      if (r != s->rank) chorus_shm_close(&s->peer_seg[r]);
+  chorus_shm_close(&s->own);
+  chorus_free(s->peer_seg);
+  chorus_free(s->conns);
+  chorus_free(s->is_peer);
+  chorus_free(s);
+}
+
+static void init_conn(shm_state *s, int peer, int ch, int dir) {
+  shm_conn *c = conn_of(s, peer, ch, dir);
+  void *seg = dir == CHORUS_DIR_SEND ? s->peer_seg[peer].base : s->own.base;
+  void *peer_base = s->peer_seg[peer].base;
+  uint32_t idx = (uint32_t)(dir == CHORUS_DIR_SEND ? pos_of(s, s->rank) : pos_of(s, peer)) *
+                     CHORUS_NCHANNELS + (uint32_t)ch;
+  c->base.ops = &shm_ops;
+  c->base.transport = "SHM";
+  c->base.peer = peer;
+  c->base.channel = ch;
+  c->base.slot_bytes = s->slot_bytes;
+  c->ctrl = fifo_at(s, seg, idx);
+  c->data = data_at(s, seg, idx);
+  c->nslots = s->nslots;
+  c->dir = dir;
+  c->peer_db = &((seg_header *)peer_base)->db;
+  c->my_db = &((seg_header *)s->own.base)->db;
+  c->peer_pid = ((seg_header *)peer_base)->pid;
+}
+
+static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
+                              void **out) {
+  *out = NULL;
+  char err[512];
+  ncclResult_t res = ncclSuccess;
+  seg_record *rec = NULL;
+  shm_state *s = chorus_calloc(1, sizeof *s);
+  if (!s) return chorus_error(ncclSystemError, "SHM transport: out of memory");
+  s->rank = ctx->rank;
+  s->nranks = ctx->nranks;
+  s->topo = ctx->topo;
+  s->full = npeers > 1;
+  if (s->full && npeers != ctx->topo->nlocal) {
+    res = chorus_error(ncclInternalError, "SHM transport: peers must be all ranks of the host");
+    goto fail;
+  }
+  s->nfifo = (uint32_t)(s->full ? ctx->topo->nlocal : 1) * CHORUS_NCHANNELS;
+  s->nslots = (uint32_t)CHORUS_MIN(ctx->nslots, MAX_SLOTS);
+  s->slot_bytes = ctx->slot_bytes;
+  s->ctrl_bytes = page_up((size_t)s->nfifo * sizeof(fifo_ctrl));
+  s->peer_seg = chorus_calloc((size_t)s->nranks, sizeof *s->peer_seg);
+  s->conns = chorus_calloc((size_t)s->nranks * CHORUS_NCHANNELS * 2, sizeof *s->conns);
+  s->is_peer = chorus_calloc((size_t)s->nranks, 1);
+  rec = chorus_calloc((size_t)s->nranks, sizeof *rec);
+  if (!s->peer_seg || !s->conns || !s->is_peer || !rec) {
+    res = chorus_error(ncclSystemError, "SHM transport: out of memory");
+    goto fail;
+  }
+  /* This rank's segment (always: the self-connection lives in it). */
+  res = chorus_shm_create(&s->own, "fifo", seg_size(s), err, sizeof err);
+  if (res != ncclSuccess) {
+    res = chorus_error(res, "SHM transport: %s", err);
+    goto fail;
+  }
+  seg_header *hdr = s->own.base;
+  hdr->magic = SEG_MAGIC;
+  hdr->rank = s->rank;
+  hdr->pid = (int32_t)getpid();
+  hdr->nfifo = s->nfifo;
+  hdr->nslots = s->nslots;
+  hdr->slot_bytes = s->slot_bytes;
+  s->peer_seg[s->rank] = s->own; /* same mapping; never closed twice (see destroy) */
+  snprintf(rec[s->rank].name, sizeof rec[s->rank].name, "%s", s->own.name);
+  rec[s->rank].size = seg_size(s);
+  CHECK_GOTO(chorus_bootstrap_allgather(ctx->bs, rec, sizeof *rec), res, fail);
+  for (int i = 0; i < npeers; i++) {
+    int p = peers[i];
+    s->is_peer[p] = 1;
+    if (p == s->rank) continue;
+    res = chorus_shm_open(&s->peer_seg[p], rec[p].name, rec[p].size, err, sizeof err);
+    if (res == ncclSuccess && ((seg_header *)s->peer_seg[p].base)->magic != SEG_MAGIC)
+      res = chorus_errmsg(err, sizeof err, ncclSystemError, "segment %s is not ours", rec[p].name);
+    if (res != ncclSuccess) {
+      res = chorus_error(res,
+                         "SHM transport: cannot map the segment of rank %d (%s): %s. Ranks that "
+                         "look like one host must share /dev/shm; set NCCL_SHM_DISABLE=1 or "
+                         "NCCL_HOSTID to tell them apart",
+                         p, ctx->topo->info[p].hostname, err);
+      goto fail;
+    }
+  }
+  for (int i = 0; i < npeers; i++)
+    for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
+      init_conn(s, peers[i], ch, CHORUS_DIR_SEND);
+      init_conn(s, peers[i], ch, CHORUS_DIR_RECV);
+    }
+  chorus_free(rec);
+  INFO(CHORUS_SHM | CHORUS_INIT, "SHM transport: %d peer(s), %u slots of %zu bytes per FIFO",
+       npeers, s->nslots, s->slot_bytes);
+  *out = s;
+  return ncclSuccess;
+fail:
+  chorus_free(rec);
+  shm_destroy(s);
+  return res;
+}
+
+static ncclResult_t shm_finish(void *p) {
+  shm_state *s = p;
+  chorus_shm_unlink(&s->own);
+  return ncclSuccess;
+}
+
+static chorus_conn *shm_conn_get(void *p, int peer, int ch, int dir) {
+  shm_state *s = p;
+  if (!s->is_peer[peer]) return NULL;
+  return &conn_of(s, peer, ch, dir)->base;
+}
+
+static ncclResult_t shm_progress(void *p) {
+  (void)p;
+  return ncclSuccess;
+}
+
+static void shm_state_wait_info(void *p, chorus_waitset *ws) {
+  (void)p;
+  (void)ws;
+}
+
+static chorus_doorbell *shm_doorbell(void *p) {
+  shm_state *s = p;
+  return &((seg_header *)s->own.base)->db;
+}
+
+const chorus_transport chorus_transport_shm = {
+    .name = "SHM",
+    .setup = shm_setup,
+    .finish = shm_finish,
+    .conn = shm_conn_get,
+    .progress = shm_progress,
+    .wait_info = shm_state_wait_info,
+    .doorbell = shm_doorbell,
+    .destroy = shm_destroy,
+};

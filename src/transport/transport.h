@@ -1,0 +1,141 @@
+/*
+ * transport.h - the contract between schedules and transports.
+ *
+ * A connection (chorus_conn) carries an ordered stream of messages from one
+ * rank to one peer on one channel. Channels are independent: collectives use
+ * CHORUS_CH_COLL and point-to-point calls CHORUS_CH_P2P, so a pending
+ * collective can never block a send/recv pair or the reverse.
+ *
+ * Messages live in slots of at most slot_bytes. Both sides work in place:
+ *
+ *   sender                              receiver
+ *   send_slot(c, &buf, &cap)            recv_slot(c, &buf, &n, &meta)
+ *   ... write up to cap bytes ...       ... read n bytes in place ...
+ *   send_post(c, n, &meta)              recv_release(c)
+ *
+ * so a schedule reduces straight into a send slot and straight out of a
+ * receive slot, and no interface forces an extra copy. Every message carries
+ * a chorus_msg_meta that describes the call it belongs to; receivers compare
+ * it with their own call, which is how mismatched calls across ranks are
+ * caught and named instead of hanging or corrupting data.
+ *
+ * All data-path functions are non-blocking and return:
+ *   ncclSuccess     done (for send_slot/recv_slot: the slot is yours);
+ *   ncclInProgress  not possible yet, call again later;
+ *   ncclRemoteError the peer failed or the connection broke; c->err says how.
+ * At most one send slot and one receive slot are held per connection at a
+ * time. Buffers returned stay valid until send_post / recv_release.
+ *
+ * Waiting: when nothing can progress the executor asks each blocked
+ * connection what to sleep on (wait_info) and sleeps; transports wake it by
+ * ringing the rank's doorbell (shared memory) or through the socket (TCP).
+ */
+#ifndef CHORUS_TRANSPORT_TRANSPORT_H
+#define CHORUS_TRANSPORT_TRANSPORT_H
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "bootstrap/bootstrap.h"
+#include "nccl.h"
+#include "topo/topo.h"
+#include "util/doorbell.h"
+
+enum { CHORUS_CH_COLL = 0, CHORUS_CH_P2P = 1, CHORUS_NCHANNELS = 2 };
+enum { CHORUS_DIR_SEND = 0, CHORUS_DIR_RECV = 1 };
+
+/* Describes the call a message belongs to (32 bytes on the wire). */
+typedef struct chorus_msg_meta {
+  uint64_t seq;   /* the call's sequence number on its communicator and channel */
+  uint64_t count; /* the call's element count */
+  uint32_t call;  /* function | datatype << 8 | algorithm << 16 */
+  uint32_t redop; /* reduction (NCCL value) or 0 */
+  int32_t root;   /* root or peer, -1 when none */
+  uint32_t flags;
+} chorus_msg_meta;
+
+#define CHORUS_WAIT_MAX_FDS 64
+#define CHORUS_WAIT_MAX_DBS 4
+
+/* What a blocked executor may sleep on. */
+typedef struct chorus_waitset {
+  chorus_doorbell *db[CHORUS_WAIT_MAX_DBS];
+  int ndb;
+  struct pollfd fds[CHORUS_WAIT_MAX_FDS];
+  int nfds;
+} chorus_waitset;
+
+void chorus_waitset_add_db(chorus_waitset *ws, chorus_doorbell *db);
+void chorus_waitset_add_fd(chorus_waitset *ws, int fd, short events);
+
+typedef struct chorus_conn chorus_conn;
+
+typedef struct chorus_conn_ops {
+  ncclResult_t (*send_slot)(chorus_conn *c, void **buf, size_t *cap);
+  ncclResult_t (*send_post)(chorus_conn *c, size_t bytes, const chorus_msg_meta *meta);
+  /* ncclSuccess once every posted message can reach the peer without further
+   * help from this rank (shared memory: at once; TCP: handed to the kernel). */
+  ncclResult_t (*send_flush)(chorus_conn *c);
+  ncclResult_t (*recv_slot)(chorus_conn *c, const void **buf, size_t *bytes,
+                            chorus_msg_meta *meta);
+  ncclResult_t (*recv_release)(chorus_conn *c);
+  /* Adds what the owner should sleep on while this connection blocks it. */
+  void (*wait_info)(chorus_conn *c, int dir, chorus_waitset *ws);
+  /* Slow checks run while a wait drags on: is the peer still alive?
+   * ncclSuccess or ncclRemoteError with c->err filled. */
+  ncclResult_t (*check)(chorus_conn *c);
+  /* Marks the connection failed and lets the peer know (best effort), so a
+   * rank that fails a collective makes its peers fail fast instead of
+   * waiting for their timeouts. reason is shown on the peer. */
+  void (*fail)(chorus_conn *c, const char *reason);
+} chorus_conn_ops;
+
+struct chorus_conn {
+  const chorus_conn_ops *ops;
+  const char *transport; /* "SHM", "NET" */
+  int peer;
+  int channel;
+  size_t slot_bytes;
+  char err[256];
+};
+
+/* A transport sets up the connections of one communicator to the peers the
+ * core assigned to it. */
+typedef struct chorus_transport_ctx {
+  chorus_bootstrap *bs;
+  const chorus_topo *topo;
+  int rank, nranks;
+  size_t slot_bytes;
+  int nslots;
+} chorus_transport_ctx;
+
+typedef struct chorus_transport {
+  const char *name;
+  /* Collective over the communicator: every rank calls every transport's
+   * setup in the same order, with the peers (possibly none, possibly itself)
+   * it reaches through this transport; the assignment must be symmetric.
+   * Blocks (bounded by the bootstrap deadline). On failure *state is NULL. */
+  ncclResult_t (*setup)(const chorus_transport_ctx *ctx, const int *peers, int npeers,
+                        void **state);
+  /* Second collective phase after every transport's setup succeeded on every
+   * rank (e.g. remove shared-memory names once all peers mapped them). */
+  ncclResult_t (*finish)(void *state);
+  /* The connection to `peer` for channel and direction (NULL if not ours). */
+  chorus_conn *(*conn)(void *state, int peer, int channel, int dir);
+  /* Moves data that needs this rank's help (TCP output); called by the
+   * executor on every pass. */
+  ncclResult_t (*progress)(void *state);
+  /* Adds what the executor must also wake for while it sleeps (TCP output
+   * waiting for socket space). */
+  void (*wait_info)(void *state, chorus_waitset *ws);
+  /* The doorbell peers ring to wake this rank, if the transport has one. */
+  chorus_doorbell *(*doorbell)(void *state);
+  /* Frees everything; safe on a half-built state. */
+  void (*destroy)(void *state);
+} chorus_transport;
+
+extern const chorus_transport chorus_transport_shm;
+extern const chorus_transport chorus_transport_net;
+
+#endif

@@ -1,0 +1,32 @@
+/*
+ * misc.h - hashing, random bytes and small helpers.
+ */
+#ifndef CHORUS_UTIL_MISC_H
+#define CHORUS_UTIL_MISC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+/* 64-bit FNV-1a, then a final mix; deterministic across processes and hosts. */
+uint64_t chorus_hash64(const void *data, size_t len, uint64_t seed);
+
+/* Fills buf from the kernel's random source. */
+ncclResult_t chorus_random_bytes(void *buf, size_t len);
+
+/* A random value fixed for the life of this process (identifies it among
+ * processes that may share a pid across namespaces). */
+uint64_t chorus_process_token(void);
+
+/* Bytes per element of an ncclDataType_t, 0 for an invalid type. */
+size_t chorus_type_size(int datatype);
+/* "float", "half", ... as nccl-tests print them; "?" for invalid. */
+const char *chorus_type_name(int datatype);
+
+#define CHORUS_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define CHORUS_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define CHORUS_DIV_UP(a, b) (((a) + (b) - 1) / (b))
+#define CHORUS_ALIGN_UP(a, b) (CHORUS_DIV_UP(a, b) * (b))
+
+#endif

@@ -1,0 +1,56 @@
+/*
+ * param_table.h - every environment variable Chorus reads, declared once.
+ *
+ * CHORUS_PARAM(id, name, type, default, doc)
+ *   id       suffix of the chorus_param_id enum value (CHORUS_P_<id>)
+ *   name     the variable's name
+ *   type     INT (64-bit signed) or STR
+ *   default  for INT an integer literal, for STR a string literal or NULL
+ *   doc      one line, printed by `chorus_info`
+ *
+ * Values come from the environment, then from the config file
+ * ($NCCL_CONF_FILE, else ~/.nccl.conf, then /etc/nccl.conf), then the default.
+ * No other file calls getenv().
+ */
+/* clang-format off */
+/* logging */
+CHORUS_PARAM(DEBUG,            "NCCL_DEBUG",            STR, "WARN", "Log level: NONE, VERSION, WARN, INFO, ABORT, TRACE")
+CHORUS_PARAM(DEBUG_SUBSYS,     "NCCL_DEBUG_SUBSYS",     STR, "INIT,BOOTSTRAP,ENV", "INFO subsystems (comma list, ^ excludes): INIT COLL P2P SHM NET GRAPH TUNING ENV ALLOC CALL PROXY NVLS BOOTSTRAP REG PROFILE RAS ALL")
+CHORUS_PARAM(DEBUG_FILE,       "NCCL_DEBUG_FILE",       STR, NULL,   "Write the log to this file; %h is the host name, %p the pid")
+CHORUS_PARAM(CONF_FILE,        "NCCL_CONF_FILE",        STR, NULL,   "Config file of NAME=value lines (default ~/.nccl.conf, then /etc/nccl.conf)")
+/* bootstrap and sockets */
+CHORUS_PARAM(COMM_ID,          "NCCL_COMM_ID",          STR, NULL,   "Fixed rendezvous address <ip>:<port>, [<ipv6>]:<port> or <host>:<port>; rank 0 hosts it")
+CHORUS_PARAM(SOCKET_IFNAME,    "NCCL_SOCKET_IFNAME",    STR, NULL,   "Interfaces for bootstrap and TCP: prefixes, ^ excludes, = exact (default: not lo/docker, else lo)")
+CHORUS_PARAM(SOCKET_FAMILY,    "NCCL_SOCKET_FAMILY",    STR, NULL,   "AF_INET or AF_INET6 to restrict the address family")
+CHORUS_PARAM(HOSTID,           "NCCL_HOSTID",           STR, NULL,   "Override the host identity (ranks with equal ids share memory)")
+CHORUS_PARAM(BOOTSTRAP_TIMEOUT,"CHORUS_BOOTSTRAP_TIMEOUT", INT, 300, "Seconds any init-time connect, accept or receive may wait")
+/* transports */
+CHORUS_PARAM(SHM_DISABLE,      "NCCL_SHM_DISABLE",      INT, 0,      "1: no shared memory between ranks of one host; use TCP")
+CHORUS_PARAM(BUFFSIZE,         "NCCL_BUFFSIZE",         INT, 1048576, "Bytes of FIFO per peer and channel (split into CHORUS_NSLOTS slots)")
+CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, 8,      "Slots per FIFO (pipeline depth)")
+CHORUS_PARAM(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", INT, 1,      "TCP sockets per peer and channel")
+/* progress and deadlines */
+CHORUS_PARAM(OP_TIMEOUT,       "CHORUS_OP_TIMEOUT",     INT, 600,    "Seconds a collective may wait for a peer before failing (0: forever)")
+CHORUS_PARAM(SPIN,             "CHORUS_SPIN",           INT, -1,     "Polls before a waiting rank yields and then sleeps (-1: automatic)")
+/* communicator placement */
+CHORUS_PARAM(HOST_COMM,        "CHORUS_HOST_COMM",      INT, 0,      "1: communicators use host memory even when GPUs are visible")
+/* config overrides (read after ncclConfig_t, as NCCL does) */
+CHORUS_PARAM(COMM_BLOCKING,    "NCCL_COMM_BLOCKING",    INT, INT_MIN, "Overrides ncclConfig_t.blocking")
+CHORUS_PARAM(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", INT, INT_MIN, "Overrides ncclConfig_t.cgaClusterSize (0..8)")
+CHORUS_PARAM(MIN_CTAS,         "NCCL_MIN_CTAS",         INT, INT_MIN, "Overrides ncclConfig_t.minCTAs")
+CHORUS_PARAM(MAX_CTAS,         "NCCL_MAX_CTAS",         INT, INT_MIN, "Overrides ncclConfig_t.maxCTAs")
+CHORUS_PARAM(NET,              "NCCL_NET",              STR, NULL,   "Overrides ncclConfig_t.netName (Chorus has one network: Socket)")
+CHORUS_PARAM(SPLIT_SHARE,      "NCCL_COMM_SPLIT_SHARE_RESOURCES", INT, INT_MIN, "Overrides ncclConfig_t.splitShare")
+CHORUS_PARAM(COLLNET_ENABLE,   "NCCL_COLLNET_ENABLE",   INT, INT_MIN, "Overrides ncclConfig_t.collnetEnable")
+CHORUS_PARAM(CTA_POLICY,       "NCCL_CTA_POLICY",       INT, INT_MIN, "Overrides ncclConfig_t.CTAPolicy (0..2)")
+CHORUS_PARAM(SHRINK_SHARE,     "NCCL_COMM_SHRINK_SHARE_RESOURCES", INT, INT_MIN, "Overrides ncclConfig_t.shrinkShare")
+CHORUS_PARAM(NVLS_NCHANNELS,   "NCCL_NVLS_NCHANNELS",   INT, INT_MIN, "Overrides ncclConfig_t.nvlsCTAs")
+CHORUS_PARAM(NCHANNELS_PER_NET_PEER, "NCCL_NCHANNELS_PER_NET_PEER", INT, INT_MIN, "Overrides ncclConfig_t.nChannelsPerNetPeer")
+CHORUS_PARAM(NVLINK_SCHED,     "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", INT, INT_MIN, "Overrides ncclConfig_t.nvlinkCentricSched")
+/* algorithm selection */
+CHORUS_PARAM(ALGO,             "NCCL_ALGO",             STR, NULL,   "Allowed algorithms, e.g. ring or allreduce:ring (^ excludes); see chorus_info")
+CHORUS_PARAM(PROTO,            "NCCL_PROTO",            STR, NULL,   "Allowed protocols (host: ignored except for validation)")
+/* testing aids */
+CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, 0,      "Tests: make the Nth host allocation from now fail (0: never)")
+CHORUS_PARAM(LEAK_CHECK,       "CHORUS_LEAK_CHECK",     INT, 0,      "1: WARN at the last communicator destroy if library memory is still held")
+/* clang-format on */
