@@ -202,7 +202,9 @@ static void fill_coll_comm(ncclComm_t comm) {
 static void print_version_once(void) {
   static int printed;
   if (__atomic_exchange_n(&printed, 1, __ATOMIC_RELAXED)) return;
-  if (chorus_log_on(CHORUS_LOG_VERSION, CHORUS_ALL))
+  /* Like NCCL, the banner needs NCCL_DEBUG to be set; we differ only in
+   * printing WARN lines when it is not. */
+  if (chorus_param_raw(CHORUS_P_DEBUG) && chorus_log_on(CHORUS_LOG_VERSION, CHORUS_ALL))
     chorus_log(CHORUS_LOG_VERSION, CHORUS_ALL, __FILE__, __LINE__,
                "NCCL version %d.%d.%d+chorus.%s (host memory%s)", NCCL_MAJOR, NCCL_MINOR,
                NCCL_PATCH, "0.1.0", chorus_device_built() ? ", CUDA build" : "");

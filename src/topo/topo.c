@@ -22,9 +22,15 @@ static void read_first_line(const char *path, char *buf, size_t size) {
   fclose(f);
 }
 
-static uint64_t ns_inode(const char *path) {
+/* Identity of a file system object: device and inode. */
+static void file_id(const char *path, uint64_t out[2]) {
   struct stat st;
-  return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
+  if (stat(path, &st) == 0) {
+    out[0] = (uint64_t)st.st_dev;
+    out[1] = (uint64_t)st.st_ino;
+  } else {
+    out[0] = out[1] = 0;
+  }
 }
 
 static uint64_t host_hash(void) {
@@ -34,8 +40,14 @@ static uint64_t host_hash(void) {
   int n = snprintf(buf, sizeof buf, "%s|", chorus_log_hostname());
   read_first_line("/proc/sys/kernel/random/boot_id", buf + n, sizeof buf - (size_t)n);
   uint64_t h = chorus_hash64(buf, strlen(buf), 1);
-  uint64_t ns[2] = {ns_inode("/proc/self/ns/net"), ns_inode("/proc/self/ns/mnt")};
-  return chorus_hash64(ns, sizeof ns, h);
+  /* The network namespace (addresses) and the /dev/shm mount (shared
+   * memory): processes that differ in either cannot use the shortcuts of a
+   * shared host. The mount namespace itself is not used: `ip netns exec`
+   * gives every process a new one while /dev/shm stays shared. */
+  uint64_t ids[4];
+  file_id("/proc/self/ns/net", ids);
+  file_id("/dev/shm", ids + 2);
+  return chorus_hash64(ids, sizeof ids, h);
 }
 
 ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device) {

@@ -7,10 +7,10 @@
  * works), share a process (so plain pointers work), and the host grouping the
  * algorithms use.
  *
- * The host identity hashes the host name, the kernel boot id and the network
- * and mount namespaces, or takes NCCL_HOSTID when set: two containers or
- * network namespaces on one machine count as different hosts, which is what
- * they are as far as /dev/shm and addresses go.
+ * The host identity hashes the host name, the kernel boot id, the network
+ * namespace and the /dev/shm mount, or takes NCCL_HOSTID when set: two
+ * containers or network namespaces on one machine count as different hosts,
+ * which is what they are as far as addresses and shared memory go.
  */
 #ifndef CHORUS_TOPO_TOPO_H
 #define CHORUS_TOPO_TOPO_H

@@ -14,7 +14,7 @@
  */
 /* clang-format off */
 /* logging */
-CHORUS_PARAM(DEBUG,            "NCCL_DEBUG",            STR, "WARN", "Log level: NONE, VERSION, WARN, INFO, ABORT, TRACE")
+CHORUS_PARAM(DEBUG,            "NCCL_DEBUG",            STR, NULL,   "Log level: NONE, VERSION, WARN, INFO, ABORT, TRACE (unset: WARN lines only, no version banner)")
 CHORUS_PARAM(DEBUG_SUBSYS,     "NCCL_DEBUG_SUBSYS",     STR, "INIT,BOOTSTRAP,ENV", "INFO subsystems (comma list, ^ excludes): INIT COLL P2P SHM NET GRAPH TUNING ENV ALLOC CALL PROXY NVLS BOOTSTRAP REG PROFILE RAS ALL")
 CHORUS_PARAM(DEBUG_FILE,       "NCCL_DEBUG_FILE",       STR, NULL,   "Write the log to this file; %h is the host name, %p the pid")
 CHORUS_PARAM(CONF_FILE,        "NCCL_CONF_FILE",        STR, NULL,   "Config file of NAME=value lines (default ~/.nccl.conf, then /etc/nccl.conf)")

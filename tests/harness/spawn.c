@@ -3,6 +3,9 @@
  */
 #include "spawn.h"
 
+#include "util/alloc.h"
+
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -22,6 +25,8 @@ static const harness_case *find_case(const char *name) {
     if (strcmp(c->name, name) == 0) return c;
   return NULL;
 }
+
+static int leftover_segments(pid_t pid);
 
 static void id_to_hex(const ncclUniqueId *id, char *out) {
   for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
@@ -181,6 +186,7 @@ static int spawn_procs(const harness_case *c, int nranks, ncclUniqueId id, const
   int failed = 0;
   for (int r = 0; r < nranks; r++) {
     int st = status[r];
+    failed += leftover_segments(-pids[r]);
     if (st == -1 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       if (st != -1)
         fprintf(stderr, "harness: case %s: rank %d failed (%s %d)\n", c->name, r,
@@ -193,19 +199,78 @@ static int spawn_procs(const harness_case *c, int nranks, ncclUniqueId id, const
   return failed;
 }
 
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  if (!d) return -1;
+  int n = 0;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+/* Shared-memory segments left behind by a process: /dev/shm/chorus-<pid>-*. */
+static int leftover_segments(pid_t pid) {
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "chorus-%d-", (int)pid);
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strncmp(e->d_name, prefix, strlen(prefix)) == 0) {
+      fprintf(stderr, "harness: leftover shared memory /dev/shm/%s\n", e->d_name);
+      n++;
+    }
+  closedir(d);
+  return n;
+}
+
+/* After the ranks finish, this process must be back where it started: no
+ * extra descriptors, no library memory, no shared-memory names. Background
+ * threads (a rendezvous root) may still be closing, so poll briefly. */
+static int clean_state_check(int fds_before, int64_t host_before) {
+  int64_t fds = 0, host = 0, shm = 0;
+  for (int i = 0; i < 200; i++) {
+    fds = count_fds();
+    host = chorus_alloc_blocks(CHORUS_MEM_HOST);
+    shm = chorus_alloc_blocks(CHORUS_MEM_SHM);
+    if (fds <= fds_before && host <= host_before && shm == 0) break;
+    sleep_ms(10);
+  }
+  int bad = 0;
+  if (fds > fds_before)
+    fprintf(stderr, "harness: %lld file descriptors open after the run, %d before\n",
+            (long long)fds, fds_before), bad = 1;
+  if (host > host_before)
+    fprintf(stderr, "harness: %lld library host blocks held after the run, %lld before\n",
+            (long long)host, (long long)host_before), bad = 1;
+  if (shm != 0) fprintf(stderr, "harness: %lld shm segments still mapped\n", (long long)shm), bad = 1;
+  return bad + leftover_segments(getpid());
+}
+
 int harness_spawn(harness_mode mode, int nranks, const char *name, const char *param,
                   int timeout_s) {
+  return harness_spawn_ex(mode, nranks, name, param, timeout_s, 1);
+}
+
+int harness_spawn_ex(harness_mode mode, int nranks, const char *name, const char *param,
+                     int timeout_s, int make_id) {
   const harness_case *c = find_case(name);
   if (!c) {
     fprintf(stderr, "harness: no case named %s\n", name);
     return nranks;
   }
+  int fds_before = count_fds();
+  int64_t host_before = chorus_alloc_blocks(CHORUS_MEM_HOST);
   ncclUniqueId id;
-  ncclResult_t res = ncclGetUniqueId(&id);
+  memset(&id, 0, sizeof id);
+  ncclResult_t res = make_id ? ncclGetUniqueId(&id) : ncclSuccess;
   if (res != ncclSuccess) {
     fprintf(stderr, "harness: ncclGetUniqueId failed: %s\n", ncclGetErrorString(res));
     return nranks;
   }
-  return mode == HARNESS_THREADS ? spawn_threads(c, nranks, id, param ? param : "", timeout_s)
-                                 : spawn_procs(c, nranks, id, param ? param : "", timeout_s);
+  int failed = mode == HARNESS_THREADS
+                   ? spawn_threads(c, nranks, id, param ? param : "", timeout_s)
+                   : spawn_procs(c, nranks, id, param ? param : "", timeout_s);
+  return failed + clean_state_check(fds_before, host_before);
 }

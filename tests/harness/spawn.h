@@ -35,6 +35,11 @@ void harness_init(int argc, char **argv, const harness_case *cases);
 int harness_spawn(harness_mode mode, int nranks, const char *name, const char *param,
                   int timeout_s);
 
+/* As harness_spawn; make_id = 0 skips creating the id (for bodies that
+ * make their own communicators, whose unused root would otherwise linger). */
+int harness_spawn_ex(harness_mode mode, int nranks, const char *name, const char *param,
+                     int timeout_s, int make_id);
+
 /* Printf-style progress line, prefixed with the rank, to stderr. */
 void harness_log(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

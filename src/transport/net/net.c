@@ -49,6 +49,11 @@ typedef struct net_conn {
   uint64_t done;     /* send: messages fully written; recv: messages released */
   size_t off;        /* bytes of the current message moved so far */
   int broken;
+  /* recv: the peer closed (or reset) the stream at a message boundary. Not an
+   * error until a message we still need is missing: a peer that finished
+   * its part of a call may close before we read ahead. */
+  int rx_closed;
+  char rx_reason[96];
 } net_conn;
 
 typedef struct net_state {
@@ -100,10 +105,18 @@ static ncclResult_t push(net_conn *c) {
   return ncclSuccess;
 }
 
+/* End of the stream: fine between messages (remembered), broken inside one. */
+static ncclResult_t stream_ended(net_conn *c, const char *why) {
+  if (c->off != 0) return broken(c, "was closed in the middle of a message", why);
+  c->rx_closed = 1;
+  snprintf(c->rx_reason, sizeof c->rx_reason, "%s", why);
+  return ncclSuccess;
+}
+
 /* Reads into free slots until the socket is empty or the slots are full. */
 static ncclResult_t pull(net_conn *c) {
   if (c->broken) return ncclRemoteError;
-  while (c->posted - c->done < c->nslots) {
+  while (!c->rx_closed && c->posted - c->done < c->nslots) {
     uint32_t i = (uint32_t)(c->posted % c->nslots);
     net_wire_hdr *h = &c->hdr[i];
     char *dst;
@@ -119,9 +132,9 @@ static ncclResult_t pull(net_conn *c) {
     if (want && r < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
       if (errno == EINTR) continue;
-      return broken(c, "failed while receiving", strerror(errno));
+      return stream_ended(c, strerror(errno));
     }
-    if (want && r == 0) return broken(c, "was closed", "the peer exited or failed");
+    if (want && r == 0) return stream_ended(c, "the peer exited or failed");
     c->off += (size_t)r;
     if (c->off == sizeof *h && (h->magic != WIRE_MAGIC || h->bytes > c->base.slot_bytes))
       return broken(c, "carried garbage", "bad message header");
@@ -164,7 +177,8 @@ static ncclResult_t net_recv_slot(chorus_conn *cc, const void **buf, size_t *byt
   net_conn *c = (net_conn *)cc;
   if (c->posted == c->done) {
     CHECK(pull(c));
-    if (c->posted == c->done) return ncclInProgress;
+    if (c->posted == c->done)
+      return c->rx_closed ? broken(c, "was closed", c->rx_reason) : ncclInProgress;
   }
   uint32_t i = (uint32_t)(c->done % c->nslots);
   *buf = c->slots + (size_t)i * c->base.slot_bytes;
@@ -186,6 +200,11 @@ static void net_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
 
 static ncclResult_t net_check(chorus_conn *cc) {
   net_conn *c = (net_conn *)cc;
+  if (c->dir == CHORUS_DIR_RECV && c->posted == c->done && !c->broken) {
+    /* Nothing buffered: find out whether the stream ended. */
+    if (pull(c) != ncclSuccess) return ncclRemoteError;
+    if (c->posted == c->done && c->rx_closed) return broken(c, "was closed", c->rx_reason);
+  }
   return c->broken ? ncclRemoteError : ncclSuccess;
 }
 

@@ -1,0 +1,402 @@
+/*
+ * test_comm.c - communicator life cycle and failure behaviour on host
+ * memory: grouped and single-thread multi-rank init, nonblocking init,
+ * split, shrink, scalable init, finalize/revoke, abort from another thread,
+ * dead and silent peers, mismatched calls, and a missing rank at init.
+ *
+ * usage: test_comm CASE threads|procs NRANKS   (CTest runs each case)
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl.h"
+#include "ref.h"
+#include "spawn.h"
+
+#define CHECKR(call)                                                                   \
+  do {                                                                                 \
+    ncclResult_t r_ = (call);                                                          \
+    if (r_ != ncclSuccess) {                                                           \
+      harness_log(rank, "%s:%d %s -> %s", __FILE__, __LINE__, #call,                   \
+                  ncclGetErrorString(r_));                                             \
+      return 1;                                                                        \
+    }                                                                                  \
+  } while (0)
+#define EXPECTR(cond)                                                                  \
+  do {                                                                                 \
+    if (!(cond)) {                                                                     \
+      harness_log(rank, "%s:%d expectation failed: %s", __FILE__, __LINE__, #cond);    \
+      return 1;                                                                        \
+    }                                                                                  \
+  } while (0)
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
+  nanosleep(&ts, NULL);
+}
+
+/* All-reduces `count` floats of value (rank+1) and checks the sum. */
+static int allreduce_sum_check(ncclComm_t comm, int rank, size_t count) {
+  int n = 0, me = 0;
+  CHECKR(ncclCommCount(comm, &n));
+  CHECKR(ncclCommUserRank(comm, &me));
+  float *buf = malloc(count * sizeof *buf);
+  for (size_t i = 0; i < count; i++) buf[i] = (float)(me + 1) + (float)(i % 3);
+  ncclResult_t r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+  int bad = 0;
+  for (size_t i = 0; r == ncclSuccess && i < count; i++)
+    bad += buf[i] != (float)(n * (n + 1) / 2) + (float)(n * (int)(i % 3));
+  free(buf);
+  if (r != ncclSuccess || bad) harness_log(rank, "allreduce: %s, %d wrong", ncclGetErrorString(r), bad);
+  return r != ncclSuccess || bad;
+}
+
+static int wait_ready(ncclComm_t comm, int rank) {
+  ncclResult_t a = ncclInProgress;
+  double t0 = now_s();
+  while (a == ncclInProgress && now_s() - t0 < 60) {
+    CHECKR(ncclCommGetAsyncError(comm, &a));
+    if (a == ncclInProgress) sleep_ms(1);
+  }
+  EXPECTR(a == ncclSuccess);
+  return 0;
+}
+
+/* One thread creates nranks communicators with ncclCommInitAll and drives
+ * grouped all-reduces on all of them; runs on a single "rank" of the
+ * harness. */
+static int init_all(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)id, (void)param;
+  int ndev = nranks;
+  ncclComm_t comms[8];
+  CHECKR(ncclCommInitAll(comms, ndev, NULL));
+  float *bufs[8];
+  for (int i = 0; i < ndev; i++) {
+    bufs[i] = malloc(1000 * sizeof(float));
+    for (int k = 0; k < 1000; k++) bufs[i][k] = (float)i;
+  }
+  CHECKR(ncclGroupStart());
+  for (int i = 0; i < ndev; i++)
+    CHECKR(ncclAllReduce(bufs[i], bufs[i], 1000, ncclFloat, ncclSum, comms[i], NULL));
+  CHECKR(ncclGroupEnd());
+  for (int i = 0; i < ndev; i++)
+    for (int k = 0; k < 1000; k++) EXPECTR(bufs[i][k] == (float)(ndev * (ndev - 1) / 2));
+  /* Nested groups, two collectives per communicator. */
+  CHECKR(ncclGroupStart());
+  CHECKR(ncclGroupStart());
+  for (int i = 0; i < ndev; i++) {
+    CHECKR(ncclAllReduce(bufs[i], bufs[i], 1000, ncclFloat, ncclMax, comms[i], NULL));
+    CHECKR(ncclAllReduce(bufs[i], bufs[i], 10, ncclFloat, ncclSum, comms[i], NULL));
+  }
+  CHECKR(ncclGroupEnd());
+  CHECKR(ncclGroupEnd());
+  for (int i = 0; i < ndev; i++) {
+    EXPECTR(bufs[i][0] == (float)(ndev * ndev * (ndev - 1) / 2));
+    EXPECTR(bufs[i][999] == (float)(ndev * (ndev - 1) / 2));
+    free(bufs[i]);
+  }
+  for (int i = 0; i < ndev; i++) CHECKR(ncclCommDestroy(comms[i]));
+  return 0;
+}
+
+/* Each harness rank drives two communicator ranks from one thread through a
+ * group of ncclCommInitRank (the multi-GPU-per-process pattern). */
+static int group_init(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t c[2];
+  CHECKR(ncclGroupStart());
+  for (int g = 0; g < 2; g++) CHECKR(ncclCommInitRank(&c[g], 2 * nranks, id, 2 * rank + g));
+  CHECKR(ncclGroupEnd());
+  float v[2][64];
+  for (int g = 0; g < 2; g++)
+    for (int k = 0; k < 64; k++) v[g][k] = 1;
+  CHECKR(ncclGroupStart());
+  for (int g = 0; g < 2; g++) CHECKR(ncclAllReduce(v[g], v[g], 64, ncclFloat, ncclSum, c[g], NULL));
+  CHECKR(ncclGroupEnd());
+  for (int g = 0; g < 2; g++) {
+    EXPECTR(v[g][63] == (float)(2 * nranks));
+    CHECKR(ncclCommDestroy(c[g]));
+  }
+  return 0;
+}
+
+static int nonblocking(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  ncclComm_t comm = NULL;
+  ncclResult_t r = ncclCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  EXPECTR(r == ncclInProgress && comm != NULL);
+  /* Using it before it is ready is an error, not a hang. */
+  float x = 1;
+  ncclResult_t early = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL);
+  EXPECTR(early == ncclInvalidUsage || early == ncclSuccess);
+  if (wait_ready(comm, rank)) return 1;
+  if (allreduce_sum_check(comm, rank, 777)) return 1;
+  CHECKR(ncclCommFinalize(comm));
+  ncclResult_t a;
+  CHECKR(ncclCommGetAsyncError(comm, &a));
+  EXPECTR(a == ncclSuccess);
+  EXPECTR(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL) == ncclInvalidUsage);
+  CHECKR(ncclCommDestroy(comm));
+  return 0;
+}
+
+static int split(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm, child;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  /* Rank 0 opts out; the others split by parity, reversed by key. */
+  int color = rank == 0 ? NCCL_SPLIT_NOCOLOR : rank % 2;
+  CHECKR(ncclCommSplit(comm, color, nranks - rank, &child, NULL));
+  if (rank == 0) {
+    EXPECTR(child == NULL);
+  } else {
+    int n = 0, me = -1, expect_n = 0, expect_me = 0;
+    for (int r = 1; r < nranks; r++)
+      if (r % 2 == rank % 2) {
+        expect_n++;
+        if (r > rank) expect_me++;
+      }
+    CHECKR(ncclCommCount(child, &n));
+    CHECKR(ncclCommUserRank(child, &me));
+    EXPECTR(n == expect_n && me == expect_me);
+    if (allreduce_sum_check(child, rank, 5000)) return 1;
+    CHECKR(ncclCommDestroy(child));
+  }
+  /* The parent still works after the split. */
+  if (allreduce_sum_check(comm, rank, 100)) return 1;
+  CHECKR(ncclCommDestroy(comm));
+  return 0;
+}
+
+static int shrink(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm, child;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  int excl[1] = {1};
+  if (rank == 1) { /* excluded: leaves without calling shrink */
+    CHECKR(ncclCommDestroy(comm));
+    return 0;
+  }
+  CHECKR(ncclCommShrink(comm, excl, 1, &child, NULL, NCCL_SHRINK_DEFAULT));
+  int n = 0, me = -1;
+  CHECKR(ncclCommCount(child, &n));
+  CHECKR(ncclCommUserRank(child, &me));
+  EXPECTR(n == nranks - 1 && me == (rank == 0 ? 0 : rank - 1));
+  if (allreduce_sum_check(child, rank, 999)) return 1;
+  /* An excluded rank calling shrink is told so. */
+  int self[1] = {rank};
+  ncclComm_t none;
+  EXPECTR(ncclCommShrink(comm, self, 1, &none, NULL, 0) == ncclInvalidArgument);
+  CHECKR(ncclCommDestroy(child));
+  CHECKR(ncclCommDestroy(comm));
+  return 0;
+}
+
+/* param: hex of a second unique id (made by the parent). */
+static int scalable(int rank, int nranks, ncclUniqueId id, const char *param) {
+  ncclUniqueId ids[2];
+  ids[0] = id;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
+    unsigned v;
+    sscanf(param + 2 * i, "%2x", &v);
+    ids[1].internal[i] = (char)v;
+  }
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRankScalable(&comm, nranks, rank, 2, ids, NULL));
+  if (allreduce_sum_check(comm, rank, 300)) return 1;
+  CHECKR(ncclCommDestroy(comm));
+  return 0;
+}
+
+static int finalize_revoke(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  int dev = 0;
+  CHECKR(ncclCommCuDevice(comm, &dev));
+  EXPECTR(dev == -1);
+  if (allreduce_sum_check(comm, rank, 10)) return 1;
+  CHECKR(ncclCommRevoke(comm, 0));
+  float x = 0;
+  EXPECTR(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL) == ncclInvalidUsage);
+  EXPECTR(ncclCommFinalize(comm) == ncclInvalidUsage);
+  EXPECTR(ncclCommRevoke(comm, 1) == ncclInvalidArgument);
+  CHECKR(ncclCommDestroy(comm));
+  return 0;
+}
+
+typedef struct {
+  ncclComm_t comm;
+  ncclResult_t r;
+  double t;
+} bg_call;
+
+static void *bg_allreduce(void *p) {
+  bg_call *b = p;
+  float x[16] = {0};
+  double t0 = now_s();
+  b->r = ncclAllReduce(x, x, 16, ncclFloat, ncclSum, b->comm, NULL);
+  b->t = now_s() - t0;
+  return NULL;
+}
+
+/* Rank 0 blocks in an all-reduce that rank 1 never joins; another thread
+ * aborts the communicator, which must make the call return promptly. */
+static int abort_unblocks(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  if (rank == 0) {
+    bg_call b = {comm, ncclSuccess, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, bg_allreduce, &b);
+    sleep_ms(300);
+    double t0 = now_s();
+    CHECKR(ncclCommAbort(comm));
+    double ta = now_s() - t0;
+    pthread_join(th, NULL);
+    EXPECTR(b.r != ncclSuccess);
+    EXPECTR(ta < 5.0);
+    harness_log(rank, "abort returned in %.3f s; blocked call returned %s after %.3f s", ta,
+                ncclGetErrorString(b.r), b.t);
+  } else {
+    sleep_ms(600);
+    /* The aborted peer poisoned the connections: fail fast, no hang. */
+    float x = 0;
+    double t0 = now_s();
+    ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL);
+    EXPECTR(r == ncclRemoteError && now_s() - t0 < 10);
+    CHECKR(ncclCommDestroy(comm));
+  }
+  return 0;
+}
+
+/* Rank 1 sleeps instead of calling; rank 0 fails after CHORUS_OP_TIMEOUT
+ * with a message naming rank 1. */
+static int op_timeout(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  if (rank == 0) {
+    float x = 1;
+    double t0 = now_s();
+    ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL);
+    double t = now_s() - t0;
+    const char *msg = ncclGetLastError(comm);
+    harness_log(rank, "after %.2f s: %s: %s", t, ncclGetErrorString(r), msg);
+    EXPECTR(r == ncclRemoteError);
+    EXPECTR(t >= 0.9 && t < 10);
+    EXPECTR(strstr(msg, "rank 1") != NULL || strstr(msg, "rank 2") != NULL);
+    EXPECTR(strstr(msg, "CHORUS_OP_TIMEOUT") != NULL);
+    ncclResult_t a;
+    CHECKR(ncclCommGetAsyncError(comm, &a));
+    EXPECTR(a == ncclRemoteError);
+    CHECKR(ncclCommAbort(comm));
+  } else {
+    sleep_ms(2500);
+    CHECKR(ncclCommAbort(comm));
+  }
+  return 0;
+}
+
+/* Rank 1 dies (processes) or vanishes (threads: abort without a word); the
+ * others fail with ncclRemoteError naming it, well before any timeout. */
+static int dead_peer(int rank, int nranks, ncclUniqueId id, const char *param) {
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  if (allreduce_sum_check(comm, rank, 100)) return 1;
+  if (rank == 1) {
+    if (strcmp(param, "procs") == 0) _exit(0);
+    CHECKR(ncclCommAbort(comm));
+    return 0;
+  }
+  float x[1000] = {0};
+  double t0 = now_s();
+  ncclResult_t r = ncclAllReduce(x, x, 1000, ncclFloat, ncclSum, comm, NULL);
+  double t = now_s() - t0;
+  harness_log(rank, "after %.2f s: %s: %s", t, ncclGetErrorString(r), ncclGetLastError(comm));
+  EXPECTR(r == ncclRemoteError);
+  EXPECTR(t < 5);
+  CHECKR(ncclCommAbort(comm));
+  return 0;
+}
+
+/* Rank 0 all-reduces 100 floats, the others 200: detected and named. */
+static int mismatch(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  float x[200] = {0};
+  ncclResult_t r = ncclAllReduce(x, x, rank == 0 ? 100 : 200, ncclFloat, ncclSum, comm, NULL);
+  const char *msg = ncclGetLastError(comm);
+  harness_log(rank, "%s: %s", ncclGetErrorString(r), msg);
+  EXPECTR(r == ncclInvalidUsage || r == ncclRemoteError);
+  if (r == ncclInvalidUsage) EXPECTR(strstr(msg, "count=100") && strstr(msg, "count=200"));
+  CHECKR(ncclCommAbort(comm));
+  return 0;
+}
+
+/* The last rank never calls init: everyone else gets an error naming it
+ * after CHORUS_BOOTSTRAP_TIMEOUT (set to 2 s by the test). */
+static int missing_rank(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  if (rank == nranks - 1) return 0;
+  ncclComm_t comm = NULL;
+  double t0 = now_s();
+  ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
+  double t = now_s() - t0;
+  const char *msg = ncclGetLastError(NULL);
+  harness_log(rank, "init after %.2f s: %s: %s", t, ncclGetErrorString(r), msg);
+  EXPECTR(r == ncclRemoteError);
+  EXPECTR(t < 20);
+  char want[32];
+  snprintf(want, sizeof want, ": %d", nranks - 1);
+  EXPECTR(strstr(msg, "never reached") && strstr(msg, want));
+  if (comm) ncclCommDestroy(comm);
+  return 0;
+}
+
+static const harness_case cases[] = {
+    {"init_all", init_all},       {"group_init", group_init}, {"nonblocking", nonblocking},
+    {"split", split},             {"shrink", shrink},         {"scalable", scalable},
+    {"finalize_revoke", finalize_revoke}, {"abort_unblocks", abort_unblocks},
+    {"op_timeout", op_timeout},   {"dead_peer", dead_peer},   {"mismatch", mismatch},
+    {"missing_rank", missing_rank}, {NULL, NULL}};
+
+int main(int argc, char **argv) {
+  harness_init(argc, argv, cases);
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s CASE threads|procs NRANKS\n", argv[0]);
+    return 2;
+  }
+  const char *name = argv[1];
+  harness_mode mode = strcmp(argv[2], "procs") == 0 ? HARNESS_PROCS : HARNESS_THREADS;
+  int n = atoi(argv[3]);
+  char param[2 * NCCL_UNIQUE_ID_BYTES + 1] = "";
+  if (strcmp(name, "scalable") == 0) {
+    ncclUniqueId extra;
+    if (ncclGetUniqueId(&extra) != ncclSuccess) return 1;
+    for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
+      sprintf(param + 2 * i, "%02x", (unsigned char)extra.internal[i]);
+  } else {
+    snprintf(param, sizeof param, "%s", argv[2]);
+  }
+  if (strcmp(name, "op_timeout") == 0) setenv("CHORUS_OP_TIMEOUT", "1", 1);
+  if (strcmp(name, "missing_rank") == 0) setenv("CHORUS_BOOTSTRAP_TIMEOUT", "2", 1);
+  if (strcmp(name, "init_all") == 0) n = 1; /* one thread drives all ranks */
+  int failed = harness_spawn_ex(mode, n, name, param, 120, strcmp(name, "init_all") != 0);
+  printf("%s %s x%s: %s\n", name, argv[2], argv[3], failed ? "FAILED" : "passed");
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,146 @@
+/*
+ * test_bootstrap.c - the bootstrap on its own: rendezvous with one and with
+ * several roots, allgather/barrier/tagged messages/connection service for
+ * 1..8 ranks, and robustness: garbage, silent and wrong-secret connections
+ * to the root and to rank listeners are dropped without disturbing the job.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap/bootstrap.h"
+#include "bootstrap/wire.h"
+#include "unit.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/socket.h"
+
+typedef struct {
+  chorus_uid uids[3];
+  int nids, rank, nranks;
+  int ok;
+  chorus_bootstrap *bs;
+} rank_arg;
+
+static int silent_fds[16], nsilent;
+
+/* Opens connections that misbehave: random bytes, a hello with a wrong
+ * secret, and one that never says anything (kept open during the test). */
+static void misbehave(const chorus_sockaddr *addr) {
+  char err[128];
+  int fd;
+  if (chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) == ncclSuccess) {
+    char junk[100];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 37 + 11);
+    chorus_sock_send_all(fd, junk, sizeof junk, chorus_now_ns() + 1000000000ll, err, sizeof err);
+    close(fd);
+  }
+  if (chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) == ncclSuccess) {
+    chorus_hello h = {CHORUS_HELLO_MAGIC, CHORUS_HELLO_ROOT_RANK, {1, 2}, 0, 2, 0};
+    chorus_sock_send_all(fd, &h, sizeof h, chorus_now_ns() + 1000000000ll, err, sizeof err);
+    close(fd);
+  }
+  if (nsilent < 16 &&
+      chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) == ncclSuccess)
+    silent_fds[nsilent++] = fd;
+}
+
+static void *rank_main(void *p) {
+  rank_arg *a = p;
+  chorus_log_ctx_set((chorus_log_ctx){a->rank, a->nranks, NULL, 0});
+  if (chorus_bootstrap_init(&a->bs, a->uids, a->nids, a->nranks, a->rank, NULL) != ncclSuccess)
+    return NULL;
+  chorus_bootstrap *bs = a->bs;
+  int n = a->nranks, r = a->rank, ok = 1;
+  /* Allgather of a block larger than a socket buffer. */
+  size_t blk = 300000;
+  unsigned char *data = calloc((size_t)n, blk);
+  for (size_t i = 0; i < blk; i++) data[(size_t)r * blk + i] = (unsigned char)(r * 7 + i);
+  if (chorus_bootstrap_allgather(bs, data, blk) != ncclSuccess) ok = 0;
+  for (int q = 0; q < n && ok; q++)
+    for (size_t i = 0; i < blk; i += 997)
+      if (data[(size_t)q * blk + i] != (unsigned char)(q * 7 + i)) ok = 0;
+  free(data);
+  /* Rank 0 gets garbage on its listener before the tagged exchange. */
+  if (r == 1 % n) misbehave(&bs->addrs[0]);
+  if (chorus_bootstrap_barrier(bs) != ncclSuccess) ok = 0;
+  /* Tagged messages: each rank sends two tags to its right neighbour and
+   * receives them from its left in the opposite order. */
+  if (n > 1) {
+    int right = (r + 1) % n, left = (r + n - 1) % n;
+    int v1 = r * 10 + 1, v2 = r * 10 + 2, g1 = 0, g2 = 0;
+    if (chorus_bootstrap_send(bs, right, 1, &v1, sizeof v1) != ncclSuccess) ok = 0;
+    if (chorus_bootstrap_send(bs, right, 2, &v2, sizeof v2) != ncclSuccess) ok = 0;
+    if (chorus_bootstrap_recv(bs, left, 2, &g2, sizeof g2) != ncclSuccess) ok = 0;
+    if (chorus_bootstrap_recv(bs, left, 1, &g1, sizeof g1) != ncclSuccess) ok = 0;
+    if (g1 != left * 10 + 1 || g2 != left * 10 + 2) ok = 0;
+    /* Connection service: lower rank connects, higher accepts. */
+    int fd = -1;
+    char err[128];
+    if (r < right) {
+      if (chorus_bootstrap_connect(bs, right, 77, &fd) != ncclSuccess) ok = 0;
+      int x = 42;
+      if (fd >= 0 && chorus_sock_send_all(fd, &x, sizeof x, CHORUS_NO_DEADLINE, err, sizeof err)) ok = 0;
+    }
+    if (left < r) {
+      int fd2 = -1, x = 0;
+      if (chorus_bootstrap_accept(bs, left, 77, &fd2) != ncclSuccess) ok = 0;
+      if (fd2 >= 0 && chorus_sock_recv_all(fd2, &x, sizeof x, CHORUS_NO_DEADLINE, err, sizeof err)) ok = 0;
+      if (x != 42) ok = 0;
+      if (fd2 >= 0) close(fd2);
+    }
+    if (fd >= 0) close(fd);
+  }
+  if (chorus_bootstrap_barrier(bs) != ncclSuccess) ok = 0;
+  a->ok = ok;
+  return NULL;
+}
+
+static int run(int nranks, int nids, int garbage_to_root) {
+  rank_arg a[8];
+  pthread_t th[8];
+  chorus_uid uids[3];
+  for (int i = 0; i < nids; i++)
+    if (chorus_uid_create(&uids[i]) != ncclSuccess) return 0;
+  if (garbage_to_root) misbehave(&uids[0].root);
+  for (int r = 0; r < nranks; r++) {
+    memset(&a[r], 0, sizeof a[r]);
+    memcpy(a[r].uids, uids, sizeof uids);
+    a[r].nids = nids, a[r].rank = r, a[r].nranks = nranks;
+    pthread_create(&th[r], NULL, rank_main, &a[r]);
+  }
+  int ok = 1;
+  for (int r = 0; r < nranks; r++) {
+    pthread_join(th[r], NULL);
+    ok &= a[r].ok;
+  }
+  for (int r = 0; r < nranks; r++) chorus_bootstrap_destroy(a[r].bs);
+  for (int i = 0; i < nsilent; i++) close(silent_fds[i]);
+  nsilent = 0;
+  return ok;
+}
+
+static void one_root(void) {
+  for (int n = 1; n <= 8; n++) EXPECT(run(n, 1, 0));
+}
+
+static void several_roots(void) {
+  EXPECT(run(5, 2, 0));
+  EXPECT(run(7, 3, 0));
+  EXPECT(run(3, 3, 0));
+}
+
+static void garbage_is_ignored(void) {
+  EXPECT(run(4, 1, 1));
+  EXPECT(run(3, 2, 1));
+}
+
+int main(void) {
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  RUN(one_root);
+  RUN(several_roots);
+  RUN(garbage_is_ignored);
+  return unit_report();
+}

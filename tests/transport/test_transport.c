@@ -1,0 +1,270 @@
+/*
+ * test_transport.c - one conformance suite for every transport (shared
+ * memory, TCP), written against the contract in transport/transport.h:
+ *   - ordered delivery of messages of 0, 1, odd and full-slot sizes, with
+ *     their metadata, many times around the slot ring;
+ *   - a sender that runs ahead is held back (ncclInProgress), never loses or
+ *     overwrites data;
+ *   - channels are independent: a full channel does not block another;
+ *   - fail() on one side surfaces as ncclRemoteError with the reason on the
+ *     other side, on both directions;
+ *   - destroying with undelivered messages is clean.
+ * Ranks are threads; every wait is bounded.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bootstrap/bootstrap.h"
+#include "transport/transport.h"
+#include "unit.h"
+#include "util/alloc.h"
+#include "util/clock.h"
+#include "util/log.h"
+
+#define SLOT 4096
+#define NSLOTS 4
+
+typedef struct {
+  const chorus_transport *t;
+  chorus_uid uid;
+  int rank, nranks;
+  int failures;
+} rank_arg;
+
+#define FAILIF(cond, ...)                                                      \
+  do {                                                                         \
+    if (cond) {                                                                \
+      fprintf(stderr, "rank %d line %d: ", a->rank, __LINE__);                 \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+      a->failures++;                                                           \
+    }                                                                          \
+  } while (0)
+
+/* Calls f until it stops returning ncclInProgress (bounded: 10 s). */
+#define RETRY(res, state, t, f)                                                \
+  do {                                                                         \
+    int64_t dl_ = chorus_now_ns() + 10000000000ll;                             \
+    while (((res) = (f)) == ncclInProgress && !chorus_expired(dl_))            \
+      (t)->progress(state);                                                    \
+  } while (0)
+
+static size_t msg_size(int i) {
+  static const size_t sizes[] = {0, 1, 7, 100, SLOT - 1, SLOT};
+  return sizes[i % 6];
+}
+
+static unsigned char pattern(int from, int i, size_t k) {
+  return (unsigned char)(from * 31 + i * 7 + (int)k);
+}
+
+/* Each rank streams nmsg messages to every peer on channel ch and checks
+ * what it receives from every peer; sends and receives interleave so the
+ * FIFOs fill up and drain many times. */
+static void stream(rank_arg *a, void *st, int ch, int nmsg) {
+  const chorus_transport *t = a->t;
+  int n = a->nranks;
+  int *sent = calloc((size_t)n, sizeof(int)), *got = calloc((size_t)n, sizeof(int));
+  int64_t dl = chorus_now_ns() + 20000000000ll;
+  int done = 0;
+  while (!done && !chorus_expired(dl)) {
+    done = 1;
+    for (int p = 0; p < n; p++) {
+      chorus_conn *sc = t->conn(st, p, ch, CHORUS_DIR_SEND);
+      chorus_conn *rc = t->conn(st, p, ch, CHORUS_DIR_RECV);
+      if (!sc || !rc) continue;
+      if (sent[p] < nmsg) {
+        done = 0;
+        void *buf;
+        size_t cap;
+        ncclResult_t r = sc->ops->send_slot(sc, &buf, &cap);
+        if (r == ncclSuccess) {
+          FAILIF(cap < SLOT, "slot capacity %zu", cap);
+          size_t sz = msg_size(sent[p]);
+          for (size_t k = 0; k < sz; k++) ((unsigned char *)buf)[k] = pattern(a->rank, sent[p], k);
+          chorus_msg_meta m = {(uint64_t)sent[p], sz, (uint32_t)ch, 5, a->rank, 0};
+          FAILIF(sc->ops->send_post(sc, sz, &m) != ncclSuccess, "post");
+          sent[p]++;
+        } else {
+          FAILIF(r != ncclInProgress, "send_slot returned %d", (int)r);
+        }
+      }
+      if (got[p] < nmsg) {
+        done = 0;
+        const void *buf;
+        size_t sz;
+        chorus_msg_meta m;
+        ncclResult_t r = rc->ops->recv_slot(rc, &buf, &sz, &m);
+        if (r == ncclSuccess) {
+          FAILIF(sz != msg_size(got[p]), "from %d msg %d: size %zu", p, got[p], sz);
+          FAILIF(m.seq != (uint64_t)got[p] || m.root != p || m.call != (uint32_t)ch,
+                 "from %d: meta seq %llu root %d", p, (unsigned long long)m.seq, m.root);
+          for (size_t k = 0; k < sz; k++)
+            if (((const unsigned char *)buf)[k] != pattern(p, got[p], k)) {
+              FAILIF(1, "from %d msg %d byte %zu corrupt", p, got[p], k);
+              break;
+            }
+          FAILIF(rc->ops->recv_release(rc) != ncclSuccess, "release");
+          got[p]++;
+        } else {
+          FAILIF(r != ncclInProgress, "recv_slot returned %d", (int)r);
+        }
+      }
+    }
+    t->progress(st);
+  }
+  for (int p = 0; p < n; p++) {
+    chorus_conn *sc = t->conn(st, p, ch, CHORUS_DIR_SEND);
+    if (!sc) continue;
+    ncclResult_t r;
+    RETRY(r, st, t, sc->ops->send_flush(sc));
+    FAILIF(r != ncclSuccess, "flush to %d: %d", p, (int)r);
+  }
+  FAILIF(!done, "streaming did not finish in time");
+  free(sent);
+  free(got);
+}
+
+/* Rank 0 fills channel 1 towards rank 1 (which does not read it), then
+ * channel 0 must still deliver. */
+static void channels_independent(rank_arg *a, chorus_bootstrap *bs, void *st) {
+  const chorus_transport *t = a->t;
+  if (a->rank == 0) {
+    chorus_conn *c1 = t->conn(st, 1, CHORUS_CH_P2P, CHORUS_DIR_SEND);
+    chorus_msg_meta m = {0, 0, 0, 0, 0, 0};
+    int posted = 0;
+    for (int i = 0; i < 64; i++) {
+      void *buf;
+      size_t cap;
+      if (c1->ops->send_slot(c1, &buf, &cap) != ncclSuccess) {
+        t->progress(st);
+        continue;
+      }
+      c1->ops->send_post(c1, SLOT, &m);
+      posted++;
+    }
+    FAILIF(posted < NSLOTS, "only %d messages fit", posted);
+    chorus_conn *c0 = t->conn(st, 1, CHORUS_CH_COLL, CHORUS_DIR_SEND);
+    void *buf;
+    size_t cap;
+    ncclResult_t r;
+    RETRY(r, st, t, c0->ops->send_slot(c0, &buf, &cap));
+    FAILIF(r != ncclSuccess, "channel 0 blocked by channel 1");
+    if (r == ncclSuccess) {
+      memcpy(buf, "ping", 4);
+      c0->ops->send_post(c0, 4, &m);
+      RETRY(r, st, t, c0->ops->send_flush(c0));
+    }
+  } else if (a->rank == 1) {
+    chorus_conn *c0 = t->conn(st, 0, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+    const void *buf;
+    size_t sz;
+    chorus_msg_meta m;
+    ncclResult_t r;
+    RETRY(r, st, t, c0->ops->recv_slot(c0, &buf, &sz, &m));
+    FAILIF(r != ncclSuccess || sz != 4 || memcmp(buf, "ping", 4), "ping not received");
+    if (r == ncclSuccess) c0->ops->recv_release(c0);
+  }
+  chorus_bootstrap_barrier(bs);
+}
+
+/* Rank 1 fails its connections to rank 0; rank 0 sees ncclRemoteError with
+ * the reason on receive (and TCP or SHM alike do not hang). */
+static void failure_propagates(rank_arg *a, chorus_bootstrap *bs, void *st) {
+  const chorus_transport *t = a->t;
+  if (a->rank == 1) {
+    for (int d = 0; d < 2; d++) {
+      chorus_conn *c = t->conn(st, 0, CHORUS_CH_COLL, d);
+      c->ops->fail(c, "conformance test failure");
+    }
+  }
+  chorus_bootstrap_barrier(bs);
+  if (a->rank == 0) {
+    chorus_conn *c = t->conn(st, 1, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+    const void *buf;
+    size_t sz;
+    chorus_msg_meta m;
+    ncclResult_t r;
+    RETRY(r, st, t, c->ops->recv_slot(c, &buf, &sz, &m));
+    FAILIF(r != ncclRemoteError, "recv after peer failure returned %d", (int)r);
+    FAILIF(strcmp(t->name, "SHM") == 0 && !strstr(c->err, "conformance test failure"),
+           "reason missing: %s", c->err);
+    FAILIF(c->ops->check(c) != ncclRemoteError, "check() did not report the failure");
+  }
+}
+
+static void *rank_main(void *p) {
+  rank_arg *a = p;
+  chorus_log_ctx_set((chorus_log_ctx){a->rank, a->nranks, NULL, 0});
+  chorus_bootstrap *bs = NULL;
+  void *st = NULL;
+  chorus_topo topo;
+  memset(&topo, 0, sizeof topo);
+  if (chorus_bootstrap_init(&bs, &a->uid, 1, a->nranks, a->rank, NULL) != ncclSuccess) {
+    a->failures++;
+    return NULL;
+  }
+  chorus_rank_info *info = chorus_calloc((size_t)a->nranks, sizeof *info);
+  chorus_topo_self(&info[a->rank], a->rank, -1);
+  chorus_bootstrap_allgather(bs, info, sizeof *info);
+  chorus_topo_build(&topo, info, a->nranks, a->rank);
+  int peers[8], np = 0;
+  for (int q = 0; q < a->nranks; q++)
+    if (q != a->rank || a->t == &chorus_transport_shm) peers[np++] = q;
+  chorus_transport_ctx ctx = {bs, &topo, a->rank, a->nranks, SLOT, NSLOTS};
+  if (a->t->setup(&ctx, peers, np, &st) != ncclSuccess || chorus_bootstrap_barrier(bs) ||
+      a->t->finish(st) != ncclSuccess) {
+    a->failures++;
+  } else {
+    stream(a, st, CHORUS_CH_COLL, 200);
+    stream(a, st, CHORUS_CH_P2P, 50);
+    chorus_bootstrap_barrier(bs);
+    if (a->nranks >= 2) {
+      channels_independent(a, bs, st);
+      failure_propagates(a, bs, st);
+    }
+    chorus_bootstrap_barrier(bs);
+  }
+  a->t->destroy(st); /* rank 0 still holds unread channel-1 messages */
+  chorus_topo_free(&topo);
+  chorus_bootstrap_destroy(bs);
+  return NULL;
+}
+
+static int run(const chorus_transport *t, int nranks) {
+  rank_arg a[8];
+  pthread_t th[8];
+  chorus_uid uid;
+  if (chorus_uid_create(&uid) != ncclSuccess) return 0;
+  for (int r = 0; r < nranks; r++) {
+    a[r] = (rank_arg){t, uid, r, nranks, 0};
+    pthread_create(&th[r], NULL, rank_main, &a[r]);
+  }
+  int failures = 0;
+  for (int r = 0; r < nranks; r++) {
+    pthread_join(th[r], NULL);
+    failures += a[r].failures;
+  }
+  return failures == 0;
+}
+
+static void shm_conformance(void) {
+  for (int n = 1; n <= 4; n++) EXPECT(run(&chorus_transport_shm, n));
+}
+
+static void net_conformance(void) {
+  for (int n = 2; n <= 4; n++) EXPECT(run(&chorus_transport_net, n));
+}
+
+static void nothing_leaks(void) {
+  EXPECT_EQ_INT(chorus_alloc_blocks(CHORUS_MEM_SHM), 0);
+}
+
+int main(void) {
+  RUN(shm_conformance);
+  RUN(net_conformance);
+  RUN(nothing_leaks);
+  return unit_report();
+}
