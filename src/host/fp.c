@@ -1,10 +1,13 @@
 /*
  * fp.c - see fp.h.
  *
- * Everything here is integer bit manipulation: no float arithmetic, so the
- * results do not depend on the caller's rounding mode or on FTZ/DAZ (an
+ * Everything here is integer bit manipulation, with no float arithmetic, so
+ * the results do not depend on the caller's rounding mode or on FTZ/DAZ (an
  * application built with -ffast-math flushes subnormals in float code, which
- * would break subnormal conversions done with float multiplies).
+ * would break subnormal conversions done with float multiplies). The one
+ * float operation is widening float to double, which is exact; under DAZ a
+ * float subnormal reads as zero, which is what binary16 and fp8 round it to
+ * anyway (bfloat16, which can hold it, converts from float by bits alone).
  *
  * All four narrow formats are sign / exponent / mantissa layouts that differ
  * only in field widths, bias and what the top exponent means, so one encoder
@@ -18,8 +21,8 @@
 
 /* How the largest exponent field is used. */
 enum top_exp {
-  TOP_IEEE,     /* all ones = infinity (mantissa 0) or NaN */
-  TOP_E4M3      /* a normal exponent; only S.1111.111 is NaN */
+  TOP_IEEE, /* all ones = infinity (mantissa 0) or NaN */
+  TOP_E4M3  /* a normal exponent; only S.1111.111 is NaN */
 };
 
 typedef struct narrow_fmt {
@@ -55,7 +58,8 @@ static uint64_t shift_round_even(uint64_t x, unsigned s) {
   return q + (rem > half || (rem == half && (q & 1)));
 }
 
-/* Magnitude code of |d| (finite or infinite, not NaN) in format f. */
+/* The code, without its sign, nearest to the double whose magnitude bits
+ * are a (finite or infinite, not NaN), in format f. */
 static uint32_t encode_magnitude(uint64_t a, const narrow_fmt *f) {
   unsigned e = (unsigned)(a >> 52);
   uint64_t m = a & ((UINT64_C(1) << 52) - 1);
@@ -112,12 +116,20 @@ static float decode(uint32_t v, const narrow_fmt *f) {
   return bits_float(sign | ((e + (uint32_t)(127 - f->bias)) << 23) | (m << mshift));
 }
 
-float chorus_half_to_float(uint16_t h) { return decode(h, &fmt_half); }
-uint16_t chorus_float_to_half(float f) { return (uint16_t)encode_double(f, &fmt_half); }
-uint16_t chorus_double_to_half(double d) { return (uint16_t)encode_double(d, &fmt_half); }
+float chorus_half_to_float(uint16_t h) {
+  return decode(h, &fmt_half);
+}
+uint16_t chorus_float_to_half(float f) {
+  return (uint16_t)encode_double(f, &fmt_half);
+}
+uint16_t chorus_double_to_half(double d) {
+  return (uint16_t)encode_double(d, &fmt_half);
+}
 
 /* bfloat16 is the top half of a float, so both directions are cheap. */
-float chorus_bf16_to_float(uint16_t b) { return bits_float((uint32_t)b << 16); }
+float chorus_bf16_to_float(uint16_t b) {
+  return bits_float((uint32_t)b << 16);
+}
 
 uint16_t chorus_float_to_bf16(float f) {
   uint32_t u = float_bits(f);
@@ -127,12 +139,26 @@ uint16_t chorus_float_to_bf16(float f) {
   return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
 }
 
-uint16_t chorus_double_to_bf16(double d) { return (uint16_t)encode_double(d, &fmt_bf16); }
+uint16_t chorus_double_to_bf16(double d) {
+  return (uint16_t)encode_double(d, &fmt_bf16);
+}
 
-float chorus_e4m3_to_float(uint8_t v) { return decode(v, &fmt_e4m3); }
-uint8_t chorus_float_to_e4m3(float f) { return (uint8_t)encode_double(f, &fmt_e4m3); }
-uint8_t chorus_double_to_e4m3(double d) { return (uint8_t)encode_double(d, &fmt_e4m3); }
+float chorus_e4m3_to_float(uint8_t v) {
+  return decode(v, &fmt_e4m3);
+}
+uint8_t chorus_float_to_e4m3(float f) {
+  return (uint8_t)encode_double(f, &fmt_e4m3);
+}
+uint8_t chorus_double_to_e4m3(double d) {
+  return (uint8_t)encode_double(d, &fmt_e4m3);
+}
 
-float chorus_e5m2_to_float(uint8_t v) { return decode(v, &fmt_e5m2); }
-uint8_t chorus_float_to_e5m2(float f) { return (uint8_t)encode_double(f, &fmt_e5m2); }
-uint8_t chorus_double_to_e5m2(double d) { return (uint8_t)encode_double(d, &fmt_e5m2); }
+float chorus_e5m2_to_float(uint8_t v) {
+  return decode(v, &fmt_e5m2);
+}
+uint8_t chorus_float_to_e5m2(float f) {
+  return (uint8_t)encode_double(f, &fmt_e5m2);
+}
+uint8_t chorus_double_to_e5m2(double d) {
+  return (uint8_t)encode_double(d, &fmt_e5m2);
+}

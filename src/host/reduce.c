@@ -25,25 +25,24 @@
 #include "nccl.h"
 #include "util/misc.h"
 
-/* Bytes of accumulator per block: big enough to amortise the per-source
- * start-up of each fold, small enough to stay in L1 next to the source
- * block being read (the narrow path holds two such float blocks). */
-#ifndef BLOCK_BYTES
+/* Bytes of accumulator per block: big enough to amortise the start-up of
+ * each pass, small enough to stay in L1 next to the blocks being read
+ * (4-32 KiB measured within noise of each other; the narrow path splits it
+ * into half-size float blocks). */
 #define BLOCK_BYTES 8192
-#endif
 
 /* One call, with the operator reduced to what the kernels need. */
 typedef struct plan {
   const chorus_red_arith *arith; /* the type's kernels; float's for narrow types */
-  const chorus_red_codec *codec;  /* narrow types only */
+  const chorus_red_codec *codec; /* narrow types only */
   char *dst;
   const void *const *src;
   int nsrc;
   size_t esz;
-  int binary;     /* index of the binary operator: SUM, PROD, MAX or MIN */
-  int scaled;     /* PREMULSUM with at least one source scaled */
-  uint64_t mask;  /* which sources are scaled */
-  int divide;     /* SUMPOSTDIV's final division is due */
+  int binary;    /* index of the binary operator: SUM, PROD, MAX or MIN */
+  int scaled;    /* PREMULSUM with at least one source scaled */
+  uint64_t mask; /* which sources are scaled */
+  int divide;    /* SUMPOSTDIV's final division is due */
   uint64_t divisor;
   alignas(8) unsigned char scalar[8]; /* multiplier of scaled sources, in the kernel's type */
   alignas(8) unsigned char one[8];    /* multiplier of the others */
@@ -64,30 +63,30 @@ static const void *multiplier(const plan *p, int s) {
 
 /* Combines k operands into out (left to right) with the plan's operator;
  * mult holds each operand's multiplier for PREMULSUM, esz bytes apart. */
-static void apply(const plan *p, const chorus_red_arith *ar, void *out, const void *const *ops,
-                  const unsigned char *mult, int k, size_t n) {
+static void apply(const plan *p, void *out, const void *const *ops, const unsigned char *mult,
+                  int k, size_t n) {
   if (p->scaled)
-    ar->multi_scaled(out, ops, mult, k, n);
+    p->arith->multi_scaled(out, ops, mult, k, n);
   else
-    ar->multi[p->binary](out, ops, k, n);
+    p->arith->multi[p->binary](out, ops, k, n);
 }
 
 /* ---- native types ------------------------------------------------------- */
 
+/* One source: a copy, or a scaling (PREMULSUM with bit 0 set). */
+static void native_single(const plan *p, void *d, size_t off, size_t n) {
+  if (p->scaled)
+    p->arith->scale(d, src_at(p, 0, off), p->scalar, n);
+  else if (d != src_at(p, 0, off))
+    memcpy(d, src_at(p, 0, off), n * p->esz);
+}
+
 /* Sources are taken CHORUS_RED_GROUP at a time: the first group into the
  * accumulator, each later one together with the accumulator, and the last
  * group straight into dst. */
-static void native_block(const plan *p, void *acc, size_t off, size_t n) {
-  const chorus_red_arith *ar = p->arith;
+static void native_groups(const plan *p, void *d, void *acc, size_t off, size_t n) {
   size_t esz = p->esz;
-  char *d = p->dst + off * esz;
-  if (p->nsrc == 1) {
-    if (p->scaled)
-      ar->scale(d, src_at(p, 0, off), p->scalar, n);
-    else if (d != src_at(p, 0, off))
-      memcpy(d, src_at(p, 0, off), n * esz);
-  }
-  for (int s = 0; s < p->nsrc && p->nsrc > 1;) {
+  for (int s = 0; s < p->nsrc;) {
     const void *ops[CHORUS_RED_GROUP];
     unsigned char mult[CHORUS_RED_GROUP * 8];
     int k = 0;
@@ -100,9 +99,17 @@ static void native_block(const plan *p, void *acc, size_t off, size_t n) {
       ops[k] = src_at(p, s, off);
       memcpy(mult + (size_t)k * esz, multiplier(p, s), esz);
     }
-    apply(p, ar, s == p->nsrc ? (void *)d : acc, ops, mult, k, n);
+    apply(p, s == p->nsrc ? d : acc, ops, mult, k, n);
   }
-  if (p->divide) ar->div(d, p->divisor, n);
+}
+
+static void native_block(const plan *p, void *acc, size_t off, size_t n) {
+  char *d = p->dst + off * p->esz;
+  if (p->nsrc == 1)
+    native_single(p, d, off, n);
+  else
+    native_groups(p, d, acc, off, n);
+  if (p->divide) p->arith->div(d, p->divisor, n);
 }
 
 static void reduce_native(const plan *p, size_t count) {
@@ -123,30 +130,42 @@ typedef struct narrow_bufs {
   alignas(64) float tmp[CHORUS_RED_GROUP][NARROW_BLOCK];
 } narrow_bufs;
 
-/* Like native_block, with each source decoded to float first; dst is
- * written once, rounded from the float result. */
-static void narrow_block(const plan *p, narrow_bufs *b, size_t off, size_t n) {
-  const chorus_red_arith *ar = p->arith;
+/* native_groups, with each group's sources decoded to float first (in one
+ * pass over all of them). */
+static void narrow_groups(const plan *p, narrow_bufs *b, size_t off, size_t n) {
   for (int s = 0; s < p->nsrc;) {
-    const void *ops[CHORUS_RED_GROUP];
+    const void *ops[CHORUS_RED_GROUP], *raw[CHORUS_RED_GROUP];
+    float *decoded[CHORUS_RED_GROUP];
     float mult[CHORUS_RED_GROUP];
-    int k = 0;
+    int k = 0, first;
     if (s > 0) {
       ops[k] = b->acc;
       memcpy(&mult[k], p->one, sizeof(float));
       k++;
     }
-    for (; k < CHORUS_RED_GROUP && s < p->nsrc; k++, s++) {
-      p->codec->decode(b->tmp[k], src_at(p, s, off), n);
+    for (first = k; k < CHORUS_RED_GROUP && s < p->nsrc; k++, s++) {
+      raw[k - first] = src_at(p, s, off);
+      decoded[k - first] = b->tmp[k];
       ops[k] = b->tmp[k];
       memcpy(&mult[k], multiplier(p, s), sizeof(float));
     }
-    if (k == 1) /* a single source: scaled and/or divided below */
-      ar->scale(b->acc, b->tmp[0], mult, n);
-    else
-      apply(p, ar, b->acc, ops, (const unsigned char *)mult, k, n);
+    p->codec->decode(decoded, raw, k - first, n);
+    apply(p, b->acc, ops, (const unsigned char *)mult, k, n);
   }
-  if (p->divide) ar->div(b->acc, p->divisor, n);
+}
+
+/* Like native_block, computing in float; dst is written once, rounded from
+ * the float result. */
+static void narrow_block(const plan *p, narrow_bufs *b, size_t off, size_t n) {
+  if (p->nsrc == 1) {
+    float *acc = b->acc;
+    const void *raw = src_at(p, 0, off);
+    p->codec->decode(&acc, &raw, 1, n);
+    if (p->scaled) p->arith->scale(b->acc, b->acc, p->scalar, n);
+  } else {
+    narrow_groups(p, b, off, n);
+  }
+  if (p->divide) p->arith->div(b->acc, p->divisor, n);
   p->codec->encode(p->dst + off * p->esz, b->acc, n);
 }
 
@@ -206,16 +225,21 @@ void chorus_reduce_with(const chorus_red_kernels *k, const chorus_red *op, void 
     reduce_native(&p, count);
 }
 
+/* __builtin_cpu_supports reads flags the runtime filled in at start-up, so
+ * asking on every call costs a load and a test. */
 const chorus_red_kernels *chorus_red_kernels_best(void) {
-#ifdef CHORUS_RED_HAVE_AVX2
+#if defined(CHORUS_RED_HAVE_AVX2) && defined(__clang__)
+  /* clang does not know "f16c" here; every CPU with AVX2 also has F16C. */
+  if (__builtin_cpu_supports("avx2")) return &chorus_red_kernels_avx2;
+#elif defined(CHORUS_RED_HAVE_AVX2)
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c"))
     return &chorus_red_kernels_avx2;
 #endif
   return &chorus_red_kernels_generic;
 }
 
-void chorus_reduce(const chorus_red *op, void *dst, const void *const *src, int nsrc,
-                   size_t count, uint64_t scale_mask, int finalize) {
+void chorus_reduce(const chorus_red *op, void *dst, const void *const *src, int nsrc, size_t count,
+                   uint64_t scale_mask, int finalize) {
   chorus_reduce_with(chorus_red_kernels_best(), op, dst, src, nsrc, count, scale_mask, finalize);
 }
 
@@ -238,35 +262,60 @@ static uint64_t to_uint64_sat(double v, uint64_t hi) {
   return x > hi ? hi : x;
 }
 
-#define STORE(T, expr)                                                                         \
-  do {                                                                                         \
-    T x_ = (T)(expr);                                                                          \
-    memcpy(out, &x_, sizeof x_);                                                               \
+#define STORE(T, expr)                                                                             \
+  do {                                                                                             \
+    T x_ = (T)(expr);                                                                              \
+    memcpy(out, &x_, sizeof x_);                                                                   \
   } while (0)
 
 void chorus_scalar_from_double(int dtype, double v, void *out) {
   switch (dtype) {
-  case ncclInt8: STORE(int8_t, to_int64_sat(v, INT8_MIN, INT8_MAX)); break;
-  case ncclUint8: STORE(uint8_t, to_uint64_sat(v, UINT8_MAX)); break;
-  case ncclInt32: STORE(int32_t, to_int64_sat(v, INT32_MIN, INT32_MAX)); break;
-  case ncclUint32: STORE(uint32_t, to_uint64_sat(v, UINT32_MAX)); break;
-  case ncclInt64: STORE(int64_t, to_int64_sat(v, INT64_MIN, INT64_MAX)); break;
-  case ncclUint64: STORE(uint64_t, to_uint64_sat(v, UINT64_MAX)); break;
-  case ncclFloat16: STORE(uint16_t, chorus_double_to_half(v)); break;
-  case ncclFloat32: STORE(float, v); break;
-  case ncclFloat64: STORE(double, v); break;
-  case ncclBfloat16: STORE(uint16_t, chorus_double_to_bf16(v)); break;
-  case ncclFloat8e4m3: STORE(uint8_t, chorus_double_to_e4m3(v)); break;
-  case ncclFloat8e5m2: STORE(uint8_t, chorus_double_to_e5m2(v)); break;
-  default: break;
+  case ncclInt8:
+    STORE(int8_t, to_int64_sat(v, INT8_MIN, INT8_MAX));
+    break;
+  case ncclUint8:
+    STORE(uint8_t, to_uint64_sat(v, UINT8_MAX));
+    break;
+  case ncclInt32:
+    STORE(int32_t, to_int64_sat(v, INT32_MIN, INT32_MAX));
+    break;
+  case ncclUint32:
+    STORE(uint32_t, to_uint64_sat(v, UINT32_MAX));
+    break;
+  case ncclInt64:
+    STORE(int64_t, to_int64_sat(v, INT64_MIN, INT64_MAX));
+    break;
+  case ncclUint64:
+    STORE(uint64_t, to_uint64_sat(v, UINT64_MAX));
+    break;
+  case ncclFloat16:
+    STORE(uint16_t, chorus_double_to_half(v));
+    break;
+  case ncclFloat32:
+    STORE(float, v);
+    break;
+  case ncclFloat64:
+    STORE(double, v);
+    break;
+  case ncclBfloat16:
+    STORE(uint16_t, chorus_double_to_bf16(v));
+    break;
+  case ncclFloat8e4m3:
+    STORE(uint8_t, chorus_double_to_e4m3(v));
+    break;
+  case ncclFloat8e5m2:
+    STORE(uint8_t, chorus_double_to_e5m2(v));
+    break;
+  default:
+    break;
   }
 }
 
-#define LOAD(T)                                                                                \
-  do {                                                                                         \
-    T x_;                                                                                      \
-    memcpy(&x_, in, sizeof x_);                                                                \
-    value = (double)x_;                                                                        \
+#define LOAD(T)                                                                                    \
+  do {                                                                                             \
+    T x_;                                                                                          \
+    memcpy(&x_, in, sizeof x_);                                                                    \
+    value = (double)x_;                                                                            \
   } while (0)
 
 double chorus_scalar_to_double(int dtype, const void *in) {
@@ -274,19 +323,48 @@ double chorus_scalar_to_double(int dtype, const void *in) {
   uint16_t h;
   uint8_t b;
   switch (dtype) {
-  case ncclInt8: LOAD(int8_t); break;
-  case ncclUint8: LOAD(uint8_t); break;
-  case ncclInt32: LOAD(int32_t); break;
-  case ncclUint32: LOAD(uint32_t); break;
-  case ncclInt64: LOAD(int64_t); break;
-  case ncclUint64: LOAD(uint64_t); break;
-  case ncclFloat32: LOAD(float); break;
-  case ncclFloat64: LOAD(double); break;
-  case ncclFloat16: memcpy(&h, in, 2); value = chorus_half_to_float(h); break;
-  case ncclBfloat16: memcpy(&h, in, 2); value = chorus_bf16_to_float(h); break;
-  case ncclFloat8e4m3: memcpy(&b, in, 1); value = chorus_e4m3_to_float(b); break;
-  case ncclFloat8e5m2: memcpy(&b, in, 1); value = chorus_e5m2_to_float(b); break;
-  default: break;
+  case ncclInt8:
+    LOAD(int8_t);
+    break;
+  case ncclUint8:
+    LOAD(uint8_t);
+    break;
+  case ncclInt32:
+    LOAD(int32_t);
+    break;
+  case ncclUint32:
+    LOAD(uint32_t);
+    break;
+  case ncclInt64:
+    LOAD(int64_t);
+    break;
+  case ncclUint64:
+    LOAD(uint64_t);
+    break;
+  case ncclFloat32:
+    LOAD(float);
+    break;
+  case ncclFloat64:
+    LOAD(double);
+    break;
+  case ncclFloat16:
+    memcpy(&h, in, 2);
+    value = chorus_half_to_float(h);
+    break;
+  case ncclBfloat16:
+    memcpy(&h, in, 2);
+    value = chorus_bf16_to_float(h);
+    break;
+  case ncclFloat8e4m3:
+    memcpy(&b, in, 1);
+    value = chorus_e4m3_to_float(b);
+    break;
+  case ncclFloat8e5m2:
+    memcpy(&b, in, 1);
+    value = chorus_e5m2_to_float(b);
+    break;
+  default:
+    break;
   }
   return value;
 }

@@ -13,12 +13,16 @@
 #define KATTR __attribute__((target("avx2,f16c")))
 #include "host/reduce_kernels.h"
 
-KERNEL void half_decode(float *restrict d, const void *sv, size_t n) {
-  const uint16_t *restrict s = sv;
+/* Eight elements of every stream per step, so the k streams advance
+ * together. */
+KERNEL void half_decode(float *const *d, const void *const *sv, int k, size_t n) {
+  const uint16_t *const *s = (const uint16_t *const *)sv;
   size_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
-  for (; i < n; i++) d[i] = half_decode_one(s[i]);
+    for (int j = 0; j < k; j++)
+      _mm256_storeu_ps(d[j] + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s[j] + i))));
+  for (; i < n; i++)
+    for (int j = 0; j < k; j++) d[j][i] = half_decode_one(s[j][i]);
 }
 
 KERNEL void half_encode(void *dv, const float *restrict s, size_t n) {

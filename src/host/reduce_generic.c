@@ -5,10 +5,7 @@
 #define KATTR
 #include "host/reduce_kernels.h"
 
-KERNEL void half_decode(float *restrict d, const void *sv, size_t n) {
-  const uint16_t *restrict s = sv;
-  for (size_t i = 0; i < n; i++) d[i] = half_decode_one(s[i]);
-}
+DEF_DECODE(half_decode, uint16_t, half_decode_one)
 
 KERNEL void half_encode(void *dv, const float *restrict s, size_t n) {
   uint16_t *restrict d = dv;

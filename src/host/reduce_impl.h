@@ -16,9 +16,9 @@
 
 #include "host/reduce.h"
 
-#define CHORUS_RED_NTYPES 12 /* ncclNumTypes */
-#define CHORUS_RED_NBINARY 4 /* SUM, PROD, MAX, MIN: the binary operators */
-#define CHORUS_RED_GROUP 4   /* the most operands one kernel call combines */
+#define CHORUS_RED_NTYPES  12 /* ncclNumTypes */
+#define CHORUS_RED_NBINARY 4  /* SUM, PROD, MAX, MIN: the binary operators */
+#define CHORUS_RED_GROUP   4  /* the most operands one kernel call combines */
 
 /* d = s[0] OP s[1] OP ... OP s[k-1], left to right, for 2 <= k <=
  * CHORUS_RED_GROUP. d may be the same pointer as any s[j]. Reading several
@@ -33,8 +33,10 @@ typedef void (*chorus_red_multi_scaled_fn)(void *d, const void *const *s, const 
 typedef void (*chorus_red_scale_fn)(void *d, const void *a, const void *s, size_t n);
 /* d = d / divisor (integers truncate toward zero). */
 typedef void (*chorus_red_div_fn)(void *d, uint64_t divisor, size_t n);
-/* Narrow types: d = to_float(s) and d = from_float(s); no overlap. */
-typedef void (*chorus_red_decode_fn)(float *d, const void *s, size_t n);
+/* Narrow types: d[j] = to_float(s[j]) for j < k (1 <= k <= CHORUS_RED_GROUP),
+ * all k streams in one pass so their memory requests overlap; and
+ * d = from_float(s). Outputs overlap nothing. */
+typedef void (*chorus_red_decode_fn)(float *const *d, const void *const *s, int k, size_t n);
 typedef void (*chorus_red_encode_fn)(void *d, const float *s, size_t n);
 
 /* Arithmetic on a type held natively (integers, float, double). */

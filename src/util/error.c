@@ -10,11 +10,9 @@
 
 static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
 static char last_error[1024];
-/* ncclGetLastError returns a pointer that the caller reads after we unlock;
- * two buffers alternate so a concurrent update never rewrites the text a
- * caller is still reading from the previous call. */
-static char last_copy[2][1024];
-static unsigned last_copy_idx;
+/* ncclGetLastError returns a pointer that the caller reads after we unlock:
+ * each thread gets its own copy, stable until that thread asks again. */
+static _Thread_local char last_copy[1024];
 
 ncclResult_t chorus_error_at(const char *file, int line, ncclResult_t code, const char *fmt,
                              ...) {
@@ -40,9 +38,9 @@ ncclResult_t chorus_error_at(const char *file, int line, ncclResult_t code, cons
 
 const char *chorus_last_error(const char *comm_buf) {
   pthread_mutex_lock(&last_lock);
-  char *out = last_copy[last_copy_idx++ & 1];
+  char *out = last_copy;
   const char *src = (comm_buf && comm_buf[0]) ? comm_buf : last_error;
-  snprintf(out, sizeof last_copy[0], "%s", src);
+  snprintf(out, sizeof last_copy, "%s", src);
   pthread_mutex_unlock(&last_lock);
   return out;
 }
