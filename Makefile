@@ -1,0 +1,43 @@
+# Thin front end to CMake. The two commands a newcomer needs:
+#   make run     build, then run the main job (all_reduce_perf on 4 ranks)
+#   make check   build, then pass every test (plus the ASan/UBSan suite)
+# Everything else is optional.
+
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+RANKS ?= 4
+PREFIX ?= /usr/local
+
+.PHONY: all build run test check asan-test tsan-test install format clean
+
+all: build
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job: ranks on this machine, on host memory (GPUs arrive later).
+run: build
+	./scripts/main_job.sh $(BUILD) $(RANKS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
+
+asan-test:
+	$(MAKE) test BUILD=$(BUILD)-asan CMAKE_FLAGS="-DCHORUS_SANITIZE=address,undefined -DCHORUS_CUDA=OFF $(CMAKE_FLAGS)"
+
+tsan-test:
+	$(MAKE) test BUILD=$(BUILD)-tsan CMAKE_FLAGS="-DCHORUS_SANITIZE=thread -DCHORUS_CUDA=OFF $(CMAKE_FLAGS)"
+
+# Every test, then the same suite built with AddressSanitizer and UBSan.
+check: test asan-test
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

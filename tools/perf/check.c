@@ -1,0 +1,151 @@
+/*
+ * check.c - buffer pointers, data initialisation and result checking.
+ *
+ * Before timing, buffers hold a value that no number of repetitions changes
+ * (0, or 1 for products), so in-place runs never drift into infinities or
+ * denormals that would skew host timings. For the check, every rank writes
+ * its generated input (data.c) and fills its result area with a sentinel
+ * that is never a valid result; after one operation each rank compares every
+ * result element with the value computed on the host from the inputs of all
+ * ranks (each rank regenerates any rank's input from the shared seed).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common.h"
+
+static size_t max_sz(size_t a, size_t b) {
+  return a > b ? a : b;
+}
+
+void *pt_send_ptr(const pt_thread *t, const pt_rank *r, const pt_case *k, int inplace) {
+  (void)t;
+  if (!inplace) return r->send;
+  return (char *)r->recv + k->c.send_inplace * (size_t)r->rank * pt_type_size(k->type);
+}
+
+void *pt_recv_ptr(const pt_thread *t, const pt_rank *r, const pt_case *k, int inplace) {
+  (void)t;
+  if (!inplace) return r->recv;
+  return (char *)r->recv + k->c.recv_inplace * (size_t)r->rank * pt_type_size(k->type);
+}
+
+/* n elements of value v, by doubling copies of the first one. */
+static void fill_value(ncclDataType_t type, void *buf, size_t n, double v) {
+  if (n == 0) return;
+  size_t es = pt_type_size(type), done = 1;
+  pt_set(type, buf, 0, v);
+  while (done < n) {
+    size_t chunk = done < n - done ? done : n - done;
+    memcpy((char *)buf + done * es, buf, chunk * es);
+    done += chunk;
+  }
+}
+
+static void fill_region(ncclComm_t comm, ncclDataType_t type, void *p, size_t n, double v) {
+  size_t bytes = n * pt_type_size(type);
+  void *view = pt_mem_begin(comm, p, bytes, 0);
+  fill_value(type, view, n, v);
+  pt_mem_end(comm, p, view, bytes, 1);
+}
+
+void pt_fill_stable(pt_thread *t, const pt_case *k) {
+  double v = k->op == PT_PROD ? 1 : 0;
+  size_t area = max_sz(k->c.send, k->c.recv);
+  for (int i = 0; i < t->nlocal; i++) {
+    pt_rank *r = &t->ranks[i];
+    fill_region(r->comm, k->type, r->send, k->c.send, v);
+    fill_region(r->comm, k->type, r->recv, area, v);
+  }
+}
+
+static void gen_for(const pt_thread *t, const pt_case *k, uint64_t seed, pt_gen *g) {
+  if (pt_gen_init(g, k->type, t->coll->reduces ? k->op : PT_NONE, t->world->nranks, seed))
+    pt_fail(t, t->ranks[0].rank, "out of memory preparing the check");
+}
+
+static void write_input(const pt_gen *g, pt_rank *r, void *p, size_t n) {
+  size_t bytes = n * pt_type_size(g->type);
+  void *view = pt_mem_begin(r->comm, p, bytes, 0);
+  pt_gen_fill(g, r->rank, view, n);
+  pt_mem_end(r->comm, p, view, bytes, 1);
+}
+
+static void write_sentinel(pt_rank *r, ncclDataType_t type, void *p, size_t n) {
+  size_t bytes = n * pt_type_size(type);
+  void *view = pt_mem_begin(r->comm, p, bytes, 0);
+  pt_set_sentinel(type, view, n);
+  pt_mem_end(r->comm, p, view, bytes, 1);
+}
+
+void pt_fill_check(pt_thread *t, const pt_case *k, int inplace, uint64_t seed) {
+  pt_gen g;
+  gen_for(t, k, seed, &g);
+  for (int i = 0; i < t->nlocal; i++) {
+    pt_rank *r = &t->ranks[i];
+    /* In place, the input lies inside the result buffer: sentinel first. */
+    write_sentinel(r, k->type, r->recv, inplace ? max_sz(k->c.send, k->c.recv) : k->c.recv);
+    write_input(&g, r, pt_send_ptr(t, r, k, inplace), k->c.send);
+  }
+  pt_gen_free(&g);
+}
+
+static int is_wrong(const pt_gen *g, const void *buf, size_t j, double exp, double tol) {
+  if (!pt_type_is_float(g->type)) return pt_get_int(g->type, buf, j) != (int64_t)exp;
+  double got = pt_get(g->type, buf, j);
+  return !(fabs(got - exp) <= tol); /* NaN (the sentinel) is always wrong */
+}
+
+static void report_first(const pt_thread *t, const pt_rank *r, const pt_case *k, size_t j,
+                         const void *buf, double exp) {
+  fprintf(stderr, "# rank %d: %s %s %s, %zu bytes: element %zu is %.9g, expected %.9g\n", r->rank,
+          t->coll->name, pt_type_name(k->type), pt_op_name(k->op), k->bytes, j,
+          pt_get(k->type, buf, j), exp);
+}
+
+/* Test hook: CHORUS_PERF_INJECT_ERROR=1 spoils rank 0's first result element,
+ * to prove that the check and the exit status catch it. */
+static void maybe_inject(const pt_rank *r, const pt_case *k, void *view) {
+  static int inject = -1;
+  if (inject < 0) {
+    const char *e = getenv("CHORUS_PERF_INJECT_ERROR");
+    inject = e && *e && *e != '0';
+  }
+  if (inject && r->rank == 0 && k->c.recv > 0) pt_set_sentinel(k->type, view, 1);
+}
+
+static int64_t check_rank(pt_thread *t, pt_rank *r, const pt_case *k, const pt_gen *g,
+                          int inplace) {
+  const pt_coll *coll = t->coll;
+  int nranks = t->world->nranks;
+  pt_src src;
+  if (k->c.recv == 0 || !coll->source(&k->c, r->rank, nranks, k->root, 0, &src)) return 0;
+  void *p = pt_recv_ptr(t, r, k, inplace);
+  size_t bytes = k->c.recv * pt_type_size(k->type);
+  void *view = pt_mem_begin(r->comm, p, bytes, 1);
+  maybe_inject(r, k, view);
+  double tol = pt_tolerance(g);
+  int64_t wrong = 0;
+  for (size_t j = 0; j < k->c.recv; j++) {
+    coll->source(&k->c, r->rank, nranks, k->root, j, &src);
+    double exp = src.rank == PT_ALL_RANKS ? pt_gen_reduced(g, src.index)
+                                          : (double)pt_gen_int(g, src.rank, src.index);
+    if (is_wrong(g, view, j, exp, tol) && wrong++ == 0) report_first(t, r, k, j, view, exp);
+  }
+  pt_mem_end(r->comm, p, view, bytes, 0);
+  return wrong;
+}
+
+int64_t pt_check(pt_thread *t, const pt_case *k, int inplace, uint64_t seed) {
+  pt_gen g;
+  gen_for(t, k, seed, &g);
+  int64_t total = 0;
+  for (int i = 0; i < t->nlocal; i++) {
+    t->ranks[i].wrong = check_rank(t, &t->ranks[i], k, &g, inplace);
+    total += t->ranks[i].wrong;
+  }
+  pt_gen_free(&g);
+  return total;
+}
