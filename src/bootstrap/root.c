@@ -128,9 +128,20 @@ static int add_rank(root *r, chorus_arrival *a) {
   return 0;
 }
 
-/* Root 0 receiving root k's block. */
+/* Root 0 receiving root k's block. The sub-root may be complete before any
+ * rank of root 0's own block has arrived, so it can teach the shape too. */
 static int add_subroot(root *r, chorus_arrival *a) {
   int k = a->hello.from;
+  int32_t hdr[3];
+  memcpy(hdr, a->payload, sizeof hdr);
+  chorus_root_join shape;
+  memset(&shape, 0, sizeof shape);
+  shape.nroots = hdr[2];
+  shape.root_index = 0;
+  if (learn_shape(r, &a->hello, &shape) != 0) {
+    close(a->fd);
+    return -1;
+  }
   if (!r->subroot_fd || k <= 0 || k >= r->nroots || r->subroot_fd[k] >= 0) {
     close(a->fd);
     return fail(r, "unexpected sub-root connection");
@@ -184,7 +195,7 @@ static int exchange_with_root0(root *r) {
   char err[200];
   int fd = -1;
   int64_t dl = chorus_now_ns() + r->timeout_ns;
-  int32_t hdr[2] = {r->first, r->count};
+  int32_t hdr[3] = {r->first, r->count, r->nroots};
   chorus_root_reply rep;
   if (chorus_sock_connect(&r->root0, dl, &fd, err, sizeof err) != ncclSuccess ||
       chorus_hello_send(fd, CHORUS_HELLO_ROOT_SUBROOT, r->root0_secret, r->index, r->nranks, 0,
@@ -266,7 +277,7 @@ ncclResult_t chorus_root_start(const chorus_sockaddr *bind_addr, const uint64_t 
   }
   chorus_acceptor_init(&r->acc, r->listen_fd, secret);
   r->acc.payload_size[CHORUS_HELLO_ROOT_RANK] = sizeof(chorus_root_join);
-  r->acc.payload_size[CHORUS_HELLO_ROOT_SUBROOT] = 2 * sizeof(int32_t);
+  r->acc.payload_size[CHORUS_HELLO_ROOT_SUBROOT] = 3 * sizeof(int32_t);
   *bound = r->addr;
   pthread_t th;
   pthread_attr_t attr;

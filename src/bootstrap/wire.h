@@ -18,7 +18,7 @@
 
 enum {
   CHORUS_HELLO_ROOT_RANK = 1,    /* rank -> its root: payload chorus_root_join */
-  CHORUS_HELLO_ROOT_SUBROOT = 2, /* root k -> root 0 (scalable init): payload table block */
+  CHORUS_HELLO_ROOT_SUBROOT = 2, /* root k -> root 0: payload {first, count, nroots}, then the block */
   CHORUS_HELLO_PEER_RING = 3,    /* rank -> next rank: bootstrap ring */
   CHORUS_HELLO_PEER_P2P = 4,     /* rank -> rank: one bootstrap message, tag chosen by caller */
   CHORUS_HELLO_PEER_DATA = 5     /* rank -> rank: a transport connection, tag = channel/stream */

@@ -48,15 +48,21 @@ static int meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b) {
          a->redop == b->redop && a->root == b->root;
 }
 
-ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, size_t *bytes) {
-  chorus_msg_meta m;
-  ncclResult_t res = c->ops->recv_slot(c, buf, bytes, &m);
+/* The outcome of a non-blocking transport call: on ncclInProgress the op
+ * records what it waits for; errors are reported for the op. */
+static ncclResult_t outcome(chorus_op *op, chorus_conn *c, int dir, ncclResult_t res) {
   if (res == ncclInProgress) {
     op->wait_conn = c;
-    op->wait_dir = CHORUS_DIR_RECV;
+    op->wait_dir = dir;
     return res;
   }
-  if (res != ncclSuccess) return chorus_prim_conn_error(op, c, res);
+  return res == ncclSuccess ? res : chorus_prim_conn_error(op, c, res);
+}
+
+ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, size_t *bytes) {
+  chorus_msg_meta m;
+  ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, c->ops->recv_slot(c, buf, bytes, &m));
+  if (res != ncclSuccess) return res;
   if (!meta_equal(&m, &op->meta)) {
     char mine[160], theirs[160];
     chorus_meta_describe(&op->meta, mine, sizeof mine);
@@ -78,14 +84,7 @@ ncclResult_t chorus_prim_release(chorus_op *op, chorus_conn *c) {
 }
 
 ncclResult_t chorus_prim_send_slot(chorus_op *op, chorus_conn *c, void **buf, size_t *cap) {
-  ncclResult_t res = c->ops->send_slot(c, buf, cap);
-  if (res == ncclInProgress) {
-    op->wait_conn = c;
-    op->wait_dir = CHORUS_DIR_SEND;
-    return res;
-  }
-  if (res != ncclSuccess) return chorus_prim_conn_error(op, c, res);
-  return ncclSuccess;
+  return outcome(op, c, CHORUS_DIR_SEND, c->ops->send_slot(c, buf, cap));
 }
 
 ncclResult_t chorus_prim_post(chorus_op *op, chorus_conn *c, size_t bytes) {
@@ -96,12 +95,5 @@ ncclResult_t chorus_prim_post(chorus_op *op, chorus_conn *c, size_t bytes) {
 }
 
 ncclResult_t chorus_prim_flush(chorus_op *op, chorus_conn *c) {
-  ncclResult_t res = c->ops->send_flush(c);
-  if (res == ncclInProgress) {
-    op->wait_conn = c;
-    op->wait_dir = CHORUS_DIR_SEND;
-    return res;
-  }
-  if (res != ncclSuccess) return chorus_prim_conn_error(op, c, res);
-  return ncclSuccess;
+  return outcome(op, c, CHORUS_DIR_SEND, c->ops->send_flush(c));
 }

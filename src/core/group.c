@@ -159,10 +159,9 @@ static ncclResult_t run_and_free_ops(chorus_op *ops) {
   return res;
 }
 
-NCCL_API(ncclResult_t, ncclGroupEnd, void) {
-  if (G.depth == 0)
-    return chorus_error(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
-  if (--G.depth > 0) return ncclSuccess;
+/* Closes the outermost group: its jobs run first, then its ops run, or with
+ * sim (ncclGroupSimulateEnd) are only costed and dropped. */
+static ncclResult_t close_group(ncclSimInfo_t *sim) {
   chorus_job *jobs;
   chorus_op *ops;
   ncclResult_t error;
@@ -173,12 +172,26 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
     return error;
   }
   ncclResult_t res = jobs ? run_jobs(jobs) : ncclSuccess;
+  if (sim) {
+    ncclSimInfo_t out = *sim;
+    out.estimatedTime = chorus_estimate_ops(ops);
+    free_ops(ops);
+    memcpy(sim, &out, sim->size < sizeof out ? sim->size : sizeof out);
+    return res;
+  }
   if (res != ncclSuccess && res != ncclInProgress) {
     free_ops(ops);
     return res;
   }
   ncclResult_t ores = run_and_free_ops(ops);
   return ores != ncclSuccess ? ores : res;
+}
+
+NCCL_API(ncclResult_t, ncclGroupEnd, void) {
+  if (G.depth == 0)
+    return chorus_error(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
+  if (--G.depth > 0) return ncclSuccess;
+  return close_group(NULL);
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
@@ -189,21 +202,5 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
     return chorus_error(ncclInvalidArgument,
                         "ncclGroupSimulateEnd: simInfo not initialized via NCCL_SIM_INFO_INITIALIZER");
   if (--G.depth > 0) return ncclSuccess;
-  chorus_job *jobs;
-  chorus_op *ops;
-  ncclResult_t error;
-  take(&jobs, &ops, &error);
-  if (error != ncclSuccess) {
-    cancel_jobs(jobs, error);
-    free_ops(ops);
-    return error;
-  }
-  ncclResult_t res = jobs ? run_jobs(jobs) : ncclSuccess;
-  float t = chorus_estimate_ops(ops);
-  free_ops(ops);
-  ncclSimInfo_t out = *simInfo;
-  out.estimatedTime = t;
-  size_t size = simInfo->size < sizeof out ? simInfo->size : sizeof out;
-  memcpy(simInfo, &out, size);
-  return res;
+  return close_group(simInfo);
 }

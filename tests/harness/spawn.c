@@ -68,8 +68,11 @@ void harness_init(int argc, char **argv, const harness_case *cases) {
     fflush(NULL);
     exit(rc == 0 ? 0 : 1);
   }
-  setenv("NCCL_SOCKET_IFNAME", getenv("NCCL_SOCKET_IFNAME") ? getenv("NCCL_SOCKET_IFNAME") : "lo",
-         1);
+  /* Test traffic stays on loopback; waits are bounded well inside the CTest
+   * timeouts, so a hang shows up as a failure with a message. */
+  setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  setenv("CHORUS_BOOTSTRAP_TIMEOUT", "60", 0);
+  setenv("CHORUS_OP_TIMEOUT", "120", 0);
 }
 
 typedef struct {

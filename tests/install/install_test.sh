@@ -2,9 +2,9 @@
 # `make install` output works for a consumer: installs the build into a
 # temporary prefix, then builds a small program against it twice, with
 # pkg-config and with CMake's find_package(Chorus), and runs both.
-# usage: install_test.sh <build dir> <source dir>
+# usage: install_test.sh <build dir> <source dir> [extra compiler flags]
 set -eu
-build=$1 src=$2
+build=$1 src=$2 extra=${3:-}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null
@@ -31,7 +31,7 @@ int main(void) {
 APP
 export NCCL_SOCKET_IFNAME=lo CHORUS_HOST_COMM=1
 if command -v pkg-config >/dev/null; then
-  PKG_CONFIG_PATH="${libdir}pkgconfig" cc -std=c11 -DCHORUS_NCCL_NO_CUDA_INCLUDE "$tmp/app.c" \
+  PKG_CONFIG_PATH="${libdir}pkgconfig" cc -std=c11 $extra -DCHORUS_NCCL_NO_CUDA_INCLUDE "$tmp/app.c" \
     -o "$tmp/app_pc" $(PKG_CONFIG_PATH="${libdir}pkgconfig" pkg-config --cflags --libs nccl) \
     -Wl,-rpath,"$libdir"
   "$tmp/app_pc"
@@ -47,7 +47,8 @@ add_executable(app ../app.c)
 target_compile_definitions(app PRIVATE CHORUS_NCCL_NO_CUDA_INCLUDE)
 target_link_libraries(app PRIVATE Chorus::nccl)
 CM
-cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+cmake -S "$tmp/cm" -B "$tmp/cm/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  -DCMAKE_C_FLAGS="$extra" -DCMAKE_EXE_LINKER_FLAGS="$extra" >/dev/null
 cmake --build "$tmp/cm/build" >/dev/null
 "$tmp/cm/build/app"
 echo "PASS: install tree usable with pkg-config and find_package"
