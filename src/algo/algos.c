@@ -12,6 +12,8 @@
 static const chorus_algo_desc algos[CHORUS_ALGO_COUNT] = {
     {CHORUS_ALGO_RING, "ring",
      "pipelined ring over point-to-point connections (any transport, any rank count)"},
+    {CHORUS_ALGO_DIRECT, "direct",
+     "a transfer to or from every peer at once (AlltoAll, Gather, Scatter, Send/Recv)"},
 };
 
 static const char *const func_names[CHORUS_FUNC_COUNT] = {

@@ -30,6 +30,7 @@ typedef enum {
 
 typedef enum {
   CHORUS_ALGO_RING = 0,
+  CHORUS_ALGO_DIRECT,
   CHORUS_ALGO_COUNT
 } chorus_algo;
 

@@ -51,14 +51,14 @@ static ncclResult_t allreduce_single(chorus_op *op) {
 
 ncclResult_t chorus_allreduce_ring(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
-  int n = cc->nranks, p = cc->ring_pos;
+  int n = cc->nranks, p = cc->ring_pos[cc->rank];
   char *out = op->recvbuff;
   size_t off, len;
   ncclResult_t res;
   CORO_BEGIN(op->co);
   if (n == 1 || op->count == 0) return n == 1 ? allreduce_single(op) : ncclSuccess;
-  R.next = chorus_cc_conn(cc, cc->ring[(p + 1) % n], CHORUS_CH_COLL, CHORUS_DIR_SEND);
-  R.prev = chorus_cc_conn(cc, cc->ring[(p + n - 1) % n], CHORUS_CH_COLL, CHORUS_DIR_RECV);
+  R.next = chorus_cc_conn(cc, chorus_cc_ring_rank(cc, p + 1), CHORUS_CH_COLL, CHORUS_DIR_SEND);
+  R.prev = chorus_cc_conn(cc, chorus_cc_ring_rank(cc, p - 1), CHORUS_CH_COLL, CHORUS_DIR_RECV);
   chorus_ring_plan_init(&R.plan, op->count, n,
                         CHORUS_MIN(R.next->slot_bytes, R.prev->slot_bytes) / op->esize,
                         CHORUS_MAX((size_t)1, 64 / op->esize));

@@ -7,6 +7,13 @@
 #include "coll/op.h"
 
 ncclResult_t chorus_allreduce_ring(chorus_op *op);
+ncclResult_t chorus_allgather_ring(chorus_op *op);
+ncclResult_t chorus_reducescatter_ring(chorus_op *op);
+ncclResult_t chorus_broadcast_ring(chorus_op *op);
+ncclResult_t chorus_reduce_ring(chorus_op *op);
+ncclResult_t chorus_sendrecv(chorus_op *op);
+ncclResult_t chorus_multi(chorus_op *op); /* AlltoAll, Gather, Scatter */
+void chorus_p2p_take_ticket(chorus_op *op);
 
 /* Chooses op->algo and op->step for op->func (honouring NCCL_ALGO) and
  * stamps op->meta. ncclInvalidUsage when no allowed algorithm exists. */

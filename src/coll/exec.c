@@ -31,47 +31,66 @@ void chorus_exec_fail_comm(chorus_coll_comm *cc, ncclResult_t res, const char *r
 static void fail_queue(chorus_exec_queue *q, ncclResult_t res) {
   q->result = res;
   chorus_exec_fail_comm(q->cc, res, chorus_last_error(NULL));
-  q->head = NULL;
+  q->head = q->p2p = NULL;
 }
 
-/* One pass over all queues. Returns how many ops are still pending. */
+/* Runs one step of op; returns its result and adds to *ticks. */
+static ncclResult_t step(chorus_op *op, uint64_t *ticks) {
+  uint64_t before = op->ticks;
+  op->wait_conn = NULL;
+  ncclResult_t res = op->step(op);
+  *ticks += op->ticks - before + (res == ncclSuccess);
+  return res;
+}
+
+/* Progresses a queue's collectives (in order) and point-to-point calls
+ * (all). Returns an error when one failed. */
+static ncclResult_t run_queue(chorus_exec_queue *q, uint64_t *ticks) {
+  while (q->head) {
+    ncclResult_t res = step(q->head, ticks);
+    if (res == ncclInProgress) break;
+    if (res != ncclSuccess) return res;
+    q->head = q->head->next_op;
+  }
+  for (chorus_op **link = &q->p2p; *link;) {
+    ncclResult_t res = step(*link, ticks);
+    if (res == ncclSuccess) {
+      *link = (*link)->next_op;
+    } else if (res == ncclInProgress) {
+      link = &(*link)->next_op;
+    } else {
+      return res;
+    }
+  }
+  return ncclSuccess;
+}
+
+/* One pass over all queues. Returns how many queues still have work. */
 static int pass(chorus_exec_queue *qs, int nq, uint64_t *ticks) {
   int pending = 0;
   for (int i = 0; i < nq; i++) {
     chorus_exec_queue *q = &qs[i];
-    if (!q->head) continue;
+    if (!q->head && !q->p2p) continue;
     chorus_log_ctx old = chorus_log_ctx_set(q->cc->log_ctx);
-    if (__atomic_load_n(q->cc->abort_flag, __ATOMIC_ACQUIRE)) {
-      fail_queue(q, chorus_error(ncclInvalidUsage, "operation stopped: the communicator is "
-                                                   "being aborted"));
-      chorus_log_ctx_set(old);
-      continue;
-    }
-    for (int t = 0; t < q->cc->ntransports; t++) {
-      ncclResult_t res = q->cc->transports[t]->progress(q->cc->tstates[t]);
-      if (res != ncclSuccess) {
-        fail_queue(q, res);
-        break;
-      }
-    }
-    while (q->head) {
-      chorus_op *op = q->head;
-      uint64_t before = op->ticks;
-      op->wait_conn = NULL;
-      ncclResult_t res = op->step(op);
-      *ticks += op->ticks - before;
-      if (res == ncclSuccess) {
-        (*ticks)++;
-        q->head = op->next_op;
-        continue;
-      }
-      if (res != ncclInProgress) fail_queue(q, res);
-      break;
-    }
-    if (q->head) pending++;
+    ncclResult_t res = ncclSuccess;
+    if (__atomic_load_n(q->cc->abort_flag, __ATOMIC_ACQUIRE))
+      res = chorus_error(ncclInvalidUsage, "operation stopped: the communicator is being aborted");
+    for (int t = 0; t < q->cc->ntransports && res == ncclSuccess; t++)
+      res = q->cc->transports[t]->progress(q->cc->tstates[t]);
+    if (res == ncclSuccess) res = run_queue(q, ticks);
+    if (res != ncclSuccess) fail_queue(q, res);
+    if (q->head || q->p2p) pending++;
     chorus_log_ctx_set(old);
   }
   return pending;
+}
+
+/* What a blocked op may be woken by. */
+static void op_wait_info(chorus_op *op, chorus_waitset *ws) {
+  if (op->wait_info)
+    op->wait_info(op, ws);
+  else if (op->wait_conn)
+    op->wait_conn->ops->wait_info(op->wait_conn, op->wait_dir, ws);
 }
 
 /* Sleeps until something may have changed, at most SLEEP_CAP_NS. The
@@ -81,10 +100,10 @@ static void nap(chorus_exec_queue *qs, int nq, chorus_doorbell *db, uint32_t see
   memset(&ws, 0, sizeof ws);
   for (int i = 0; i < nq; i++) {
     chorus_exec_queue *q = &qs[i];
-    if (!q->head) continue;
+    if (!q->head && !q->p2p) continue;
     if (q->cc->doorbell) chorus_waitset_add_db(&ws, q->cc->doorbell);
-    chorus_op *op = q->head;
-    if (op->wait_conn) op->wait_conn->ops->wait_info(op->wait_conn, op->wait_dir, &ws);
+    if (q->head) op_wait_info(q->head, &ws);
+    for (chorus_op *op = q->p2p; op; op = op->next_op) op_wait_info(op, &ws);
     for (int t = 0; t < q->cc->ntransports; t++)
       q->cc->transports[t]->wait_info(q->cc->tstates[t], &ws);
   }
@@ -100,21 +119,25 @@ static void nap(chorus_exec_queue *qs, int nq, chorus_doorbell *db, uint32_t see
   }
 }
 
-/* Slow checks on a stalled queue: peer alive? timeout? */
+/* Slow checks on a stalled queue: are the peers its ops wait for alive?
+ * Has it run out of time? */
 static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
-  chorus_op *op = q->head;
   chorus_log_ctx old = chorus_log_ctx_set(q->cc->log_ctx);
-  chorus_conn *c = op->wait_conn;
   char me[160];
-  chorus_meta_describe(&op->meta, me, sizeof me);
-  if (c) {
+  for (chorus_op *op = q->head ? q->head : q->p2p; op; op = op == q->head ? q->p2p : op->next_op) {
+    chorus_conn *c = op->wait_conn;
+    if (!c) continue;
     ncclResult_t res = c->ops->check(c);
     if (res != ncclSuccess) {
+      chorus_meta_describe(&op->meta, me, sizeof me);
       fail_queue(q, chorus_error(res, "%s failed: %s", me, c->err));
       chorus_log_ctx_set(old);
       return;
     }
   }
+  chorus_op *op = q->head ? q->head : q->p2p;
+  chorus_conn *c = op->wait_conn;
+  chorus_meta_describe(&op->meta, me, sizeof me);
   if (q->cc->timeout_ns > 0 && stalled_ns > q->cc->timeout_ns) {
     const chorus_rank_info *pi = c ? &q->cc->topo->info[c->peer] : NULL;
     fail_queue(q, chorus_error(ncclRemoteError,
@@ -164,7 +187,7 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
     if (now - last_check >= CHECK_EVERY_NS) {
       last_check = now;
       for (int i = 0; i < nq; i++)
-        if (qs[i].head) check_stalled(&qs[i], now - stall_start);
+        if (qs[i].head || qs[i].p2p) check_stalled(&qs[i], now - stall_start);
       continue;
     }
     nap(qs, nq, db, seen);

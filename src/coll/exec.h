@@ -1,11 +1,12 @@
 /*
  * exec.h - driving operations to completion.
  *
- * The executor runs queues of operations. Operations of one queue (one
- * communicator) run one after the other; different queues progress together
- * in the calling thread, which is what lets one thread drive several ranks
- * (ncclCommInitAll, -g in the perf tools) or a group of matched sends and
- * receives.
+ * The executor runs one queue of operations per communicator. A queue's
+ * collectives run one after the other (every rank issues them in the same
+ * order); its point-to-point calls all run at once (any matched set of sends
+ * and receives completes). Different queues progress together in the calling
+ * thread, which is what lets one thread drive several ranks
+ * (ncclCommInitAll, -g in the perf tools).
  *
  * Waiting: while nothing moves, the executor polls (CHORUS_SPIN times),
  * then yields the CPU, then sleeps on the rank's doorbell or on sockets, so
@@ -24,7 +25,8 @@
 
 typedef struct chorus_exec_queue {
   chorus_coll_comm *cc;
-  chorus_op *head; /* linked through next_op; consumed as ops complete */
+  chorus_op *head; /* collectives, run in order; linked through next_op */
+  chorus_op *p2p;  /* point-to-point calls, run together; linked the same way */
   ncclResult_t result;
 } chorus_exec_queue;
 

@@ -7,6 +7,9 @@
  * when it must wait (after saying what for, in op->wait_conn/wait_dir), or an
  * error. It never blocks; the executor (exec.h) decides when to call it again
  * and when to sleep.
+ *
+ * Collectives of one communicator run one after another; point-to-point
+ * calls (op->concurrent) run all at once, ordered per connection by tickets.
  */
 #ifndef CHORUS_COLL_OP_H
 #define CHORUS_COLL_OP_H
@@ -32,9 +35,9 @@ typedef struct chorus_coll_comm {
   int *abort_flag;           /* set by ncclCommAbort (any thread) */
   int64_t timeout_ns;        /* CHORUS_OP_TIMEOUT; <= 0: none */
   int spin;                  /* polls before yielding */
-  uint64_t seq[CHORUS_NCHANNELS];
+  uint64_t seq;              /* next collective's sequence number */
   const int *ring;           /* ring order: position -> rank */
-  int ring_pos;              /* this rank's position */
+  const int *ring_pos;       /* rank -> position */
   const chorus_topo *topo;
   /* Set once a call on this communicator failed; later calls are refused. */
   ncclResult_t failed;
@@ -48,12 +51,35 @@ static inline chorus_conn *chorus_cc_conn(const chorus_coll_comm *cc, int peer, 
   return cc->conns[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)dir];
 }
 
+/* Rank at ring position (pos mod n). */
+static inline int chorus_cc_ring_rank(const chorus_coll_comm *cc, int pos) {
+  int n = cc->nranks;
+  return cc->ring[((pos % n) + n) % n];
+}
+
 typedef struct chorus_op chorus_op;
+
+/* Streams one byte range through one connection in slot-sized messages
+ * (coll/xfer.c). Several can run inside one op. */
+typedef struct chorus_xfer {
+  int co;
+  chorus_conn *conn;
+  char *buf; /* source (send) or destination (recv) */
+  size_t bytes, done;
+  void *slot;
+  size_t cap;
+  const void *rbuf;
+  size_t rbytes;
+} chorus_xfer;
 
 struct chorus_op {
   ncclResult_t (*step)(chorus_op *op);
+  /* Optional: adds everything the op may be waiting on (ops that drive
+   * several connections at once); else the executor uses wait_conn. */
+  void (*wait_info)(chorus_op *op, chorus_waitset *ws);
   chorus_coll_comm *cc;
   int co;                /* coroutine resume point */
+  int concurrent;        /* point-to-point: runs beside other ops */
   uint64_t ticks;        /* bumped whenever the schedule moves */
   chorus_conn *wait_conn;
   int wait_dir;
@@ -69,6 +95,9 @@ struct chorus_op {
   int nccl_op;           /* the caller's ncclRedOp_t kind, for messages */
   int root;              /* root or peer; -1 */
   chorus_msg_meta meta;  /* what every message of this call carries */
+  chorus_msg_meta expect;/* what messages received must carry (= meta, but for Recv) */
+  uint64_t ticket;       /* point-to-point: place in its connection's line */
+  void *scratch;         /* freed with chorus_free after the op (may be NULL) */
   /* Schedule state. */
   union {
     struct {
@@ -81,13 +110,21 @@ struct chorus_op {
       void *sbuf;
       size_t scap;
     } ring;
+    struct {
+      chorus_xfer x;
+    } p2p;
+    struct {
+      chorus_xfer *x;   /* nx transfers, in scratch */
+      uint8_t *is_send; /* per transfer, in scratch */
+      int nx;
+    } multi;
   } u;
   chorus_op *next_op;    /* executor queue link */
 };
 
-/* Fills op->meta from the call fields and the communicator's next sequence
- * number on channel ch (and advances it). */
-void chorus_op_stamp(chorus_op *op, int ch);
+/* Fills op->meta (and op->expect) from the call and the communicator's next
+ * sequence number. */
+void chorus_op_stamp(chorus_op *op);
 
 /* Human-readable description of a call, e.g.
  * "AllReduce(count=1024, float, sum) #17". */

@@ -28,13 +28,23 @@ void chorus_meta_describe(const chorus_msg_meta *m, char *buf, size_t size) {
   snprintf(buf + n, size - (size_t)n, ") #%llu", (unsigned long long)m->seq);
 }
 
-void chorus_op_stamp(chorus_op *op, int ch) {
-  memset(&op->meta, 0, sizeof op->meta);
-  op->meta.seq = op->cc->seq[ch]++;
-  op->meta.count = op->count;
-  op->meta.call = (uint32_t)op->func | (uint32_t)op->dtype << 8 | (uint32_t)op->algo << 16;
-  op->meta.redop = (uint32_t)op->nccl_op;
-  op->meta.root = op->root;
+void chorus_op_stamp(chorus_op *op) {
+  chorus_msg_meta *m = &op->meta;
+  memset(m, 0, sizeof *m);
+  m->count = op->count;
+  m->redop = (uint32_t)op->nccl_op;
+  if (op->concurrent) {
+    /* Point-to-point: the k-th message stream between two ranks in one
+     * direction; the sender's description is what both sides compare. */
+    m->seq = op->ticket;
+    m->call = (uint32_t)CHORUS_FUNC_SEND | (uint32_t)op->dtype << 8;
+    m->root = op->func == CHORUS_FUNC_SEND ? op->cc->rank : op->root;
+  } else {
+    m->seq = op->cc->seq++;
+    m->call = (uint32_t)op->func | (uint32_t)op->dtype << 8 | (uint32_t)op->algo << 16;
+    m->root = op->root;
+  }
+  op->expect = *m;
 }
 
 ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t res) {
@@ -63,10 +73,16 @@ ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, s
   chorus_msg_meta m;
   ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, c->ops->recv_slot(c, buf, bytes, &m));
   if (res != ncclSuccess) return res;
-  if (!meta_equal(&m, &op->meta)) {
+  if (!meta_equal(&m, &op->expect)) {
     char mine[160], theirs[160];
-    chorus_meta_describe(&op->meta, mine, sizeof mine);
+    chorus_meta_describe(&op->expect, mine, sizeof mine);
     chorus_meta_describe(&m, theirs, sizeof theirs);
+    if (op->concurrent)
+      return chorus_error(ncclInvalidUsage,
+                          "mismatched point-to-point calls: this rank's Recv expected rank %d's "
+                          "%s but rank %d sent %s. A send and its receive must have the same "
+                          "count and type, and sends to one peer are matched in call order",
+                          c->peer, mine, c->peer, theirs);
     return chorus_error(ncclInvalidUsage,
                         "mismatched calls across ranks: this rank called %s but rank %d called "
                         "%s. Every rank must issue the same collectives, with the same count, "

@@ -121,13 +121,15 @@ static ncclResult_t exchange_records(ncclComm_t comm, size_t *slot_bytes, int *n
 /* Ring order: ranks grouped by host (hosts in order of their first rank),
  * so a ring crosses the network once per host. */
 static ncclResult_t build_ring(ncclComm_t comm) {
-  comm->ring = chorus_malloc((size_t)comm->nranks * sizeof(int));
+  /* One allocation: ring[pos] = rank, then ring_pos[rank] = pos. */
+  comm->ring = chorus_malloc(2 * (size_t)comm->nranks * sizeof(int));
   if (!comm->ring) return chorus_error(ncclSystemError, "out of memory");
+  int *pos_of = comm->ring + comm->nranks;
   int pos = 0;
   for (int h = 0; h < comm->topo.nhosts; h++)
     for (int r = 0; r < comm->nranks; r++)
       if (comm->topo.host_of[r] == h) {
-        if (r == comm->rank) comm->cc.ring_pos = pos;
+        pos_of[r] = pos;
         comm->ring[pos++] = r;
       }
   return ncclSuccess;
@@ -193,6 +195,7 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->timeout_ns = chorus_param_int(CHORUS_P_OP_TIMEOUT) * 1000000000ll;
   cc->spin = default_spin(&comm->topo);
   cc->ring = comm->ring;
+  cc->ring_pos = comm->ring + comm->nranks;
   cc->topo = &comm->topo;
   cc->failed = ncclSuccess;
   cc->log_ctx = (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error,

@@ -13,6 +13,7 @@
 #include "util/check.h"
 
 #define MAX_QUEUES_ON_STACK 16
+#define MAX_OPS_ON_STACK 64
 
 /* Finds op's queue, adding one if needed. -1 when out of memory. */
 static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *cap,
@@ -22,14 +23,14 @@ static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *ca
   if (*nq == *cap) {
     int ncap = 2 * *cap;
     chorus_exec_queue *nqs = chorus_malloc((size_t)ncap * sizeof *nqs);
-    chorus_op **nts = chorus_malloc((size_t)ncap * sizeof *nts);
+    chorus_op **nts = chorus_malloc((size_t)(2 * ncap) * sizeof *nts);
     if (!nqs || !nts) {
       chorus_free(nqs);
       chorus_free(nts);
       return -1;
     }
     memcpy(nqs, *qs, (size_t)*nq * sizeof **qs);
-    memcpy(nts, *tails, (size_t)*nq * sizeof **tails);
+    memcpy(nts, *tails, (size_t)(2 * *nq) * sizeof **tails);
     if (*qs != stackq) {
       chorus_free(*qs);
       chorus_free(*tails);
@@ -38,47 +39,70 @@ static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *ca
     *tails = nts;
     *cap = ncap;
   }
-  (*qs)[*nq] = (chorus_exec_queue){cc, NULL, ncclSuccess};
-  (*tails)[*nq] = NULL;
+  (*qs)[*nq] = (chorus_exec_queue){cc, NULL, NULL, ncclSuccess};
+  (*tails)[2 * *nq] = (*tails)[2 * *nq + 1] = NULL;
   return (*nq)++;
 }
 
-ncclResult_t chorus_run_ops(chorus_op *ops) {
+ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
   chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
-  chorus_op *stackt[MAX_QUEUES_ON_STACK];
+  chorus_op *stackt[2 * MAX_QUEUES_ON_STACK], *stacko[MAX_OPS_ON_STACK];
   chorus_exec_queue *qs = stackq;
-  chorus_op **tails = stackt;
+  chorus_op **tails = stackt, **all = stacko;
   int nq = 0, cap = MAX_QUEUES_ON_STACK;
   ncclResult_t res = ncclSuccess;
-  /* Plan in call order (this stamps sequence numbers) and link each op to
-   * the queue of its communicator. */
+  size_t nops = 0;
+  for (chorus_op *op = ops; op; op = op->next_op) nops++;
+  if (nops > MAX_OPS_ON_STACK && !(all = chorus_malloc(nops * sizeof *all))) {
+    chorus_op *next_op;
+    for (chorus_op *op = ops; op; op = next_op) {
+      next_op = op->next_op;
+      if (free_ops) chorus_free(op);
+    }
+    return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", nops);
+  }
+  /* Plan in call order (this stamps sequence numbers and tickets) and link
+   * each op to its communicator's queue: collectives in order, point-to-
+   * point calls in the concurrent list. */
+  size_t k = 0;
   chorus_op *next;
   for (chorus_op *op = ops; op; op = next) {
     next = op->next_op;
     op->next_op = NULL;
+    all[k++] = op;
+    if (res != ncclSuccess) continue;
     int i = queue_of(&qs, &tails, &nq, &cap, stackq, op->cc);
     if (i < 0) {
       res = chorus_error(ncclSystemError, "out of memory grouping %d communicators", nq + 1);
-      break;
+      continue;
     }
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
     ncclResult_t pres = chorus_coll_plan(op);
     chorus_log_ctx_set(old);
     if (pres != ncclSuccess) {
-      if (res == ncclSuccess) res = pres;
+      res = pres;
       continue;
     }
-    if (tails[i])
-      tails[i]->next_op = op;
+    chorus_op **tail = &tails[2 * i + op->concurrent];
+    if (*tail)
+      (*tail)->next_op = op;
+    else if (op->concurrent)
+      qs[i].p2p = op;
     else
       qs[i].head = op;
-    tails[i] = op;
+    *tail = op;
   }
   if (res == ncclSuccess) {
     for (int i = 0; i < nq; i++) __atomic_add_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
     res = chorus_exec_run(qs, nq);
     for (int i = 0; i < nq; i++) __atomic_sub_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
   }
+  for (size_t j = 0; j < k; j++) {
+    chorus_free(all[j]->scratch);
+    all[j]->scratch = NULL;
+    if (free_ops) chorus_free(all[j]);
+  }
+  if (all != stacko) chorus_free(all);
   if (qs != stackq) {
     chorus_free(qs);
     chorus_free(tails);
@@ -90,7 +114,7 @@ ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op) {
   op->cc = &comm->cc;
   op->next_op = NULL;
   if (chorus_group_depth() > 0) return chorus_group_add_op(op, comm);
-  return chorus_run_ops(op);
+  return chorus_run_ops(op, 0);
 }
 
 float chorus_estimate_ops(const chorus_op *ops) {

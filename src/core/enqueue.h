@@ -14,8 +14,9 @@
 ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op);
 
 /* Plans and runs a list of ops (linked by next_op, each with op->cc set),
- * queued per communicator in list order. Frees nothing. */
-ncclResult_t chorus_run_ops(chorus_op *ops);
+ * queued per communicator in list order. Frees the ops' scratch, and the ops
+ * themselves when free_ops is set (grouped ops are heap copies). */
+ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops);
 
 /* Modelled time in microseconds of a list of ops (ncclGroupSimulateEnd). */
 float chorus_estimate_ops(const chorus_op *ops);

@@ -140,25 +140,6 @@ NCCL_API(ncclResult_t, ncclGroupStart, void) {
   return ncclSuccess;
 }
 
-/* Keeps a private copy of the op list for running: chorus_run_ops relinks
- * next_op, so we remember the nodes in an array to free them afterwards. */
-static ncclResult_t run_and_free_ops(chorus_op *ops) {
-  size_t n = 0;
-  for (chorus_op *op = ops; op; op = op->next_op) n++;
-  if (!n) return ncclSuccess;
-  chorus_op **all = chorus_malloc(n * sizeof *all);
-  if (!all) {
-    free_ops(ops);
-    return chorus_error(ncclSystemError, "out of memory running a group");
-  }
-  size_t i = 0;
-  for (chorus_op *op = ops; op; op = op->next_op) all[i++] = op;
-  ncclResult_t res = chorus_run_ops(ops);
-  for (i = 0; i < n; i++) chorus_free(all[i]);
-  chorus_free(all);
-  return res;
-}
-
 /* Closes the outermost group: its jobs run first, then its ops run, or with
  * sim (ncclGroupSimulateEnd) are only costed and dropped. */
 static ncclResult_t close_group(ncclSimInfo_t *sim) {
@@ -183,7 +164,7 @@ static ncclResult_t close_group(ncclSimInfo_t *sim) {
     free_ops(ops);
     return res;
   }
-  ncclResult_t ores = run_and_free_ops(ops);
+  ncclResult_t ores = chorus_run_ops(ops, 1);
   return ores != ncclSuccess ? ores : res;
 }
 

@@ -98,6 +98,9 @@ struct chorus_conn {
   int channel;
   size_t slot_bytes;
   char err[256];
+  /* Owned by the schedules, not the transport: point-to-point calls on one
+   * connection take tickets in call order and use it one after another. */
+  uint64_t tickets_issued, ticket_serving;
 };
 
 /* A transport sets up the connections of one communicator to the peers the

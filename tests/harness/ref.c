@@ -216,17 +216,46 @@ double ref_tolerance(ncclDataType_t t, int op, double v) {
 
 size_t ref_check(ncclDataType_t t, int op, int nranks, const void *buf, size_t count,
                  double scalar, const char *what) {
-  size_t wrong = 0;
+  return ref_check_at(t, op, nranks, buf, 0, count, scalar, what);
+}
+
+void ref_fill(ncclDataType_t t, int op, int r, void *buf, size_t first, size_t count) {
   for (size_t i = 0; i < count; i++) {
+    double v = ref_input(t, op, r, first + i);
+    if (ref_is_float(t))
+      ref_set(t, buf, i, v);
+    else
+      ref_set_u64(t, buf, i, (uint64_t)(int64_t)v);
+  }
+}
+
+size_t ref_check_copy(ncclDataType_t t, int op, int r, const void *buf, size_t first,
+                      size_t count, const char *what) {
+  size_t wrong = 0, es = ref_type_size(t);
+  unsigned char want[8];
+  for (size_t i = 0; i < count; i++) {
+    ref_fill(t, op, r, want, first + i, 1);
+    if (memcmp(want, (const char *)buf + i * es, es) != 0 && wrong++ < 3)
+      fprintf(stderr, "  %s: element %zu differs from rank %d's input %zu\n", what, i, r,
+              first + i);
+  }
+  return wrong;
+}
+
+size_t ref_check_at(ncclDataType_t t, int op, int nranks, const void *buf, size_t first,
+                    size_t count, double scalar, const char *what) {
+  size_t wrong = 0;
+  for (size_t k = 0; k < count; k++) {
+    size_t i = first + k;
     int bad;
     char detail[160];
     if (!ref_is_float(t)) {
-      uint64_t got = ref_get_u64(t, buf, i), exp = ref_expected_u64(t, op, nranks, i);
+      uint64_t got = ref_get_u64(t, buf, k), exp = ref_expected_u64(t, op, nranks, i);
       bad = got != exp;
       snprintf(detail, sizeof detail, "got %llu expected %llu", (unsigned long long)got,
                (unsigned long long)exp);
     } else {
-      double got = ref_get(t, buf, i), exp = ref_expected(t, op, nranks, i, scalar);
+      double got = ref_get(t, buf, k), exp = ref_expected(t, op, nranks, i, scalar);
       bad = !(fabs(got - exp) <= ref_tolerance(t, op, exp));
       snprintf(detail, sizeof detail, "got %.9g expected %.9g", got, exp);
     }

@@ -326,13 +326,13 @@ ROOTED = ("broadcast", "reduce", "gather", "scatter")
 REDUCING = ("reduce_scatter", "reduce")
 
 
-def case_shim(a):
-    """A collective not implemented yet, emulated by coll_shim.so (LD_PRELOAD):
-    every type, operator and root, with threads and then with processes."""
-    check(a.coll and a.shim, "the shim case needs --coll and --shim")
+def case_coll(a):
+    """One perf program on the library: every type, operator and root, with
+    threads and then with processes."""
+    check(a.coll, "the coll case needs --coll")
     name = a.coll + "_perf"
     prog = os.path.join(os.path.dirname(a.perf), name)
-    env = base_env(LD_PRELOAD=a.shim)
+    env = base_env()
     rooted, reduces = a.coll in ROOTED, a.coll in REDUCING
     args = ["-b", "8", "-e", "64K", "-f", "8", "-n", "1", "-w", "1", "-d", "all", "-o", "all"]
     args += ["-r", "all"] if rooted else []
@@ -354,8 +354,7 @@ def main():
     p.add_argument("case", choices=sorted(CASES))
     p.add_argument("--perf", required=True, help="path of all_reduce_perf")
     p.add_argument("--chorusrun", required=True)
-    p.add_argument("--coll", help="shim case: the collective, e.g. all_gather")
-    p.add_argument("--shim", help="shim case: path of the coll_shim library")
+    p.add_argument("--coll", help="coll case: the collective, e.g. all_gather")
     a = p.parse_args()
     try:
         rc = CASES[a.case](a)

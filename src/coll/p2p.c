@@ -1,0 +1,123 @@
+/*
+ * p2p.c - point-to-point calls and the collectives built from them.
+ *
+ * Send/Recv: one transfer on the peer's point-to-point channel. Calls to the
+ * same peer and direction take tickets in call order (at planning time) and
+ * use the connection one after another, so the k-th send to a peer meets the
+ * peer's k-th receive from us however the executor interleaves them.
+ *
+ * AlltoAll, Gather, Scatter: one op drives a transfer per peer on the
+ * collective channel, all at once, and copies its own block locally.
+ */
+#include <string.h>
+
+#include "coll/coll.h"
+#include "coll/prims.h"
+#include "coll/xfer.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/coro.h"
+#include "util/misc.h"
+
+#define P (op->u.p2p)
+#define M (op->u.multi)
+
+static chorus_conn *p2p_conn(const chorus_op *op) {
+  int dir = op->func == CHORUS_FUNC_SEND ? CHORUS_DIR_SEND : CHORUS_DIR_RECV;
+  return chorus_cc_conn(op->cc, op->root, CHORUS_CH_P2P, dir);
+}
+
+void chorus_p2p_take_ticket(chorus_op *op) { op->ticket = p2p_conn(op)->tickets_issued++; }
+
+ncclResult_t chorus_sendrecv(chorus_op *op) {
+  chorus_conn *c = p2p_conn(op);
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  /* Wait for our turn on this connection (earlier calls to the same peer
+   * in the same direction go first). */
+  op->wait_conn = NULL;
+  CORO_AWAIT(op->co, c->ticket_serving == op->ticket);
+  chorus_xfer_init(&P.x, c, op->func == CHORUS_FUNC_SEND ? op->sendbuff : op->recvbuff,
+                   op->count * op->esize);
+  CORO_AWAIT_RES(op->co, res,
+                 op->func == CHORUS_FUNC_SEND ? chorus_xfer_send(op, &P.x)
+                                              : chorus_xfer_recv(op, &P.x));
+  c->ticket_serving++;
+  op->ticks++;
+  CORO_END(op->co);
+}
+
+static void multi_wait_info(chorus_op *op, chorus_waitset *ws) {
+  for (int i = 0; i < M.nx; i++)
+    if (M.x[i].co != -1)
+      M.x[i].conn->ops->wait_info(M.x[i].conn, M.is_send[i] ? CHORUS_DIR_SEND : CHORUS_DIR_RECV,
+                                  ws);
+}
+
+static void multi_add(chorus_op *op, int peer, int send, const void *buf, size_t bytes) {
+  int dir = send ? CHORUS_DIR_SEND : CHORUS_DIR_RECV;
+  chorus_xfer_init(&M.x[M.nx], chorus_cc_conn(op->cc, peer, CHORUS_CH_COLL, dir), buf, bytes);
+  M.is_send[M.nx++] = (uint8_t)send;
+}
+
+/* Lays out the transfers of AlltoAll, Gather or Scatter and copies this
+ * rank's own block (no peer needed). In-place AlltoAll sends from a copy of
+ * the input, since what arrives overwrites what is still to be sent. */
+static ncclResult_t multi_plan(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  int n = cc->nranks, me = cc->rank;
+  size_t blk = op->count * op->esize;
+  int inplace_a2a = op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff && n > 1;
+  size_t xbytes = CHORUS_ALIGN_UP((size_t)(2 * n) * (sizeof(chorus_xfer) + 1), (size_t)64);
+  op->scratch = chorus_malloc(xbytes + (inplace_a2a ? blk * (size_t)n : 0));
+  if (!op->scratch) return chorus_error(ncclSystemError, "out of memory planning %s",
+                                        chorus_func_name(op->func));
+  M.x = op->scratch;
+  M.is_send = (uint8_t *)(M.x + 2 * n);
+  M.nx = 0;
+  op->wait_info = multi_wait_info;
+  const char *send = op->sendbuff;
+  char *recv = op->recvbuff;
+  if (inplace_a2a) {
+    memcpy((char *)op->scratch + xbytes, send, blk * (size_t)n);
+    send = (char *)op->scratch + xbytes;
+  }
+  switch (op->func) {
+  case CHORUS_FUNC_ALLTOALL:
+    for (int p = 0; p < n; p++)
+      if (p != me) {
+        multi_add(op, p, 1, send + (size_t)p * blk, blk);
+        multi_add(op, p, 0, recv + (size_t)p * blk, blk);
+      }
+    if (send != recv) memcpy(recv + (size_t)me * blk, send + (size_t)me * blk, blk);
+    break;
+  case CHORUS_FUNC_GATHER:
+    if (me == op->root) {
+      for (int p = 0; p < n; p++)
+        if (p != me) multi_add(op, p, 0, recv + (size_t)p * blk, blk);
+      if (send != recv + (size_t)me * blk) memcpy(recv + (size_t)me * blk, send, blk);
+    } else {
+      multi_add(op, op->root, 1, send, blk);
+    }
+    break;
+  case CHORUS_FUNC_SCATTER:
+    if (me == op->root) {
+      for (int p = 0; p < n; p++)
+        if (p != me) multi_add(op, p, 1, send + (size_t)p * blk, blk);
+      if (recv != send + (size_t)me * blk) memcpy(recv, send + (size_t)me * blk, blk);
+    } else {
+      multi_add(op, op->root, 0, recv, blk);
+    }
+    break;
+  default: return chorus_error(ncclInternalError, "multi_plan: unexpected function");
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_multi(chorus_op *op) {
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  CHECK(multi_plan(op));
+  CORO_AWAIT_RES(op->co, res, chorus_xfer_all(op, M.x, M.is_send, M.nx));
+  CORO_END(op->co);
+}

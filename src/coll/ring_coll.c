@@ -1,0 +1,225 @@
+/*
+ * ring_coll.c - ring and chain schedules for AllGather, ReduceScatter,
+ * Broadcast and Reduce over point-to-point connections (any transport).
+ *
+ * Every schedule cuts its blocks into pieces of at most one slot and runs the
+ * ring steps piece by piece, so large buffers stream through the ring while
+ * small ones take one message per step. Received slots are read in place and
+ * reduced or copied straight into the next send slot.
+ *
+ *   AllGather      step 0 sends our block; step k receives block p-k from the
+ *                  previous rank, stores it and passes it on (k < n-1).
+ *   ReduceScatter  step 0 sends input block p-1; step k receives the partial
+ *                  sum of block p-1-k, adds our input and passes it on; after
+ *                  step n-1 the partial is block p, complete.
+ *   Broadcast      a chain from the root along the ring; each rank stores and
+ *                  forwards every piece (the last one only stores).
+ *   Reduce         a chain ending at the root: the rank after the root starts,
+ *                  each next rank adds its input, the root finishes.
+ * (p is the rank's ring position; ring order groups ranks by host.)
+ */
+#include <string.h>
+
+#include "coll/coll.h"
+#include "coll/prims.h"
+#include "util/check.h"
+#include "util/coro.h"
+#include "util/misc.h"
+
+#define R (op->u.ring)
+
+/* Pieces: each round moves one piece of up to seg_max elements per block. */
+static void piece(const chorus_op *op, size_t *off, size_t *len) {
+  size_t seg = R.plan.seg_max;
+  *off = R.round * seg;
+  *len = *off < op->count ? CHORUS_MIN(seg, op->count - *off) : 0;
+}
+
+static void ring_setup(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  int p = cc->ring_pos[cc->rank];
+  R.next = chorus_cc_conn(cc, chorus_cc_ring_rank(cc, p + 1), CHORUS_CH_COLL, CHORUS_DIR_SEND);
+  R.prev = chorus_cc_conn(cc, chorus_cc_ring_rank(cc, p - 1), CHORUS_CH_COLL, CHORUS_DIR_RECV);
+  size_t seg = CHORUS_MIN(R.next->slot_bytes, R.prev->slot_bytes) / op->esize;
+  size_t align = CHORUS_MAX((size_t)1, 64 / op->esize);
+  seg = seg / align * align;
+  R.plan.seg_max = seg ? seg : 1;
+  R.plan.nrounds = CHORUS_DIV_UP(op->count, R.plan.seg_max);
+}
+
+static ncclResult_t size_error(chorus_op *op, size_t want) {
+  char me[160];
+  chorus_meta_describe(&op->meta, me, sizeof me);
+  return chorus_error(ncclInvalidUsage,
+                      "%s: rank %d sent %zu bytes where %zu were expected; ranks must use the "
+                      "same NCCL_BUFFSIZE and CHORUS_NSLOTS",
+                      me, R.prev->peer, R.rbytes, want);
+}
+
+#define CHECK_SIZE(len)                                                        \
+  do {                                                                         \
+    if (R.rbytes != (len) * op->esize) return size_error(op, (len) * op->esize); \
+  } while (0)
+
+static char *blk(const chorus_op *op, const void *base, int b, size_t off) {
+  return (char *)base + ((size_t)b * op->count + off) * op->esize;
+}
+
+ncclResult_t chorus_allgather_ring(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  int n = cc->nranks, p = cc->ring_pos[cc->rank];
+  size_t off, len;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  /* Our own block: in place when sendbuff already is recvbuff's block. */
+  if (op->sendbuff != blk(op, op->recvbuff, cc->rank, 0))
+    memcpy(blk(op, op->recvbuff, cc->rank, 0), op->sendbuff, op->count * op->esize);
+  if (n == 1 || op->count == 0) return ncclSuccess;
+  ring_setup(op);
+  for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
+    CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
+    piece(op, &off, &len);
+    memcpy(R.sbuf, blk(op, op->recvbuff, cc->rank, off), len * op->esize);
+    CHECK(chorus_prim_post(op, R.next, len * op->esize));
+    for (R.k = 1; R.k < n; R.k++) {
+      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));
+      piece(op, &off, &len);
+      CHECK_SIZE(len);
+      memcpy(blk(op, op->recvbuff, chorus_cc_ring_rank(cc, p - R.k), off), R.rbuf, R.rbytes);
+      if (R.k < n - 1) {
+        CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
+        memcpy(R.sbuf, R.rbuf, R.rbytes);
+        CHECK(chorus_prim_post(op, R.next, R.rbytes));
+      }
+      CHECK(chorus_prim_release(op, R.prev));
+    }
+  }
+  CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, R.next));
+  CORO_END(op->co);
+}
+
+/* dst = scaled input piece [+ received partial]; finalize on the last step. */
+static void reduce_piece(chorus_op *op, void *dst, const void *in, const void *rbuf, size_t len,
+                         int finalize) {
+  if (rbuf) {
+    const void *src[2] = {rbuf, in};
+    chorus_reduce(&op->red, dst, src, 2, len, 2u, finalize);
+  } else {
+    const void *src[1] = {in};
+    chorus_reduce(&op->red, dst, src, 1, len, 1u, finalize);
+  }
+}
+
+ncclResult_t chorus_reducescatter_ring(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  int n = cc->nranks, p = cc->ring_pos[cc->rank];
+  size_t off, len;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  if (n == 1) {
+    if (op->count) reduce_piece(op, op->recvbuff, op->sendbuff, NULL, op->count, 1);
+    return ncclSuccess;
+  }
+  if (op->count == 0) return ncclSuccess;
+  ring_setup(op);
+  for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
+    CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
+    piece(op, &off, &len);
+    reduce_piece(op, R.sbuf, blk(op, op->sendbuff, chorus_cc_ring_rank(cc, p - 1), off), NULL,
+                 len, 0);
+    CHECK(chorus_prim_post(op, R.next, len * op->esize));
+    for (R.k = 1; R.k < n; R.k++) {
+      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));
+      piece(op, &off, &len);
+      CHECK_SIZE(len);
+      if (R.k < n - 1) {
+        CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
+        piece(op, &off, &len);
+        reduce_piece(op, R.sbuf, blk(op, op->sendbuff, chorus_cc_ring_rank(cc, p - 1 - R.k), off),
+                     R.rbuf, len, 0);
+        CHECK(chorus_prim_post(op, R.next, len * op->esize));
+      } else {
+        /* Block p - n = p: ours, complete. In place, recvbuff is that very
+         * input block and reading it while writing it is allowed. */
+        reduce_piece(op, (char *)op->recvbuff + off * op->esize,
+                     blk(op, op->sendbuff, cc->rank, off), R.rbuf, len, 1);
+      }
+      CHECK(chorus_prim_release(op, R.prev));
+    }
+  }
+  CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, R.next));
+  CORO_END(op->co);
+}
+
+/* Distance from the root along the ring (0 = root). */
+static int from_root(const chorus_op *op) {
+  const chorus_coll_comm *cc = op->cc;
+  int n = cc->nranks;
+  return ((cc->ring_pos[cc->rank] - cc->ring_pos[op->root]) % n + n) % n;
+}
+
+ncclResult_t chorus_broadcast_ring(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  int n = cc->nranks, d = from_root(op);
+  size_t off, len;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  if (d == 0 && op->sendbuff != op->recvbuff && op->count)
+    memcpy(op->recvbuff, op->sendbuff, op->count * op->esize);
+  if (n == 1 || op->count == 0) return ncclSuccess;
+  ring_setup(op);
+  for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
+    if (d > 0) {
+      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));
+      piece(op, &off, &len);
+      CHECK_SIZE(len);
+      memcpy((char *)op->recvbuff + off * op->esize, R.rbuf, R.rbytes);
+    }
+    if (d < n - 1) {
+      CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
+      piece(op, &off, &len);
+      memcpy(R.sbuf, (char *)op->recvbuff + off * op->esize, len * op->esize);
+      CHECK(chorus_prim_post(op, R.next, len * op->esize));
+    }
+    if (d > 0) CHECK(chorus_prim_release(op, R.prev));
+  }
+  if (d < n - 1) CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, R.next));
+  CORO_END(op->co);
+}
+
+ncclResult_t chorus_reduce_ring(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  int n = cc->nranks;
+  /* Chain position: 0 is the rank after the root, n-1 the root. */
+  int c = (from_root(op) + n - 1) % n;
+  size_t off, len;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  if (n == 1) {
+    if (op->count) reduce_piece(op, op->recvbuff, op->sendbuff, NULL, op->count, 1);
+    return ncclSuccess;
+  }
+  if (op->count == 0) return ncclSuccess;
+  ring_setup(op);
+  for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
+    if (c > 0) {
+      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));
+      piece(op, &off, &len);
+      CHECK_SIZE(len);
+    }
+    if (c < n - 1) {
+      CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
+      piece(op, &off, &len);
+      reduce_piece(op, R.sbuf, (const char *)op->sendbuff + off * op->esize, c > 0 ? R.rbuf : NULL,
+                   len, 0);
+      CHECK(chorus_prim_post(op, R.next, len * op->esize));
+    } else {
+      piece(op, &off, &len);
+      reduce_piece(op, (char *)op->recvbuff + off * op->esize,
+                   (const char *)op->sendbuff + off * op->esize, R.rbuf, len, 1);
+    }
+    if (c > 0) CHECK(chorus_prim_release(op, R.prev));
+  }
+  if (c < n - 1) CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, R.next));
+  CORO_END(op->co);
+}

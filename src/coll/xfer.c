@@ -1,0 +1,79 @@
+/*
+ * xfer.c - see xfer.h.
+ */
+#include "coll/xfer.h"
+
+#include <string.h>
+
+#include "coll/prims.h"
+#include "util/check.h"
+#include "util/coro.h"
+#include "util/misc.h"
+
+void chorus_xfer_init(chorus_xfer *x, chorus_conn *c, const void *buf, size_t bytes) {
+  memset(x, 0, sizeof *x);
+  x->conn = c;
+  x->buf = (char *)buf;
+  x->bytes = bytes;
+}
+
+ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x) {
+  ncclResult_t res;
+  size_t n;
+  CORO_BEGIN(x->co);
+  while (x->done < x->bytes) {
+    CORO_AWAIT_RES(x->co, res, chorus_prim_send_slot(op, x->conn, &x->slot, &x->cap));
+    n = CHORUS_MIN(x->cap, x->bytes - x->done);
+    memcpy(x->slot, x->buf + x->done, n);
+    CHECK(chorus_prim_post(op, x->conn, n));
+    x->done += n;
+  }
+  if (x->bytes) CORO_AWAIT_RES(x->co, res, chorus_prim_flush(op, x->conn));
+  CORO_END(x->co);
+}
+
+ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
+  ncclResult_t res;
+  size_t want;
+  CORO_BEGIN(x->co);
+  while (x->done < x->bytes) {
+    CORO_AWAIT_RES(x->co, res, chorus_prim_recv(op, x->conn, &x->rbuf, &x->rbytes));
+    want = CHORUS_MIN(x->conn->slot_bytes, x->bytes - x->done);
+    if (x->rbytes != want) {
+      char me[160];
+      chorus_meta_describe(&op->meta, me, sizeof me);
+      return chorus_error(ncclInvalidUsage,
+                          "%s: rank %d sent a %zu-byte message where %zu bytes were expected "
+                          "(counts or types differ between sender and receiver, or the ranks "
+                          "use different NCCL_BUFFSIZE/CHORUS_NSLOTS)",
+                          me, x->conn->peer, x->rbytes, want);
+    }
+    memcpy(x->buf + x->done, x->rbuf, x->rbytes);
+    x->done += x->rbytes;
+    CHECK(chorus_prim_release(op, x->conn));
+  }
+  CORO_END(x->co);
+}
+
+ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *send, int n) {
+  ncclResult_t first_wait = ncclSuccess;
+  chorus_conn *wc = NULL;
+  int wd = 0;
+  for (int i = 0; i < n; i++) {
+    if (xs[i].co == -1) continue; /* done */
+    ncclResult_t res = send[i] ? chorus_xfer_send(op, &xs[i]) : chorus_xfer_recv(op, &xs[i]);
+    if (res == ncclInProgress) {
+      if (first_wait == ncclSuccess) wc = op->wait_conn, wd = op->wait_dir;
+      first_wait = ncclInProgress;
+      continue;
+    }
+    if (res != ncclSuccess) return res;
+    xs[i].co = -1;
+  }
+  if (first_wait == ncclInProgress) {
+    /* Report the first blocked transfer as what the op waits for. */
+    op->wait_conn = wc;
+    op->wait_dir = wd;
+  }
+  return first_wait;
+}

@@ -1,0 +1,187 @@
+/*
+ * test_colls.c - the correctness matrix for every collective on host memory:
+ * collective x data type x operator (reductions: the five built-ins plus
+ * PreMulSum with a host and a "device" scalar) x count (0, 1, a prime, a
+ * size that spans pipeline rounds) x in place / out of place x root (first
+ * and last), against the independent reference in harness/ref.c.
+ *
+ * usage: test_colls COLLECTIVE threads|procs NRANKS
+ *   COLLECTIVE: allreduce broadcast bcast reduce allgather reducescatter
+ *               alltoall gather scatter
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nccl.h"
+#include "ref.h"
+#include "spawn.h"
+
+typedef enum { AR, BCAST, BCAST_INPLACE, REDUCE, AG, RS, A2A, GATHER, SCATTER, NCOLLS } coll_t;
+
+static const char *const names[NCOLLS] = {"allreduce", "broadcast", "bcast",   "reduce",
+                                          "allgather", "reducescatter", "alltoall", "gather",
+                                          "scatter"};
+
+static int is_reduction(coll_t c) { return c == AR || c == REDUCE || c == RS; }
+static int is_rooted(coll_t c) {
+  return c == BCAST || c == BCAST_INPLACE || c == REDUCE || c == GATHER || c == SCATTER;
+}
+
+static const size_t counts[] = {0, 1, 1031, 12007};
+#define NOPS 7 /* sum prod max min avg premul(host) premul(device) */
+
+/* Elements in the send and receive buffers of rank r. */
+static void sizes(coll_t c, size_t n, int nranks, size_t *send, size_t *recv) {
+  size_t all = n * (size_t)nranks;
+  switch (c) {
+  case AG: *send = n, *recv = all; break;
+  case RS: *send = all, *recv = n; break;
+  case A2A: *send = all, *recv = all; break;
+  case GATHER: *send = n, *recv = all; break;
+  case SCATTER: *send = all, *recv = n; break;
+  default: *send = n, *recv = n; break;
+  }
+}
+
+static ncclResult_t call(coll_t c, const void *s, void *r, size_t n, ncclDataType_t t,
+                         ncclRedOp_t op, int root, ncclComm_t comm) {
+  switch (c) {
+  case AR: return ncclAllReduce(s, r, n, t, op, comm, NULL);
+  case BCAST: return ncclBroadcast(s, r, n, t, root, comm, NULL);
+  case BCAST_INPLACE: return ncclBcast(r, n, t, root, comm, NULL);
+  case REDUCE: return ncclReduce(s, r, n, t, op, root, comm, NULL);
+  case AG: return ncclAllGather(s, r, n, t, comm, NULL);
+  case RS: return ncclReduceScatter(s, r, n, t, op, comm, NULL);
+  case A2A: return ncclAlltoAll(s, r, n, t, comm, NULL);
+  case GATHER: return ncclGather(s, r, n, t, root, comm, NULL);
+  case SCATTER: return ncclScatter(s, r, n, t, root, comm, NULL);
+  default: return ncclInternalError;
+  }
+}
+
+/* Verifies rank `me`'s result. Inputs: rank q's send buffer holds its input
+ * sequence from index 0. */
+static size_t verify(coll_t c, ncclDataType_t t, int refop, int me, int n, int root, size_t cnt,
+                     const void *out, double scalar, const char *what) {
+  size_t es = ref_type_size(t), bad = 0;
+  switch (c) {
+  case AR: return ref_check(t, refop, n, out, cnt, scalar, what);
+  case REDUCE: return me == root ? ref_check(t, refop, n, out, cnt, scalar, what) : 0;
+  case RS: return ref_check_at(t, refop, n, out, (size_t)me * cnt, cnt, scalar, what);
+  case BCAST:
+  case BCAST_INPLACE: return ref_check_copy(t, 0, root, out, 0, cnt, what);
+  case AG:
+    for (int q = 0; q < n; q++) bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, 0, cnt, what);
+    return bad;
+  case A2A:
+    for (int q = 0; q < n; q++)
+      bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, (size_t)me * cnt, cnt, what);
+    return bad;
+  case GATHER:
+    if (me != root) return 0;
+    for (int q = 0; q < n; q++) bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, 0, cnt, what);
+    return bad;
+  case SCATTER: return ref_check_copy(t, 0, root, out, (size_t)me * cnt, cnt, what);
+  default: return 1;
+  }
+}
+
+static int run_case(ncclComm_t comm, coll_t c, ncclDataType_t t, int opi, size_t cnt, int inplace,
+                    int root, int me, int n, unsigned char *sendbuf, unsigned char *recvbuf) {
+  size_t es = ref_type_size(t), ns, nr;
+  sizes(c, cnt, n, &ns, &nr);
+  int refop = !is_reduction(c) ? 0 : opi <= 4 ? opi : 5;
+  double scalar = opi == 4 ? 1.0 / n : 2.0;
+  memset(recvbuf, 0xa5, nr * es + 8);
+  /* Where the call reads and writes: NCCL's in-place layouts. */
+  void *out = recvbuf;
+  const void *in = sendbuf;
+  if (inplace) {
+    switch (c) {
+    case AG: in = recvbuf + (size_t)me * cnt * es; break;
+    case RS: out = sendbuf + (size_t)me * cnt * es; in = sendbuf; break;
+    case GATHER: in = recvbuf + (size_t)root * cnt * es; break;
+    case SCATTER: out = sendbuf + (size_t)root * cnt * es; break; /* root only */
+    default: out = sendbuf, in = sendbuf; break;
+    }
+    if (c == SCATTER && me != root) out = recvbuf;
+    if (c == GATHER && me != root) in = sendbuf;
+  }
+  if (c == BCAST_INPLACE) out = sendbuf, in = sendbuf;
+  /* Inputs: this rank's input sequence in the send role buffer. */
+  ref_fill(t, refop, me, (void *)in, 0, ns);
+  if (c == RS && inplace) out = sendbuf + (size_t)me * cnt * es;
+  ncclRedOp_t op = (ncclRedOp_t)(is_reduction(c) ? opi : 0);
+  unsigned char sc[8];
+  if (is_reduction(c) && opi >= 5) {
+    if (ref_is_float(t)) ref_set(t, sc, 0, 2.0);
+    else ref_set_u64(t, sc, 0, 2);
+    if (ncclRedOpCreatePreMulSum(&op, sc, t, opi == 5 ? ncclScalarHostImmediate : ncclScalarDevice,
+                                 comm) != ncclSuccess)
+      return 1;
+  }
+  /* Rooted calls: non-roots pass buffers NCCL says are unused as NULL. */
+  const void *sarg = in;
+  void *rarg = out;
+  if (c == REDUCE && me != root && !inplace) rarg = NULL;
+  if (c == SCATTER && me != root) sarg = NULL;
+  if (c == GATHER && me != root) rarg = NULL;
+  ncclResult_t r = call(c, sarg, rarg, cnt, t, op, root, comm);
+  if (is_reduction(c) && opi >= 5) ncclRedOpDestroy(op, comm);
+  char what[128];
+  snprintf(what, sizeof what, "rank %d %s %s op %d count %zu root %d %s", me, names[c],
+           ref_type_name(t), opi, cnt, root, inplace ? "in place" : "out of place");
+  if (r != ncclSuccess) {
+    harness_log(me, "%s: %s (%s)", what, ncclGetErrorString(r), ncclGetLastError(comm));
+    return 1;
+  }
+  return verify(c, t, refop, me, n, root, cnt, out, scalar, what) ? 1 : 0;
+}
+
+static int matrix(int rank, int nranks, ncclUniqueId id, const char *param) {
+  coll_t c = NCOLLS;
+  for (int i = 0; i < NCOLLS; i++)
+    if (strcmp(param, names[i]) == 0) c = (coll_t)i;
+  if (c == NCOLLS) return 1;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
+  size_t maxc = counts[sizeof counts / sizeof counts[0] - 1] * (size_t)nranks;
+  unsigned char *s = malloc(maxc * 8 + 64), *r = malloc(maxc * 8 + 64);
+  int failures = 0, calls = 0;
+  int nops = is_reduction(c) ? NOPS : 1;
+  int roots[2] = {0, nranks - 1};
+  int nroots = is_rooted(c) ? (nranks > 1 ? 2 : 1) : 1;
+  for (int t = 0; t < ncclNumTypes; t++)
+    for (int opi = 0; opi < nops; opi++)
+      for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int inplace = 0; inplace < 2; inplace++)
+          for (int ri = 0; ri < nroots; ri++) {
+            /* The big count on a subset of types keeps the run short. */
+            if (k == 3 && t != ncclFloat && t != ncclInt8 && t != ncclBfloat16) continue;
+            if (c == BCAST_INPLACE && inplace == 0) continue;
+            failures += run_case(comm, c, (ncclDataType_t)t, opi, counts[k], inplace,
+                                 is_rooted(c) ? roots[ri] : -1, rank, nranks, s, r);
+            calls++;
+          }
+  free(s);
+  free(r);
+  if (ncclCommDestroy(comm) != ncclSuccess) failures++;
+  if (failures) harness_log(rank, "%s: %d of %d cases failed", names[c], failures, calls);
+  return failures ? 1 : 0;
+}
+
+static const harness_case cases[] = {{"matrix", matrix}, {NULL, NULL}};
+
+int main(int argc, char **argv) {
+  harness_init(argc, argv, cases);
+  if (argc != 4) {
+    fprintf(stderr, "usage: %s COLLECTIVE threads|procs NRANKS\n", argv[0]);
+    return 2;
+  }
+  harness_mode mode = strcmp(argv[2], "procs") == 0 ? HARNESS_PROCS : HARNESS_THREADS;
+  int n = atoi(argv[3]);
+  int failed = harness_spawn(mode, n, "matrix", argv[1], 240);
+  printf("%s %s x%d: %s\n", argv[1], argv[2], n, failed ? "FAILED" : "passed");
+  return failed ? 1 : 0;
+}
