@@ -21,16 +21,17 @@ by factor 2; per size the operation is checked once, calibrated, warmed up and
 timed in a loop of about --target seconds; time = per-operation average of the
 slowest rank; busbw factors of nccl-tests. mpi_bench and gloo_bench calibrate
 themselves. The Chorus perf programs take a fixed iteration count, so this
-script calibrates for them: the first round starts with a short probe
-(-n 5 -w 1 -c 0) over the sizes up to 32 MiB, larger sizes are extrapolated
-linearly, later rounds use the previous round's times; iteration counts are
-rounded to powers of two and consecutive sizes with the same count run in one
-invocation (-a 3: time of the slowest rank; -I 0: out of place only, as MPI).
+script calibrates for them (ChorusRunner): a short probe (-n 5 -w 1 -c 0)
+over the sizes up to 32 MiB first, larger sizes extrapolated linearly, then
+the median of every time seen; iteration counts are powers of two, and
+consecutive sizes with the same count run in one invocation (-a 3: time of
+the slowest rank; -I 0: out of place only, as MPI; -c 1: checked).
 
-A library that fails on a collective (not built, not implemented, wrong
-results, crash, timeout) is marked FAIL for that collective and rank count;
-the run goes on. Every invocation has a timeout, and on expiry its whole
-process group (started by this script) is killed.
+A library that fails on a collective (not built, not implemented, crash,
+timeout) is marked FAIL for that collective and rank count, rows with wrong
+results WRONG; the run goes on, and (except after wrong results) that
+library is not run again on that collective and rank count in later rounds. Every invocation has a timeout,
+and on expiry its whole process group (started by this script) is killed.
 
 Output: a table per collective and rank count on stdout, and under --out
 (bench/results): <stamp>.md (ready for docs/PERFORMANCE.md), <stamp>.jsonl
@@ -170,6 +171,9 @@ def run_cmd(cmd, timeout, log_path, env=None):
     SIGKILL after 5 s. Output (stdout+stderr) goes to log_path as well.
     """
     t0 = time.time()
+    json_path = cmd[cmd.index("-J") + 1] if "-J" in cmd else None
+    if json_path and os.path.exists(json_path):
+        os.remove(json_path)  # only this invocation's rows
     with open(log_path, "w") as logf:
         logf.write("$ " + " ".join(cmd) + "\n")
         logf.flush()
@@ -270,8 +274,9 @@ class ChorusRunner(Runner):
     sizes with the same count share one invocation. A size whose loop ran for
     less than a quarter of the target is run again with the new estimate (up
     to PASSES passes). Times can jump by 100x when the machine is busy, so a
-    loop may also run far too long: every invocation has a timeout, and sizes lost to a
-    timeout are run again one by one with 1/32 of the iterations.
+    loop may also run far too long: every invocation has a timeout (limit()),
+    and sizes lost to a timeout are run again one by one with 1/32 of the
+    iterations (rescue()).
     """
 
     lib = "chorus"
@@ -570,7 +575,7 @@ def write_plot_data(res, coll, n, libs, outdir):
         pts = []
         for size in res.sizes(coll, n):
             c = res.cell(lib, coll, n, size)
-            if size > 0 and c and c["busbw"] > 0:
+            if size > 0 and c and c["busbw"] > 0 and not c["wrong"]:
                 pts.append("%d %.9g %.9g" % (size, c["time_us"], c["busbw"]))
         if pts:
             path = os.path.join(outdir, "%s_n%d_%s.dat" % (coll[0], n, lib))
@@ -853,7 +858,8 @@ def main(argv):
                            state[:160]))
                     if err:
                         res.fail(lib, coll[0], n, rnd, err)
-                        failed.add((lib, coll[0], n))
+                        if not err.startswith("wrong results"):  # those may be transient
+                            failed.add((lib, coll[0], n))
         res.save(os.path.join(args.out, stamp + ".jsonl"))  # partial results survive
     res.meta["versions"] = versions_text(args, res)
     res.meta["wall_s"] = round(time.time() - t_start, 1)

@@ -570,7 +570,7 @@ int main(int argc, char** argv) {
     std::memset(b.send, 0, cap_bytes);  // fault the pages in before any timing
     std::memset(b.recv, 0, cap_bytes);
     if (b.rank == 0 && !o.json_path.empty()) {
-      b.json = std::fopen(o.json_path.c_str(), "a");
+      b.json = std::fopen(o.json_path.c_str(), "w");
       if (!b.json) std::perror(o.json_path.c_str());
     }
     for (int id = 0; id < NCOLLS; id++)

@@ -405,7 +405,7 @@ int main(int argc, char **argv) {
   }
   library_name(b.library, sizeof b.library);
   if (b.rank == 0 && o.json_path) {
-    b.json = fopen(o.json_path, "a");
+    b.json = fopen(o.json_path, "w");
     if (!b.json) perror(o.json_path);
   }
   b.cap = buffer_elems(o.maxb);

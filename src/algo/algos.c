@@ -14,6 +14,10 @@ static const chorus_algo_desc algos[CHORUS_ALGO_COUNT] = {
      "pipelined ring over point-to-point connections (any transport, any rank count)"},
     {CHORUS_ALGO_DIRECT, "direct",
      "a transfer to or from every peer at once (AlltoAll, Gather, Scatter, Send/Recv)"},
+    {CHORUS_ALGO_ONESHOT, "oneshot",
+     "one host: every rank stages its data once and reads every other rank's (small sizes)"},
+    {CHORUS_ALGO_TWOSHOT, "twoshot",
+     "one host: every rank reduces its share of the staged data, then all gather (large sizes)"},
 };
 
 static const char *const func_names[CHORUS_FUNC_COUNT] = {

@@ -31,6 +31,8 @@ typedef enum {
 typedef enum {
   CHORUS_ALGO_RING = 0,
   CHORUS_ALGO_DIRECT,
+  CHORUS_ALGO_ONESHOT,
+  CHORUS_ALGO_TWOSHOT,
   CHORUS_ALGO_COUNT
 } chorus_algo;
 

@@ -7,6 +7,9 @@
 #include "coll/op.h"
 
 ncclResult_t chorus_allreduce_ring(chorus_op *op);
+ncclResult_t chorus_allreduce_direct(chorus_op *op); /* oneshot and twoshot */
+/* Node-memory oneshot for every other collective but Send/Recv. */
+ncclResult_t chorus_coll_direct(chorus_op *op);
 ncclResult_t chorus_allgather_ring(chorus_op *op);
 ncclResult_t chorus_reducescatter_ring(chorus_op *op);
 ncclResult_t chorus_broadcast_ring(chorus_op *op);

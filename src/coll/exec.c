@@ -20,6 +20,14 @@
 
 void chorus_exec_fail_comm(chorus_coll_comm *cc, ncclResult_t res, const char *reason) {
   if (cc->failed == ncclSuccess) cc->failed = res;
+  if (cc->node) { /* ranks waiting in node memory look here */
+    chorus_node_rank *me = &cc->node->rank[cc->rank];
+    if (!__atomic_load_n(me->failed, __ATOMIC_ACQUIRE)) {
+      snprintf(me->reason, CHORUS_NODE_REASON, "%s", reason);
+      __atomic_store_n(me->failed, 1, __ATOMIC_RELEASE);
+      for (int p = 0; p < cc->node->nranks; p++) chorus_doorbell_ring(cc->node->rank[p].db);
+    }
+  }
   for (int p = 0; p < cc->nranks; p++)
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
       for (int d = 0; d < 2; d++) {

@@ -32,6 +32,7 @@ typedef struct chorus_coll_comm {
   void **tstates;
   int ntransports;
   chorus_doorbell *doorbell; /* this rank's, or NULL */
+  chorus_node *node;         /* node memory when all ranks share this host, or NULL */
   int *abort_flag;           /* set by ncclCommAbort (any thread) */
   int64_t timeout_ns;        /* CHORUS_OP_TIMEOUT; <= 0: none */
   int spin;                  /* polls before yielding */
@@ -113,6 +114,10 @@ struct chorus_op {
     struct {
       chorus_xfer x;
     } p2p;
+    struct {
+      size_t chunk_elems, nchunks, c;
+      uint64_t g; /* node chunk number of chunk c */
+    } direct;
     struct {
       chorus_xfer *x;   /* nx transfers, in scratch */
       uint8_t *is_send; /* per transfer, in scratch */

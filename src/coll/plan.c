@@ -1,16 +1,19 @@
 /*
  * plan.c - choosing a schedule for a call.
  *
- * Each function lists its algorithms in order of preference; the first one
- * NCCL_ALGO allows wins (a filter that excludes everything is reported, not
- * ignored) and TRACE logs name what ran. Point-to-point calls take their
- * ticket on the connection here, in call order.
+ * Each function lists the algorithms it has. The candidates NCCL_ALGO allows
+ * and the cost model (algo/tune.h) says apply are priced, and the cheapest
+ * runs; TRACE logs name it, and a filter that leaves nothing is reported.
+ * Point-to-point calls take their ticket on the connection here, in call
+ * order.
  */
+#include <stdio.h>
+#include <unistd.h>
+
+#include "algo/tune.h"
 #include "coll/coll.h"
 #include "util/check.h"
 #include "util/param.h"
-
-#include <stdio.h>
 
 typedef struct {
   int func;
@@ -20,44 +23,71 @@ typedef struct {
 
 static const entry table[] = {
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RING, chorus_allreduce_ring},
+    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, chorus_allreduce_direct},
+    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, chorus_allreduce_direct},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_RING, chorus_allgather_ring},
+    {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ONESHOT, chorus_coll_direct},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RING, chorus_reducescatter_ring},
+    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ONESHOT, chorus_coll_direct},
     {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_RING, chorus_broadcast_ring},
+    {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ONESHOT, chorus_coll_direct},
     {CHORUS_FUNC_REDUCE, CHORUS_ALGO_RING, chorus_reduce_ring},
+    {CHORUS_FUNC_REDUCE, CHORUS_ALGO_ONESHOT, chorus_coll_direct},
     {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_DIRECT, chorus_multi},
+    {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_ONESHOT, chorus_coll_direct},
     {CHORUS_FUNC_GATHER, CHORUS_ALGO_DIRECT, chorus_multi},
+    {CHORUS_FUNC_GATHER, CHORUS_ALGO_ONESHOT, chorus_coll_direct},
     {CHORUS_FUNC_SCATTER, CHORUS_ALGO_DIRECT, chorus_multi},
+    {CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, chorus_coll_direct},
     {CHORUS_FUNC_SEND, CHORUS_ALGO_DIRECT, chorus_sendrecv},
     {CHORUS_FUNC_RECV, CHORUS_ALGO_DIRECT, chorus_sendrecv},
 };
+#define NENTRIES (sizeof table / sizeof table[0])
 
-ncclResult_t chorus_coll_plan(chorus_op *op) {
-  const char *spec = chorus_param_str(CHORUS_P_ALGO);
-  uint32_t allowed = chorus_algo_allowed(spec, op->func);
-  int implemented = 0;
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-    if (table[i].func != op->func) continue;
-    implemented = 1;
-    if (!(allowed & (1u << table[i].algo))) continue;
-    op->algo = table[i].algo;
-    op->step = table[i].step;
-    op->co = 0;
-    op->concurrent = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
-    if (op->concurrent) chorus_p2p_take_ticket(op);
-    chorus_op_stamp(op);
-    TRACE(CHORUS_COLL, "%s count %zu: algorithm %s", chorus_func_name(op->func), op->count,
-          chorus_algo_get(op->algo)->name);
-    return ncclSuccess;
-  }
-  if (!implemented)
-    return chorus_error(ncclInvalidUsage, "%s is not implemented yet on host communicators",
-                        chorus_func_name(op->func));
+static void tune_env(const chorus_coll_comm *cc, chorus_tune_env *e) {
+  static long cpus;
+  if (!cpus) cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  e->nranks = cc->nranks;
+  e->nhosts = cc->topo->nhosts;
+  e->node = cc->node != NULL && cc->nranks <= CHORUS_REDUCE_MAX_SRCS;
+  e->oversubscribed = cpus > 0 && cc->topo->nlocal > cpus;
+}
+
+static ncclResult_t none_allowed(const chorus_op *op, const char *spec) {
   char avail[128] = "";
-  for (size_t i = 0, o = 0; i < sizeof table / sizeof table[0] && o < sizeof avail - 16; i++)
+  for (size_t i = 0, o = 0; i < NENTRIES && o < sizeof avail - 16; i++)
     if (table[i].func == op->func)
       o += (size_t)snprintf(avail + o, sizeof avail - o, "%s%s", o ? ", " : "",
                             chorus_algo_get(table[i].algo)->name);
   return chorus_error(ncclInvalidUsage,
-                      "NCCL_ALGO=\"%s\" allows no algorithm Chorus has for %s (available: %s)",
+                      "NCCL_ALGO=\"%s\" allows no algorithm Chorus can use for %s here "
+                      "(it has: %s)",
                       spec ? spec : "", chorus_func_name(op->func), avail);
+}
+
+ncclResult_t chorus_coll_plan(chorus_op *op) {
+  const char *spec = chorus_param_str(CHORUS_P_ALGO);
+  /* One rank: every schedule reduces to a local copy; no filter applies. */
+  uint32_t allowed = op->cc->nranks == 1 ? ~0u : chorus_algo_allowed(spec, op->func);
+  chorus_tune_env env;
+  tune_env(op->cc, &env);
+  size_t bytes = op->count * op->esize;
+  const entry *best = NULL;
+  double best_t = 0;
+  for (size_t i = 0; i < NENTRIES; i++) {
+    if (table[i].func != op->func || !(allowed & (1u << table[i].algo))) continue;
+    double t = chorus_tune_time_us(op->func, table[i].algo, bytes, &env);
+    if (t < 0) continue;
+    if (!best || t < best_t) best = &table[i], best_t = t;
+  }
+  if (!best) return none_allowed(op, spec);
+  op->algo = best->algo;
+  op->step = best->step;
+  op->co = 0;
+  op->concurrent = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
+  if (op->concurrent) chorus_p2p_take_ticket(op);
+  chorus_op_stamp(op);
+  TRACE(CHORUS_TUNING, "%s count %zu: algorithm %s (model %.1f us)", chorus_func_name(op->func),
+        op->count, chorus_algo_get(op->algo)->name, best_t);
+  return ncclSuccess;
 }

@@ -32,8 +32,15 @@ typedef struct rank_record {
   chorus_rank_info info;
   uint64_t slot_bytes;
   uint32_t nslots;
-  uint32_t pad;
+  uint32_t nstages;
+  uint64_t stage_bytes;
 } rank_record;
+
+/* Buffer geometry every rank must agree on. */
+typedef struct geometry {
+  size_t slot_bytes, stage_bytes;
+  int nslots, nstages;
+} geometry;
 
 static int live_comms;
 
@@ -83,7 +90,7 @@ static ncclResult_t choose_device(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-static ncclResult_t exchange_records(ncclComm_t comm, size_t *slot_bytes, int *nslots) {
+static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   rank_record *rec = chorus_calloc((size_t)comm->nranks, sizeof *rec);
   chorus_rank_info *info = chorus_calloc((size_t)comm->nranks, sizeof *info);
   if (!rec || !info) {
@@ -98,21 +105,30 @@ static ncclResult_t exchange_records(ncclComm_t comm, size_t *slot_bytes, int *n
   int64_t sb = buff / ns;
   if (sb < 4096) sb = 4096;
   sb = sb / 64 * 64;
+  int64_t stage = chorus_param_int(CHORUS_P_NODE_CHUNK), nstage = chorus_param_int(CHORUS_P_NODE_NBUF);
+  if (stage < 0) stage = 0;
+  stage = stage / 4096 * 4096;
+  if (nstage < 2) nstage = 2;
+  if (nstage > 16) nstage = 16;
   chorus_topo_self(&rec[comm->rank].info, comm->rank, comm->device);
   rec[comm->rank].slot_bytes = (uint64_t)sb;
   rec[comm->rank].nslots = (uint32_t)ns;
+  rec[comm->rank].stage_bytes = (uint64_t)stage;
+  rec[comm->rank].nstages = (uint32_t)nstage;
   ncclResult_t res = chorus_bootstrap_allgather(comm->bs, rec, sizeof *rec);
   if (res != ncclSuccess) {
     chorus_free(rec);
     chorus_free(info);
     return res;
   }
-  *slot_bytes = rec[0].slot_bytes;
-  *nslots = (int)rec[0].nslots;
+  *geo = (geometry){rec[0].slot_bytes, rec[0].stage_bytes, (int)rec[0].nslots,
+                     (int)rec[0].nstages};
   for (int r = 0; r < comm->nranks; r++) {
     info[r] = rec[r].info;
-    if (rec[r].slot_bytes < *slot_bytes) *slot_bytes = rec[r].slot_bytes;
-    if ((int)rec[r].nslots < *nslots) *nslots = (int)rec[r].nslots;
+    geo->slot_bytes = CHORUS_MIN(geo->slot_bytes, rec[r].slot_bytes);
+    geo->stage_bytes = CHORUS_MIN(geo->stage_bytes, rec[r].stage_bytes);
+    geo->nslots = CHORUS_MIN(geo->nslots, (int)rec[r].nslots);
+    geo->nstages = CHORUS_MIN(geo->nstages, (int)rec[r].nstages);
   }
   chorus_free(rec);
   return chorus_topo_build(&comm->topo, info, comm->nranks, comm->rank);
@@ -135,7 +151,7 @@ static ncclResult_t build_ring(ncclComm_t comm) {
   return ncclSuccess;
 }
 
-static ncclResult_t setup_transports(ncclComm_t comm, size_t slot_bytes, int nslots) {
+static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
   int n = comm->nranks;
   int *peers[2] = {chorus_malloc((size_t)n * sizeof(int)), chorus_malloc((size_t)n * sizeof(int))};
   int npeers[2] = {0, 0};
@@ -149,7 +165,8 @@ static ncclResult_t setup_transports(ncclComm_t comm, size_t slot_bytes, int nsl
     int shm = p == comm->rank || (shm_ok && chorus_topo_same_host(&comm->topo, p, comm->rank));
     peers[shm ? T_SHM : T_NET][npeers[shm ? T_SHM : T_NET]++] = p;
   }
-  chorus_transport_ctx ctx = {comm->bs, &comm->topo, comm->rank, n, slot_bytes, nslots};
+  chorus_transport_ctx ctx = {comm->bs,        &comm->topo,      comm->rank,   n,
+                              geo->slot_bytes, geo->nslots,      geo->stage_bytes, geo->nstages};
   for (int t = 0; t < 2; t++)
     CHECK_GOTO(transports[t]->setup(&ctx, peers[t], npeers[t], &comm->tstate[t]), res, out);
   CHECK_GOTO(chorus_bootstrap_barrier(comm->bs), res, out);
@@ -167,7 +184,7 @@ static ncclResult_t setup_transports(ncclComm_t comm, size_t slot_bytes, int nsl
           if (c) comm->conns[((size_t)p * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)d] = c;
         }
   INFO(CHORUS_INIT, "rank %d: %d peer(s) over SHM, %d over NET, %d slots of %zu bytes", comm->rank,
-       npeers[T_SHM], npeers[T_NET], nslots, slot_bytes);
+       npeers[T_SHM], npeers[T_NET], geo->nslots, geo->slot_bytes);
 out:
   chorus_free(peers[0]);
   chorus_free(peers[1]);
@@ -191,6 +208,7 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->tstates = comm->tstate;
   cc->ntransports = 2;
   cc->doorbell = transports[T_SHM]->doorbell(comm->tstate[T_SHM]);
+  cc->node = transports[T_SHM]->node(comm->tstate[T_SHM]);
   cc->abort_flag = &comm->abort_flag;
   cc->timeout_ns = chorus_param_int(CHORUS_P_OP_TIMEOUT) * 1000000000ll;
   cc->spin = default_spin(&comm->topo);
@@ -218,14 +236,13 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   print_version_once();
   int64_t t0 = chorus_now_ns();
   ncclResult_t res;
-  size_t slot_bytes = 0;
-  int nslots = 0;
+  geometry geo = {0, 0, 0, 0};
   CHECK_GOTO(choose_device(comm), res, out);
   CHECK_GOTO(chorus_bootstrap_init(&comm->bs, comm->init.uids, comm->init.nuids, comm->nranks,
                                    comm->rank, &comm->abort_flag),
              res, out);
-  CHECK_GOTO(exchange_records(comm, &slot_bytes, &nslots), res, out);
-  CHECK_GOTO(setup_transports(comm, slot_bytes, nslots), res, out);
+  CHECK_GOTO(exchange_records(comm, &geo), res, out);
+  CHECK_GOTO(setup_transports(comm, &geo), res, out);
   CHECK_GOTO(build_ring(comm), res, out);
   fill_coll_comm(comm);
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);

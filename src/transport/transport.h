@@ -103,6 +103,44 @@ struct chorus_conn {
   uint64_t tickets_issued, ticket_serving;
 };
 
+/*
+ * Node memory: when every rank of a communicator shares one host, the
+ * shared-memory transport also gives each rank a staging area that all the
+ * others can read, plus three progress counters per rank. Schedules built on
+ * it ("direct" algorithms, coll/direct.c) let every rank read the others'
+ * data in place instead of passing it hop by hop.
+ *
+ * Counters count chunks since the communicator was created; each is written
+ * only by its owner (release) and read by the others (acquire):
+ *   posted    the owner's stage holds its data for chunks < posted
+ *   reduced   the owner finished its share of chunks < reduced
+ *   consumed  the owner is done reading others' stages for chunks < consumed
+ * A chunk g lives in stage buffer g % nbuf; the owner may overwrite it once
+ * every rank has consumed chunk g - nbuf. After moving a counter the owner
+ * rings every peer's doorbell.
+ */
+#define CHORUS_NODE_MAX_BUFS 16
+
+typedef struct chorus_node_rank {
+  uint64_t *posted, *reduced, *consumed;
+  chorus_msg_meta *meta; /* per stage buffer: the call it holds data of,
+                            written before `posted` (so read after it) */
+  uint32_t *failed;      /* set (release) by the owner when it fails or aborts */
+  char *reason;          /* CHORUS_NODE_REASON bytes, written before `failed` */
+  char *stage;           /* nbuf buffers of `chunk` bytes */
+  chorus_doorbell *db;
+} chorus_node_rank;
+
+#define CHORUS_NODE_REASON 192
+
+typedef struct chorus_node {
+  int nranks;            /* every rank of the communicator, indexed by rank */
+  chorus_node_rank *rank;
+  size_t chunk;          /* bytes per stage buffer */
+  int nbuf;
+  uint64_t next_chunk;   /* this rank's next chunk number (same on all ranks) */
+} chorus_node;
+
 /* A transport sets up the connections of one communicator to the peers the
  * core assigned to it. */
 typedef struct chorus_transport_ctx {
@@ -111,6 +149,8 @@ typedef struct chorus_transport_ctx {
   int rank, nranks;
   size_t slot_bytes;
   int nslots;
+  size_t stage_bytes; /* node memory: bytes per stage buffer (0: none) */
+  int nstages;        /* node memory: buffers per rank */
 } chorus_transport_ctx;
 
 typedef struct chorus_transport {
@@ -134,6 +174,9 @@ typedef struct chorus_transport {
   void (*wait_info)(void *state, chorus_waitset *ws);
   /* The doorbell peers ring to wake this rank, if the transport has one. */
   chorus_doorbell *(*doorbell)(void *state);
+  /* Node memory (see above) when this transport reaches every rank through
+   * shared memory, else NULL. */
+  chorus_node *(*node)(void *state);
   /* Frees everything; safe on a half-built state. */
   void (*destroy)(void *state);
 } chorus_transport;

@@ -213,7 +213,7 @@ static void *rank_main(void *p) {
   int peers[8], np = 0;
   for (int q = 0; q < a->nranks; q++)
     if (q != a->rank || a->t == &chorus_transport_shm) peers[np++] = q;
-  chorus_transport_ctx ctx = {bs, &topo, a->rank, a->nranks, SLOT, NSLOTS};
+  chorus_transport_ctx ctx = {bs, &topo, a->rank, a->nranks, SLOT, NSLOTS, 0, 0};
   if (a->t->setup(&ctx, peers, np, &st) != ncclSuccess || chorus_bootstrap_barrier(bs) ||
       a->t->finish(st) != ncclSuccess) {
     a->failures++;

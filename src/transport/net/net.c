@@ -356,6 +356,11 @@ static chorus_doorbell *net_doorbell(void *p) {
   return NULL;
 }
 
+static chorus_node *net_node(void *p) {
+  (void)p;
+  return NULL;
+}
+
 const chorus_transport chorus_transport_net = {
     .name = "NET",
     .setup = net_setup,
@@ -364,5 +369,6 @@ const chorus_transport chorus_transport_net = {
     .progress = net_progress,
     .wait_info = net_state_wait_info,
     .doorbell = net_doorbell,
+    .node = net_node,
     .destroy = net_destroy,
 };

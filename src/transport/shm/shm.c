@@ -19,6 +19,10 @@
  *         check it before every slot operation.
  * After moving tail or head the writer rings the other rank's doorbell.
  *
+ * Node memory. When every rank of the communicator is on this host, each
+ * segment also ends with the rank's node counters (one cache line each) and
+ * its stage buffers (transport.h explains their protocol).
+ *
  * Lifetime. The creator unlinks the segment's name in finish(), i.e. after
  * every peer mapped it; from then on the memory goes away with the last
  * mapping, however the processes end.
@@ -75,9 +79,22 @@ typedef struct shm_conn {
   pid_t peer_pid;
 } shm_conn;
 
+typedef struct node_counters {
+  uint64_t posted __attribute__((aligned(CACHELINE)));
+  uint64_t reduced __attribute__((aligned(CACHELINE)));
+  uint64_t consumed __attribute__((aligned(CACHELINE)));
+  uint32_t failed __attribute__((aligned(CACHELINE)));
+  char reason[CHORUS_NODE_REASON];
+  chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
+} node_counters;
+
 typedef struct shm_state {
   int rank, nranks;
   int full;            /* FIFOs for all local ranks (else self only) */
+  int has_node;        /* node memory: every rank of the communicator is local */
+  size_t stage_bytes;
+  int nstages;
+  chorus_node node;
   const chorus_topo *topo;
   chorus_shm own;
   chorus_shm *peer_seg; /* indexed by rank; base NULL when not mapped */
@@ -94,9 +111,35 @@ typedef struct seg_record {
 
 static size_t page_up(size_t x) { return CHORUS_ALIGN_UP(x, (size_t)4096); }
 
-static size_t seg_size(const shm_state *s) {
+static size_t fifo_end(const shm_state *s) {
   return page_up(sizeof(seg_header)) + s->ctrl_bytes +
          (size_t)s->nfifo * s->nslots * s->slot_bytes;
+}
+
+static size_t seg_size(const shm_state *s) {
+  size_t end = fifo_end(s);
+  if (s->has_node) end = page_up(end + sizeof(node_counters)) + (size_t)s->nstages * s->stage_bytes;
+  return end;
+}
+
+/* Points node.rank[r] into rank r's segment. */
+static void init_node(shm_state *s) {
+  for (int r = 0; r < s->nranks; r++) {
+    char *base = s->peer_seg[r].base;
+    node_counters *nc = (node_counters *)(base + fifo_end(s));
+    s->node.rank[r] = (chorus_node_rank){&nc->posted,
+                                         &nc->reduced,
+                                         &nc->consumed,
+                                         nc->meta,
+                                         &nc->failed,
+                                         nc->reason,
+                                         base + page_up(fifo_end(s) + sizeof(node_counters)),
+                                         &((seg_header *)base)->db};
+  }
+  s->node.nranks = s->nranks;
+  s->node.chunk = s->stage_bytes;
+  s->node.nbuf = s->nstages;
+  s->node.next_chunk = 0;
 }
 
 static fifo_ctrl *fifo_at(const shm_state *s, void *base, uint32_t idx) {
@@ -225,6 +268,7 @@ static void shm_destroy(void *p) {
   chorus_free(s->peer_seg);
   chorus_free(s->conns);
   chorus_free(s->is_peer);
+  chorus_free(s->node.rank);
   chorus_free(s);
 }
 
@@ -265,14 +309,18 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
     goto fail;
   }
   s->nfifo = (uint32_t)(s->full ? ctx->topo->nlocal : 1) * CHORUS_NCHANNELS;
+  s->has_node = ctx->stage_bytes > 0 && ctx->nstages > 0 && npeers == ctx->nranks;
+  s->stage_bytes = ctx->stage_bytes;
+  s->nstages = CHORUS_MIN(ctx->nstages, CHORUS_NODE_MAX_BUFS);
   s->nslots = (uint32_t)CHORUS_MIN(ctx->nslots, MAX_SLOTS);
   s->slot_bytes = ctx->slot_bytes;
   s->ctrl_bytes = page_up((size_t)s->nfifo * sizeof(fifo_ctrl));
   s->peer_seg = chorus_calloc((size_t)s->nranks, sizeof *s->peer_seg);
   s->conns = chorus_calloc((size_t)s->nranks * CHORUS_NCHANNELS * 2, sizeof *s->conns);
   s->is_peer = chorus_calloc((size_t)s->nranks, 1);
+  s->node.rank = chorus_calloc((size_t)s->nranks, sizeof *s->node.rank);
   rec = chorus_calloc((size_t)s->nranks, sizeof *rec);
-  if (!s->peer_seg || !s->conns || !s->is_peer || !rec) {
+  if (!s->peer_seg || !s->conns || !s->is_peer || !s->node.rank || !rec) {
     res = chorus_error(ncclSystemError, "SHM transport: out of memory");
     goto fail;
   }
@@ -314,9 +362,11 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
       init_conn(s, peers[i], ch, CHORUS_DIR_SEND);
       init_conn(s, peers[i], ch, CHORUS_DIR_RECV);
     }
+  if (s->has_node) init_node(s);
   chorus_free(rec);
-  INFO(CHORUS_SHM | CHORUS_INIT, "SHM transport: %d peer(s), %u slots of %zu bytes per FIFO",
-       npeers, s->nslots, s->slot_bytes);
+  INFO(CHORUS_SHM | CHORUS_INIT,
+       "SHM transport: %d peer(s), %u slots of %zu bytes per FIFO, node memory %s (%d x %zu bytes)",
+       npeers, s->nslots, s->slot_bytes, s->has_node ? "on" : "off", s->nstages, s->stage_bytes);
   *out = s;
   return ncclSuccess;
 fail:
@@ -347,6 +397,11 @@ static void shm_state_wait_info(void *p, chorus_waitset *ws) {
   (void)ws;
 }
 
+static chorus_node *shm_node(void *p) {
+  shm_state *s = p;
+  return s->has_node ? &s->node : NULL;
+}
+
 static chorus_doorbell *shm_doorbell(void *p) {
   shm_state *s = p;
   return &((seg_header *)s->own.base)->db;
@@ -360,5 +415,6 @@ const chorus_transport chorus_transport_shm = {
     .progress = shm_progress,
     .wait_info = shm_state_wait_info,
     .doorbell = shm_doorbell,
+    .node = shm_node,
     .destroy = shm_destroy,
 };

@@ -1,0 +1,326 @@
+/*
+ * direct.c - schedules on node memory (transport.h): every rank of the
+ * communicator shares this host, so each rank copies its data once into its
+ * stage buffer and the others read it there, in place.
+ *
+ * AllReduce, chunk by chunk (a chunk fills one stage buffer):
+ *   oneshot  post our chunk; when every rank has posted, reduce all n stages
+ *            into our output. One synchronisation per chunk; n reads of the
+ *            chunk per rank, so it suits small sizes.
+ *   twoshot  post our chunk; when all have posted, reduce our 1/n share of
+ *            all stages into our own stage (nobody else reads that share),
+ *            announce it; when all have, copy every rank's share to our
+ *            output. Two synchronisations per chunk; each byte is reduced by
+ *            exactly one rank, so it suits large sizes.
+ * Sources are always reduced in rank order, so every rank ends with the same
+ * bits. Stage buffers rotate (chunk g uses buffer g % nbuf), so ranks may run
+ * up to nbuf-1 chunks apart; a buffer is rewritten only after every rank has
+ * consumed the chunk that used it before.
+ *
+ * Every chunk's stage carries the description of the call it belongs to;
+ * a rank reading a peer's stage compares it with its own call, so mismatched
+ * calls are reported instead of mixing data of different calls. A rank that
+ * fails raises its `failed` flag (with a reason) in node memory; waiting
+ * ranks see it at once. A rank waiting on another records that peer's
+ * shared-memory connection as what it waits for, so the executor also checks
+ * the peer is alive.
+ */
+#include <string.h>
+
+#include "coll/coll.h"
+#include "util/check.h"
+#include "util/coro.h"
+#include "util/doorbell.h"
+#include "util/misc.h"
+
+#define D (op->u.direct)
+
+enum { POSTED, REDUCED, CONSUMED };
+
+static uint64_t *counter(chorus_node_rank *r, int which) {
+  return which == POSTED ? r->posted : which == REDUCED ? r->reduced : r->consumed;
+}
+
+static char *stage(const chorus_op *op, int rank, uint64_t g);
+
+/* Rank p failed: report it for this op. */
+static ncclResult_t peer_failed(chorus_op *op, int p) {
+  char reason[CHORUS_NODE_REASON], me[160];
+  memcpy(reason, op->cc->node->rank[p].reason, sizeof reason);
+  reason[sizeof reason - 1] = '\0';
+  chorus_meta_describe(&op->meta, me, sizeof me);
+  return chorus_error(ncclRemoteError, "%s failed: rank %d reported a failure: %s", me, p, reason);
+}
+
+/* Rank p's stage for chunk g holds data of another call. */
+static ncclResult_t mismatch(chorus_op *op, int p, const chorus_msg_meta *theirs) {
+  char mine[160], other[160];
+  chorus_meta_describe(&op->expect, mine, sizeof mine);
+  chorus_meta_describe(theirs, other, sizeof other);
+  return chorus_error(ncclInvalidUsage,
+                      "mismatched calls across ranks: this rank called %s but rank %d called %s. "
+                      "Every rank must issue the same collectives, with the same count, type, op "
+                      "and root, in the same order",
+                      mine, p, other);
+}
+
+/* Waits for rank p's counter to reach target: ncclSuccess, ncclInProgress
+ * (p recorded as what we wait for) or the error p reported. After `posted`
+ * it also checks that p's stage holds this call's data. */
+static ncclResult_t reached(chorus_op *op, int p, int which, uint64_t target) {
+  chorus_node_rank *r = &op->cc->node->rank[p];
+  if (__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) return peer_failed(op, p);
+  if (__atomic_load_n(counter(r, which), __ATOMIC_ACQUIRE) < target) {
+    op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+    op->wait_dir = CHORUS_DIR_RECV;
+    return ncclInProgress;
+  }
+  if (which == POSTED) {
+    const chorus_msg_meta *m = &r->meta[(target - 1) % (uint64_t)op->cc->node->nbuf];
+    if (m->seq != op->expect.seq || m->count != op->expect.count || m->call != op->expect.call ||
+        m->redop != op->expect.redop || m->root != op->expect.root)
+      return mismatch(op, p, m);
+  }
+  return ncclSuccess;
+}
+
+/* Every other rank's counter reached target. */
+static ncclResult_t all_reached(chorus_op *op, int which, uint64_t target) {
+  for (int p = 0; p < op->cc->nranks; p++) {
+    if (p == op->cc->rank) continue;
+    ncclResult_t res = reached(op, p, which, target);
+    if (res != ncclSuccess) return res;
+  }
+  op->ticks++;
+  return ncclSuccess;
+}
+
+/* Publishes our counter and wakes every peer that may wait on it. Posting
+ * also publishes which call the stage buffer now serves. */
+static void announce(chorus_op *op, int which, uint64_t value) {
+  chorus_node *nd = op->cc->node;
+  chorus_node_rank *me = &nd->rank[op->cc->rank];
+  if (which == POSTED) me->meta[(value - 1) % (uint64_t)nd->nbuf] = op->meta;
+  __atomic_store_n(counter(me, which), value, __ATOMIC_RELEASE);
+  for (int p = 0; p < nd->nranks; p++)
+    if (p != op->cc->rank) chorus_doorbell_ring(nd->rank[p].db);
+  op->ticks++;
+}
+
+static char *stage(const chorus_op *op, int rank, uint64_t g) {
+  chorus_node *nd = op->cc->node;
+  return nd->rank[rank].stage + (size_t)(g % (uint64_t)nd->nbuf) * nd->chunk;
+}
+
+static uint64_t all_mask(int n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
+
+/* Elements of chunk c, and of rank p's share of it (twoshot). */
+static size_t chunk_len(const chorus_op *op, size_t *off) {
+  *off = D.c * D.chunk_elems;
+  return CHORUS_MIN(D.chunk_elems, op->count - *off);
+}
+
+static size_t share(const chorus_op *op, size_t len, int p, size_t *soff) {
+  size_t align = CHORUS_MAX((size_t)1, 64 / op->esize);
+  size_t per = CHORUS_ALIGN_UP(CHORUS_DIV_UP(len, (size_t)op->cc->nranks), align);
+  size_t start = CHORUS_MIN((size_t)p * per, len);
+  *soff = start;
+  return CHORUS_MIN(per, len - start);
+}
+
+/* Reduces the stages of every rank at byte offset `at` into dst. */
+static void reduce_stages(chorus_op *op, void *dst, uint64_t g, size_t at, size_t len) {
+  const void *src[CHORUS_REDUCE_MAX_SRCS];
+  int n = op->cc->nranks;
+  for (int p = 0; p < n; p++) src[p] = stage(op, p, g) + at;
+  chorus_reduce(&op->red, dst, src, n, len, all_mask(n), 1);
+}
+
+ncclResult_t chorus_allreduce_direct(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  chorus_node *nd = cc->node;
+  int n = cc->nranks, me = cc->rank;
+  size_t off, len, soff, slen;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  D.chunk_elems = nd->chunk / op->esize;
+  D.nchunks = CHORUS_DIV_UP(op->count, D.chunk_elems);
+  for (D.c = 0; D.c < D.nchunks; D.c++) {
+    D.g = nd->next_chunk + D.c;
+    /* Our stage buffer is free once everyone consumed its previous chunk. */
+    if (D.g >= (uint64_t)nd->nbuf)
+      CORO_AWAIT_RES(op->co, res, all_reached(op, CONSUMED, D.g - (uint64_t)nd->nbuf + 1));
+    len = chunk_len(op, &off);
+    memcpy(stage(op, me, D.g), (const char *)op->sendbuff + off * op->esize, len * op->esize);
+    announce(op, POSTED, D.g + 1);
+    CORO_AWAIT_RES(op->co, res, all_reached(op, POSTED, D.g + 1));
+    len = chunk_len(op, &off);
+    if (op->algo == CHORUS_ALGO_ONESHOT) {
+      reduce_stages(op, (char *)op->recvbuff + off * op->esize, D.g, 0, len);
+    } else {
+      slen = share(op, len, me, &soff);
+      reduce_stages(op, stage(op, me, D.g) + soff * op->esize, D.g, soff * op->esize, slen);
+      announce(op, REDUCED, D.g + 1);
+      CORO_AWAIT_RES(op->co, res, all_reached(op, REDUCED, D.g + 1));
+      len = chunk_len(op, &off);
+      for (int p = 0; p < n; p++) {
+        slen = share(op, len, p, &soff);
+        memcpy((char *)op->recvbuff + (off + soff) * op->esize, stage(op, p, D.g) + soff * op->esize,
+               slen * op->esize);
+      }
+    }
+    announce(op, CONSUMED, D.g + 1);
+  }
+  nd->next_chunk += D.nchunks;
+  CORO_END(op->co);
+}
+
+/*
+ * The other collectives on node memory, one staging round per chunk
+ * ("oneshot"). Chunks cut the per-rank block (count elements) so that what a
+ * rank stages for one chunk fits one stage buffer:
+ *   AllGather      stage our chunk; copy every rank's into its output block.
+ *   ReduceScatter  stage our chunk of all n blocks; reduce block `rank` of
+ *                  every stage straight into our output.
+ *   AlltoAll       stage our chunk of all n blocks; copy block `rank` of every
+ *                  stage into the output block of its sender.
+ *   Broadcast      the root stages; the others copy.
+ *   Reduce         all stage; each reduces its share into its own stage; the
+ *                  root copies the shares out.
+ *   Gather         all stage; the root copies. Scatter: the root stages all
+ *                  blocks; each copies its own.
+ */
+
+/* Elements per chunk given how many blocks of it one stage holds. */
+static size_t chunk_elems_for(const chorus_op *op, int blocks) {
+  size_t e = op->cc->node->chunk / ((size_t)blocks * op->esize);
+  size_t align = CHORUS_MAX((size_t)1, 64 / op->esize);
+  return e > align ? e / align * align : CHORUS_MAX(e, (size_t)1);
+}
+
+static int stages_blocks(int func, int n) {
+  return func == CHORUS_FUNC_REDUCESCATTER || func == CHORUS_FUNC_ALLTOALL ||
+                 func == CHORUS_FUNC_SCATTER
+             ? n
+             : 1;
+}
+
+/* Does this rank put data into its stage for this function? */
+static int posts(const chorus_op *op) {
+  if (op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_SCATTER)
+    return op->cc->rank == op->root;
+  return 1;
+}
+
+/* Copies our part of chunk c into the stage. */
+static void stage_in(chorus_op *op, size_t off, size_t len) {
+  int n = op->cc->nranks, blocks = stages_blocks(op->func, n);
+  char *dst = stage(op, op->cc->rank, D.g);
+  size_t es = op->esize;
+  if (blocks == 1) {
+    const char *src = op->func == CHORUS_FUNC_BROADCAST && op->sendbuff == NULL
+                          ? (const char *)op->recvbuff
+                          : (const char *)op->sendbuff;
+    memcpy(dst, src + off * es, len * es);
+    return;
+  }
+  for (int b = 0; b < n; b++)
+    memcpy(dst + (size_t)b * D.chunk_elems * es,
+           (const char *)op->sendbuff + ((size_t)b * op->count + off) * es, len * es);
+}
+
+/* Reads what this rank needs from the stages for chunk c. Reduce's share
+ * step runs here for every rank; the root's copy-out runs after REDUCED. */
+static void stage_out(chorus_op *op, size_t off, size_t len) {
+  chorus_coll_comm *cc = op->cc;
+  int n = cc->nranks, me = cc->rank;
+  size_t es = op->esize;
+  char *out = op->recvbuff;
+  const void *src[CHORUS_REDUCE_MAX_SRCS];
+  switch (op->func) {
+  case CHORUS_FUNC_ALLGATHER:
+    for (int p = 0; p < n; p++)
+      if (p != me || op->sendbuff != out + (size_t)me * op->count * es)
+        memcpy(out + ((size_t)p * op->count + off) * es, stage(op, p, D.g), len * es);
+    break;
+  case CHORUS_FUNC_REDUCESCATTER:
+    for (int p = 0; p < n; p++) src[p] = stage(op, p, D.g) + (size_t)me * D.chunk_elems * es;
+    chorus_reduce(&op->red, out + off * es, src, n, len, all_mask(n), 1);
+    break;
+  case CHORUS_FUNC_ALLTOALL:
+    for (int p = 0; p < n; p++)
+      memcpy(out + ((size_t)p * op->count + off) * es,
+             stage(op, p, D.g) + (size_t)me * D.chunk_elems * es, len * es);
+    break;
+  case CHORUS_FUNC_BROADCAST:
+    if (me != op->root) memcpy(out + off * es, stage(op, op->root, D.g), len * es);
+    else if (op->sendbuff != out) memcpy(out + off * es, (const char *)op->sendbuff + off * es, len * es);
+    break;
+  case CHORUS_FUNC_GATHER:
+    if (me == op->root)
+      for (int p = 0; p < n; p++)
+        if (p != me || op->sendbuff != out + (size_t)me * op->count * es)
+          memcpy(out + ((size_t)p * op->count + off) * es, stage(op, p, D.g), len * es);
+    break;
+  case CHORUS_FUNC_SCATTER:
+    if (me != op->root || out != (const char *)op->sendbuff + (size_t)me * op->count * es)
+      memcpy(out + off * es, stage(op, op->root, D.g) + (size_t)me * D.chunk_elems * es, len * es);
+    break;
+  case CHORUS_FUNC_REDUCE: {
+    size_t soff, slen = share(op, len, me, &soff);
+    reduce_stages(op, stage(op, me, D.g) + soff * es, D.g, soff * es, slen);
+    break;
+  }
+  default: break;
+  }
+}
+
+/* Whose posts a rank must wait for: everyone, only the root, or nobody. */
+static ncclResult_t wait_posted(chorus_op *op, uint64_t target) {
+  if (op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_SCATTER) {
+    if (op->cc->rank == op->root) return ncclSuccess;
+    return reached(op, op->root, POSTED, target);
+  }
+  if (op->func == CHORUS_FUNC_GATHER && op->cc->rank != op->root) return ncclSuccess;
+  return all_reached(op, POSTED, target);
+}
+
+ncclResult_t chorus_coll_direct(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  chorus_node *nd = cc->node;
+  size_t off, len;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  D.chunk_elems = chunk_elems_for(op, stages_blocks(op->func, cc->nranks));
+  D.nchunks = CHORUS_DIV_UP(op->count, D.chunk_elems);
+  for (D.c = 0; D.c < D.nchunks; D.c++) {
+    D.g = nd->next_chunk + D.c;
+    if (posts(op)) {
+      if (D.g >= (uint64_t)nd->nbuf)
+        CORO_AWAIT_RES(op->co, res, all_reached(op, CONSUMED, D.g - (uint64_t)nd->nbuf + 1));
+      len = chunk_len(op, &off);
+      stage_in(op, off, len);
+    }
+    /* Every rank moves `posted` (with or without data) so that counters
+     * stay equal across ranks. */
+    announce(op, POSTED, D.g + 1);
+    CORO_AWAIT_RES(op->co, res, wait_posted(op, D.g + 1));
+    len = chunk_len(op, &off);
+    stage_out(op, off, len);
+    if (op->func == CHORUS_FUNC_REDUCE) {
+      announce(op, REDUCED, D.g + 1);
+      if (cc->rank == op->root) {
+        CORO_AWAIT_RES(op->co, res, all_reached(op, REDUCED, D.g + 1));
+        len = chunk_len(op, &off);
+        for (int p = 0; p < cc->nranks; p++) {
+          size_t soff, slen = share(op, len, p, &soff);
+          memcpy((char *)op->recvbuff + (off + soff) * op->esize,
+                 stage(op, p, D.g) + soff * op->esize, slen * op->esize);
+        }
+      }
+    }
+    announce(op, CONSUMED, D.g + 1);
+  }
+  nd->next_chunk += D.nchunks;
+  CORO_END(op->co);
+}
