@@ -295,14 +295,13 @@ ncclResult_t chorus_coll_direct(chorus_op *op) {
   D.nchunks = CHORUS_DIV_UP(op->count, D.chunk_elems);
   for (D.c = 0; D.c < D.nchunks; D.c++) {
     D.g = nd->next_chunk + D.c;
-    if (posts(op)) {
-      if (D.g >= (uint64_t)nd->nbuf)
-        CORO_AWAIT_RES(op->co, res, all_reached(op, CONSUMED, D.g - (uint64_t)nd->nbuf + 1));
-      len = chunk_len(op, &off);
-      stage_in(op, off, len);
-    }
     /* Every rank moves `posted` (with or without data) so that counters
-     * stay equal across ranks. */
+     * stay equal across ranks; the buffer's call description moves with it,
+     * so even a rank that stages nothing waits until the buffer is free. */
+    if (D.g >= (uint64_t)nd->nbuf)
+      CORO_AWAIT_RES(op->co, res, all_reached(op, CONSUMED, D.g - (uint64_t)nd->nbuf + 1));
+    len = chunk_len(op, &off);
+    if (posts(op)) stage_in(op, off, len);
     announce(op, POSTED, D.g + 1);
     CORO_AWAIT_RES(op->co, res, wait_posted(op, D.g + 1));
     len = chunk_len(op, &off);

@@ -13,8 +13,8 @@
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/doorbell.h"
+#include "util/misc.h"
 
-#define YIELDS 16
 #define SLEEP_CAP_NS (50ll * 1000000)
 #define CHECK_EVERY_NS (100ll * 1000000)
 
@@ -162,40 +162,48 @@ static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
 }
 
 ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
-  int spin = 0;
+  int64_t spin_ns = 0, yield_ns = 0;
   for (int i = 0; i < nq; i++) {
     qs[i].result = ncclSuccess;
-    if (qs[i].cc->spin > spin) spin = qs[i].cc->spin;
+    spin_ns = CHORUS_MAX(spin_ns, qs[i].cc->spin_ns);
+    yield_ns = CHORUS_MAX(yield_ns, qs[i].cc->yield_ns);
   }
   chorus_doorbell *db = NULL;
   for (int i = 0; i < nq && !db; i++) db = qs[i].cc->doorbell;
-  int idle = 0;
+  /* Waiting goes poll -> yield -> sleep, timed from the last progress. */
   int64_t stall_start = 0, last_check = 0;
+  int sleepy = 0;
   for (;;) {
     uint64_t ticks = 0;
-    uint32_t seen = idle >= spin + YIELDS && db ? chorus_doorbell_read(db) : 0;
+    uint32_t seen = sleepy && db ? chorus_doorbell_read(db) : 0;
     int pending = pass(qs, nq, &ticks);
     if (!pending) break;
     if (ticks) {
-      idle = 0;
       stall_start = 0;
-      continue;
-    }
-    idle++;
-    if (idle <= spin) {
-      chorus_cpu_relax();
-      continue;
-    }
-    if (idle <= spin + YIELDS) {
-      sched_yield();
+      sleepy = 0;
       continue;
     }
     int64_t now = chorus_now_ns();
     if (!stall_start) stall_start = last_check = now;
+    int64_t stalled = now - stall_start;
+    if (stalled < spin_ns) {
+      chorus_cpu_relax();
+      continue;
+    }
     if (now - last_check >= CHECK_EVERY_NS) {
       last_check = now;
       for (int i = 0; i < nq; i++)
-        if (qs[i].head || qs[i].p2p) check_stalled(&qs[i], now - stall_start);
+        if (qs[i].head || qs[i].p2p) check_stalled(&qs[i], stalled);
+      continue;
+    }
+    if (stalled < spin_ns + yield_ns) {
+      sched_yield();
+      continue;
+    }
+    /* The doorbell value must be read before the pass that found nothing
+     * (see doorbell.h): take one more pass with it read first. */
+    if (!sleepy) {
+      sleepy = 1;
       continue;
     }
     nap(qs, nq, db, seen);

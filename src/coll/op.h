@@ -35,7 +35,8 @@ typedef struct chorus_coll_comm {
   chorus_node *node;         /* node memory when all ranks share this host, or NULL */
   int *abort_flag;           /* set by ncclCommAbort (any thread) */
   int64_t timeout_ns;        /* CHORUS_OP_TIMEOUT; <= 0: none */
-  int spin;                  /* polls before yielding */
+  int64_t spin_ns;           /* polling time before yielding */
+  int64_t yield_ns;          /* then yielding time before sleeping */
   uint64_t seq;              /* next collective's sequence number */
   const int *ring;           /* ring order: position -> rank */
   const int *ring_pos;       /* rank -> position */

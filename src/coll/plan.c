@@ -67,8 +67,10 @@ static ncclResult_t none_allowed(const chorus_op *op, const char *spec) {
 
 ncclResult_t chorus_coll_plan(chorus_op *op) {
   const char *spec = chorus_param_str(CHORUS_P_ALGO);
-  /* One rank: every schedule reduces to a local copy; no filter applies. */
-  uint32_t allowed = op->cc->nranks == 1 ? ~0u : chorus_algo_allowed(spec, op->func);
+  /* One rank: every schedule reduces to a local copy; no filter applies.
+   * NCCL_ALGO names collective algorithms only, never point-to-point. */
+  int p2p = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
+  uint32_t allowed = op->cc->nranks == 1 || p2p ? ~0u : chorus_algo_allowed(spec, op->func);
   chorus_tune_env env;
   tune_env(op->cc, &env);
   size_t bytes = op->count * op->esize;

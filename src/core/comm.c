@@ -191,12 +191,15 @@ out:
   return res;
 }
 
-static int default_spin(const chorus_topo *t) {
-  int64_t s = chorus_param_int(CHORUS_P_SPIN);
-  if (s >= 0) return (int)s;
+/* How long a waiting rank polls. Sleeping is the last resort: in a virtual
+ * machine an idle vCPU takes tens to hundreds of microseconds to wake, so
+ * with a core each we poll for a millisecond. When ranks outnumber cores,
+ * polling steals the time of the rank we wait for, so we yield at once. */
+static int64_t default_spin_ns(const chorus_topo *t) {
+  int64_t us = chorus_param_int(CHORUS_P_SPIN_US);
+  if (us >= 0) return us * 1000;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  /* Oversubscribed: polling only steals time from the rank we wait for. */
-  return (cpus > 0 && t->nlocal > cpus) ? 0 : 2000;
+  return (cpus > 0 && t->nlocal > cpus) ? 2000 : 1000000;
 }
 
 static void fill_coll_comm(ncclComm_t comm) {
@@ -211,7 +214,8 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->node = transports[T_SHM]->node(comm->tstate[T_SHM]);
   cc->abort_flag = &comm->abort_flag;
   cc->timeout_ns = chorus_param_int(CHORUS_P_OP_TIMEOUT) * 1000000000ll;
-  cc->spin = default_spin(&comm->topo);
+  cc->spin_ns = default_spin_ns(&comm->topo);
+  cc->yield_ns = CHORUS_MAX((int64_t)0, chorus_param_int(CHORUS_P_YIELD_US)) * 1000;
   cc->ring = comm->ring;
   cc->ring_pos = comm->ring + comm->nranks;
   cc->topo = &comm->topo;

@@ -33,7 +33,8 @@ CHORUS_PARAM(NODE_CHUNK,       "CHORUS_NODE_CHUNK",     INT, 524288, "Bytes per 
 CHORUS_PARAM(NODE_NBUF,        "CHORUS_NODE_NBUF",      INT, 2,      "Stage buffers per rank for direct algorithms (pipeline depth)")
 /* progress and deadlines */
 CHORUS_PARAM(OP_TIMEOUT,       "CHORUS_OP_TIMEOUT",     INT, 600,    "Seconds a collective may wait for a peer before failing (0: forever)")
-CHORUS_PARAM(SPIN,             "CHORUS_SPIN",           INT, -1,     "Polls before a waiting rank yields and then sleeps (-1: automatic)")
+CHORUS_PARAM(SPIN_US,          "CHORUS_SPIN_US",        INT, -1,     "Microseconds a waiting rank polls before yielding (-1: 1000, or 2 when ranks outnumber cores)")
+CHORUS_PARAM(YIELD_US,         "CHORUS_YIELD_US",       INT, 2000,   "Microseconds a waiting rank then yields the CPU before it sleeps")
 /* communicator placement */
 CHORUS_PARAM(HOST_COMM,        "CHORUS_HOST_COMM",      INT, 0,      "1: communicators use host memory even when GPUs are visible")
 /* config overrides (read after ncclConfig_t, as NCCL does) */

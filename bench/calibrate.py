@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""Calibrates the cost model: runs a Chorus perf program with each algorithm
+forced through NCCL_ALGO, several times, and prints the best (fastest) time
+per size and algorithm, side by side, with the algorithm the library picks on
+its own in the last column. The machine's speed changes between runs (see
+docs/PERFORMANCE.md), so each algorithm's runs are interleaved with the
+others' and the minimum is kept: that compares algorithms in the same mode.
+
+usage: bench/calibrate.py [--build build] [--ranks 2] [--coll all_reduce]
+                          [--algos ring,oneshot,twoshot] [--runs 5]
+                          [-b 8] [-e 64M] [-f 4]
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+
+
+def run(build, ranks, coll, algo, b, e, f):
+    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo")
+    if algo != "auto":
+        env["NCCL_ALGO"] = algo
+    cmd = [os.path.join(build, "tools/chorusrun"), "-n", str(ranks), "--timeout", "300",
+           os.path.join(build, "tools/perf/%s_perf" % coll), "-b", b, "-e", e, "-f", f,
+           "-n", "20", "-w", "5", "-c", "0"]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400).stdout
+    times = {}
+    for line in out.splitlines():
+        m = ROW.match(line)
+        if m:
+            times[int(m.group(1))] = float(m.group(3))
+    return times
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default="build")
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--coll", default="all_reduce")
+    p.add_argument("--algos", default="ring,oneshot,twoshot")
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("-b", default="8")
+    p.add_argument("-e", default="64M")
+    p.add_argument("-f", default="4")
+    a = p.parse_args()
+    algos = a.algos.split(",") + ["auto"]
+    best = {x: {} for x in algos}
+    for _ in range(a.runs):
+        for algo in algos:
+            for size, t in run(a.build, a.ranks, a.coll, algo, a.b, a.e, a.f).items():
+                best[algo][size] = min(t, best[algo].get(size, float("inf")))
+    sizes = sorted(set(s for d in best.values() for s in d))
+    print("%s, %d ranks, best of %d runs, us per op" % (a.coll, a.ranks, a.runs))
+    print("%12s" % "bytes" + "".join("%12s" % x for x in algos) + "   fastest")
+    for s in sizes:
+        row = [best[x].get(s) for x in algos[:-1]]
+        valid = [(t, x) for t, x in zip(row, algos) if t is not None]
+        fastest = min(valid)[1] if valid else "-"
+        print("%12d" % s + "".join("%12s" % ("%.2f" % t if t is not None else "-")
+                                   for t in row + [best["auto"].get(s)]) + "   " + fastest)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
