@@ -22,7 +22,7 @@ ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s
 def run(build, ranks, coll, algo, b, e, f):
     env = dict(os.environ, NCCL_SOCKET_IFNAME="lo")
     if algo != "auto":
-        env["NCCL_ALGO"] = algo
+        env["NCCL_ALGO"] = "%s:%s" % (coll.replace("_", ""), algo)
     cmd = [os.path.join(build, "tools/chorusrun"), "-n", str(ranks), "--timeout", "300",
            os.path.join(build, "tools/perf/%s_perf" % coll), "-b", b, "-e", e, "-f", f,
            "-n", "20", "-w", "5", "-c", "0"]
@@ -45,8 +45,11 @@ def main():
     p.add_argument("-b", default="8")
     p.add_argument("-e", default="64M")
     p.add_argument("-f", default="4")
+    p.add_argument("--no-auto", action="store_true", help="skip the library's own choice")
+    p.add_argument("--fit", action="store_true",
+                   help="also fit latency + size/bandwidth per algorithm (tune.c's form)")
     a = p.parse_args()
-    algos = a.algos.split(",") + ["auto"]
+    algos = a.algos.split(",") + ([] if a.no_auto else ["auto"])
     best = {x: {} for x in algos}
     for _ in range(a.runs):
         for algo in algos:
@@ -55,13 +58,34 @@ def main():
     sizes = sorted(set(s for d in best.values() for s in d))
     print("%s, %d ranks, best of %d runs, us per op" % (a.coll, a.ranks, a.runs))
     print("%12s" % "bytes" + "".join("%12s" % x for x in algos) + "   fastest")
+    forced = [x for x in algos if x != "auto"]
     for s in sizes:
-        row = [best[x].get(s) for x in algos[:-1]]
-        valid = [(t, x) for t, x in zip(row, algos) if t is not None]
+        row = [best[x].get(s) for x in algos]
+        valid = [(best[x][s], x) for x in forced if s in best[x]]
         fastest = min(valid)[1] if valid else "-"
         print("%12d" % s + "".join("%12s" % ("%.2f" % t if t is not None else "-")
-                                   for t in row + [best["auto"].get(s)]) + "   " + fastest)
+                                   for t in row) + "   " + fastest)
+    if a.fit:
+        for x in forced:
+            pts = [(s, t) for s, t in best[x].items() if s > 0]
+            if len(pts) >= 2:
+                al, bw = fit(pts)
+                print("fit %s %s n=%d: %.3f us + bytes / %.0f B/us" % (a.coll, x, a.ranks, al, bw))
     return 0
+
+
+def fit(points):
+    """Least squares of t = alpha + bytes/bw, weighted by 1/t^2 (relative
+    error), over (bytes, us) points."""
+    sw = sws = swss = swt = swst = 0.0
+    for s, t in points:
+        w = 1.0 / (t * t)
+        sw, sws, swss = sw + w, sws + w * s, swss + w * s * s
+        swt, swst = swt + w * t, swst + w * s * t
+    det = sw * swss - sws * sws
+    alpha = (swt * swss - sws * swst) / det
+    slope = (sw * swst - sws * swt) / det
+    return alpha, (1.0 / slope if slope > 0 else float("inf"))
 
 
 if __name__ == "__main__":

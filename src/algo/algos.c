@@ -18,6 +18,8 @@ static const chorus_algo_desc algos[CHORUS_ALGO_COUNT] = {
      "one host: every rank stages its data once and reads every other rank's (small sizes)"},
     {CHORUS_ALGO_TWOSHOT, "twoshot",
      "one host: every rank reduces its share of the staged data, then all gather (large sizes)"},
+    {CHORUS_ALGO_RD, "rd",
+     "recursive doubling: log2(n) pairwise exchanges (small AllReduce across hosts)"},
 };
 
 static const char *const func_names[CHORUS_FUNC_COUNT] = {
@@ -57,7 +59,12 @@ static uint32_t apply_list(const char *list) {
 }
 
 uint32_t chorus_algo_allowed(const char *spec, int func) {
+  return chorus_algo_allowed_ex(spec, func, NULL);
+}
+
+uint32_t chorus_algo_allowed_ex(const char *spec, int func, int *explicit_out) {
   uint32_t all = (1u << CHORUS_ALGO_COUNT) - 1;
+  if (explicit_out) *explicit_out = 0;
   if (!spec || !*spec) return all;
   /* Per-function form: "func:list;func:list". A plain list applies to all. */
   if (!strchr(spec, ':')) return apply_list(spec);
@@ -69,8 +76,10 @@ uint32_t chorus_algo_allowed(const char *spec, int func) {
     if (!colon) continue;
     *colon = '\0';
     while (*part == ' ') part++;
-    if (func > 0 && func < CHORUS_FUNC_COUNT && strcasecmp(part, func_keys[func]) == 0)
+    if (func > 0 && func < CHORUS_FUNC_COUNT && strcasecmp(part, func_keys[func]) == 0) {
+      if (explicit_out) *explicit_out = 1;
       return apply_list(colon + 1);
+    }
   }
   return all;
 }

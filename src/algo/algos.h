@@ -33,6 +33,7 @@ typedef enum {
   CHORUS_ALGO_DIRECT,
   CHORUS_ALGO_ONESHOT,
   CHORUS_ALGO_TWOSHOT,
+  CHORUS_ALGO_RD,
   CHORUS_ALGO_COUNT
 } chorus_algo;
 
@@ -46,7 +47,9 @@ const char *chorus_func_name(int func); /* "AllReduce" */
 const chorus_algo_desc *chorus_algo_get(chorus_algo id);
 
 /* Bit i set = algorithm i allowed for func under `spec` (NCCL_ALGO text,
- * may be NULL = all). */
+ * may be NULL = all). *explicit_out (may be NULL) is set when spec names
+ * func in a per-function list. */
 uint32_t chorus_algo_allowed(const char *spec, int func);
+uint32_t chorus_algo_allowed_ex(const char *spec, int func, int *explicit_out);
 
 #endif

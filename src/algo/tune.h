@@ -1,11 +1,14 @@
 /*
  * tune.h - the cost model that picks an algorithm per call.
  *
- * time(algorithm, bytes) = latency + bytes / bandwidth, with the latency and
- * bandwidth terms per algorithm and setting (one host or several, ranks
- * oversubscribing the cores or not) taken from measurements on the test
- * machine (docs/PERFORMANCE.md records them). Pure arithmetic: no transport
- * or communicator in sight, so it is unit-tested on its own.
+ * time(algorithm, bytes) = latency + size / bandwidth. On one host the two
+ * constants of every (function, algorithm) pair were fitted to measurements
+ * on the 2-core test machine, separately for ranks that have a core each
+ * (calibrated at 2 ranks) and for ranks that outnumber the cores
+ * (calibrated at 4); latency scales with the rank count from there. Across
+ * hosts the model counts network hops. bench/calibrate.py produced the fits;
+ * bench/calibration-*.txt keeps its output and docs/PERFORMANCE.md the
+ * method. Pure arithmetic, unit-tested on its own.
  */
 #ifndef CHORUS_ALGO_TUNE_H
 #define CHORUS_ALGO_TUNE_H
@@ -19,11 +22,12 @@ typedef struct chorus_tune_env {
   int nhosts;
   int node;           /* node memory available (all ranks on one host, shm on) */
   int oversubscribed; /* more ranks on this host than cores */
+  size_t max_msg;     /* largest single message (slot size) */
 } chorus_tune_env;
 
-/* Modelled microseconds of func with algo on `bytes` (the call's buffer
- * size: count * element size), or a negative value when algo does not apply
- * to func in this setting. */
+/* Modelled microseconds of func with algo on `bytes` (the call's count times
+ * the element size), or a negative value when algo does not apply to func
+ * in this setting. */
 double chorus_tune_time_us(int func, chorus_algo algo, size_t bytes, const chorus_tune_env *env);
 
 #endif

@@ -8,6 +8,7 @@
 
 ncclResult_t chorus_allreduce_ring(chorus_op *op);
 ncclResult_t chorus_allreduce_direct(chorus_op *op); /* oneshot and twoshot */
+ncclResult_t chorus_allreduce_rd(chorus_op *op);     /* recursive doubling, small */
 /* Node-memory oneshot for every other collective but Send/Recv. */
 ncclResult_t chorus_coll_direct(chorus_op *op);
 ncclResult_t chorus_allgather_ring(chorus_op *op);

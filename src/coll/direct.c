@@ -13,7 +13,8 @@
  *            output. Two synchronisations per chunk; each byte is reduced by
  *            exactly one rank, so it suits large sizes.
  * Sources are always reduced in rank order, so every rank ends with the same
- * bits. Stage buffers rotate (chunk g uses buffer g % nbuf), so ranks may run
+ * bits. PreMulSum scalars belong to each rank, so every rank scales its own
+ * input as it stages it and the stages are then summed as they are. Stage buffers rotate (chunk g uses buffer g % nbuf), so ranks may run
  * up to nbuf-1 chunks apart; a buffer is rewritten only after every rank has
  * consumed the chunk that used it before.
  *
@@ -69,8 +70,10 @@ static ncclResult_t mismatch(chorus_op *op, int p, const chorus_msg_meta *theirs
  * it also checks that p's stage holds this call's data. */
 static ncclResult_t reached(chorus_op *op, int p, int which, uint64_t target) {
   chorus_node_rank *r = &op->cc->node->rank[p];
-  if (__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) return peer_failed(op, p);
+  /* What p published before failing is still valid: look at the counter
+   * first, and only report p's failure when we need more from it. */
   if (__atomic_load_n(counter(r, which), __ATOMIC_ACQUIRE) < target) {
+    if (__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) return peer_failed(op, p);
     op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
     op->wait_dir = CHORUS_DIR_RECV;
     return ncclInProgress;
@@ -79,7 +82,9 @@ static ncclResult_t reached(chorus_op *op, int p, int which, uint64_t target) {
     const chorus_msg_meta *m = &r->meta[(target - 1) % (uint64_t)op->cc->node->nbuf];
     if (m->seq != op->expect.seq || m->count != op->expect.count || m->call != op->expect.call ||
         m->redop != op->expect.redop || m->root != op->expect.root)
-      return mismatch(op, p, m);
+      /* A peer that failed mid-call left its last call's description:
+       * its failure is the news, not the mismatch. */
+      return __atomic_load_n(r->failed, __ATOMIC_ACQUIRE) ? peer_failed(op, p) : mismatch(op, p, m);
   }
   return ncclSuccess;
 }
@@ -112,8 +117,6 @@ static char *stage(const chorus_op *op, int rank, uint64_t g) {
   return nd->rank[rank].stage + (size_t)(g % (uint64_t)nd->nbuf) * nd->chunk;
 }
 
-static uint64_t all_mask(int n) { return n >= 64 ? ~0ull : (1ull << n) - 1; }
-
 /* Elements of chunk c, and of rank p's share of it (twoshot). */
 static size_t chunk_len(const chorus_op *op, size_t *off) {
   *off = D.c * D.chunk_elems;
@@ -128,12 +131,24 @@ static size_t share(const chorus_op *op, size_t len, int p, size_t *soff) {
   return CHORUS_MIN(per, len - start);
 }
 
-/* Reduces the stages of every rank at byte offset `at` into dst. */
+/* Reduces the stages of every rank at byte offset `at` into dst (already
+ * scaled when staged, so no scaling here; SUMPOSTDIV divides here). */
 static void reduce_stages(chorus_op *op, void *dst, uint64_t g, size_t at, size_t len) {
   const void *src[CHORUS_REDUCE_MAX_SRCS];
   int n = op->cc->nranks;
   for (int p = 0; p < n; p++) src[p] = stage(op, p, g) + at;
-  chorus_reduce(&op->red, dst, src, n, len, all_mask(n), 1);
+  chorus_reduce(&op->red, dst, src, n, len, 0, 1);
+}
+
+/* Copies len elements of our input into our stage, applying our PreMulSum
+ * scalar when the call reduces. */
+static void stage_copy(chorus_op *op, void *dst, const void *src, size_t len) {
+  if (op->red.kind == CHORUS_RED_PREMULSUM) {
+    const void *s1[1] = {src};
+    chorus_reduce(&op->red, dst, s1, 1, len, 1u, 0);
+  } else {
+    memcpy(dst, src, len * op->esize);
+  }
 }
 
 ncclResult_t chorus_allreduce_direct(chorus_op *op) {
@@ -151,7 +166,7 @@ ncclResult_t chorus_allreduce_direct(chorus_op *op) {
     if (D.g >= (uint64_t)nd->nbuf)
       CORO_AWAIT_RES(op->co, res, all_reached(op, CONSUMED, D.g - (uint64_t)nd->nbuf + 1));
     len = chunk_len(op, &off);
-    memcpy(stage(op, me, D.g), (const char *)op->sendbuff + off * op->esize, len * op->esize);
+    stage_copy(op, stage(op, me, D.g), (const char *)op->sendbuff + off * op->esize, len);
     announce(op, POSTED, D.g + 1);
     CORO_AWAIT_RES(op->co, res, all_reached(op, POSTED, D.g + 1));
     len = chunk_len(op, &off);
@@ -217,16 +232,14 @@ static void stage_in(chorus_op *op, size_t off, size_t len) {
   int n = op->cc->nranks, blocks = stages_blocks(op->func, n);
   char *dst = stage(op, op->cc->rank, D.g);
   size_t es = op->esize;
+  /* Only reductions carry a PreMulSum operator; copies stay copies. */
   if (blocks == 1) {
-    const char *src = op->func == CHORUS_FUNC_BROADCAST && op->sendbuff == NULL
-                          ? (const char *)op->recvbuff
-                          : (const char *)op->sendbuff;
-    memcpy(dst, src + off * es, len * es);
+    stage_copy(op, dst, (const char *)op->sendbuff + off * es, len);
     return;
   }
   for (int b = 0; b < n; b++)
-    memcpy(dst + (size_t)b * D.chunk_elems * es,
-           (const char *)op->sendbuff + ((size_t)b * op->count + off) * es, len * es);
+    stage_copy(op, dst + (size_t)b * D.chunk_elems * es,
+               (const char *)op->sendbuff + ((size_t)b * op->count + off) * es, len);
 }
 
 /* Reads what this rank needs from the stages for chunk c. Reduce's share
@@ -245,7 +258,7 @@ static void stage_out(chorus_op *op, size_t off, size_t len) {
     break;
   case CHORUS_FUNC_REDUCESCATTER:
     for (int p = 0; p < n; p++) src[p] = stage(op, p, D.g) + (size_t)me * D.chunk_elems * es;
-    chorus_reduce(&op->red, out + off * es, src, n, len, all_mask(n), 1);
+    chorus_reduce(&op->red, out + off * es, src, n, len, 0, 1);
     break;
   case CHORUS_FUNC_ALLTOALL:
     for (int p = 0; p < n; p++)

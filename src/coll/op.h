@@ -19,6 +19,7 @@
 
 #include "algo/algos.h"
 #include "algo/ring.h"
+#include "algo/tune.h"
 #include "host/reduce.h"
 #include "nccl.h"
 #include "transport/transport.h"
@@ -43,6 +44,9 @@ typedef struct chorus_coll_comm {
   const chorus_topo *topo;
   /* Set once a call on this communicator failed; later calls are refused. */
   ncclResult_t failed;
+  /* Cost model inputs, filled at the first call (coll/plan.c). */
+  chorus_tune_env tune;
+  int tune_ready;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
   /* Log context of this communicator (rank and last-error buffer). */
@@ -119,6 +123,13 @@ struct chorus_op {
       size_t chunk_elems, nchunks, c;
       uint64_t g; /* node chunk number of chunk c */
     } direct;
+    struct {
+      int p2, rem, v, mask, peer;
+      const void *rbuf;
+      size_t rbytes;
+      void *sbuf;
+      size_t scap;
+    } rd;
     struct {
       chorus_xfer *x;   /* nx transfers, in scratch */
       uint8_t *is_send; /* per transfer, in scratch */

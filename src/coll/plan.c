@@ -13,6 +13,7 @@
 #include "algo/tune.h"
 #include "coll/coll.h"
 #include "util/check.h"
+#include "util/misc.h"
 #include "util/param.h"
 
 typedef struct {
@@ -25,6 +26,7 @@ static const entry table[] = {
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RING, chorus_allreduce_ring},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, chorus_allreduce_direct},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, chorus_allreduce_direct},
+    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, chorus_allreduce_rd},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_RING, chorus_allgather_ring},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ONESHOT, chorus_coll_direct},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RING, chorus_reducescatter_ring},
@@ -44,13 +46,22 @@ static const entry table[] = {
 };
 #define NENTRIES (sizeof table / sizeof table[0])
 
-static void tune_env(const chorus_coll_comm *cc, chorus_tune_env *e) {
-  static long cpus;
-  if (!cpus) cpus = sysconf(_SC_NPROCESSORS_ONLN);
+/* What the cost model needs to know about a communicator; computed once. */
+static void tune_env(chorus_coll_comm *cc) {
+  chorus_tune_env *e = &cc->tune;
+  if (cc->tune_ready) return;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   e->nranks = cc->nranks;
   e->nhosts = cc->topo->nhosts;
   e->node = cc->node != NULL && cc->nranks <= CHORUS_REDUCE_MAX_SRCS;
   e->oversubscribed = cpus > 0 && cc->topo->nlocal > cpus;
+  /* The smallest slot of any connection bounds a single message. */
+  e->max_msg = 0;
+  for (int p = 0; p < cc->nranks; p++) {
+    chorus_conn *c = chorus_cc_conn(cc, p, CHORUS_CH_COLL, CHORUS_DIR_SEND);
+    if (c && (e->max_msg == 0 || c->slot_bytes < e->max_msg)) e->max_msg = c->slot_bytes;
+  }
+  cc->tune_ready = 1;
 }
 
 static ncclResult_t none_allowed(const chorus_op *op, const char *spec) {
@@ -69,18 +80,31 @@ ncclResult_t chorus_coll_plan(chorus_op *op) {
   const char *spec = chorus_param_str(CHORUS_P_ALGO);
   /* One rank: every schedule reduces to a local copy; no filter applies.
    * NCCL_ALGO names collective algorithms only, never point-to-point. */
-  int p2p = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
-  uint32_t allowed = op->cc->nranks == 1 || p2p ? ~0u : chorus_algo_allowed(spec, op->func);
-  chorus_tune_env env;
-  tune_env(op->cc, &env);
+  int p2p = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV, named = 0;
+  uint32_t allowed =
+      op->cc->nranks == 1 || p2p ? ~0u : chorus_algo_allowed_ex(spec, op->func, &named);
+  tune_env(op->cc);
+  const chorus_tune_env *env = &op->cc->tune;
   size_t bytes = op->count * op->esize;
   const entry *best = NULL;
   double best_t = 0;
   for (size_t i = 0; i < NENTRIES; i++) {
     if (table[i].func != op->func || !(allowed & (1u << table[i].algo))) continue;
-    double t = chorus_tune_time_us(op->func, table[i].algo, bytes, &env);
+    double t = chorus_tune_time_us(op->func, table[i].algo, bytes, env);
     if (t < 0) continue;
     if (!best || t < best_t) best = &table[i], best_t = t;
+  }
+  if (!best && !named && allowed != ~0u) {
+    /* A global NCCL_ALGO (say "ring") that names nothing this function
+     * has does not apply to it, as in NCCL; only a list naming the
+     * function itself is binding. */
+    INFO(CHORUS_TUNING, "NCCL_ALGO=\"%s\" names no algorithm of %s; using the default choice",
+         spec, chorus_func_name(op->func));
+    for (size_t i = 0; i < NENTRIES; i++) {
+      if (table[i].func != op->func) continue;
+      double t = chorus_tune_time_us(op->func, table[i].algo, bytes, env);
+      if (t >= 0 && (!best || t < best_t)) best = &table[i], best_t = t;
+    }
   }
   if (!best) return none_allowed(op, spec);
   op->algo = best->algo;
@@ -89,7 +113,8 @@ ncclResult_t chorus_coll_plan(chorus_op *op) {
   op->concurrent = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
   if (op->concurrent) chorus_p2p_take_ticket(op);
   chorus_op_stamp(op);
-  TRACE(CHORUS_TUNING, "%s count %zu: algorithm %s (model %.1f us)", chorus_func_name(op->func),
-        op->count, chorus_algo_get(op->algo)->name, best_t);
+  INFO(CHORUS_TUNING, "%s count %zu %s: algorithm %s (model %.1f us)",
+       chorus_func_name(op->func), op->count, chorus_type_name(op->dtype),
+       chorus_algo_get(op->algo)->name, best_t);
   return ncclSuccess;
 }

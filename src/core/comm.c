@@ -34,12 +34,14 @@ typedef struct rank_record {
   uint32_t nslots;
   uint32_t nstages;
   uint64_t stage_bytes;
+  uint32_t nstreams;
+  uint32_t pad;
 } rank_record;
 
-/* Buffer geometry every rank must agree on. */
+/* Buffer geometry every rank must agree on (the smallest request wins). */
 typedef struct geometry {
   size_t slot_bytes, stage_bytes;
-  int nslots, nstages;
+  int nslots, nstages, nstreams;
 } geometry;
 
 static int live_comms;
@@ -115,6 +117,8 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   rec[comm->rank].nslots = (uint32_t)ns;
   rec[comm->rank].stage_bytes = (uint64_t)stage;
   rec[comm->rank].nstages = (uint32_t)nstage;
+  int64_t nsock = chorus_param_int(CHORUS_P_NSOCKS_PERTHREAD);
+  rec[comm->rank].nstreams = (uint32_t)CHORUS_MAX(1, CHORUS_MIN(8, nsock));
   ncclResult_t res = chorus_bootstrap_allgather(comm->bs, rec, sizeof *rec);
   if (res != ncclSuccess) {
     chorus_free(rec);
@@ -122,13 +126,14 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     return res;
   }
   *geo = (geometry){rec[0].slot_bytes, rec[0].stage_bytes, (int)rec[0].nslots,
-                     (int)rec[0].nstages};
+                     (int)rec[0].nstages, (int)rec[0].nstreams};
   for (int r = 0; r < comm->nranks; r++) {
     info[r] = rec[r].info;
     geo->slot_bytes = CHORUS_MIN(geo->slot_bytes, rec[r].slot_bytes);
     geo->stage_bytes = CHORUS_MIN(geo->stage_bytes, rec[r].stage_bytes);
     geo->nslots = CHORUS_MIN(geo->nslots, (int)rec[r].nslots);
     geo->nstages = CHORUS_MIN(geo->nstages, (int)rec[r].nstages);
+    geo->nstreams = CHORUS_MIN(geo->nstreams, (int)rec[r].nstreams);
   }
   chorus_free(rec);
   return chorus_topo_build(&comm->topo, info, comm->nranks, comm->rank);
@@ -165,8 +170,9 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
     int shm = p == comm->rank || (shm_ok && chorus_topo_same_host(&comm->topo, p, comm->rank));
     peers[shm ? T_SHM : T_NET][npeers[shm ? T_SHM : T_NET]++] = p;
   }
-  chorus_transport_ctx ctx = {comm->bs,        &comm->topo,      comm->rank,   n,
-                              geo->slot_bytes, geo->nslots,      geo->stage_bytes, geo->nstages};
+  chorus_transport_ctx ctx = {comm->bs,        &comm->topo,      comm->rank,       n,
+                              geo->slot_bytes, geo->nslots,      geo->stage_bytes, geo->nstages,
+                              geo->nstreams};
   for (int t = 0; t < 2; t++)
     CHECK_GOTO(transports[t]->setup(&ctx, peers[t], npeers[t], &comm->tstate[t]), res, out);
   CHECK_GOTO(chorus_bootstrap_barrier(comm->bs), res, out);
@@ -240,7 +246,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   print_version_once();
   int64_t t0 = chorus_now_ns();
   ncclResult_t res;
-  geometry geo = {0, 0, 0, 0};
+  geometry geo = {0, 0, 0, 0, 0};
   CHECK_GOTO(choose_device(comm), res, out);
   CHECK_GOTO(chorus_bootstrap_init(&comm->bs, comm->init.uids, comm->init.nuids, comm->nranks,
                                    comm->rank, &comm->abort_flag),

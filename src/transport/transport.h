@@ -151,6 +151,7 @@ typedef struct chorus_transport_ctx {
   int nslots;
   size_t stage_bytes; /* node memory: bytes per stage buffer (0: none) */
   int nstages;        /* node memory: buffers per rank */
+  int nstreams;       /* TCP sockets per peer and channel */
 } chorus_transport_ctx;
 
 typedef struct chorus_transport {

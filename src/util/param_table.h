@@ -28,7 +28,7 @@ CHORUS_PARAM(BOOTSTRAP_TIMEOUT,"CHORUS_BOOTSTRAP_TIMEOUT", INT, 300, "Seconds an
 CHORUS_PARAM(SHM_DISABLE,      "NCCL_SHM_DISABLE",      INT, 0,      "1: no shared memory between ranks of one host; use TCP")
 CHORUS_PARAM(BUFFSIZE,         "NCCL_BUFFSIZE",         INT, 1048576, "Bytes of FIFO per peer and channel (split into CHORUS_NSLOTS slots)")
 CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, 8,      "Slots per FIFO (pipeline depth)")
-CHORUS_PARAM(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", INT, 1,      "TCP sockets per peer and channel")
+CHORUS_PARAM(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", INT, 1,      "TCP sockets (streams) per peer and channel, 1..8; consecutive messages alternate between them")
 CHORUS_PARAM(NODE_CHUNK,       "CHORUS_NODE_CHUNK",     INT, 524288, "Bytes per shared-memory stage buffer of direct algorithms (0: no node memory)")
 CHORUS_PARAM(NODE_NBUF,        "CHORUS_NODE_NBUF",      INT, 2,      "Stage buffers per rank for direct algorithms (pipeline depth)")
 /* progress and deadlines */

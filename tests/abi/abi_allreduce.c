@@ -55,9 +55,9 @@ static int rank_main(int rank, int nranks, ncclUniqueId id) {
         unsigned char s[8];
         if (opi == 5) {
           if (ref_is_float(dt))
-            ref_set(dt, s, 0, 2.0);
+            ref_set(dt, s, 0, ref_premul_scalar(rank));
           else
-            ref_set_u64(dt, s, 0, 2);
+            ref_set_u64(dt, s, 0, (uint64_t)ref_premul_scalar(rank));
           if (ncclRedOpCreatePreMulSum(&op, s, dt, ncclScalarHostImmediate, comm) != ncclSuccess)
             return 1;
         }

@@ -34,9 +34,9 @@ static int run_one(ncclComm_t comm, int rank, int nranks, ncclDataType_t t, int 
   unsigned char scalar_buf[8];
   if (opi >= 5) {
     if (ref_is_float(t))
-      ref_set(t, scalar_buf, 0, 2.0);
+      ref_set(t, scalar_buf, 0, ref_premul_scalar(rank));
     else
-      ref_set_u64(t, scalar_buf, 0, 2);
+      ref_set_u64(t, scalar_buf, 0, (uint64_t)ref_premul_scalar(rank));
     ncclResult_t r = ncclRedOpCreatePreMulSum(
         &op, scalar_buf, t, opi == 5 ? ncclScalarHostImmediate : ncclScalarDevice, comm);
     if (r != ncclSuccess) {

@@ -115,8 +115,8 @@ static int run_case(ncclComm_t comm, coll_t c, ncclDataType_t t, int opi, size_t
   ncclRedOp_t op = (ncclRedOp_t)(is_reduction(c) ? opi : 0);
   unsigned char sc[8];
   if (is_reduction(c) && opi >= 5) {
-    if (ref_is_float(t)) ref_set(t, sc, 0, 2.0);
-    else ref_set_u64(t, sc, 0, 2);
+    if (ref_is_float(t)) ref_set(t, sc, 0, ref_premul_scalar(me));
+    else ref_set_u64(t, sc, 0, (uint64_t)ref_premul_scalar(me));
     if (ncclRedOpCreatePreMulSum(&op, sc, t, opi == 5 ? ncclScalarHostImmediate : ncclScalarDevice,
                                  comm) != ncclSuccess)
       return 1;

@@ -31,10 +31,14 @@ void ref_set_u64(ncclDataType_t t, void *buf, size_t i, uint64_t v);
  * stays exactly representable with up to 8 ranks. */
 double ref_input(ncclDataType_t t, int op, int r, size_t i);
 
+/* The PreMulSum scalar tests give rank r: 2 on even ranks, 1 on odd ones, so
+ * a library that applies one rank's scalar to another's data is caught. */
+double ref_premul_scalar(int r);
+
 /* Expected result of reducing the inputs of nranks ranks with op (0 sum,
- * 1 prod, 2 max, 3 min, 4 avg, 5 premulsum by `scalar`), for element i.
- * Integers: computed modulo 2^bits like the hardware (returned via u64);
- * integer PreMulSum tests must use the scalar 2. */
+ * 1 prod, 2 max, 3 min, 4 avg (scaled by `scalar` = 1/n for floats), 5
+ * premulsum with each rank's ref_premul_scalar), for element i.
+ * Integers: computed modulo 2^bits like the hardware (returned via u64). */
 double ref_expected(ncclDataType_t t, int op, int nranks, size_t i, double scalar);
 uint64_t ref_expected_u64(ncclDataType_t t, int op, int nranks, size_t i);
 

@@ -30,6 +30,7 @@ typedef struct {
   const chorus_transport *t;
   chorus_uid uid;
   int rank, nranks;
+  int nstreams;
   int failures;
 } rank_arg;
 
@@ -213,7 +214,7 @@ static void *rank_main(void *p) {
   int peers[8], np = 0;
   for (int q = 0; q < a->nranks; q++)
     if (q != a->rank || a->t == &chorus_transport_shm) peers[np++] = q;
-  chorus_transport_ctx ctx = {bs, &topo, a->rank, a->nranks, SLOT, NSLOTS, 0, 0};
+  chorus_transport_ctx ctx = {bs, &topo, a->rank, a->nranks, SLOT, NSLOTS, 0, 0, a->nstreams};
   if (a->t->setup(&ctx, peers, np, &st) != ncclSuccess || chorus_bootstrap_barrier(bs) ||
       a->t->finish(st) != ncclSuccess) {
     a->failures++;
@@ -233,13 +234,13 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static int run(const chorus_transport *t, int nranks) {
+static int run(const chorus_transport *t, int nranks, int nstreams) {
   rank_arg a[8];
   pthread_t th[8];
   chorus_uid uid;
   if (chorus_uid_create(&uid) != ncclSuccess) return 0;
   for (int r = 0; r < nranks; r++) {
-    a[r] = (rank_arg){t, uid, r, nranks, 0};
+    a[r] = (rank_arg){t, uid, r, nranks, nstreams, 0};
     pthread_create(&th[r], NULL, rank_main, &a[r]);
   }
   int failures = 0;
@@ -251,11 +252,14 @@ static int run(const chorus_transport *t, int nranks) {
 }
 
 static void shm_conformance(void) {
-  for (int n = 1; n <= 4; n++) EXPECT(run(&chorus_transport_shm, n));
+  for (int n = 1; n <= 4; n++) EXPECT(run(&chorus_transport_shm, n, 1));
 }
 
 static void net_conformance(void) {
-  for (int n = 2; n <= 4; n++) EXPECT(run(&chorus_transport_net, n));
+  for (int n = 2; n <= 4; n++) EXPECT(run(&chorus_transport_net, n, 1));
+  /* Several sockets per peer: messages alternate between streams. */
+  EXPECT(run(&chorus_transport_net, 2, 3));
+  EXPECT(run(&chorus_transport_net, 3, 8));
 }
 
 static void nothing_leaks(void) {

@@ -2,16 +2,20 @@
  * net.c - the TCP transport: ranks on different hosts (or any ranks, with
  * NCCL_SHM_DISABLE=1) exchange messages over sockets.
  *
- * One socket per (peer, channel) carries both directions. The lower rank
- * connects, the higher accepts, through the bootstrap's connection service
- * (so the job secret authenticates every socket).
+ * Each (peer, channel) pair has NCCL_NSOCKS_PERTHREAD sockets (streams),
+ * each carrying both directions. The lower rank connects, the higher
+ * accepts, through the bootstrap's connection service (so the job secret
+ * authenticates every socket). Message i of a direction travels on stream
+ * i % k, so consecutive messages move in parallel and a large transfer uses
+ * every stream; each stream is in order, so the receiver reassembles the
+ * sequence without extra headers.
  *
  * Each direction has nslots local staging slots. Sending: schedules fill a
- * slot and post it; the transport writes posted messages to the socket in
- * order (header, then payload) whenever the executor passes by (progress) or
- * the schedule touches the connection; a slot is free again once its bytes
- * are in the kernel. Receiving: on demand, the transport reads the next
- * header and payload into a free slot; the schedule reads it in place.
+ * slot and post it; the transport writes posted messages to their streams
+ * whenever the executor passes by (progress) or the schedule touches the
+ * connection; slots free up in order once their bytes are in the kernel.
+ * Receiving: on demand, each stream reads its next message into its slot as
+ * soon as that slot is free; the schedule reads slots in order, in place.
  *
  * Wire format of a message: net_wire_hdr (magic, payload bytes, meta), then
  * the payload. A wrong magic or an oversized length fails the connection.
@@ -27,9 +31,11 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/misc.h"
+#include "util/param.h"
 #include "util/socket.h"
 
 #define WIRE_MAGIC 0x4e455431u /* "NET1" */
+#define MAX_STREAMS 8
 
 typedef struct net_wire_hdr {
   uint32_t magic;
@@ -38,34 +44,46 @@ typedef struct net_wire_hdr {
   chorus_msg_meta meta;
 } net_wire_hdr;
 
+/* One socket's progress in one direction. */
+typedef struct net_stream {
+  int fd;        /* shared by the send and receive conns of a (peer, channel) */
+  uint64_t next; /* next message index this stream carries (s, s+k, s+2k...) */
+  size_t off;    /* bytes of that message moved so far */
+  int closed;    /* recv: the peer ended the stream at a message boundary */
+} net_stream;
+
 typedef struct net_conn {
   chorus_conn base;
-  int fd; /* shared by the send and receive conns of a (peer, channel) */
   int dir;
+  int nstreams;
+  net_stream st[MAX_STREAMS];
   char *slots;
   uint32_t nslots;
   net_wire_hdr *hdr; /* per slot */
-  uint64_t posted;   /* send: messages posted; recv: messages fully arrived */
-  uint64_t done;     /* send: messages fully written; recv: messages released */
-  size_t off;        /* bytes of the current message moved so far */
+  uint8_t *ready;    /* per slot: send: written out; recv: arrived */
+  uint64_t posted;   /* send: messages posted */
+  uint64_t done;     /* send: messages freed (written, in order); recv: released */
   int broken;
-  /* recv: the peer closed (or reset) the stream at a message boundary. Not an
-   * error until a message we still need is missing: a peer that finished
-   * its part of a call may close before we read ahead. */
-  int rx_closed;
+  /* recv: why a stream ended. Not an error until a message still owed is
+   * missing: a peer that finished its part of a call may close before we
+   * read ahead. */
   char rx_reason[96];
 } net_conn;
 
 typedef struct net_state {
-  int rank, nranks;
+  int rank, nranks, nstreams;
   net_conn *conns; /* [peer][channel][dir] */
   uint8_t *is_peer;
-  int *fds;        /* [peer][channel] */
+  int *fds;        /* [peer][channel][stream] */
   size_t slot_bytes;
 } net_state;
 
 static net_conn *conn_of(net_state *s, int peer, int ch, int dir) {
   return &s->conns[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)dir];
+}
+
+static int *fd_of(net_state *s, int peer, int ch, int stream) {
+  return &s->fds[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * MAX_STREAMS + (size_t)stream];
 }
 
 static ncclResult_t broken(net_conn *c, const char *what, const char *detail) {
@@ -76,92 +94,106 @@ static ncclResult_t broken(net_conn *c, const char *what, const char *detail) {
   return ncclRemoteError;
 }
 
-/* Writes posted messages until the socket is full or none is left. */
-static ncclResult_t push(net_conn *c) {
-  if (c->broken) return ncclRemoteError;
-  while (c->done < c->posted) {
-    uint32_t i = (uint32_t)(c->done % c->nslots);
+static char *slot_data(net_conn *c, uint64_t i) {
+  return c->slots + (size_t)(i % c->nslots) * c->base.slot_bytes;
+}
+
+/* Writes one stream's posted messages until its socket is full. */
+static ncclResult_t push_stream(net_conn *c, net_stream *st) {
+  while (st->next < c->posted) {
+    uint32_t i = (uint32_t)(st->next % c->nslots);
     net_wire_hdr *h = &c->hdr[i];
     size_t total = sizeof *h + h->bytes;
     struct iovec iov[2];
     int n = 0;
-    if (c->off < sizeof *h) iov[n++] = (struct iovec){(char *)h + c->off, sizeof *h - c->off};
-    size_t doff = c->off > sizeof *h ? c->off - sizeof *h : 0;
-    if (h->bytes > doff)
-      iov[n++] = (struct iovec){c->slots + (size_t)i * c->base.slot_bytes + doff, h->bytes - doff};
+    if (st->off < sizeof *h) iov[n++] = (struct iovec){(char *)h + st->off, sizeof *h - st->off};
+    size_t doff = st->off > sizeof *h ? st->off - sizeof *h : 0;
+    if (h->bytes > doff) iov[n++] = (struct iovec){slot_data(c, st->next) + doff, h->bytes - doff};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+    ssize_t w = sendmsg(st->fd, &mh, MSG_NOSIGNAL);
     if (w < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
       if (errno == EINTR) continue;
       return broken(c, "failed while sending", strerror(errno));
     }
-    c->off += (size_t)w;
-    if (c->off == total) {
-      c->off = 0;
-      c->done++;
+    st->off += (size_t)w;
+    if (st->off == total) {
+      st->off = 0;
+      c->ready[i] = 1;
+      st->next += (uint64_t)c->nstreams;
     }
   }
   return ncclSuccess;
 }
 
-/* End of the stream: fine between messages (remembered), broken inside one. */
-static ncclResult_t stream_ended(net_conn *c, const char *why) {
-  if (c->off != 0) return broken(c, "was closed in the middle of a message", why);
-  c->rx_closed = 1;
-  snprintf(c->rx_reason, sizeof c->rx_reason, "%s", why);
+static ncclResult_t push(net_conn *c) {
+  if (c->broken) return ncclRemoteError;
+  for (int s = 0; s < c->nstreams; s++) CHECK(push_stream(c, &c->st[s]));
+  while (c->done < c->posted && c->ready[c->done % c->nslots]) c->ready[c->done++ % c->nslots] = 0;
   return ncclSuccess;
 }
 
-/* Reads into free slots until the socket is empty or the slots are full. */
-static ncclResult_t pull(net_conn *c) {
-  if (c->broken) return ncclRemoteError;
-  while (!c->rx_closed && c->posted - c->done < c->nslots) {
-    uint32_t i = (uint32_t)(c->posted % c->nslots);
+/* Reads one stream's messages into their slots while those are free. */
+static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
+  while (!st->closed && st->next < c->done + c->nslots) {
+    uint32_t i = (uint32_t)(st->next % c->nslots);
     net_wire_hdr *h = &c->hdr[i];
     char *dst;
     size_t want;
-    if (c->off < sizeof *h) {
-      dst = (char *)h + c->off;
-      want = sizeof *h - c->off;
+    if (st->off < sizeof *h) {
+      dst = (char *)h + st->off;
+      want = sizeof *h - st->off;
     } else {
-      dst = c->slots + (size_t)i * c->base.slot_bytes + (c->off - sizeof *h);
-      want = sizeof *h + h->bytes - c->off;
+      dst = slot_data(c, st->next) + (st->off - sizeof *h);
+      want = sizeof *h + h->bytes - st->off;
     }
-    ssize_t r = want ? recv(c->fd, dst, want, 0) : 0;
-    if (want && r < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
-      if (errno == EINTR) continue;
-      return stream_ended(c, strerror(errno));
+    ssize_t r = want ? recv(st->fd, dst, want, 0) : 0;
+    if (want && r <= 0) {
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
+      if (r < 0 && errno == EINTR) continue;
+      const char *why = r == 0 ? "the peer exited or failed" : strerror(errno);
+      if (st->off != 0) return broken(c, "was closed in the middle of a message", why);
+      st->closed = 1;
+      snprintf(c->rx_reason, sizeof c->rx_reason, "%s", why);
+      return ncclSuccess;
     }
-    if (want && r == 0) return stream_ended(c, "the peer exited or failed");
-    c->off += (size_t)r;
-    if (c->off == sizeof *h && (h->magic != WIRE_MAGIC || h->bytes > c->base.slot_bytes))
+    st->off += (size_t)r;
+    if (st->off == sizeof *h && (h->magic != WIRE_MAGIC || h->bytes > c->base.slot_bytes))
       return broken(c, "carried garbage", "bad message header");
-    if (c->off >= sizeof *h && c->off == sizeof *h + h->bytes) {
-      c->off = 0;
-      c->posted++;
+    if (st->off >= sizeof *h && st->off == sizeof *h + h->bytes) {
+      st->off = 0;
+      c->ready[i] = 1;
+      st->next += (uint64_t)c->nstreams;
     }
   }
   return ncclSuccess;
+}
+
+/* Is the next message here? Reads what it can first. ncclSuccess: yes;
+ * ncclInProgress: not yet; error: its stream ended or broke. */
+static ncclResult_t next_arrived(net_conn *c) {
+  if (c->broken) return ncclRemoteError;
+  if (c->ready[c->done % c->nslots]) return ncclSuccess;
+  for (int s = 0; s < c->nstreams; s++) CHECK(pull_stream(c, &c->st[s]));
+  if (c->ready[c->done % c->nslots]) return ncclSuccess;
+  if (c->st[c->done % (uint64_t)c->nstreams].closed) return broken(c, "was closed", c->rx_reason);
+  return ncclInProgress;
 }
 
 static ncclResult_t net_send_slot(chorus_conn *cc, void **buf, size_t *cap) {
   net_conn *c = (net_conn *)cc;
   CHECK(push(c));
   if (c->posted - c->done >= c->nslots) return ncclInProgress;
-  *buf = c->slots + (size_t)(c->posted % c->nslots) * c->base.slot_bytes;
+  *buf = slot_data(c, c->posted);
   *cap = c->base.slot_bytes;
   return ncclSuccess;
 }
 
 static ncclResult_t net_send_post(chorus_conn *cc, size_t bytes, const chorus_msg_meta *meta) {
   net_conn *c = (net_conn *)cc;
-  net_wire_hdr *h = &c->hdr[c->posted % c->nslots];
-  h->magic = WIRE_MAGIC;
-  h->pad = 0;
-  h->bytes = bytes;
-  h->meta = *meta;
+  uint32_t i = (uint32_t)(c->posted % c->nslots);
+  c->hdr[i] = (net_wire_hdr){WIRE_MAGIC, 0, bytes, *meta};
+  c->ready[i] = 0;
   c->posted++;
   return push(c);
 }
@@ -175,13 +207,10 @@ static ncclResult_t net_send_flush(chorus_conn *cc) {
 static ncclResult_t net_recv_slot(chorus_conn *cc, const void **buf, size_t *bytes,
                                   chorus_msg_meta *meta) {
   net_conn *c = (net_conn *)cc;
-  if (c->posted == c->done) {
-    CHECK(pull(c));
-    if (c->posted == c->done)
-      return c->rx_closed ? broken(c, "was closed", c->rx_reason) : ncclInProgress;
-  }
+  ncclResult_t res = next_arrived(c);
+  if (res != ncclSuccess) return res;
   uint32_t i = (uint32_t)(c->done % c->nslots);
-  *buf = c->slots + (size_t)i * c->base.slot_bytes;
+  *buf = slot_data(c, c->done);
   *bytes = c->hdr[i].bytes;
   *meta = c->hdr[i].meta;
   return ncclSuccess;
@@ -189,29 +218,30 @@ static ncclResult_t net_recv_slot(chorus_conn *cc, const void **buf, size_t *byt
 
 static ncclResult_t net_recv_release(chorus_conn *cc) {
   net_conn *c = (net_conn *)cc;
-  c->done++;
+  c->ready[c->done++ % c->nslots] = 0;
   return ncclSuccess;
 }
 
 static void net_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
   net_conn *c = (net_conn *)cc;
-  chorus_waitset_add_fd(ws, c->fd, dir == CHORUS_DIR_SEND ? POLLOUT : POLLIN);
+  for (int s = 0; s < c->nstreams; s++)
+    if (dir == CHORUS_DIR_RECV ? !c->st[s].closed : c->st[s].next < c->posted)
+      chorus_waitset_add_fd(ws, c->st[s].fd, dir == CHORUS_DIR_SEND ? POLLOUT : POLLIN);
 }
 
 static ncclResult_t net_check(chorus_conn *cc) {
   net_conn *c = (net_conn *)cc;
-  if (c->dir == CHORUS_DIR_RECV && c->posted == c->done && !c->broken) {
-    /* Nothing buffered: find out whether the stream ended. */
-    if (pull(c) != ncclSuccess) return ncclRemoteError;
-    if (c->posted == c->done && c->rx_closed) return broken(c, "was closed", c->rx_reason);
+  if (c->dir == CHORUS_DIR_RECV && !c->broken) {
+    ncclResult_t res = next_arrived(c);
+    return res == ncclInProgress ? ncclSuccess : res;
   }
   return c->broken ? ncclRemoteError : ncclSuccess;
 }
 
 static void net_fail(chorus_conn *cc, const char *reason) {
   net_conn *c = (net_conn *)cc;
-  (void)reason;
-  if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
+  for (int s = 0; s < c->nstreams; s++)
+    if (c->st[s].fd >= 0) shutdown(c->st[s].fd, SHUT_RDWR);
   if (!c->broken) broken(c, "was shut down", reason);
 }
 
@@ -233,9 +263,10 @@ static void net_destroy(void *p) {
     for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS * 2; i++) {
       chorus_free(s->conns[i].slots);
       chorus_free(s->conns[i].hdr);
+      chorus_free(s->conns[i].ready);
     }
   if (s->fds)
-    for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS; i++)
+    for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS * MAX_STREAMS; i++)
       if (s->fds[i] >= 0) close(s->fds[i]);
   chorus_free(s->conns);
   chorus_free(s->is_peer);
@@ -251,12 +282,16 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
   c->base.peer = peer;
   c->base.channel = ch;
   c->base.slot_bytes = s->slot_bytes;
-  c->fd = s->fds[peer * CHORUS_NCHANNELS + ch];
   c->dir = dir;
+  c->nstreams = s->nstreams;
+  for (int k = 0; k < s->nstreams; k++)
+    c->st[k] = (net_stream){*fd_of(s, peer, ch, k), (uint64_t)k, 0, 0};
   c->nslots = (uint32_t)ctx->nslots;
   c->slots = chorus_malloc((size_t)c->nslots * s->slot_bytes);
   c->hdr = chorus_calloc(c->nslots, sizeof *c->hdr);
-  if (!c->slots || !c->hdr) return chorus_error(ncclSystemError, "NET transport: out of memory");
+  c->ready = chorus_calloc(c->nslots, 1);
+  if (!c->slots || !c->hdr || !c->ready)
+    return chorus_error(ncclSystemError, "NET transport: out of memory");
   return ncclSuccess;
 }
 
@@ -269,14 +304,16 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
   s->rank = ctx->rank;
   s->nranks = ctx->nranks;
   s->slot_bytes = ctx->slot_bytes;
+  s->nstreams = (int)CHORUS_MAX(1, CHORUS_MIN(MAX_STREAMS, ctx->nstreams));
+  size_t nfds = (size_t)s->nranks * CHORUS_NCHANNELS * MAX_STREAMS;
   s->conns = chorus_calloc((size_t)s->nranks * CHORUS_NCHANNELS * 2, sizeof *s->conns);
   s->is_peer = chorus_calloc((size_t)s->nranks, 1);
-  s->fds = chorus_malloc((size_t)s->nranks * CHORUS_NCHANNELS * sizeof(int));
+  s->fds = chorus_malloc(nfds * sizeof(int));
   if (!s->conns || !s->is_peer || !s->fds) {
     res = chorus_error(ncclSystemError, "NET transport: out of memory");
     goto fail;
   }
-  for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS; i++) s->fds[i] = -1;
+  for (size_t i = 0; i < nfds; i++) s->fds[i] = -1;
   /* Connect to higher ranks first, then accept from lower ones: connects
    * complete in the kernel before the peer accepts, so no order deadlocks. */
   for (int i = 0; i < npeers; i++) {
@@ -284,15 +321,19 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
     s->is_peer[p] = 1;
     if (p <= s->rank) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
-      CHECK_GOTO(chorus_bootstrap_connect(ctx->bs, p, (uint64_t)ch, &s->fds[p * CHORUS_NCHANNELS + ch]),
-                 res, fail);
+      for (int k = 0; k < s->nstreams; k++)
+        CHECK_GOTO(chorus_bootstrap_connect(ctx->bs, p, (uint64_t)(ch * MAX_STREAMS + k),
+                                            fd_of(s, p, ch, k)),
+                   res, fail);
   }
   for (int i = 0; i < npeers; i++) {
     int p = peers[i];
     if (p >= s->rank) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
-      CHECK_GOTO(chorus_bootstrap_accept(ctx->bs, p, (uint64_t)ch, &s->fds[p * CHORUS_NCHANNELS + ch]),
-                 res, fail);
+      for (int k = 0; k < s->nstreams; k++)
+        CHECK_GOTO(chorus_bootstrap_accept(ctx->bs, p, (uint64_t)(ch * MAX_STREAMS + k),
+                                           fd_of(s, p, ch, k)),
+                   res, fail);
   }
   for (int i = 0; i < npeers; i++) {
     if (peers[i] == s->rank) {
@@ -304,8 +345,8 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
       CHECK_GOTO(init_conn(s, ctx, peers[i], ch, CHORUS_DIR_RECV), res, fail);
     }
   }
-  INFO(CHORUS_NET | CHORUS_INIT, "NET transport: %d peer(s), %d sockets each", npeers,
-       CHORUS_NCHANNELS);
+  INFO(CHORUS_NET | CHORUS_INIT, "NET transport: %d peer(s), %d channels x %d sockets each",
+       npeers, CHORUS_NCHANNELS, s->nstreams);
   *out = s;
   return ncclSuccess;
 fail:
@@ -346,7 +387,7 @@ static void net_state_wait_info(void *p, chorus_waitset *ws) {
     if (!s->is_peer[peer]) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       net_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
-      if (c->done < c->posted) chorus_waitset_add_fd(ws, c->fd, POLLOUT);
+      if (c->done < c->posted) net_wait_info(&c->base, CHORUS_DIR_SEND, ws);
     }
   }
 }
