@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap/root.h"
@@ -50,8 +51,14 @@ static ncclResult_t pick_listen_addr(const chorus_sockaddr *root, chorus_sockadd
 }
 
 /* Joins root k and receives the address table. */
-static ncclResult_t join_root(chorus_bootstrap *bs, const chorus_uid *uids, int nids, int k) {
+/* One attempt at joining root k: connect, present ourselves, wait for the
+ * table. *silent_close is set when the root closed before answering a
+ * single byte: with a fixed address (NCCL_COMM_ID) that is the previous
+ * communicator's root going away, and the caller tries again. */
+static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int nids, int k,
+                              int *silent_close) {
   char err[256], a[CHORUS_ADDR_STRLEN];
+  *silent_close = 0;
   const chorus_uid *uid = &uids[k];
   chorus_sock_str(&uid->root, a, sizeof a);
   chorus_root_join join;
@@ -96,6 +103,11 @@ static ncclResult_t join_root(chorus_bootstrap *bs, const chorus_uid *uids, int 
     struct pollfd p = {fd, POLLIN, 0};
     poll(&p, 1, chorus_ms_left(final, 100));
   }
+  if (res != ncclSuccess && got == 0 && (uid->flags & CHORUS_UID_FIXED_ROOT)) {
+    chorus_sock_close(&fd);
+    *silent_close = 1;
+    return res;
+  }
   if (res == ncclSuccess && rep.status != ncclSuccess) {
     chorus_sock_close(&fd);
     return chorus_error(ncclRemoteError, "bootstrap: the rendezvous failed: %s", rep.msg);
@@ -107,6 +119,22 @@ static ncclResult_t join_root(chorus_bootstrap *bs, const chorus_uid *uids, int 
   if (res != ncclSuccess)
     return chorus_error(res, "bootstrap: lost the rendezvous root at %s: %s", a, err);
   return ncclSuccess;
+}
+
+static ncclResult_t join_root(chorus_bootstrap *bs, const chorus_uid *uids, int nids, int k) {
+  int64_t dl = chorus_now_ns() + bs->timeout_ns;
+  for (;;) {
+    int silent = 0;
+    ncclResult_t res = join_once(bs, uids, nids, k, &silent);
+    if (!silent || chorus_expired(dl) || aborted(bs)) {
+      if (silent) /* join_once left it unreported */
+        return chorus_error(res, "bootstrap: the rendezvous root at NCCL_COMM_ID kept closing "
+                                 "connections without answering");
+      return res;
+    }
+    struct timespec ts = {0, 20000000};
+    nanosleep(&ts, NULL);
+  }
 }
 
 /* Takes a matching arrival from the unexpected list, or waits for one. */

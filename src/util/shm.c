@@ -3,8 +3,11 @@
  */
 #include "util/shm.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -27,13 +30,39 @@ static void describe_space(char *err, size_t errlen, size_t size, int e) {
                 size, strerror(e), avail >> 20);
 }
 
+/* Our pid namespace, as the inode of /proc/self/ns/pid (0 if unknown). */
+static unsigned long pid_ns(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+}
+
+int chorus_shm_sweep_stale(void) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  unsigned long ns = pid_ns();
+  int removed = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    int pid;
+    unsigned long their_ns;
+    char path[CHORUS_SHM_NAME_MAX + 2];
+    if (sscanf(e->d_name, "chorus-%d-%lx-", &pid, &their_ns) != 2 || their_ns != ns || pid <= 0)
+      continue;
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    snprintf(path, sizeof path, "/%s", e->d_name);
+    if (shm_unlink(path) == 0) removed++;
+  }
+  closedir(d);
+  return removed;
+}
+
 ncclResult_t chorus_shm_create(chorus_shm *shm, const char *tag, size_t size, char *err,
                                size_t errlen) {
   memset(shm, 0, sizeof *shm);
   uint64_t rnd = 0;
   if (chorus_random_bytes(&rnd, sizeof rnd) != ncclSuccess)
     return chorus_errmsg(err, errlen, ncclSystemError, "getrandom failed: %s", strerror(errno));
-  snprintf(shm->name, sizeof shm->name, "/chorus-%d-%s-%016llx", (int)getpid(), tag,
+  snprintf(shm->name, sizeof shm->name, "/chorus-%d-%lx-%s-%016llx", (int)getpid(), pid_ns(), tag,
            (unsigned long long)rnd);
   int fd = shm_open(shm->name, O_RDWR | O_CREAT | O_EXCL, 0600);
   if (fd < 0) {

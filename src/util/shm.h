@@ -36,4 +36,10 @@ void chorus_shm_unlink(chorus_shm *shm);
 /* Unmaps, and unlinks if still named and owned. Safe on a zeroed struct. */
 void chorus_shm_close(chorus_shm *shm);
 
+/* Removes the names of segments whose creator has died before it could
+ * remove them (a rank killed during init). Names carry the creator's pid
+ * and pid namespace; only names of our namespace are judged. Returns how
+ * many were removed. */
+int chorus_shm_sweep_stale(void);
+
 #endif

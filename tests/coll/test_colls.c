@@ -6,8 +6,10 @@
  * and last), against the independent reference in harness/ref.c.
  *
  * usage: test_colls COLLECTIVE threads|procs NRANKS
+ *        test_colls COLLECTIVE env     (one rank: RANK, WORLD_SIZE and
+ *                                       NCCL_COMM_ID from the environment)
  *   COLLECTIVE: allreduce broadcast bcast reduce allgather reducescatter
- *               alltoall gather scatter
+ *               alltoall gather scatter, or all
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,15 +141,9 @@ static int run_case(ncclComm_t comm, coll_t c, ncclDataType_t t, int opi, size_t
   return verify(c, t, refop, me, n, root, cnt, out, scalar, what) ? 1 : 0;
 }
 
-static int matrix(int rank, int nranks, ncclUniqueId id, const char *param) {
-  coll_t c = NCOLLS;
-  for (int i = 0; i < NCOLLS; i++)
-    if (strcmp(param, names[i]) == 0) c = (coll_t)i;
-  if (c == NCOLLS) return 1;
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
-  size_t maxc = counts[sizeof counts / sizeof counts[0] - 1] * (size_t)nranks;
-  unsigned char *s = malloc(maxc * 8 + 64), *r = malloc(maxc * 8 + 64);
+/* Runs the matrix of one collective on comm; returns the failing cases. */
+static int matrix_of(ncclComm_t comm, coll_t c, int rank, int nranks, unsigned char *s,
+                     unsigned char *r) {
   int failures = 0, calls = 0;
   int nops = is_reduction(c) ? NOPS : 1;
   int roots[2] = {0, nranks - 1};
@@ -164,10 +160,27 @@ static int matrix(int rank, int nranks, ncclUniqueId id, const char *param) {
                                  is_rooted(c) ? roots[ri] : -1, rank, nranks, s, r);
             calls++;
           }
+  if (failures) harness_log(rank, "%s: %d of %d cases failed", names[c], failures, calls);
+  return failures;
+}
+
+/* param: one collective's name, or "all". */
+static int matrix(int rank, int nranks, ncclUniqueId id, const char *param) {
+  int all = strcmp(param, "all") == 0;
+  coll_t only = NCOLLS;
+  for (int i = 0; i < NCOLLS; i++)
+    if (strcmp(param, names[i]) == 0) only = (coll_t)i;
+  if (!all && only == NCOLLS) return 1;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
+  size_t maxc = counts[sizeof counts / sizeof counts[0] - 1] * (size_t)nranks;
+  unsigned char *s = malloc(maxc * 8 + 64), *r = malloc(maxc * 8 + 64);
+  int failures = 0;
+  for (int c = 0; c < NCOLLS; c++)
+    if (all || c == (int)only) failures += matrix_of(comm, (coll_t)c, rank, nranks, s, r);
   free(s);
   free(r);
   if (ncclCommDestroy(comm) != ncclSuccess) failures++;
-  if (failures) harness_log(rank, "%s: %d of %d cases failed", names[c], failures, calls);
   return failures ? 1 : 0;
 }
 
@@ -175,6 +188,18 @@ static const harness_case cases[] = {{"matrix", matrix}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
+  if (argc == 3 && strcmp(argv[2], "env") == 0) {
+    /* One rank of a job started elsewhere (tests/net/two_hosts.sh). */
+    const char *r = getenv("RANK"), *w = getenv("WORLD_SIZE");
+    ncclUniqueId id;
+    if (!r || !w || !getenv("NCCL_COMM_ID") || ncclGetUniqueId(&id) != ncclSuccess) {
+      fprintf(stderr, "env mode needs RANK, WORLD_SIZE and NCCL_COMM_ID\n");
+      return 2;
+    }
+    int rc = matrix(atoi(r), atoi(w), id, argv[1]);
+    printf("%s rank %s of %s: %s\n", argv[1], r, w, rc ? "FAILED" : "PASS");
+    return rc;
+  }
   if (argc != 4) {
     fprintf(stderr, "usage: %s COLLECTIVE threads|procs NRANKS\n", argv[0]);
     return 2;

@@ -368,12 +368,28 @@ static int missing_rank(int rank, int nranks, ncclUniqueId id, const char *param
   return 0;
 }
 
+/* With NCCL_COMM_ID (set by main to a free port) every rank derives the id
+ * itself and rank 0 hosts the root; twenty communicators in a row must not
+ * trip over the previous one's root. */
+static int comm_id_repeat(int rank, int nranks, ncclUniqueId unused, const char *param) {
+  (void)unused, (void)param;
+  for (int i = 0; i < 20; i++) {
+    ncclUniqueId id;
+    ncclComm_t comm;
+    CHECKR(ncclGetUniqueId(&id));
+    CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+    if (allreduce_sum_check(comm, rank, 33)) return 1;
+    CHECKR(ncclCommDestroy(comm));
+  }
+  return 0;
+}
+
 static const harness_case cases[] = {
     {"init_all", init_all},       {"group_init", group_init}, {"nonblocking", nonblocking},
     {"split", split},             {"shrink", shrink},         {"scalable", scalable},
     {"finalize_revoke", finalize_revoke}, {"abort_unblocks", abort_unblocks},
     {"op_timeout", op_timeout},   {"dead_peer", dead_peer},   {"mismatch", mismatch},
-    {"missing_rank", missing_rank}, {NULL, NULL}};
+    {"missing_rank", missing_rank}, {"comm_id_repeat", comm_id_repeat}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
@@ -396,7 +412,13 @@ int main(int argc, char **argv) {
   if (strcmp(name, "op_timeout") == 0) setenv("CHORUS_OP_TIMEOUT", "1", 1);
   if (strcmp(name, "missing_rank") == 0) setenv("CHORUS_BOOTSTRAP_TIMEOUT", "2", 1);
   if (strcmp(name, "init_all") == 0) n = 1; /* one thread drives all ranks */
-  int failed = harness_spawn_ex(mode, n, name, param, 120, strcmp(name, "init_all") != 0);
+  if (strcmp(name, "comm_id_repeat") == 0) {
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", 20000 + (int)(getpid() % 30000));
+    setenv("NCCL_COMM_ID", addr, 1);
+  }
+  int own_ids = strcmp(name, "init_all") == 0 || strcmp(name, "comm_id_repeat") == 0;
+  int failed = harness_spawn_ex(mode, n, name, param, 120, !own_ids);
   printf("%s %s x%s: %s\n", name, argv[2], argv[3], failed ? "FAILED" : "passed");
   return failed ? 1 : 0;
 }

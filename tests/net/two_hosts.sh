@@ -4,10 +4,12 @@
 # TCP over the veth. All traffic stays inside the namespaces this script
 # creates; it removes them on exit and kills only the processes it started.
 # Exits 77 (skip) with the reason when the machine does not allow it.
-# usage: two_hosts.sh <net_rank binary> [ranks per host]
+# usage: two_hosts.sh <ranks per host> <program> [args...]
+#   The program is started once per rank with RANK, WORLD_SIZE, NCCL_COMM_ID
+#   and NCCL_SOCKET_IFNAME set.
 set -u
-prog=$1
-per=${2:-2}
+per=$1
+shift
 tag=c$$
 nsa=$tag-a nsb=$tag-b
 skip() { echo "SKIP: $*"; exit 77; }
@@ -36,14 +38,14 @@ for r in $(seq 0 $((world - 1))); do
   if [ "$r" -lt "$per" ]; then ns=$nsa ifn="v$tag"; else ns=$nsb ifn="w$tag"; fi
   ip netns exec "$ns" env RANK=$r WORLD_SIZE=$world NCCL_COMM_ID=10.231.7.1:$port \
     NCCL_SOCKET_IFNAME="$ifn" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
-    timeout 120 "$prog" > "$logdir/$r.log" 2>&1 &
+    timeout 240 "$@" > "$logdir/$r.log" 2>&1 &
   pids="$pids $!"
 done
 fail=0
 for p in $pids; do wait "$p" || fail=1; done
 pids=""
 for r in $(seq 0 $((world - 1))); do
-  grep -E "net_rank|WARN" "$logdir/$r.log"
+  grep -E "net_rank|PASS|FAIL|WARN|element" "$logdir/$r.log" | head -20
   # Each rank reaches its own host over SHM (itself included) and the other over NET.
   grep -q "rank $r: $per peer(s) over SHM, $per over NET" "$logdir/$r.log" ||
     { echo "rank $r did not use SHM within and NET across hosts:"; grep "peer(s)" "$logdir/$r.log"; fail=1; }

@@ -324,6 +324,8 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
     res = chorus_error(ncclSystemError, "SHM transport: out of memory");
     goto fail;
   }
+  int swept = chorus_shm_sweep_stale();
+  if (swept) INFO(CHORUS_SHM, "SHM transport: removed %d segment(s) left by dead processes", swept);
   /* This rank's segment (always: the self-connection lives in it). */
   res = chorus_shm_create(&s->own, "fifo", seg_size(s), err, sizeof err);
   if (res != ncclSuccess) {
