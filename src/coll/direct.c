@@ -14,9 +14,9 @@
  *            exactly one rank, so it suits large sizes.
  * Sources are always reduced in rank order, so every rank ends with the same
  * bits. PreMulSum scalars belong to each rank, so every rank scales its own
- * input as it stages it and the stages are then summed as they are. Stage buffers rotate (chunk g uses buffer g % nbuf), so ranks may run
- * up to nbuf-1 chunks apart; a buffer is rewritten only after every rank has
- * consumed the chunk that used it before.
+ * input as it stages it and the stages are then summed as they are. Stage
+ * buffers rotate (chunk g uses buffer g % nbuf), so ranks may run up to
+ * nbuf-1 chunks apart; a buffer is rewritten only once nobody reads it.
  *
  * Every chunk's stage carries the description of the call it belongs to;
  * a rank reading a peer's stage compares it with its own call, so mismatched
@@ -36,10 +36,10 @@
 
 #define D (op->u.direct)
 
-enum { POSTED, REDUCED, CONSUMED };
+enum { POSTED, REDUCED };
 
 static uint64_t *counter(chorus_node_rank *r, int which) {
-  return which == POSTED ? r->posted : which == REDUCED ? r->reduced : r->consumed;
+  return which == POSTED ? r->posted : r->reduced;
 }
 
 static char *stage(const chorus_op *op, int rank, uint64_t g);
@@ -66,13 +66,16 @@ static ncclResult_t mismatch(chorus_op *op, int p, const chorus_msg_meta *theirs
 }
 
 /* Waits for rank p's counter to reach target: ncclSuccess, ncclInProgress
- * (p recorded as what we wait for) or the error p reported. After `posted`
- * it also checks that p's stage holds this call's data. */
+ * (p recorded as what we wait for) or the error p reported. For POSTED of a
+ * chunk of this call (not for FREE, an earlier chunk's post) it also checks
+ * that p's stage holds this call's data. */
+enum { FREE = 2 }; /* POSTED, of an earlier chunk: no description check */
+
 static ncclResult_t reached(chorus_op *op, int p, int which, uint64_t target) {
   chorus_node_rank *r = &op->cc->node->rank[p];
   /* What p published before failing is still valid: look at the counter
    * first, and only report p's failure when we need more from it. */
-  if (__atomic_load_n(counter(r, which), __ATOMIC_ACQUIRE) < target) {
+  if (__atomic_load_n(counter(r, which == FREE ? POSTED : which), __ATOMIC_ACQUIRE) < target) {
     if (__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) return peer_failed(op, p);
     op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
     op->wait_dir = CHORUS_DIR_RECV;
@@ -110,6 +113,15 @@ static void announce(chorus_op *op, int which, uint64_t value) {
   for (int p = 0; p < nd->nranks; p++)
     if (p != op->cc->rank) chorus_doorbell_ring(nd->rank[p].db);
   op->ticks++;
+}
+
+/* Our stage buffer for chunk D.g is free once every rank has posted chunk
+ * D.g - nbuf + 1: each rank reads a chunk completely before posting the
+ * next, so nobody still reads chunk D.g - nbuf (transport.h). */
+static ncclResult_t stage_free(chorus_op *op) {
+  uint64_t nbuf = (uint64_t)op->cc->node->nbuf;
+  if (D.g + 1 < nbuf) return ncclSuccess;
+  return all_reached(op, FREE, D.g - nbuf + 2);
 }
 
 static char *stage(const chorus_op *op, int rank, uint64_t g) {
@@ -162,9 +174,7 @@ ncclResult_t chorus_allreduce_direct(chorus_op *op) {
   D.nchunks = CHORUS_DIV_UP(op->count, D.chunk_elems);
   for (D.c = 0; D.c < D.nchunks; D.c++) {
     D.g = nd->next_chunk + D.c;
-    /* Our stage buffer is free once everyone consumed its previous chunk. */
-    if (D.g >= (uint64_t)nd->nbuf)
-      CORO_AWAIT_RES(op->co, res, all_reached(op, CONSUMED, D.g - (uint64_t)nd->nbuf + 1));
+    CORO_AWAIT_RES(op->co, res, stage_free(op));
     len = chunk_len(op, &off);
     stage_copy(op, stage(op, me, D.g), (const char *)op->sendbuff + off * op->esize, len);
     announce(op, POSTED, D.g + 1);
@@ -184,7 +194,6 @@ ncclResult_t chorus_allreduce_direct(chorus_op *op) {
                slen * op->esize);
       }
     }
-    announce(op, CONSUMED, D.g + 1);
   }
   nd->next_chunk += D.nchunks;
   CORO_END(op->co);
@@ -311,8 +320,7 @@ ncclResult_t chorus_coll_direct(chorus_op *op) {
     /* Every rank moves `posted` (with or without data) so that counters
      * stay equal across ranks; the buffer's call description moves with it,
      * so even a rank that stages nothing waits until the buffer is free. */
-    if (D.g >= (uint64_t)nd->nbuf)
-      CORO_AWAIT_RES(op->co, res, all_reached(op, CONSUMED, D.g - (uint64_t)nd->nbuf + 1));
+    CORO_AWAIT_RES(op->co, res, stage_free(op));
     len = chunk_len(op, &off);
     if (posts(op)) stage_in(op, off, len);
     announce(op, POSTED, D.g + 1);
@@ -331,7 +339,6 @@ ncclResult_t chorus_coll_direct(chorus_op *op) {
         }
       }
     }
-    announce(op, CONSUMED, D.g + 1);
   }
   nd->next_chunk += D.nchunks;
   CORO_END(op->co);

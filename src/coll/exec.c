@@ -79,7 +79,9 @@ static int pass(chorus_exec_queue *qs, int nq, uint64_t *ticks) {
   for (int i = 0; i < nq; i++) {
     chorus_exec_queue *q = &qs[i];
     if (!q->head && !q->p2p) continue;
-    chorus_log_ctx old = chorus_log_ctx_set(q->cc->log_ctx);
+    /* Messages name this queue's rank (usually the caller's context already). */
+    chorus_log_ctx old = chorus_log_ctx_get();
+    if (old.err_buf != q->cc->log_ctx.err_buf) chorus_log_ctx_set(q->cc->log_ctx);
     ncclResult_t res = ncclSuccess;
     if (__atomic_load_n(q->cc->abort_flag, __ATOMIC_ACQUIRE))
       res = chorus_error(ncclInvalidUsage, "operation stopped: the communicator is being aborted");
@@ -88,7 +90,7 @@ static int pass(chorus_exec_queue *qs, int nq, uint64_t *ticks) {
     if (res == ncclSuccess) res = run_queue(q, ticks);
     if (res != ncclSuccess) fail_queue(q, res);
     if (q->head || q->p2p) pending++;
-    chorus_log_ctx_set(old);
+    if (old.err_buf != q->cc->log_ctx.err_buf) chorus_log_ctx_set(old);
   }
   return pending;
 }
@@ -102,7 +104,8 @@ static void op_wait_info(chorus_op *op, chorus_waitset *ws) {
 }
 
 /* Sleeps until something may have changed, at most SLEEP_CAP_NS. The
- * doorbell values were read before the last pass (see doorbell.h). */
+ * doorbell was prepared before the last pass (see doorbell.h); every path
+ * leaves it unprepared. */
 static void nap(chorus_exec_queue *qs, int nq, chorus_doorbell *db, uint32_t seen) {
   chorus_waitset ws;
   memset(&ws, 0, sizeof ws);
@@ -115,9 +118,11 @@ static void nap(chorus_exec_queue *qs, int nq, chorus_doorbell *db, uint32_t see
     for (int t = 0; t < q->cc->ntransports; t++)
       q->cc->transports[t]->wait_info(q->cc->tstates[t], &ws);
   }
-  if (ws.nfds == 0 && ws.ndb == 1 && db == ws.db[0]) {
+  if (db && ws.nfds == 0 && ws.ndb == 1 && db == ws.db[0]) {
     chorus_doorbell_sleep(db, seen, SLEEP_CAP_NS);
-  } else if (ws.nfds > 0) {
+    return;
+  }
+  if (ws.nfds > 0) {
     /* Sockets and (maybe) doorbells: poll briefly so a doorbell ring is
      * never missed for long. */
     poll(ws.fds, (nfds_t)ws.nfds, ws.ndb ? 1 : (int)(SLEEP_CAP_NS / 1000000));
@@ -125,6 +130,7 @@ static void nap(chorus_exec_queue *qs, int nq, chorus_doorbell *db, uint32_t see
     struct timespec ts = {0, 200000};
     nanosleep(&ts, NULL);
   }
+  if (db) chorus_doorbell_cancel(db);
 }
 
 /* Slow checks on a stalled queue: are the peers its ops wait for alive?
@@ -175,8 +181,9 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
   int sleepy = 0;
   for (;;) {
     uint64_t ticks = 0;
-    uint32_t seen = sleepy && db ? chorus_doorbell_read(db) : 0;
+    uint32_t seen = sleepy && db ? chorus_doorbell_prepare(db) : 0;
     int pending = pass(qs, nq, &ticks);
+    if (sleepy && db && (!pending || ticks)) chorus_doorbell_cancel(db);
     if (!pending) break;
     if (ticks) {
       stall_start = 0;
@@ -192,6 +199,7 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
     }
     if (now - last_check >= CHECK_EVERY_NS) {
       last_check = now;
+      if (sleepy && db) chorus_doorbell_cancel(db);
       for (int i = 0; i < nq; i++)
         if (qs[i].head || qs[i].p2p) check_stalled(&qs[i], stalled);
       continue;
@@ -200,8 +208,8 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
       sched_yield();
       continue;
     }
-    /* The doorbell value must be read before the pass that found nothing
-     * (see doorbell.h): take one more pass with it read first. */
+    /* The doorbell must be prepared before the pass that found nothing
+     * (see doorbell.h): take one more pass with it prepared. */
     if (!sleepy) {
       sleepy = 1;
       continue;

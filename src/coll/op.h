@@ -44,9 +44,15 @@ typedef struct chorus_coll_comm {
   const chorus_topo *topo;
   /* Set once a call on this communicator failed; later calls are refused. */
   ncclResult_t failed;
-  /* Cost model inputs, filled at the first call (coll/plan.c). */
+  /* Planning state, filled at the first call (coll/plan.c): cost model
+   * inputs, the NCCL_ALGO filter per function (read once, as NCCL reads its
+   * variables at init), and the last choice per function. */
   chorus_tune_env tune;
   int tune_ready;
+  uint32_t algo_allowed[CHORUS_FUNC_COUNT];
+  uint8_t algo_named[CHORUS_FUNC_COUNT];
+  size_t last_bytes[CHORUS_FUNC_COUNT];
+  int last_entry[CHORUS_FUNC_COUNT]; /* -1: none */
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
   /* Log context of this communicator (rank and last-error buffer). */

@@ -46,10 +46,11 @@ static const entry table[] = {
 };
 #define NENTRIES (sizeof table / sizeof table[0])
 
-/* What the cost model needs to know about a communicator; computed once. */
-static void tune_env(chorus_coll_comm *cc) {
-  chorus_tune_env *e = &cc->tune;
+/* What planning needs to know about a communicator; computed at the first
+ * call: cost model inputs and the NCCL_ALGO filter of every function. */
+static void plan_setup(chorus_coll_comm *cc) {
   if (cc->tune_ready) return;
+  chorus_tune_env *e = &cc->tune;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   e->nranks = cc->nranks;
   e->nhosts = cc->topo->nhosts;
@@ -61,10 +62,21 @@ static void tune_env(chorus_coll_comm *cc) {
     chorus_conn *c = chorus_cc_conn(cc, p, CHORUS_CH_COLL, CHORUS_DIR_SEND);
     if (c && (e->max_msg == 0 || c->slot_bytes < e->max_msg)) e->max_msg = c->slot_bytes;
   }
+  const char *spec = chorus_param_str(CHORUS_P_ALGO);
+  for (int f = 0; f < CHORUS_FUNC_COUNT; f++) {
+    int named = 0;
+    /* One rank: every schedule reduces to a local copy; no filter applies.
+     * NCCL_ALGO names collective algorithms only, never point-to-point. */
+    int p2p = f == CHORUS_FUNC_SEND || f == CHORUS_FUNC_RECV;
+    cc->algo_allowed[f] = cc->nranks == 1 || p2p ? ~0u : chorus_algo_allowed_ex(spec, f, &named);
+    cc->algo_named[f] = (uint8_t)named;
+    cc->last_entry[f] = -1;
+  }
   cc->tune_ready = 1;
 }
 
-static ncclResult_t none_allowed(const chorus_op *op, const char *spec) {
+static ncclResult_t none_allowed(const chorus_op *op) {
+  const char *spec = chorus_param_str(CHORUS_P_ALGO);
   char avail[128] = "";
   for (size_t i = 0, o = 0; i < NENTRIES && o < sizeof avail - 16; i++)
     if (table[i].func == op->func)
@@ -76,45 +88,54 @@ static ncclResult_t none_allowed(const chorus_op *op, const char *spec) {
                       spec ? spec : "", chorus_func_name(op->func), avail);
 }
 
-ncclResult_t chorus_coll_plan(chorus_op *op) {
-  const char *spec = chorus_param_str(CHORUS_P_ALGO);
-  /* One rank: every schedule reduces to a local copy; no filter applies.
-   * NCCL_ALGO names collective algorithms only, never point-to-point. */
-  int p2p = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV, named = 0;
-  uint32_t allowed =
-      op->cc->nranks == 1 || p2p ? ~0u : chorus_algo_allowed_ex(spec, op->func, &named);
-  tune_env(op->cc);
-  const chorus_tune_env *env = &op->cc->tune;
-  size_t bytes = op->count * op->esize;
-  const entry *best = NULL;
-  double best_t = 0;
+/* The cheapest allowed entry for func on bytes, or -1. */
+static int cheapest(const chorus_coll_comm *cc, int func, size_t bytes, uint32_t allowed,
+                    double *best_t) {
+  int best = -1;
   for (size_t i = 0; i < NENTRIES; i++) {
-    if (table[i].func != op->func || !(allowed & (1u << table[i].algo))) continue;
-    double t = chorus_tune_time_us(op->func, table[i].algo, bytes, env);
-    if (t < 0) continue;
-    if (!best || t < best_t) best = &table[i], best_t = t;
+    if (table[i].func != func || !(allowed & (1u << table[i].algo))) continue;
+    double t = chorus_tune_time_us(func, table[i].algo, bytes, &cc->tune);
+    if (t >= 0 && (best < 0 || t < *best_t)) best = (int)i, *best_t = t;
   }
-  if (!best && !named && allowed != ~0u) {
-    /* A global NCCL_ALGO (say "ring") that names nothing this function
-     * has does not apply to it, as in NCCL; only a list naming the
-     * function itself is binding. */
-    INFO(CHORUS_TUNING, "NCCL_ALGO=\"%s\" names no algorithm of %s; using the default choice",
-         spec, chorus_func_name(op->func));
-    for (size_t i = 0; i < NENTRIES; i++) {
-      if (table[i].func != op->func) continue;
-      double t = chorus_tune_time_us(op->func, table[i].algo, bytes, env);
-      if (t >= 0 && (!best || t < best_t)) best = &table[i], best_t = t;
-    }
+  return best;
+}
+
+static int choose(chorus_coll_comm *cc, int func, size_t bytes) {
+  double t = 0;
+  int best = cheapest(cc, func, bytes, cc->algo_allowed[func], &t);
+  if (best < 0 && !cc->algo_named[func] && cc->algo_allowed[func] != ~0u) {
+    /* A global NCCL_ALGO (say "ring") that names nothing this function has
+     * does not apply to it, as in NCCL; only a list naming the function
+     * itself is binding. */
+    INFO(CHORUS_TUNING, "NCCL_ALGO names no algorithm of %s; using the default choice",
+         chorus_func_name(func));
+    best = cheapest(cc, func, bytes, ~0u, &t);
   }
-  if (!best) return none_allowed(op, spec);
-  op->algo = best->algo;
-  op->step = best->step;
+  if (best >= 0)
+    INFO(CHORUS_TUNING, "%s of %zu bytes: algorithm %s (model %.1f us)", chorus_func_name(func),
+         bytes, chorus_algo_get(table[best].algo)->name, t);
+  return best;
+}
+
+ncclResult_t chorus_coll_plan(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  plan_setup(cc);
+  size_t bytes = op->count * op->esize;
+  int f = op->func, e;
+  /* Calls repeat their sizes: remember the last choice per function. */
+  if (cc->last_entry[f] >= 0 && cc->last_bytes[f] == bytes) {
+    e = cc->last_entry[f];
+  } else {
+    e = choose(cc, f, bytes);
+    if (e < 0) return none_allowed(op);
+    cc->last_entry[f] = e;
+    cc->last_bytes[f] = bytes;
+  }
+  op->algo = table[e].algo;
+  op->step = table[e].step;
   op->co = 0;
-  op->concurrent = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
+  op->concurrent = f == CHORUS_FUNC_SEND || f == CHORUS_FUNC_RECV;
   if (op->concurrent) chorus_p2p_take_ticket(op);
   chorus_op_stamp(op);
-  INFO(CHORUS_TUNING, "%s count %zu %s: algorithm %s (model %.1f us)",
-       chorus_func_name(op->func), op->count, chorus_type_name(op->dtype),
-       chorus_algo_get(op->algo)->name, best_t);
   return ncclSuccess;
 }

@@ -18,7 +18,7 @@ typedef struct group_state {
   ncclResult_t error;
 } group_state;
 
-static _Thread_local group_state G;
+static CHORUS_TLS group_state G;
 
 int chorus_group_depth(void) { return G.depth; }
 

@@ -114,15 +114,16 @@ struct chorus_conn {
  * only by its owner (release) and read by the others (acquire):
  *   posted    the owner's stage holds its data for chunks < posted
  *   reduced   the owner finished its share of chunks < reduced
- *   consumed  the owner is done reading others' stages for chunks < consumed
- * A chunk g lives in stage buffer g % nbuf; the owner may overwrite it once
- * every rank has consumed chunk g - nbuf. After moving a counter the owner
- * rings every peer's doorbell.
+ * A chunk g lives in stage buffer g % nbuf. Every rank finishes reading
+ * chunk h before it posts chunk h+1, so once every rank has posted chunk
+ * g-nbuf+1, nobody reads chunk g-nbuf any more and its buffer may be
+ * overwritten: no separate "consumed" counter is needed. After moving a
+ * counter the owner rings every peer's doorbell.
  */
 #define CHORUS_NODE_MAX_BUFS 16
 
 typedef struct chorus_node_rank {
-  uint64_t *posted, *reduced, *consumed;
+  uint64_t *posted, *reduced;
   chorus_msg_meta *meta; /* per stage buffer: the call it holds data of,
                             written before `posted` (so read after it) */
   uint32_t *failed;      /* set (release) by the owner when it fails or aborts */

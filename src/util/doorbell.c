@@ -8,17 +8,28 @@
 #include <time.h>
 #include <unistd.h>
 
+uint32_t chorus_doorbell_prepare(chorus_doorbell *db) {
+  __atomic_store_n(&db->sleeping, 1, __ATOMIC_SEQ_CST);
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  return __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
+}
+
+void chorus_doorbell_cancel(chorus_doorbell *db) {
+  __atomic_store_n(&db->sleeping, 0, __ATOMIC_RELAXED);
+}
+
 void chorus_doorbell_ring(chorus_doorbell *db) {
-  __atomic_add_fetch(&db->seq, 1, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&db->sleeping, __ATOMIC_SEQ_CST))
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&db->sleeping, __ATOMIC_RELAXED)) {
+    __atomic_add_fetch(&db->seq, 1, __ATOMIC_SEQ_CST);
     syscall(SYS_futex, &db->seq, FUTEX_WAKE, INT32_MAX, NULL, NULL, 0);
+  }
 }
 
 void chorus_doorbell_sleep(chorus_doorbell *db, uint32_t seen, int64_t timeout_ns) {
-  if (timeout_ns <= 0) return;
-  struct timespec ts = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
-  __atomic_store_n(&db->sleeping, 1, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&db->seq, __ATOMIC_SEQ_CST) == seen)
+  if (timeout_ns > 0) {
+    struct timespec ts = {(time_t)(timeout_ns / 1000000000), (long)(timeout_ns % 1000000000)};
     syscall(SYS_futex, &db->seq, FUTEX_WAIT, seen, &ts, NULL, 0);
-  __atomic_store_n(&db->sleeping, 0, __ATOMIC_SEQ_CST);
+  }
+  __atomic_store_n(&db->sleeping, 0, __ATOMIC_RELAXED);
 }

@@ -3,17 +3,21 @@
  *
  * Each rank owns one doorbell, placed in memory its peers can reach (its
  * shared-memory segment). A peer that makes progress possible for the owner
- * (posts data, frees a slot) rings it; the owner, after spinning without
- * progress, sleeps on it.
+ * (posts data, frees a slot) rings it; the owner, once polling and yielding
+ * found nothing, sleeps on it.
  *
- * Protocol (no lost wake-ups):
- *   owner:  v = chorus_doorbell_read(db); announce sleeping; re-check all
- *           conditions; if none is met, chorus_doorbell_sleep(db, v, ...).
- *   peer:   publish the change (release store), then chorus_doorbell_ring(db).
- * ring() increments seq (seq_cst) and calls futex_wake only when the owner
- * announced it sleeps, so the common case costs one atomic increment. If the
- * ring lands between the owner's read and its sleep, seq != v and the futex
- * wait returns at once.
+ * Protocol (no lost wake-ups, and no atomic read-modify-write for peers in
+ * the common case where the owner is awake):
+ *   owner:  chorus_doorbell_prepare(db) announces it is about to sleep and
+ *           returns seq; it then re-checks every condition; if none holds it
+ *           calls chorus_doorbell_sleep(db, seq, ...), else
+ *           chorus_doorbell_cancel(db).
+ *   peer:   publish the change (release store), then chorus_doorbell_ring.
+ * ring() issues a full fence and reads `sleeping`: the fence pairs with the
+ * owner's (store sleeping; full fence; re-check), so either the owner's
+ * re-check sees the change or the peer sees `sleeping` and bumps seq and
+ * calls futex_wake. A bump that lands between prepare and the futex wait
+ * makes the wait return at once (the futex compares seq).
  *
  * The futex is not FUTEX_PRIVATE: the word may live in a shared mapping.
  */
@@ -23,19 +27,20 @@
 #include <stdint.h>
 
 typedef struct chorus_doorbell {
-  uint32_t seq;      /* bumped by every ring (writers: peers; reader: owner) */
-  uint32_t sleeping; /* 1 while the owner may be in futex wait (writer: owner) */
+  uint32_t seq;      /* bumped by rings that find the owner asleep */
+  uint32_t sleeping; /* 1 from prepare until the owner is awake again (writer: owner) */
 } chorus_doorbell;
 
-static inline uint32_t chorus_doorbell_read(chorus_doorbell *db) {
-  return __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
-}
-
-void chorus_doorbell_ring(chorus_doorbell *db);
-
-/* Sleeps while seq == seen, at most timeout_ns; spurious returns are fine.
- * Sets and clears the sleeping flag around the wait. */
+/* Owner: about to sleep; returns the value to pass to sleep. */
+uint32_t chorus_doorbell_prepare(chorus_doorbell *db);
+/* Owner: found work after prepare after all. */
+void chorus_doorbell_cancel(chorus_doorbell *db);
+/* Owner: sleeps while seq == seen, at most timeout_ns (spurious returns are
+ * fine); clears `sleeping`. */
 void chorus_doorbell_sleep(chorus_doorbell *db, uint32_t seen, int64_t timeout_ns);
+
+/* Peer: after publishing a change the owner may wait for. */
+void chorus_doorbell_ring(chorus_doorbell *db);
 
 /* Processor pause for spin loops. */
 static inline void chorus_cpu_relax(void) {

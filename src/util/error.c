@@ -12,7 +12,7 @@ static pthread_mutex_t last_lock = PTHREAD_MUTEX_INITIALIZER;
 static char last_error[1024];
 /* ncclGetLastError returns a pointer that the caller reads after we unlock:
  * each thread gets its own copy, stable until that thread asks again. */
-static _Thread_local char last_copy[1024];
+static CHORUS_TLS char last_copy[1024];
 
 ncclResult_t chorus_error_at(const char *file, int line, ncclResult_t code, const char *fmt,
                              ...) {

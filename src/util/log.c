@@ -25,7 +25,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_file = NULL; /* NULL: stdout */
 static char hostname[64];
 
-static _Thread_local chorus_log_ctx tls_ctx = {-1, 0, NULL, 0};
+static CHORUS_TLS chorus_log_ctx tls_ctx = {-1, 0, NULL, 0};
 
 chorus_log_ctx chorus_log_ctx_set(chorus_log_ctx ctx) {
   chorus_log_ctx old = tls_ctx;

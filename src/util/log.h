@@ -41,6 +41,10 @@ typedef enum {
 #define CHORUS_RAS 0x8000u
 #define CHORUS_ALL (~0u)
 
+/* Thread-local state of the library is small and lives in the initial TLS
+ * block, which spares every API call a __tls_get_addr lookup. */
+#define CHORUS_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
 /* Current level and subsystem mask; read without locking on hot paths. */
 extern int chorus_log_level_cur;
 extern uint32_t chorus_log_mask_cur;

@@ -82,7 +82,6 @@ typedef struct shm_conn {
 typedef struct node_counters {
   uint64_t posted __attribute__((aligned(CACHELINE)));
   uint64_t reduced __attribute__((aligned(CACHELINE)));
-  uint64_t consumed __attribute__((aligned(CACHELINE)));
   uint32_t failed __attribute__((aligned(CACHELINE)));
   char reason[CHORUS_NODE_REASON];
   chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
@@ -129,7 +128,6 @@ static void init_node(shm_state *s) {
     node_counters *nc = (node_counters *)(base + fifo_end(s));
     s->node.rank[r] = (chorus_node_rank){&nc->posted,
                                          &nc->reduced,
-                                         &nc->consumed,
                                          nc->meta,
                                          &nc->failed,
                                          nc->reason,
