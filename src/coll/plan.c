@@ -63,6 +63,10 @@ static void plan_setup(chorus_coll_comm *cc) {
     if (c && (e->max_msg == 0 || c->slot_bytes < e->max_msg)) e->max_msg = c->slot_bytes;
   }
   const char *spec = chorus_param_str(CHORUS_P_ALGO);
+  const char *proto = chorus_param_str(CHORUS_P_PROTO);
+  if (proto && *proto)
+    INFO(CHORUS_TUNING | CHORUS_ENV,
+         "NCCL_PROTO=%s: host communicators have one protocol; use NCCL_ALGO to choose", proto);
   for (int f = 0; f < CHORUS_FUNC_COUNT; f++) {
     int named = 0;
     /* One rank: every schedule reduces to a local copy; no filter applies.

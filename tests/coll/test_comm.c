@@ -7,6 +7,7 @@
  * usage: test_comm CASE threads|procs NRANKS   (CTest runs each case)
  */
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,6 +334,41 @@ static int dead_peer(int rank, int nranks, ncclUniqueId id, const char *param) {
   return 0;
 }
 
+/* Rank 1's process is killed (SIGKILL from a timer thread) while every rank
+ * is inside a large all-reduce; the others fail with ncclRemoteError naming
+ * rank 1, quickly. Processes only. */
+static void *kill_me_soon(void *arg) {
+  (void)arg;
+  sleep_ms(30);
+  raise(SIGKILL);
+  return NULL;
+}
+
+static int killed_mid_collective(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  size_t count = 16u << 20; /* 64 MiB of floats: long enough to be killed inside */
+  float *buf = calloc(count, sizeof *buf);
+  if (rank == 1) {
+    pthread_t th;
+    pthread_create(&th, NULL, kill_me_soon, NULL);
+  }
+  double t0 = now_s();
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < 50 && r == ncclSuccess; i++)
+    r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+  double t = now_s() - t0;
+  const char *msg = ncclGetLastError(comm);
+  harness_log(rank, "after %.2f s: %s: %s", t, ncclGetErrorString(r), msg);
+  EXPECTR(r == ncclRemoteError);
+  EXPECTR(strstr(msg, "rank 1") != NULL);
+  EXPECTR(t < 20);
+  free(buf);
+  CHECKR(ncclCommAbort(comm));
+  return 0;
+}
+
 /* Rank 0 all-reduces 100 floats, the others 200: detected and named. */
 static int mismatch(int rank, int nranks, ncclUniqueId id, const char *param) {
   (void)param;
@@ -389,7 +425,8 @@ static const harness_case cases[] = {
     {"split", split},             {"shrink", shrink},         {"scalable", scalable},
     {"finalize_revoke", finalize_revoke}, {"abort_unblocks", abort_unblocks},
     {"op_timeout", op_timeout},   {"dead_peer", dead_peer},   {"mismatch", mismatch},
-    {"missing_rank", missing_rank}, {"comm_id_repeat", comm_id_repeat}, {NULL, NULL}};
+    {"missing_rank", missing_rank}, {"comm_id_repeat", comm_id_repeat},
+    {"killed_mid_collective", killed_mid_collective}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
@@ -419,6 +456,8 @@ int main(int argc, char **argv) {
   }
   int own_ids = strcmp(name, "init_all") == 0 || strcmp(name, "comm_id_repeat") == 0;
   int failed = harness_spawn_ex(mode, n, name, param, 120, !own_ids);
+  /* The victim of killed_mid_collective is meant to die (by SIGKILL). */
+  if (strcmp(name, "killed_mid_collective") == 0) failed -= 1;
   printf("%s %s x%s: %s\n", name, argv[2], argv[3], failed ? "FAILED" : "passed");
   return failed ? 1 : 0;
 }
