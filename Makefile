@@ -9,7 +9,7 @@ CMAKE_FLAGS ?=
 RANKS ?= 4
 PREFIX ?= /usr/local
 
-.PHONY: all build run test check asan-test tsan-test install format clean
+.PHONY: all build run test check asan-test tsan-test install format format-check clean
 
 all: build
 
@@ -37,7 +37,10 @@ install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 format:
-	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu')
+	clang-format -i $$(git ls-files '*.c' '*.h' '*.cu' '*.cc')
+
+format-check:
+	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu' '*.cc')
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan

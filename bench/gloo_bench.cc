@@ -76,10 +76,10 @@
 namespace {
 
 const char kBenchVersion[] = "1";
-const float kSentinel = -12345.0f;  // never a valid result: inputs are >= 0
+const float kSentinel = -12345.0f; // never a valid result: inputs are >= 0
 const uint32_t kTagOp = 1, kTagBarrier = 2, kTagMax = 3, kTagSum = 4;
 
-using ReduceFn = void (*)(void*, const void*, const void*, size_t);
+using ReduceFn = void (*)(void *, const void *, const void *, size_t);
 
 // ---- the collectives ------------------------------------------------------
 
@@ -88,20 +88,31 @@ struct Counts {
   size_t send, recv, param;
 };
 
-enum Id { ALLREDUCE, ALLGATHER, BROADCAST, REDUCESCATTER, ALLTOALL, REDUCE, GATHER, SCATTER,
-          SENDRECV, NCOLLS };
+enum Id {
+  ALLREDUCE,
+  ALLGATHER,
+  BROADCAST,
+  REDUCESCATTER,
+  ALLTOALL,
+  REDUCE,
+  GATHER,
+  SCATTER,
+  SENDRECV,
+  NCOLLS
+};
 
 struct Coll {
-  const char* opt;   // -c name
-  const char* name;  // "collective" in the JSON, as the Chorus program
-  const char* call;  // what is timed ("algorithm" in the JSON)
+  const char *opt;  // -c name
+  const char *name; // "collective" in the JSON, as the Chorus program
+  const char *call; // what is timed ("algorithm" in the JSON)
   bool reduces, rooted, inplace;
-  int factor_kind;   // busbw factor: 0 -> 1, 1 -> (n-1)/n, 2 -> 2(n-1)/n
-  int shape;         // counts: 0 same, 1 gather-like, 2 scatter-like, 3 alltoall
+  int factor_kind; // busbw factor: 0 -> 1, 1 -> (n-1)/n, 2 -> 2(n-1)/n
+  int shape;       // counts: 0 same, 1 gather-like, 2 scatter-like, 3 alltoall
 };
 
 const Coll kColls[NCOLLS] = {
-    {"allreduce", "all_reduce_perf", "gloo::allreduce (default algorithm)", true, false, true, 2, 0},
+    {"allreduce", "all_reduce_perf", "gloo::allreduce (default algorithm)", true, false, true, 2,
+     0},
     {"allgather", "all_gather_perf", "gloo::allgather", false, false, false, 1, 1},
     {"broadcast", "broadcast_perf", "gloo::broadcast", false, true, true, 0, 0},
     {"reducescatter", "reduce_scatter_perf", "gloo::ReduceScatterHalvingDoubling", true, false,
@@ -110,21 +121,25 @@ const Coll kColls[NCOLLS] = {
     {"reduce", "reduce_perf", "gloo::reduce", true, true, true, 0, 0},
     {"gather", "gather_perf", "gloo::gather", false, true, false, 0, 1},
     {"scatter", "scatter_perf", "gloo::scatter", false, true, false, 0, 2},
-    {"sendrecv", "sendrecv_perf", "gloo UnboundBuffer send/recv ring shift", false, false, false,
-     0, 0},
+    {"sendrecv", "sendrecv_perf", "gloo UnboundBuffer send/recv ring shift", false, false, false, 0,
+     0},
 };
 
-Counts counts_of(const Coll& c, size_t count, int n) {
+Counts counts_of(const Coll &c, size_t count, int n) {
   size_t per = count / static_cast<size_t>(n), all = per * static_cast<size_t>(n);
   switch (c.shape) {
-    case 1: return {per, all, per};
-    case 2: return {all, per, per};
-    case 3: return {all, all, per};
-    default: return {count, count, count};
+  case 1:
+    return {per, all, per};
+  case 2:
+    return {all, per, per};
+  case 3:
+    return {all, all, per};
+  default:
+    return {count, count, count};
   }
 }
 
-double bus_factor(const Coll& c, int n) {
+double bus_factor(const Coll &c, int n) {
   if (c.factor_kind == 1) return static_cast<double>(n - 1) / n;
   if (c.factor_kind == 2) return 2.0 * (n - 1) / n;
   return 1.0;
@@ -134,7 +149,7 @@ double bus_factor(const Coll& c, int n) {
 
 struct Options {
   bool want[NCOLLS] = {};
-  size_t minb = 8, maxb = 256u << 20, factor = 2, cap = 0;  // cap 0: none
+  size_t minb = 8, maxb = 256u << 20, factor = 2, cap = 0; // cap 0: none
   double target_s = 0.2, calib_s = 0.02, slow_s = 2.0;
   long min_iters = 3;
   int timeout_s = 300;
@@ -144,10 +159,10 @@ struct Options {
 struct Bench {
   int rank = 0, n = 1;
   std::shared_ptr<gloo::Context> ctx;
-  float* send = nullptr;
-  float* recv = nullptr;
-  const Options* o = nullptr;
-  FILE* json = nullptr;
+  float *send = nullptr;
+  float *recv = nullptr;
+  const Options *o = nullptr;
+  FILE *json = nullptr;
   // Old-API reduce-scatter of the current size (it sets up its buffers once).
   std::unique_ptr<gloo::ReduceScatterHalvingDoubling<float>> rs;
   // Unbound buffers of the current sendrecv size.
@@ -155,18 +170,17 @@ struct Bench {
 };
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-void barrier(Bench& b) {
+void barrier(Bench &b) {
   gloo::BarrierOptions opts(b.ctx);
   opts.setTag(kTagBarrier);
   gloo::barrier(opts);
 }
 
 // One double combined over ranks (max or sum) with gloo::allreduce.
-double combine(Bench& b, double v, bool max) {
+double combine(Bench &b, double v, bool max) {
   gloo::AllreduceOptions opts(b.ctx);
   opts.setOutput(&v, 1);
   opts.setReduceFunction(max ? static_cast<ReduceFn>(&gloo::max<double>)
@@ -177,15 +191,15 @@ double combine(Bench& b, double v, bool max) {
 }
 
 // Per-size setup that old-API algorithms and unbound buffers need.
-void prepare(Bench& b, int id, const Counts& k) {
+void prepare(Bench &b, int id, const Counts &k) {
   b.rs.reset();
   b.p2p_send.reset();
   b.p2p_recv.reset();
   if (id == REDUCESCATTER) {
-    std::vector<float*> ptrs{b.recv};
+    std::vector<float *> ptrs{b.recv};
     std::vector<int> elems(b.n, static_cast<int>(k.param));
-    b.rs.reset(new gloo::ReduceScatterHalvingDoubling<float>(b.ctx, ptrs,
-                                                             static_cast<int>(k.send), elems));
+    b.rs.reset(new gloo::ReduceScatterHalvingDoubling<float>(b.ctx, ptrs, static_cast<int>(k.send),
+                                                             elems));
   } else if (id == SENDRECV) {
     b.p2p_send = b.ctx->createUnboundBuffer(b.send, k.send * sizeof(float));
     b.p2p_recv = b.ctx->createUnboundBuffer(b.recv, k.recv * sizeof(float));
@@ -193,83 +207,85 @@ void prepare(Bench& b, int id, const Counts& k) {
 }
 
 // One operation. Where the call is in place, its buffer is recv.
-void run_op(Bench& b, int id, const Counts& k) {
-  const auto& ctx = b.ctx;
+void run_op(Bench &b, int id, const Counts &k) {
+  const auto &ctx = b.ctx;
   const size_t p = k.param;
   switch (id) {
-    case ALLREDUCE: {
-      gloo::AllreduceOptions opts(ctx);
-      opts.setOutput(b.recv, p);
-      opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
-      opts.setTag(kTagOp);
-      gloo::allreduce(opts);
-      break;
+  case ALLREDUCE: {
+    gloo::AllreduceOptions opts(ctx);
+    opts.setOutput(b.recv, p);
+    opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+    opts.setTag(kTagOp);
+    gloo::allreduce(opts);
+    break;
+  }
+  case ALLGATHER: {
+    gloo::AllgatherOptions opts(ctx);
+    opts.setInput(b.send, p);
+    opts.setOutput(b.recv, p * b.n);
+    opts.setTag(kTagOp);
+    gloo::allgather(opts);
+    break;
+  }
+  case BROADCAST: {
+    gloo::BroadcastOptions opts(ctx);
+    opts.setOutput(b.recv, p);
+    opts.setRoot(0);
+    opts.setTag(kTagOp);
+    gloo::broadcast(opts);
+    break;
+  }
+  case REDUCESCATTER:
+    b.rs->run();
+    break;
+  case ALLTOALL: {
+    gloo::AlltoallOptions opts(ctx);
+    opts.setInput(b.send, p * b.n);
+    opts.setOutput(b.recv, p * b.n);
+    opts.setTag(kTagOp);
+    gloo::alltoall(opts);
+    break;
+  }
+  case REDUCE: {
+    gloo::ReduceOptions opts(ctx);
+    opts.setOutput(b.recv, p);
+    opts.setRoot(0);
+    opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
+    opts.setTag(kTagOp);
+    gloo::reduce(opts);
+    break;
+  }
+  case GATHER: {
+    gloo::GatherOptions opts(ctx);
+    opts.setInput(b.send, p);
+    if (b.rank == 0) opts.setOutput(b.recv, p * b.n);
+    opts.setTag(kTagOp);
+    opts.setRoot(0);
+    gloo::gather(opts);
+    break;
+  }
+  case SCATTER: {
+    gloo::ScatterOptions opts(ctx);
+    if (b.rank == 0) {
+      std::vector<float *> blocks;
+      for (int r = 0; r < b.n; r++) blocks.push_back(b.send + static_cast<size_t>(r) * p);
+      opts.setInputs(blocks, p);
     }
-    case ALLGATHER: {
-      gloo::AllgatherOptions opts(ctx);
-      opts.setInput(b.send, p);
-      opts.setOutput(b.recv, p * b.n);
-      opts.setTag(kTagOp);
-      gloo::allgather(opts);
-      break;
-    }
-    case BROADCAST: {
-      gloo::BroadcastOptions opts(ctx);
-      opts.setOutput(b.recv, p);
-      opts.setRoot(0);
-      opts.setTag(kTagOp);
-      gloo::broadcast(opts);
-      break;
-    }
-    case REDUCESCATTER: b.rs->run(); break;
-    case ALLTOALL: {
-      gloo::AlltoallOptions opts(ctx);
-      opts.setInput(b.send, p * b.n);
-      opts.setOutput(b.recv, p * b.n);
-      opts.setTag(kTagOp);
-      gloo::alltoall(opts);
-      break;
-    }
-    case REDUCE: {
-      gloo::ReduceOptions opts(ctx);
-      opts.setOutput(b.recv, p);
-      opts.setRoot(0);
-      opts.setReduceFunction(static_cast<ReduceFn>(&gloo::sum<float>));
-      opts.setTag(kTagOp);
-      gloo::reduce(opts);
-      break;
-    }
-    case GATHER: {
-      gloo::GatherOptions opts(ctx);
-      opts.setInput(b.send, p);
-      if (b.rank == 0) opts.setOutput(b.recv, p * b.n);
-      opts.setTag(kTagOp);
-      opts.setRoot(0);
-      gloo::gather(opts);
-      break;
-    }
-    case SCATTER: {
-      gloo::ScatterOptions opts(ctx);
-      if (b.rank == 0) {
-        std::vector<float*> blocks;
-        for (int r = 0; r < b.n; r++) blocks.push_back(b.send + static_cast<size_t>(r) * p);
-        opts.setInputs(blocks, p);
-      }
-      opts.setOutput(b.recv, p);
-      opts.setRoot(0);
-      opts.setTag(kTagOp);
-      gloo::scatter(opts);
-      break;
-    }
-    case SENDRECV: {
-      int next = (b.rank + 1) % b.n, prev = (b.rank + b.n - 1) % b.n;
-      auto timeout = std::chrono::milliseconds(1000L * b.o->timeout_s);
-      b.p2p_recv->recv(prev, kTagOp);
-      b.p2p_send->send(next, kTagOp);
-      if (!b.p2p_send->waitSend(timeout) || !b.p2p_recv->waitRecv(timeout))
-        throw std::runtime_error("send/recv aborted");
-      break;
-    }
+    opts.setOutput(b.recv, p);
+    opts.setRoot(0);
+    opts.setTag(kTagOp);
+    gloo::scatter(opts);
+    break;
+  }
+  case SENDRECV: {
+    int next = (b.rank + 1) % b.n, prev = (b.rank + b.n - 1) % b.n;
+    auto timeout = std::chrono::milliseconds(1000L * b.o->timeout_s);
+    b.p2p_recv->recv(prev, kTagOp);
+    b.p2p_send->send(next, kTagOp);
+    if (!b.p2p_send->waitSend(timeout) || !b.p2p_recv->waitRecv(timeout))
+      throw std::runtime_error("send/recv aborted");
+    break;
+  }
   }
 }
 
@@ -288,30 +304,46 @@ float sum_over_ranks(int n, size_t i) {
 
 // Expected result element j on this rank; false where the collective leaves
 // it undefined (non-root of reduce and gather).
-bool expected(const Bench& b, int id, const Counts& k, size_t j, float* v) {
+bool expected(const Bench &b, int id, const Counts &k, size_t j, float *v) {
   size_t per = k.param;
   int me = b.rank, n = b.n;
   switch (id) {
-    case ALLREDUCE: *v = sum_over_ranks(n, j); return true;
-    case ALLGATHER: *v = pattern(static_cast<int>(j / per), j % per); return true;
-    case BROADCAST: *v = pattern(0, j); return true;
-    case REDUCESCATTER: *v = sum_over_ranks(n, static_cast<size_t>(me) * per + j); return true;
-    case ALLTOALL:
-      *v = pattern(static_cast<int>(j / per), static_cast<size_t>(me) * per + j % per);
-      return true;
-    case REDUCE: *v = sum_over_ranks(n, j); return me == 0;
-    case GATHER: *v = pattern(static_cast<int>(j / per), j % per); return me == 0;
-    case SCATTER: *v = pattern(0, static_cast<size_t>(me) * per + j); return true;
-    case SENDRECV: *v = pattern((me + n - 1) % n, j); return true;
+  case ALLREDUCE:
+    *v = sum_over_ranks(n, j);
+    return true;
+  case ALLGATHER:
+    *v = pattern(static_cast<int>(j / per), j % per);
+    return true;
+  case BROADCAST:
+    *v = pattern(0, j);
+    return true;
+  case REDUCESCATTER:
+    *v = sum_over_ranks(n, static_cast<size_t>(me) * per + j);
+    return true;
+  case ALLTOALL:
+    *v = pattern(static_cast<int>(j / per), static_cast<size_t>(me) * per + j % per);
+    return true;
+  case REDUCE:
+    *v = sum_over_ranks(n, j);
+    return me == 0;
+  case GATHER:
+    *v = pattern(static_cast<int>(j / per), j % per);
+    return me == 0;
+  case SCATTER:
+    *v = pattern(0, static_cast<size_t>(me) * per + j);
+    return true;
+  case SENDRECV:
+    *v = pattern((me + n - 1) % n, j);
+    return true;
   }
   return false;
 }
 
 // One checked operation: returns wrong elements over all ranks and sets
 // *seconds to the time of that operation on the slowest rank.
-long long check_op(Bench& b, int id, const Counts& k, double* seconds) {
-  const Coll& c = kColls[id];
-  if (c.inplace) {  // the input lives in recv, and the result lands there
+long long check_op(Bench &b, int id, const Counts &k, double *seconds) {
+  const Coll &c = kColls[id];
+  if (c.inplace) { // the input lives in recv, and the result lands there
     for (size_t i = 0; i < k.send; i++)
       b.recv[i] = (id == BROADCAST && b.rank != 0) ? kSentinel : pattern(b.rank, i);
   } else {
@@ -333,7 +365,7 @@ long long check_op(Bench& b, int id, const Counts& k, double* seconds) {
 // ---- timing -----------------------------------------------------------------
 
 // Seconds per operation of `count` back-to-back operations, slowest rank.
-double timed_loop(Bench& b, int id, const Counts& k, long count) {
+double timed_loop(Bench &b, int id, const Counts &k, long count) {
   barrier(b);
   double t0 = now_s();
   for (long i = 0; i < count; i++) run_op(b, id, k);
@@ -342,8 +374,8 @@ double timed_loop(Bench& b, int id, const Counts& k, long count) {
 
 // Zero the buffers, calibrate (unless the checked op was already slow), warm
 // up, time. Returns seconds per operation and sets *iters.
-double measure(Bench& b, int id, const Counts& k, double check_s, long* iters) {
-  const Options& o = *b.o;
+double measure(Bench &b, int id, const Counts &k, double check_s, long *iters) {
+  const Options &o = *b.o;
   std::memset(b.send, 0, std::max(k.send, k.recv) * sizeof(float));
   std::memset(b.recv, 0, std::max(k.send, k.recv) * sizeof(float));
   double t = check_s;
@@ -364,33 +396,32 @@ double measure(Bench& b, int id, const Counts& k, double check_s, long* iters) {
 
 // ---- output -----------------------------------------------------------------
 
-void print_header(const Bench& b, const Coll& c) {
-  const Options& o = *b.o;
-  std::printf("# gloo_bench %s: %s (%s: %s) on %d ranks, Gloo %s, TCP 127.0.0.1\n",
-              kBenchVersion, c.name, c.opt, c.call, b.n, GLOO_PKG_VERSION);
+void print_header(const Bench &b, const Coll &c) {
+  const Options &o = *b.o;
+  std::printf("# gloo_bench %s: %s (%s: %s) on %d ranks, Gloo %s, TCP 127.0.0.1\n", kBenchVersion,
+              c.name, c.opt, c.call, b.n, GLOO_PKG_VERSION);
   std::printf("# minBytes %zu maxBytes %zu cap %zu, target %.3f s per size, slow op %.1f s, "
               "min iters %ld; time = slowest rank, %s\n",
               o.minb, o.maxb, o.cap, o.target_s, o.slow_s, o.min_iters,
               c.inplace ? "in place" : "out of place");
   std::printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "size", "count", "type",
               "redop", "root", "time", "algbw", "busbw", "#wrong", "iters");
-  std::printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "(B)", "(elements)", "",
-              "", "", "(us)", "(GB/s)", "(GB/s)", "", "");
+  std::printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "(B)", "(elements)", "", "",
+              "", "(us)", "(GB/s)", "(GB/s)", "", "");
   std::fflush(stdout);
 }
 
-void print_skipped(const Coll& c, size_t bytes, const Counts& k, const char* why) {
+void print_skipped(const Coll &c, size_t bytes, const Counts &k, const char *why) {
   std::printf("%12zu  %12zu  %8s  %6s  %6d  %9s  %7s  %7s  %6s  %8s  (%s)\n", bytes, k.param,
-              "float", c.reduces ? "sum" : "none", c.rooted ? 0 : -1, "-", "-", "-", "-", "-",
-              why);
+              "float", c.reduces ? "sum" : "none", c.rooted ? 0 : -1, "-", "-", "-", "-", "-", why);
   std::fflush(stdout);
 }
 
-void print_row(const Bench& b, const Coll& c, size_t bytes, const Counts& k, double sec,
+void print_row(const Bench &b, const Coll &c, size_t bytes, const Counts &k, double sec,
                long long wrong, long iters) {
   double algbw = sec > 0 ? static_cast<double>(bytes) / 1e9 / sec : 0;
   double busbw = algbw * bus_factor(c, b.n);
-  const char* redop = c.reduces ? "sum" : "none";
+  const char *redop = c.reduces ? "sum" : "none";
   int root = c.rooted ? 0 : -1;
   std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.2f  %7.3f  %7.3f  %6lld  %8ld\n", bytes, k.param,
               "float", redop, root, sec * 1e6, algbw, busbw, wrong, iters);
@@ -412,12 +443,12 @@ void print_row(const Bench& b, const Coll& c, size_t bytes, const Counts& k, dou
 }
 
 // Sweeps the sizes of one collective; returns the wrong elements.
-long long run_coll(Bench& b, int id) {
-  const Options& o = *b.o;
-  const Coll& c = kColls[id];
+long long run_coll(Bench &b, int id) {
+  const Options &o = *b.o;
+  const Coll &c = kColls[id];
   if (b.rank == 0) print_header(b, c);
   long long failures = 0;
-  const char* stop = nullptr;  // why the remaining sizes are skipped
+  const char *stop = nullptr; // why the remaining sizes are skipped
   for (size_t s = o.minb; s <= o.maxb; s *= o.factor) {
     Counts k = counts_of(c, s / sizeof(float), b.n);
     size_t bytes = std::max(k.send, k.recv) * sizeof(float);
@@ -434,7 +465,7 @@ long long run_coll(Bench& b, int id) {
       if (b.rank == 0) print_row(b, c, bytes, k, sec, wrong, iters);
       if (check_s > o.slow_s) stop = "a smaller size took longer than -S";
     }
-    if (s > o.maxb / o.factor) break;  // the next step would overflow
+    if (s > o.maxb / o.factor) break; // the next step would overflow
   }
   b.rs.reset();
   b.p2p_send.reset();
@@ -445,25 +476,37 @@ long long run_coll(Bench& b, int id) {
 
 // ---- command line -----------------------------------------------------------
 
-size_t parse_size(const char* s) {
-  char* end = nullptr;
+size_t parse_size(const char *s) {
+  char *end = nullptr;
   double v = std::strtod(s, &end);
   if (!end || end == s || v < 0) return 0;
   switch (*end) {
-    case 'k': case 'K': v *= 1024; break;
-    case 'm': case 'M': v *= 1024 * 1024; break;
-    case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
-    case '\0': break;
-    default: return 0;
+  case 'k':
+  case 'K':
+    v *= 1024;
+    break;
+  case 'm':
+  case 'M':
+    v *= 1024 * 1024;
+    break;
+  case 'g':
+  case 'G':
+    v *= 1024.0 * 1024 * 1024;
+    break;
+  case '\0':
+    break;
+  default:
+    return 0;
   }
   return static_cast<size_t>(v);
 }
 
-bool parse_colls(const std::string& list, bool* want) {
+bool parse_colls(const std::string &list, bool *want) {
   size_t pos = 0;
   while (pos <= list.size()) {
     size_t comma = list.find(',', pos);
-    std::string tok = list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string tok =
+        list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     bool found = false;
     for (int i = 0; i < NCOLLS; i++)
       if (tok == "all" || tok == kColls[i].opt || tok == kColls[i].name) want[i] = found = true;
@@ -486,47 +529,72 @@ void usage() {
                "RANK and WORLD_SIZE come from the environment.\n");
 }
 
-bool parse_args(int argc, char** argv, Options* o) {
+bool parse_args(int argc, char **argv, Options *o) {
   bool any = false;
   int opt;
   while ((opt = getopt(argc, argv, "c:b:e:f:x:S:D:C:m:T:J:s:p:h")) != -1) {
     switch (opt) {
-      case 'c':
-        if (!parse_colls(optarg, o->want)) return false;
-        any = true;
-        break;
-      case 'b': o->minb = parse_size(optarg); break;
-      case 'e': o->maxb = parse_size(optarg); break;
-      case 'f': o->factor = static_cast<size_t>(std::atol(optarg)); break;
-      case 'x': o->cap = parse_size(optarg); break;
-      case 'S': o->slow_s = std::atof(optarg); break;
-      case 'D': o->target_s = std::atof(optarg); break;
-      case 'C': o->calib_s = std::atof(optarg); break;
-      case 'm': o->min_iters = std::atol(optarg); break;
-      case 'T': o->timeout_s = std::atoi(optarg); break;
-      case 'J': o->json_path = optarg; break;
-      case 's': o->store_dir = optarg; break;
-      case 'p': o->prefix = optarg; break;
-      default: return false;
+    case 'c':
+      if (!parse_colls(optarg, o->want)) return false;
+      any = true;
+      break;
+    case 'b':
+      o->minb = parse_size(optarg);
+      break;
+    case 'e':
+      o->maxb = parse_size(optarg);
+      break;
+    case 'f':
+      o->factor = static_cast<size_t>(std::atol(optarg));
+      break;
+    case 'x':
+      o->cap = parse_size(optarg);
+      break;
+    case 'S':
+      o->slow_s = std::atof(optarg);
+      break;
+    case 'D':
+      o->target_s = std::atof(optarg);
+      break;
+    case 'C':
+      o->calib_s = std::atof(optarg);
+      break;
+    case 'm':
+      o->min_iters = std::atol(optarg);
+      break;
+    case 'T':
+      o->timeout_s = std::atoi(optarg);
+      break;
+    case 'J':
+      o->json_path = optarg;
+      break;
+    case 's':
+      o->store_dir = optarg;
+      break;
+    case 'p':
+      o->prefix = optarg;
+      break;
+    default:
+      return false;
     }
   }
   if (!any) parse_colls("all", o->want);
-  if (o->minb == 0 || o->maxb < o->minb || o->factor < 2 || o->min_iters < 1 ||
-      o->target_s <= 0 || o->timeout_s <= 0) {
+  if (o->minb == 0 || o->maxb < o->minb || o->factor < 2 || o->min_iters < 1 || o->target_s <= 0 ||
+      o->timeout_s <= 0) {
     std::fprintf(stderr, "gloo_bench: bad size range, factor, target, iterations or timeout\n");
     return false;
   }
   return true;
 }
 
-int env_int(const char* name, int dflt) {
-  const char* v = std::getenv(name);
+int env_int(const char *name, int dflt) {
+  const char *v = std::getenv(name);
   return v && *v ? std::atoi(v) : dflt;
 }
 
-}  // namespace
+} // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char **argv) {
   Options o;
   if (!parse_args(argc, argv, &o)) {
     usage();
@@ -538,13 +606,12 @@ int main(int argc, char** argv) {
   b.n = env_int("WORLD_SIZE", 1);
   // The store directory and prefix must be the same on every rank: by default
   // both derive from the parent process (the launcher), which all ranks share.
-  const char* tmp = std::getenv("TMPDIR");
-  std::string dir = !o.store_dir.empty()
-                        ? o.store_dir
-                        : std::string(tmp && *tmp ? tmp : "/tmp") + "/gloo_bench." +
-                              std::to_string(getppid());
+  const char *tmp = std::getenv("TMPDIR");
+  std::string dir = !o.store_dir.empty() ? o.store_dir
+                                         : std::string(tmp && *tmp ? tmp : "/tmp") +
+                                               "/gloo_bench." + std::to_string(getppid());
   std::string prefix = !o.prefix.empty() ? o.prefix : "run" + std::to_string(getppid());
-  mkdir(dir.c_str(), 0700);  // EEXIST from the other ranks is fine
+  mkdir(dir.c_str(), 0700); // EEXIST from the other ranks is fine
   long long failures = 0;
   try {
     gloo::transport::tcp::attr attr;
@@ -557,17 +624,17 @@ int main(int argc, char** argv) {
     ctx->setTimeout(std::chrono::seconds(o.timeout_s));
     ctx->connectFullMesh(store, dev);
     b.ctx = ctx;
-    barrier(b);  // everyone has read the store: rank 0 may remove it
+    barrier(b); // everyone has read the store: rank 0 may remove it
     if (b.rank == 0) std::filesystem::remove_all(dir);
 
     size_t cap_bytes = (o.cap && o.cap < o.maxb ? o.cap : o.maxb) + sizeof(float);
-    void* s = nullptr;
-    void* r = nullptr;
+    void *s = nullptr;
+    void *r = nullptr;
     if (posix_memalign(&s, 4096, cap_bytes) || posix_memalign(&r, 4096, cap_bytes))
       throw std::runtime_error("out of memory for the buffers");
-    b.send = static_cast<float*>(s);
-    b.recv = static_cast<float*>(r);
-    std::memset(b.send, 0, cap_bytes);  // fault the pages in before any timing
+    b.send = static_cast<float *>(s);
+    b.recv = static_cast<float *>(r);
+    std::memset(b.send, 0, cap_bytes); // fault the pages in before any timing
     std::memset(b.recv, 0, cap_bytes);
     if (b.rank == 0 && !o.json_path.empty()) {
       b.json = std::fopen(o.json_path.c_str(), "w");
@@ -576,10 +643,10 @@ int main(int argc, char** argv) {
     for (int id = 0; id < NCOLLS; id++)
       if (o.want[id]) failures += run_coll(b, id);
     barrier(b);
-  } catch (const std::exception& e) {
+  } catch (const std::exception &e) {
     std::fprintf(stdout, "\ngloo_bench: rank %d failed: %s\n", b.rank, e.what());
     std::fflush(stdout);
-    std::_Exit(1);  // peers blocked in Gloo calls are stopped by the launcher
+    std::_Exit(1); // peers blocked in Gloo calls are stopped by the launcher
   }
   if (b.rank == 0) {
     std::printf("# Out of bounds values : %lld %s\n", failures, failures ? "FAILED" : "OK");

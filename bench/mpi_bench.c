@@ -58,7 +58,7 @@
 #include <unistd.h>
 
 #define BENCH_VERSION "1"
-#define SENTINEL (-12345.0f) /* never a valid result: inputs are >= 0 */
+#define SENTINEL      (-12345.0f) /* never a valid result: inputs are >= 0 */
 
 /* ---- the collectives -------------------------------------------------- */
 
@@ -94,8 +94,18 @@ static void counts_alltoall(size_t count, int n, counts *c) {
   *c = (counts){per * (size_t)n, per * (size_t)n, per};
 }
 
-enum { ALLREDUCE, ALLGATHER, BROADCAST, REDUCESCATTER, ALLTOALL, REDUCE, GATHER, SCATTER,
-       SENDRECV, NCOLLS };
+enum {
+  ALLREDUCE,
+  ALLGATHER,
+  BROADCAST,
+  REDUCESCATTER,
+  ALLTOALL,
+  REDUCE,
+  GATHER,
+  SCATTER,
+  SENDRECV,
+  NCOLLS
+};
 
 static const coll colls[NCOLLS] = {
     [ALLREDUCE] = {"allreduce", "all_reduce_perf", 1, 0, 2, counts_same},
@@ -111,9 +121,12 @@ static const coll colls[NCOLLS] = {
 
 static double bus_factor(const coll *c, int n) {
   switch (c->factor_kind) {
-  case 1: return (double)(n - 1) / n;
-  case 2: return 2.0 * (n - 1) / n;
-  default: return 1.0;
+  case 1:
+    return (double)(n - 1) / n;
+  case 2:
+    return 2.0 * (n - 1) / n;
+  default:
+    return 1.0;
   }
 }
 
@@ -141,18 +154,24 @@ static void run_op(const bench *b, int id, const counts *c) {
   int p = (int)c->param; /* counts are below 2^31 for sizes up to 8 GiB */
   int next = (b->rank + 1) % b->n, prev = (b->rank + b->n - 1) % b->n;
   switch (id) {
-  case ALLREDUCE: MPI_Allreduce(b->send, b->recv, p, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
+  case ALLREDUCE:
+    MPI_Allreduce(b->send, b->recv, p, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    break;
   case ALLGATHER:
     MPI_Allgather(b->send, p, MPI_FLOAT, b->recv, p, MPI_FLOAT, MPI_COMM_WORLD);
     break;
-  case BROADCAST: MPI_Bcast(b->recv, p, MPI_FLOAT, 0, MPI_COMM_WORLD); break;
+  case BROADCAST:
+    MPI_Bcast(b->recv, p, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    break;
   case REDUCESCATTER:
     MPI_Reduce_scatter_block(b->send, b->recv, p, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     break;
   case ALLTOALL:
     MPI_Alltoall(b->send, p, MPI_FLOAT, b->recv, p, MPI_FLOAT, MPI_COMM_WORLD);
     break;
-  case REDUCE: MPI_Reduce(b->send, b->recv, p, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD); break;
+  case REDUCE:
+    MPI_Reduce(b->send, b->recv, p, MPI_FLOAT, MPI_SUM, 0, MPI_COMM_WORLD);
+    break;
   case GATHER:
     MPI_Gather(b->send, p, MPI_FLOAT, b->recv, p, MPI_FLOAT, 0, MPI_COMM_WORLD);
     break;
@@ -185,15 +204,33 @@ static int expected(const bench *b, int id, const counts *c, size_t j, float *v)
   size_t per = c->param;
   int me = b->rank, n = b->n;
   switch (id) {
-  case ALLREDUCE: *v = sum_over_ranks(n, j); return 1;
-  case ALLGATHER: *v = pattern((int)(j / per), j % per); return 1;
-  case BROADCAST: *v = pattern(0, j); return 1;
-  case REDUCESCATTER: *v = sum_over_ranks(n, (size_t)me * per + j); return 1;
-  case ALLTOALL: *v = pattern((int)(j / per), (size_t)me * per + j % per); return 1;
-  case REDUCE: *v = sum_over_ranks(n, j); return me == 0;
-  case GATHER: *v = pattern((int)(j / per), j % per); return me == 0;
-  case SCATTER: *v = pattern(0, (size_t)me * per + j); return 1;
-  case SENDRECV: *v = pattern((me + n - 1) % n, j); return 1;
+  case ALLREDUCE:
+    *v = sum_over_ranks(n, j);
+    return 1;
+  case ALLGATHER:
+    *v = pattern((int)(j / per), j % per);
+    return 1;
+  case BROADCAST:
+    *v = pattern(0, j);
+    return 1;
+  case REDUCESCATTER:
+    *v = sum_over_ranks(n, (size_t)me * per + j);
+    return 1;
+  case ALLTOALL:
+    *v = pattern((int)(j / per), (size_t)me * per + j % per);
+    return 1;
+  case REDUCE:
+    *v = sum_over_ranks(n, j);
+    return me == 0;
+  case GATHER:
+    *v = pattern((int)(j / per), j % per);
+    return me == 0;
+  case SCATTER:
+    *v = pattern(0, (size_t)me * per + j);
+    return 1;
+  case SENDRECV:
+    *v = pattern((me + n - 1) % n, j);
+    return 1;
   }
   return 0;
 }
@@ -253,10 +290,10 @@ static void print_header(const bench *b, const coll *c, size_t minb, size_t maxb
   printf("# minBytes %zu maxBytes %zu, target %.3f s per size, calibration %.3f s, "
          "min iters %ld; time = slowest rank, out of place\n",
          minb, maxb, b->target_s, b->calib_s, b->min_iters);
-  printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "size", "count", "type",
-         "redop", "root", "time", "algbw", "busbw", "#wrong", "iters");
-  printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "(B)", "(elements)", "", "",
-         "", "(us)", "(GB/s)", "(GB/s)", "", "");
+  printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "size", "count", "type", "redop",
+         "root", "time", "algbw", "busbw", "#wrong", "iters");
+  printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "(B)", "(elements)", "", "", "",
+         "(us)", "(GB/s)", "(GB/s)", "", "");
   fflush(stdout);
 }
 
@@ -276,8 +313,8 @@ static void print_row(const bench *b, const coll *c, size_t bytes, const counts 
           "\"busbw_gbs\":%.9g,\"wrong\":%lld},\"in_place\":null,\"nccl_library\":null,"
           "\"nccl_headers\":null,\"chorus_perf\":null,\"library\":\"%s\",\"bench\":\"mpi_bench "
           "%s\",\"iters\":%ld}\n",
-          c->name, bytes, k->param, redop, root, b->n, sec * 1e6, algbw, busbw, wrong,
-          b->library, BENCH_VERSION, iters);
+          c->name, bytes, k->param, redop, root, b->n, sec * 1e6, algbw, busbw, wrong, b->library,
+          BENCH_VERSION, iters);
   fflush(b->json);
 }
 
@@ -289,11 +326,22 @@ static size_t parse_size(const char *s) {
   double v = strtod(s, &end);
   if (!end || end == s || v < 0) return 0;
   switch (*end) {
-  case 'k': case 'K': v *= 1024; break;
-  case 'm': case 'M': v *= 1024 * 1024; break;
-  case 'g': case 'G': v *= 1024.0 * 1024 * 1024; break;
-  case '\0': break;
-  default: return 0;
+  case 'k':
+  case 'K':
+    v *= 1024;
+    break;
+  case 'm':
+  case 'M':
+    v *= 1024 * 1024;
+    break;
+  case 'g':
+  case 'G':
+    v *= 1024.0 * 1024 * 1024;
+    break;
+  case '\0':
+    break;
+  default:
+    return 0;
   }
   return (size_t)v;
 }
@@ -348,20 +396,36 @@ static int parse_args(int argc, char **argv, bench *b, opts *o) {
       if (parse_colls(optarg, o->want)) return -1;
       any = 1;
       break;
-    case 'b': o->minb = parse_size(optarg); break;
-    case 'e': o->maxb = parse_size(optarg); break;
-    case 'f': o->factor = (size_t)atol(optarg); break;
-    case 'D': b->target_s = atof(optarg); break;
-    case 'C': b->calib_s = atof(optarg); break;
-    case 'm': b->min_iters = atol(optarg); break;
-    case 'T': b->timeout_s = atoi(optarg); break;
-    case 'J': o->json_path = optarg; break;
-    default: return -1;
+    case 'b':
+      o->minb = parse_size(optarg);
+      break;
+    case 'e':
+      o->maxb = parse_size(optarg);
+      break;
+    case 'f':
+      o->factor = (size_t)atol(optarg);
+      break;
+    case 'D':
+      b->target_s = atof(optarg);
+      break;
+    case 'C':
+      b->calib_s = atof(optarg);
+      break;
+    case 'm':
+      b->min_iters = atol(optarg);
+      break;
+    case 'T':
+      b->timeout_s = atoi(optarg);
+      break;
+    case 'J':
+      o->json_path = optarg;
+      break;
+    default:
+      return -1;
     }
   }
   if (!any) parse_colls("all", o->want);
-  if (o->minb == 0 || o->maxb < o->minb || o->factor < 2 || b->min_iters < 1 ||
-      b->target_s <= 0) {
+  if (o->minb == 0 || o->maxb < o->minb || o->factor < 2 || b->min_iters < 1 || b->target_s <= 0) {
     fprintf(stderr, "mpi_bench: bad size range, factor, target or iterations\n");
     return -1;
   }

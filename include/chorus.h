@@ -10,9 +10,9 @@
 
 #include "nccl.h"
 
-#define CHORUS_VERSION_MAJOR 0
-#define CHORUS_VERSION_MINOR 1
-#define CHORUS_VERSION_PATCH 0
+#define CHORUS_VERSION_MAJOR  0
+#define CHORUS_VERSION_MINOR  1
+#define CHORUS_VERSION_PATCH  0
 #define CHORUS_VERSION_STRING "0.1.0"
 
 #ifdef __cplusplus
@@ -36,8 +36,8 @@ static inline int chorusCommIsHost(ncclComm_t comm) {
 
 /* Environment variables Chorus adds (every one is listed, with its default,
  * by `chorus_info`). */
-#define CHORUS_ENV_HOST_COMM "CHORUS_HOST_COMM"             /* 1: host memory even with GPUs */
+#define CHORUS_ENV_HOST_COMM         "CHORUS_HOST_COMM"         /* 1: host memory even with GPUs */
 #define CHORUS_ENV_BOOTSTRAP_TIMEOUT "CHORUS_BOOTSTRAP_TIMEOUT" /* seconds, init rendezvous */
-#define CHORUS_ENV_OP_TIMEOUT "CHORUS_OP_TIMEOUT"           /* seconds a collective may wait */
+#define CHORUS_ENV_OP_TIMEOUT        "CHORUS_OP_TIMEOUT"        /* seconds a collective may wait */
 
 #endif /* CHORUS_H_ */

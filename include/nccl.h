@@ -29,15 +29,15 @@ typedef struct CUstream_st *cudaStream_t;
 #include <limits.h>
 #include <stddef.h>
 
-#define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MAJOR  2
+#define NCCL_MINOR  28
+#define NCCL_PATCH  9
 #define NCCL_SUFFIX ""
 
 #define NCCL_VERSION_CODE 22809
 /* Releases up to 2.8 used X*1000+Y*100+Z; later ones X*10000+Y*100+Z. */
-#define NCCL_VERSION(X, Y, Z) \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+#define NCCL_VERSION(X, Y, Z)                                                                      \
+  (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,22 +69,22 @@ typedef enum {
 
 #define NCCL_CONFIG_UNDEF_INT INT_MIN
 #define NCCL_CONFIG_UNDEF_PTR NULL
-#define NCCL_SPLIT_NOCOLOR -1
-#define NCCL_UNDEF_FLOAT -1.0f
+#define NCCL_SPLIT_NOCOLOR    -1
+#define NCCL_UNDEF_FLOAT      -1.0f
 
 /* ncclCommWindowRegister flags. */
-#define NCCL_WIN_DEFAULT 0x00
-#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_DEFAULT            0x00
+#define NCCL_WIN_COLL_SYMMETRIC     0x01
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 /* Values of ncclConfig_t.CTAPolicy. */
-#define NCCL_CTA_POLICY_DEFAULT 0x00
+#define NCCL_CTA_POLICY_DEFAULT    0x00
 #define NCCL_CTA_POLICY_EFFICIENCY 0x01
-#define NCCL_CTA_POLICY_ZERO 0x02
+#define NCCL_CTA_POLICY_ZERO       0x02
 
 /* ncclCommShrink flags. */
 #define NCCL_SHRINK_DEFAULT 0x00
-#define NCCL_SHRINK_ABORT 0x01
+#define NCCL_SHRINK_ABORT   0x01
 
 /* ncclCommRevoke flags (only 0 is defined). */
 #define NCCL_REVOKE_DEFAULT 0x00
@@ -116,14 +116,14 @@ typedef struct ncclConfig_v22800 {
   int nvlinkCentricSched;
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                              \
-  {                                                                                          \
-    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),      \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                 \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,                 \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,                 \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                 \
-        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                         \
+#define NCCL_CONFIG_INITIALIZER                                                                    \
+  {                                                                                                \
+    sizeof(ncclConfig_t), 0xcafebeef, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),            \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_PTR, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,                       \
+        NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT                                               \
   }
 
 /* Filled by ncclGroupSimulateEnd (24 bytes). */
@@ -134,10 +134,10 @@ typedef struct ncclSimInfo_v22200 {
   float estimatedTime;
 } ncclSimInfo_t;
 
-#define NCCL_SIM_INFO_INITIALIZER                                                          \
-  {                                                                                        \
-    sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-        NCCL_UNDEF_FLOAT                                                                   \
+#define NCCL_SIM_INFO_INITIALIZER                                                                  \
+  {                                                                                                \
+    sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH),           \
+        NCCL_UNDEF_FLOAT                                                                           \
   }
 
 /* Reduction operators. Values from ncclNumOps up to ncclMaxRedOp are handles
@@ -295,13 +295,12 @@ ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                          cudaStream_t stream);
 /* In-place broadcast (deprecated form of ncclBroadcast). */
-ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
-                       ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                       cudaStream_t stream);
 ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root,
                         ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t datatype, int root, ncclComm_t comm,
-                           cudaStream_t stream);
+                           ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                             ncclDataType_t datatype, int root, ncclComm_t comm,
                             cudaStream_t stream);
@@ -328,8 +327,8 @@ ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
-ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count,
-                        ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                        int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t count,
                          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count,

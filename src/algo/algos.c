@@ -23,13 +23,13 @@ static const chorus_algo_desc algos[CHORUS_ALGO_COUNT] = {
 };
 
 static const char *const func_names[CHORUS_FUNC_COUNT] = {
-    "?", "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
-    "AlltoAll", "Gather", "Scatter", "Send", "Recv"};
+    "?",        "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
+    "AlltoAll", "Gather",    "Scatter",   "Send",   "Recv"};
 
 /* NCCL_ALGO's spelling of each function. */
 static const char *const func_keys[CHORUS_FUNC_COUNT] = {
-    "", "allreduce", "broadcast", "reduce", "allgather", "reducescatter",
-    "alltoall", "gather", "scatter", "sendrecv", "sendrecv"};
+    "",         "allreduce", "broadcast", "reduce",   "allgather", "reducescatter",
+    "alltoall", "gather",    "scatter",   "sendrecv", "sendrecv"};
 
 const char *chorus_func_name(int func) {
   return (func > 0 && func < CHORUS_FUNC_COUNT) ? func_names[func] : "?";

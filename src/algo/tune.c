@@ -40,7 +40,7 @@ static const fit fits[] = {
 /* Across hosts: one TCP hop on loopback-class links (measured over veth in
  * network namespaces), and its bandwidth. */
 #define NET_HOP_US 25.0
-#define NET_BW 1000.0
+#define NET_BW     1000.0
 
 static int blocks_per_rank(int func) {
   return func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_REDUCESCATTER ||
@@ -87,7 +87,8 @@ static double across_hosts(int func, chorus_algo algo, double bytes, const choru
     if (func != CHORUS_FUNC_ALLTOALL && func != CHORUS_FUNC_GATHER && func != CHORUS_FUNC_SCATTER)
       return -1;
     return perhop + (n - 1) * bytes / NET_BW;
-  default: return -1;
+  default:
+    return -1;
   }
 }
 

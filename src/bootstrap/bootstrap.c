@@ -72,8 +72,8 @@ static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int 
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
   ncclResult_t res = chorus_sock_connect(&uid->root, dl, &fd, err, sizeof err);
   if (res == ncclSuccess)
-    res = chorus_hello_send(fd, CHORUS_HELLO_ROOT_RANK, uid->secret, bs->rank, bs->nranks, 0,
-                            &join, sizeof join, dl, err, sizeof err);
+    res = chorus_hello_send(fd, CHORUS_HELLO_ROOT_RANK, uid->secret, bs->rank, bs->nranks, 0, &join,
+                            sizeof join, dl, err, sizeof err);
   if (res != ncclSuccess) {
     chorus_sock_close(&fd);
     return chorus_error(res,

@@ -136,7 +136,8 @@ ncclResult_t chorus_acceptor_poll(chorus_acceptor *a, int64_t deadline, const in
     struct pollfd fds[65];
     int nf = 0;
     fds[nf++] = (struct pollfd){a->listen_fd, POLLIN, 0};
-    for (int i = 0; i < a->npending && nf < 65; i++) fds[nf++] = (struct pollfd){a->pending[i].fd, POLLIN, 0};
+    for (int i = 0; i < a->npending && nf < 65; i++)
+      fds[nf++] = (struct pollfd){a->pending[i].fd, POLLIN, 0};
     poll(fds, (nfds_t)nf, chorus_ms_left(deadline, 100));
   }
 }

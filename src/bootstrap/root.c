@@ -98,7 +98,8 @@ static int learn_shape(root *r, const chorus_hello *h, const chorus_root_join *j
   chorus_root_block(r->nranks, r->nroots, r->index, &r->first, &r->count);
   r->rank_fd = chorus_malloc((size_t)r->count * sizeof(int));
   r->table = chorus_calloc((size_t)r->nranks, sizeof *r->table);
-  if (r->index == 0 && r->nroots > 1) r->subroot_fd = chorus_malloc((size_t)r->nroots * sizeof(int));
+  if (r->index == 0 && r->nroots > 1)
+    r->subroot_fd = chorus_malloc((size_t)r->nroots * sizeof(int));
   if (!r->rank_fd || !r->table || (r->index == 0 && r->nroots > 1 && !r->subroot_fd))
     return fail(r, "root out of memory");
   for (int i = 0; i < r->count; i++) r->rank_fd[i] = -1;
@@ -198,8 +199,8 @@ static int exchange_with_root0(root *r) {
   int32_t hdr[3] = {r->first, r->count, r->nroots};
   chorus_root_reply rep;
   if (chorus_sock_connect(&r->root0, dl, &fd, err, sizeof err) != ncclSuccess ||
-      chorus_hello_send(fd, CHORUS_HELLO_ROOT_SUBROOT, r->root0_secret, r->index, r->nranks, 0,
-                        hdr, sizeof hdr, dl, err, sizeof err) != ncclSuccess ||
+      chorus_hello_send(fd, CHORUS_HELLO_ROOT_SUBROOT, r->root0_secret, r->index, r->nranks, 0, hdr,
+                        sizeof hdr, dl, err, sizeof err) != ncclSuccess ||
       chorus_sock_send_all(fd, r->table + r->first, (size_t)r->count * sizeof *r->table, dl, err,
                            sizeof err) != ncclSuccess ||
       chorus_sock_recv_all(fd, &rep, sizeof rep, dl + r->timeout_ns, err, sizeof err) !=
@@ -211,8 +212,8 @@ static int exchange_with_root0(root *r) {
     close(fd);
     return fail(r, "%s", rep.msg);
   }
-  ncclResult_t res = chorus_sock_recv_all(fd, r->table, (size_t)r->nranks * sizeof *r->table, dl,
-                                          err, sizeof err);
+  ncclResult_t res =
+      chorus_sock_recv_all(fd, r->table, (size_t)r->nranks * sizeof *r->table, dl, err, sizeof err);
   close(fd);
   return res == ncclSuccess ? 0 : fail(r, "root 0 failed while sending the table: %s", err);
 }
@@ -245,8 +246,8 @@ static void *root_main(void *arg) {
   if (!failed && r->index != 0) failed = exchange_with_root0(r) != 0;
   if (failed) WARN("bootstrap root: %s", r->failure);
   if (r->rank_fd) reply_all(r, failed ? ncclRemoteError : ncclSuccess);
-  INFO(CHORUS_BOOTSTRAP, "bootstrap root %d of %d: rendezvous of %d ranks %s", r->index,
-       r->nroots, r->nranks, failed ? "failed" : "done");
+  INFO(CHORUS_BOOTSTRAP, "bootstrap root %d of %d: rendezvous of %d ranks %s", r->index, r->nroots,
+       r->nranks, failed ? "failed" : "done");
   root_free(r);
   return NULL;
 }

@@ -15,8 +15,8 @@
 #include "nccl.h"
 #include "util/socket.h"
 
-#define CHORUS_UID_TAG 0x524f4843u /* "CHOR" */
-#define CHORUS_UID_VERSION 1u
+#define CHORUS_UID_TAG        0x524f4843u /* "CHOR" */
+#define CHORUS_UID_VERSION    1u
 #define CHORUS_UID_FIXED_ROOT 0x1u /* NCCL_COMM_ID: rank 0 hosts the root */
 
 typedef struct chorus_uid {

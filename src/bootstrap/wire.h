@@ -17,11 +17,12 @@
 #define CHORUS_HELLO_MAGIC 0x43485331u /* "CHS1" */
 
 enum {
-  CHORUS_HELLO_ROOT_RANK = 1,    /* rank -> its root: payload chorus_root_join */
-  CHORUS_HELLO_ROOT_SUBROOT = 2, /* root k -> root 0: payload {first, count, nroots}, then the block */
-  CHORUS_HELLO_PEER_RING = 3,    /* rank -> next rank: bootstrap ring */
-  CHORUS_HELLO_PEER_P2P = 4,     /* rank -> rank: one bootstrap message, tag chosen by caller */
-  CHORUS_HELLO_PEER_DATA = 5     /* rank -> rank: a transport connection, tag = channel/stream */
+  CHORUS_HELLO_ROOT_RANK = 1, /* rank -> its root: payload chorus_root_join */
+  CHORUS_HELLO_ROOT_SUBROOT =
+      2,                      /* root k -> root 0: payload {first, count, nroots}, then the block */
+  CHORUS_HELLO_PEER_RING = 3, /* rank -> next rank: bootstrap ring */
+  CHORUS_HELLO_PEER_P2P = 4,  /* rank -> rank: one bootstrap message, tag chosen by caller */
+  CHORUS_HELLO_PEER_DATA = 5  /* rank -> rank: a transport connection, tag = channel/stream */
 };
 
 typedef struct chorus_hello {
@@ -62,9 +63,12 @@ static inline int chorus_root_of_rank(int nranks, int nroots, int rank) {
   int first, count;
   for (;;) {
     chorus_root_block(nranks, nroots, k, &first, &count);
-    if (rank < first) k--;
-    else if (rank >= first + count) k++;
-    else return k;
+    if (rank < first)
+      k--;
+    else if (rank >= first + count)
+      k++;
+    else
+      return k;
   }
 }
 

@@ -190,8 +190,8 @@ ncclResult_t chorus_allreduce_direct(chorus_op *op) {
       len = chunk_len(op, &off);
       for (int p = 0; p < n; p++) {
         slen = share(op, len, p, &soff);
-        memcpy((char *)op->recvbuff + (off + soff) * op->esize, stage(op, p, D.g) + soff * op->esize,
-               slen * op->esize);
+        memcpy((char *)op->recvbuff + (off + soff) * op->esize,
+               stage(op, p, D.g) + soff * op->esize, slen * op->esize);
       }
     }
   }
@@ -275,8 +275,10 @@ static void stage_out(chorus_op *op, size_t off, size_t len) {
              stage(op, p, D.g) + (size_t)me * D.chunk_elems * es, len * es);
     break;
   case CHORUS_FUNC_BROADCAST:
-    if (me != op->root) memcpy(out + off * es, stage(op, op->root, D.g), len * es);
-    else if (op->sendbuff != out) memcpy(out + off * es, (const char *)op->sendbuff + off * es, len * es);
+    if (me != op->root)
+      memcpy(out + off * es, stage(op, op->root, D.g), len * es);
+    else if (op->sendbuff != out)
+      memcpy(out + off * es, (const char *)op->sendbuff + off * es, len * es);
     break;
   case CHORUS_FUNC_GATHER:
     if (me == op->root)
@@ -293,7 +295,8 @@ static void stage_out(chorus_op *op, size_t off, size_t len) {
     reduce_stages(op, stage(op, me, D.g) + soff * es, D.g, soff * es, slen);
     break;
   }
-  default: break;
+  default:
+    break;
   }
 }
 

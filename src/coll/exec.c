@@ -15,7 +15,7 @@
 #include "util/doorbell.h"
 #include "util/misc.h"
 
-#define SLEEP_CAP_NS (50ll * 1000000)
+#define SLEEP_CAP_NS   (50ll * 1000000)
 #define CHECK_EVERY_NS (100ll * 1000000)
 
 void chorus_exec_fail_comm(chorus_coll_comm *cc, ncclResult_t res, const char *reason) {
@@ -159,8 +159,9 @@ static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
                                "(host %s, pid %d, %s transport). That rank may be dead, stuck, "
                                "or in a different call. CHORUS_OP_TIMEOUT sets this limit",
                                me, (long long)(stalled_ns / 1000000000),
-                               !c ? "a peer"
-                                  : op->wait_dir == CHORUS_DIR_RECV ? "data from" : "room at",
+                               !c                                ? "a peer"
+                               : op->wait_dir == CHORUS_DIR_RECV ? "data from"
+                                                                 : "room at",
                                c ? c->peer : -1, pi ? pi->hostname : "?", pi ? pi->pid : -1,
                                c ? c->transport : "?"));
   }

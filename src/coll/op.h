@@ -90,26 +90,26 @@ struct chorus_op {
    * several connections at once); else the executor uses wait_conn. */
   void (*wait_info)(chorus_op *op, chorus_waitset *ws);
   chorus_coll_comm *cc;
-  int co;                /* coroutine resume point */
-  int concurrent;        /* point-to-point: runs beside other ops */
-  uint64_t ticks;        /* bumped whenever the schedule moves */
+  int co;         /* coroutine resume point */
+  int concurrent; /* point-to-point: runs beside other ops */
+  uint64_t ticks; /* bumped whenever the schedule moves */
   chorus_conn *wait_conn;
   int wait_dir;
   /* The call. */
-  int func;              /* chorus_func */
-  int algo;              /* chorus_algo */
+  int func; /* chorus_func */
+  int algo; /* chorus_algo */
   const void *sendbuff;
   void *recvbuff;
   size_t count;
   int dtype;
   size_t esize;
   chorus_red red;
-  int nccl_op;           /* the caller's ncclRedOp_t kind, for messages */
-  int root;              /* root or peer; -1 */
-  chorus_msg_meta meta;  /* what every message of this call carries */
-  chorus_msg_meta expect;/* what messages received must carry (= meta, but for Recv) */
-  uint64_t ticket;       /* point-to-point: place in its connection's line */
-  void *scratch;         /* freed with chorus_free after the op (may be NULL) */
+  int nccl_op;            /* the caller's ncclRedOp_t kind, for messages */
+  int root;               /* root or peer; -1 */
+  chorus_msg_meta meta;   /* what every message of this call carries */
+  chorus_msg_meta expect; /* what messages received must carry (= meta, but for Recv) */
+  uint64_t ticket;        /* point-to-point: place in its connection's line */
+  void *scratch;          /* freed with chorus_free after the op (may be NULL) */
   /* Schedule state. */
   union {
     struct {
@@ -142,7 +142,7 @@ struct chorus_op {
       int nx;
     } multi;
   } u;
-  chorus_op *next_op;    /* executor queue link */
+  chorus_op *next_op; /* executor queue link */
 };
 
 /* Fills op->meta (and op->expect) from the call and the communicator's next

@@ -27,7 +27,9 @@ static chorus_conn *p2p_conn(const chorus_op *op) {
   return chorus_cc_conn(op->cc, op->root, CHORUS_CH_P2P, dir);
 }
 
-void chorus_p2p_take_ticket(chorus_op *op) { op->ticket = p2p_conn(op)->tickets_issued++; }
+void chorus_p2p_take_ticket(chorus_op *op) {
+  op->ticket = p2p_conn(op)->tickets_issued++;
+}
 
 ncclResult_t chorus_sendrecv(chorus_op *op) {
   chorus_conn *c = p2p_conn(op);
@@ -70,8 +72,8 @@ static ncclResult_t multi_plan(chorus_op *op) {
   int inplace_a2a = op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff && n > 1;
   size_t xbytes = CHORUS_ALIGN_UP((size_t)(2 * n) * (sizeof(chorus_xfer) + 1), (size_t)64);
   op->scratch = chorus_malloc(xbytes + (inplace_a2a ? blk * (size_t)n : 0));
-  if (!op->scratch) return chorus_error(ncclSystemError, "out of memory planning %s",
-                                        chorus_func_name(op->func));
+  if (!op->scratch)
+    return chorus_error(ncclSystemError, "out of memory planning %s", chorus_func_name(op->func));
   M.x = op->scratch;
   M.is_send = (uint8_t *)(M.x + 2 * n);
   M.nx = 0;
@@ -109,7 +111,8 @@ static ncclResult_t multi_plan(chorus_op *op) {
       multi_add(op, op->root, 0, recv, blk);
     }
     break;
-  default: return chorus_error(ncclInternalError, "multi_plan: unexpected function");
+  default:
+    return chorus_error(ncclInternalError, "multi_plan: unexpected function");
   }
   return ncclSuccess;
 }

@@ -54,8 +54,8 @@ ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t 
 }
 
 static int meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b) {
-  return a->seq == b->seq && a->count == b->count && a->call == b->call &&
-         a->redop == b->redop && a->root == b->root;
+  return a->seq == b->seq && a->count == b->count && a->call == b->call && a->redop == b->redop &&
+         a->root == b->root;
 }
 
 /* The outcome of a non-blocking transport call: on ncclInProgress the op

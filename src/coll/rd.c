@@ -28,7 +28,9 @@ static int pow2_below(int n) {
 }
 
 /* Real rank of participant v. */
-static int real_rank(int v, int rem) { return v < rem ? 2 * v + 1 : v + rem; }
+static int real_rank(int v, int rem) {
+  return v < rem ? 2 * v + 1 : v + rem;
+}
 
 /* acc = acc (+) received, finalize only at the end. */
 static void combine(chorus_op *op, const void *rbuf) {
@@ -53,25 +55,40 @@ ncclResult_t chorus_allreduce_rd(chorus_op *op) {
   if (r < 2 * X.rem && r % 2 == 0) {
     /* Sit out: hand our data up, then wait for the result. */
     X.peer = r + 1;
-    CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND), &X.sbuf, &X.scap));
+    CORO_AWAIT_RES(
+        op->co, res,
+        chorus_prim_send_slot(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND),
+                              &X.sbuf, &X.scap));
     memcpy(X.sbuf, op->scratch, bytes);
     CHECK(chorus_prim_post(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND), bytes));
-    CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV), &X.rbuf, &X.rbytes));
+    CORO_AWAIT_RES(op->co, res,
+                   chorus_prim_recv(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV),
+                                    &X.rbuf, &X.rbytes));
     memcpy(op->scratch, X.rbuf, bytes);
     CHECK(chorus_prim_release(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV)));
   } else {
     X.v = r < 2 * X.rem ? r / 2 : r - X.rem;
     if (r < 2 * X.rem) { /* take the data of the rank below */
-      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_RECV), &X.rbuf, &X.rbytes));
+      CORO_AWAIT_RES(op->co, res,
+                     chorus_prim_recv(op,
+                                      chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_RECV),
+                                      &X.rbuf, &X.rbytes));
       combine(op, X.rbuf);
       CHECK(chorus_prim_release(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_RECV)));
     }
     for (X.mask = 1; X.mask < X.p2; X.mask <<= 1) {
       X.peer = real_rank(X.v ^ X.mask, X.rem);
-      CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND), &X.sbuf, &X.scap));
+      CORO_AWAIT_RES(
+          op->co, res,
+          chorus_prim_send_slot(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND),
+                                &X.sbuf, &X.scap));
       memcpy(X.sbuf, op->scratch, bytes);
-      CHECK(chorus_prim_post(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND), bytes));
-      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV), &X.rbuf, &X.rbytes));
+      CHECK(
+          chorus_prim_post(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND), bytes));
+      CORO_AWAIT_RES(op->co, res,
+                     chorus_prim_recv(op,
+                                      chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV),
+                                      &X.rbuf, &X.rbytes));
       if (X.rbytes != bytes)
         return chorus_error(ncclInvalidUsage, "AllReduce: rank %d sent %zu bytes, expected %zu",
                             X.peer, X.rbytes, bytes);
@@ -79,9 +96,13 @@ ncclResult_t chorus_allreduce_rd(chorus_op *op) {
       CHECK(chorus_prim_release(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV)));
     }
     if (r < 2 * X.rem) { /* hand the result back down */
-      CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_SEND), &X.sbuf, &X.scap));
+      CORO_AWAIT_RES(
+          op->co, res,
+          chorus_prim_send_slot(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_SEND),
+                                &X.sbuf, &X.scap));
       memcpy(X.sbuf, op->scratch, bytes);
-      CHECK(chorus_prim_post(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_SEND), bytes));
+      CHECK(
+          chorus_prim_post(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_SEND), bytes));
     }
   }
   {
@@ -92,7 +113,9 @@ ncclResult_t chorus_allreduce_rd(chorus_op *op) {
   /* Flush whatever we sent (TCP hands it to the kernel). */
   for (X.peer = 0; X.peer < n; X.peer++) {
     if (X.peer == r) continue;
-    CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND)));
+    CORO_AWAIT_RES(
+        op->co, res,
+        chorus_prim_flush(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND)));
   }
   CORO_END(op->co);
 }

@@ -56,9 +56,9 @@ static ncclResult_t size_error(chorus_op *op, size_t want) {
                       me, R.prev->peer, R.rbytes, want);
 }
 
-#define CHECK_SIZE(len)                                                        \
-  do {                                                                         \
-    if (R.rbytes != (len) * op->esize) return size_error(op, (len) * op->esize); \
+#define CHECK_SIZE(len)                                                                            \
+  do {                                                                                             \
+    if (R.rbytes != (len)*op->esize) return size_error(op, (len)*op->esize);                       \
   } while (0)
 
 static char *blk(const chorus_op *op, const void *base, int b, size_t off) {
@@ -125,8 +125,8 @@ ncclResult_t chorus_reducescatter_ring(chorus_op *op) {
   for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
     CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
     piece(op, &off, &len);
-    reduce_piece(op, R.sbuf, blk(op, op->sendbuff, chorus_cc_ring_rank(cc, p - 1), off), NULL,
-                 len, 0);
+    reduce_piece(op, R.sbuf, blk(op, op->sendbuff, chorus_cc_ring_rank(cc, p - 1), off), NULL, len,
+                 0);
     CHECK(chorus_prim_post(op, R.next, len * op->esize));
     for (R.k = 1; R.k < n; R.k++) {
       CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));

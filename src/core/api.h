@@ -14,9 +14,9 @@
 
 #define CHORUS_EXPORT __attribute__((visibility("default")))
 
-#define NCCL_API(ret, name, ...)                                                   \
-  CHORUS_EXPORT ret p##name(__VA_ARGS__);                                          \
-  CHORUS_EXPORT ret name(__VA_ARGS__) __attribute__((weak, alias("p" #name)));    \
+#define NCCL_API(ret, name, ...)                                                                   \
+  CHORUS_EXPORT ret p##name(__VA_ARGS__);                                                          \
+  CHORUS_EXPORT ret name(__VA_ARGS__) __attribute__((weak, alias("p" #name)));                     \
   CHORUS_EXPORT ret p##name(__VA_ARGS__)
 
 #endif

@@ -42,7 +42,9 @@ static void describe(call *c, int rank, int n) {
   c->inplace_off = 0;
   c->send_is_recv_offset = 1;
   switch (c->func) {
-  case CHORUS_FUNC_ALLREDUCE: c->send_elems = c->recv_elems = k; break;
+  case CHORUS_FUNC_ALLREDUCE:
+    c->send_elems = c->recv_elems = k;
+    break;
   case CHORUS_FUNC_BROADCAST:
     c->send_elems = rank == c->root ? k : 0;
     c->recv_elems = k;
@@ -62,7 +64,9 @@ static void describe(call *c, int rank, int n) {
     c->inplace_off = k * (size_t)rank;
     c->send_is_recv_offset = 0;
     break;
-  case CHORUS_FUNC_ALLTOALL: c->send_elems = c->recv_elems = k * (size_t)n; break;
+  case CHORUS_FUNC_ALLTOALL:
+    c->send_elems = c->recv_elems = k * (size_t)n;
+    break;
   case CHORUS_FUNC_GATHER:
     c->send_elems = k;
     c->recv_elems = rank == c->root ? k * (size_t)n : 0;
@@ -74,9 +78,14 @@ static void describe(call *c, int rank, int n) {
     c->inplace_off = k * (size_t)c->root;
     c->send_is_recv_offset = 0;
     break;
-  case CHORUS_FUNC_SEND: c->send_elems = k, c->recv_elems = 0; break;
-  case CHORUS_FUNC_RECV: c->send_elems = 0, c->recv_elems = k; break;
-  default: break;
+  case CHORUS_FUNC_SEND:
+    c->send_elems = k, c->recv_elems = 0;
+    break;
+  case CHORUS_FUNC_RECV:
+    c->send_elems = 0, c->recv_elems = k;
+    break;
+  default:
+    break;
   }
 }
 
@@ -144,8 +153,8 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
 }
 
 static ncclResult_t check_and_enqueue(ncclComm_t comm, call *c) {
-  chorus_log_ctx old = comm && comm->magic == CHORUS_COMM_MAGIC ? chorus_comm_enter(comm)
-                                                                : chorus_log_ctx_get();
+  chorus_log_ctx old =
+      comm && comm->magic == CHORUS_COMM_MAGIC ? chorus_comm_enter(comm) : chorus_log_ctx_get();
   ncclResult_t res = check_and_enqueue_inner(comm, c);
   if (res != ncclSuccess) chorus_group_record_error(res);
   chorus_log_ctx_set(old);
@@ -155,88 +164,186 @@ static ncclResult_t check_and_enqueue(ncclComm_t comm, call *c) {
 NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclAllReduce", CHORUS_FUNC_ALLREDUCE, sendbuff, recvbuff, count, datatype, 1, op, -1,
-            0, 0, 0, 0};
+  call c = {"ncclAllReduce",
+            CHORUS_FUNC_ALLREDUCE,
+            sendbuff,
+            recvbuff,
+            count,
+            datatype,
+            1,
+            op,
+            -1,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclBroadcast", CHORUS_FUNC_BROADCAST, sendbuff, recvbuff, count, datatype, 0,
-            ncclSum, root, 0, 0, 0, 0};
+  call c = {"ncclBroadcast",
+            CHORUS_FUNC_BROADCAST,
+            sendbuff,
+            recvbuff,
+            count,
+            datatype,
+            0,
+            ncclSum,
+            root,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclBcast", CHORUS_FUNC_BROADCAST, buff, buff, count, datatype, 0, ncclSum, root,
-            0, 0, 0, 0};
+  call c = {"ncclBcast",
+            CHORUS_FUNC_BROADCAST,
+            buff,
+            buff,
+            count,
+            datatype,
+            0,
+            ncclSum,
+            root,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-         cudaStream_t stream) {
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclReduce", CHORUS_FUNC_REDUCE, sendbuff, recvbuff, count, datatype, 1, op, root,
-            0, 0, 0, 0};
+  call c = {"ncclReduce",
+            CHORUS_FUNC_REDUCE,
+            sendbuff,
+            recvbuff,
+            count,
+            datatype,
+            1,
+            op,
+            root,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclAllGather", CHORUS_FUNC_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, 0,
-            ncclSum, -1, 0, 0, 0, 0};
+  call c = {"ncclAllGather",
+            CHORUS_FUNC_ALLGATHER,
+            sendbuff,
+            recvbuff,
+            sendcount,
+            datatype,
+            0,
+            ncclSum,
+            -1,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclReduceScatter", CHORUS_FUNC_REDUCESCATTER, sendbuff, recvbuff, recvcount,
-            datatype, 1, op, -1, 0, 0, 0, 0};
+  call c = {"ncclReduceScatter",
+            CHORUS_FUNC_REDUCESCATTER,
+            sendbuff,
+            recvbuff,
+            recvcount,
+            datatype,
+            1,
+            op,
+            -1,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclAlltoAll", CHORUS_FUNC_ALLTOALL, sendbuff, recvbuff, count, datatype, 0, ncclSum,
-            -1, 0, 0, 0, 0};
+  call c = {"ncclAlltoAll",
+            CHORUS_FUNC_ALLTOALL,
+            sendbuff,
+            recvbuff,
+            count,
+            datatype,
+            0,
+            ncclSum,
+            -1,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclGather", CHORUS_FUNC_GATHER, sendbuff, recvbuff, count, datatype, 0, ncclSum,
-            root, 0, 0, 0, 0};
+  call c = {"ncclGather",
+            CHORUS_FUNC_GATHER,
+            sendbuff,
+            recvbuff,
+            count,
+            datatype,
+            0,
+            ncclSum,
+            root,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclScatter", CHORUS_FUNC_SCATTER, sendbuff, recvbuff, count, datatype, 0, ncclSum,
-            root, 0, 0, 0, 0};
+  call c = {"ncclScatter",
+            CHORUS_FUNC_SCATTER,
+            sendbuff,
+            recvbuff,
+            count,
+            datatype,
+            0,
+            ncclSum,
+            root,
+            0,
+            0,
+            0,
+            0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclSend", CHORUS_FUNC_SEND, sendbuff, NULL, count, datatype, 0, ncclSum, peer,
-            0, 0, 0, 0};
+  call c = {
+      "ncclSend", CHORUS_FUNC_SEND, sendbuff, NULL, count, datatype, 0, ncclSum, peer, 0, 0, 0, 0};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
   (void)stream;
-  call c = {"ncclRecv", CHORUS_FUNC_RECV, NULL, recvbuff, count, datatype, 0, ncclSum, peer,
-            0, 0, 0, 0};
+  call c = {
+      "ncclRecv", CHORUS_FUNC_RECV, NULL, recvbuff, count, datatype, 0, ncclSum, peer, 0, 0, 0, 0};
   return check_and_enqueue(comm, &c);
 }

@@ -47,8 +47,7 @@ typedef struct geometry {
 static int live_comms;
 
 ncclResult_t chorus_comm_check(ncclComm_t comm, const char *what) {
-  if (!comm)
-    return chorus_error(ncclInvalidArgument, "%s: comm is NULL", what);
+  if (!comm) return chorus_error(ncclInvalidArgument, "%s: comm is NULL", what);
   if (comm->magic != CHORUS_COMM_MAGIC)
     return chorus_error(ncclInvalidArgument,
                         "%s: comm %p is not a valid communicator (destroyed, or never created)",
@@ -57,8 +56,8 @@ ncclResult_t chorus_comm_check(ncclComm_t comm, const char *what) {
 }
 
 chorus_log_ctx chorus_comm_enter(ncclComm_t comm) {
-  return chorus_log_ctx_set((chorus_log_ctx){comm->rank, comm->nranks, comm->last_error,
-                                             sizeof comm->last_error});
+  return chorus_log_ctx_set(
+      (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error, sizeof comm->last_error});
 }
 
 ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const ncclConfig_t *cfg) {
@@ -107,7 +106,8 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   int64_t sb = buff / ns;
   if (sb < 4096) sb = 4096;
   sb = sb / 64 * 64;
-  int64_t stage = chorus_param_int(CHORUS_P_NODE_CHUNK), nstage = chorus_param_int(CHORUS_P_NODE_NBUF);
+  int64_t stage = chorus_param_int(CHORUS_P_NODE_CHUNK),
+          nstage = chorus_param_int(CHORUS_P_NODE_NBUF);
   if (stage < 0) stage = 0;
   stage = stage / 4096 * 4096;
   if (nstage < 2) nstage = 2;
@@ -125,8 +125,8 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     chorus_free(info);
     return res;
   }
-  *geo = (geometry){rec[0].slot_bytes, rec[0].stage_bytes, (int)rec[0].nslots,
-                     (int)rec[0].nstages, (int)rec[0].nstreams};
+  *geo = (geometry){rec[0].slot_bytes, rec[0].stage_bytes, (int)rec[0].nslots, (int)rec[0].nstages,
+                    (int)rec[0].nstreams};
   for (int r = 0; r < comm->nranks; r++) {
     info[r] = rec[r].info;
     geo->slot_bytes = CHORUS_MIN(geo->slot_bytes, rec[r].slot_bytes);
@@ -170,8 +170,8 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
     int shm = p == comm->rank || (shm_ok && chorus_topo_same_host(&comm->topo, p, comm->rank));
     peers[shm ? T_SHM : T_NET][npeers[shm ? T_SHM : T_NET]++] = p;
   }
-  chorus_transport_ctx ctx = {comm->bs,        &comm->topo,      comm->rank,       n,
-                              geo->slot_bytes, geo->nslots,      geo->stage_bytes, geo->nstages,
+  chorus_transport_ctx ctx = {comm->bs,        &comm->topo, comm->rank,       n,
+                              geo->slot_bytes, geo->nslots, geo->stage_bytes, geo->nstages,
                               geo->nstreams};
   for (int t = 0; t < 2; t++)
     CHECK_GOTO(transports[t]->setup(&ctx, peers[t], npeers[t], &comm->tstate[t]), res, out);
@@ -226,8 +226,8 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->ring_pos = comm->ring + comm->nranks;
   cc->topo = &comm->topo;
   cc->failed = ncclSuccess;
-  cc->log_ctx = (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error,
-                                 sizeof comm->last_error};
+  cc->log_ctx =
+      (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error, sizeof comm->last_error};
 }
 
 static void print_version_once(void) {

@@ -24,7 +24,7 @@
 #include "nccl.h"
 #include "topo/topo.h"
 
-#define CHORUS_COMM_MAGIC 0x43484f52434f4d4dull /* "CHORCOMM" */
+#define CHORUS_COMM_MAGIC   0x43484f52434f4d4dull /* "CHORCOMM" */
 #define CHORUS_MAX_USER_OPS 1024
 
 enum { CHORUS_COMM_INIT = 0, CHORUS_COMM_READY, CHORUS_COMM_FINALIZED, CHORUS_COMM_REVOKED };
@@ -47,22 +47,22 @@ typedef struct chorus_init_args {
 struct ncclComm {
   uint64_t magic;
   int rank, nranks;
-  int device;        /* -1: host memory */
+  int device; /* -1: host memory */
   ncclConfig_t config;
-  int state;         /* CHORUS_COMM_* (atomic) */
-  int async;         /* ncclResult_t (atomic) */
-  int abort_flag;    /* raised by ncclCommAbort / Destroy during init (atomic) */
+  int state;      /* CHORUS_COMM_* (atomic) */
+  int async;      /* ncclResult_t (atomic) */
+  int abort_flag; /* raised by ncclCommAbort / Destroy during init (atomic) */
   pthread_t job_thread;
   int has_job_thread;
   chorus_init_args init;
 
   chorus_bootstrap *bs;
   chorus_topo topo;
-  void *tstate[2];   /* shm, net */
+  void *tstate[2]; /* shm, net */
   chorus_conn **conns;
   int *ring;
   chorus_coll_comm cc;
-  uint64_t ctl_seq;  /* split/shrink counter, same on every rank */
+  uint64_t ctl_seq; /* split/shrink counter, same on every rank */
 
   chorus_user_op *user_ops;
   int nuser_ops;

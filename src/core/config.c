@@ -11,9 +11,9 @@
 #include "util/param.h"
 
 #define CONFIG_MAGIC 0xcafebeefu
-#define MAX_CTAS 64
-#define MAX_CGA 8
-#define UNDEF NCCL_CONFIG_UNDEF_INT
+#define MAX_CTAS     64
+#define MAX_CGA      8
+#define UNDEF        NCCL_CONFIG_UNDEF_INT
 
 static void set_undef(ncclConfig_t *c) {
   ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
@@ -35,12 +35,12 @@ static void reset_newer_fields(ncclConfig_t *c, unsigned version) {
 }
 
 static ncclResult_t bad(const char *what, const char *field, int value, const char *valid) {
-  return chorus_error(ncclInvalidArgument, "%s: ncclConfig_t.%s = %d is invalid (%s)", what,
-                      field, value, valid);
+  return chorus_error(ncclInvalidArgument, "%s: ncclConfig_t.%s = %d is invalid (%s)", what, field,
+                      value, valid);
 }
 
 static ncclResult_t validate(const ncclConfig_t *c, const char *what) {
-#define BOOL_FIELD(f) \
+#define BOOL_FIELD(f)                                                                              \
   if (c->f != UNDEF && c->f != 0 && c->f != 1) return bad(what, #f, c->f, "0 or 1")
   BOOL_FIELD(blocking);
   BOOL_FIELD(splitShare);

@@ -63,13 +63,19 @@ static chorus_team team_of(ncclComm_t comm, int lsa, const char *what) {
   return t;
 }
 
-NCCL_API(chorus_team, ncclTeamWorld, ncclComm_t comm) { return team_of(comm, 0, "ncclTeamWorld"); }
+NCCL_API(chorus_team, ncclTeamWorld, ncclComm_t comm) {
+  return team_of(comm, 0, "ncclTeamWorld");
+}
 
-NCCL_API(chorus_team, ncclTeamLsa, ncclComm_t comm) { return team_of(comm, 1, "ncclTeamLsa"); }
+NCCL_API(chorus_team, ncclTeamLsa, ncclComm_t comm) {
+  return team_of(comm, 1, "ncclTeamLsa");
+}
 
 /* Rail team: ranks with the same LSA index, one per LSA team; with
  * single-rank LSA teams that is the world. */
-NCCL_API(chorus_team, ncclTeamRail, ncclComm_t comm) { return team_of(comm, 0, "ncclTeamRail"); }
+NCCL_API(chorus_team, ncclTeamRail, ncclComm_t comm) {
+  return team_of(comm, 0, "ncclTeamRail");
+}
 
 NCCL_API(int, ncclTeamRankToWorld, ncclComm_t comm, chorus_team team, int rank) {
   if (chorus_comm_check(comm, "ncclTeamRankToWorld") != ncclSuccess) return -1;

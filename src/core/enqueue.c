@@ -13,7 +13,7 @@
 #include "util/check.h"
 
 #define MAX_QUEUES_ON_STACK 16
-#define MAX_OPS_ON_STACK 64
+#define MAX_OPS_ON_STACK    64
 
 /* Finds op's queue, adding one if needed. -1 when out of memory. */
 static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *cap,

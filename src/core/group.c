@@ -20,7 +20,9 @@ typedef struct group_state {
 
 static CHORUS_TLS group_state G;
 
-int chorus_group_depth(void) { return G.depth; }
+int chorus_group_depth(void) {
+  return G.depth;
+}
 
 void chorus_group_add_job(chorus_job *job) {
   job->next = NULL;
@@ -180,8 +182,9 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
     return chorus_error(ncclInvalidUsage,
                         "ncclGroupSimulateEnd called without a matching ncclGroupStart");
   if (!simInfo || simInfo->magic != 0x74685283u)
-    return chorus_error(ncclInvalidArgument,
-                        "ncclGroupSimulateEnd: simInfo not initialized via NCCL_SIM_INFO_INITIALIZER");
+    return chorus_error(
+        ncclInvalidArgument,
+        "ncclGroupSimulateEnd: simInfo not initialized via NCCL_SIM_INFO_INITIALIZER");
   if (--G.depth > 0) return ncclSuccess;
   return close_group(simInfo);
 }

@@ -13,15 +13,24 @@ NCCL_API(ncclResult_t, ncclGetVersion, int *version) {
 
 NCCL_API(const char *, ncclGetErrorString, ncclResult_t code) {
   switch (code) {
-  case ncclSuccess: return "no error";
-  case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
-  case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
-  case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
-  case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
-  case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
-  case ncclRemoteError: return "remote process exited or there was a network error";
-  case ncclInProgress: return "NCCL operation in progress";
-  default: return "unknown result code";
+  case ncclSuccess:
+    return "no error";
+  case ncclUnhandledCudaError:
+    return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+  case ncclSystemError:
+    return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+  case ncclInternalError:
+    return "internal error - please report this issue to the NCCL developers";
+  case ncclInvalidArgument:
+    return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+  case ncclInvalidUsage:
+    return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+  case ncclRemoteError:
+    return "remote process exited or there was a network error";
+  case ncclInProgress:
+    return "NCCL operation in progress";
+  default:
+    return "unknown result code";
   }
 }
 
@@ -34,9 +43,13 @@ NCCL_API(const char *, ncclGetLastError, ncclComm_t comm) {
 }
 
 CHORUS_EXPORT void ncclResetDebugInitInternal(void);
-CHORUS_EXPORT void ncclResetDebugInitInternal(void) { chorus_log_reset(); }
+CHORUS_EXPORT void ncclResetDebugInitInternal(void) {
+  chorus_log_reset();
+}
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-NCCL_API(void, ncclResetDebugInit, void) { ncclResetDebugInitInternal(); }
+NCCL_API(void, ncclResetDebugInit, void) {
+  ncclResetDebugInitInternal();
+}
 #pragma GCC diagnostic pop

@@ -99,16 +99,15 @@ NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t *newcomm, int nranks
     return chorus_error(ncclInvalidArgument, "ncclCommInitRankScalable: commIds is NULL");
   if (nId < 1 || nId > nranks)
     return chorus_error(ncclInvalidArgument,
-                        "ncclCommInitRankScalable: nId = %d must be between 1 and nranks (%d)",
-                        nId, nranks);
+                        "ncclCommInitRankScalable: nId = %d must be between 1 and nranks (%d)", nId,
+                        nranks);
   return init_common(newcomm, nranks, commIds, nId, myrank, config, "ncclCommInitRankScalable");
 }
 
 NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *devlist) {
   if (!comms) return chorus_error(ncclInvalidArgument, "ncclCommInitAll: comm array is NULL");
   if (ndev < 1)
-    return chorus_error(ncclInvalidArgument, "ncclCommInitAll: ndev = %d must be at least 1",
-                        ndev);
+    return chorus_error(ncclInvalidArgument, "ncclCommInitAll: ndev = %d must be at least 1", ndev);
   if (devlist) {
     int ndevices = chorus_device_count();
     for (int i = 0; i < ndev; i++)

@@ -57,7 +57,8 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   chorus_comm_join(comm);
   drain(comm);
-  if (comm->conns) chorus_exec_fail_comm(&comm->cc, ncclRemoteError, "the rank called ncclCommAbort");
+  if (comm->conns)
+    chorus_exec_fail_comm(&comm->cc, ncclRemoteError, "the rank called ncclCommAbort");
   INFO(CHORUS_INIT, "comm %p rank %d aborted", (void *)comm, comm->rank);
   chorus_log_ctx_set(old);
   chorus_comm_free(comm);

@@ -43,10 +43,22 @@ ncclResult_t chorus_redop_resolve(ncclComm_t comm, ncclRedOp_t op, int dtype, ch
   memset(out, 0, sizeof *out);
   out->dtype = dtype;
   switch ((int)op) {
-  case ncclSum: out->kind = CHORUS_RED_SUM; *kind = 0; return ncclSuccess;
-  case ncclProd: out->kind = CHORUS_RED_PROD; *kind = 1; return ncclSuccess;
-  case ncclMax: out->kind = CHORUS_RED_MAX; *kind = 2; return ncclSuccess;
-  case ncclMin: out->kind = CHORUS_RED_MIN; *kind = 3; return ncclSuccess;
+  case ncclSum:
+    out->kind = CHORUS_RED_SUM;
+    *kind = 0;
+    return ncclSuccess;
+  case ncclProd:
+    out->kind = CHORUS_RED_PROD;
+    *kind = 1;
+    return ncclSuccess;
+  case ncclMax:
+    out->kind = CHORUS_RED_MAX;
+    *kind = 2;
+    return ncclSuccess;
+  case ncclMin:
+    out->kind = CHORUS_RED_MIN;
+    *kind = 3;
+    return ncclSuccess;
   case ncclAvg:
     *kind = 4;
     if (is_float(dtype)) {
@@ -57,7 +69,8 @@ ncclResult_t chorus_redop_resolve(ncclComm_t comm, ncclRedOp_t op, int dtype, ch
       out->divisor = (uint64_t)comm->nranks;
     }
     return ncclSuccess;
-  default: break;
+  default:
+    break;
   }
   int idx = user_index(comm, op);
   if (idx < 0)

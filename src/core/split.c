@@ -57,7 +57,8 @@ static ncclResult_t do_split(split_job *j) {
   ck[me] = (color_key){j->color, j->key};
   CHECK_GOTO(chorus_bootstrap_allgather(parent->bs, ck, sizeof *ck), res, out);
   int m = j->child ? members(ck, n, j->color, mem) : 0;
-  if (j->child && mem[0] == me) CHECK_GOTO(chorus_uid_create_private(&ids[me], &parent->bs->listen_addr), res, out);
+  if (j->child && mem[0] == me)
+    CHECK_GOTO(chorus_uid_create_private(&ids[me], &parent->bs->listen_addr), res, out);
   CHECK_GOTO(chorus_bootstrap_allgather(parent->bs, ids, sizeof *ids), res, out);
   parent->ctl_seq++;
   if (!j->child) goto out;
@@ -149,8 +150,10 @@ static ncclResult_t shrink_check(ncclComm_t comm, const int *excl, int nexcl, in
                                  uint8_t *out) {
   const char *what = "ncclCommShrink";
   if (flags != NCCL_SHRINK_DEFAULT && flags != NCCL_SHRINK_ABORT)
-    return chorus_error(ncclInvalidArgument, "%s: shrinkFlags = %d is not NCCL_SHRINK_DEFAULT or "
-                                             "NCCL_SHRINK_ABORT", what, flags);
+    return chorus_error(ncclInvalidArgument,
+                        "%s: shrinkFlags = %d is not NCCL_SHRINK_DEFAULT or "
+                        "NCCL_SHRINK_ABORT",
+                        what, flags);
   if (nexcl < 0 || nexcl >= comm->nranks || (nexcl > 0 && !excl))
     return chorus_error(ncclInvalidArgument,
                         "%s: excludeRanksCount = %d (list %p) must be in 0..%d", what, nexcl,
@@ -160,8 +163,7 @@ static ncclResult_t shrink_check(ncclComm_t comm, const int *excl, int nexcl, in
     if (r < 0 || r >= comm->nranks)
       return chorus_error(ncclInvalidArgument, "%s: excludeRanksList[%d] = %d is not a rank", what,
                           i, r);
-    if (out[r])
-      return chorus_error(ncclInvalidArgument, "%s: rank %d is listed twice", what, r);
+    if (out[r]) return chorus_error(ncclInvalidArgument, "%s: rank %d is listed twice", what, r);
     out[r] = 1;
   }
   if (out[comm->rank])
@@ -199,7 +201,8 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
-    if (comm->conns) chorus_exec_fail_comm(&comm->cc, ncclRemoteError, "the communicator was shrunk");
+    if (comm->conns)
+      chorus_exec_fail_comm(&comm->cc, ncclRemoteError, "the communicator was shrunk");
     __atomic_store_n(&comm->abort_flag, 0, __ATOMIC_RELEASE);
   }
   CHECK_GOTO(chorus_config_parse(config, &comm->config, &cfg, what), res, out);

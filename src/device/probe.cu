@@ -28,4 +28,6 @@ extern "C" int chorus_device_current(void) {
   return d;
 }
 
-extern "C" int chorus_device_built(void) { return 1; }
+extern "C" int chorus_device_built(void) {
+  return 1;
+}

@@ -28,9 +28,9 @@ typedef enum {
 
 typedef struct chorus_red {
   chorus_red_kind kind;
-  int dtype;                /* ncclDataType_t */
-  unsigned char scalar[8];  /* PREMULSUM: the multiplier, stored in dtype's format */
-  uint64_t divisor;         /* SUMPOSTDIV: the divisor (> 0) */
+  int dtype;               /* ncclDataType_t */
+  unsigned char scalar[8]; /* PREMULSUM: the multiplier, stored in dtype's format */
+  uint64_t divisor;        /* SUMPOSTDIV: the divisor (> 0) */
 } chorus_red;
 
 /*
@@ -48,8 +48,8 @@ typedef struct chorus_red {
  * finite value as CUDA's __NV_SATFINITE conversions do; NaN stays NaN).
  * MAX/MIN on floating types: if either operand is NaN the result is NaN.
  */
-void chorus_reduce(const chorus_red *op, void *dst, const void *const *src, int nsrc,
-                   size_t count, uint64_t scale_mask, int finalize);
+void chorus_reduce(const chorus_red *op, void *dst, const void *const *src, int nsrc, size_t count,
+                   uint64_t scale_mask, int finalize);
 
 /* Stores v converted to dtype at out (size of one element). Used to build
  * PREMULSUM scalars, e.g. 1/nranks for ncclAvg. */

@@ -24,7 +24,7 @@ typedef struct chorus_rank_info {
   uint64_t proc_hash;
   int32_t rank;
   int32_t pid;
-  int32_t device;   /* CUDA device, or -1 for a host-memory rank */
+  int32_t device; /* CUDA device, or -1 for a host-memory rank */
   int32_t pad;
   char hostname[64];
 } chorus_rank_info;
@@ -34,11 +34,11 @@ typedef struct chorus_topo {
   int rank;
   chorus_rank_info *info; /* nranks records */
   int nhosts;
-  int *host_of;           /* host index of each rank (hosts numbered by first rank) */
-  int *local_index;       /* index of each rank among the ranks of its host */
-  int *nlocal_of_host;    /* ranks per host */
-  int nlocal;             /* ranks on this rank's host */
-  int *local_ranks;       /* those ranks, ascending */
+  int *host_of;        /* host index of each rank (hosts numbered by first rank) */
+  int *local_index;    /* index of each rank among the ranks of its host */
+  int *nlocal_of_host; /* ranks per host */
+  int nlocal;          /* ranks on this rank's host */
+  int *local_ranks;    /* those ranks, ascending */
 } chorus_topo;
 
 /* Fills this rank's record. */

@@ -77,8 +77,7 @@ typedef struct chorus_conn_ops {
   /* ncclSuccess once every posted message can reach the peer without further
    * help from this rank (shared memory: at once; TCP: handed to the kernel). */
   ncclResult_t (*send_flush)(chorus_conn *c);
-  ncclResult_t (*recv_slot)(chorus_conn *c, const void **buf, size_t *bytes,
-                            chorus_msg_meta *meta);
+  ncclResult_t (*recv_slot)(chorus_conn *c, const void **buf, size_t *bytes, chorus_msg_meta *meta);
   ncclResult_t (*recv_release)(chorus_conn *c);
   /* Adds what the owner should sleep on while this connection blocks it. */
   void (*wait_info)(chorus_conn *c, int dir, chorus_waitset *ws);
@@ -135,11 +134,11 @@ typedef struct chorus_node_rank {
 #define CHORUS_NODE_REASON 192
 
 typedef struct chorus_node {
-  int nranks;            /* every rank of the communicator, indexed by rank */
+  int nranks; /* every rank of the communicator, indexed by rank */
   chorus_node_rank *rank;
-  size_t chunk;          /* bytes per stage buffer */
+  size_t chunk; /* bytes per stage buffer */
   int nbuf;
-  uint64_t next_chunk;   /* this rank's next chunk number (same on all ranks) */
+  uint64_t next_chunk; /* this rank's next chunk number (same on all ranks) */
 } chorus_node;
 
 /* A transport sets up the connections of one communicator to the peers the

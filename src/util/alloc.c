@@ -28,7 +28,9 @@ int64_t chorus_alloc_blocks(chorus_mem_kind kind) {
   return __atomic_load_n(&blocks[kind], __ATOMIC_RELAXED);
 }
 
-void chorus_alloc_fail_after(int64_t n) { __atomic_store_n(&fail_countdown, n, __ATOMIC_RELAXED); }
+void chorus_alloc_fail_after(int64_t n) {
+  __atomic_store_n(&fail_countdown, n, __ATOMIC_RELAXED);
+}
 
 static int injected_failure(void) {
   int64_t c = __atomic_load_n(&fail_countdown, __ATOMIC_RELAXED);

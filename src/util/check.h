@@ -35,25 +35,24 @@ const char *chorus_last_error(const char *comm_buf);
 ncclResult_t chorus_errmsg(char *buf, size_t size, ncclResult_t code, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-#define CHORUS_BREADCRUMB(res) \
-  INFO(CHORUS_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)(res))
+#define CHORUS_BREADCRUMB(res) INFO(CHORUS_ALL, "%s:%d -> %d", __FILE__, __LINE__, (int)(res))
 
-#define CHECK(call)                                  \
-  do {                                               \
-    ncclResult_t chk_res_ = (call);                  \
-    if (chk_res_ != ncclSuccess) {                   \
-      CHORUS_BREADCRUMB(chk_res_);                   \
-      return chk_res_;                               \
-    }                                                \
+#define CHECK(call)                                                                                \
+  do {                                                                                             \
+    ncclResult_t chk_res_ = (call);                                                                \
+    if (chk_res_ != ncclSuccess) {                                                                 \
+      CHORUS_BREADCRUMB(chk_res_);                                                                 \
+      return chk_res_;                                                                             \
+    }                                                                                              \
   } while (0)
 
-#define CHECK_GOTO(call, res, label)                 \
-  do {                                               \
-    (res) = (call);                                  \
-    if ((res) != ncclSuccess) {                      \
-      CHORUS_BREADCRUMB(res);                        \
-      goto label;                                    \
-    }                                                \
+#define CHECK_GOTO(call, res, label)                                                               \
+  do {                                                                                             \
+    (res) = (call);                                                                                \
+    if ((res) != ncclSuccess) {                                                                    \
+      CHORUS_BREADCRUMB(res);                                                                      \
+      goto label;                                                                                  \
+    }                                                                                              \
   } while (0)
 
 #endif

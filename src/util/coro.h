@@ -25,35 +25,35 @@
 
 #include "nccl.h"
 
-#define CORO_BEGIN(co) \
-  switch (co) {        \
+#define CORO_BEGIN(co)                                                                             \
+  switch (co) {                                                                                    \
   case 0:
 
-#define CORO_AWAIT(co, cond)         \
-  do {                               \
-    (co) = __LINE__;                 \
-    __attribute__((fallthrough));    \
-  case __LINE__:                     \
-    if (!(cond)) return ncclInProgress; \
+#define CORO_AWAIT(co, cond)                                                                       \
+  do {                                                                                             \
+    (co) = __LINE__;                                                                               \
+    __attribute__((fallthrough));                                                                  \
+  case __LINE__:                                                                                   \
+    if (!(cond)) return ncclInProgress;                                                            \
   } while (0)
 
 /* Like CORO_AWAIT, but `expr` yields an ncclResult_t: ncclInProgress waits,
  * an error is returned, ncclSuccess continues. */
-#define CORO_AWAIT_RES(co, res, expr)                 \
-  do {                                                \
-    (co) = __LINE__;                                  \
-    __attribute__((fallthrough));                     \
-  case __LINE__:                                      \
-    (res) = (expr);                                   \
-    if ((res) != ncclSuccess) return (res);           \
+#define CORO_AWAIT_RES(co, res, expr)                                                              \
+  do {                                                                                             \
+    (co) = __LINE__;                                                                               \
+    __attribute__((fallthrough));                                                                  \
+  case __LINE__:                                                                                   \
+    (res) = (expr);                                                                                \
+    if ((res) != ncclSuccess) return (res);                                                        \
   } while (0)
 
-#define CORO_END(co) \
-  (co) = -1;         \
-  __attribute__((fallthrough)); \
-  case -1:           \
-    break;           \
-  }                  \
-  return ncclSuccess
+#define CORO_END(co)                                                                               \
+  (co) = -1;                                                                                       \
+  __attribute__((fallthrough));                                                                    \
+  case -1:                                                                                         \
+    break;                                                                                         \
+    }                                                                                              \
+    return ncclSuccess
 
 #endif

@@ -14,8 +14,7 @@ static char last_error[1024];
  * each thread gets its own copy, stable until that thread asks again. */
 static CHORUS_TLS char last_copy[1024];
 
-ncclResult_t chorus_error_at(const char *file, int line, ncclResult_t code, const char *fmt,
-                             ...) {
+ncclResult_t chorus_error_at(const char *file, int line, ncclResult_t code, const char *fmt, ...) {
   char msg[1024];
   va_list ap;
   va_start(ap, fmt);

@@ -33,15 +33,17 @@ chorus_log_ctx chorus_log_ctx_set(chorus_log_ctx ctx) {
   return old;
 }
 
-chorus_log_ctx chorus_log_ctx_get(void) { return tls_ctx; }
+chorus_log_ctx chorus_log_ctx_get(void) {
+  return tls_ctx;
+}
 
 static int parse_level(const char *s) {
   if (!s) return CHORUS_LOG_WARN;
   static const struct {
     const char *name;
     int level;
-  } names[] = {{"NONE", CHORUS_LOG_NONE}, {"VERSION", CHORUS_LOG_VERSION},
-               {"WARN", CHORUS_LOG_WARN}, {"INFO", CHORUS_LOG_INFO},
+  } names[] = {{"NONE", CHORUS_LOG_NONE},   {"VERSION", CHORUS_LOG_VERSION},
+               {"WARN", CHORUS_LOG_WARN},   {"INFO", CHORUS_LOG_INFO},
                {"ABORT", CHORUS_LOG_ABORT}, {"TRACE", CHORUS_LOG_TRACE}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcasecmp(s, names[i].name) == 0) return names[i].level;
@@ -52,12 +54,23 @@ static uint32_t parse_subsys(const char *s) {
   static const struct {
     const char *name;
     uint32_t bit;
-  } names[] = {{"INIT", CHORUS_INIT},     {"COLL", CHORUS_COLL},       {"P2P", CHORUS_P2P},
-               {"SHM", CHORUS_SHM},       {"NET", CHORUS_NET},         {"GRAPH", CHORUS_GRAPH},
-               {"TUNING", CHORUS_TUNING}, {"ENV", CHORUS_ENV},         {"ALLOC", CHORUS_ALLOC},
-               {"CALL", CHORUS_CALL},     {"PROXY", CHORUS_PROXY},     {"NVLS", CHORUS_NVLS},
-               {"BOOTSTRAP", CHORUS_BOOTSTRAP}, {"REG", CHORUS_REG},   {"PROFILE", CHORUS_PROFILE},
-               {"RAS", CHORUS_RAS},       {"ALL", CHORUS_ALL}};
+  } names[] = {{"INIT", CHORUS_INIT},
+               {"COLL", CHORUS_COLL},
+               {"P2P", CHORUS_P2P},
+               {"SHM", CHORUS_SHM},
+               {"NET", CHORUS_NET},
+               {"GRAPH", CHORUS_GRAPH},
+               {"TUNING", CHORUS_TUNING},
+               {"ENV", CHORUS_ENV},
+               {"ALLOC", CHORUS_ALLOC},
+               {"CALL", CHORUS_CALL},
+               {"PROXY", CHORUS_PROXY},
+               {"NVLS", CHORUS_NVLS},
+               {"BOOTSTRAP", CHORUS_BOOTSTRAP},
+               {"REG", CHORUS_REG},
+               {"PROFILE", CHORUS_PROFILE},
+               {"RAS", CHORUS_RAS},
+               {"ALL", CHORUS_ALL}};
   if (!s) return CHORUS_INIT | CHORUS_BOOTSTRAP | CHORUS_ENV;
   int invert = 0;
   if (*s == '^') {

@@ -23,23 +23,23 @@ typedef enum {
 } chorus_log_level;
 
 /* Subsystems (NCCL's names and bits). */
-#define CHORUS_INIT 0x1u
-#define CHORUS_COLL 0x2u
-#define CHORUS_P2P 0x4u
-#define CHORUS_SHM 0x8u
-#define CHORUS_NET 0x10u
-#define CHORUS_GRAPH 0x20u
-#define CHORUS_TUNING 0x40u
-#define CHORUS_ENV 0x80u
-#define CHORUS_ALLOC 0x100u
-#define CHORUS_CALL 0x200u
-#define CHORUS_PROXY 0x400u
-#define CHORUS_NVLS 0x800u
+#define CHORUS_INIT      0x1u
+#define CHORUS_COLL      0x2u
+#define CHORUS_P2P       0x4u
+#define CHORUS_SHM       0x8u
+#define CHORUS_NET       0x10u
+#define CHORUS_GRAPH     0x20u
+#define CHORUS_TUNING    0x40u
+#define CHORUS_ENV       0x80u
+#define CHORUS_ALLOC     0x100u
+#define CHORUS_CALL      0x200u
+#define CHORUS_PROXY     0x400u
+#define CHORUS_NVLS      0x800u
 #define CHORUS_BOOTSTRAP 0x1000u
-#define CHORUS_REG 0x2000u
-#define CHORUS_PROFILE 0x4000u
-#define CHORUS_RAS 0x8000u
-#define CHORUS_ALL (~0u)
+#define CHORUS_REG       0x2000u
+#define CHORUS_PROFILE   0x4000u
+#define CHORUS_RAS       0x8000u
+#define CHORUS_ALL       (~0u)
 
 /* Thread-local state of the library is small and lives in the initial TLS
  * block, which spares every API call a __tls_get_addr lookup. */
@@ -62,9 +62,9 @@ void chorus_vlog(chorus_log_level level, uint32_t subsys, const char *file, int 
 /* Per-thread context: the rank shown in the prefix and where the messages of
  * chorus_error() are also recorded (a communicator's last-error buffer). */
 typedef struct chorus_log_ctx {
-  int rank;          /* -1 when the thread acts on no communicator */
+  int rank; /* -1 when the thread acts on no communicator */
   int nranks;
-  char *err_buf;     /* may be NULL */
+  char *err_buf; /* may be NULL */
   unsigned err_size;
 } chorus_log_ctx;
 
@@ -86,15 +86,15 @@ static inline int chorus_log_on(int level, uint32_t sub) {
   return cur >= level && (__atomic_load_n(&chorus_log_mask_cur, __ATOMIC_RELAXED) & sub);
 }
 
-#define INFO(sub, ...)                                                                \
-  do {                                                                                \
-    if (chorus_log_on(CHORUS_LOG_INFO, (sub)))                                        \
-      chorus_log(CHORUS_LOG_INFO, (sub), __FILE__, __LINE__, __VA_ARGS__);            \
+#define INFO(sub, ...)                                                                             \
+  do {                                                                                             \
+    if (chorus_log_on(CHORUS_LOG_INFO, (sub)))                                                     \
+      chorus_log(CHORUS_LOG_INFO, (sub), __FILE__, __LINE__, __VA_ARGS__);                         \
   } while (0)
-#define TRACE(sub, ...)                                                               \
-  do {                                                                                \
-    if (chorus_log_on(CHORUS_LOG_TRACE, (sub)))                                       \
-      chorus_log(CHORUS_LOG_TRACE, (sub), __FILE__, __LINE__, __VA_ARGS__);           \
+#define TRACE(sub, ...)                                                                            \
+  do {                                                                                             \
+    if (chorus_log_on(CHORUS_LOG_TRACE, (sub)))                                                    \
+      chorus_log(CHORUS_LOG_TRACE, (sub), __FILE__, __LINE__, __VA_ARGS__);                        \
   } while (0)
 
 #endif

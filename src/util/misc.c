@@ -55,8 +55,8 @@ size_t chorus_type_size(int t) {
 }
 
 const char *chorus_type_name(int t) {
-  static const char *const names[ncclNumTypes] = {"int8",  "uint8",  "int32", "uint32",
-                                                  "int64", "uint64", "half",  "float",
+  static const char *const names[ncclNumTypes] = {"int8",   "uint8",    "int32",  "uint32",
+                                                  "int64",  "uint64",   "half",   "float",
                                                   "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return (t >= 0 && t < ncclNumTypes) ? names[t] : "?";
 }

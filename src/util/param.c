@@ -16,7 +16,7 @@
 static const chorus_param_desc table[CHORUS_P_COUNT] = {
 #define CHORUS_PARAM_DEF_INT(def) (int64_t)(def), NULL
 #define CHORUS_PARAM_DEF_STR(def) 0, (def)
-#define CHORUS_PARAM(id, name, type, def, doc) \
+#define CHORUS_PARAM(id, name, type, def, doc)                                                     \
   [CHORUS_P_##id] = {name, CHORUS_PARAM_##type, CHORUS_PARAM_DEF_##type(def), doc},
 #include "util/param_table.h"
 #undef CHORUS_PARAM

@@ -68,8 +68,7 @@ ncclResult_t chorus_shm_create(chorus_shm *shm, const char *tag, size_t size, ch
   if (fd < 0) {
     int e = errno;
     shm->name[0] = '\0';
-    return chorus_errmsg(err, errlen, ncclSystemError, "shm_open(%s) failed: %s", tag,
-                         strerror(e));
+    return chorus_errmsg(err, errlen, ncclSystemError, "shm_open(%s) failed: %s", tag, strerror(e));
   }
   shm->owner = 1;
   int e = ftruncate(fd, (off_t)size) == 0 ? 0 : errno;
@@ -111,8 +110,7 @@ ncclResult_t chorus_shm_open(chorus_shm *shm, const char *name, size_t size, cha
   int e = errno;
   close(fd);
   if (p == MAP_FAILED)
-    return chorus_errmsg(err, errlen, ncclSystemError, "mmap of %s failed: %s", name,
-                         strerror(e));
+    return chorus_errmsg(err, errlen, ncclSystemError, "mmap of %s failed: %s", name, strerror(e));
   shm->base = p;
   shm->size = size;
   chorus_alloc_account(CHORUS_MEM_SHM, (int64_t)size);

@@ -21,7 +21,7 @@ typedef struct chorus_shm {
   char name[CHORUS_SHM_NAME_MAX]; /* "/chorus-..." ; empty once unlinked */
   void *base;                     /* NULL when not mapped */
   size_t size;
-  int owner;                      /* 1 if this process created it */
+  int owner; /* 1 if this process created it */
 } chorus_shm;
 
 /* Creates and maps a zero-filled segment of size bytes. On failure err holds

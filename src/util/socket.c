@@ -56,16 +56,14 @@ ncclResult_t chorus_sock_parse(const char *text, chorus_sockaddr *out, char *err
   if (text[0] == '[') {
     const char *close = strchr(text, ']');
     if (!close || close[1] != ':' || (size_t)(close - text - 1) >= sizeof host)
-      return chorus_errmsg(err, errlen, ncclInvalidArgument,
-                           "\"%s\" is not [<ipv6>]:<port>", text);
+      return chorus_errmsg(err, errlen, ncclInvalidArgument, "\"%s\" is not [<ipv6>]:<port>", text);
     memcpy(host, text + 1, (size_t)(close - text - 1));
     host[close - text - 1] = '\0';
     port_s = close + 2;
   } else {
     const char *colon = strrchr(text, ':');
     if (!colon || (size_t)(colon - text) >= sizeof host)
-      return chorus_errmsg(err, errlen, ncclInvalidArgument,
-                           "\"%s\" is not <host>:<port>", text);
+      return chorus_errmsg(err, errlen, ncclInvalidArgument, "\"%s\" is not <host>:<port>", text);
     memcpy(host, text, (size_t)(colon - text));
     host[colon - text] = '\0';
     port_s = colon + 1;
@@ -80,8 +78,7 @@ ncclResult_t chorus_sock_parse(const char *text, chorus_sockaddr *out, char *err
   if (rc != 0 || !res)
     return chorus_errmsg(err, errlen, ncclInvalidArgument, "cannot resolve \"%s\": %s", host,
                          gai_strerror(rc));
-  memcpy(out, res->ai_addr,
-         res->ai_addrlen < sizeof *out ? res->ai_addrlen : sizeof *out);
+  memcpy(out, res->ai_addr, res->ai_addrlen < sizeof *out ? res->ai_addrlen : sizeof *out);
   freeaddrinfo(res);
   chorus_sock_set_port(out, (int)port);
   return ncclSuccess;
@@ -153,11 +150,13 @@ ncclResult_t chorus_sock_pick_local(chorus_sockaddr *out, char ifname[IF_NAMESIZ
   }
   if (!best) {
     freeifaddrs(ifs);
-    return chorus_errmsg(err, errlen, ncclSystemError,
-                         "no usable network interface matches NCCL_SOCKET_IFNAME=\"%s\"%s%s; "
-                         "list interfaces with `ip addr` and set NCCL_SOCKET_IFNAME",
-                         spec ? spec : "", chorus_param_str(CHORUS_P_SOCKET_FAMILY) ? " and NCCL_SOCKET_FAMILY=" : "",
-                         chorus_param_str(CHORUS_P_SOCKET_FAMILY) ? chorus_param_str(CHORUS_P_SOCKET_FAMILY) : "");
+    return chorus_errmsg(
+        err, errlen, ncclSystemError,
+        "no usable network interface matches NCCL_SOCKET_IFNAME=\"%s\"%s%s; "
+        "list interfaces with `ip addr` and set NCCL_SOCKET_IFNAME",
+        spec ? spec : "",
+        chorus_param_str(CHORUS_P_SOCKET_FAMILY) ? " and NCCL_SOCKET_FAMILY=" : "",
+        chorus_param_str(CHORUS_P_SOCKET_FAMILY) ? chorus_param_str(CHORUS_P_SOCKET_FAMILY) : "");
   }
   memset(out, 0, sizeof *out);
   memcpy(out, best->ifa_addr,
@@ -262,8 +261,8 @@ ncclResult_t chorus_sock_connect(const chorus_sockaddr *addr, int64_t deadline, 
     }
     close(fd);
     last_errno = e;
-    int retryable = e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH ||
-                    e == ENETUNREACH || e == ECONNRESET || e == EAGAIN || e == EINTR;
+    int retryable = e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH || e == ENETUNREACH ||
+                    e == ECONNRESET || e == EAGAIN || e == EINTR;
     if (!retryable) break;
     if (chorus_expired(deadline)) break;
     struct timespec ts = {0, (long)delay_ms * 1000000};
@@ -274,8 +273,7 @@ ncclResult_t chorus_sock_connect(const chorus_sockaddr *addr, int64_t deadline, 
                        strerror(last_errno));
 }
 
-ncclResult_t chorus_sock_accept(int lfd, int64_t deadline, int *fd_out, char *err,
-                                size_t errlen) {
+ncclResult_t chorus_sock_accept(int lfd, int64_t deadline, int *fd_out, char *err, size_t errlen) {
   for (;;) {
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
@@ -329,8 +327,8 @@ ncclResult_t chorus_sock_send_all(int fd, const void *buf, size_t len, int64_t d
     CHECK(chorus_sock_send_some(fd, buf, len, &done, err, errlen));
     if (done == len) return ncclSuccess;
     if (!wait_fd(fd, POLLOUT, deadline))
-      return chorus_errmsg(err, errlen, ncclRemoteError, "send timed out (%zu of %zu bytes)",
-                           done, len);
+      return chorus_errmsg(err, errlen, ncclRemoteError, "send timed out (%zu of %zu bytes)", done,
+                           len);
   }
 }
 

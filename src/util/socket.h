@@ -53,8 +53,7 @@ ncclResult_t chorus_sock_listen(const chorus_sockaddr *addr, int *fd, chorus_soc
 ncclResult_t chorus_sock_connect(const chorus_sockaddr *addr, int64_t deadline, int *fd, char *err,
                                  size_t errlen);
 /* Accepts one connection, waiting until the deadline. */
-ncclResult_t chorus_sock_accept(int listen_fd, int64_t deadline, int *fd, char *err,
-                                size_t errlen);
+ncclResult_t chorus_sock_accept(int listen_fd, int64_t deadline, int *fd, char *err, size_t errlen);
 ncclResult_t chorus_sock_send_all(int fd, const void *buf, size_t len, int64_t deadline, char *err,
                                   size_t errlen);
 ncclResult_t chorus_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline, char *err,

@@ -22,7 +22,7 @@
 #include "ref.h"
 
 #define NRANKS 4
-#define COUNT 4099
+#define COUNT  4099
 
 static int rank_main(int rank, int nranks, ncclUniqueId id) {
   ncclComm_t comm;

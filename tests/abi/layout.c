@@ -11,9 +11,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define SIZE(t) printf("sizeof(%s) = %zu\n", #t, sizeof(t))
+#define SIZE(t)   printf("sizeof(%s) = %zu\n", #t, sizeof(t))
 #define OFF(t, f) printf("offsetof(%s, %s) = %zu\n", #t, #f, offsetof(t, f))
-#define VAL(x) printf("%s = %lld\n", #x, (long long)(x))
+#define VAL(x)    printf("%s = %lld\n", #x, (long long)(x))
 
 static const char *const expected_strings[] = {
     "no error",
@@ -74,16 +74,42 @@ int main(void) {
   VAL(NCCL_REVOKE_DEFAULT);
   printf("NCCL_UNDEF_FLOAT = %g\n", (double)NCCL_UNDEF_FLOAT);
   printf("NCCL_COMM_NULL is null = %d\n", NCCL_COMM_NULL == NULL);
-  VAL(ncclSuccess); VAL(ncclUnhandledCudaError); VAL(ncclSystemError); VAL(ncclInternalError);
-  VAL(ncclInvalidArgument); VAL(ncclInvalidUsage); VAL(ncclRemoteError); VAL(ncclInProgress);
+  VAL(ncclSuccess);
+  VAL(ncclUnhandledCudaError);
+  VAL(ncclSystemError);
+  VAL(ncclInternalError);
+  VAL(ncclInvalidArgument);
+  VAL(ncclInvalidUsage);
+  VAL(ncclRemoteError);
+  VAL(ncclInProgress);
   VAL(ncclNumResults);
-  VAL(ncclInt8); VAL(ncclChar); VAL(ncclUint8); VAL(ncclInt32); VAL(ncclInt); VAL(ncclUint32);
-  VAL(ncclInt64); VAL(ncclUint64); VAL(ncclFloat16); VAL(ncclHalf); VAL(ncclFloat32);
-  VAL(ncclFloat); VAL(ncclFloat64); VAL(ncclDouble); VAL(ncclBfloat16); VAL(ncclFloat8e4m3);
-  VAL(ncclFloat8e5m2); VAL(ncclNumTypes);
-  VAL(ncclSum); VAL(ncclProd); VAL(ncclMax); VAL(ncclMin); VAL(ncclAvg); VAL(ncclNumOps);
+  VAL(ncclInt8);
+  VAL(ncclChar);
+  VAL(ncclUint8);
+  VAL(ncclInt32);
+  VAL(ncclInt);
+  VAL(ncclUint32);
+  VAL(ncclInt64);
+  VAL(ncclUint64);
+  VAL(ncclFloat16);
+  VAL(ncclHalf);
+  VAL(ncclFloat32);
+  VAL(ncclFloat);
+  VAL(ncclFloat64);
+  VAL(ncclDouble);
+  VAL(ncclBfloat16);
+  VAL(ncclFloat8e4m3);
+  VAL(ncclFloat8e5m2);
+  VAL(ncclNumTypes);
+  VAL(ncclSum);
+  VAL(ncclProd);
+  VAL(ncclMax);
+  VAL(ncclMin);
+  VAL(ncclAvg);
+  VAL(ncclNumOps);
   VAL(ncclMaxRedOp);
-  VAL(ncclScalarDevice); VAL(ncclScalarHostImmediate);
+  VAL(ncclScalarDevice);
+  VAL(ncclScalarHostImmediate);
   ncclConfig_t c = NCCL_CONFIG_INITIALIZER;
   printf("config init: size %zu magic 0x%x version %u blocking %d cga %d min %d max %d net %p "
          "split %d tc %d name %p collnet %d cta %d shrink %d nvls %d perpeer %d nvlink %d\n",

@@ -48,8 +48,8 @@ static int run_one(ncclComm_t comm, int rank, int nranks, ncclDataType_t t, int 
   ncclResult_t r = ncclAllReduce(send, out, count, t, op, comm, NULL);
   if (opi >= 5) ncclRedOpDestroy(op, comm);
   if (r != ncclSuccess) {
-    harness_log(rank, "ncclAllReduce(%s, op %d, count %zu) failed: %s / %s", ref_type_name(t),
-                opi, count, ncclGetErrorString(r), ncclGetLastError(comm));
+    harness_log(rank, "ncclAllReduce(%s, op %d, count %zu) failed: %s / %s", ref_type_name(t), opi,
+                count, ncclGetErrorString(r), ncclGetLastError(comm));
     return 1;
   }
   char what[96];
@@ -73,8 +73,8 @@ static int allreduce_all(int rank, int nranks, ncclUniqueId id, const char *para
     for (int opi = 0; opi < NOPS; opi++)
       for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
         for (int inplace = 0; inplace < 2; inplace++)
-          failures += run_one(comm, rank, nranks, (ncclDataType_t)t, opi, counts[c], inplace,
-                              send, recv);
+          failures +=
+              run_one(comm, rank, nranks, (ncclDataType_t)t, opi, counts[c], inplace, send, recv);
   free(send);
   free(recv);
   r = ncclCommDestroy(comm);

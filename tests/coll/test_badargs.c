@@ -17,18 +17,20 @@
 
 static int fails;
 
-static int mentions(const char *msg, const char *word) { return !word || strstr(msg, word); }
+static int mentions(const char *msg, const char *word) {
+  return !word || strstr(msg, word);
+}
 
 /* Expects `call` to return `want` and the last error to mention `word`. */
-#define BAD(want, word, call)                                                            \
-  do {                                                                                   \
-    ncclResult_t got_ = (call);                                                          \
-    const char *msg_ = ncclGetLastError(NULL);                                           \
-    if (got_ != (want) || !mentions(msg_, (word))) {                                      \
-      harness_log(rank, "line %d: %s returned %d (want %d), last error \"%s\"", __LINE__,   \
-                  #call, (int)got_, (int)(want), msg_);                                  \
-      fails++;                                                                           \
-    }                                                                                    \
+#define BAD(want, word, call)                                                                      \
+  do {                                                                                             \
+    ncclResult_t got_ = (call);                                                                    \
+    const char *msg_ = ncclGetLastError(NULL);                                                     \
+    if (got_ != (want) || !mentions(msg_, (word))) {                                               \
+      harness_log(rank, "line %d: %s returned %d (want %d), last error \"%s\"", __LINE__, #call,   \
+                  (int)got_, (int)(want), msg_);                                                   \
+      fails++;                                                                                     \
+    }                                                                                              \
   } while (0)
 
 static int collectives(int rank, int nranks, ncclUniqueId id, const char *param) {
@@ -36,17 +38,24 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   ncclComm_t comm;
   if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
   float buf[64] = {0}, other[64] = {0};
-  BAD(ncclInvalidArgument, "comm is NULL", ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL));
+  BAD(ncclInvalidArgument, "comm is NULL",
+      ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, NULL, NULL));
   BAD(ncclInvalidArgument, "datatype = 12",
       ncclAllReduce(buf, buf, 4, (ncclDataType_t)12, ncclSum, comm, NULL));
   BAD(ncclInvalidArgument, "datatype = -1",
       ncclAllReduce(buf, buf, 4, (ncclDataType_t)-1, ncclSum, comm, NULL));
-  BAD(ncclInvalidArgument, "op = 77", ncclAllReduce(buf, buf, 4, ncclFloat, (ncclRedOp_t)77, comm, NULL));
-  BAD(ncclInvalidArgument, "sendbuff is NULL", ncclAllReduce(NULL, buf, 4, ncclFloat, ncclSum, comm, NULL));
-  BAD(ncclInvalidArgument, "recvbuff is NULL", ncclAllReduce(buf, NULL, 4, ncclFloat, ncclSum, comm, NULL));
-  BAD(ncclInvalidArgument, "overlap", ncclAllReduce(buf, buf + 1, 8, ncclFloat, ncclSum, comm, NULL));
-  BAD(ncclInvalidArgument, "overflows", ncclAllReduce(buf, other, SIZE_MAX / 2, ncclFloat, ncclSum, comm, NULL));
-  BAD(ncclInvalidArgument, "root = ", ncclReduce(buf, other, 4, ncclFloat, ncclSum, nranks, comm, NULL));
+  BAD(ncclInvalidArgument, "op = 77",
+      ncclAllReduce(buf, buf, 4, ncclFloat, (ncclRedOp_t)77, comm, NULL));
+  BAD(ncclInvalidArgument, "sendbuff is NULL",
+      ncclAllReduce(NULL, buf, 4, ncclFloat, ncclSum, comm, NULL));
+  BAD(ncclInvalidArgument, "recvbuff is NULL",
+      ncclAllReduce(buf, NULL, 4, ncclFloat, ncclSum, comm, NULL));
+  BAD(ncclInvalidArgument, "overlap",
+      ncclAllReduce(buf, buf + 1, 8, ncclFloat, ncclSum, comm, NULL));
+  BAD(ncclInvalidArgument, "overflows",
+      ncclAllReduce(buf, other, SIZE_MAX / 2, ncclFloat, ncclSum, comm, NULL));
+  BAD(ncclInvalidArgument,
+      "root = ", ncclReduce(buf, other, 4, ncclFloat, ncclSum, nranks, comm, NULL));
   BAD(ncclInvalidArgument, "root = -1", ncclBroadcast(buf, other, 4, ncclFloat, -1, comm, NULL));
   BAD(ncclInvalidArgument, "peer = ", ncclSend(buf, 4, ncclFloat, nranks + 3, comm, NULL));
   /* AllGather's in-place form is sendbuff = recvbuff + rank*count; any other
@@ -59,9 +68,11 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   float s = 2;
   BAD(ncclInvalidArgument, "scalar is NULL",
       ncclRedOpCreatePreMulSum(&op, NULL, ncclFloat, ncclScalarHostImmediate, comm));
-  BAD(ncclInvalidArgument, "residence", ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, (ncclScalarResidence_t)9, comm));
+  BAD(ncclInvalidArgument, "residence",
+      ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, (ncclScalarResidence_t)9, comm));
   BAD(ncclInvalidArgument, "built-in", ncclRedOpDestroy(ncclSum, comm));
-  if (ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, ncclScalarHostImmediate, comm) != ncclSuccess) fails++;
+  if (ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, ncclScalarHostImmediate, comm) != ncclSuccess)
+    fails++;
   BAD(ncclInvalidArgument, "created for float",
       ncclAllReduce(buf, buf, 4, ncclDouble, op, comm, NULL));
   BAD(ncclSuccess, NULL, ncclRedOpDestroy(op, comm));
@@ -70,7 +81,8 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   for (int i = 0; i < 4; i++) buf[i] = 1;
   ncclGroupStart();
   ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL);
-  BAD(ncclInvalidArgument, "datatype", ncclAllReduce(buf, buf, 4, (ncclDataType_t)99, ncclSum, comm, NULL));
+  BAD(ncclInvalidArgument, "datatype",
+      ncclAllReduce(buf, buf, 4, (ncclDataType_t)99, ncclSum, comm, NULL));
   BAD(ncclInvalidArgument, NULL, ncclGroupEnd());
   if (buf[0] != 1) harness_log(rank, "a failed group still ran its calls"), fails++;
   BAD(ncclInvalidUsage, "without a matching", ncclGroupEnd());
@@ -79,7 +91,8 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   ncclGroupStart();
   ncclAllReduce(buf, buf, 64, ncclFloat, ncclSum, comm, NULL);
   BAD(ncclSuccess, NULL, ncclGroupSimulateEnd(&sim));
-  if (!(sim.estimatedTime > 0) || buf[0] != 1) harness_log(rank, "simulate: %g", (double)sim.estimatedTime), fails++;
+  if (!(sim.estimatedTime > 0) || buf[0] != 1)
+    harness_log(rank, "simulate: %g", (double)sim.estimatedTime), fails++;
   ncclSimInfo_t junk;
   memset(&junk, 0, sizeof junk);
   ncclGroupStart();
@@ -112,7 +125,8 @@ static int init_args(int rank, int nranks, ncclUniqueId id, const char *param) {
   BAD(ncclInvalidArgument, "ncclGetUniqueId", ncclCommInitRank(&comm, 1, junk, 0));
   ncclConfig_t cfg;
   memset(&cfg, 0, sizeof cfg);
-  BAD(ncclInvalidArgument, "NCCL_CONFIG_INITIALIZER", ncclCommInitRankConfig(&comm, 1, id, 0, &cfg));
+  BAD(ncclInvalidArgument, "NCCL_CONFIG_INITIALIZER",
+      ncclCommInitRankConfig(&comm, 1, id, 0, &cfg));
   BAD(ncclInvalidArgument, "nId = 3", ncclCommInitRankScalable(&comm, 2, 0, 3, &id, NULL));
   BAD(ncclInvalidArgument, "ndev = 0", ncclCommInitAll(&comm, 0, NULL));
   BAD(ncclInvalidArgument, "NULL", ncclGetUniqueId(NULL));

@@ -21,11 +21,13 @@
 
 typedef enum { AR, BCAST, BCAST_INPLACE, REDUCE, AG, RS, A2A, GATHER, SCATTER, NCOLLS } coll_t;
 
-static const char *const names[NCOLLS] = {"allreduce", "broadcast", "bcast",   "reduce",
-                                          "allgather", "reducescatter", "alltoall", "gather",
-                                          "scatter"};
+static const char *const names[NCOLLS] = {"allreduce", "broadcast", "bcast",
+                                          "reduce",    "allgather", "reducescatter",
+                                          "alltoall",  "gather",    "scatter"};
 
-static int is_reduction(coll_t c) { return c == AR || c == REDUCE || c == RS; }
+static int is_reduction(coll_t c) {
+  return c == AR || c == REDUCE || c == RS;
+}
 static int is_rooted(coll_t c) {
   return c == BCAST || c == BCAST_INPLACE || c == REDUCE || c == GATHER || c == SCATTER;
 }
@@ -37,28 +39,50 @@ static const size_t counts[] = {0, 1, 1031, 12007};
 static void sizes(coll_t c, size_t n, int nranks, size_t *send, size_t *recv) {
   size_t all = n * (size_t)nranks;
   switch (c) {
-  case AG: *send = n, *recv = all; break;
-  case RS: *send = all, *recv = n; break;
-  case A2A: *send = all, *recv = all; break;
-  case GATHER: *send = n, *recv = all; break;
-  case SCATTER: *send = all, *recv = n; break;
-  default: *send = n, *recv = n; break;
+  case AG:
+    *send = n, *recv = all;
+    break;
+  case RS:
+    *send = all, *recv = n;
+    break;
+  case A2A:
+    *send = all, *recv = all;
+    break;
+  case GATHER:
+    *send = n, *recv = all;
+    break;
+  case SCATTER:
+    *send = all, *recv = n;
+    break;
+  default:
+    *send = n, *recv = n;
+    break;
   }
 }
 
 static ncclResult_t call(coll_t c, const void *s, void *r, size_t n, ncclDataType_t t,
                          ncclRedOp_t op, int root, ncclComm_t comm) {
   switch (c) {
-  case AR: return ncclAllReduce(s, r, n, t, op, comm, NULL);
-  case BCAST: return ncclBroadcast(s, r, n, t, root, comm, NULL);
-  case BCAST_INPLACE: return ncclBcast(r, n, t, root, comm, NULL);
-  case REDUCE: return ncclReduce(s, r, n, t, op, root, comm, NULL);
-  case AG: return ncclAllGather(s, r, n, t, comm, NULL);
-  case RS: return ncclReduceScatter(s, r, n, t, op, comm, NULL);
-  case A2A: return ncclAlltoAll(s, r, n, t, comm, NULL);
-  case GATHER: return ncclGather(s, r, n, t, root, comm, NULL);
-  case SCATTER: return ncclScatter(s, r, n, t, root, comm, NULL);
-  default: return ncclInternalError;
+  case AR:
+    return ncclAllReduce(s, r, n, t, op, comm, NULL);
+  case BCAST:
+    return ncclBroadcast(s, r, n, t, root, comm, NULL);
+  case BCAST_INPLACE:
+    return ncclBcast(r, n, t, root, comm, NULL);
+  case REDUCE:
+    return ncclReduce(s, r, n, t, op, root, comm, NULL);
+  case AG:
+    return ncclAllGather(s, r, n, t, comm, NULL);
+  case RS:
+    return ncclReduceScatter(s, r, n, t, op, comm, NULL);
+  case A2A:
+    return ncclAlltoAll(s, r, n, t, comm, NULL);
+  case GATHER:
+    return ncclGather(s, r, n, t, root, comm, NULL);
+  case SCATTER:
+    return ncclScatter(s, r, n, t, root, comm, NULL);
+  default:
+    return ncclInternalError;
   }
 }
 
@@ -68,24 +92,33 @@ static size_t verify(coll_t c, ncclDataType_t t, int refop, int me, int n, int r
                      const void *out, double scalar, const char *what) {
   size_t es = ref_type_size(t), bad = 0;
   switch (c) {
-  case AR: return ref_check(t, refop, n, out, cnt, scalar, what);
-  case REDUCE: return me == root ? ref_check(t, refop, n, out, cnt, scalar, what) : 0;
-  case RS: return ref_check_at(t, refop, n, out, (size_t)me * cnt, cnt, scalar, what);
+  case AR:
+    return ref_check(t, refop, n, out, cnt, scalar, what);
+  case REDUCE:
+    return me == root ? ref_check(t, refop, n, out, cnt, scalar, what) : 0;
+  case RS:
+    return ref_check_at(t, refop, n, out, (size_t)me * cnt, cnt, scalar, what);
   case BCAST:
-  case BCAST_INPLACE: return ref_check_copy(t, 0, root, out, 0, cnt, what);
+  case BCAST_INPLACE:
+    return ref_check_copy(t, 0, root, out, 0, cnt, what);
   case AG:
-    for (int q = 0; q < n; q++) bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, 0, cnt, what);
+    for (int q = 0; q < n; q++)
+      bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, 0, cnt, what);
     return bad;
   case A2A:
     for (int q = 0; q < n; q++)
-      bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, (size_t)me * cnt, cnt, what);
+      bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, (size_t)me * cnt,
+                            cnt, what);
     return bad;
   case GATHER:
     if (me != root) return 0;
-    for (int q = 0; q < n; q++) bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, 0, cnt, what);
+    for (int q = 0; q < n; q++)
+      bad += ref_check_copy(t, 0, q, (const char *)out + (size_t)q * cnt * es, 0, cnt, what);
     return bad;
-  case SCATTER: return ref_check_copy(t, 0, root, out, (size_t)me * cnt, cnt, what);
-  default: return 1;
+  case SCATTER:
+    return ref_check_copy(t, 0, root, out, (size_t)me * cnt, cnt, what);
+  default:
+    return 1;
   }
 }
 
@@ -101,11 +134,22 @@ static int run_case(ncclComm_t comm, coll_t c, ncclDataType_t t, int opi, size_t
   const void *in = sendbuf;
   if (inplace) {
     switch (c) {
-    case AG: in = recvbuf + (size_t)me * cnt * es; break;
-    case RS: out = sendbuf + (size_t)me * cnt * es; in = sendbuf; break;
-    case GATHER: in = recvbuf + (size_t)root * cnt * es; break;
-    case SCATTER: out = sendbuf + (size_t)root * cnt * es; break; /* root only */
-    default: out = sendbuf, in = sendbuf; break;
+    case AG:
+      in = recvbuf + (size_t)me * cnt * es;
+      break;
+    case RS:
+      out = sendbuf + (size_t)me * cnt * es;
+      in = sendbuf;
+      break;
+    case GATHER:
+      in = recvbuf + (size_t)root * cnt * es;
+      break;
+    case SCATTER:
+      out = sendbuf + (size_t)root * cnt * es;
+      break; /* root only */
+    default:
+      out = sendbuf, in = sendbuf;
+      break;
     }
     if (c == SCATTER && me != root) out = recvbuf;
     if (c == GATHER && me != root) in = sendbuf;
@@ -117,8 +161,10 @@ static int run_case(ncclComm_t comm, coll_t c, ncclDataType_t t, int opi, size_t
   ncclRedOp_t op = (ncclRedOp_t)(is_reduction(c) ? opi : 0);
   unsigned char sc[8];
   if (is_reduction(c) && opi >= 5) {
-    if (ref_is_float(t)) ref_set(t, sc, 0, ref_premul_scalar(me));
-    else ref_set_u64(t, sc, 0, (uint64_t)ref_premul_scalar(me));
+    if (ref_is_float(t))
+      ref_set(t, sc, 0, ref_premul_scalar(me));
+    else
+      ref_set_u64(t, sc, 0, (uint64_t)ref_premul_scalar(me));
     if (ncclRedOpCreatePreMulSum(&op, sc, t, opi == 5 ? ncclScalarHostImmediate : ncclScalarDevice,
                                  comm) != ncclSuccess)
       return 1;

@@ -18,21 +18,20 @@
 #include "ref.h"
 #include "spawn.h"
 
-#define CHECKR(call)                                                                   \
-  do {                                                                                 \
-    ncclResult_t r_ = (call);                                                          \
-    if (r_ != ncclSuccess) {                                                           \
-      harness_log(rank, "%s:%d %s -> %s", __FILE__, __LINE__, #call,                   \
-                  ncclGetErrorString(r_));                                             \
-      return 1;                                                                        \
-    }                                                                                  \
+#define CHECKR(call)                                                                               \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    if (r_ != ncclSuccess) {                                                                       \
+      harness_log(rank, "%s:%d %s -> %s", __FILE__, __LINE__, #call, ncclGetErrorString(r_));      \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
-#define EXPECTR(cond)                                                                  \
-  do {                                                                                 \
-    if (!(cond)) {                                                                     \
-      harness_log(rank, "%s:%d expectation failed: %s", __FILE__, __LINE__, #cond);    \
-      return 1;                                                                        \
-    }                                                                                  \
+#define EXPECTR(cond)                                                                              \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      harness_log(rank, "%s:%d expectation failed: %s", __FILE__, __LINE__, #cond);                \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 static double now_s(void) {
@@ -58,7 +57,8 @@ static int allreduce_sum_check(ncclComm_t comm, int rank, size_t count) {
   for (size_t i = 0; r == ncclSuccess && i < count; i++)
     bad += buf[i] != (float)(n * (n + 1) / 2) + (float)(n * (int)(i % 3));
   free(buf);
-  if (r != ncclSuccess || bad) harness_log(rank, "allreduce: %s, %d wrong", ncclGetErrorString(r), bad);
+  if (r != ncclSuccess || bad)
+    harness_log(rank, "allreduce: %s, %d wrong", ncclGetErrorString(r), bad);
   return r != ncclSuccess || bad;
 }
 
@@ -420,13 +420,21 @@ static int comm_id_repeat(int rank, int nranks, ncclUniqueId unused, const char 
   return 0;
 }
 
-static const harness_case cases[] = {
-    {"init_all", init_all},       {"group_init", group_init}, {"nonblocking", nonblocking},
-    {"split", split},             {"shrink", shrink},         {"scalable", scalable},
-    {"finalize_revoke", finalize_revoke}, {"abort_unblocks", abort_unblocks},
-    {"op_timeout", op_timeout},   {"dead_peer", dead_peer},   {"mismatch", mismatch},
-    {"missing_rank", missing_rank}, {"comm_id_repeat", comm_id_repeat},
-    {"killed_mid_collective", killed_mid_collective}, {NULL, NULL}};
+static const harness_case cases[] = {{"init_all", init_all},
+                                     {"group_init", group_init},
+                                     {"nonblocking", nonblocking},
+                                     {"split", split},
+                                     {"shrink", shrink},
+                                     {"scalable", scalable},
+                                     {"finalize_revoke", finalize_revoke},
+                                     {"abort_unblocks", abort_unblocks},
+                                     {"op_timeout", op_timeout},
+                                     {"dead_peer", dead_peer},
+                                     {"mismatch", mismatch},
+                                     {"missing_rank", missing_rank},
+                                     {"comm_id_repeat", comm_id_repeat},
+                                     {"killed_mid_collective", killed_mid_collective},
+                                     {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);

@@ -15,18 +15,20 @@
 #include "ref.h"
 #include "spawn.h"
 
-#define CHECKR(call)                                                                        \
-  do {                                                                                      \
-    ncclResult_t r_ = (call);                                                               \
-    if (r_ != ncclSuccess) {                                                                \
-      harness_log(rank, "line %d: %s -> %s (%s)", __LINE__, #call, ncclGetErrorString(r_),  \
-                  ncclGetLastError(NULL));                                                  \
-      return 1;                                                                             \
-    }                                                                                       \
+#define CHECKR(call)                                                                               \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    if (r_ != ncclSuccess) {                                                                       \
+      harness_log(rank, "line %d: %s -> %s (%s)", __LINE__, #call, ncclGetErrorString(r_),         \
+                  ncclGetLastError(NULL));                                                         \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 /* Input sequence of rank r for "message tag": distinct per (sender, tag). */
-static int tagged(int r, int tag) { return r * 97 + tag * 7919; }
+static int tagged(int r, int tag) {
+  return r * 97 + tag * 7919;
+}
 
 static int ring_shift(ncclComm_t comm, int rank, int n, ncclDataType_t t, size_t count) {
   size_t es = ref_type_size(t);
@@ -47,7 +49,8 @@ static int ring_shift(ncclComm_t comm, int rank, int n, ncclDataType_t t, size_t
 static int all_pairs(ncclComm_t comm, int rank, int n, size_t count) {
   ncclDataType_t t = ncclInt32;
   size_t es = 4;
-  unsigned char *s = malloc(2 * (size_t)n * count * es + 1), *r = malloc(2 * (size_t)n * count * es + 1);
+  unsigned char *s = malloc(2 * (size_t)n * count * es + 1),
+                *r = malloc(2 * (size_t)n * count * es + 1);
   for (int p = 0; p < n; p++)
     for (int m = 0; m < 2; m++)
       ref_fill(t, 0, tagged(rank, p * 2 + m), s + (size_t)(2 * p + m) * count * es, 0, count);
@@ -89,7 +92,8 @@ static int p2p_all(int rank, int nranks, ncclUniqueId id, const char *param) {
   int fails = 0;
   static const size_t counts[] = {0, 1, 1031, 70001};
   for (int t = 0; t < ncclNumTypes; t++)
-    for (size_t k = 0; k < 4; k++) fails += ring_shift(comm, rank, nranks, (ncclDataType_t)t, counts[k]);
+    for (size_t k = 0; k < 4; k++)
+      fails += ring_shift(comm, rank, nranks, (ncclDataType_t)t, counts[k]);
   fails += all_pairs(comm, rank, nranks, 1);
   fails += all_pairs(comm, rank, nranks, 5000);
   fails += mixed_with_collective(comm, rank, nranks);

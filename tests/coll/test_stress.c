@@ -15,10 +15,23 @@
 #include "nccl.h"
 #include "spawn.h"
 
-enum { K_BCAST, K_REDUCE, K_ALLREDUCE, K_ALLGATHER, K_RS, K_A2A, K_GATHER, K_SCATTER, K_SENDRECV, K_NUM };
+enum {
+  K_BCAST,
+  K_REDUCE,
+  K_ALLREDUCE,
+  K_ALLGATHER,
+  K_RS,
+  K_A2A,
+  K_GATHER,
+  K_SCATTER,
+  K_SENDRECV,
+  K_NUM
+};
 
 /* Rank r's value for element j of iteration i. */
-static int32_t val(int i, int r, int j) { return (int32_t)(i * 131 + r * 17 + j * 3 + 1); }
+static int32_t val(int i, int r, int j) {
+  return (int32_t)(i * 131 + r * 17 + j * 3 + 1);
+}
 
 typedef struct {
   int kind, root;
@@ -26,7 +39,9 @@ typedef struct {
   int32_t *in, *out;
 } step;
 
-static size_t count_of(int i) { return (size_t)(1 + (i * 7) % 61) * ((i % 11 == 0) ? 500 : 1); }
+static size_t count_of(int i) {
+  return (size_t)(1 + (i * 7) % 61) * ((i % 11 == 0) ? 500 : 1);
+}
 
 static int stress(int rank, int n, ncclUniqueId id, const char *param) {
   int iters = atoi(param);
@@ -46,14 +61,30 @@ static int stress(int rank, int n, ncclUniqueId id, const char *param) {
     ncclResult_t r;
     size_t c = st->count;
     switch (st->kind) {
-    case K_BCAST: r = ncclBroadcast(st->in, st->out, c, ncclInt32, st->root, comm, NULL); break;
-    case K_REDUCE: r = ncclReduce(st->in, st->out, c, ncclInt32, ncclSum, st->root, comm, NULL); break;
-    case K_ALLREDUCE: r = ncclAllReduce(st->in, st->out, c, ncclInt32, ncclMax, comm, NULL); break;
-    case K_ALLGATHER: r = ncclAllGather(st->in, st->out, c, ncclInt32, comm, NULL); break;
-    case K_RS: r = ncclReduceScatter(st->in, st->out, c, ncclInt32, ncclSum, comm, NULL); break;
-    case K_A2A: r = ncclAlltoAll(st->in, st->out, c, ncclInt32, comm, NULL); break;
-    case K_GATHER: r = ncclGather(st->in, st->out, c, ncclInt32, st->root, comm, NULL); break;
-    case K_SCATTER: r = ncclScatter(st->in, st->out, c, ncclInt32, st->root, comm, NULL); break;
+    case K_BCAST:
+      r = ncclBroadcast(st->in, st->out, c, ncclInt32, st->root, comm, NULL);
+      break;
+    case K_REDUCE:
+      r = ncclReduce(st->in, st->out, c, ncclInt32, ncclSum, st->root, comm, NULL);
+      break;
+    case K_ALLREDUCE:
+      r = ncclAllReduce(st->in, st->out, c, ncclInt32, ncclMax, comm, NULL);
+      break;
+    case K_ALLGATHER:
+      r = ncclAllGather(st->in, st->out, c, ncclInt32, comm, NULL);
+      break;
+    case K_RS:
+      r = ncclReduceScatter(st->in, st->out, c, ncclInt32, ncclSum, comm, NULL);
+      break;
+    case K_A2A:
+      r = ncclAlltoAll(st->in, st->out, c, ncclInt32, comm, NULL);
+      break;
+    case K_GATHER:
+      r = ncclGather(st->in, st->out, c, ncclInt32, st->root, comm, NULL);
+      break;
+    case K_SCATTER:
+      r = ncclScatter(st->in, st->out, c, ncclInt32, st->root, comm, NULL);
+      break;
     default:
       ncclGroupStart();
       ncclSend(st->in, c, ncclInt32, (rank + 1) % n, comm, NULL);
@@ -75,21 +106,40 @@ static int stress(int rank, int n, ncclUniqueId id, const char *param) {
       int check = 1, q = (int)(j / c);
       size_t k = j % c;
       switch (st->kind) {
-      case K_BCAST: check = j < c; want = val(i, st->root, (int)j); break;
+      case K_BCAST:
+        check = j < c;
+        want = val(i, st->root, (int)j);
+        break;
       case K_REDUCE:
         check = j < c && rank == st->root;
         for (int p = 0; p < n; p++) want += val(i, p, (int)j);
         break;
-      case K_ALLREDUCE: check = j < c; want = val(i, n - 1, (int)j); break;
-      case K_ALLGATHER: want = val(i, q, (int)k); break;
+      case K_ALLREDUCE:
+        check = j < c;
+        want = val(i, n - 1, (int)j);
+        break;
+      case K_ALLGATHER:
+        want = val(i, q, (int)k);
+        break;
       case K_RS:
         check = j < c;
         for (int p = 0; p < n; p++) want += val(i, p, (int)((size_t)rank * c + j));
         break;
-      case K_A2A: want = val(i, q, (int)((size_t)rank * c + k)); break;
-      case K_GATHER: check = rank == st->root; want = val(i, q, (int)k); break;
-      case K_SCATTER: check = j < c; want = val(i, st->root, (int)((size_t)rank * c + j)); break;
-      default: check = j < c; want = val(i, (rank + n - 1) % n, (int)j); break;
+      case K_A2A:
+        want = val(i, q, (int)((size_t)rank * c + k));
+        break;
+      case K_GATHER:
+        check = rank == st->root;
+        want = val(i, q, (int)k);
+        break;
+      case K_SCATTER:
+        check = j < c;
+        want = val(i, st->root, (int)((size_t)rank * c + j));
+        break;
+      default:
+        check = j < c;
+        want = val(i, (rank + n - 1) % n, (int)j);
+        break;
       }
       if (check && st->out[j] != (int32_t)want) {
         if (failures++ < 5)

@@ -13,12 +13,14 @@ size_t ref_type_size(ncclDataType_t t) {
 }
 
 const char *ref_type_name(ncclDataType_t t) {
-  static const char *const n[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
+  static const char *const n[] = {"int8", "uint8", "int32",  "uint32",   "int64",  "uint64",
                                   "half", "float", "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return (t >= 0 && t < ncclNumTypes) ? n[t] : "?";
 }
 
-int ref_is_float(ncclDataType_t t) { return t >= ncclFloat16; }
+int ref_is_float(ncclDataType_t t) {
+  return t >= ncclFloat16;
+}
 
 /* Decoders written from the format definitions. */
 static double dec_minifloat(unsigned bits, int ebits, int mbits, int has_inf) {
@@ -65,19 +67,32 @@ static unsigned enc_exact(double v, int ebits, int mbits, int has_inf) {
 double ref_get(ncclDataType_t t, const void *buf, size_t i) {
   const unsigned char *b = buf;
   switch (t) {
-  case ncclInt8: return ((const int8_t *)b)[i];
-  case ncclUint8: return ((const uint8_t *)b)[i];
-  case ncclInt32: return ((const int32_t *)b)[i];
-  case ncclUint32: return ((const uint32_t *)b)[i];
-  case ncclInt64: return (double)((const int64_t *)b)[i];
-  case ncclUint64: return (double)((const uint64_t *)b)[i];
-  case ncclFloat16: return dec_minifloat(((const uint16_t *)b)[i], 5, 10, 1);
-  case ncclFloat32: return ((const float *)b)[i];
-  case ncclFloat64: return ((const double *)b)[i];
-  case ncclBfloat16: return dec_minifloat(((const uint16_t *)b)[i], 8, 7, 1);
-  case ncclFloat8e4m3: return dec_minifloat(b[i], 4, 3, 0);
-  case ncclFloat8e5m2: return dec_minifloat(b[i], 5, 2, 1);
-  default: return NAN;
+  case ncclInt8:
+    return ((const int8_t *)b)[i];
+  case ncclUint8:
+    return ((const uint8_t *)b)[i];
+  case ncclInt32:
+    return ((const int32_t *)b)[i];
+  case ncclUint32:
+    return ((const uint32_t *)b)[i];
+  case ncclInt64:
+    return (double)((const int64_t *)b)[i];
+  case ncclUint64:
+    return (double)((const uint64_t *)b)[i];
+  case ncclFloat16:
+    return dec_minifloat(((const uint16_t *)b)[i], 5, 10, 1);
+  case ncclFloat32:
+    return ((const float *)b)[i];
+  case ncclFloat64:
+    return ((const double *)b)[i];
+  case ncclBfloat16:
+    return dec_minifloat(((const uint16_t *)b)[i], 8, 7, 1);
+  case ncclFloat8e4m3:
+    return dec_minifloat(b[i], 4, 3, 0);
+  case ncclFloat8e5m2:
+    return dec_minifloat(b[i], 5, 2, 1);
+  default:
+    return NAN;
   }
 }
 
@@ -96,15 +111,33 @@ void ref_set_u64(ncclDataType_t t, void *buf, size_t i, uint64_t v) {
 void ref_set(ncclDataType_t t, void *buf, size_t i, double v) {
   unsigned char *b = buf;
   switch (t) {
-  case ncclInt8: ((int8_t *)b)[i] = (int8_t)v; break;
-  case ncclUint8: ((uint8_t *)b)[i] = (uint8_t)v; break;
-  case ncclInt32: ((int32_t *)b)[i] = (int32_t)v; break;
-  case ncclUint32: ((uint32_t *)b)[i] = (uint32_t)v; break;
-  case ncclInt64: ((int64_t *)b)[i] = (int64_t)v; break;
-  case ncclUint64: ((uint64_t *)b)[i] = (uint64_t)v; break;
-  case ncclFloat16: ((uint16_t *)b)[i] = (uint16_t)enc_exact(v, 5, 10, 1); break;
-  case ncclFloat32: ((float *)b)[i] = (float)v; break;
-  case ncclFloat64: ((double *)b)[i] = v; break;
+  case ncclInt8:
+    ((int8_t *)b)[i] = (int8_t)v;
+    break;
+  case ncclUint8:
+    ((uint8_t *)b)[i] = (uint8_t)v;
+    break;
+  case ncclInt32:
+    ((int32_t *)b)[i] = (int32_t)v;
+    break;
+  case ncclUint32:
+    ((uint32_t *)b)[i] = (uint32_t)v;
+    break;
+  case ncclInt64:
+    ((int64_t *)b)[i] = (int64_t)v;
+    break;
+  case ncclUint64:
+    ((uint64_t *)b)[i] = (uint64_t)v;
+    break;
+  case ncclFloat16:
+    ((uint16_t *)b)[i] = (uint16_t)enc_exact(v, 5, 10, 1);
+    break;
+  case ncclFloat32:
+    ((float *)b)[i] = (float)v;
+    break;
+  case ncclFloat64:
+    ((double *)b)[i] = v;
+    break;
   case ncclBfloat16: {
     float f = (float)v;
     uint32_t u;
@@ -112,9 +145,14 @@ void ref_set(ncclDataType_t t, void *buf, size_t i, double v) {
     ((uint16_t *)b)[i] = (uint16_t)(u >> 16);
     break;
   }
-  case ncclFloat8e4m3: b[i] = (unsigned char)enc_exact(v, 4, 3, 0); break;
-  case ncclFloat8e5m2: b[i] = (unsigned char)enc_exact(v, 5, 2, 1); break;
-  default: break;
+  case ncclFloat8e4m3:
+    b[i] = (unsigned char)enc_exact(v, 4, 3, 0);
+    break;
+  case ncclFloat8e5m2:
+    b[i] = (unsigned char)enc_exact(v, 5, 2, 1);
+    break;
+  default:
+    break;
   }
 }
 
@@ -137,15 +175,22 @@ double ref_input(ncclDataType_t t, int op, int r, size_t i) {
   /* Small integers whose sums over 8 ranks (and every partial sum) stay
    * exact: e5m2 holds integers up to 8 exactly, e4m3 up to 16. */
   int lo = -8, hi = 8;
-  if (t == ncclUint8 || t == ncclUint32 || t == ncclUint64) lo = 0, hi = 4;
-  else if (t == ncclFloat8e4m3) lo = -2, hi = 2;
-  else if (t == ncclFloat8e5m2) lo = -1, hi = 1;
+  if (t == ncclUint8 || t == ncclUint32 || t == ncclUint64)
+    lo = 0, hi = 4;
+  else if (t == ncclFloat8e4m3)
+    lo = -2, hi = 2;
+  else if (t == ncclFloat8e5m2)
+    lo = -1, hi = 1;
   return (double)(lo + (int)(h % (uint64_t)(hi - lo + 1)));
 }
 
-double ref_premul_scalar(int r) { return r % 2 == 0 ? 2.0 : 1.0; }
+double ref_premul_scalar(int r) {
+  return r % 2 == 0 ? 2.0 : 1.0;
+}
 
-static int bits_of(ncclDataType_t t) { return (int)ref_type_size(t) * 8; }
+static int bits_of(ncclDataType_t t) {
+  return (int)ref_type_size(t) * 8;
+}
 static int is_signed(ncclDataType_t t) {
   return t == ncclInt8 || t == ncclInt32 || t == ncclInt64;
 }
@@ -164,10 +209,18 @@ uint64_t ref_expected_u64(ncclDataType_t t, int op, int nranks, size_t i) {
       continue;
     }
     switch (op) {
-    case 1: acc = (acc * u) & mask; break;
-    case 2: if (is_signed(t) ? v > sacc : u > acc) acc = u, sacc = v; break;
-    case 3: if (is_signed(t) ? v < sacc : u < acc) acc = u, sacc = v; break;
-    default: acc = (acc + u) & mask; break;
+    case 1:
+      acc = (acc * u) & mask;
+      break;
+    case 2:
+      if (is_signed(t) ? v > sacc : u > acc) acc = u, sacc = v;
+      break;
+    case 3:
+      if (is_signed(t) ? v < sacc : u < acc) acc = u, sacc = v;
+      break;
+    default:
+      acc = (acc + u) & mask;
+      break;
     }
   }
   if (op == 4) { /* sum then divide, in the type's signedness */
@@ -192,10 +245,18 @@ double ref_expected(ncclDataType_t t, int op, int nranks, size_t i, double scala
       continue;
     }
     switch (op) {
-    case 1: acc *= v; break;
-    case 2: acc = v > acc ? v : acc; break;
-    case 3: acc = v < acc ? v : acc; break;
-    default: acc += v; break;
+    case 1:
+      acc *= v;
+      break;
+    case 2:
+      acc = v > acc ? v : acc;
+      break;
+    case 3:
+      acc = v < acc ? v : acc;
+      break;
+    default:
+      acc += v;
+      break;
     }
   }
   return acc;
@@ -208,19 +269,32 @@ double ref_tolerance(ncclDataType_t t, int op, double v) {
   if (op != 4 && !(op == 5 && (t == ncclFloat8e4m3 || t == ncclFloat8e5m2))) return 0;
   double rel;
   switch (t) {
-  case ncclFloat32: rel = 1e-6; break;
-  case ncclFloat64: rel = 1e-14; break;
-  case ncclFloat16: rel = 4e-3; break;
-  case ncclBfloat16: rel = 3e-2; break;
-  case ncclFloat8e4m3: rel = 0.25; break;
-  case ncclFloat8e5m2: rel = 0.5; break;
-  default: return 0;
+  case ncclFloat32:
+    rel = 1e-6;
+    break;
+  case ncclFloat64:
+    rel = 1e-14;
+    break;
+  case ncclFloat16:
+    rel = 4e-3;
+    break;
+  case ncclBfloat16:
+    rel = 3e-2;
+    break;
+  case ncclFloat8e4m3:
+    rel = 0.25;
+    break;
+  case ncclFloat8e5m2:
+    rel = 0.5;
+    break;
+  default:
+    return 0;
   }
   return rel * (fabs(v) > 1 ? fabs(v) : 1);
 }
 
-size_t ref_check(ncclDataType_t t, int op, int nranks, const void *buf, size_t count,
-                 double scalar, const char *what) {
+size_t ref_check(ncclDataType_t t, int op, int nranks, const void *buf, size_t count, double scalar,
+                 const char *what) {
   return ref_check_at(t, op, nranks, buf, 0, count, scalar, what);
 }
 
@@ -234,8 +308,8 @@ void ref_fill(ncclDataType_t t, int op, int r, void *buf, size_t first, size_t c
   }
 }
 
-size_t ref_check_copy(ncclDataType_t t, int op, int r, const void *buf, size_t first,
-                      size_t count, const char *what) {
+size_t ref_check_copy(ncclDataType_t t, int op, int r, const void *buf, size_t first, size_t count,
+                      const char *what) {
   size_t wrong = 0, es = ref_type_size(t);
   unsigned char want[8];
   for (size_t i = 0; i < count; i++) {
@@ -264,8 +338,7 @@ size_t ref_check_at(ncclDataType_t t, int op, int nranks, const void *buf, size_
       bad = !(fabs(got - exp) <= ref_tolerance(t, op, exp));
       snprintf(detail, sizeof detail, "got %.9g expected %.9g", got, exp);
     }
-    if (bad && wrong++ < 3)
-      fprintf(stderr, "  %s: element %zu: %s\n", what, i, detail);
+    if (bad && wrong++ < 3) fprintf(stderr, "  %s: element %zu: %s\n", what, i, detail);
   }
   return wrong;
 }

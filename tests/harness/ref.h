@@ -48,8 +48,8 @@ double ref_tolerance(ncclDataType_t t, int op, double v);
 
 /* Checks count elements of buf; returns the number of wrong ones and prints
  * the first few. */
-size_t ref_check(ncclDataType_t t, int op, int nranks, const void *buf, size_t count,
-                 double scalar, const char *what);
+size_t ref_check(ncclDataType_t t, int op, int nranks, const void *buf, size_t count, double scalar,
+                 const char *what);
 /* The same for elements that reduce input index first + i (ReduceScatter). */
 size_t ref_check_at(ncclDataType_t t, int op, int nranks, const void *buf, size_t first,
                     size_t count, double scalar, const char *what);
@@ -59,7 +59,7 @@ size_t ref_check_at(ncclDataType_t t, int op, int nranks, const void *buf, size_
 void ref_fill(ncclDataType_t t, int op, int r, void *buf, size_t first, size_t count);
 /* Checks that buf[0..count) holds rank r's inputs first..first+count-1
  * (for data that is moved, not reduced). Returns the number of wrong ones. */
-size_t ref_check_copy(ncclDataType_t t, int op, int r, const void *buf, size_t first,
-                      size_t count, const char *what);
+size_t ref_check_copy(ncclDataType_t t, int op, int r, const void *buf, size_t first, size_t count,
+                      const char *what);
 
 #endif

@@ -243,11 +243,14 @@ static int clean_state_check(int fds_before, int64_t host_before) {
   int bad = 0;
   if (fds > fds_before)
     fprintf(stderr, "harness: %lld file descriptors open after the run, %d before\n",
-            (long long)fds, fds_before), bad = 1;
+            (long long)fds, fds_before),
+        bad = 1;
   if (host > host_before)
     fprintf(stderr, "harness: %lld library host blocks held after the run, %lld before\n",
-            (long long)host, (long long)host_before), bad = 1;
-  if (shm != 0) fprintf(stderr, "harness: %lld shm segments still mapped\n", (long long)shm), bad = 1;
+            (long long)host, (long long)host_before),
+        bad = 1;
+  if (shm != 0)
+    fprintf(stderr, "harness: %lld shm segments still mapped\n", (long long)shm), bad = 1;
   return bad + leftover_segments(getpid());
 }
 
@@ -272,8 +275,7 @@ int harness_spawn_ex(harness_mode mode, int nranks, const char *name, const char
     fprintf(stderr, "harness: ncclGetUniqueId failed: %s\n", ncclGetErrorString(res));
     return nranks;
   }
-  int failed = mode == HARNESS_THREADS
-                   ? spawn_threads(c, nranks, id, param ? param : "", timeout_s)
-                   : spawn_procs(c, nranks, id, param ? param : "", timeout_s);
+  int failed = mode == HARNESS_THREADS ? spawn_threads(c, nranks, id, param ? param : "", timeout_s)
+                                       : spawn_procs(c, nranks, id, param ? param : "", timeout_s);
   return failed + clean_state_check(fds_before, host_before);
 }

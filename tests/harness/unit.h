@@ -14,52 +14,52 @@
 static int unit_failures;
 static int unit_checks;
 
-#define EXPECT(cond)                                                                 \
-  do {                                                                               \
-    unit_checks++;                                                                   \
-    if (!(cond)) {                                                                   \
-      unit_failures++;                                                               \
-      fprintf(stderr, "%s:%d: EXPECT(%s) failed\n", __FILE__, __LINE__, #cond);      \
-    }                                                                                \
+#define EXPECT(cond)                                                                               \
+  do {                                                                                             \
+    unit_checks++;                                                                                 \
+    if (!(cond)) {                                                                                 \
+      unit_failures++;                                                                             \
+      fprintf(stderr, "%s:%d: EXPECT(%s) failed\n", __FILE__, __LINE__, #cond);                    \
+    }                                                                                              \
   } while (0)
 
-#define EXPECT_EQ_INT(a, b)                                                          \
-  do {                                                                               \
-    long long ua_ = (long long)(a), ub_ = (long long)(b);                            \
-    unit_checks++;                                                                   \
-    if (ua_ != ub_) {                                                                \
-      unit_failures++;                                                               \
-      fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__,  \
-              #a, #b, ua_, ub_);                                                     \
-    }                                                                                \
+#define EXPECT_EQ_INT(a, b)                                                                        \
+  do {                                                                                             \
+    long long ua_ = (long long)(a), ub_ = (long long)(b);                                          \
+    unit_checks++;                                                                                 \
+    if (ua_ != ub_) {                                                                              \
+      unit_failures++;                                                                             \
+      fprintf(stderr, "%s:%d: %s == %s failed: %lld != %lld\n", __FILE__, __LINE__, #a, #b, ua_,   \
+              ub_);                                                                                \
+    }                                                                                              \
   } while (0)
 
-#define EXPECT_STREQ(a, b)                                                           \
-  do {                                                                               \
-    const char *sa_ = (a), *sb_ = (b);                                               \
-    unit_checks++;                                                                   \
-    if (!sa_ || !sb_ || strcmp(sa_, sb_) != 0) {                                     \
-      unit_failures++;                                                               \
-      fprintf(stderr, "%s:%d: \"%s\" != \"%s\"\n", __FILE__, __LINE__,               \
-              sa_ ? sa_ : "(null)", sb_ ? sb_ : "(null)");                           \
-    }                                                                                \
+#define EXPECT_STREQ(a, b)                                                                         \
+  do {                                                                                             \
+    const char *sa_ = (a), *sb_ = (b);                                                             \
+    unit_checks++;                                                                                 \
+    if (!sa_ || !sb_ || strcmp(sa_, sb_) != 0) {                                                   \
+      unit_failures++;                                                                             \
+      fprintf(stderr, "%s:%d: \"%s\" != \"%s\"\n", __FILE__, __LINE__, sa_ ? sa_ : "(null)",       \
+              sb_ ? sb_ : "(null)");                                                               \
+    }                                                                                              \
   } while (0)
 
-#define REQUIRE(cond)                                                                \
-  do {                                                                               \
-    unit_checks++;                                                                   \
-    if (!(cond)) {                                                                   \
-      unit_failures++;                                                               \
-      fprintf(stderr, "%s:%d: REQUIRE(%s) failed\n", __FILE__, __LINE__, #cond);     \
-      return;                                                                        \
-    }                                                                                \
+#define REQUIRE(cond)                                                                              \
+  do {                                                                                             \
+    unit_checks++;                                                                                 \
+    if (!(cond)) {                                                                                 \
+      unit_failures++;                                                                             \
+      fprintf(stderr, "%s:%d: REQUIRE(%s) failed\n", __FILE__, __LINE__, #cond);                   \
+      return;                                                                                      \
+    }                                                                                              \
   } while (0)
 
-#define RUN(fn)                                                                      \
-  do {                                                                               \
-    int before_ = unit_failures;                                                     \
-    fn();                                                                            \
-    fprintf(stderr, "%s %s\n", unit_failures == before_ ? "ok  " : "FAIL", #fn);     \
+#define RUN(fn)                                                                                    \
+  do {                                                                                             \
+    int before_ = unit_failures;                                                                   \
+    fn();                                                                                          \
+    fprintf(stderr, "%s %s\n", unit_failures == before_ ? "ok  " : "FAIL", #fn);                   \
   } while (0)
 
 static inline int unit_report(void) {

@@ -20,7 +20,8 @@ int main(void) {
   int rank = atoi(rs), nranks = atoi(ns);
   ncclUniqueId id;
   ncclComm_t comm;
-  if (ncclGetUniqueId(&id) != ncclSuccess || ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
+  if (ncclGetUniqueId(&id) != ncclSuccess ||
+      ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
     fprintf(stderr, "rank %d: init failed: %s\n", rank, ncclGetLastError(NULL));
     return 1;
   }

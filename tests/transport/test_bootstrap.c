@@ -31,19 +31,21 @@ static int silent_fds[16], nsilent;
 static void misbehave(const chorus_sockaddr *addr) {
   char err[128];
   int fd;
-  if (chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) == ncclSuccess) {
+  if (chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) ==
+      ncclSuccess) {
     char junk[100];
     for (size_t i = 0; i < sizeof junk; i++) junk[i] = (char)(i * 37 + 11);
     chorus_sock_send_all(fd, junk, sizeof junk, chorus_now_ns() + 1000000000ll, err, sizeof err);
     close(fd);
   }
-  if (chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) == ncclSuccess) {
+  if (chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) ==
+      ncclSuccess) {
     chorus_hello h = {CHORUS_HELLO_MAGIC, CHORUS_HELLO_ROOT_RANK, {1, 2}, 0, 2, 0};
     chorus_sock_send_all(fd, &h, sizeof h, chorus_now_ns() + 1000000000ll, err, sizeof err);
     close(fd);
   }
-  if (nsilent < 16 &&
-      chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) == ncclSuccess)
+  if (nsilent < 16 && chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err,
+                                          sizeof err) == ncclSuccess)
     silent_fds[nsilent++] = fd;
 }
 
@@ -82,12 +84,14 @@ static void *rank_main(void *p) {
     if (r < right) {
       if (chorus_bootstrap_connect(bs, right, 77, &fd) != ncclSuccess) ok = 0;
       int x = 42;
-      if (fd >= 0 && chorus_sock_send_all(fd, &x, sizeof x, CHORUS_NO_DEADLINE, err, sizeof err)) ok = 0;
+      if (fd >= 0 && chorus_sock_send_all(fd, &x, sizeof x, CHORUS_NO_DEADLINE, err, sizeof err))
+        ok = 0;
     }
     if (left < r) {
       int fd2 = -1, x = 0;
       if (chorus_bootstrap_accept(bs, left, 77, &fd2) != ncclSuccess) ok = 0;
-      if (fd2 >= 0 && chorus_sock_recv_all(fd2, &x, sizeof x, CHORUS_NO_DEADLINE, err, sizeof err)) ok = 0;
+      if (fd2 >= 0 && chorus_sock_recv_all(fd2, &x, sizeof x, CHORUS_NO_DEADLINE, err, sizeof err))
+        ok = 0;
       if (x != 42) ok = 0;
       if (fd2 >= 0) close(fd2);
     }

@@ -23,7 +23,7 @@
 #include "util/clock.h"
 #include "util/log.h"
 
-#define SLOT 4096
+#define SLOT   4096
 #define NSLOTS 4
 
 typedef struct {
@@ -34,22 +34,21 @@ typedef struct {
   int failures;
 } rank_arg;
 
-#define FAILIF(cond, ...)                                                      \
-  do {                                                                         \
-    if (cond) {                                                                \
-      fprintf(stderr, "rank %d line %d: ", a->rank, __LINE__);                 \
-      fprintf(stderr, __VA_ARGS__);                                            \
-      fprintf(stderr, "\n");                                                   \
-      a->failures++;                                                           \
-    }                                                                          \
+#define FAILIF(cond, ...)                                                                          \
+  do {                                                                                             \
+    if (cond) {                                                                                    \
+      fprintf(stderr, "rank %d line %d: ", a->rank, __LINE__);                                     \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+      a->failures++;                                                                               \
+    }                                                                                              \
   } while (0)
 
 /* Calls f until it stops returning ncclInProgress (bounded: 10 s). */
-#define RETRY(res, state, t, f)                                                \
-  do {                                                                         \
-    int64_t dl_ = chorus_now_ns() + 10000000000ll;                             \
-    while (((res) = (f)) == ncclInProgress && !chorus_expired(dl_))            \
-      (t)->progress(state);                                                    \
+#define RETRY(res, state, t, f)                                                                    \
+  do {                                                                                             \
+    int64_t dl_ = chorus_now_ns() + 10000000000ll;                                                 \
+    while (((res) = (f)) == ncclInProgress && !chorus_expired(dl_)) (t)->progress(state);          \
   } while (0)
 
 static size_t msg_size(int i) {

@@ -34,7 +34,7 @@
 #include "util/param.h"
 #include "util/socket.h"
 
-#define WIRE_MAGIC 0x4e455431u /* "NET1" */
+#define WIRE_MAGIC  0x4e455431u /* "NET1" */
 #define MAX_STREAMS 8
 
 typedef struct net_wire_hdr {
@@ -74,7 +74,7 @@ typedef struct net_state {
   int rank, nranks, nstreams;
   net_conn *conns; /* [peer][channel][dir] */
   uint8_t *is_peer;
-  int *fds;        /* [peer][channel][stream] */
+  int *fds; /* [peer][channel][stream] */
   size_t slot_bytes;
 } net_state;
 
@@ -345,8 +345,8 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
       CHECK_GOTO(init_conn(s, ctx, peers[i], ch, CHORUS_DIR_RECV), res, fail);
     }
   }
-  INFO(CHORUS_NET | CHORUS_INIT, "NET transport: %d peer(s), %d channels x %d sockets each",
-       npeers, CHORUS_NCHANNELS, s->nstreams);
+  INFO(CHORUS_NET | CHORUS_INIT, "NET transport: %d peer(s), %d channels x %d sockets each", npeers,
+       CHORUS_NCHANNELS, s->nstreams);
   *out = s;
   return ncclSuccess;
 fail:

@@ -71,8 +71,8 @@ typedef struct shm_conn {
   char *data;
   uint32_t nslots;
   int dir;
-  uint64_t pos;    /* our counter: tail (send) or head (recv) */
-  uint64_t other;  /* last seen head (send) or tail (recv) */
+  uint64_t pos;   /* our counter: tail (send) or head (recv) */
+  uint64_t other; /* last seen head (send) or tail (recv) */
   int holding;
   chorus_doorbell *peer_db;
   chorus_doorbell *my_db;
@@ -89,8 +89,8 @@ typedef struct node_counters {
 
 typedef struct shm_state {
   int rank, nranks;
-  int full;            /* FIFOs for all local ranks (else self only) */
-  int has_node;        /* node memory: every rank of the communicator is local */
+  int full;     /* FIFOs for all local ranks (else self only) */
+  int has_node; /* node memory: every rank of the communicator is local */
   size_t stage_bytes;
   int nstages;
   chorus_node node;
@@ -108,11 +108,12 @@ typedef struct seg_record {
   uint64_t size;
 } seg_record;
 
-static size_t page_up(size_t x) { return CHORUS_ALIGN_UP(x, (size_t)4096); }
+static size_t page_up(size_t x) {
+  return CHORUS_ALIGN_UP(x, (size_t)4096);
+}
 
 static size_t fifo_end(const shm_state *s) {
-  return page_up(sizeof(seg_header)) + s->ctrl_bytes +
-         (size_t)s->nfifo * s->nslots * s->slot_bytes;
+  return page_up(sizeof(seg_header)) + s->ctrl_bytes + (size_t)s->nfifo * s->nslots * s->slot_bytes;
 }
 
 static size_t seg_size(const shm_state *s) {
@@ -141,7 +142,8 @@ static void init_node(shm_state *s) {
 }
 
 static fifo_ctrl *fifo_at(const shm_state *s, void *base, uint32_t idx) {
-  return (fifo_ctrl *)((char *)base + page_up(sizeof(seg_header)) + (size_t)idx * sizeof(fifo_ctrl));
+  return (fifo_ctrl *)((char *)base + page_up(sizeof(seg_header)) +
+                       (size_t)idx * sizeof(fifo_ctrl));
 }
 
 static char *data_at(const shm_state *s, void *base, uint32_t idx) {
@@ -149,7 +151,9 @@ static char *data_at(const shm_state *s, void *base, uint32_t idx) {
          (size_t)idx * s->nslots * s->slot_bytes;
 }
 
-static int pos_of(const shm_state *s, int rank) { return s->full ? s->topo->local_index[rank] : 0; }
+static int pos_of(const shm_state *s, int rank) {
+  return s->full ? s->topo->local_index[rank] : 0;
+}
 
 static shm_conn *conn_of(shm_state *s, int peer, int ch, int dir) {
   return &s->conns[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)dir];
@@ -274,8 +278,9 @@ static void init_conn(shm_state *s, int peer, int ch, int dir) {
   shm_conn *c = conn_of(s, peer, ch, dir);
   void *seg = dir == CHORUS_DIR_SEND ? s->peer_seg[peer].base : s->own.base;
   void *peer_base = s->peer_seg[peer].base;
-  uint32_t idx = (uint32_t)(dir == CHORUS_DIR_SEND ? pos_of(s, s->rank) : pos_of(s, peer)) *
-                     CHORUS_NCHANNELS + (uint32_t)ch;
+  uint32_t idx =
+      (uint32_t)(dir == CHORUS_DIR_SEND ? pos_of(s, s->rank) : pos_of(s, peer)) * CHORUS_NCHANNELS +
+      (uint32_t)ch;
   c->base.ops = &shm_ops;
   c->base.transport = "SHM";
   c->base.peer = peer;
