@@ -29,7 +29,9 @@
 #include <string.h>
 
 #include "coll/coll.h"
+#include "host/copy.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/coro.h"
 #include "util/doorbell.h"
 #include "util/misc.h"
@@ -143,24 +145,56 @@ static size_t share(const chorus_op *op, size_t len, int p, size_t *soff) {
   return CHORUS_MIN(per, len - start);
 }
 
+/* Where rank p's data at byte offset `at` of chunk g is read from: p's
+ * stage, or for this rank its own input (`mine`, at the same offset) when
+ * the stage holds an exact copy of it. Reading our own stage back while the
+ * peers read it measured several times slower than reading our input. */
+static const void *source(const chorus_op *op, int p, uint64_t g, size_t at, const char *mine) {
+  if (p == op->cc->rank && mine && op->red.kind != CHORUS_RED_PREMULSUM) return mine;
+  return stage(op, p, g) + at;
+}
+
 /* Reduces the stages of every rank at byte offset `at` into dst (already
- * scaled when staged, so no scaling here; SUMPOSTDIV divides here). */
-static void reduce_stages(chorus_op *op, void *dst, uint64_t g, size_t at, size_t len) {
+ * scaled when staged, so no scaling here; SUMPOSTDIV divides here). `mine`
+ * is our input at that offset (or NULL); `flags` adds CHORUS_RED_STREAM. */
+static void reduce_stages(chorus_op *op, void *dst, uint64_t g, size_t at, size_t len,
+                          const char *mine, unsigned flags) {
   const void *src[CHORUS_REDUCE_MAX_SRCS];
   int n = op->cc->nranks;
-  for (int p = 0; p < n; p++) src[p] = stage(op, p, g) + at;
-  chorus_reduce(&op->red, dst, src, n, len, 0, 1);
+  for (int p = 0; p < n; p++) src[p] = source(op, p, g, at, mine);
+  chorus_reduce(&op->red, dst, src, n, len, 0, CHORUS_RED_FINALIZE | flags);
+}
+
+static unsigned stream_flag(const chorus_op *op) {
+  return op->stream ? CHORUS_RED_STREAM : 0;
 }
 
 /* Copies len elements of our input into our stage, applying our PreMulSum
- * scalar when the call reduces. */
+ * scalar when the call reduces. The stores are the kind the stage tuner
+ * picks (host/copy.h). */
 static void stage_copy(chorus_op *op, void *dst, const void *src, size_t len) {
-  if (op->red.kind == CHORUS_RED_PREMULSUM) {
-    const void *s1[1] = {src};
-    chorus_reduce(&op->red, dst, s1, 1, len, 1u, 0);
-  } else {
-    memcpy(dst, src, len * op->esize);
+  chorus_store_tuner *t = &op->cc->stage_tuner;
+  if (op->red.kind != CHORUS_RED_PREMULSUM) {
+    chorus_copy_tuned(t, dst, src, len * op->esize);
+    return;
   }
+  const void *s1[1] = {src};
+  size_t bytes = len * op->esize;
+  int st = chorus_store_pick(t, bytes);
+  int64_t t0 = chorus_now_ns();
+  chorus_reduce(&op->red, dst, s1, 1, len, 1u, st ? CHORUS_RED_STREAM : 0);
+  chorus_store_learn(t, st, bytes, chorus_now_ns() - t0);
+}
+
+/* reduce_stages into our own stage (which the peers read next), with the
+ * stores the reduce tuner picks. */
+static void reduce_to_stage(chorus_op *op, uint64_t g, size_t at, size_t len, const char *mine) {
+  chorus_store_tuner *t = &op->cc->reduce_tuner;
+  size_t bytes = len * op->esize;
+  int st = chorus_store_pick(t, bytes);
+  int64_t t0 = chorus_now_ns();
+  reduce_stages(op, stage(op, op->cc->rank, g) + at, g, at, len, mine, st ? CHORUS_RED_STREAM : 0);
+  chorus_store_learn(t, st, bytes, chorus_now_ns() - t0);
 }
 
 ncclResult_t chorus_allreduce_direct(chorus_op *op) {
@@ -181,17 +215,24 @@ ncclResult_t chorus_allreduce_direct(chorus_op *op) {
     CORO_AWAIT_RES(op->co, res, all_reached(op, POSTED, D.g + 1));
     len = chunk_len(op, &off);
     if (op->algo == CHORUS_ALGO_ONESHOT) {
-      reduce_stages(op, (char *)op->recvbuff + off * op->esize, D.g, 0, len);
+      reduce_stages(op, (char *)op->recvbuff + off * op->esize, D.g, 0, len,
+                    (const char *)op->sendbuff + off * op->esize, stream_flag(op));
     } else {
       slen = share(op, len, me, &soff);
-      reduce_stages(op, stage(op, me, D.g) + soff * op->esize, D.g, soff * op->esize, slen);
+      reduce_to_stage(op, D.g, soff * op->esize, slen,
+                      (const char *)op->sendbuff + (off + soff) * op->esize);
       announce(op, REDUCED, D.g + 1);
+      /* Our share goes out while it is still in our cache and before the
+       * peers pull it away. */
+      chorus_copy((char *)op->recvbuff + (off + soff) * op->esize,
+                  stage(op, me, D.g) + soff * op->esize, slen * op->esize, op->stream);
       CORO_AWAIT_RES(op->co, res, all_reached(op, REDUCED, D.g + 1));
       len = chunk_len(op, &off);
       for (int p = 0; p < n; p++) {
+        if (p == me) continue;
         slen = share(op, len, p, &soff);
-        memcpy((char *)op->recvbuff + (off + soff) * op->esize,
-               stage(op, p, D.g) + soff * op->esize, slen * op->esize);
+        chorus_copy((char *)op->recvbuff + (off + soff) * op->esize,
+                    stage(op, p, D.g) + soff * op->esize, slen * op->esize, op->stream);
       }
     }
   }
@@ -246,58 +287,79 @@ static void stage_in(chorus_op *op, size_t off, size_t len) {
     stage_copy(op, dst, (const char *)op->sendbuff + off * es, len);
     return;
   }
+  /* Our own block stays in our input (source()), unless PreMulSum must
+   * scale it on the way. */
   for (int b = 0; b < n; b++)
-    stage_copy(op, dst + (size_t)b * D.chunk_elems * es,
-               (const char *)op->sendbuff + ((size_t)b * op->count + off) * es, len);
+    if (b != op->cc->rank || op->red.kind == CHORUS_RED_PREMULSUM)
+      stage_copy(op, dst + (size_t)b * D.chunk_elems * es,
+                 (const char *)op->sendbuff + ((size_t)b * op->count + off) * es, len);
 }
 
 /* Reads what this rank needs from the stages for chunk c. Reduce's share
  * step runs here for every rank; the root's copy-out runs after REDUCED. */
 static void stage_out(chorus_op *op, size_t off, size_t len) {
   chorus_coll_comm *cc = op->cc;
-  int n = cc->nranks, me = cc->rank;
-  size_t es = op->esize;
+  int n = cc->nranks, me = cc->rank, st = op->stream;
+  size_t es = op->esize, bytes = len * es;
   char *out = op->recvbuff;
+  const char *in = op->sendbuff;
   const void *src[CHORUS_REDUCE_MAX_SRCS];
+  /* Block b of the output, and our input's block b, at this chunk. */
+#define OUT(b) (out + ((size_t)(b)*op->count + off) * es)
+#define IN(b)  (in + ((size_t)(b)*op->count + off) * es)
+  /* Rank p's block `b` of this chunk in its stage. */
+#define STAGED(p, b) (stage(op, p, D.g) + (size_t)(b)*D.chunk_elems * es)
   switch (op->func) {
   case CHORUS_FUNC_ALLGATHER:
     for (int p = 0; p < n; p++)
-      if (p != me || op->sendbuff != out + (size_t)me * op->count * es)
-        memcpy(out + ((size_t)p * op->count + off) * es, stage(op, p, D.g), len * es);
+      if (p != me)
+        chorus_copy(OUT(p), STAGED(p, 0), bytes, st);
+      else if (in != OUT(me) - off * es)
+        chorus_copy(OUT(me), IN(0), bytes, st);
     break;
   case CHORUS_FUNC_REDUCESCATTER:
-    for (int p = 0; p < n; p++) src[p] = stage(op, p, D.g) + (size_t)me * D.chunk_elems * es;
-    chorus_reduce(&op->red, out + off * es, src, n, len, 0, 1);
+    for (int p = 0; p < n; p++)
+      src[p] = source(op, p, D.g, (size_t)me * D.chunk_elems * es, IN(me));
+    chorus_reduce(&op->red, out + off * es, src, n, len, 0, CHORUS_RED_FINALIZE | stream_flag(op));
     break;
   case CHORUS_FUNC_ALLTOALL:
     for (int p = 0; p < n; p++)
-      memcpy(out + ((size_t)p * op->count + off) * es,
-             stage(op, p, D.g) + (size_t)me * D.chunk_elems * es, len * es);
+      if (p != me)
+        chorus_copy(OUT(p), STAGED(p, me), bytes, st);
+      else if (in != out)
+        chorus_copy(OUT(me), IN(me), bytes, st);
     break;
   case CHORUS_FUNC_BROADCAST:
     if (me != op->root)
-      memcpy(out + off * es, stage(op, op->root, D.g), len * es);
-    else if (op->sendbuff != out)
-      memcpy(out + off * es, (const char *)op->sendbuff + off * es, len * es);
+      chorus_copy(OUT(0), STAGED(op->root, 0), bytes, st);
+    else if (in != out)
+      chorus_copy(OUT(0), IN(0), bytes, st);
     break;
   case CHORUS_FUNC_GATHER:
-    if (me == op->root)
-      for (int p = 0; p < n; p++)
-        if (p != me || op->sendbuff != out + (size_t)me * op->count * es)
-          memcpy(out + ((size_t)p * op->count + off) * es, stage(op, p, D.g), len * es);
+    if (me != op->root) break;
+    for (int p = 0; p < n; p++)
+      if (p != me)
+        chorus_copy(OUT(p), STAGED(p, 0), bytes, st);
+      else if (in != OUT(me) - off * es)
+        chorus_copy(OUT(me), IN(0), bytes, st);
     break;
   case CHORUS_FUNC_SCATTER:
-    if (me != op->root || out != (const char *)op->sendbuff + (size_t)me * op->count * es)
-      memcpy(out + off * es, stage(op, op->root, D.g) + (size_t)me * D.chunk_elems * es, len * es);
+    if (me != op->root)
+      chorus_copy(OUT(0), STAGED(op->root, me), bytes, st);
+    else if (out != IN(me) - off * es)
+      chorus_copy(OUT(0), IN(me), bytes, st);
     break;
   case CHORUS_FUNC_REDUCE: {
     size_t soff, slen = share(op, len, me, &soff);
-    reduce_stages(op, stage(op, me, D.g) + soff * es, D.g, soff * es, slen);
+    reduce_to_stage(op, D.g, soff * es, slen, in + (off + soff) * es);
     break;
   }
   default:
     break;
   }
+#undef OUT
+#undef IN
+#undef STAGED
 }
 
 /* Whose posts a rank must wait for: everyone, only the root, or nobody. */
@@ -337,8 +399,8 @@ ncclResult_t chorus_coll_direct(chorus_op *op) {
         len = chunk_len(op, &off);
         for (int p = 0; p < cc->nranks; p++) {
           size_t soff, slen = share(op, len, p, &soff);
-          memcpy((char *)op->recvbuff + (off + soff) * op->esize,
-                 stage(op, p, D.g) + soff * op->esize, slen * op->esize);
+          chorus_copy((char *)op->recvbuff + (off + soff) * op->esize,
+                      stage(op, p, D.g) + soff * op->esize, slen * op->esize, op->stream);
         }
       }
     }

@@ -20,6 +20,7 @@
 #include "algo/algos.h"
 #include "algo/ring.h"
 #include "algo/tune.h"
+#include "host/copy.h"
 #include "host/reduce.h"
 #include "nccl.h"
 #include "transport/transport.h"
@@ -53,6 +54,10 @@ typedef struct chorus_coll_comm {
   uint8_t algo_named[CHORUS_FUNC_COUNT];
   size_t last_bytes[CHORUS_FUNC_COUNT];
   int last_entry[CHORUS_FUNC_COUNT]; /* -1: none */
+  size_t stream_bytes;               /* outputs this big take streaming stores */
+  /* How this rank writes what peers read (host/copy.h): copies into its
+   * stage, reductions into its stage, copies into FIFO slots. */
+  chorus_store_tuner stage_tuner, reduce_tuner, slot_tuner;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
   /* Log context of this communicator (rank and last-error buffer). */
@@ -110,6 +115,7 @@ struct chorus_op {
   chorus_msg_meta expect; /* what messages received must carry (= meta, but for Recv) */
   uint64_t ticket;        /* point-to-point: place in its connection's line */
   void *scratch;          /* freed with chorus_free after the op (may be NULL) */
+  int stream;             /* output too big to stay cached: streaming stores (host/copy.h) */
   /* Schedule state. */
   union {
     struct {

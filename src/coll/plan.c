@@ -46,6 +46,28 @@ static const entry table[] = {
 };
 #define NENTRIES (sizeof table / sizeof table[0])
 
+/* Outputs of at least this many bytes per rank are written with streaming
+ * stores: by default once the outputs of all ranks on this host would fill
+ * half the last-level cache (host/copy.h). */
+static size_t stream_threshold(const chorus_coll_comm *cc) {
+  int64_t v = chorus_param_int(CHORUS_P_STREAM_BYTES);
+  if (v >= 0) return (size_t)v;
+  long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
+  if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (llc <= 0) llc = 32L << 20;
+  int local = cc->topo->nlocal > 0 ? cc->topo->nlocal : 1;
+  return (size_t)llc / (2u * (size_t)local);
+}
+
+/* Bytes of output one rank writes in this call. */
+static size_t output_bytes(const chorus_op *op) {
+  size_t b = op->count * op->esize;
+  if (op->func == CHORUS_FUNC_ALLGATHER || op->func == CHORUS_FUNC_ALLTOALL ||
+      op->func == CHORUS_FUNC_GATHER)
+    b *= (size_t)op->cc->nranks;
+  return b;
+}
+
 /* What planning needs to know about a communicator; computed at the first
  * call: cost model inputs and the NCCL_ALGO filter of every function. */
 static void plan_setup(chorus_coll_comm *cc) {
@@ -62,6 +84,12 @@ static void plan_setup(chorus_coll_comm *cc) {
     chorus_conn *c = chorus_cc_conn(cc, p, CHORUS_CH_COLL, CHORUS_DIR_SEND);
     if (c && (e->max_msg == 0 || c->slot_bytes < e->max_msg)) e->max_msg = c->slot_bytes;
   }
+  cc->stream_bytes = stream_threshold(cc);
+  int force = (int)chorus_param_int(CHORUS_P_SHARED_STREAM);
+  force = force < 0 ? -1 : force > 0;
+  chorus_store_tuner_init(&cc->stage_tuner, force);
+  chorus_store_tuner_init(&cc->reduce_tuner, force);
+  chorus_store_tuner_init(&cc->slot_tuner, force);
   const char *spec = chorus_param_str(CHORUS_P_ALGO);
   const char *proto = chorus_param_str(CHORUS_P_PROTO);
   if (proto && *proto)
@@ -138,6 +166,7 @@ ncclResult_t chorus_coll_plan(chorus_op *op) {
   op->algo = table[e].algo;
   op->step = table[e].step;
   op->co = 0;
+  op->stream = output_bytes(op) >= cc->stream_bytes;
   op->concurrent = f == CHORUS_FUNC_SEND || f == CHORUS_FUNC_RECV;
   if (op->concurrent) chorus_p2p_take_ticket(op);
   chorus_op_stamp(op);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "coll/prims.h"
+#include "host/copy.h"
 #include "util/check.h"
 #include "util/coro.h"
 #include "util/misc.h"
@@ -24,7 +25,10 @@ ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x) {
   while (x->done < x->bytes) {
     CORO_AWAIT_RES(x->co, res, chorus_prim_send_slot(op, x->conn, &x->slot, &x->cap));
     n = CHORUS_MIN(x->cap, x->bytes - x->done);
-    memcpy(x->slot, x->buf + x->done, n);
+    if (x->conn->shared)
+      chorus_copy_tuned(&op->cc->slot_tuner, x->slot, x->buf + x->done, n);
+    else
+      memcpy(x->slot, x->buf + x->done, n);
     CHECK(chorus_prim_post(op, x->conn, n));
     x->done += n;
   }
@@ -48,7 +52,7 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
                           "use different NCCL_BUFFSIZE/CHORUS_NSLOTS)",
                           me, x->conn->peer, x->rbytes, want);
     }
-    memcpy(x->buf + x->done, x->rbuf, x->rbytes);
+    chorus_copy(x->buf + x->done, x->rbuf, x->rbytes, op->stream);
     x->done += x->rbytes;
     CHECK(chorus_prim_release(op, x->conn));
   }

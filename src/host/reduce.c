@@ -20,6 +20,7 @@
 #include <stdalign.h>
 #include <string.h>
 
+#include "host/copy.h"
 #include "host/fp.h"
 #include "host/reduce_impl.h"
 #include "nccl.h"
@@ -43,6 +44,7 @@ typedef struct plan {
   int scaled;    /* PREMULSUM with at least one source scaled */
   uint64_t mask; /* which sources are scaled */
   int divide;    /* SUMPOSTDIV's final division is due */
+  int stream;    /* dst takes streaming stores: blocks end in L1, then stream out */
   uint64_t divisor;
   alignas(8) unsigned char scalar[8]; /* multiplier of scaled sources, in the kernel's type */
   alignas(8) unsigned char one[8];    /* multiplier of the others */
@@ -105,11 +107,16 @@ static void native_groups(const plan *p, void *d, void *acc, size_t off, size_t 
 
 static void native_block(const plan *p, void *acc, size_t off, size_t n) {
   char *d = p->dst + off * p->esz;
+  /* Streaming: the whole block is finished in the accumulator (in L1) and
+   * leaves it in one streamed copy; dst may still be a source, since every
+   * source is read before the block is written. */
+  char *out = p->stream ? acc : d;
   if (p->nsrc == 1)
-    native_single(p, d, off, n);
+    native_single(p, out, off, n);
   else
-    native_groups(p, d, acc, off, n);
-  if (p->divide) p->arith->div(d, p->divisor, n);
+    native_groups(p, out, acc, off, n);
+  if (p->divide) p->arith->div(out, p->divisor, n);
+  if (p->stream) chorus_copy_stream_nofence(d, acc, n * p->esz);
 }
 
 static void reduce_native(const plan *p, size_t count) {
@@ -166,7 +173,13 @@ static void narrow_block(const plan *p, narrow_bufs *b, size_t off, size_t n) {
     narrow_groups(p, b, off, n);
   }
   if (p->divide) p->arith->div(b->acc, p->divisor, n);
-  p->codec->encode(p->dst + off * p->esz, b->acc, n);
+  if (p->stream) {
+    /* Encoded into a free decode buffer, then streamed out. */
+    p->codec->encode(b->tmp[0], b->acc, n);
+    chorus_copy_stream_nofence(p->dst + off * p->esz, b->tmp[0], n * p->esz);
+  } else {
+    p->codec->encode(p->dst + off * p->esz, b->acc, n);
+  }
 }
 
 static void reduce_narrow(const plan *p, size_t count) {
@@ -199,7 +212,7 @@ static void set_multipliers(plan *p, const chorus_red *op) {
 
 void chorus_reduce_with(const chorus_red_kernels *k, const chorus_red *op, void *dst,
                         const void *const *src, int nsrc, size_t count, uint64_t scale_mask,
-                        int finalize) {
+                        unsigned flags) {
   int dtype = op->dtype;
   if (count == 0 || nsrc < 1 || nsrc > CHORUS_REDUCE_MAX_SRCS || dtype < 0 ||
       dtype >= CHORUS_RED_NTYPES)
@@ -214,15 +227,20 @@ void chorus_reduce_with(const chorus_red_kernels *k, const chorus_red *op, void 
     p.scaled = p.mask != 0;
   }
   set_multipliers(&p, op);
-  p.divide = op->kind == CHORUS_RED_SUMPOSTDIV && finalize && op->divisor != 1;
+  p.divide = op->kind == CHORUS_RED_SUMPOSTDIV && (flags & CHORUS_RED_FINALIZE) && op->divisor != 1;
   p.divisor = op->divisor ? op->divisor : 1;
+  int stream = (flags & CHORUS_RED_STREAM) != 0;
   if (nsrc == 1 && !p.scaled && !p.divide) {
     /* A plain copy: bit exact for every type, NaN payloads included. */
-    if (dst != src[0]) memcpy(dst, src[0], count * p.esz);
-  } else if (narrow)
+    if (dst != src[0]) chorus_copy(dst, src[0], count * p.esz, stream);
+    return;
+  }
+  p.stream = stream;
+  if (narrow)
     reduce_narrow(&p, count);
   else
     reduce_native(&p, count);
+  if (stream) chorus_copy_fence();
 }
 
 /* __builtin_cpu_supports reads flags the runtime filled in at start-up, so
@@ -239,8 +257,8 @@ const chorus_red_kernels *chorus_red_kernels_best(void) {
 }
 
 void chorus_reduce(const chorus_red *op, void *dst, const void *const *src, int nsrc, size_t count,
-                   uint64_t scale_mask, int finalize) {
-  chorus_reduce_with(chorus_red_kernels_best(), op, dst, src, nsrc, count, scale_mask, finalize);
+                   uint64_t scale_mask, unsigned flags) {
+  chorus_reduce_with(chorus_red_kernels_best(), op, dst, src, nsrc, count, scale_mask, flags);
 }
 
 /* ---- scalars ------------------------------------------------------------- */

@@ -38,7 +38,9 @@ typedef struct chorus_red {
  *   R is + for SUM, PREMULSUM and SUMPOSTDIV, * for PROD, max for MAX, min for MIN;
  *   f_s(x) = x * scalar when kind is PREMULSUM and bit s of scale_mask is set,
  *            x otherwise;
- * then, when `finalize` is set and kind is SUMPOSTDIV, dst[i] = dst[i] / divisor.
+ * then, when flags has CHORUS_RED_FINALIZE and kind is SUMPOSTDIV,
+ * dst[i] = dst[i] / divisor. With CHORUS_RED_STREAM, dst is written with
+ * streaming stores (host/copy.h), for outputs too big to stay cached.
  *
  * 1 <= nsrc <= CHORUS_REDUCE_MAX_SRCS. dst may be the same pointer as any
  * src (in place); partial overlap is not allowed. Integers wrap modulo 2^bits
@@ -48,8 +50,10 @@ typedef struct chorus_red {
  * finite value as CUDA's __NV_SATFINITE conversions do; NaN stays NaN).
  * MAX/MIN on floating types: if either operand is NaN the result is NaN.
  */
+#define CHORUS_RED_FINALIZE 1u
+#define CHORUS_RED_STREAM   2u
 void chorus_reduce(const chorus_red *op, void *dst, const void *const *src, int nsrc, size_t count,
-                   uint64_t scale_mask, int finalize);
+                   uint64_t scale_mask, unsigned flags);
 
 /* Stores v converted to dtype at out (size of one element). Used to build
  * PREMULSUM scalars, e.g. 1/nranks for ncclAvg. */

@@ -71,6 +71,6 @@ const chorus_red_kernels *chorus_red_kernels_best(void);
 /* chorus_reduce with an explicit kernel table. */
 void chorus_reduce_with(const chorus_red_kernels *k, const chorus_red *op, void *dst,
                         const void *const *src, int nsrc, size_t count, uint64_t scale_mask,
-                        int finalize);
+                        unsigned flags);
 
 #endif

@@ -93,6 +93,7 @@ typedef struct chorus_conn_ops {
 struct chorus_conn {
   const chorus_conn_ops *ops;
   const char *transport; /* "SHM", "NET" */
+  int shared;            /* send slots are memory the peer reads in place (SHM) */
   int peer;
   int channel;
   size_t slot_bytes;

@@ -31,6 +31,8 @@ CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, 8,      "Slots per 
 CHORUS_PARAM(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", INT, 1,      "TCP sockets (streams) per peer and channel, 1..8; consecutive messages alternate between them")
 CHORUS_PARAM(NODE_CHUNK,       "CHORUS_NODE_CHUNK",     INT, 524288, "Bytes per shared-memory stage buffer of direct algorithms (0: no node memory)")
 CHORUS_PARAM(NODE_NBUF,        "CHORUS_NODE_NBUF",      INT, 2,      "Stage buffers per rank for direct algorithms (pipeline depth)")
+CHORUS_PARAM(STREAM_BYTES,     "CHORUS_STREAM_BYTES",   INT, -1,     "Outputs of at least this many bytes per rank are written with streaming stores (-1: last-level cache / (2 x ranks on the host); 0: always)")
+CHORUS_PARAM(SHARED_STREAM,    "CHORUS_SHARED_STREAM",  INT, -1,     "Stores into stage buffers and FIFO slots: -1 measure and pick, 0 normal, 1 streaming")
 /* progress and deadlines */
 CHORUS_PARAM(OP_TIMEOUT,       "CHORUS_OP_TIMEOUT",     INT, 600,    "Seconds a collective may wait for a peer before failing (0: forever)")
 CHORUS_PARAM(SPIN_US,          "CHORUS_SPIN_US",        INT, -1,     "Microseconds a waiting rank polls before yielding (-1: 1000, or 2 when ranks outnumber cores)")

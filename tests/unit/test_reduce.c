@@ -298,11 +298,13 @@ static int element_ok(int t, const expect *e, const void *dst, size_t i) {
 /* Runs one table on the first `count` elements with dst at src[alias] (or
  * separate when alias < 0); restores the sources afterwards. */
 static int run_one(const chorus_red_kernels *k, const tcase *tc, const chorus_red *op, void **src,
-                   void *const *orig, void *sep, const expect *e, size_t count, int alias) {
+                   void *const *orig, void *sep, const expect *e, size_t count, int alias,
+                   int stream) {
   int t = tc->dtype, n = tc->nsrc, bad = 0;
   size_t bytes = count * type_size[t];
   void *dst = alias < 0 ? sep : src[alias];
-  chorus_reduce_with(k, op, dst, (const void *const *)src, n, count, tc->mask, tc->finalize);
+  unsigned flags = (tc->finalize ? CHORUS_RED_FINALIZE : 0) | (stream ? CHORUS_RED_STREAM : 0);
+  chorus_reduce_with(k, op, dst, (const void *const *)src, n, count, tc->mask, flags);
   for (size_t i = 0; i < count; i++)
     if (!element_ok(t, e, dst, i)) {
       if (bad++ < 3)
@@ -313,9 +315,10 @@ static int run_one(const chorus_red_kernels *k, const tcase *tc, const chorus_re
   for (int s = 0; s < n; s++) /* sources other than dst must be untouched */
     if (src[s] != dst && memcmp(src[s], orig[s], bytes) != 0) bad++;
   if (bad)
-    fprintf(stderr, "  ^ %s %s %s nsrc=%d count=%zu alias=%d mask=0x%llx fin=%d div=%llu\n",
+    fprintf(stderr,
+            "  ^ %s %s %s nsrc=%d count=%zu alias=%d mask=0x%llx fin=%d div=%llu stream=%d\n",
             k->name, type_name[t], kind_name[tc->kind], n, count, alias,
-            (unsigned long long)tc->mask, tc->finalize, (unsigned long long)tc->divisor);
+            (unsigned long long)tc->mask, tc->finalize, (unsigned long long)tc->divisor, stream);
   if (alias >= 0) memcpy(src[alias], orig[alias], bytes);
   return bad == 0;
 }
@@ -401,7 +404,11 @@ static int run_config(const chorus_red_kernels *const *tables, int ntables, buff
     for (size_t ci = 0; ci < ncounts; ci++)
       for (int ai = 0; ai < (n > 1 ? 3 : 2); ai++) {
         if (counts[ci] > (best ? (aliases[ai] < 0 ? SIZE_MAX : 9000) : 1000)) continue;
-        ok &= run_one(tables[ti], tc, &op, b->src, b->orig, b->sep, &b->e, counts[ci], aliases[ai]);
+        /* Streaming stores (large outputs) take another path out of
+         * every block: run it too, with the table chorus_reduce uses. */
+        for (int st = 0; st <= best; st++)
+          ok &= run_one(tables[ti], tc, &op, b->src, b->orig, b->sep, &b->e, counts[ci],
+                        aliases[ai], st);
       }
   }
   return ok;

@@ -283,6 +283,7 @@ static void init_conn(shm_state *s, int peer, int ch, int dir) {
       (uint32_t)ch;
   c->base.ops = &shm_ops;
   c->base.transport = "SHM";
+  c->base.shared = 1;
   c->base.peer = peer;
   c->base.channel = ch;
   c->base.slot_bytes = s->slot_bytes;
