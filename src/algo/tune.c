@@ -1,46 +1,113 @@
 /*
  * tune.c - see tune.h.
  *
- * One host. Each fit is t = a * (n / n_cal) + S / bw, with S the size the
- * perf tools report (the whole buffer for AllReduce, Broadcast, Reduce;
- * n blocks for AllGather, ReduceScatter, AlltoAll, Gather, Scatter), a in
- * microseconds, bw in bytes per microsecond, n_cal = 2 with a core per rank
- * and 4 when ranks outnumber cores. Values: bench/calibration-2026-11-21.txt
- * (AllReduce from a longer run, see docs/PERFORMANCE.md).
+ * One host. Each fit is t = a * (n / n_cal) + the sum over size bands of
+ * (bytes of S in the band) / bw_band, with S the size the perf tools report
+ * (the whole buffer for AllReduce, Broadcast, Reduce; n blocks for
+ * AllGather, ReduceScatter, AlltoAll, Gather, Scatter), a in microseconds,
+ * bandwidths in bytes per microsecond, n_cal = 2 with a core per rank and 4
+ * when ranks outnumber cores. The bands follow the memory the data lives in
+ * (L2, L3, past L3, DRAM), so the modelled time is continuous and grows with
+ * size. bench/fit.py fitted the values to bench/calibration-*.txt.
  */
 #include "algo/tune.h"
+
+#define NBANDS 4
+static const double band_top[NBANDS - 1] = {65536.0, 1048576.0, 8388608.0};
+
+typedef struct curve {
+  double a;          /* microseconds at n_cal ranks */
+  double bw[NBANDS]; /* bytes per microsecond within each band */
+} curve;
 
 typedef struct fit {
   int func;
   chorus_algo algo;
-  double a_own, bw_own;   /* a core per rank (n_cal = 2) */
-  double a_over, bw_over; /* ranks outnumber cores (n_cal = 4) */
+  curve own;  /* a core per rank (n_cal = 2) */
+  curve over; /* ranks outnumber cores (n_cal = 4) */
 } fit;
 
 static const fit fits[] = {
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RING, 0.625, 10150, 19.3, 2990},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, 0.474, 5530, 4.84, 2320},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, 0.455, 7750, 10.4, 4270},
-    {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_RING, 0.615, 14370, 11.5, 1605},
-    {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ONESHOT, 0.559, 14497, 6.38, 6551},
-    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RING, 0.665, 11450, 9.12, 6920},
-    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ONESHOT, 0.589, 12452, 6.30, 6273},
-    {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_RING, 0.387, 9235, 1.77, 5436},
-    {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ONESHOT, 0.426, 8539, 5.58, 6779},
-    {CHORUS_FUNC_REDUCE, CHORUS_ALGO_RING, 0.544, 2491, 2.20, 6017},
-    {CHORUS_FUNC_REDUCE, CHORUS_ALGO_ONESHOT, 0.733, 10203, 11.2, 1132},
-    {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_DIRECT, 0.758, 18403, 6.30, 2991},
-    {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_ONESHOT, 0.550, 13172, 6.84, 1410},
-    {CHORUS_FUNC_GATHER, CHORUS_ALGO_DIRECT, 0.441, 32747, 1.96, 23617},
-    {CHORUS_FUNC_GATHER, CHORUS_ALGO_ONESHOT, 0.528, 19942, 5.93, 4276},
-    {CHORUS_FUNC_SCATTER, CHORUS_ALGO_DIRECT, 0.565, 21551, 2.83, 13633},
-    {CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, 0.680, 4056, 5.40, 9028},
+    {CHORUS_FUNC_ALLGATHER,
+     CHORUS_ALGO_ONESHOT,
+     {0.186, {14226, 14016, 12073, 6224}},
+     {4.506, {9659, 10915, 4892, 6174}}},
+    {CHORUS_FUNC_ALLGATHER,
+     CHORUS_ALGO_RING,
+     {0.977, {3562, 3953, 3267, 2863}},
+     {8.902, {6134, 10401, 4412, 2889}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_ONESHOT,
+     {0.245, {7519, 8258, 11189, 4025}},
+     {4.387, {2831, 3251, 2146, 2439}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_RING,
+     {0.369, {5788, 13340, 11012, 4203}},
+     {17.949, {3271, 5796, 2405, 2027}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_TWOSHOT,
+     {0.313, {7086, 8588, 7272, 3932}},
+     {8.618, {4099, 5389, 2825, 3397}}},
+    {CHORUS_FUNC_ALLTOALL,
+     CHORUS_ALGO_DIRECT,
+     {0.198, {9563, 13643, 15423, 4662}},
+     {4.974, {3423, 5606, 2416, 2859}}},
+    {CHORUS_FUNC_ALLTOALL,
+     CHORUS_ALGO_ONESHOT,
+     {0.133, {14277, 16308, 17004, 5121}},
+     {4.635, {3649, 6352, 2000, 3378}}},
+    {CHORUS_FUNC_BROADCAST,
+     CHORUS_ALGO_ONESHOT,
+     {0.133, {9533, 14234, 14452, 5650}},
+     {4.453, {7897, 8945, 4218, 6079}}},
+    {CHORUS_FUNC_BROADCAST,
+     CHORUS_ALGO_RING,
+     {0.551, {6355, 19563, 15830, 3672}},
+     {1.359, {3664, 12014, 4350, 2596}}},
+    {CHORUS_FUNC_GATHER,
+     CHORUS_ALGO_DIRECT,
+     {0.119, {17689, 34472, 24232, 9362}},
+     {1.345, {14668, 18671, 17242, 9606}}},
+    {CHORUS_FUNC_GATHER,
+     CHORUS_ALGO_ONESHOT,
+     {0.118, {20251, 17963, 24662, 7991}},
+     {4.310, {8492, 16617, 16792, 8033}}},
+    {CHORUS_FUNC_REDUCE,
+     CHORUS_ALGO_ONESHOT,
+     {0.268, {7253, 8176, 8752, 4154}},
+     {8.956, {3226, 4361, 3458, 2990}}},
+    {CHORUS_FUNC_REDUCE,
+     CHORUS_ALGO_RING,
+     {0.435, {8052, 38229, 24909, 6974}},
+     {1.589, {4833, 13061, 4928, 3973}}},
+    {CHORUS_FUNC_REDUCESCATTER,
+     CHORUS_ALGO_ONESHOT,
+     {0.182, {12735, 19219, 17838, 6882}},
+     {4.795, {5495, 8320, 4104, 3630}}},
+    {CHORUS_FUNC_REDUCESCATTER,
+     CHORUS_ALGO_RING,
+     {0.385, {8904, 24352, 29156, 6948}},
+     {9.216, {7115, 10893, 5505, 3155}}},
+    {CHORUS_FUNC_SCATTER,
+     CHORUS_ALGO_DIRECT,
+     {0.308, {16009, 29223, 34821, 9462}},
+     {1.662, {9680, 17874, 21650, 7325}}},
+    {CHORUS_FUNC_SCATTER,
+     CHORUS_ALGO_ONESHOT,
+     {0.167, {29416, 23868, 30764, 10675}},
+     {4.407, {14290, 17633, 19365, 7289}}},
 };
 
-/* Across hosts: one TCP hop on loopback-class links (measured over veth in
- * network namespaces), and its bandwidth. */
-#define NET_HOP_US 25.0
-#define NET_BW     1000.0
+static double curve_us(const curve *c, double a_scale, double size) {
+  double t = c->a * a_scale, lo = 0;
+  for (int b = 0; b < NBANDS && size > lo; b++) {
+    double hi = b < NBANDS - 1 ? band_top[b] : size;
+    double in = (size < hi ? size : hi) - lo;
+    t += in / c->bw[b];
+    lo = hi;
+  }
+  return t;
+}
 
 static int blocks_per_rank(int func) {
   return func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_REDUCESCATTER ||
@@ -52,8 +119,8 @@ static double one_host(int func, chorus_algo algo, double size, const chorus_tun
   for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {
     const fit *f = &fits[i];
     if (f->func != func || f->algo != algo) continue;
-    if (e->oversubscribed) return f->a_over * e->nranks / 4.0 + size / f->bw_over;
-    return f->a_own * e->nranks / 2.0 + size / f->bw_own;
+    if (e->oversubscribed) return curve_us(&f->over, e->nranks / 4.0, size);
+    return curve_us(&f->own, e->nranks / 2.0, size);
   }
   return -1;
 }
@@ -63,6 +130,11 @@ static int log2_floor(int n) {
   while ((1 << (k + 1)) <= n) k++;
   return k;
 }
+
+/* Across hosts: one TCP hop on loopback-class links (measured over veth in
+ * network namespaces), and its bandwidth. */
+#define NET_HOP_US 25.0
+#define NET_BW     1000.0
 
 /* Several hosts: network hops dominate. */
 static double across_hosts(int func, chorus_algo algo, double bytes, const chorus_tune_env *e) {

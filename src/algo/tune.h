@@ -1,14 +1,17 @@
 /*
  * tune.h - the cost model that picks an algorithm per call.
  *
- * time(algorithm, bytes) = latency + size / bandwidth. On one host the two
- * constants of every (function, algorithm) pair were fitted to measurements
- * on the 2-core test machine, separately for ranks that have a core each
+ * time(algorithm, bytes) = latency + size over bandwidth, where the
+ * bandwidth depends on where the data sits: each algorithm has one
+ * bandwidth per size band (in L2, in L3, past L3, DRAM), so the modelled
+ * time is continuous and grows with size. On one host the constants of
+ * every (function, algorithm) pair were fitted to measurements on the
+ * 2-core test machine, separately for ranks that have a core each
  * (calibrated at 2 ranks) and for ranks that outnumber the cores
  * (calibrated at 4); latency scales with the rank count from there. Across
- * hosts the model counts network hops. bench/calibrate.py produced the fits;
- * bench/calibration-*.txt keeps its output and docs/PERFORMANCE.md the
- * method. Pure arithmetic, unit-tested on its own.
+ * hosts the model counts network hops. bench/calibrate.py measured,
+ * bench/fit.py fitted; bench/calibration-*.txt keeps both outputs and
+ * docs/PERFORMANCE.md the method. Pure arithmetic, unit-tested on its own.
  */
 #ifndef CHORUS_ALGO_TUNE_H
 #define CHORUS_ALGO_TUNE_H
