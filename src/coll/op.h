@@ -58,6 +58,8 @@ typedef struct chorus_coll_comm {
   /* How this rank writes what peers read (host/copy.h): copies into its
    * stage, reductions into its stage, copies into FIFO slots. */
   chorus_store_tuner stage_tuner, reduce_tuner, slot_tuner;
+  /* GPU communicators: the device side (gpu/gpu.h), else NULL. */
+  struct chorus_gpu *gpu;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
   /* Log context of this communicator (rank and last-error buffer). */
@@ -116,6 +118,7 @@ struct chorus_op {
   uint64_t ticket;        /* point-to-point: place in its connection's line */
   void *scratch;          /* freed with chorus_free after the op (may be NULL) */
   int stream;             /* output too big to stay cached: streaming stores (host/copy.h) */
+  void *cuda_stream;      /* GPU communicators: the caller's stream */
   /* Schedule state. */
   union {
     struct {

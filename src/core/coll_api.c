@@ -35,6 +35,7 @@ typedef struct call {
    * element offset from recvbuff (SIZE_MAX: only distinct buffers). */
   size_t send_elems, recv_elems, inplace_off;
   int send_is_recv_offset; /* 1: in place means send == recv + off; 0: recv == send + off */
+  void *stream;            /* the caller's cudaStream_t (GPU communicators) */
 } call;
 
 static void describe(call *c, int rank, int n) {
@@ -149,6 +150,7 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
                 ? c->root
                 : -1;
   op.red.dtype = c->dtype;
+  op.cuda_stream = c->stream;
   return chorus_enqueue(comm, &op);
 }
 
@@ -163,7 +165,6 @@ static ncclResult_t check_and_enqueue(ncclComm_t comm, call *c) {
 
 NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   call c = {"ncclAllReduce",
             CHORUS_FUNC_ALLREDUCE,
             sendbuff,
@@ -176,13 +177,13 @@ NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size
             0,
             0,
             0,
-            0};
+            0,
+            (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   call c = {"ncclBroadcast",
             CHORUS_FUNC_BROADCAST,
             sendbuff,
@@ -195,32 +196,21 @@ NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size
             0,
             0,
             0,
-            0};
+            0,
+            (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  call c = {"ncclBcast",
-            CHORUS_FUNC_BROADCAST,
-            buff,
-            buff,
-            count,
-            datatype,
-            0,
-            ncclSum,
-            root,
-            0,
-            0,
-            0,
-            0};
+  call c = {
+      "ncclBcast", CHORUS_FUNC_BROADCAST, buff, buff, count, datatype, 0, ncclSum, root, 0, 0, 0,
+      0,           (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   call c = {"ncclReduce",
             CHORUS_FUNC_REDUCE,
             sendbuff,
@@ -233,13 +223,13 @@ NCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t 
             0,
             0,
             0,
-            0};
+            0,
+            (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   call c = {"ncclAllGather",
             CHORUS_FUNC_ALLGATHER,
             sendbuff,
@@ -252,13 +242,13 @@ NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size
             0,
             0,
             0,
-            0};
+            0,
+            (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   call c = {"ncclReduceScatter",
             CHORUS_FUNC_REDUCESCATTER,
             sendbuff,
@@ -271,13 +261,13 @@ NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, 
             0,
             0,
             0,
-            0};
+            0,
+            (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   call c = {"ncclAlltoAll",
             CHORUS_FUNC_ALLTOALL,
             sendbuff,
@@ -290,13 +280,13 @@ NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_
             0,
             0,
             0,
-            0};
+            0,
+            (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   call c = {"ncclGather",
             CHORUS_FUNC_GATHER,
             sendbuff,
@@ -309,13 +299,13 @@ NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t 
             0,
             0,
             0,
-            0};
+            0,
+            (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   call c = {"ncclScatter",
             CHORUS_FUNC_SCATTER,
             sendbuff,
@@ -328,22 +318,23 @@ NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t
             0,
             0,
             0,
-            0};
+            0,
+            (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  call c = {
-      "ncclSend", CHORUS_FUNC_SEND, sendbuff, NULL, count, datatype, 0, ncclSum, peer, 0, 0, 0, 0};
+  call c = {"ncclSend", CHORUS_FUNC_SEND, sendbuff, NULL, count, datatype,
+            0,          ncclSum,          peer,     0,    0,     0,
+            0,          (void *)stream};
   return check_and_enqueue(comm, &c);
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
          ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
-  call c = {
-      "ncclRecv", CHORUS_FUNC_RECV, NULL, recvbuff, count, datatype, 0, ncclSum, peer, 0, 0, 0, 0};
+  call c = {"ncclRecv", CHORUS_FUNC_RECV, NULL, recvbuff, count, datatype,
+            0,          ncclSum,          peer, 0,        0,     0,
+            0,          (void *)stream};
   return check_and_enqueue(comm, &c);
 }

@@ -17,6 +17,7 @@
 #include "core/config.h"
 #include "device/device.h"
 #include "transport/transport.h"
+#include "gpu/gpu.h"
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
@@ -60,15 +61,24 @@ chorus_log_ctx chorus_comm_enter(ncclComm_t comm) {
       (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error, sizeof comm->last_error});
 }
 
+/* The device a new communicator binds to: the calling thread's current
+ * CUDA device (as NCCL does), or none (host memory) when the process sees no
+ * GPU or CHORUS_HOST_COMM=1. Decided at the init call, on the caller's
+ * thread, because the build may run on another. */
+static int pick_device(void) {
+  if (chorus_param_int(CHORUS_P_HOST_COMM)) return -1;
+  return chorus_device_current();
+}
+
 ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const ncclConfig_t *cfg) {
   ncclComm_t c = chorus_calloc(1, sizeof *c);
   if (!c) return chorus_error(ncclSystemError, "out of memory allocating a communicator");
   c->magic = CHORUS_COMM_MAGIC;
   c->rank = rank;
   c->nranks = nranks;
-  c->device = -1;
   c->async = ncclInProgress;
   c->state = CHORUS_COMM_INIT;
+  c->device = pick_device();
   ncclResult_t res = chorus_config_copy(&c->config, cfg);
   if (res != ncclSuccess) {
     chorus_free(c);
@@ -79,15 +89,12 @@ ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const nccl
   return ncclSuccess;
 }
 
-/* Which device this communicator moves: GPUs are the next milestone, so a
- * process that sees one must ask for host memory explicitly. */
+/* The build runs on the device it was bound to (a background thread starts
+ * without one). */
 static ncclResult_t choose_device(ncclComm_t comm) {
-  comm->device = -1;
-  if (chorus_param_int(CHORUS_P_HOST_COMM)) return ncclSuccess;
-  if (chorus_device_count() > 0)
-    return chorus_error(ncclInvalidUsage,
-                        "this process sees a CUDA device, but device communicators are not "
-                        "implemented yet in Chorus; set CHORUS_HOST_COMM=1 to use host memory");
+  if (comm->device >= 0 && chorus_dev_use(comm->device) != 0)
+    return chorus_error(ncclUnhandledCudaError, "selecting GPU %d: %s", comm->device,
+                        chorus_dev_error());
   return ncclSuccess;
 }
 
@@ -255,6 +262,10 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   CHECK_GOTO(setup_transports(comm, &geo), res, out);
   CHECK_GOTO(build_ring(comm), res, out);
   fill_coll_comm(comm);
+  if (comm->device >= 0)
+    CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
+                                comm->device),
+               res, out);
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
   INFO(CHORUS_INIT, "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s)", (void *)comm,
        comm->rank, comm->nranks, comm->topo.nhosts, (chorus_now_ns() - t0) / 1e6,
@@ -288,6 +299,8 @@ void chorus_comm_join(ncclComm_t comm) {
 
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
+  chorus_gpu_free(comm->cc.gpu);
+  comm->cc.gpu = NULL;
   for (int t = 1; t >= 0; t--) {
     transports[t]->destroy(comm->tstate[t]);
     comm->tstate[t] = NULL;

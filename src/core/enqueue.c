@@ -9,6 +9,7 @@
 #include "coll/exec.h"
 #include "core/comm.h"
 #include "core/group.h"
+#include "gpu/gpu.h"
 #include "util/alloc.h"
 #include "util/check.h"
 
@@ -71,6 +72,12 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
     op->next_op = NULL;
     all[k++] = op;
     if (res != ncclSuccess) continue;
+    if (op->cc->gpu) { /* GPU communicators: one kernel on the caller's stream */
+      chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
+      res = chorus_gpu_enqueue(op->cc->gpu, op);
+      chorus_log_ctx_set(old);
+      continue;
+    }
     int i = queue_of(&qs, &tails, &nq, &cap, stackq, op->cc);
     if (i < 0) {
       res = chorus_error(ncclSystemError, "out of memory grouping %d communicators", nq + 1);

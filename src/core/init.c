@@ -120,10 +120,19 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *
   CHECK(pncclGetUniqueId(&id));
   CHECK(pncclGroupStart());
   ncclResult_t res = ncclSuccess;
+  /* Rank i binds to devlist[i] (or device i), as in NCCL; the caller's
+   * current device is restored afterwards. */
+  int saved = chorus_device_current();
   for (int i = 0; i < ndev; i++) {
+    if (saved >= 0 && chorus_dev_use(devlist ? devlist[i] : i) != 0) {
+      res = chorus_error(ncclInvalidArgument, "ncclCommInitAll: cannot use GPU %d: %s",
+                         devlist ? devlist[i] : i, chorus_dev_error());
+      break;
+    }
     res = pncclCommInitRank(&comms[i], ndev, id, i);
     if (res != ncclSuccess) break;
   }
+  if (saved >= 0) chorus_dev_use(saved);
   ncclResult_t eres = pncclGroupEnd();
   return res != ncclSuccess ? res : eres;
 }

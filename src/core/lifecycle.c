@@ -8,6 +8,7 @@
 #include "coll/exec.h"
 #include "core/api.h"
 #include "core/comm.h"
+#include "gpu/gpu.h"
 #include "util/check.h"
 #include "util/clock.h"
 
@@ -44,6 +45,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   /* Destroying a communicator still being built gives up on it. */
   if (__atomic_load_n(&comm->async, __ATOMIC_ACQUIRE) == ncclInProgress)
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  chorus_gpu_abort(comm->cc.gpu);
   chorus_comm_join(comm);
   drain(comm);
   chorus_comm_free(comm);
@@ -55,6 +57,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   CHECK(chorus_comm_check(comm, "ncclCommAbort"));
   chorus_log_ctx old = chorus_comm_enter(comm);
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  chorus_gpu_abort(comm->cc.gpu);
   chorus_comm_join(comm);
   drain(comm);
   if (comm->conns)
@@ -84,6 +87,10 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *asy
     return chorus_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   ncclResult_t r = __atomic_load_n(&comm->async, __ATOMIC_ACQUIRE);
   if (r == ncclSuccess && comm->cc.failed != ncclSuccess) r = comm->cc.failed;
+  if (r == ncclSuccess && comm->cc.gpu) {
+    r = chorus_gpu_async_error(comm->cc.gpu);
+    if (r != ncclSuccess) __atomic_store_n(&comm->cc.failed, r, __ATOMIC_RELEASE);
+  }
   *asyncError = r;
   return ncclSuccess;
 }

@@ -87,6 +87,8 @@ ncclResult_t chorus_redop_resolve(ncclComm_t comm, ncclRedOp_t op, int dtype, ch
   out->kind = CHORUS_RED_PREMULSUM;
   if (u->residence == ncclScalarHostImmediate)
     memcpy(out->scalar, u->value, sizeof out->scalar);
+  else if (comm->device >= 0) /* ncclScalarDevice: the kernel reads it */
+    out->scalar_dev = u->ptr;
   else /* ncclScalarDevice: on a host communicator it is host memory, read when the call runs */
     memcpy(out->scalar, u->ptr, chorus_type_size(dtype));
   return ncclSuccess;

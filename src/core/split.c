@@ -124,7 +124,10 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
     goto fail;
   }
   *j = (split_job){comm, NULL, color, key};
-  if (color != NCCL_SPLIT_NOCOLOR) CHECK_GOTO(chorus_comm_alloc(&j->child, 1, 0, &cfg), res, fail);
+  if (color != NCCL_SPLIT_NOCOLOR) {
+    CHECK_GOTO(chorus_comm_alloc(&j->child, 1, 0, &cfg), res, fail);
+    j->child->device = comm->device; /* children stay on the parent's device */
+  }
   *job = (chorus_job){split_thread, j, j->child, cfg.blocking, 0, 0, NULL};
   chorus_config_free(&cfg);
   *newcomm = j->child;
@@ -223,6 +226,7 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
     CHECK_GOTO(chorus_bootstrap_recv(comm->bs, leader, tag, uid, sizeof *uid), res, out);
   }
   CHECK_GOTO(chorus_comm_alloc(&child, m, newrank, &cfg), res, out);
+  child->device = comm->device;
   child->init.uids = uid;
   child->init.nuids = 1;
   uid = NULL;

@@ -20,4 +20,43 @@ int chorus_device_current(void);
 /* 1 if the library was built with CUDA support. */
 int chorus_device_built(void);
 
+/* The functions below return 0 on success, or -1 after recording a message
+ * that chorus_dev_error() returns (per thread). */
+const char *chorus_dev_error(void);
+/* Records a CUDA error code with what failed and returns -1 (for .cu files). */
+int chorus_dev_fail(int cuda_error, const char *what);
+
+/* Makes device the calling thread's current device. */
+int chorus_dev_use(int device);
+/* PCI bus id of device ("0000:19:00.0"). */
+int chorus_dev_bus_id(int device, char *out, size_t len);
+/* Zeroed device memory on the current device. */
+int chorus_dev_alloc(size_t bytes, void **out);
+int chorus_dev_free(void *p);
+/* Host memory mapped into the device address space (zeroed). */
+int chorus_dev_host_alloc(size_t bytes, void **host, void **dev);
+int chorus_dev_host_free(void *host);
+
+/* Peer access from the current device to `peer`: 1 when enabled (or
+ * already), 0 when the pair cannot, -1 on error. */
+int chorus_dev_peer_enable(int peer);
+/* Writes a test pattern into p (memory of another device or process, as
+ * mapped here) from the current device and reads it back: 0 when it
+ * arrived, -1 otherwise. Restores the old contents. */
+int chorus_dev_peer_verify(void *p);
+
+/* CUDA IPC: the handle of an allocation made by chorus_dev_alloc, and
+ * mapping a peer process's handle here. */
+#define CHORUS_DEV_IPC_BYTES 64
+int chorus_dev_ipc_get(void *p, unsigned char handle[CHORUS_DEV_IPC_BYTES]);
+int chorus_dev_ipc_open(const unsigned char handle[CHORUS_DEV_IPC_BYTES], void **out);
+int chorus_dev_ipc_close(void *p);
+
+/* Waits for every operation queued on stream (NULL: the legacy stream). */
+int chorus_dev_stream_sync(void *stream);
+/* Is the stream being captured into a CUDA graph? 1 yes, 0 no, -1 error. */
+int chorus_dev_stream_capturing(void *stream);
+/* Is p device memory (or managed, or mapped host memory)? 1/0, -1 error. */
+int chorus_dev_pointer_is_device(const void *p);
+
 #endif

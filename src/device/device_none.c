@@ -1,7 +1,13 @@
 /*
- * device_none.c - device.h for builds without CUDA: there is never a device.
+ * device_none.c - device.h and kernels.h for builds without CUDA: there is
+ * never a device, and everything else fails saying so.
  */
+#include <string.h>
+
 #include "device/device.h"
+#include "device/kernels.h"
+
+static const char no_cuda[] = "this build of Chorus has no CUDA support";
 
 int chorus_device_count(void) {
   return 0;
@@ -11,4 +17,75 @@ int chorus_device_current(void) {
 }
 int chorus_device_built(void) {
   return 0;
+}
+const char *chorus_dev_error(void) {
+  return no_cuda;
+}
+int chorus_dev_fail(int cuda_error, const char *what) {
+  (void)cuda_error, (void)what;
+  return -1;
+}
+int chorus_dev_use(int device) {
+  (void)device;
+  return -1;
+}
+int chorus_dev_bus_id(int device, char *out, size_t len) {
+  (void)device;
+  if (len) out[0] = '\0';
+  return -1;
+}
+int chorus_dev_alloc(size_t bytes, void **out) {
+  (void)bytes;
+  *out = NULL;
+  return -1;
+}
+int chorus_dev_free(void *p) {
+  return p ? -1 : 0;
+}
+int chorus_dev_host_alloc(size_t bytes, void **host, void **dev) {
+  (void)bytes;
+  *host = *dev = NULL;
+  return -1;
+}
+int chorus_dev_host_free(void *host) {
+  return host ? -1 : 0;
+}
+int chorus_dev_peer_enable(int peer) {
+  (void)peer;
+  return -1;
+}
+int chorus_dev_peer_verify(void *p) {
+  (void)p;
+  return -1;
+}
+int chorus_dev_ipc_get(void *p, unsigned char handle[CHORUS_DEV_IPC_BYTES]) {
+  (void)p;
+  memset(handle, 0, CHORUS_DEV_IPC_BYTES);
+  return -1;
+}
+int chorus_dev_ipc_open(const unsigned char handle[CHORUS_DEV_IPC_BYTES], void **out) {
+  (void)handle;
+  *out = NULL;
+  return -1;
+}
+int chorus_dev_ipc_close(void *p) {
+  return p ? -1 : 0;
+}
+int chorus_dev_stream_sync(void *stream) {
+  (void)stream;
+  return 0;
+}
+int chorus_dev_stream_capturing(void *stream) {
+  (void)stream;
+  return 0;
+}
+int chorus_dev_pointer_is_device(const void *p) {
+  (void)p;
+  return 0;
+}
+int chorus_kern_allreduce_oneshot(const chorus_kern_comm *c, const chorus_kern_red *red,
+                                  const void *send, void *recv, size_t count, size_t esize,
+                                  void *stream) {
+  (void)c, (void)red, (void)send, (void)recv, (void)count, (void)esize, (void)stream;
+  return -1;
 }

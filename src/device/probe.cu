@@ -1,12 +1,42 @@
 /*
- * probe.cu - device.h with the CUDA runtime. Kernels arrive with the GPU
- * collectives; for now this answers the queries that decide whether a
- * communicator binds to a GPU.
+ * probe.cu - device.h with the CUDA runtime: queries, memory, peer access,
+ * IPC. The collective kernels are in the other .cu files of this folder.
  */
 #include <cuda_runtime.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
 
 extern "C" {
 #include "device/device.h"
+}
+
+static __thread char dev_msg[512];
+
+static int fail(cudaError_t e, const char *fmt, ...) {
+  char what[384];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof what, fmt, ap);
+  va_end(ap);
+  snprintf(dev_msg, sizeof dev_msg, "%s: %s (%s)", what, cudaGetErrorString(e),
+           cudaGetErrorName(e));
+  cudaGetLastError(); /* clear it, so that it does not surface at the next call */
+  return -1;
+}
+
+#define TRY(call, ...)                                                                             \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) return fail(e_, __VA_ARGS__);                                           \
+  } while (0)
+
+extern "C" const char *chorus_dev_error(void) {
+  return dev_msg;
+}
+
+extern "C" int chorus_dev_fail(int cuda_error, const char *what) {
+  return fail((cudaError_t)cuda_error, "%s", what);
 }
 
 extern "C" int chorus_device_count(void) {
@@ -30,4 +60,131 @@ extern "C" int chorus_device_current(void) {
 
 extern "C" int chorus_device_built(void) {
   return 1;
+}
+
+extern "C" int chorus_dev_use(int device) {
+  TRY(cudaSetDevice(device), "cudaSetDevice(%d)", device);
+  return 0;
+}
+
+extern "C" int chorus_dev_bus_id(int device, char *out, size_t len) {
+  TRY(cudaDeviceGetPCIBusId(out, (int)len, device), "cudaDeviceGetPCIBusId(%d)", device);
+  return 0;
+}
+
+extern "C" int chorus_dev_alloc(size_t bytes, void **out) {
+  *out = NULL;
+  TRY(cudaMalloc(out, bytes), "cudaMalloc(%zu bytes)", bytes);
+  cudaError_t e = cudaMemset(*out, 0, bytes);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) {
+    cudaFree(*out);
+    *out = NULL;
+    return fail(e, "clearing %zu bytes of device memory", bytes);
+  }
+  return 0;
+}
+
+extern "C" int chorus_dev_free(void *p) {
+  if (p) TRY(cudaFree(p), "cudaFree");
+  return 0;
+}
+
+extern "C" int chorus_dev_host_alloc(size_t bytes, void **host, void **dev) {
+  *host = *dev = NULL;
+  TRY(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+      "cudaHostAlloc(%zu bytes, mapped)", bytes);
+  memset(*host, 0, bytes);
+  cudaError_t e = cudaHostGetDevicePointer(dev, *host, 0);
+  if (e != cudaSuccess) {
+    cudaFreeHost(*host);
+    *host = NULL;
+    return fail(e, "cudaHostGetDevicePointer");
+  }
+  return 0;
+}
+
+extern "C" int chorus_dev_host_free(void *host) {
+  if (host) TRY(cudaFreeHost(host), "cudaFreeHost");
+  return 0;
+}
+
+extern "C" int chorus_dev_peer_enable(int peer) {
+  int me = -1, can = 0;
+  TRY(cudaGetDevice(&me), "cudaGetDevice");
+  if (peer == me) return 1;
+  TRY(cudaDeviceCanAccessPeer(&can, me, peer), "cudaDeviceCanAccessPeer(%d, %d)", me, peer);
+  if (!can) return 0;
+  cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+  if (e == cudaErrorPeerAccessAlreadyEnabled) {
+    cudaGetLastError();
+    return 1;
+  }
+  if (e != cudaSuccess) return fail(e, "cudaDeviceEnablePeerAccess(%d -> %d)", me, peer);
+  return 1;
+}
+
+__global__ void peer_probe(volatile unsigned *p, unsigned pattern, unsigned *seen) {
+  unsigned old = *p;
+  *p = pattern;
+  __threadfence_system();
+  *seen = *p;
+  *p = old;
+  __threadfence_system();
+}
+
+extern "C" int chorus_dev_peer_verify(void *p) {
+  unsigned *seen = NULL, host = 0;
+  TRY(cudaMalloc(&seen, sizeof *seen), "cudaMalloc");
+  const unsigned pattern = 0xC0A1E5CEu;
+  peer_probe<<<1, 1>>>((volatile unsigned *)p, pattern, seen);
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaMemcpy(&host, seen, sizeof host, cudaMemcpyDeviceToHost);
+  cudaFree(seen);
+  if (e != cudaSuccess) return fail(e, "test write to peer memory at %p", p);
+  if (host != pattern) {
+    snprintf(dev_msg, sizeof dev_msg, "test write to peer memory at %p read back 0x%x, not 0x%x", p,
+             host, pattern);
+    return -1;
+  }
+  return 0;
+}
+
+extern "C" int chorus_dev_ipc_get(void *p, unsigned char handle[CHORUS_DEV_IPC_BYTES]) {
+  cudaIpcMemHandle_t h;
+  static_assert(sizeof h == CHORUS_DEV_IPC_BYTES, "CUDA IPC handle size");
+  TRY(cudaIpcGetMemHandle(&h, p), "cudaIpcGetMemHandle");
+  memcpy(handle, &h, sizeof h);
+  return 0;
+}
+
+extern "C" int chorus_dev_ipc_open(const unsigned char handle[CHORUS_DEV_IPC_BYTES], void **out) {
+  cudaIpcMemHandle_t h;
+  memcpy(&h, handle, sizeof h);
+  *out = NULL;
+  TRY(cudaIpcOpenMemHandle(out, h, cudaIpcMemLazyEnablePeerAccess), "cudaIpcOpenMemHandle");
+  return 0;
+}
+
+extern "C" int chorus_dev_ipc_close(void *p) {
+  if (p) TRY(cudaIpcCloseMemHandle(p), "cudaIpcCloseMemHandle");
+  return 0;
+}
+
+extern "C" int chorus_dev_stream_sync(void *stream) {
+  TRY(cudaStreamSynchronize((cudaStream_t)stream), "cudaStreamSynchronize");
+  return 0;
+}
+
+extern "C" int chorus_dev_stream_capturing(void *stream) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  TRY(cudaStreamIsCapturing((cudaStream_t)stream, &st), "cudaStreamIsCapturing");
+  return st != cudaStreamCaptureStatusNone;
+}
+
+extern "C" int chorus_dev_pointer_is_device(const void *p) {
+  cudaPointerAttributes a;
+  TRY(cudaPointerGetAttributes(&a, p), "cudaPointerGetAttributes(%p)", p);
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ||
+         (a.type == cudaMemoryTypeHost && a.devicePointer != NULL);
 }

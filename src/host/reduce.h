@@ -31,6 +31,7 @@ typedef struct chorus_red {
   int dtype;               /* ncclDataType_t */
   unsigned char scalar[8]; /* PREMULSUM: the multiplier, stored in dtype's format */
   uint64_t divisor;        /* SUMPOSTDIV: the divisor (> 0) */
+  const void *scalar_dev;  /* GPU communicators: PREMULSUM multiplier in device memory */
 } chorus_red;
 
 /*

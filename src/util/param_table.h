@@ -39,6 +39,9 @@ CHORUS_PARAM(SPIN_US,          "CHORUS_SPIN_US",        INT, -1,     "Microsecon
 CHORUS_PARAM(YIELD_US,         "CHORUS_YIELD_US",       INT, 2000,   "Microseconds a waiting rank then yields the CPU before it sleeps")
 /* communicator placement */
 CHORUS_PARAM(HOST_COMM,        "CHORUS_HOST_COMM",      INT, 0,      "1: communicators use host memory even when GPUs are visible")
+/* GPU communicators */
+CHORUS_PARAM(P2P_DISABLE,      "NCCL_P2P_DISABLE",      INT, 0,      "1: no peer access between GPUs (staging through host memory is not implemented yet)")
+CHORUS_PARAM(GPU_LL_BYTES,     "CHORUS_GPU_LL_BYTES",   INT, 1048576, "Bytes of payload per peer in the GPU one-shot (LL) buffers; larger calls run in pieces of this size")
 /* config overrides (read after ncclConfig_t, as NCCL does) */
 CHORUS_PARAM(COMM_BLOCKING,    "NCCL_COMM_BLOCKING",    INT, INT_MIN, "Overrides ncclConfig_t.blocking")
 CHORUS_PARAM(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", INT, INT_MIN, "Overrides ncclConfig_t.cgaClusterSize (0..8)")

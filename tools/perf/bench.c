@@ -45,6 +45,7 @@ static double op_seconds(pt_thread *t, const pt_case *k, int inplace) {
       pt_call_end(t);
     }
   }
+  pt_dev_sync(t); /* GPU calls return once queued */
   double dt = pt_now() - t0;
   long nops = (long)a->iters * a->agg;
   return nops > 0 ? dt / (double)nops : 0;

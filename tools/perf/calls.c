@@ -110,7 +110,8 @@ void pt_issue(pt_thread *t, const pt_case *k, int inplace) {
                  k->root,
                  r->rank,
                  t->world->nranks,
-                 r->comm};
+                 r->comm,
+                 r->stream};
     if (k->op == PT_MULSUM)
       c.op = r->mulsum;
     else if (k->op != PT_NONE)
@@ -126,8 +127,10 @@ void pt_allreduce_bufs(pt_thread *t, void *const *bufs, size_t count, ncclDataTy
   pt_call_begin(t);
   if (t->nlocal > 1) group_start(t);
   for (int i = 0; i < t->nlocal; i++)
-    pt_check_nccl(t, i, ncclAllReduce(bufs[i], bufs[i], count, type, op, t->ranks[i].comm, NULL),
-                  "ncclAllReduce (aggregation)");
+    pt_check_nccl(
+        t, i,
+        ncclAllReduce(bufs[i], bufs[i], count, type, op, t->ranks[i].comm, t->ranks[i].stream),
+        "ncclAllReduce (aggregation)");
   if (t->nlocal > 1) pt_wait_comms(t, ncclGroupEnd(), "ncclAllReduce (aggregation)");
   pt_call_end(t);
 }

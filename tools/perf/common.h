@@ -83,6 +83,7 @@ typedef struct pt_call {
   ncclRedOp_t op;
   int root, rank, nranks;
   ncclComm_t comm;
+  cudaStream_t stream; /* NULL on host memory */
 } pt_call;
 
 /* Where element j of a rank's result comes from: input element `index` of
@@ -109,9 +110,20 @@ typedef struct pt_coll {
 
 int pt_main(int argc, char **argv, const pt_coll *coll);
 
-/* ---- memory (mem.c) ------------------------------------------------------- */
-/* Buffers of one rank's communicator. Host communicators use host memory;
- * a CUDA build will hand out device memory for device communicators here. */
+/* ---- memory and streams (mem.c) ------------------------------------------- */
+/* 1 when ranks run on GPUs (a CUDA build of the perf programs that sees a
+ * GPU, without CHORUS_HOST_COMM=1). */
+int pt_dev_mode(void);
+/* Before rank i of thread t is created: picks its GPU (as nccl-tests does),
+ * makes it current and gives the rank a stream. -1 on host memory. */
+typedef struct pt_thread pt_thread;
+typedef struct pt_rank pt_rank;
+int pt_dev_bind(const pt_thread *t, int i, pt_rank *r);
+void pt_dev_unbind(pt_rank *r);
+/* Waits for every operation queued on the thread's ranks' streams. */
+void pt_dev_sync(const pt_thread *t);
+/* Buffers of one rank's communicator: host memory, or device memory on
+ * the communicator's GPU. */
 void *pt_mem_alloc(ncclComm_t comm, size_t bytes);
 void pt_mem_free(ncclComm_t comm, void *p);
 /* A host-visible window on bytes at p: read=1 copies the contents in; after
@@ -162,6 +174,8 @@ typedef struct pt_rank {
   void *scratch;     /* small buffer for aggregation */
   ncclRedOp_t mulsum;
   int64_t wrong; /* of the last check */
+  int dev;       /* CUDA device, -1: host memory */
+  cudaStream_t stream;
 } pt_rank;
 
 typedef struct pt_thread {

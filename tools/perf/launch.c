@@ -207,6 +207,7 @@ static void init_comms(pt_thread *t) {
   pt_check_nccl(t, 0, ncclGroupStart(), "ncclGroupStart");
   for (int i = 0; i < t->nlocal; i++) {
     pt_rank *r = &t->ranks[i];
+    pt_dev_bind(t, i, r); /* its GPU is current when the communicator binds */
     ncclResult_t res;
     if (a->blocking < 0) {
       res = ncclCommInitRank(&r->comm, t->world->nranks, t->uid, r->rank);
@@ -243,8 +244,10 @@ static void teardown(pt_thread *t) {
     pt_mem_free(r->comm, r->recv);
     pt_mem_free(r->comm, r->scratch);
   }
-  for (int i = 0; i < t->nlocal; i++)
+  for (int i = 0; i < t->nlocal; i++) {
     pt_check_nccl(t, i, ncclCommDestroy(t->ranks[i].comm), "ncclCommDestroy");
+    pt_dev_unbind(&t->ranks[i]);
+  }
 }
 
 void pt_run_thread(pt_thread *t) {

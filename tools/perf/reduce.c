@@ -16,7 +16,7 @@ static double bus_factor(int n) {
 }
 
 static ncclResult_t run(const pt_call *c) {
-  return ncclReduce(c->send, c->recv, c->count, c->type, c->op, c->root, c->comm, NULL);
+  return ncclReduce(c->send, c->recv, c->count, c->type, c->op, c->root, c->comm, c->stream);
 }
 
 static int source(const pt_counts *c, int rank, int nranks, int root, size_t j, pt_src *s) {

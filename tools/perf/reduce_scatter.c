@@ -16,7 +16,7 @@ static double bus_factor(int n) {
 }
 
 static ncclResult_t run(const pt_call *c) {
-  return ncclReduceScatter(c->send, c->recv, c->count, c->type, c->op, c->comm, NULL);
+  return ncclReduceScatter(c->send, c->recv, c->count, c->type, c->op, c->comm, c->stream);
 }
 
 static int source(const pt_counts *c, int rank, int nranks, int root, size_t j, pt_src *s) {

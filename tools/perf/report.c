@@ -52,6 +52,7 @@ void pt_print_devices(pt_thread *t) {
     char *buf = pt_mem_alloc(r->comm, (size_t)n * LINE);
     if (!buf) pt_fail(t, r->rank, "out of memory listing the devices");
     void *view = pt_mem_begin(r->comm, buf, (size_t)n * LINE, 0);
+    memset(view, 0, (size_t)n * LINE); /* a device buffer's window starts undefined */
     snprintf((char *)view + (size_t)r->rank * LINE, LINE,
              "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s\n", r->rank, 0,
              (int)getpid(), host, dev, dev < 0 ? "host" : "cuda", dev < 0 ? "CPU" : "GPU");

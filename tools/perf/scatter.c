@@ -17,7 +17,7 @@ static double bus_factor(int n) {
 }
 
 static ncclResult_t run(const pt_call *c) {
-  return ncclScatter(c->send, c->recv, c->count, c->type, c->root, c->comm, NULL);
+  return ncclScatter(c->send, c->recv, c->count, c->type, c->root, c->comm, c->stream);
 }
 
 static int source(const pt_counts *c, int rank, int nranks, int root, size_t j, pt_src *s) {

@@ -19,8 +19,8 @@ static ncclResult_t run(const pt_call *c) {
   int next = (c->rank + 1) % c->nranks, prev = (c->rank + c->nranks - 1) % c->nranks;
   ncclResult_t res = ncclGroupStart();
   if (res != ncclSuccess) return res;
-  ncclResult_t r1 = ncclSend(c->send, c->count, c->type, next, c->comm, NULL);
-  ncclResult_t r2 = ncclRecv(c->recv, c->count, c->type, prev, c->comm, NULL);
+  ncclResult_t r1 = ncclSend(c->send, c->count, c->type, next, c->comm, c->stream);
+  ncclResult_t r2 = ncclRecv(c->recv, c->count, c->type, prev, c->comm, c->stream);
   res = ncclGroupEnd();
   return r1 != ncclSuccess ? r1 : r2 != ncclSuccess ? r2 : res;
 }

@@ -1,0 +1,123 @@
+#!/bin/bash
+# gpu.sh - everything the GPU machine is for, in one call: build with CUDA,
+# run the GPU correctness matrix, then time Chorus and NVIDIA's NCCL with the
+# same perf binary, and print a short table last.
+#
+# usage: scripts/gpu.sh [quick|full]        (on a machine with GPUs)
+#   quick: matrix up to 1 MiB, bench 8 B..64 MiB
+#   full:  matrix up to 16 MiB, bench 8 B..1 GiB
+# Output: $OUT (or /tmp/chorus-gpu) gets every log and gpu-table.md.
+#
+# NVIDIA's library: $NCCL_REF_LIB, else the one inside PyTorch's Python
+# environment (python3 -c "import nvidia.nccl"). NVLink multicast stays off
+# (NCCL_NVLS_ENABLE=0) whenever it runs; Chorus never uses it.
+set -u
+mode=${1:-quick}
+out=${OUT:-/tmp/chorus-gpu}
+mkdir -p "$out"
+cd "$(dirname "$0")/.." || exit 1
+export NCCL_NVLS_ENABLE=0
+export CHORUS_OP_TIMEOUT=${CHORUS_OP_TIMEOUT:-30} # a hung GPU wait fails in 30 s, not 10 min
+ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+echo "# $(date -u +%FT%TZ) $(hostname): $ngpu GPU(s), mode $mode"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+nvidia-smi topo -m 2>/dev/null | head -8
+
+# ---- build ------------------------------------------------------------------
+build=build-gpu
+if ! { cmake -S . -B $build -DCHORUS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build.log" 2>&1 &&
+  cmake --build $build -j "$(nproc)" >>"$out/build.log" 2>&1; }; then
+  tail -30 "$out/build.log"
+  echo "BUILD FAILED"
+  exit 1
+fi
+echo "# built in $build"
+
+ref=${NCCL_REF_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}
+[ -f "$ref/libnccl.so.2" ] || { echo "# NVIDIA NCCL not found (set NCCL_REF_LIB)"; ref=""; }
+perf=$build/tools/perf
+run=$build/tools/chorusrun
+
+# ---- correctness ------------------------------------------------------------
+fails=0
+passes=0
+matrix_e=1M
+[ "$mode" = full ] && matrix_e=16M
+check() { # name, then the command
+  local name=$1
+  shift
+  # The perf programs exit non-zero when a row has #wrong > 0 or a call fails.
+  if timeout 90 "$@" >"$out/check_$name.log" 2>&1; then
+    passes=$((passes + 1))
+    printf '  %-40s ok\n' "$name"
+  else
+    fails=$((fails + 1))
+    printf '  %-40s FAIL (check_%s.log)\n' "$name" "$name"
+    # rows with wrong elements (#wrong is the 9th and 13th column), then the end
+    grep -a -E '^ +[0-9]+ +[0-9]+ ' "$out/check_$name.log" | awk '$9 != "0" || $13 != "0"' | head -8 | sed 's/^/      /'
+    tail -3 "$out/check_$name.log" | sed 's/^/      /'
+  fi
+}
+echo "# correctness: every type and op, in and out of place, against exact references"
+for g in 1 2 4; do
+  [ "$g" -le "$ngpu" ] || continue
+  check "allreduce_g$g" $perf/all_reduce_perf -g "$g" -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  [ "$g" -gt 1 ] && check "allreduce_procs$g" $run -n "$g" --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  check "allreduce_odd_g$g" $perf/all_reduce_perf -g "$g" -d float -o sum -b 4 -e 4 -n 1 -w 1 -c 3 -T 60
+done
+if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
+  check "sanitizer_allreduce_g2" compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
+fi
+echo "# correctness: $passes passed, $fails failed"
+
+# ---- side by side -----------------------------------------------------------
+bench_e=64M
+[ "$mode" = full ] && bench_e=1G
+table="$out/gpu-table.md"
+: >"$table"
+bench() { # label lib(chorus|nccl) args...
+  local label=$1 lib=$2
+  shift 2
+  local env=()
+  [ "$lib" = nccl ] && env=(env LD_LIBRARY_PATH="$ref")
+  timeout 90 "${env[@]}" "$@" -b 8 -e $bench_e -f 4 -n 50 -w 10 -c 0 -T 60 >"$out/bench_${label}_$lib.log" 2>&1 ||
+    echo "  $label $lib: exit $? (bench_${label}_$lib.log)"
+}
+for g in 2 4; do
+  [ "$g" -le "$ngpu" ] || continue
+  for lib in chorus nccl; do
+    [ "$lib" = nccl ] && [ -z "$ref" ] && continue
+    bench "ar_g$g" $lib $perf/all_reduce_perf -g "$g"
+    bench "ar_procs$g" $lib $run -n "$g" --timeout 80 $perf/all_reduce_perf
+  done
+done
+python3 - "$out" "$ngpu" >"$table" <<'EOF'
+import os, re, sys
+out, ngpu = sys.argv[1], int(sys.argv[2])
+row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+def load(path):
+    t = {}
+    if os.path.exists(path):
+        for line in open(path, errors="replace"):
+            m = row.match(line)
+            if m: t[int(m.group(1))] = (float(m.group(3)), float(m.group(5)))
+    return t
+for label, title in (("ar_g2", "AllReduce, 2 GPUs, -g 2"), ("ar_procs2", "AllReduce, 2 GPUs, 1 process each"),
+                     ("ar_g4", "AllReduce, 4 GPUs, -g 4"), ("ar_procs4", "AllReduce, 4 GPUs, 1 process each")):
+    c, n = load(f"{out}/bench_{label}_chorus.log"), load(f"{out}/bench_{label}_nccl.log")
+    if not c and not n: continue
+    print(f"\n{title} (float sum, out of place, us; busbw GB/s)\n")
+    print("| size | Chorus us | NCCL us | Chorus busbw | NCCL busbw | NCCL/Chorus time |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for s in sorted(set(c) | set(n)):
+        ct, cb = c.get(s, (None, None)); nt, nb = n.get(s, (None, None))
+        f = lambda v, p: "-" if v is None else ("%.*f" % (p, v))
+        r = "-" if not ct or not nt else "%.2f" % (nt / ct)
+        print(f"| {s} | {f(ct,1)} | {f(nt,1)} | {f(cb,1)} | {f(nb,1)} | {r} |")
+EOF
+cat "$table"
+# At most 8 files come back from the device tool: one archive of every log.
+tar -C "$out" -czf "$out/logs.tgz" --exclude logs.tgz . 2>/dev/null
+find "$out" -maxdepth 1 -type f ! -name logs.tgz ! -name gpu-table.md -delete
+echo "# correctness: $passes passed, $fails failed"
+[ "$fails" -eq 0 ]

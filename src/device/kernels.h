@@ -1,0 +1,63 @@
+/*
+ * kernels.h - the plain-C launcher interface of the GPU collective kernels.
+ *
+ * Host code never includes a CUDA header: it fills these structs and calls
+ * the launchers, which enqueue one kernel on the caller's stream and return
+ * at once. Every launcher returns 0 on success, or -1 with a message for
+ * chorus_dev_error().
+ *
+ * Synchronisation lives in the kernels (GPU_NOTES section 4.3): each rank's
+ * window holds per-block epoch counters that only the kernels advance, and
+ * every 16-byte "LL" line carries its 8 bytes of data together with the
+ * epoch twice, so a reader that sees the epoch in both halves has the data.
+ * No host sequence number is involved, so launches can be captured in CUDA
+ * graphs and replayed. Every wait watches the abort word and a deadline;
+ * when either fires, the kernel records an error in the status word and
+ * returns.
+ */
+#ifndef CHORUS_DEVICE_KERNELS_H
+#define CHORUS_DEVICE_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CHORUS_KERN_MAX_RANKS  8
+#define CHORUS_KERN_MAX_BLOCKS 64
+#define CHORUS_KERN_LINE       16 /* bytes per LL line: 8 of data, 2 flags */
+
+/* What a kernel reports in the status word (host-mapped), first error wins. */
+enum { CHORUS_KERN_OK = 0, CHORUS_KERN_ABORTED = 1, CHORUS_KERN_TIMEOUT = 2 };
+
+/* One rank's view of the communicator's windows. */
+typedef struct chorus_kern_comm {
+  int rank, nranks;
+  /* LL area of every rank's window, as mapped in this process: slot
+   * [parity][src] of rank r starts at ll[r] + ((parity * nranks + src) *
+   * ll_lines) * 16. Rank src writes slot [.][src] of every peer; only the
+   * owner reads it. */
+  char *ll[CHORUS_KERN_MAX_RANKS];
+  size_t ll_lines;         /* lines per slot: ll_lines * 8 bytes of payload */
+  uint32_t *epochs;        /* this rank's per-block counters (device memory) */
+  volatile int32_t *abort; /* host-mapped: nonzero stops every wait */
+  int32_t *status;         /* host-mapped: CHORUS_KERN_* of the first failure */
+  int32_t *status_peer;    /* host-mapped: the rank waited for at that failure */
+  uint64_t timeout_ns;     /* per wait; 0: none */
+} chorus_kern_comm;
+
+/* Reduction, as host/reduce.h's chorus_red kinds. */
+typedef struct chorus_kern_red {
+  int kind;                /* chorus_red_kind */
+  int dtype;               /* ncclDataType_t */
+  unsigned char scalar[8]; /* PREMULSUM multiplier in dtype's format */
+  const void *scalar_dev;  /* PREMULSUM multiplier in device memory, or NULL */
+  uint64_t divisor;        /* SUMPOSTDIV */
+} chorus_kern_red;
+
+/* One-shot AllReduce of count elements (at most ll_lines * 8 bytes): every
+ * rank pushes its input as LL lines into every peer's slot, then reduces
+ * the n inputs in rank order, so every rank gets bitwise the same result. */
+int chorus_kern_allreduce_oneshot(const chorus_kern_comm *c, const chorus_kern_red *red,
+                                  const void *send, void *recv, size_t count, size_t esize,
+                                  void *stream);
+
+#endif

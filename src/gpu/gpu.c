@@ -1,0 +1,250 @@
+/*
+ * gpu.c - see gpu.h.
+ *
+ * Window of one rank (device memory, zeroed at init):
+ *   [0, 256)        per-block epoch counters (CHORUS_KERN_MAX_BLOCKS x 4 B)
+ *   [2048, 2080)    init-time test words, one per writing rank
+ *   [4096, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
+ * Peers write only the slots and test words indexed by their own rank; the
+ * owner alone reads them and alone touches its epochs.
+ */
+#include "gpu/gpu.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "device/device.h"
+#include "device/kernels.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#define EPOCHS_OFF 0
+#define TEST_OFF   2048
+#define LL_OFF     4096
+
+struct chorus_gpu {
+  int rank, nranks, device;
+  void *window;                        /* own */
+  void *mapped[CHORUS_KERN_MAX_RANKS]; /* peers' windows opened through IPC */
+  void *ctl_host, *ctl_dev;            /* abort, status, status peer (host-mapped) */
+  chorus_kern_comm kc;
+  size_t ll_bytes; /* payload per slot */
+  int reported;    /* a kernel's error was logged (atomic) */
+};
+
+/* What every rank tells the others about its window. */
+typedef struct gpu_record {
+  int32_t device;
+  int32_t pid;
+  uint64_t host_hash, proc_hash;
+  uint64_t window; /* address in its process */
+  int32_t ipc_ok;
+  char bus_id[32];
+  unsigned char ipc[CHORUS_DEV_IPC_BYTES];
+} gpu_record;
+
+static ncclResult_t dev_error(const char *what) {
+  return chorus_error(ncclUnhandledCudaError, "%s: %s", what, chorus_dev_error());
+}
+
+static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus_topo *topo) {
+  for (int p = 0; p < g->nranks; p++) {
+    char *base;
+    if (p == g->rank) {
+      base = g->window;
+    } else if (rec[p].host_hash == rec[g->rank].host_hash &&
+               rec[p].proc_hash == rec[g->rank].proc_hash) {
+      int ok = chorus_dev_peer_enable(rec[p].device);
+      if (ok < 0) return dev_error("enabling peer access");
+      if (ok == 0)
+        return chorus_error(ncclInvalidUsage,
+                            "GPU %d (rank %d) cannot access GPU %d (rank %d) directly, and staging "
+                            "through host memory is not implemented yet in Chorus",
+                            g->device, g->rank, rec[p].device, p);
+      base = (char *)(uintptr_t)rec[p].window;
+    } else {
+      if (!rec[p].ipc_ok)
+        return chorus_error(ncclInvalidUsage,
+                            "rank %d (pid %d) could not export its GPU window through CUDA IPC", p,
+                            (int)rec[p].pid);
+      void *ptr = NULL;
+      if (chorus_dev_ipc_open(rec[p].ipc, &ptr) != 0) {
+        char what[128];
+        snprintf(what, sizeof what, "mapping the GPU window of rank %d (pid %d, GPU %s)", p,
+                 (int)rec[p].pid, rec[p].bus_id);
+        return dev_error(what);
+      }
+      g->mapped[p] = ptr;
+      base = ptr;
+    }
+    (void)topo;
+    g->kc.ll[p] = base + LL_OFF;
+    if (p != g->rank && chorus_dev_peer_verify(base + TEST_OFF + 4 * g->rank) != 0)
+      return chorus_error(ncclSystemError,
+                          "GPU %d (rank %d) cannot write to the memory of rank %d (GPU %s): %s; "
+                          "set NCCL_P2P_DISABLE=1 once host staging exists, or check the GPUs' "
+                          "peer-to-peer support",
+                          g->device, g->rank, p, rec[p].bus_id, chorus_dev_error());
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
+                              int rank, int nranks, int device) {
+  *out = NULL;
+  if (nranks > CHORUS_KERN_MAX_RANKS)
+    return chorus_error(ncclInvalidUsage,
+                        "GPU communicators of more than %d ranks are not implemented yet in "
+                        "Chorus (this one has %d); set CHORUS_HOST_COMM=1 for host memory",
+                        CHORUS_KERN_MAX_RANKS, nranks);
+  if (topo->nhosts > 1)
+    return chorus_error(ncclInvalidUsage,
+                        "GPU communicators across hosts are not implemented yet in Chorus (this "
+                        "one spans %d hosts); set CHORUS_HOST_COMM=1 for host memory",
+                        topo->nhosts);
+  if (chorus_param_int(CHORUS_P_P2P_DISABLE))
+    return chorus_error(ncclInvalidUsage,
+                        "NCCL_P2P_DISABLE=1: staging GPU data through host memory is not "
+                        "implemented yet in Chorus");
+  if (chorus_dev_use(device) != 0) return dev_error("selecting the communicator's GPU");
+  chorus_gpu *g = chorus_calloc(1, sizeof *g);
+  gpu_record *rec = chorus_calloc((size_t)nranks, sizeof *rec);
+  ncclResult_t res = ncclSuccess;
+  if (!g || !rec) {
+    res = chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
+    goto fail;
+  }
+  g->rank = rank;
+  g->nranks = nranks;
+  g->device = device;
+  int64_t ll = chorus_param_int(CHORUS_P_GPU_LL_BYTES);
+  if (ll < 4096) ll = 4096;
+  g->ll_bytes = (size_t)ll / 8 * 8;
+  g->kc.rank = rank;
+  g->kc.nranks = nranks;
+  g->kc.ll_lines = g->ll_bytes / 8;
+  size_t wbytes = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
+  if (chorus_dev_alloc(wbytes, &g->window) != 0) {
+    res = dev_error("allocating the GPU window");
+    goto fail;
+  }
+  if (chorus_dev_host_alloc(64, &g->ctl_host, &g->ctl_dev) != 0) {
+    res = dev_error("allocating host-mapped control words");
+    goto fail;
+  }
+  g->kc.epochs = (uint32_t *)((char *)g->window + EPOCHS_OFF);
+  g->kc.abort = (volatile int32_t *)g->ctl_dev;
+  g->kc.status = (int32_t *)g->ctl_dev + 1;
+  g->kc.status_peer = (int32_t *)g->ctl_dev + 2;
+  int64_t tmo = chorus_param_int(CHORUS_P_OP_TIMEOUT);
+  g->kc.timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
+
+  gpu_record *me = &rec[rank];
+  me->device = device;
+  me->pid = (int32_t)getpid();
+  me->host_hash = topo->info[rank].host_hash;
+  me->proc_hash = topo->info[rank].proc_hash;
+  me->window = (uint64_t)(uintptr_t)g->window;
+  me->ipc_ok = chorus_dev_ipc_get(g->window, me->ipc) == 0;
+  if (chorus_dev_bus_id(device, me->bus_id, sizeof me->bus_id) != 0)
+    snprintf(me->bus_id, sizeof me->bus_id, "device %d", device);
+  CHECK_GOTO(chorus_bootstrap_allgather(bs, rec, sizeof *rec), res, fail);
+  for (int p = 0; p < nranks; p++)
+    if (p != rank && rec[p].host_hash == me->host_hash && !strcmp(rec[p].bus_id, me->bus_id)) {
+      res = chorus_error(ncclInvalidUsage,
+                         "ranks %d and %d both use GPU %s; each rank of a GPU communicator needs "
+                         "its own GPU",
+                         p < rank ? p : rank, p < rank ? rank : p, me->bus_id);
+      goto fail;
+    }
+  CHECK_GOTO(map_peers(g, rec, topo), res, fail);
+  CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
+  INFO(CHORUS_INIT, "rank %d GPU %d (%s): window %zu bytes, one-shot LL %zu bytes per peer", rank,
+       device, me->bus_id, wbytes, g->ll_bytes);
+  chorus_free(rec);
+  *out = g;
+  return ncclSuccess;
+fail:
+  chorus_free(rec);
+  chorus_gpu_free(g);
+  return res;
+}
+
+void chorus_gpu_free(chorus_gpu *g) {
+  if (!g) return;
+  chorus_dev_use(g->device);
+  for (int p = 0; p < CHORUS_KERN_MAX_RANKS; p++)
+    if (g->mapped[p]) chorus_dev_ipc_close(g->mapped[p]);
+  chorus_dev_free(g->window);
+  chorus_dev_host_free(g->ctl_host);
+  chorus_free(g);
+}
+
+void chorus_gpu_abort(chorus_gpu *g) {
+  if (g && g->ctl_host) __atomic_store_n((int32_t *)g->ctl_host, 1, __ATOMIC_RELEASE);
+}
+
+ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
+  if (!g) return ncclSuccess;
+  volatile int32_t *ctl = g->ctl_host;
+  int32_t st = ctl[1];
+  if (st == CHORUS_KERN_OK) return ncclSuccess;
+  int peer = ctl[2];
+  if (__atomic_exchange_n(&g->reported, 1, __ATOMIC_ACQ_REL)) return ncclRemoteError;
+  if (st == CHORUS_KERN_ABORTED)
+    return chorus_error(ncclRemoteError,
+                        "rank %d: a GPU kernel stopped waiting for rank %d because the "
+                        "communicator was aborted",
+                        g->rank, peer);
+  return chorus_error(ncclRemoteError,
+                      "rank %d (GPU %d): a GPU kernel waited more than CHORUS_OP_TIMEOUT seconds "
+                      "for rank %d, which never sent its data (it died, or called a different "
+                      "collective)",
+                      g->rank, g->device, peer);
+}
+
+static const char *func_name(int func) {
+  static const char *const names[CHORUS_FUNC_COUNT] = {[CHORUS_FUNC_ALLREDUCE] = "ncclAllReduce",
+                                                       [CHORUS_FUNC_BROADCAST] = "ncclBroadcast",
+                                                       [CHORUS_FUNC_REDUCE] = "ncclReduce",
+                                                       [CHORUS_FUNC_ALLGATHER] = "ncclAllGather",
+                                                       [CHORUS_FUNC_REDUCESCATTER] =
+                                                           "ncclReduceScatter",
+                                                       [CHORUS_FUNC_ALLTOALL] = "ncclAlltoAll",
+                                                       [CHORUS_FUNC_GATHER] = "ncclGather",
+                                                       [CHORUS_FUNC_SCATTER] = "ncclScatter",
+                                                       [CHORUS_FUNC_SEND] = "ncclSend",
+                                                       [CHORUS_FUNC_RECV] = "ncclRecv"};
+  return func > 0 && func < CHORUS_FUNC_COUNT && names[func] ? names[func] : "this call";
+}
+
+ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
+  ncclResult_t async = chorus_gpu_async_error(g);
+  if (async != ncclSuccess) return async;
+  if (op->func != CHORUS_FUNC_ALLREDUCE)
+    return chorus_error(ncclInvalidUsage,
+                        "%s on GPU communicators is not implemented yet in Chorus (AllReduce "
+                        "is); set CHORUS_HOST_COMM=1 to run it on host memory",
+                        func_name(op->func));
+  if (op->count == 0) return ncclSuccess;
+  chorus_kern_red red;
+  memset(&red, 0, sizeof red);
+  red.kind = (int)op->red.kind;
+  red.dtype = op->red.dtype;
+  memcpy(red.scalar, op->red.scalar, sizeof red.scalar);
+  red.scalar_dev = op->red.scalar_dev;
+  red.divisor = op->red.divisor;
+  size_t piece = g->ll_bytes / op->esize;
+  const char *send = op->sendbuff;
+  char *recv = op->recvbuff;
+  for (size_t done = 0; done < op->count; done += piece) {
+    size_t n = op->count - done < piece ? op->count - done : piece;
+    if (chorus_kern_allreduce_oneshot(&g->kc, &red, send + done * op->esize,
+                                      recv + done * op->esize, n, op->esize, op->cuda_stream) != 0)
+      return dev_error("ncclAllReduce");
+  }
+  return ncclSuccess;
+}

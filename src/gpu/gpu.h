@@ -1,0 +1,37 @@
+/*
+ * gpu.h - the device side of a communicator whose ranks are GPUs.
+ *
+ * Each rank owns one window of device memory: per-block epoch counters,
+ * then the LL slots that peers push into. At init the ranks exchange their
+ * windows (raw pointers with peer access inside one process, CUDA IPC
+ * handles across processes), verify each mapping with a test write, and
+ * from then on a collective is one kernel launch on the caller's stream
+ * (device/kernels.h); the host never waits for it.
+ */
+#ifndef CHORUS_GPU_GPU_H
+#define CHORUS_GPU_GPU_H
+
+#include "bootstrap/bootstrap.h"
+#include "coll/op.h"
+#include "nccl.h"
+#include "topo/topo.h"
+
+typedef struct chorus_gpu chorus_gpu;
+
+/* Collective over the bootstrap: every rank of the communicator calls it
+ * with its device already chosen. */
+ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
+                              int rank, int nranks, int device);
+/* Frees the window and unmaps the peers' (after the device went idle). */
+void chorus_gpu_free(chorus_gpu *g);
+/* Stops every kernel of this communicator that is waiting (any thread). */
+void chorus_gpu_abort(chorus_gpu *g);
+/* ncclSuccess, or the error a kernel reported (a peer that never came, an
+ * abort), with a message naming the peer. */
+ncclResult_t chorus_gpu_async_error(chorus_gpu *g);
+
+/* Enqueues op (checked, with op->cuda_stream) on the device. Functions the
+ * device side does not run yet return ncclInvalidUsage saying so. */
+ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op);
+
+#endif
