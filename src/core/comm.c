@@ -212,7 +212,7 @@ static int64_t default_spin_ns(const chorus_topo *t) {
   int64_t us = chorus_param_int(CHORUS_P_SPIN_US);
   if (us >= 0) return us * 1000;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return (cpus > 0 && t->nlocal > cpus) ? 2000 : 1000000;
+  return (cpus > 0 && t->nlocal > cpus) ? 0 : 1000000;
 }
 
 static void fill_coll_comm(ncclComm_t comm) {

@@ -35,7 +35,7 @@ CHORUS_PARAM(STREAM_BYTES,     "CHORUS_STREAM_BYTES",   INT, -1,     "Outputs of
 CHORUS_PARAM(SHARED_STREAM,    "CHORUS_SHARED_STREAM",  INT, -1,     "Stores into stage buffers and FIFO slots: -1 measure and pick, 0 normal, 1 streaming")
 /* progress and deadlines */
 CHORUS_PARAM(OP_TIMEOUT,       "CHORUS_OP_TIMEOUT",     INT, 600,    "Seconds a collective may wait for a peer before failing (0: forever)")
-CHORUS_PARAM(SPIN_US,          "CHORUS_SPIN_US",        INT, -1,     "Microseconds a waiting rank polls before yielding (-1: 1000, or 2 when ranks outnumber cores)")
+CHORUS_PARAM(SPIN_US,          "CHORUS_SPIN_US",        INT, -1,     "Microseconds a waiting rank polls before yielding (-1: 1000, or 0 when ranks outnumber cores)")
 CHORUS_PARAM(YIELD_US,         "CHORUS_YIELD_US",       INT, 2000,   "Microseconds a waiting rank then yields the CPU before it sleeps")
 /* communicator placement */
 CHORUS_PARAM(HOST_COMM,        "CHORUS_HOST_COMM",      INT, 0,      "1: communicators use host memory even when GPUs are visible")
