@@ -59,11 +59,19 @@ check() { # name, then the command
   fi
 }
 echo "# correctness: every type and op, in and out of place, against exact references"
+colls="all_reduce reduce_scatter reduce all_gather broadcast alltoall gather scatter"
+for coll in $colls; do
+  for g in 1 2 4; do
+    [ "$g" -le "$ngpu" ] || continue
+    check "${coll}_g$g" $perf/${coll}_perf -g "$g" -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+    if [ "$g" -gt 1 ] && { [ "$g" = 4 ] || [ "$coll" = all_reduce ]; }; then
+      check "${coll}_procs$g" $run -n "$g" --timeout 80 $perf/${coll}_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+    fi
+  done
+done
 for g in 1 2 4; do
   [ "$g" -le "$ngpu" ] || continue
-  check "allreduce_g$g" $perf/all_reduce_perf -g "$g" -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
-  [ "$g" -gt 1 ] && check "allreduce_procs$g" $run -n "$g" --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
-  check "allreduce_odd_g$g" $perf/all_reduce_perf -g "$g" -d float -o sum -b 4 -e 4 -n 1 -w 1 -c 3 -T 60
+  check "all_reduce_odd_g$g" $perf/all_reduce_perf -g "$g" -d float -o sum -b 4 -e 4 -n 1 -w 1 -c 3 -T 60
 done
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   check "sanitizer_allreduce_g2" compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
@@ -83,13 +91,18 @@ bench() { # label lib(chorus|nccl) args...
   timeout 90 "${env[@]}" "$@" -b 8 -e $bench_e -f 4 -n 50 -w 10 -c 0 -T 60 >"$out/bench_${label}_$lib.log" 2>&1 ||
     echo "  $label $lib: exit $? (bench_${label}_$lib.log)"
 }
-for g in 2 4; do
-  [ "$g" -le "$ngpu" ] || continue
-  for lib in chorus nccl; do
-    [ "$lib" = nccl ] && [ -z "$ref" ] && continue
-    bench "ar_g$g" $lib $perf/all_reduce_perf -g "$g"
-    bench "ar_procs$g" $lib $run -n "$g" --timeout 80 $perf/all_reduce_perf
+for lib in chorus nccl; do
+  [ "$lib" = nccl ] && [ -z "$ref" ] && continue
+  for g in 2 4; do
+    [ "$g" -le "$ngpu" ] || continue
+    bench "all_reduce_g$g" $lib $perf/all_reduce_perf -g "$g"
+    bench "all_reduce_procs$g" $lib $run -n "$g" --timeout 80 $perf/all_reduce_perf
   done
+  if [ "$ngpu" -ge 4 ]; then
+    for coll in reduce_scatter all_gather broadcast alltoall reduce gather scatter; do
+      bench "${coll}_procs4" $lib $run -n 4 --timeout 80 $perf/${coll}_perf
+    done
+  fi
 done
 python3 - "$out" "$ngpu" >"$table" <<'EOF'
 import os, re, sys
@@ -102,11 +115,15 @@ def load(path):
             m = row.match(line)
             if m: t[int(m.group(1))] = (float(m.group(3)), float(m.group(5)))
     return t
-for label, title in (("ar_g2", "AllReduce, 2 GPUs, -g 2"), ("ar_procs2", "AllReduce, 2 GPUs, 1 process each"),
-                     ("ar_g4", "AllReduce, 4 GPUs, -g 4"), ("ar_procs4", "AllReduce, 4 GPUs, 1 process each")):
+labels = []
+for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "alltoall", "reduce", "gather", "scatter"):
+    for mode, what in (("procs2", "2 GPUs, 1 process each"), ("g2", "2 GPUs, -g 2"),
+                       ("procs4", "4 GPUs, 1 process each"), ("g4", "4 GPUs, -g 4")):
+        labels.append((f"{coll}_{mode}", f"{coll}, {what}"))
+for label, title in labels:
     c, n = load(f"{out}/bench_{label}_chorus.log"), load(f"{out}/bench_{label}_nccl.log")
     if not c and not n: continue
-    print(f"\n{title} (float sum, out of place, us; busbw GB/s)\n")
+    print(f"\n{title} (float, out of place; us, busbw GB/s)\n")
     print("| size | Chorus us | NCCL us | Chorus busbw | NCCL busbw | NCCL/Chorus time |")
     print("|---:|---:|---:|---:|---:|---:|")
     for s in sorted(set(c) | set(n)):

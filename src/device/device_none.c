@@ -83,9 +83,8 @@ int chorus_dev_pointer_is_device(const void *p) {
   (void)p;
   return 0;
 }
-int chorus_kern_allreduce_oneshot(const chorus_kern_comm *c, const chorus_kern_red *red,
-                                  const void *send, void *recv, size_t count, size_t esize,
-                                  void *stream) {
-  (void)c, (void)red, (void)send, (void)recv, (void)count, (void)esize, (void)stream;
+int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
+                         const chorus_kern_xchg *x, void *stream) {
+  (void)c, (void)red, (void)x, (void)stream;
   return -1;
 }

@@ -31,11 +31,13 @@ enum { CHORUS_KERN_OK = 0, CHORUS_KERN_ABORTED = 1, CHORUS_KERN_TIMEOUT = 2 };
 /* One rank's view of the communicator's windows. */
 typedef struct chorus_kern_comm {
   int rank, nranks;
-  /* LL area of every rank's window, as mapped in this process: slot
-   * [parity][src] of rank r starts at ll[r] + ((parity * nranks + src) *
-   * ll_lines) * 16. Rank src writes slot [.][src] of every peer; only the
-   * owner reads it. */
-  char *ll[CHORUS_KERN_MAX_RANKS];
+  /* Every rank's window, as mapped in this process. Its LL area starts at
+   * ll_off: slot [parity][src] at ((parity * nranks + src) * ll_lines) *
+   * 16; rank src writes slot [.][src] of a peer, only the owner reads it.
+   * Its ack words start at ack_off: [block][src] x 4 B, the last epoch of
+   * that block that rank src finished. */
+  char *win[CHORUS_KERN_MAX_RANKS];
+  uint32_t ll_off, ack_off;
   size_t ll_lines;         /* lines per slot: ll_lines * 8 bytes of payload */
   uint32_t *epochs;        /* this rank's per-block counters (device memory) */
   volatile int32_t *abort; /* host-mapped: nonzero stops every wait */
@@ -53,11 +55,23 @@ typedef struct chorus_kern_red {
   uint64_t divisor;        /* SUMPOSTDIV */
 } chorus_kern_red;
 
-/* One-shot AllReduce of count elements (at most ll_lines * 8 bytes): every
- * rank pushes its input as LL lines into every peer's slot, then reduces
- * the n inputs in rank order, so every rank gets bitwise the same result. */
-int chorus_kern_allreduce_oneshot(const chorus_kern_comm *c, const chorus_kern_red *red,
-                                  const void *send, void *recv, size_t count, size_t esize,
-                                  void *stream);
+/* One exchange: this rank pushes a block of `bytes` (at most ll_lines * 8)
+ * to each rank of send_to, then takes the blocks of the ranks in recv_from
+ * (itself included when its own block counts, read from send + soff[me]):
+ * copied to recv + roff[src], or, with reduce, reduced in rank order into
+ * recv + roff[0] (bitwise the same result on every rank). PreMulSum scales
+ * each rank's own block by its own scalar before anyone sees it. */
+typedef struct chorus_kern_xchg {
+  const void *send;
+  void *recv;
+  size_t bytes;
+  uint32_t send_to, recv_from;        /* rank bit masks */
+  size_t soff[CHORUS_KERN_MAX_RANKS]; /* block for rank p at send + soff[p] */
+  size_t roff[CHORUS_KERN_MAX_RANKS]; /* block from rank s at recv + roff[s] */
+  int reduce;
+} chorus_kern_xchg;
+
+int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
+                         const chorus_kern_xchg *x, void *stream);
 
 #endif

@@ -3,10 +3,11 @@
  *
  * Window of one rank (device memory, zeroed at init):
  *   [0, 256)        per-block epoch counters (CHORUS_KERN_MAX_BLOCKS x 4 B)
- *   [2048, 2080)    init-time test words, one per writing rank
+ *   [512, 544)      init-time test words, one per writing rank
+ *   [1024, 3072)    ack words: [block][source rank] x 4 B
  *   [4096, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
- * Peers write only the slots and test words indexed by their own rank; the
- * owner alone reads them and alone touches its epochs.
+ * Peers write only the slots, acks and test words indexed by their own
+ * rank; the owner alone reads them and alone touches its epochs.
  */
 #include "gpu/gpu.h"
 
@@ -22,7 +23,8 @@
 #include "util/param.h"
 
 #define EPOCHS_OFF 0
-#define TEST_OFF   2048
+#define TEST_OFF   512
+#define ACK_OFF    1024
 #define LL_OFF     4096
 
 struct chorus_gpu {
@@ -81,7 +83,7 @@ static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus
       base = ptr;
     }
     (void)topo;
-    g->kc.ll[p] = base + LL_OFF;
+    g->kc.win[p] = base;
     if (p != g->rank && chorus_dev_peer_verify(base + TEST_OFF + 4 * g->rank) != 0)
       return chorus_error(ncclSystemError,
                           "GPU %d (rank %d) cannot write to the memory of rank %d (GPU %s): %s; "
@@ -126,6 +128,8 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.rank = rank;
   g->kc.nranks = nranks;
   g->kc.ll_lines = g->ll_bytes / 8;
+  g->kc.ll_off = LL_OFF;
+  g->kc.ack_off = ACK_OFF;
   size_t wbytes = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   if (chorus_dev_alloc(wbytes, &g->window) != 0) {
     res = dev_error("allocating the GPU window");
@@ -221,13 +225,83 @@ static const char *func_name(int func) {
   return func > 0 && func < CHORUS_FUNC_COUNT && names[func] ? names[func] : "this call";
 }
 
+/* Fills the exchange of op (before splitting into pieces). 0 when the
+ * function has no GPU schedule yet. */
+static int describe(const chorus_gpu *g, const chorus_op *op, chorus_kern_xchg *x) {
+  const int n = g->nranks, me = g->rank, root = op->root;
+  const uint32_t all = n >= 32 ? 0xffffffffu : (1u << n) - 1, self = 1u << me;
+  const size_t bytes = op->count * op->esize;
+  memset(x, 0, sizeof *x);
+  x->send = op->sendbuff;
+  x->recv = op->recvbuff;
+  x->bytes = bytes;
+  switch (op->func) {
+  case CHORUS_FUNC_ALLREDUCE:
+    x->send_to = all & ~self;
+    x->recv_from = all;
+    x->reduce = 1;
+    return 1;
+  case CHORUS_FUNC_REDUCESCATTER:
+    x->send_to = all & ~self;
+    x->recv_from = all;
+    x->reduce = 1;
+    for (int p = 0; p < n; p++) x->soff[p] = (size_t)p * bytes;
+    return 1;
+  case CHORUS_FUNC_REDUCE:
+    x->reduce = 1;
+    if (me == root)
+      x->recv_from = all;
+    else
+      x->send_to = 1u << root;
+    return 1;
+  case CHORUS_FUNC_ALLGATHER:
+    x->send_to = all & ~self;
+    x->recv_from = all;
+    for (int p = 0; p < n; p++) x->roff[p] = (size_t)p * bytes;
+    return 1;
+  case CHORUS_FUNC_BROADCAST:
+    if (me == root) {
+      x->send_to = all & ~self;
+      x->recv_from = self;
+    } else {
+      x->recv_from = 1u << root;
+    }
+    return 1;
+  case CHORUS_FUNC_ALLTOALL:
+    x->send_to = all & ~self;
+    x->recv_from = all;
+    for (int p = 0; p < n; p++) x->soff[p] = x->roff[p] = (size_t)p * bytes;
+    return 1;
+  case CHORUS_FUNC_GATHER:
+    if (me == root) {
+      x->recv_from = all;
+      for (int p = 0; p < n; p++) x->roff[p] = (size_t)p * bytes;
+    } else {
+      x->send_to = 1u << root;
+    }
+    return 1;
+  case CHORUS_FUNC_SCATTER:
+    if (me == root) {
+      x->send_to = all & ~self;
+      x->recv_from = self;
+      for (int p = 0; p < n; p++) x->soff[p] = (size_t)p * bytes;
+    } else {
+      x->recv_from = 1u << root;
+    }
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
-  if (op->func != CHORUS_FUNC_ALLREDUCE)
+  chorus_kern_xchg whole;
+  if (!describe(g, op, &whole))
     return chorus_error(ncclInvalidUsage,
-                        "%s on GPU communicators is not implemented yet in Chorus (AllReduce "
-                        "is); set CHORUS_HOST_COMM=1 to run it on host memory",
+                        "%s on GPU communicators is not implemented yet in Chorus (the "
+                        "collectives are); set CHORUS_HOST_COMM=1 to run it on host memory",
                         func_name(op->func));
   if (op->count == 0) return ncclSuccess;
   chorus_kern_red red;
@@ -237,14 +311,18 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   memcpy(red.scalar, op->red.scalar, sizeof red.scalar);
   red.scalar_dev = op->red.scalar_dev;
   red.divisor = op->red.divisor;
-  size_t piece = g->ll_bytes / op->esize;
-  const char *send = op->sendbuff;
-  char *recv = op->recvbuff;
-  for (size_t done = 0; done < op->count; done += piece) {
-    size_t n = op->count - done < piece ? op->count - done : piece;
-    if (chorus_kern_allreduce_oneshot(&g->kc, &red, send + done * op->esize,
-                                      recv + done * op->esize, n, op->esize, op->cuda_stream) != 0)
-      return dev_error("ncclAllReduce");
+  /* Blocks larger than the LL slots go in pieces, the same on every rank. */
+  const size_t piece = g->ll_bytes / op->esize * op->esize;
+  const size_t bytes = whole.bytes;
+  for (size_t off = 0; off < bytes; off += piece) {
+    chorus_kern_xchg x = whole;
+    x.bytes = bytes - off < piece ? bytes - off : piece;
+    for (int p = 0; p < g->nranks; p++) {
+      x.soff[p] += off;
+      x.roff[p] += off;
+    }
+    if (chorus_kern_exchange(&g->kc, &red, &x, op->cuda_stream) != 0)
+      return dev_error(func_name(op->func));
   }
   return ncclSuccess;
 }

@@ -1,16 +1,22 @@
 /*
- * allreduce.cu - one-shot AllReduce over LL lines (kernels.h).
+ * exchange.cu - the one-shot LL exchange kernel behind every collective
+ * on GPU communicators (kernels.h).
+ *
+ * Every collective here is "each rank pushes a block to some peers, then
+ * each rank takes the blocks of some sources and copies them into its
+ * output or reduces them": AllReduce pushes its buffer to everyone and
+ * reduces everyone's; ReduceScatter pushes block p to rank p and reduces
+ * what arrives; AllGather, Broadcast, AlltoAll, Gather and Scatter copy.
  *
  * Block b of every rank owns the same range of 16-byte lines; line j holds
- * bytes [8j, 8j+8) of the input. Phase 1: each thread pushes its lines, the
- * epoch of block b folded into both halves, into slot [parity][me] of every
- * peer. Phase 2: the same thread polls its own window for the peers' copies
- * of those lines and reduces the n payloads in rank order. Nothing else
- * synchronises the ranks: seeing the epoch in both 8-byte halves of a line
- * proves that its data arrived (NVLink and PCIe deliver aligned 8-byte
- * stores whole). Two parities suffice: rank r writes parity p of a peer for
- * epoch e + 2 only after it received that peer's lines of epoch e + 1,
- * which the peer sends after it finished reading epoch e.
+ * bytes [8j, 8j+8) of a block. Phase 1: each thread pushes its lines, the
+ * epoch of block b folded into both halves, into slot [parity][me] of each
+ * destination. Phase 2: the same thread polls its own window for its lines
+ * from each source, in rank order. Seeing the epoch in both 8-byte halves
+ * of a line proves its data arrived (NVLink and PCIe deliver aligned 8-byte
+ * stores whole). At the end every rank stores the epoch into an ack word
+ * of every peer; before pushing epoch e into a parity a destination may
+ * still read, a sender waits for that destination's ack of epoch e - 2.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -157,10 +163,53 @@ static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_ker
   }
 }
 
+/* Bytes [8j, 8j+8) of d into dst (nbytes long), clipped at the end. */
+static __device__ __forceinline__ void put_bytes(char *dst, size_t nbytes, size_t j, uint2 d) {
+  size_t off = j * 8;
+  if (off + 8 <= nbytes && ((uintptr_t)dst & 7) == 0) {
+    *(uint2 *)(dst + off) = d;
+    return;
+  }
+  unsigned char b[8];
+  memcpy(b, &d, 8);
+  for (int k = 0; k < 8 && off + k < nbytes; k++) dst[off + k] = (char)b[k];
+}
+
+/* Waits until *p (an ack word in this rank's window) reaches at least v. */
+static __device__ bool wait_ack(const uint32_t *p, uint32_t v, const chorus_kern_comm &c, int peer,
+                                volatile int *failed) {
+  uint64_t deadline = 0;
+  for (unsigned spins = 0;; spins++) {
+    uint32_t a = *(volatile const uint32_t *)p;
+    if ((int32_t)(a - v) >= 0) return true;
+    if (*failed) return false;
+    if (spins % CHECK_EVERY == CHECK_EVERY - 1) {
+      int why = 0;
+      if (*c.abort)
+        why = CHORUS_KERN_ABORTED;
+      else if (c.timeout_ns) {
+        uint64_t t = now_ns();
+        if (!deadline)
+          deadline = t + c.timeout_ns;
+        else if (t > deadline)
+          why = CHORUS_KERN_TIMEOUT;
+      }
+      if (why) {
+        if (*(volatile int32_t *)c.status == 0) {
+          *(volatile int32_t *)c.status_peer = peer;
+          __threadfence_system();
+          *(volatile int32_t *)c.status = why;
+        }
+        *failed = 1;
+        return false;
+      }
+    }
+  }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
-    allreduce_oneshot(chorus_kern_comm c, chorus_kern_red red, const char *send, T *recv,
-                      size_t count, size_t lines_per_cta) {
+    exchange(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t lines_per_cta) {
   typedef typename elem<T>::acc A;
   constexpr int E = 8 / sizeof(T);
   __shared__ uint32_t s_epoch;
@@ -173,14 +222,18 @@ __global__ void __launch_bounds__(THREADS)
   __syncthreads();
   const uint32_t flag = s_epoch;
   const size_t parity = flag & 1;
-  const size_t nbytes = count * sizeof(T);
+  const size_t nbytes = x.bytes;
   const size_t nlines = (nbytes + 7) / 8;
   const size_t lo = (size_t)b * lines_per_cta;
   const size_t hi = lo + lines_per_cta < nlines ? lo + lines_per_cta : nlines;
   const size_t my_slot = (parity * n + me) * c.ll_lines * CHORUS_KERN_LINE;
+  const char *send = (const char *)x.send;
+  char *recv = (char *)x.recv;
+  const uint32_t *acks =
+      (const uint32_t *)(c.win[me] + c.ack_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
 
   A scalar = A(0);
-  const bool premul = red.kind == CHORUS_RED_PREMULSUM;
+  const bool premul = x.reduce && red.kind == CHORUS_RED_PREMULSUM;
   if (premul) {
     T s;
     if (red.scalar_dev)
@@ -190,114 +243,140 @@ __global__ void __launch_bounds__(THREADS)
     scalar = elem<T>::load(s);
   }
 
+  /* The destinations finished reading this parity (epoch - 2). */
+  if (threadIdx.x < n && ((x.send_to >> threadIdx.x) & 1))
+    wait_ack(&acks[threadIdx.x], flag - 2, c, threadIdx.x, &s_failed);
+  __syncthreads();
+
   /* Phase 1: push. */
-  for (size_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
-    uint2 d = payload(send, nbytes, j);
-    if (premul) d = scaled<T>(d, scalar);
-    uint4 line = make_uint4(d.x, flag, d.y, flag);
-    for (int k = 1; k < n; k++) {
-      int p = me + k < n ? me + k : me + k - n;
-      st_line(c.ll[p] + my_slot + j * CHORUS_KERN_LINE, line);
+  if (!s_failed)
+    for (size_t j = lo + threadIdx.x; j < hi; j += blockDim.x)
+      for (int k = 1; k < n; k++) {
+        int p = me + k < n ? me + k : me + k - n;
+        if (!((x.send_to >> p) & 1)) continue;
+        uint2 d = payload(send + x.soff[p], nbytes, j);
+        if (premul) d = scaled<T>(d, scalar);
+        st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
+                make_uint4(d.x, flag, d.y, flag));
+      }
+
+  /* Phase 2: take the sources' lines, in rank order. */
+  const char *own = c.win[me] + c.ll_off;
+  for (size_t j = lo + threadIdx.x; j < hi && !s_failed; j += blockDim.x) {
+    if (x.reduce) {
+      A acc[E];
+      bool first = true;
+      for (int src = 0; src < n; src++) {
+        if (!((x.recv_from >> src) & 1)) continue;
+        uint2 d;
+        if (src == me) {
+          d = payload(send + x.soff[me], nbytes, j);
+          if (premul) d = scaled<T>(d, scalar);
+        } else {
+          d = poll_line(own + ((parity * n + src) * c.ll_lines + j) * CHORUS_KERN_LINE, flag, c,
+                        src, &s_failed);
+        }
+        T v[E];
+        memcpy(v, &d, sizeof v);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+          A xv = elem<T>::load(v[e]);
+          acc[e] = first ? xv : arith<A>::combine(red.kind, acc[e], xv);
+        }
+        first = false;
+      }
+      if (s_failed) break;
+      T *out = (T *)(recv + x.roff[0]);
+      const size_t count = nbytes / sizeof(T);
+#pragma unroll
+      for (int e = 0; e < E; e++) {
+        size_t i = j * E + e;
+        if (i >= count) break;
+        A a = acc[e];
+        if (red.kind == CHORUS_RED_SUMPOSTDIV) a = (A)(a / (A)red.divisor);
+        out[i] = elem<T>::store(a);
+      }
+    } else {
+      for (int src = 0; src < n; src++) {
+        if (!((x.recv_from >> src) & 1)) continue;
+        uint2 d = src == me
+                      ? payload(send + x.soff[me], nbytes, j)
+                      : poll_line(own + ((parity * n + src) * c.ll_lines + j) * CHORUS_KERN_LINE,
+                                  flag, c, src, &s_failed);
+        if (s_failed) break;
+        put_bytes(recv + x.roff[src], nbytes, j, d);
+      }
     }
   }
 
-  /* Phase 2: reduce in rank order. */
-  const char *own = c.ll[me];
-  for (size_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
-    A acc[E];
-    for (int src = 0; src < n; src++) {
-      uint2 d =
-          src == me
-              ? (premul ? scaled<T>(payload(send, nbytes, j), scalar) : payload(send, nbytes, j))
-              : poll_line(own + ((parity * n + src) * c.ll_lines + j) * CHORUS_KERN_LINE, flag, c,
-                          src, &s_failed);
-      T v[E];
-      memcpy(v, &d, sizeof v);
-#pragma unroll
-      for (int e = 0; e < E; e++) {
-        A x = elem<T>::load(v[e]);
-        acc[e] = src == 0 ? x : arith<A>::combine(red.kind, acc[e], x);
-      }
-    }
-    if (s_failed) break;
-#pragma unroll
-    for (int e = 0; e < E; e++) {
-      size_t i = j * E + e;
-      if (i >= count) break;
-      A a = acc[e];
-      if (red.kind == CHORUS_RED_SUMPOSTDIV) a = (A)(a / (A)red.divisor);
-      recv[i] = elem<T>::store(a);
-    }
-  }
+  /* Tell every peer this rank is done with epoch `flag` of block b. */
   __syncthreads();
+  if (threadIdx.x < n && (int)threadIdx.x != me)
+    *(volatile uint32_t *)((uint32_t *)(c.win[threadIdx.x] + c.ack_off) +
+                           (size_t)b * CHORUS_KERN_MAX_RANKS + me) = flag;
   if (threadIdx.x == 0) c.epochs[b] = flag;
 }
 
 template <typename T>
-static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red, const void *send,
-                          void *recv, size_t count, cudaStream_t stream) {
-  size_t nlines = (count * sizeof(T) + 7) / 8;
+static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
+                          const chorus_kern_xchg *x, cudaStream_t stream) {
+  size_t nlines = (x->bytes + 7) / 8;
   size_t grid = (nlines + LINES_PER_CTA - 1) / LINES_PER_CTA;
   if (grid < 1) grid = 1;
   if (grid > CHORUS_KERN_MAX_BLOCKS) grid = CHORUS_KERN_MAX_BLOCKS;
   size_t per = (nlines + grid - 1) / grid;
   int threads = per < THREADS ? (int)((per + 31) / 32 * 32) : THREADS;
   if (threads < 32) threads = 32;
-  allreduce_oneshot<T>
-      <<<(unsigned)grid, threads, 0, stream>>>(*c, *red, (const char *)send, (T *)recv, count, per);
+  exchange<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
   return cudaGetLastError();
 }
 
-extern "C" int chorus_kern_allreduce_oneshot(const chorus_kern_comm *c, const chorus_kern_red *red,
-                                             const void *send, void *recv, size_t count,
-                                             size_t esize, void *stream) {
-  (void)esize;
-  if (count == 0) return 0;
+extern "C" int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
+                                    const chorus_kern_xchg *x, void *stream) {
+  if (x->bytes == 0) return 0;
   cudaStream_t s = (cudaStream_t)stream;
   cudaError_t e;
-  switch (red->dtype) {
+  switch (x->reduce ? red->dtype : 1) {
   case 0:
-    e = launch<int8_t>(c, red, send, recv, count, s);
+    e = launch<int8_t>(c, red, x, s);
     break;
   case 1:
-    e = launch<uint8_t>(c, red, send, recv, count, s);
+    e = launch<uint8_t>(c, red, x, s);
     break;
   case 2:
-    e = launch<int32_t>(c, red, send, recv, count, s);
+    e = launch<int32_t>(c, red, x, s);
     break;
   case 3:
-    e = launch<uint32_t>(c, red, send, recv, count, s);
+    e = launch<uint32_t>(c, red, x, s);
     break;
   case 4:
-    e = launch<int64_t>(c, red, send, recv, count, s);
+    e = launch<int64_t>(c, red, x, s);
     break;
   case 5:
-    e = launch<uint64_t>(c, red, send, recv, count, s);
+    e = launch<uint64_t>(c, red, x, s);
     break;
   case 6:
-    e = launch<__half>(c, red, send, recv, count, s);
+    e = launch<__half>(c, red, x, s);
     break;
   case 7:
-    e = launch<float>(c, red, send, recv, count, s);
+    e = launch<float>(c, red, x, s);
     break;
   case 8:
-    e = launch<double>(c, red, send, recv, count, s);
+    e = launch<double>(c, red, x, s);
     break;
   case 9:
-    e = launch<__nv_bfloat16>(c, red, send, recv, count, s);
+    e = launch<__nv_bfloat16>(c, red, x, s);
     break;
   case 10:
-    e = launch<__nv_fp8_e4m3>(c, red, send, recv, count, s);
+    e = launch<__nv_fp8_e4m3>(c, red, x, s);
     break;
   case 11:
-    e = launch<__nv_fp8_e5m2>(c, red, send, recv, count, s);
+    e = launch<__nv_fp8_e5m2>(c, red, x, s);
     break;
   default:
     e = cudaErrorInvalidValue;
     break;
   }
-  if (e != cudaSuccess) {
-    return chorus_dev_fail((int)e, "launching the one-shot AllReduce kernel");
-  }
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the LL exchange kernel");
   return 0;
 }
