@@ -69,6 +69,18 @@ for coll in $colls; do
     fi
   done
 done
+# The bandwidth paths (Simple protocol, two-shot AllReduce) and pieces,
+# forced at small sizes so that the matrix covers them.
+force="env CHORUS_GPU_SIMPLE_BYTES=0 CHORUS_GPU_TWOSHOT_BYTES=0"
+if [ "$ngpu" -ge 4 ]; then
+  for coll in all_reduce reduce_scatter all_gather broadcast alltoall reduce; do
+    check "${coll}_simple_g4" $force $perf/${coll}_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  done
+  check "all_reduce_twoshot_g3" $force $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_twoshot_procs4" $force $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_pieces_g4" env CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  check "all_gather_pieces_procs4" env CHORUS_GPU_LL_BYTES=4096 $run -n 4 --timeout 80 $perf/all_gather_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+fi
 for g in 1 2 4; do
   [ "$g" -le "$ngpu" ] || continue
   check "all_reduce_odd_g$g" $perf/all_reduce_perf -g "$g" -d float -o sum -b 4 -e 4 -n 1 -w 1 -c 3 -T 60
@@ -79,8 +91,8 @@ fi
 echo "# correctness: $passes passed, $fails failed"
 
 # ---- side by side -----------------------------------------------------------
-bench_e=64M
-[ "$mode" = full ] && bench_e=1G
+bench_e=256M
+[ "$mode" = full ] && bench_e=2G
 table="$out/gpu-table.md"
 : >"$table"
 bench() { # label lib(chorus|nccl) args...

@@ -175,12 +175,49 @@ static __device__ __forceinline__ void put_bytes(char *dst, size_t nbytes, size_
   for (int k = 0; k < 8 && off + k < nbytes; k++) dst[off + k] = (char)b[k];
 }
 
+/* ---- Simple protocol: 16 data bytes per 16-byte unit, a flag per block -- */
+static __device__ __forceinline__ uint4 payload16(const char *buf, size_t nbytes, size_t j) {
+  size_t off = j * 16;
+  if (off + 16 <= nbytes && ((uintptr_t)buf & 15) == 0) return *(const uint4 *)(buf + off);
+  unsigned char b[16];
+  for (int k = 0; k < 16; k++) b[k] = off + k < nbytes ? (unsigned char)buf[off + k] : 0;
+  uint4 v;
+  memcpy(&v, b, 16);
+  return v;
+}
+
+static __device__ __forceinline__ void put_bytes16(char *dst, size_t nbytes, size_t j, uint4 d) {
+  size_t off = j * 16;
+  if (off + 16 <= nbytes && ((uintptr_t)dst & 15) == 0) {
+    *(uint4 *)(dst + off) = d;
+    return;
+  }
+  unsigned char b[16];
+  memcpy(b, &d, 16);
+  for (int k = 0; k < 16 && off + k < nbytes; k++) dst[off + k] = (char)b[k];
+}
+
+template <typename T>
+static __device__ __forceinline__ uint4 scaled16(uint4 d, typename elem<T>::acc s) {
+  uint2 lo = scaled<T>(make_uint2(d.x, d.y), s), hi = scaled<T>(make_uint2(d.z, d.w), s);
+  return make_uint4(lo.x, lo.y, hi.x, hi.y);
+}
+
+static __device__ __forceinline__ void st_release(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+static __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
 /* Waits until *p (an ack word in this rank's window) reaches at least v. */
 static __device__ bool wait_ack(const uint32_t *p, uint32_t v, const chorus_kern_comm &c, int peer,
                                 volatile int *failed) {
   uint64_t deadline = 0;
   for (unsigned spins = 0;; spins++) {
-    uint32_t a = *(volatile const uint32_t *)p;
+    uint32_t a = ld_acquire(p);
     if ((int32_t)(a - v) >= 0) return true;
     if (*failed) return false;
     if (spins % CHECK_EVERY == CHECK_EVERY - 1) {
@@ -317,17 +354,140 @@ __global__ void __launch_bounds__(THREADS)
   if (threadIdx.x == 0) c.epochs[b] = flag;
 }
 
+/* The same exchange with full 16-byte payloads: each block pushes all its
+ * units, then one release store per destination announces them; readers
+ * wait for the flags of their sources, then read the slot. */
+template <typename T>
+__global__ void __launch_bounds__(THREADS)
+    exchange_simple(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x,
+                    size_t units_per_cta) {
+  typedef typename elem<T>::acc A;
+  constexpr int E = 16 / sizeof(T);
+  __shared__ uint32_t s_epoch;
+  __shared__ int s_failed;
+  const int b = blockIdx.x, n = c.nranks, me = c.rank;
+  if (threadIdx.x == 0) {
+    s_epoch = c.epochs[b] + 1;
+    s_failed = 0;
+  }
+  __syncthreads();
+  const uint32_t flag = s_epoch;
+  const size_t parity = flag & 1;
+  const size_t nbytes = x.bytes;
+  const size_t nunits = (nbytes + 15) / 16;
+  const size_t lo = (size_t)b * units_per_cta;
+  const size_t hi = lo + units_per_cta < nunits ? lo + units_per_cta : nunits;
+  const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
+  const size_t my_slot = (parity * n + me) * slot_bytes;
+  const char *send = (const char *)x.send;
+  char *recv = (char *)x.recv;
+  const uint32_t *acks =
+      (const uint32_t *)(c.win[me] + c.ack_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
+  const uint32_t *flags =
+      (const uint32_t *)(c.win[me] + c.flag_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
+
+  A scalar = A(0);
+  const bool premul = x.reduce && red.kind == CHORUS_RED_PREMULSUM;
+  if (premul) {
+    T s;
+    if (red.scalar_dev)
+      s = *(const T *)red.scalar_dev;
+    else
+      memcpy(&s, red.scalar, sizeof s);
+    scalar = elem<T>::load(s);
+  }
+
+  if (threadIdx.x < n && ((x.send_to >> threadIdx.x) & 1))
+    wait_ack(&acks[threadIdx.x], flag - 2, c, threadIdx.x, &s_failed);
+  __syncthreads();
+
+  /* Phase 1: push, then announce. */
+  if (!s_failed)
+    for (size_t j = lo + threadIdx.x; j < hi; j += blockDim.x)
+      for (int k = 1; k < n; k++) {
+        int p = me + k < n ? me + k : me + k - n;
+        if (!((x.send_to >> p) & 1)) continue;
+        uint4 d = payload16(send + x.soff[p], nbytes, j);
+        if (premul) d = scaled16<T>(d, scalar);
+        st_line(c.win[p] + c.ll_off + my_slot + j * 16, d);
+      }
+  __syncthreads();
+  if (threadIdx.x < n && ((x.send_to >> threadIdx.x) & 1) && !s_failed) {
+    __threadfence_system();
+    st_release((uint32_t *)(c.win[threadIdx.x] + c.flag_off) + (size_t)b * CHORUS_KERN_MAX_RANKS +
+                   me,
+               flag);
+  }
+
+  /* Phase 2: wait for the sources' flags, then copy or reduce. */
+  if (threadIdx.x < n && threadIdx.x != (unsigned)me && ((x.recv_from >> threadIdx.x) & 1))
+    wait_ack(&flags[threadIdx.x], flag, c, threadIdx.x, &s_failed);
+  __syncthreads();
+  const char *own = c.win[me] + c.ll_off;
+  for (size_t j = lo + threadIdx.x; j < hi && !s_failed; j += blockDim.x) {
+    if (x.reduce) {
+      A acc[E];
+      bool first = true;
+      for (int src = 0; src < n; src++) {
+        if (!((x.recv_from >> src) & 1)) continue;
+        uint4 d;
+        if (src == me) {
+          d = payload16(send + x.soff[me], nbytes, j);
+          if (premul) d = scaled16<T>(d, scalar);
+        } else {
+          d = ld_line(own + (parity * n + src) * slot_bytes + j * 16);
+        }
+        T v[E];
+        memcpy(v, &d, sizeof v);
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+          A xv = elem<T>::load(v[e]);
+          acc[e] = first ? xv : arith<A>::combine(red.kind, acc[e], xv);
+        }
+        first = false;
+      }
+      T *out = (T *)(recv + x.roff[0]);
+      const size_t count = nbytes / sizeof(T);
+#pragma unroll
+      for (int e = 0; e < E; e++) {
+        size_t i = j * E + e;
+        if (i >= count) break;
+        A a = acc[e];
+        if (red.kind == CHORUS_RED_SUMPOSTDIV) a = (A)(a / (A)red.divisor);
+        out[i] = elem<T>::store(a);
+      }
+    } else {
+      for (int src = 0; src < n; src++) {
+        if (!((x.recv_from >> src) & 1)) continue;
+        uint4 d = src == me ? payload16(send + x.soff[me], nbytes, j)
+                            : ld_line(own + (parity * n + src) * slot_bytes + j * 16);
+        put_bytes16(recv + x.roff[src], nbytes, j, d);
+      }
+    }
+  }
+
+  __syncthreads();
+  if (threadIdx.x < n && (int)threadIdx.x != me)
+    *(volatile uint32_t *)((uint32_t *)(c.win[threadIdx.x] + c.ack_off) +
+                           (size_t)b * CHORUS_KERN_MAX_RANKS + me) = flag;
+  if (threadIdx.x == 0) c.epochs[b] = flag;
+}
+
 template <typename T>
 static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
                           const chorus_kern_xchg *x, cudaStream_t stream) {
-  size_t nlines = (x->bytes + 7) / 8;
+  size_t unit = x->simple ? 16 : 8;
+  size_t nlines = (x->bytes + unit - 1) / unit;
   size_t grid = (nlines + LINES_PER_CTA - 1) / LINES_PER_CTA;
   if (grid < 1) grid = 1;
   if (grid > CHORUS_KERN_MAX_BLOCKS) grid = CHORUS_KERN_MAX_BLOCKS;
   size_t per = (nlines + grid - 1) / grid;
   int threads = per < THREADS ? (int)((per + 31) / 32 * 32) : THREADS;
   if (threads < 32) threads = 32;
-  exchange<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
+  if (x->simple)
+    exchange_simple<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
+  else
+    exchange<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
   return cudaGetLastError();
 }
 

@@ -38,6 +38,7 @@ typedef struct chorus_kern_comm {
    * that block that rank src finished. */
   char *win[CHORUS_KERN_MAX_RANKS];
   uint32_t ll_off, ack_off;
+  uint32_t flag_off;       /* Simple flags: [block][src] x 4 B, epoch announced */
   size_t ll_lines;         /* lines per slot: ll_lines * 8 bytes of payload */
   uint32_t *epochs;        /* this rank's per-block counters (device memory) */
   volatile int32_t *abort; /* host-mapped: nonzero stops every wait */
@@ -69,6 +70,10 @@ typedef struct chorus_kern_xchg {
   size_t soff[CHORUS_KERN_MAX_RANKS]; /* block for rank p at send + soff[p] */
   size_t roff[CHORUS_KERN_MAX_RANKS]; /* block from rank s at recv + roff[s] */
   int reduce;
+  /* 0: LL lines (8 bytes of data per 16, no flags: lowest latency, bytes
+   * at most ll_lines * 8); 1: Simple (16 of 16, one flag per block after
+   * its data: twice the bandwidth, bytes at most ll_lines * 16). */
+  int simple;
 } chorus_kern_xchg;
 
 int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,

@@ -5,7 +5,9 @@
  *   [0, 256)        per-block epoch counters (CHORUS_KERN_MAX_BLOCKS x 4 B)
  *   [512, 544)      init-time test words, one per writing rank
  *   [1024, 3072)    ack words: [block][source rank] x 4 B
- *   [4096, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
+ *   [4096, 6144)    Simple flags: [block][source rank] x 4 B
+ *   [8192, ...)     slots: [parity 2][source rank n][ll_lines] x 16 B (LL
+ *                   lines, or raw data for the Simple protocol)
  * Peers write only the slots, acks and test words indexed by their own
  * rank; the owner alone reads them and alone touches its epochs.
  */
@@ -20,12 +22,14 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/log.h"
+#include "util/misc.h"
 #include "util/param.h"
 
 #define EPOCHS_OFF 0
 #define TEST_OFF   512
 #define ACK_OFF    1024
-#define LL_OFF     4096
+#define FLAG_OFF   4096
+#define LL_OFF     8192
 
 struct chorus_gpu {
   int rank, nranks, device;
@@ -33,8 +37,10 @@ struct chorus_gpu {
   void *mapped[CHORUS_KERN_MAX_RANKS]; /* peers' windows opened through IPC */
   void *ctl_host, *ctl_dev;            /* abort, status, status peer (host-mapped) */
   chorus_kern_comm kc;
-  size_t ll_bytes; /* payload per slot */
-  int reported;    /* a kernel's error was logged (atomic) */
+  size_t ll_bytes;      /* payload per slot */
+  int reported;         /* a kernel's error was logged (atomic) */
+  size_t simple_bytes;  /* blocks this big use the Simple protocol */
+  size_t twoshot_bytes; /* AllReduce this big (3+ ranks): two-shot */
 };
 
 /* What every rank tells the others about its window. */
@@ -130,6 +136,9 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.ll_lines = g->ll_bytes / 8;
   g->kc.ll_off = LL_OFF;
   g->kc.ack_off = ACK_OFF;
+  g->kc.flag_off = FLAG_OFF;
+  g->simple_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_SIMPLE_BYTES));
+  g->twoshot_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_BYTES));
   size_t wbytes = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   if (chorus_dev_alloc(wbytes, &g->window) != 0) {
     res = dev_error("allocating the GPU window");
@@ -294,6 +303,66 @@ static int describe(const chorus_gpu *g, const chorus_op *op, chorus_kern_xchg *
   }
 }
 
+/* Runs one exchange in pieces that fit the slots, the same on every rank:
+ * the protocol follows the size of one block. */
+static ncclResult_t run_pieces(chorus_gpu *g, const chorus_kern_red *red,
+                               const chorus_kern_xchg *whole, const chorus_op *op) {
+  const int simple = whole->bytes >= g->simple_bytes;
+  const size_t piece = (simple ? 2 : 1) * g->ll_bytes; /* a multiple of 8, so of esize */
+  for (size_t off = 0; off < whole->bytes; off += piece) {
+    chorus_kern_xchg x = *whole;
+    x.bytes = whole->bytes - off < piece ? whole->bytes - off : piece;
+    x.simple = simple;
+    for (int p = 0; p < g->nranks; p++) {
+      x.soff[p] += off;
+      x.roff[p] += off;
+    }
+    if (chorus_kern_exchange(&g->kc, red, &x, op->cuda_stream) != 0)
+      return dev_error(func_name(op->func));
+  }
+  return ncclSuccess;
+}
+
+/* AllReduce as ReduceScatter into the rank's share of recvbuff, then an
+ * in-place AllGather of the shares: 2(n-1)/n of the buffer crosses each
+ * link instead of (n-1). Elements past the last whole share go one-shot. */
+static ncclResult_t allreduce_twoshot(chorus_gpu *g, const chorus_kern_red *red,
+                                      const chorus_op *op) {
+  const int n = g->nranks, me = g->rank;
+  const uint32_t all = (1u << n) - 1, self = 1u << me;
+  const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
+  const size_t sb = share * es;
+  char *recv = op->recvbuff;
+  chorus_kern_xchg rs, ag, tail;
+  memset(&rs, 0, sizeof rs);
+  rs.send = op->sendbuff;
+  rs.recv = recv;
+  rs.bytes = sb;
+  rs.send_to = all & ~self;
+  rs.recv_from = all;
+  rs.reduce = 1;
+  for (int p = 0; p < n; p++) rs.soff[p] = (size_t)p * sb;
+  rs.roff[0] = (size_t)me * sb;
+  CHECK(run_pieces(g, red, &rs, op));
+  memset(&ag, 0, sizeof ag);
+  ag.send = recv + (size_t)me * sb;
+  ag.recv = recv;
+  ag.bytes = sb;
+  ag.send_to = all & ~self;
+  ag.recv_from = all;
+  for (int p = 0; p < n; p++) ag.roff[p] = (size_t)p * sb;
+  CHECK(run_pieces(g, red, &ag, op));
+  if (main == op->count) return ncclSuccess;
+  memset(&tail, 0, sizeof tail);
+  tail.send = (const char *)op->sendbuff + main * es;
+  tail.recv = recv + main * es;
+  tail.bytes = (op->count - main) * es;
+  tail.send_to = all & ~self;
+  tail.recv_from = all;
+  tail.reduce = 1;
+  return run_pieces(g, red, &tail, op);
+}
+
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
@@ -311,18 +380,8 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   memcpy(red.scalar, op->red.scalar, sizeof red.scalar);
   red.scalar_dev = op->red.scalar_dev;
   red.divisor = op->red.divisor;
-  /* Blocks larger than the LL slots go in pieces, the same on every rank. */
-  const size_t piece = g->ll_bytes / op->esize * op->esize;
-  const size_t bytes = whole.bytes;
-  for (size_t off = 0; off < bytes; off += piece) {
-    chorus_kern_xchg x = whole;
-    x.bytes = bytes - off < piece ? bytes - off : piece;
-    for (int p = 0; p < g->nranks; p++) {
-      x.soff[p] += off;
-      x.roff[p] += off;
-    }
-    if (chorus_kern_exchange(&g->kc, &red, &x, op->cuda_stream) != 0)
-      return dev_error(func_name(op->func));
-  }
-  return ncclSuccess;
+  if (op->func == CHORUS_FUNC_ALLREDUCE && g->nranks > 2 && whole.bytes >= g->twoshot_bytes &&
+      op->count >= (size_t)g->nranks)
+    return allreduce_twoshot(g, &red, op);
+  return run_pieces(g, &red, &whole, op);
 }

@@ -41,7 +41,9 @@ CHORUS_PARAM(YIELD_US,         "CHORUS_YIELD_US",       INT, 2000,   "Microsecon
 CHORUS_PARAM(HOST_COMM,        "CHORUS_HOST_COMM",      INT, 0,      "1: communicators use host memory even when GPUs are visible")
 /* GPU communicators */
 CHORUS_PARAM(P2P_DISABLE,      "NCCL_P2P_DISABLE",      INT, 0,      "1: no peer access between GPUs (staging through host memory is not implemented yet)")
-CHORUS_PARAM(GPU_LL_BYTES,     "CHORUS_GPU_LL_BYTES",   INT, 1048576, "Bytes of payload per peer in the GPU one-shot (LL) buffers; larger calls run in pieces of this size")
+CHORUS_PARAM(GPU_LL_BYTES,     "CHORUS_GPU_LL_BYTES",   INT, 1048576, "Bytes of LL payload per peer in the GPU slots (Simple pieces are twice this); larger calls run in pieces")
+CHORUS_PARAM(GPU_SIMPLE_BYTES, "CHORUS_GPU_SIMPLE_BYTES", INT, 1048576, "GPU blocks of at least this many bytes per peer use the Simple protocol (full payload, one flag per CTA) instead of LL lines")
+CHORUS_PARAM(GPU_TWOSHOT_BYTES,"CHORUS_GPU_TWOSHOT_BYTES", INT, 1048576, "GPU AllReduce of at least this many bytes on 3+ ranks runs as ReduceScatter plus AllGather")
 /* config overrides (read after ncclConfig_t, as NCCL does) */
 CHORUS_PARAM(COMM_BLOCKING,    "NCCL_COMM_BLOCKING",    INT, INT_MIN, "Overrides ncclConfig_t.blocking")
 CHORUS_PARAM(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", INT, INT_MIN, "Overrides ncclConfig_t.cgaClusterSize (0..8)")
