@@ -130,6 +130,31 @@ static __device__ __forceinline__ uint2 scaled(uint2 d, typename elem<T>::acc s)
   return d;
 }
 
+/* Called now and then by a waiting thread: when the communicator is
+ * aborted or the wait passed its deadline, records why and for which peer
+ * (first failure wins), marks the CTA failed and returns true. */
+static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, int peer,
+                               volatile int *failed) {
+  int why = 0;
+  if (*c.abort) {
+    why = CHORUS_KERN_ABORTED;
+  } else if (c.timeout_ns) {
+    uint64_t t = now_ns();
+    if (!*deadline)
+      *deadline = t + c.timeout_ns;
+    else if (t > *deadline)
+      why = CHORUS_KERN_TIMEOUT;
+  }
+  if (!why) return false;
+  if (*(volatile int32_t *)c.status == 0) {
+    *(volatile int32_t *)c.status_peer = peer;
+    __threadfence_system();
+    *(volatile int32_t *)c.status = why;
+  }
+  *failed = 1;
+  return true;
+}
+
 /* Waits for line p to carry flag in both halves. Returns its payload, or
  * sets *failed (after recording why) and returns zeros. */
 static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_kern_comm &c, int src,
@@ -139,27 +164,8 @@ static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_ker
     uint4 v = ld_line(p);
     if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
     if (*failed) return make_uint2(0, 0);
-    if (spins % CHECK_EVERY == CHECK_EVERY - 1) {
-      int why = 0;
-      if (*c.abort)
-        why = CHORUS_KERN_ABORTED;
-      else if (c.timeout_ns) {
-        uint64_t t = now_ns();
-        if (!deadline)
-          deadline = t + c.timeout_ns;
-        else if (t > deadline)
-          why = CHORUS_KERN_TIMEOUT;
-      }
-      if (why) {
-        if (*(volatile int32_t *)c.status == 0) {
-          *(volatile int32_t *)c.status_peer = src;
-          __threadfence_system();
-          *(volatile int32_t *)c.status = why;
-        }
-        *failed = 1;
-        return make_uint2(0, 0);
-      }
-    }
+    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, src, failed))
+      return make_uint2(0, 0);
   }
 }
 
@@ -220,35 +226,59 @@ static __device__ bool wait_ack(const uint32_t *p, uint32_t v, const chorus_kern
     uint32_t a = ld_acquire(p);
     if ((int32_t)(a - v) >= 0) return true;
     if (*failed) return false;
-    if (spins % CHECK_EVERY == CHECK_EVERY - 1) {
-      int why = 0;
-      if (*c.abort)
-        why = CHORUS_KERN_ABORTED;
-      else if (c.timeout_ns) {
-        uint64_t t = now_ns();
-        if (!deadline)
-          deadline = t + c.timeout_ns;
-        else if (t > deadline)
-          why = CHORUS_KERN_TIMEOUT;
-      }
-      if (why) {
-        if (*(volatile int32_t *)c.status == 0) {
-          *(volatile int32_t *)c.status_peer = peer;
-          __threadfence_system();
-          *(volatile int32_t *)c.status = why;
-        }
-        *failed = 1;
-        return false;
-      }
-    }
+    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, peer, failed)) return false;
   }
 }
 
-template <typename T>
+/* The two protocols, as the kernel sees them. Both use 16-byte slot
+ * lines. LL: 8 data bytes and the epoch twice per line, so a reader polls
+ * each line. Simple: 16 data bytes per line, and after its lines a CTA
+ * announces them with one release store of the epoch per destination. */
+template <bool SIMPLE> struct proto;
+template <> struct proto<false> {
+  typedef uint2 unit;
+  static __device__ unit load(const char *buf, size_t nbytes, size_t j) {
+    return payload(buf, nbytes, j);
+  }
+  static __device__ void put(char *dst, size_t nbytes, size_t j, unit d) {
+    put_bytes(dst, nbytes, j, d);
+  }
+  template <typename T> static __device__ unit scale(unit d, typename elem<T>::acc s) {
+    return scaled<T>(d, s);
+  }
+  static __device__ void push(char *line, unit d, uint32_t flag) {
+    st_line(line, make_uint4(d.x, flag, d.y, flag));
+  }
+  static __device__ unit take(const char *line, uint32_t flag, const chorus_kern_comm &c, int src,
+                              volatile int *failed) {
+    return poll_line(line, flag, c, src, failed);
+  }
+};
+template <> struct proto<true> {
+  typedef uint4 unit;
+  static __device__ unit load(const char *buf, size_t nbytes, size_t j) {
+    return payload16(buf, nbytes, j);
+  }
+  static __device__ void put(char *dst, size_t nbytes, size_t j, unit d) {
+    put_bytes16(dst, nbytes, j, d);
+  }
+  template <typename T> static __device__ unit scale(unit d, typename elem<T>::acc s) {
+    return scaled16<T>(d, s);
+  }
+  static __device__ void push(char *line, unit d, uint32_t) { st_line(line, d); }
+  static __device__ unit take(const char *line, uint32_t, const chorus_kern_comm &, int,
+                              volatile int *) {
+    return ld_line(line); /* after the source's flag was seen */
+  }
+};
+
+template <typename T, bool SIMPLE>
 __global__ void __launch_bounds__(THREADS)
-    exchange(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t lines_per_cta) {
+    exchange(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t units_per_cta) {
+  typedef proto<SIMPLE> P;
+  typedef typename P::unit U;
   typedef typename elem<T>::acc A;
-  constexpr int E = 8 / sizeof(T);
+  constexpr int E = sizeof(U) / sizeof(T);
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
   const int b = blockIdx.x, n = c.nranks, me = c.rank;
@@ -260,14 +290,16 @@ __global__ void __launch_bounds__(THREADS)
   const uint32_t flag = s_epoch;
   const size_t parity = flag & 1;
   const size_t nbytes = x.bytes;
-  const size_t nlines = (nbytes + 7) / 8;
-  const size_t lo = (size_t)b * lines_per_cta;
-  const size_t hi = lo + lines_per_cta < nlines ? lo + lines_per_cta : nlines;
-  const size_t my_slot = (parity * n + me) * c.ll_lines * CHORUS_KERN_LINE;
+  const size_t nunits = (nbytes + sizeof(U) - 1) / sizeof(U);
+  const size_t lo = (size_t)b * units_per_cta;
+  const size_t hi = lo + units_per_cta < nunits ? lo + units_per_cta : nunits;
+  const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
+  const size_t my_slot = (parity * n + me) * slot_bytes;
   const char *send = (const char *)x.send;
   char *recv = (char *)x.recv;
-  const uint32_t *acks =
-      (const uint32_t *)(c.win[me] + c.ack_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
+  const size_t row = (size_t)b * CHORUS_KERN_MAX_RANKS; /* [block][src] words */
+  const uint32_t *acks = (const uint32_t *)(c.win[me] + c.ack_off) + row;
+  const uint32_t *flags = (const uint32_t *)(c.win[me] + c.flag_off) + row;
 
   A scalar = A(0);
   const bool premul = x.reduce && red.kind == CHORUS_RED_PREMULSUM;
@@ -285,191 +317,73 @@ __global__ void __launch_bounds__(THREADS)
     wait_ack(&acks[threadIdx.x], flag - 2, c, threadIdx.x, &s_failed);
   __syncthreads();
 
-  /* Phase 1: push. */
+  /* Phase 1: push (Simple: then announce). */
   if (!s_failed)
     for (size_t j = lo + threadIdx.x; j < hi; j += blockDim.x)
       for (int k = 1; k < n; k++) {
         int p = me + k < n ? me + k : me + k - n;
         if (!((x.send_to >> p) & 1)) continue;
-        uint2 d = payload(send + x.soff[p], nbytes, j);
-        if (premul) d = scaled<T>(d, scalar);
-        st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
-                make_uint4(d.x, flag, d.y, flag));
+        U d = P::load(send + x.soff[p], nbytes, j);
+        if (premul) d = P::template scale<T>(d, scalar);
+        P::push(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE, d, flag);
       }
+  if constexpr (SIMPLE) {
+    __syncthreads();
+    if (threadIdx.x < n && ((x.send_to >> threadIdx.x) & 1) && !s_failed) {
+      __threadfence_system();
+      st_release((uint32_t *)(c.win[threadIdx.x] + c.flag_off) + row + me, flag);
+    }
+    if (threadIdx.x < n && threadIdx.x != (unsigned)me && ((x.recv_from >> threadIdx.x) & 1))
+      wait_ack(&flags[threadIdx.x], flag, c, threadIdx.x, &s_failed);
+    __syncthreads();
+  }
 
-  /* Phase 2: take the sources' lines, in rank order. */
+  /* Phase 2: take the sources' units in rank order; copy or reduce. */
   const char *own = c.win[me] + c.ll_off;
   for (size_t j = lo + threadIdx.x; j < hi && !s_failed; j += blockDim.x) {
-    if (x.reduce) {
-      A acc[E];
-      bool first = true;
-      for (int src = 0; src < n; src++) {
-        if (!((x.recv_from >> src) & 1)) continue;
-        uint2 d;
-        if (src == me) {
-          d = payload(send + x.soff[me], nbytes, j);
-          if (premul) d = scaled<T>(d, scalar);
-        } else {
-          d = poll_line(own + ((parity * n + src) * c.ll_lines + j) * CHORUS_KERN_LINE, flag, c,
-                        src, &s_failed);
-        }
-        T v[E];
-        memcpy(v, &d, sizeof v);
-#pragma unroll
-        for (int e = 0; e < E; e++) {
-          A xv = elem<T>::load(v[e]);
-          acc[e] = first ? xv : arith<A>::combine(red.kind, acc[e], xv);
-        }
-        first = false;
+    A acc[E];
+    bool first = true;
+    for (int src = 0; src < n; src++) {
+      if (!((x.recv_from >> src) & 1)) continue;
+      U d;
+      if (src == me) {
+        d = P::load(send + x.soff[me], nbytes, j);
+        if (premul) d = P::template scale<T>(d, scalar);
+      } else {
+        d = P::take(own + (parity * n + src) * slot_bytes + j * CHORUS_KERN_LINE, flag, c, src,
+                    &s_failed);
+        if (s_failed) break;
       }
-      if (s_failed) break;
-      T *out = (T *)(recv + x.roff[0]);
-      const size_t count = nbytes / sizeof(T);
+      if (!x.reduce) {
+        P::put(recv + x.roff[src], nbytes, j, d);
+        continue;
+      }
+      T v[E];
+      memcpy(v, &d, sizeof v);
 #pragma unroll
       for (int e = 0; e < E; e++) {
-        size_t i = j * E + e;
-        if (i >= count) break;
-        A a = acc[e];
-        if (red.kind == CHORUS_RED_SUMPOSTDIV) a = (A)(a / (A)red.divisor);
-        out[i] = elem<T>::store(a);
+        A xv = elem<T>::load(v[e]);
+        acc[e] = first ? xv : arith<A>::combine(red.kind, acc[e], xv);
       }
-    } else {
-      for (int src = 0; src < n; src++) {
-        if (!((x.recv_from >> src) & 1)) continue;
-        uint2 d = src == me
-                      ? payload(send + x.soff[me], nbytes, j)
-                      : poll_line(own + ((parity * n + src) * c.ll_lines + j) * CHORUS_KERN_LINE,
-                                  flag, c, src, &s_failed);
-        if (s_failed) break;
-        put_bytes(recv + x.roff[src], nbytes, j, d);
-      }
+      first = false;
+    }
+    if (s_failed || !x.reduce) continue;
+    T *out = (T *)(recv + x.roff[0]);
+    const size_t count = nbytes / sizeof(T);
+#pragma unroll
+    for (int e = 0; e < E; e++) {
+      size_t i = j * E + e;
+      if (i >= count) break;
+      A a = acc[e];
+      if (red.kind == CHORUS_RED_SUMPOSTDIV) a = (A)(a / (A)red.divisor);
+      out[i] = elem<T>::store(a);
     }
   }
 
   /* Tell every peer this rank is done with epoch `flag` of block b. */
   __syncthreads();
   if (threadIdx.x < n && (int)threadIdx.x != me)
-    *(volatile uint32_t *)((uint32_t *)(c.win[threadIdx.x] + c.ack_off) +
-                           (size_t)b * CHORUS_KERN_MAX_RANKS + me) = flag;
-  if (threadIdx.x == 0) c.epochs[b] = flag;
-}
-
-/* The same exchange with full 16-byte payloads: each block pushes all its
- * units, then one release store per destination announces them; readers
- * wait for the flags of their sources, then read the slot. */
-template <typename T>
-__global__ void __launch_bounds__(THREADS)
-    exchange_simple(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x,
-                    size_t units_per_cta) {
-  typedef typename elem<T>::acc A;
-  constexpr int E = 16 / sizeof(T);
-  __shared__ uint32_t s_epoch;
-  __shared__ int s_failed;
-  const int b = blockIdx.x, n = c.nranks, me = c.rank;
-  if (threadIdx.x == 0) {
-    s_epoch = c.epochs[b] + 1;
-    s_failed = 0;
-  }
-  __syncthreads();
-  const uint32_t flag = s_epoch;
-  const size_t parity = flag & 1;
-  const size_t nbytes = x.bytes;
-  const size_t nunits = (nbytes + 15) / 16;
-  const size_t lo = (size_t)b * units_per_cta;
-  const size_t hi = lo + units_per_cta < nunits ? lo + units_per_cta : nunits;
-  const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
-  const size_t my_slot = (parity * n + me) * slot_bytes;
-  const char *send = (const char *)x.send;
-  char *recv = (char *)x.recv;
-  const uint32_t *acks =
-      (const uint32_t *)(c.win[me] + c.ack_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
-  const uint32_t *flags =
-      (const uint32_t *)(c.win[me] + c.flag_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
-
-  A scalar = A(0);
-  const bool premul = x.reduce && red.kind == CHORUS_RED_PREMULSUM;
-  if (premul) {
-    T s;
-    if (red.scalar_dev)
-      s = *(const T *)red.scalar_dev;
-    else
-      memcpy(&s, red.scalar, sizeof s);
-    scalar = elem<T>::load(s);
-  }
-
-  if (threadIdx.x < n && ((x.send_to >> threadIdx.x) & 1))
-    wait_ack(&acks[threadIdx.x], flag - 2, c, threadIdx.x, &s_failed);
-  __syncthreads();
-
-  /* Phase 1: push, then announce. */
-  if (!s_failed)
-    for (size_t j = lo + threadIdx.x; j < hi; j += blockDim.x)
-      for (int k = 1; k < n; k++) {
-        int p = me + k < n ? me + k : me + k - n;
-        if (!((x.send_to >> p) & 1)) continue;
-        uint4 d = payload16(send + x.soff[p], nbytes, j);
-        if (premul) d = scaled16<T>(d, scalar);
-        st_line(c.win[p] + c.ll_off + my_slot + j * 16, d);
-      }
-  __syncthreads();
-  if (threadIdx.x < n && ((x.send_to >> threadIdx.x) & 1) && !s_failed) {
-    __threadfence_system();
-    st_release((uint32_t *)(c.win[threadIdx.x] + c.flag_off) + (size_t)b * CHORUS_KERN_MAX_RANKS +
-                   me,
-               flag);
-  }
-
-  /* Phase 2: wait for the sources' flags, then copy or reduce. */
-  if (threadIdx.x < n && threadIdx.x != (unsigned)me && ((x.recv_from >> threadIdx.x) & 1))
-    wait_ack(&flags[threadIdx.x], flag, c, threadIdx.x, &s_failed);
-  __syncthreads();
-  const char *own = c.win[me] + c.ll_off;
-  for (size_t j = lo + threadIdx.x; j < hi && !s_failed; j += blockDim.x) {
-    if (x.reduce) {
-      A acc[E];
-      bool first = true;
-      for (int src = 0; src < n; src++) {
-        if (!((x.recv_from >> src) & 1)) continue;
-        uint4 d;
-        if (src == me) {
-          d = payload16(send + x.soff[me], nbytes, j);
-          if (premul) d = scaled16<T>(d, scalar);
-        } else {
-          d = ld_line(own + (parity * n + src) * slot_bytes + j * 16);
-        }
-        T v[E];
-        memcpy(v, &d, sizeof v);
-#pragma unroll
-        for (int e = 0; e < E; e++) {
-          A xv = elem<T>::load(v[e]);
-          acc[e] = first ? xv : arith<A>::combine(red.kind, acc[e], xv);
-        }
-        first = false;
-      }
-      T *out = (T *)(recv + x.roff[0]);
-      const size_t count = nbytes / sizeof(T);
-#pragma unroll
-      for (int e = 0; e < E; e++) {
-        size_t i = j * E + e;
-        if (i >= count) break;
-        A a = acc[e];
-        if (red.kind == CHORUS_RED_SUMPOSTDIV) a = (A)(a / (A)red.divisor);
-        out[i] = elem<T>::store(a);
-      }
-    } else {
-      for (int src = 0; src < n; src++) {
-        if (!((x.recv_from >> src) & 1)) continue;
-        uint4 d = src == me ? payload16(send + x.soff[me], nbytes, j)
-                            : ld_line(own + (parity * n + src) * slot_bytes + j * 16);
-        put_bytes16(recv + x.roff[src], nbytes, j, d);
-      }
-    }
-  }
-
-  __syncthreads();
-  if (threadIdx.x < n && (int)threadIdx.x != me)
-    *(volatile uint32_t *)((uint32_t *)(c.win[threadIdx.x] + c.ack_off) +
-                           (size_t)b * CHORUS_KERN_MAX_RANKS + me) = flag;
+    *(volatile uint32_t *)((uint32_t *)(c.win[threadIdx.x] + c.ack_off) + row + me) = flag;
   if (threadIdx.x == 0) c.epochs[b] = flag;
 }
 
@@ -485,9 +399,9 @@ static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
   int threads = per < THREADS ? (int)((per + 31) / 32 * 32) : THREADS;
   if (threads < 32) threads = 32;
   if (x->simple)
-    exchange_simple<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
+    exchange<T, true><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
   else
-    exchange<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
+    exchange<T, false><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
   return cudaGetLastError();
 }
 
