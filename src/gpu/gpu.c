@@ -234,10 +234,10 @@ static const char *func_name(int func) {
   return func > 0 && func < CHORUS_FUNC_COUNT && names[func] ? names[func] : "this call";
 }
 
-/* Fills the exchange of op (before splitting into pieces). 0 when the
+/* Fills the one exchange of op (before splitting into pieces). 0 when the
  * function has no GPU schedule yet. */
-static int describe(const chorus_gpu *g, const chorus_op *op, chorus_kern_xchg *x) {
-  const int n = g->nranks, me = g->rank, root = op->root;
+static int describe(int me, int n, const chorus_op *op, chorus_kern_xchg *x) {
+  const int root = op->root;
   const uint32_t all = n >= 32 ? 0xffffffffu : (1u << n) - 1, self = 1u << me;
   const size_t bytes = op->count * op->esize;
   memset(x, 0, sizeof *x);
@@ -303,6 +303,59 @@ static int describe(const chorus_gpu *g, const chorus_op *op, chorus_kern_xchg *
   }
 }
 
+/* AllReduce as ReduceScatter into the rank's share of recvbuff, then an
+ * in-place AllGather of the shares: 2(n-1)/n of the buffer crosses each
+ * link instead of (n-1). Elements past the last whole share go one-shot. */
+static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg out[3]) {
+  const uint32_t all = (1u << n) - 1, self = 1u << me;
+  const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
+  const size_t sb = share * es;
+  char *recv = op->recvbuff;
+  chorus_kern_xchg *rs = &out[0], *ag = &out[1], *tail = &out[2];
+  memset(out, 0, 3 * sizeof *out);
+  rs->send = op->sendbuff;
+  rs->recv = recv;
+  rs->bytes = sb;
+  rs->send_to = all & ~self;
+  rs->recv_from = all;
+  rs->reduce = 1;
+  for (int p = 0; p < n; p++) rs->soff[p] = (size_t)p * sb;
+  rs->roff[0] = (size_t)me * sb;
+  ag->send = recv + (size_t)me * sb;
+  ag->recv = recv;
+  ag->bytes = sb;
+  ag->send_to = all & ~self;
+  ag->recv_from = all;
+  for (int p = 0; p < n; p++) ag->roff[p] = (size_t)p * sb;
+  if (main == op->count) return 2;
+  tail->send = (const char *)op->sendbuff + main * es;
+  tail->recv = recv + main * es;
+  tail->bytes = (op->count - main) * es;
+  tail->send_to = all & ~self;
+  tail->recv_from = all;
+  tail->reduce = 1;
+  return 3;
+}
+
+int chorus_gpu_plan(int rank, int nranks, size_t twoshot_bytes, const chorus_op *op,
+                    chorus_kern_xchg out[3]) {
+  if (!describe(rank, nranks, op, &out[0])) return 0;
+  if (op->func == CHORUS_FUNC_ALLREDUCE && nranks > 2 && out[0].bytes >= twoshot_bytes &&
+      op->count >= (size_t)nranks)
+    return plan_twoshot(rank, nranks, op, out);
+  return 1;
+}
+
+void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
+                      chorus_kern_xchg *out) {
+  *out = *whole;
+  out->bytes = whole->bytes - off < piece ? whole->bytes - off : piece;
+  for (int p = 0; p < nranks; p++) {
+    out->soff[p] += off;
+    out->roff[p] += off;
+  }
+}
+
 /* Runs one exchange in pieces that fit the slots, the same on every rank:
  * the protocol follows the size of one block. */
 static ncclResult_t run_pieces(chorus_gpu *g, const chorus_kern_red *red,
@@ -310,64 +363,21 @@ static ncclResult_t run_pieces(chorus_gpu *g, const chorus_kern_red *red,
   const int simple = whole->bytes >= g->simple_bytes;
   const size_t piece = (simple ? 2 : 1) * g->ll_bytes; /* a multiple of 8, so of esize */
   for (size_t off = 0; off < whole->bytes; off += piece) {
-    chorus_kern_xchg x = *whole;
-    x.bytes = whole->bytes - off < piece ? whole->bytes - off : piece;
+    chorus_kern_xchg x;
+    chorus_gpu_piece(whole, g->nranks, off, piece, &x);
     x.simple = simple;
-    for (int p = 0; p < g->nranks; p++) {
-      x.soff[p] += off;
-      x.roff[p] += off;
-    }
     if (chorus_kern_exchange(&g->kc, red, &x, op->cuda_stream) != 0)
       return dev_error(func_name(op->func));
   }
   return ncclSuccess;
 }
 
-/* AllReduce as ReduceScatter into the rank's share of recvbuff, then an
- * in-place AllGather of the shares: 2(n-1)/n of the buffer crosses each
- * link instead of (n-1). Elements past the last whole share go one-shot. */
-static ncclResult_t allreduce_twoshot(chorus_gpu *g, const chorus_kern_red *red,
-                                      const chorus_op *op) {
-  const int n = g->nranks, me = g->rank;
-  const uint32_t all = (1u << n) - 1, self = 1u << me;
-  const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
-  const size_t sb = share * es;
-  char *recv = op->recvbuff;
-  chorus_kern_xchg rs, ag, tail;
-  memset(&rs, 0, sizeof rs);
-  rs.send = op->sendbuff;
-  rs.recv = recv;
-  rs.bytes = sb;
-  rs.send_to = all & ~self;
-  rs.recv_from = all;
-  rs.reduce = 1;
-  for (int p = 0; p < n; p++) rs.soff[p] = (size_t)p * sb;
-  rs.roff[0] = (size_t)me * sb;
-  CHECK(run_pieces(g, red, &rs, op));
-  memset(&ag, 0, sizeof ag);
-  ag.send = recv + (size_t)me * sb;
-  ag.recv = recv;
-  ag.bytes = sb;
-  ag.send_to = all & ~self;
-  ag.recv_from = all;
-  for (int p = 0; p < n; p++) ag.roff[p] = (size_t)p * sb;
-  CHECK(run_pieces(g, red, &ag, op));
-  if (main == op->count) return ncclSuccess;
-  memset(&tail, 0, sizeof tail);
-  tail.send = (const char *)op->sendbuff + main * es;
-  tail.recv = recv + main * es;
-  tail.bytes = (op->count - main) * es;
-  tail.send_to = all & ~self;
-  tail.recv_from = all;
-  tail.reduce = 1;
-  return run_pieces(g, red, &tail, op);
-}
-
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
-  chorus_kern_xchg whole;
-  if (!describe(g, op, &whole))
+  chorus_kern_xchg steps[3];
+  int nsteps = chorus_gpu_plan(g->rank, g->nranks, g->twoshot_bytes, op, steps);
+  if (nsteps == 0)
     return chorus_error(ncclInvalidUsage,
                         "%s on GPU communicators is not implemented yet in Chorus (the "
                         "collectives are); set CHORUS_HOST_COMM=1 to run it on host memory",
@@ -380,8 +390,6 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   memcpy(red.scalar, op->red.scalar, sizeof red.scalar);
   red.scalar_dev = op->red.scalar_dev;
   red.divisor = op->red.divisor;
-  if (op->func == CHORUS_FUNC_ALLREDUCE && g->nranks > 2 && whole.bytes >= g->twoshot_bytes &&
-      op->count >= (size_t)g->nranks)
-    return allreduce_twoshot(g, &red, op);
-  return run_pieces(g, &red, &whole, op);
+  for (int i = 0; i < nsteps; i++) CHECK(run_pieces(g, &red, &steps[i], op));
+  return ncclSuccess;
 }

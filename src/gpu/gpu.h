@@ -13,6 +13,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "coll/op.h"
+#include "device/kernels.h"
 #include "nccl.h"
 #include "topo/topo.h"
 
@@ -29,6 +30,16 @@ void chorus_gpu_abort(chorus_gpu *g);
 /* ncclSuccess, or the error a kernel reported (a peer that never came, an
  * abort), with a message naming the peer. */
 ncclResult_t chorus_gpu_async_error(chorus_gpu *g);
+
+/* The exchanges (device/kernels.h) that run op on rank `rank` of `nranks`
+ * GPUs, in order: returns how many (1, or up to 3 for a two-shot AllReduce
+ * of at least twoshot_bytes on 3+ ranks), 0 when the function has no GPU
+ * schedule yet. Pure; the unit tests replay plans on host memory. */
+int chorus_gpu_plan(int rank, int nranks, size_t twoshot_bytes, const chorus_op *op,
+                    chorus_kern_xchg out[3]);
+/* Piece [off, off + piece) of every block of `whole`. */
+void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
+                      chorus_kern_xchg *out);
 
 /* Enqueues op (checked, with op->cuda_stream) on the device. Functions the
  * device side does not run yet return ncclInvalidUsage saying so. */

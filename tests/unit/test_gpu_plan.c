@@ -1,0 +1,244 @@
+/*
+ * test_gpu_plan.c - the exchanges that GPU communicators run for each
+ * collective compute the collective.
+ *
+ * chorus_gpu_plan says, per rank, which blocks go to which peers and what
+ * each rank does with what it receives; the kernel carries that out. Here
+ * the plans of all ranks are replayed on host memory with the kernel's
+ * semantics (every rank pushes its blocks, then every rank copies or
+ * reduces in rank order), split into pieces as the launcher splits them,
+ * and the outputs are compared with the collective computed directly: every
+ * function, 1 to 5 ranks, several counts, in place and not, one-shot and
+ * two-shot AllReduce, whole and tiny pieces.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/gpu.h"
+#include "host/reduce.h"
+#include "unit.h"
+
+#define MAXN 5
+
+typedef struct world {
+  int n;
+  size_t count;   /* the API's count */
+  int func, root; /* chorus_func */
+  int inplace;
+  int32_t *send[MAXN], *recv[MAXN]; /* recv is the buffer the call writes */
+  int32_t *expect[MAXN];
+  size_t send_elems, recv_elems;
+} world;
+
+static int32_t value(int rank, size_t i) {
+  return (int32_t)(rank * 1000 + (int)(i % 997) - 300);
+}
+
+/* Element counts of each rank's buffers, as the API defines them. */
+static void shapes(world *w) {
+  size_t c = w->count, n = (size_t)w->n;
+  switch (w->func) {
+  case CHORUS_FUNC_ALLGATHER:
+    w->send_elems = c, w->recv_elems = c * n;
+    break;
+  case CHORUS_FUNC_REDUCESCATTER:
+    w->send_elems = c * n, w->recv_elems = c;
+    break;
+  case CHORUS_FUNC_ALLTOALL:
+    w->send_elems = w->recv_elems = c * n;
+    break;
+  case CHORUS_FUNC_GATHER:
+    w->send_elems = c, w->recv_elems = c * n;
+    break;
+  case CHORUS_FUNC_SCATTER:
+    w->send_elems = c * n, w->recv_elems = c;
+    break;
+  default:
+    w->send_elems = w->recv_elems = c;
+    break;
+  }
+}
+
+/* Buffers (in place: NCCL's layouts) and the expected outputs. */
+static void setup(world *w) {
+  shapes(w);
+  size_t c = w->count;
+  for (int r = 0; r < w->n; r++) {
+    size_t big = w->send_elems > w->recv_elems ? w->send_elems : w->recv_elems;
+    int32_t *base = calloc(big + 1, sizeof *base);
+    if (w->inplace) {
+      if (w->func == CHORUS_FUNC_ALLGATHER) {
+        w->recv[r] = base, w->send[r] = base + (size_t)r * c;
+      } else if (w->func == CHORUS_FUNC_REDUCESCATTER) {
+        w->send[r] = base, w->recv[r] = base + (size_t)r * c;
+      } else {
+        w->send[r] = w->recv[r] = base;
+      }
+    } else {
+      w->send[r] = base;
+      w->recv[r] = calloc(w->recv_elems + 1, sizeof(int32_t));
+    }
+    for (size_t i = 0; i < w->send_elems; i++) w->send[r][i] = value(r, i);
+    w->expect[r] = calloc(w->recv_elems + 1, sizeof(int32_t));
+  }
+  for (int r = 0; r < w->n; r++) {
+    int32_t *e = w->expect[r];
+    for (size_t i = 0; i < w->recv_elems; i++) {
+      int64_t sum = 0;
+      switch (w->func) {
+      case CHORUS_FUNC_ALLREDUCE:
+      case CHORUS_FUNC_REDUCE:
+        for (int s = 0; s < w->n; s++) sum += value(s, i);
+        e[i] = (w->func == CHORUS_FUNC_REDUCE && r != w->root) ? 0 : (int32_t)sum;
+        break;
+      case CHORUS_FUNC_REDUCESCATTER:
+        for (int s = 0; s < w->n; s++) sum += value(s, (size_t)r * c + i);
+        e[i] = (int32_t)sum;
+        break;
+      case CHORUS_FUNC_ALLGATHER:
+        e[i] = value((int)(i / c), i % c);
+        break;
+      case CHORUS_FUNC_BROADCAST:
+        e[i] = value(w->root, i);
+        break;
+      case CHORUS_FUNC_ALLTOALL:
+        e[i] = value((int)(i / c), (size_t)r * c + i % c);
+        break;
+      case CHORUS_FUNC_GATHER:
+        e[i] = r == w->root ? value((int)(i / c), i % c) : 0;
+        break;
+      case CHORUS_FUNC_SCATTER:
+        e[i] = value(w->root, (size_t)r * c + i);
+        break;
+      default:
+        break;
+      }
+    }
+  }
+}
+
+static void teardown(world *w) {
+  for (int r = 0; r < w->n; r++) {
+    int32_t *base = w->inplace && w->func == CHORUS_FUNC_ALLGATHER ? w->recv[r] : w->send[r];
+    free(base);
+    if (!w->inplace) free(w->recv[r]);
+    free(w->expect[r]);
+  }
+}
+
+/* One exchange of every rank (xs[r]), as the kernel runs it. */
+static void replay(const world *w, chorus_kern_xchg *xs) {
+  int n = w->n;
+  unsigned char *slot[MAXN][MAXN];
+  for (int d = 0; d < n; d++)
+    for (int s = 0; s < n; s++) slot[d][s] = NULL;
+  for (int r = 0; r < n; r++) /* phase 1 everywhere */
+    for (int p = 0; p < n; p++)
+      if ((xs[r].send_to >> p) & 1) {
+        slot[p][r] = malloc(xs[r].bytes + 1);
+        memcpy(slot[p][r], (const char *)xs[r].send + xs[r].soff[p], xs[r].bytes);
+      }
+  for (int r = 0; r < n; r++) { /* then phase 2 everywhere */
+    const chorus_kern_xchg *x = &xs[r];
+    const void *src[MAXN];
+    int k = 0;
+    for (int s = 0; s < n; s++) {
+      if (!((x->recv_from >> s) & 1)) continue;
+      const void *from = s == r ? (const char *)x->send + x->soff[r] : (const void *)slot[r][s];
+      EXPECT(from != NULL);
+      if (!from) continue;
+      if (x->reduce)
+        src[k++] = from;
+      else
+        memmove((char *)x->recv + x->roff[s], from, x->bytes);
+    }
+    if (x->reduce && k > 0) {
+      chorus_red red = {CHORUS_RED_SUM, 2 /* ncclInt32 */, {0}, 0, NULL};
+      chorus_reduce(&red, (char *)x->recv + x->roff[0], src, k, x->bytes / 4, 0,
+                    CHORUS_RED_FINALIZE);
+    }
+  }
+  for (int d = 0; d < n; d++)
+    for (int s = 0; s < n; s++) free(slot[d][s]);
+}
+
+static void run(world *w, size_t twoshot, size_t piece) {
+  setup(w);
+  chorus_kern_xchg steps[MAXN][3];
+  int nsteps = -1;
+  for (int r = 0; r < w->n; r++) {
+    chorus_op op;
+    memset(&op, 0, sizeof op);
+    op.func = w->func;
+    op.sendbuff = w->send[r];
+    op.recvbuff = w->recv[r];
+    op.count = w->count;
+    op.esize = 4;
+    op.root = w->root;
+    int k = chorus_gpu_plan(r, w->n, twoshot, &op, steps[r]);
+    if (nsteps >= 0) EXPECT_EQ_INT(k, nsteps); /* every rank runs the same steps */
+    nsteps = k;
+  }
+  REQUIRE(nsteps > 0);
+  for (int i = 0; i < nsteps; i++) {
+    size_t bytes = steps[0][i].bytes;
+    for (size_t off = 0; off < bytes; off += piece) {
+      chorus_kern_xchg xs[MAXN];
+      for (int r = 0; r < w->n; r++) {
+        EXPECT(steps[r][i].bytes == bytes);
+        chorus_gpu_piece(&steps[r][i], w->n, off, piece, &xs[r]);
+      }
+      replay(w, xs);
+    }
+  }
+  for (int r = 0; r < w->n; r++) {
+    if ((w->func == CHORUS_FUNC_REDUCE || w->func == CHORUS_FUNC_GATHER) && r != w->root) continue;
+    size_t bad = 0;
+    for (size_t i = 0; i < w->recv_elems; i++) bad += w->recv[r][i] != w->expect[r][i];
+    if (bad)
+      printf("  func %d n %d count %zu inplace %d rank %d: %zu wrong\n", w->func, w->n, w->count,
+             w->inplace, r, bad);
+    EXPECT(bad == 0);
+  }
+  teardown(w);
+}
+
+static void every_collective(void) {
+  static const int funcs[] = {
+      CHORUS_FUNC_ALLREDUCE, CHORUS_FUNC_REDUCESCATTER, CHORUS_FUNC_REDUCE, CHORUS_FUNC_ALLGATHER,
+      CHORUS_FUNC_BROADCAST, CHORUS_FUNC_ALLTOALL,      CHORUS_FUNC_GATHER, CHORUS_FUNC_SCATTER};
+  static const size_t counts[] = {1, 7, 64, 1001};
+  for (size_t f = 0; f < sizeof funcs / sizeof funcs[0]; f++)
+    for (int n = 1; n <= MAXN; n++)
+      for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+        for (int inplace = 0; inplace < 2; inplace++) {
+          int func = funcs[f];
+          int has_inplace = func == CHORUS_FUNC_ALLREDUCE || func == CHORUS_FUNC_REDUCESCATTER ||
+                            func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_BROADCAST ||
+                            func == CHORUS_FUNC_REDUCE;
+          if (inplace && !has_inplace) continue;
+          for (size_t piece = 8; piece <= 1u << 20; piece <<= 17) /* 8 B and 1 MiB */
+            for (int two = 0; two < 2; two++) {
+              world w = {
+                  .n = n, .count = counts[c], .func = func, .root = n - 1, .inplace = inplace};
+              run(&w, two ? 0 : SIZE_MAX, piece);
+            }
+        }
+}
+
+static void unsupported(void) {
+  chorus_op op;
+  memset(&op, 0, sizeof op);
+  op.func = CHORUS_FUNC_SEND;
+  op.count = 4;
+  op.esize = 4;
+  chorus_kern_xchg x[3];
+  EXPECT_EQ_INT(chorus_gpu_plan(0, 2, 0, &op, x), 0);
+}
+
+int main(void) {
+  RUN(every_collective);
+  RUN(unsupported);
+  return unit_report();
+}
