@@ -1,12 +1,13 @@
 # Thin front end to CMake. The two commands a newcomer needs:
-#   make run     build, then run the main job (all_reduce_perf on 4 ranks)
+#   make run     build, then run the main job (all_reduce_perf: a rank per GPU,
+#                or 4 ranks on host memory without GPUs)
 #   make check   build, then pass every test (plus the ASan/UBSan suite)
 # Everything else is optional.
 
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
-RANKS ?= 4
+RANKS ?=
 PREFIX ?= /usr/local
 
 .PHONY: all build run test check asan-test tsan-test install format format-check clean
@@ -17,7 +18,8 @@ build:
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
-# The main job: ranks on this machine, on host memory (GPUs arrive later).
+# The main job: ranks on this machine, on its GPUs or on host memory
+# (RANKS=n to choose how many).
 run: build
 	./scripts/main_job.sh $(BUILD) $(RANKS)
 
