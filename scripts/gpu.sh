@@ -82,6 +82,18 @@ if [ "$ngpu" -ge 4 ]; then
   check "all_reduce_pieces_g4" env CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   check "all_gather_pieces_procs4" env CHORUS_GPU_LL_BYTES=4096 $run -n 4 --timeout 80 $perf/all_gather_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
 fi
+# CUDA graphs: K AllReduces captured once, replayed with fresh inputs.
+graph=$build/tests/gpu/gpu_graph_allreduce
+for g in 2 4; do
+  [ "$g" -le "$ngpu" ] && [ -x "$graph" ] || continue
+  check "graph_procs$g" $run -n "$g" --timeout 80 $graph
+  grep -a "graph replay" "$out/check_graph_procs$g.log" | sed 's/^/      /'
+  [ "$g" = 4 ] && check "graph_twoshot_procs$g" $force $run -n "$g" --timeout 80 $graph
+  if [ -n "$ref" ]; then # the same binary on NVIDIA's NCCL, for the graph-replay times
+    LD_LIBRARY_PATH="$ref" timeout 90 $run -n "$g" --timeout 80 $graph >"$out/graph_nccl_procs$g.log" 2>&1
+    grep -a "graph replay" "$out/graph_nccl_procs$g.log" | sed 's/^/      NCCL /'
+  fi
+done
 for g in 1 2 4; do
   [ "$g" -le "$ngpu" ] || continue
   check "all_reduce_odd_g$g" $perf/all_reduce_perf -g "$g" -d float -o sum -b 4 -e 4 -n 1 -w 1 -c 3 -T 60

@@ -1,0 +1,124 @@
+/*
+ * graph_allreduce.c - collectives captured in a CUDA graph and replayed.
+ *
+ * One process per GPU (started by chorusrun, mpirun or torchrun; alone it
+ * is rank 0 of 1). Each rank captures K in-place AllReduces on its stream,
+ * then replays the graph R times, refilling its buffer before each replay:
+ * each replay must give exactly sum(rank+1) * n^(K-1) in every element, so
+ * a replay that reused a stale epoch, skipped a peer or read old data
+ * fails. Then it times replays of a graph of AllReduce(max), per operation.
+ * Exit status 77 (skip) where no GPU is visible.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "nccl.h"
+
+#define K 4
+#define R 20
+
+static int env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+#define CUDA(call)                                                                                 \
+  do {                                                                                             \
+    cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                       \
+      fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_));                   \
+      return 1;                                                                                    \
+    }                                                                                              \
+  } while (0)
+#define NCCL(call)                                                                                 \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    if (r_ != ncclSuccess) {                                                                       \
+      fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, #call, ncclGetErrorString(r_),               \
+              ncclGetLastError(NULL));                                                             \
+      return 1;                                                                                    \
+    }                                                                                              \
+  } while (0)
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Captures K in-place AllReduces of count floats with op into a graph. */
+static int capture(int rank, ncclComm_t comm, float *buf, size_t count, ncclRedOp_t op,
+                   cudaStream_t s, cudaGraphExec_t *exec) {
+  cudaGraph_t graph;
+  CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  for (int k = 0; k < K; k++) NCCL(ncclAllReduce(buf, buf, count, ncclFloat, op, comm, s));
+  CUDA(cudaStreamEndCapture(s, &graph));
+  CUDA(cudaGraphInstantiate(exec, graph, 0));
+  CUDA(cudaGraphDestroy(graph));
+  return 0;
+}
+
+int main(void) {
+  int rank = env_int("RANK", 0), n = env_int("WORLD_SIZE", 1), local = env_int("LOCAL_RANK", 0);
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("rank %d: no GPU visible: skipped\n", rank);
+    return 77;
+  }
+  CUDA(cudaSetDevice(local % ndev));
+  ncclUniqueId id;
+  NCCL(ncclGetUniqueId(&id)); /* every rank: NCCL_COMM_ID names rank 0's address */
+  ncclComm_t comm;
+  NCCL(ncclCommInitRank(&comm, n, id, rank));
+  cudaStream_t s;
+  CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  static const size_t counts[] = {2, 1000, 1 << 20};
+  int bad = 0;
+  for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+    size_t count = counts[c];
+    float *buf, *host = malloc(count * sizeof *host);
+    CUDA(cudaMalloc((void **)&buf, count * sizeof *buf));
+    cudaGraphExec_t exec;
+    if (capture(rank, comm, buf, count, ncclSum, s, &exec)) return 1;
+    double expect = n * (n + 1) / 2.0;
+    for (int k = 1; k < K; k++) expect *= n;
+    for (int rep = 0; rep < R; rep++) {
+      for (size_t i = 0; i < count; i++) host[i] = (float)(rank + 1);
+      CUDA(cudaMemcpyAsync(buf, host, count * sizeof *host, cudaMemcpyHostToDevice, s));
+      CUDA(cudaGraphLaunch(exec, s));
+      CUDA(cudaMemcpyAsync(host, buf, count * sizeof *host, cudaMemcpyDeviceToHost, s));
+      CUDA(cudaStreamSynchronize(s));
+      size_t wrong = 0;
+      for (size_t i = 0; i < count; i++) wrong += host[i] != (float)expect;
+      if (wrong) {
+        fprintf(stderr, "rank %d: count %zu replay %d: %zu wrong (first %g, want %g)\n", rank,
+                count, rep, wrong, host[0], expect);
+        bad = 1;
+        break;
+      }
+    }
+    CUDA(cudaGraphExecDestroy(exec));
+    /* Timing: a graph of K AllReduce(max) (values stay put), replayed. */
+    if (capture(rank, comm, buf, count, ncclMax, s, &exec)) return 1;
+    CUDA(cudaGraphLaunch(exec, s));
+    CUDA(cudaStreamSynchronize(s));
+    double t0 = now();
+    for (int rep = 0; rep < 50; rep++) CUDA(cudaGraphLaunch(exec, s));
+    CUDA(cudaStreamSynchronize(s));
+    double us = (now() - t0) * 1e6 / (50.0 * K);
+    if (rank == 0)
+      printf("graph replay: %d ranks, %zu floats: %.2f us per AllReduce, %s\n", n, count, us,
+             bad ? "WRONG" : "correct");
+    CUDA(cudaGraphExecDestroy(exec));
+    CUDA(cudaFree(buf));
+    free(host);
+  }
+  ncclResult_t async;
+  NCCL(ncclCommGetAsyncError(comm, &async));
+  if (async != ncclSuccess) bad = 1;
+  NCCL(ncclCommDestroy(comm));
+  CUDA(cudaStreamDestroy(s));
+  return bad;
+}
