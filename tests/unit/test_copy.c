@@ -2,7 +2,9 @@
  * test_copy.c - chorus_copy (host/copy.h): plain and streaming copies give
  * the source bytes exactly, at every alignment of source and destination
  * and across the head, the 64-byte body and the tail, and write nothing
- * outside the destination.
+ * outside the destination; the store tuner measures both kinds, then keeps
+ * the cheaper, tries the other now and then, and is not fooled by one
+ * preempted write.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -50,8 +52,44 @@ static void test_nofence_blocks(void) {
   free(src), free(dst);
 }
 
+static void test_tuner(void) {
+  const size_t big = 1 << 20;
+  chorus_store_tuner t;
+  /* Forced: always the forced kind, nothing learned. */
+  chorus_store_tuner_init(&t, 1);
+  EXPECT_EQ_INT(chorus_store_pick(&t, big), 1);
+  chorus_store_learn(&t, 1, big, 1000);
+  EXPECT(t.ns_per_kib[1] == 0);
+  /* Adaptive: small writes stay normal and teach nothing. */
+  chorus_store_tuner_init(&t, -1);
+  EXPECT_EQ_INT(chorus_store_pick(&t, CHORUS_TUNED_MIN_BYTES - 1), 0);
+  chorus_store_learn(&t, 0, CHORUS_TUNED_MIN_BYTES - 1, 1000);
+  EXPECT(t.ns_per_kib[0] == 0);
+  /* Each kind is measured once: normal first, then streaming. */
+  EXPECT_EQ_INT(chorus_store_pick(&t, big), 0);
+  chorus_store_learn(&t, 0, big, 100000); /* 97.7 ns/KiB */
+  EXPECT_EQ_INT(chorus_store_pick(&t, big), 1);
+  chorus_store_learn(&t, 1, big, 50000); /* streaming is cheaper */
+  /* Then the cheaper kind, except every 16th pick explores the other. */
+  int streams = 0;
+  for (int i = 0; i < 32; i++) streams += chorus_store_pick(&t, big);
+  EXPECT_EQ_INT(streams, 30);
+  /* One write cut by preemption (1000x slower) moves the average at most
+   * fourfold, so streaming stays the choice after it. */
+  double before = t.ns_per_kib[1];
+  chorus_store_learn(&t, 1, big, 50000000);
+  EXPECT(t.ns_per_kib[1] <= 0.75 * before + 0.25 * 4 * before + 1e-9);
+  EXPECT(t.ns_per_kib[1] < t.ns_per_kib[0]);
+  /* When streaming really gets slower, the choice moves back. */
+  for (int i = 0; i < 8; i++) chorus_store_learn(&t, 1, big, 400000);
+  int normals = 0;
+  for (int i = 0; i < 32; i++) normals += chorus_store_pick(&t, big) == 0;
+  EXPECT_EQ_INT(normals, 30);
+}
+
 int main(void) {
   RUN(test_alignments);
   RUN(test_nofence_blocks);
+  RUN(test_tuner);
   return unit_report();
 }
