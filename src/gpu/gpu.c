@@ -43,11 +43,11 @@ struct chorus_gpu {
   size_t twoshot_bytes; /* AllReduce this big (3+ ranks): two-shot */
 };
 
-/* What every rank tells the others about its window. */
+/* What every rank tells the others about its window (who shares a host or
+ * a process with whom comes from the topology). */
 typedef struct gpu_record {
   int32_t device;
   int32_t pid;
-  uint64_t host_hash, proc_hash;
   uint64_t window; /* address in its process */
   int32_t ipc_ok;
   char bus_id[32];
@@ -63,8 +63,7 @@ static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus
     char *base;
     if (p == g->rank) {
       base = g->window;
-    } else if (rec[p].host_hash == rec[g->rank].host_hash &&
-               rec[p].proc_hash == rec[g->rank].proc_hash) {
+    } else if (chorus_topo_same_proc(topo, p, g->rank)) {
       int ok = chorus_dev_peer_enable(rec[p].device);
       if (ok < 0) return dev_error("enabling peer access");
       if (ok == 0)
@@ -88,7 +87,6 @@ static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus
       g->mapped[p] = ptr;
       base = ptr;
     }
-    (void)topo;
     g->kc.win[p] = base;
     if (p != g->rank && chorus_dev_peer_verify(base + TEST_OFF + 4 * g->rank) != 0)
       return chorus_error(ncclSystemError,
@@ -158,15 +156,13 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   gpu_record *me = &rec[rank];
   me->device = device;
   me->pid = (int32_t)getpid();
-  me->host_hash = topo->info[rank].host_hash;
-  me->proc_hash = topo->info[rank].proc_hash;
   me->window = (uint64_t)(uintptr_t)g->window;
   me->ipc_ok = chorus_dev_ipc_get(g->window, me->ipc) == 0;
   if (chorus_dev_bus_id(device, me->bus_id, sizeof me->bus_id) != 0)
     snprintf(me->bus_id, sizeof me->bus_id, "device %d", device);
   CHECK_GOTO(chorus_bootstrap_allgather(bs, rec, sizeof *rec), res, fail);
   for (int p = 0; p < nranks; p++)
-    if (p != rank && rec[p].host_hash == me->host_hash && !strcmp(rec[p].bus_id, me->bus_id)) {
+    if (p != rank && chorus_topo_same_host(topo, p, rank) && !strcmp(rec[p].bus_id, me->bus_id)) {
       res = chorus_error(ncclInvalidUsage,
                          "ranks %d and %d both use GPU %s; each rank of a GPU communicator needs "
                          "its own GPU",
@@ -217,21 +213,6 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
                       "for rank %d, which never sent its data (it died, or called a different "
                       "collective)",
                       g->rank, g->device, peer);
-}
-
-static const char *func_name(int func) {
-  static const char *const names[CHORUS_FUNC_COUNT] = {[CHORUS_FUNC_ALLREDUCE] = "ncclAllReduce",
-                                                       [CHORUS_FUNC_BROADCAST] = "ncclBroadcast",
-                                                       [CHORUS_FUNC_REDUCE] = "ncclReduce",
-                                                       [CHORUS_FUNC_ALLGATHER] = "ncclAllGather",
-                                                       [CHORUS_FUNC_REDUCESCATTER] =
-                                                           "ncclReduceScatter",
-                                                       [CHORUS_FUNC_ALLTOALL] = "ncclAlltoAll",
-                                                       [CHORUS_FUNC_GATHER] = "ncclGather",
-                                                       [CHORUS_FUNC_SCATTER] = "ncclScatter",
-                                                       [CHORUS_FUNC_SEND] = "ncclSend",
-                                                       [CHORUS_FUNC_RECV] = "ncclRecv"};
-  return func > 0 && func < CHORUS_FUNC_COUNT && names[func] ? names[func] : "this call";
 }
 
 /* Fills the one exchange of op (before splitting into pieces). 0 when the
@@ -366,8 +347,11 @@ static ncclResult_t run_pieces(chorus_gpu *g, const chorus_kern_red *red,
     chorus_kern_xchg x;
     chorus_gpu_piece(whole, g->nranks, off, piece, &x);
     x.simple = simple;
-    if (chorus_kern_exchange(&g->kc, red, &x, op->cuda_stream) != 0)
-      return dev_error(func_name(op->func));
+    if (chorus_kern_exchange(&g->kc, red, &x, op->cuda_stream) != 0) {
+      char what[64];
+      snprintf(what, sizeof what, "nccl%s", chorus_func_name(op->func));
+      return dev_error(what);
+    }
   }
   return ncclSuccess;
 }
@@ -379,9 +363,9 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   int nsteps = chorus_gpu_plan(g->rank, g->nranks, g->twoshot_bytes, op, steps);
   if (nsteps == 0)
     return chorus_error(ncclInvalidUsage,
-                        "%s on GPU communicators is not implemented yet in Chorus (the "
+                        "nccl%s on GPU communicators is not implemented yet in Chorus (the "
                         "collectives are); set CHORUS_HOST_COMM=1 to run it on host memory",
-                        func_name(op->func));
+                        chorus_func_name(op->func));
   if (op->count == 0) return ncclSuccess;
   chorus_kern_red red;
   memset(&red, 0, sizeof red);
