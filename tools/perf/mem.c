@@ -48,11 +48,12 @@ static void cuda_check(cudaError_t e, const char *what) {
   exit(EXIT_FAILURE);
 }
 
-static int comm_device(ncclComm_t comm) {
+/* Is comm's memory on a GPU? If so, that GPU becomes current. */
+static int on_gpu(ncclComm_t comm) {
   int dev = -1;
-  if (ncclCommCuDevice(comm, &dev) != ncclSuccess) dev = -1;
-  if (dev >= 0) cuda_check(cudaSetDevice(dev), "cudaSetDevice");
-  return dev;
+  if (!pt_dev_mode() || ncclCommCuDevice(comm, &dev) != ncclSuccess || dev < 0) return 0;
+  cuda_check(cudaSetDevice(dev), "cudaSetDevice");
+  return 1;
 }
 #endif
 
@@ -103,7 +104,7 @@ void *pt_mem_alloc(ncclComm_t comm, size_t bytes) {
   size_t rounded = (bytes + PT_ALIGN - 1) / PT_ALIGN * PT_ALIGN;
   if (rounded == 0) rounded = PT_ALIGN;
 #ifdef PT_CUDA
-  if (pt_dev_mode() && comm_device(comm) >= 0) {
+  if (on_gpu(comm)) {
     void *p = NULL;
     if (cudaMalloc(&p, rounded) != cudaSuccess) return NULL;
     cuda_check(cudaMemset(p, 0, rounded), "cudaMemset");
@@ -119,7 +120,7 @@ void *pt_mem_alloc(ncclComm_t comm, size_t bytes) {
 
 void pt_mem_free(ncclComm_t comm, void *p) {
 #ifdef PT_CUDA
-  if (pt_dev_mode() && comm_device(comm) >= 0) {
+  if (on_gpu(comm)) {
     cudaFree(p);
     return;
   }
@@ -131,7 +132,7 @@ void pt_mem_free(ncclComm_t comm, void *p) {
 
 void *pt_mem_begin(ncclComm_t comm, void *p, size_t bytes, int read) {
 #ifdef PT_CUDA
-  if (pt_dev_mode() && comm_device(comm) >= 0) {
+  if (on_gpu(comm)) {
     void *view = malloc(bytes ? bytes : 1);
     if (!view) {
       fprintf(stderr, "chorus perf: out of memory (%zu bytes)\n", bytes);
@@ -148,7 +149,7 @@ void *pt_mem_begin(ncclComm_t comm, void *p, size_t bytes, int read) {
 
 void pt_mem_end(ncclComm_t comm, void *p, void *view, size_t bytes, int write) {
 #ifdef PT_CUDA
-  if (pt_dev_mode() && comm_device(comm) >= 0) {
+  if (on_gpu(comm)) {
     if (write && bytes)
       cuda_check(cudaMemcpy(p, view, bytes, cudaMemcpyHostToDevice), "cudaMemcpy");
     free(view);
