@@ -1,6 +1,6 @@
 /*
- * exchange.cu - the one-shot LL exchange kernel behind every collective
- * on GPU communicators (kernels.h).
+ * exchange.cu - the one-shot exchange kernel behind every collective on
+ * GPU communicators (kernels.h), in its two protocols (LL, Simple).
  *
  * Every collective here is "each rank pushes a block to some peers, then
  * each rank takes the blocks of some sources and copies them into its
@@ -8,15 +8,16 @@
  * reduces everyone's; ReduceScatter pushes block p to rank p and reduces
  * what arrives; AllGather, Broadcast, AlltoAll, Gather and Scatter copy.
  *
- * Block b of every rank owns the same range of 16-byte lines; line j holds
- * bytes [8j, 8j+8) of a block. Phase 1: each thread pushes its lines, the
- * epoch of block b folded into both halves, into slot [parity][me] of each
- * destination. Phase 2: the same thread polls its own window for its lines
- * from each source, in rank order. Seeing the epoch in both 8-byte halves
- * of a line proves its data arrived (NVLink and PCIe deliver aligned 8-byte
- * stores whole). At the end every rank stores the epoch into an ack word
- * of every peer; before pushing epoch e into a parity a destination may
- * still read, a sender waits for that destination's ack of epoch e - 2.
+ * Block b of every rank owns the same range of 16-byte lines. With LL,
+ * line j holds bytes [8j, 8j+8) of a block. Phase 1: each thread pushes its
+ * lines, the epoch of block b folded into both halves, into slot
+ * [parity][me] of each destination. Phase 2: the same thread polls its own
+ * window for its lines from each source, in rank order. Seeing the epoch in
+ * both 8-byte halves of a line proves its data arrived (NVLink and PCIe
+ * deliver aligned 8-byte stores whole). With Simple, line j holds bytes
+ * [16j, 16j+16) and a flag per block and source says the lines are there. At the end every rank
+ * stores the epoch into an ack word of every peer; before pushing epoch e into a parity a
+ * destination may still read, a sender waits for that destination's ack of epoch e - 2.
  */
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -105,22 +106,37 @@ static __device__ __forceinline__ uint64_t now_ns() {
   return t;
 }
 
-/* Bytes [8j, 8j+8) of buf (nbytes long), zero past the end. */
-static __device__ __forceinline__ uint2 payload(const char *buf, size_t nbytes, size_t j) {
-  size_t off = j * 8;
-  if (off + 8 <= nbytes && ((uintptr_t)buf & 7) == 0) return *(const uint2 *)(buf + off);
-  unsigned char b[8];
-  for (int k = 0; k < 8; k++) b[k] = off + k < nbytes ? (unsigned char)buf[off + k] : 0;
-  uint2 v;
-  memcpy(&v, b, 8);
+/* Unit j of buf (nbytes long; a unit is sizeof(U) = 8 or 16 bytes), zero
+ * past the end. */
+template <typename U>
+static __device__ __forceinline__ U load_unit(const char *buf, size_t nbytes, size_t j) {
+  size_t off = j * sizeof(U);
+  if (off + sizeof(U) <= nbytes && (uintptr_t)buf % sizeof(U) == 0) return *(const U *)(buf + off);
+  unsigned char b[sizeof(U)];
+  for (size_t k = 0; k < sizeof(U); k++) b[k] = off + k < nbytes ? (unsigned char)buf[off + k] : 0;
+  U v;
+  memcpy(&v, b, sizeof v);
   return v;
+}
+
+/* Unit j into dst (nbytes long), clipped at the end. */
+template <typename U>
+static __device__ __forceinline__ void put_unit(char *dst, size_t nbytes, size_t j, U d) {
+  size_t off = j * sizeof(U);
+  if (off + sizeof(U) <= nbytes && (uintptr_t)dst % sizeof(U) == 0) {
+    *(U *)(dst + off) = d;
+    return;
+  }
+  unsigned char b[sizeof(U)];
+  memcpy(b, &d, sizeof b);
+  for (size_t k = 0; k < sizeof(U) && off + k < nbytes; k++) dst[off + k] = (char)b[k];
 }
 
 /* PreMulSum: each rank scales its own input by its own scalar before
  * anyone sees it (ranks' scalars differ), rounding to T like a store. */
-template <typename T>
-static __device__ __forceinline__ uint2 scaled(uint2 d, typename elem<T>::acc s) {
-  constexpr int E = 8 / sizeof(T);
+template <typename T, typename U>
+static __device__ __forceinline__ U scaled(U d, typename elem<T>::acc s) {
+  constexpr int E = sizeof(U) / sizeof(T);
   T v[E];
   memcpy(v, &d, sizeof v);
 #pragma unroll
@@ -169,46 +185,6 @@ static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_ker
   }
 }
 
-/* Bytes [8j, 8j+8) of d into dst (nbytes long), clipped at the end. */
-static __device__ __forceinline__ void put_bytes(char *dst, size_t nbytes, size_t j, uint2 d) {
-  size_t off = j * 8;
-  if (off + 8 <= nbytes && ((uintptr_t)dst & 7) == 0) {
-    *(uint2 *)(dst + off) = d;
-    return;
-  }
-  unsigned char b[8];
-  memcpy(b, &d, 8);
-  for (int k = 0; k < 8 && off + k < nbytes; k++) dst[off + k] = (char)b[k];
-}
-
-/* ---- Simple protocol: 16 data bytes per 16-byte unit, a flag per block -- */
-static __device__ __forceinline__ uint4 payload16(const char *buf, size_t nbytes, size_t j) {
-  size_t off = j * 16;
-  if (off + 16 <= nbytes && ((uintptr_t)buf & 15) == 0) return *(const uint4 *)(buf + off);
-  unsigned char b[16];
-  for (int k = 0; k < 16; k++) b[k] = off + k < nbytes ? (unsigned char)buf[off + k] : 0;
-  uint4 v;
-  memcpy(&v, b, 16);
-  return v;
-}
-
-static __device__ __forceinline__ void put_bytes16(char *dst, size_t nbytes, size_t j, uint4 d) {
-  size_t off = j * 16;
-  if (off + 16 <= nbytes && ((uintptr_t)dst & 15) == 0) {
-    *(uint4 *)(dst + off) = d;
-    return;
-  }
-  unsigned char b[16];
-  memcpy(b, &d, 16);
-  for (int k = 0; k < 16 && off + k < nbytes; k++) dst[off + k] = (char)b[k];
-}
-
-template <typename T>
-static __device__ __forceinline__ uint4 scaled16(uint4 d, typename elem<T>::acc s) {
-  uint2 lo = scaled<T>(make_uint2(d.x, d.y), s), hi = scaled<T>(make_uint2(d.z, d.w), s);
-  return make_uint4(lo.x, lo.y, hi.x, hi.y);
-}
-
 static __device__ __forceinline__ void st_release(uint32_t *p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -230,22 +206,14 @@ static __device__ bool wait_ack(const uint32_t *p, uint32_t v, const chorus_kern
   }
 }
 
-/* The two protocols, as the kernel sees them. Both use 16-byte slot
- * lines. LL: 8 data bytes and the epoch twice per line, so a reader polls
- * each line. Simple: 16 data bytes per line, and after its lines a CTA
- * announces them with one release store of the epoch per destination. */
+/* The two protocols, as the kernel sees them: the unit of data one 16-byte
+ * slot line carries, and how a line is written and read. LL: 8 data bytes
+ * and the epoch twice per line, so a reader polls each line. Simple: 16
+ * data bytes per line, and after its lines a CTA announces them with one
+ * release store of the epoch per destination. */
 template <bool SIMPLE> struct proto;
 template <> struct proto<false> {
   typedef uint2 unit;
-  static __device__ unit load(const char *buf, size_t nbytes, size_t j) {
-    return payload(buf, nbytes, j);
-  }
-  static __device__ void put(char *dst, size_t nbytes, size_t j, unit d) {
-    put_bytes(dst, nbytes, j, d);
-  }
-  template <typename T> static __device__ unit scale(unit d, typename elem<T>::acc s) {
-    return scaled<T>(d, s);
-  }
   static __device__ void push(char *line, unit d, uint32_t flag) {
     st_line(line, make_uint4(d.x, flag, d.y, flag));
   }
@@ -256,15 +224,6 @@ template <> struct proto<false> {
 };
 template <> struct proto<true> {
   typedef uint4 unit;
-  static __device__ unit load(const char *buf, size_t nbytes, size_t j) {
-    return payload16(buf, nbytes, j);
-  }
-  static __device__ void put(char *dst, size_t nbytes, size_t j, unit d) {
-    put_bytes16(dst, nbytes, j, d);
-  }
-  template <typename T> static __device__ unit scale(unit d, typename elem<T>::acc s) {
-    return scaled16<T>(d, s);
-  }
   static __device__ void push(char *line, unit d, uint32_t) { st_line(line, d); }
   static __device__ unit take(const char *line, uint32_t, const chorus_kern_comm &, int,
                               volatile int *) {
@@ -323,8 +282,8 @@ __global__ void __launch_bounds__(THREADS)
       for (int k = 1; k < n; k++) {
         int p = me + k < n ? me + k : me + k - n;
         if (!((x.send_to >> p) & 1)) continue;
-        U d = P::load(send + x.soff[p], nbytes, j);
-        if (premul) d = P::template scale<T>(d, scalar);
+        U d = load_unit<U>(send + x.soff[p], nbytes, j);
+        if (premul) d = scaled<T, U>(d, scalar);
         P::push(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE, d, flag);
       }
   if constexpr (SIMPLE) {
@@ -347,15 +306,15 @@ __global__ void __launch_bounds__(THREADS)
       if (!((x.recv_from >> src) & 1)) continue;
       U d;
       if (src == me) {
-        d = P::load(send + x.soff[me], nbytes, j);
-        if (premul) d = P::template scale<T>(d, scalar);
+        d = load_unit<U>(send + x.soff[me], nbytes, j);
+        if (premul) d = scaled<T, U>(d, scalar);
       } else {
         d = P::take(own + (parity * n + src) * slot_bytes + j * CHORUS_KERN_LINE, flag, c, src,
                     &s_failed);
         if (s_failed) break;
       }
       if (!x.reduce) {
-        P::put(recv + x.roff[src], nbytes, j, d);
+        put_unit<U>(recv + x.roff[src], nbytes, j, d);
         continue;
       }
       T v[E];
