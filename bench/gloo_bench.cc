@@ -59,6 +59,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bench_common.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -291,17 +293,6 @@ void run_op(Bench &b, int id, const Counts &k) {
 
 // ---- checking ---------------------------------------------------------------
 
-// Input element i of rank r: a small integer, so sums over ranks are exact.
-float pattern(int r, size_t i) {
-  return static_cast<float>((i * 7 + static_cast<size_t>(r) * 13 + 1) % 101);
-}
-
-float sum_over_ranks(int n, size_t i) {
-  float s = 0;
-  for (int r = 0; r < n; r++) s += pattern(r, i);
-  return s;
-}
-
 // Expected result element j on this rank; false where the collective leaves
 // it undefined (non-root of reduce and gather).
 bool expected(const Bench &b, int id, const Counts &k, size_t j, float *v) {
@@ -309,31 +300,31 @@ bool expected(const Bench &b, int id, const Counts &k, size_t j, float *v) {
   int me = b.rank, n = b.n;
   switch (id) {
   case ALLREDUCE:
-    *v = sum_over_ranks(n, j);
+    *v = bench_sum_over_ranks(n, j);
     return true;
   case ALLGATHER:
-    *v = pattern(static_cast<int>(j / per), j % per);
+    *v = bench_pattern(static_cast<int>(j / per), j % per);
     return true;
   case BROADCAST:
-    *v = pattern(0, j);
+    *v = bench_pattern(0, j);
     return true;
   case REDUCESCATTER:
-    *v = sum_over_ranks(n, static_cast<size_t>(me) * per + j);
+    *v = bench_sum_over_ranks(n, static_cast<size_t>(me) * per + j);
     return true;
   case ALLTOALL:
-    *v = pattern(static_cast<int>(j / per), static_cast<size_t>(me) * per + j % per);
+    *v = bench_pattern(static_cast<int>(j / per), static_cast<size_t>(me) * per + j % per);
     return true;
   case REDUCE:
-    *v = sum_over_ranks(n, j);
+    *v = bench_sum_over_ranks(n, j);
     return me == 0;
   case GATHER:
-    *v = pattern(static_cast<int>(j / per), j % per);
+    *v = bench_pattern(static_cast<int>(j / per), j % per);
     return me == 0;
   case SCATTER:
-    *v = pattern(0, static_cast<size_t>(me) * per + j);
+    *v = bench_pattern(0, static_cast<size_t>(me) * per + j);
     return true;
   case SENDRECV:
-    *v = pattern((me + n - 1) % n, j);
+    *v = bench_pattern((me + n - 1) % n, j);
     return true;
   }
   return false;
@@ -345,9 +336,9 @@ long long check_op(Bench &b, int id, const Counts &k, double *seconds) {
   const Coll &c = kColls[id];
   if (c.inplace) { // the input lives in recv, and the result lands there
     for (size_t i = 0; i < k.send; i++)
-      b.recv[i] = (id == BROADCAST && b.rank != 0) ? kSentinel : pattern(b.rank, i);
+      b.recv[i] = (id == BROADCAST && b.rank != 0) ? kSentinel : bench_pattern(b.rank, i);
   } else {
-    for (size_t i = 0; i < k.send; i++) b.send[i] = pattern(b.rank, i);
+    for (size_t i = 0; i < k.send; i++) b.send[i] = bench_pattern(b.rank, i);
     for (size_t i = 0; i < k.recv; i++) b.recv[i] = kSentinel;
   }
   barrier(b);
@@ -476,31 +467,6 @@ long long run_coll(Bench &b, int id) {
 
 // ---- command line -----------------------------------------------------------
 
-size_t parse_size(const char *s) {
-  char *end = nullptr;
-  double v = std::strtod(s, &end);
-  if (!end || end == s || v < 0) return 0;
-  switch (*end) {
-  case 'k':
-  case 'K':
-    v *= 1024;
-    break;
-  case 'm':
-  case 'M':
-    v *= 1024 * 1024;
-    break;
-  case 'g':
-  case 'G':
-    v *= 1024.0 * 1024 * 1024;
-    break;
-  case '\0':
-    break;
-  default:
-    return 0;
-  }
-  return static_cast<size_t>(v);
-}
-
 bool parse_colls(const std::string &list, bool *want) {
   size_t pos = 0;
   while (pos <= list.size()) {
@@ -539,16 +505,16 @@ bool parse_args(int argc, char **argv, Options *o) {
       any = true;
       break;
     case 'b':
-      o->minb = parse_size(optarg);
+      o->minb = bench_parse_size(optarg);
       break;
     case 'e':
-      o->maxb = parse_size(optarg);
+      o->maxb = bench_parse_size(optarg);
       break;
     case 'f':
       o->factor = static_cast<size_t>(std::atol(optarg));
       break;
     case 'x':
-      o->cap = parse_size(optarg);
+      o->cap = bench_parse_size(optarg);
       break;
     case 'S':
       o->slow_s = std::atof(optarg);

@@ -57,6 +57,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench_common.h"
+
 #define BENCH_VERSION "1"
 #define SENTINEL      (-12345.0f) /* never a valid result: inputs are >= 0 */
 
@@ -187,17 +189,6 @@ static void run_op(const bench *b, int id, const counts *c) {
 
 /* ---- checking --------------------------------------------------------- */
 
-/* Input element i of rank r: a small integer, so sums over ranks are exact. */
-static float pattern(int r, size_t i) {
-  return (float)((i * 7 + (size_t)r * 13 + 1) % 101);
-}
-
-static float sum_over_ranks(int n, size_t i) {
-  float s = 0;
-  for (int r = 0; r < n; r++) s += pattern(r, i);
-  return s;
-}
-
 /* Expected value of result element j on this rank; 0 when the collective
  * leaves this rank's result undefined (non-root of reduce and gather). */
 static int expected(const bench *b, int id, const counts *c, size_t j, float *v) {
@@ -205,31 +196,31 @@ static int expected(const bench *b, int id, const counts *c, size_t j, float *v)
   int me = b->rank, n = b->n;
   switch (id) {
   case ALLREDUCE:
-    *v = sum_over_ranks(n, j);
+    *v = bench_sum_over_ranks(n, j);
     return 1;
   case ALLGATHER:
-    *v = pattern((int)(j / per), j % per);
+    *v = bench_pattern((int)(j / per), j % per);
     return 1;
   case BROADCAST:
-    *v = pattern(0, j);
+    *v = bench_pattern(0, j);
     return 1;
   case REDUCESCATTER:
-    *v = sum_over_ranks(n, (size_t)me * per + j);
+    *v = bench_sum_over_ranks(n, (size_t)me * per + j);
     return 1;
   case ALLTOALL:
-    *v = pattern((int)(j / per), (size_t)me * per + j % per);
+    *v = bench_pattern((int)(j / per), (size_t)me * per + j % per);
     return 1;
   case REDUCE:
-    *v = sum_over_ranks(n, j);
+    *v = bench_sum_over_ranks(n, j);
     return me == 0;
   case GATHER:
-    *v = pattern((int)(j / per), j % per);
+    *v = bench_pattern((int)(j / per), j % per);
     return me == 0;
   case SCATTER:
-    *v = pattern(0, (size_t)me * per + j);
+    *v = bench_pattern(0, (size_t)me * per + j);
     return 1;
   case SENDRECV:
-    *v = pattern((me + n - 1) % n, j);
+    *v = bench_pattern((me + n - 1) % n, j);
     return 1;
   }
   return 0;
@@ -237,10 +228,10 @@ static int expected(const bench *b, int id, const counts *c, size_t j, float *v)
 
 /* Runs one checked operation; returns the wrong elements summed over ranks. */
 static long long check_op(const bench *b, int id, const counts *c) {
-  for (size_t i = 0; i < c->send; i++) b->send[i] = pattern(b->rank, i);
+  for (size_t i = 0; i < c->send; i++) b->send[i] = bench_pattern(b->rank, i);
   for (size_t i = 0; i < c->recv; i++) b->recv[i] = SENTINEL;
   if (id == BROADCAST && b->rank == 0) /* MPI_Bcast works in place */
-    for (size_t i = 0; i < c->recv; i++) b->recv[i] = pattern(0, i);
+    for (size_t i = 0; i < c->recv; i++) b->recv[i] = bench_pattern(0, i);
   run_op(b, id, c);
   long long wrong = 0, total = 0;
   for (size_t j = 0; j < c->recv; j++) {
@@ -320,32 +311,6 @@ static void print_row(const bench *b, const coll *c, size_t bytes, const counts 
 
 /* ---- command line ----------------------------------------------------- */
 
-/* "8", "64K", "256M", "1G" -> bytes; 0 on error. */
-static size_t parse_size(const char *s) {
-  char *end = NULL;
-  double v = strtod(s, &end);
-  if (!end || end == s || v < 0) return 0;
-  switch (*end) {
-  case 'k':
-  case 'K':
-    v *= 1024;
-    break;
-  case 'm':
-  case 'M':
-    v *= 1024 * 1024;
-    break;
-  case 'g':
-  case 'G':
-    v *= 1024.0 * 1024 * 1024;
-    break;
-  case '\0':
-    break;
-  default:
-    return 0;
-  }
-  return (size_t)v;
-}
-
 /* Marks the collectives named in a comma-separated list ("all": every one);
  * returns -1 naming the first unknown one. */
 static int parse_colls(const char *list, int *want) {
@@ -397,10 +362,10 @@ static int parse_args(int argc, char **argv, bench *b, opts *o) {
       any = 1;
       break;
     case 'b':
-      o->minb = parse_size(optarg);
+      o->minb = bench_parse_size(optarg);
       break;
     case 'e':
-      o->maxb = parse_size(optarg);
+      o->maxb = bench_parse_size(optarg);
       break;
     case 'f':
       o->factor = (size_t)atol(optarg);

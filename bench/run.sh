@@ -33,8 +33,9 @@ if [ "$need_chorus" = 1 ]; then
     echo "# WARNING: Chorus build failed (see $bench_build/chorus_build.log)"
 fi
 
-# Rebuilds $1 from $2 when missing or older than its source.
-stale() { [ ! -x "$1" ] || [ "$2" -nt "$1" ]; }
+# Rebuilds $1 from $2 when missing or older than its source or the shared
+# header.
+stale() { [ ! -x "$1" ] || [ "$2" -nt "$1" ] || [ bench/bench_common.h -nt "$1" ]; }
 
 if stale "$bench_build/mpi_bench" bench/mpi_bench.c; then
   if command -v "$cc_mpi" >/dev/null 2>&1; then
