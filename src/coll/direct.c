@@ -310,6 +310,9 @@ static void stage_out(chorus_op *op, size_t off, size_t len) {
   /* Rank p's block `b` of this chunk in its stage. */
 #define STAGED(p, b) (stage(op, p, D.g) + (size_t)(b)*D.chunk_elems * es)
   switch (op->func) {
+  case CHORUS_FUNC_GATHER: /* AllGather's copy-out, at the root only */
+    if (me != op->root) break;
+    __attribute__((fallthrough));
   case CHORUS_FUNC_ALLGATHER:
     for (int p = 0; p < n; p++)
       if (p != me)
@@ -334,14 +337,6 @@ static void stage_out(chorus_op *op, size_t off, size_t len) {
       chorus_copy(OUT(0), STAGED(op->root, 0), bytes, st);
     else if (in != out)
       chorus_copy(OUT(0), IN(0), bytes, st);
-    break;
-  case CHORUS_FUNC_GATHER:
-    if (me != op->root) break;
-    for (int p = 0; p < n; p++)
-      if (p != me)
-        chorus_copy(OUT(p), STAGED(p, 0), bytes, st);
-      else if (in != OUT(me) - off * es)
-        chorus_copy(OUT(me), IN(0), bytes, st);
     break;
   case CHORUS_FUNC_SCATTER:
     if (me != op->root)
