@@ -70,12 +70,19 @@ for coll in $colls; do
     fi
   done
 done
-# The bandwidth paths (Simple protocol, two-shot AllReduce) and pieces,
-# forced at small sizes so that the matrix covers them.
-force="env CHORUS_GPU_SIMPLE_BYTES=0 CHORUS_GPU_TWOSHOT_BYTES=0"
+# The bandwidth paths (pipelined kernel, two-shot AllReduce, chains) and
+# LL pieces, forced at small sizes so that the matrix covers them; tiny
+# pipeline steps on 3 channels make every FIFO wrap around many times.
+force="env CHORUS_GPU_PIPE_BYTES=0 CHORUS_GPU_PIPE_BYTES_PAIR=0 CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_CHAIN_BYTES=0"
+tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_SLOTS=2 CHORUS_GPU_CHANNELS=3"
 if [ "$ngpu" -ge 4 ]; then
-  for coll in all_reduce reduce_scatter all_gather broadcast alltoall reduce; do
-    check "${coll}_simple_g4" $force $perf/${coll}_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  for coll in all_reduce reduce_scatter all_gather broadcast alltoall reduce gather scatter; do
+    check "${coll}_pipe_g4" $force $perf/${coll}_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  done
+  for coll in all_reduce broadcast reduce alltoall; do
+    roots=""
+    [ "$coll" = broadcast ] || [ "$coll" = reduce ] && roots="-r all"
+    check "${coll}_pipe_tiny_procs4" $force $tiny $run -n 4 --timeout 80 $perf/${coll}_perf -d all -o all $roots -b 4 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
   done
   check "all_reduce_twoshot_g3" $force $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_procs4" $force $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
@@ -98,8 +105,11 @@ for g in 1 2 4; do
   [ "$g" -le "$ngpu" ] || continue
   check "all_reduce_odd_g$g" $perf/all_reduce_perf -g "$g" -d float -o sum -b 4 -e 4 -n 1 -w 1 -c 3 -T 60
 done
+# Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
+[ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|bad)" "$out/check_failures_g2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   check "sanitizer_allreduce_g2" compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
+  check "sanitizer_pipe_g2" $force compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
 fi
 echo "# correctness: $passes passed, $fails failed"
 

@@ -21,9 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CHORUS_KERN_MAX_RANKS  8
-#define CHORUS_KERN_MAX_BLOCKS 64
-#define CHORUS_KERN_LINE       16 /* bytes per LL line: 8 of data, 2 flags */
+#define CHORUS_KERN_MAX_RANKS    8
+#define CHORUS_KERN_MAX_BLOCKS   64
+#define CHORUS_KERN_LINE         16  /* bytes per LL line: 8 of data, 2 flags */
+#define CHORUS_KERN_MAX_CHANNELS 64  /* CTAs of the pipelined kernel */
+#define CHORUS_KERN_CTL_STRIDE   128 /* bytes between pipeline counters peers write */
 
 /* What a kernel reports in the status word (host-mapped), first error wins. */
 enum { CHORUS_KERN_OK = 0, CHORUS_KERN_ABORTED = 1, CHORUS_KERN_TIMEOUT = 2 };
@@ -38,8 +40,18 @@ typedef struct chorus_kern_comm {
    * that block that rank src finished. */
   char *win[CHORUS_KERN_MAX_RANKS];
   uint32_t ll_off, ack_off;
-  uint32_t flag_off;       /* Simple flags: [block][src] x 4 B, epoch announced */
-  size_t ll_lines;         /* lines per slot: ll_lines * 8 bytes of payload */
+  size_t ll_lines; /* lines per slot: ll_lines * 8 bytes of payload */
+  /* The pipelined kernel (chorus_kern_pipe). Channel (CTA) b of every rank
+   * talks only to channel b of the others, through a FIFO per source of
+   * nslots chunks of chunk_bytes: [channel][src][slot] from pipe_off.
+   * Counters, each on its own CHORUS_KERN_CTL_STRIDE line from ctl_off:
+   * head [channel][src] (chunks src has delivered here; src writes it),
+   * then done [channel][dst] (chunks dst has consumed from this rank; dst
+   * writes it). The owner's own totals (sent [channel][dst], taken
+   * [channel][src], 4 B each) live at cnt_off; only its kernels touch them. */
+  uint64_t pipe_off;
+  uint32_t ctl_off, cnt_off;
+  uint32_t chunk_bytes, nslots, channels;
   uint32_t *epochs;        /* this rank's per-block counters (device memory) */
   volatile int32_t *abort; /* host-mapped: nonzero stops every wait */
   int32_t *status;         /* host-mapped: CHORUS_KERN_* of the first failure */
@@ -70,13 +82,19 @@ typedef struct chorus_kern_xchg {
   size_t soff[CHORUS_KERN_MAX_RANKS]; /* block for rank p at send + soff[p] */
   size_t roff[CHORUS_KERN_MAX_RANKS]; /* block from rank s at recv + roff[s] */
   int reduce;
-  /* 0: LL lines (8 bytes of data per 16, no flags: lowest latency, bytes
-   * at most ll_lines * 8); 1: Simple (16 of 16, one flag per block after
-   * its data: twice the bandwidth, bytes at most ll_lines * 16). */
-  int simple;
+  /* Pipelined kernel only (chains): at most one rank, which gets what this
+   * rank takes (its reduction, or the single source's copy) as it goes,
+   * instead of the reduction landing in recv. Never also in send_to. */
+  uint32_t fwd_to;
 } chorus_kern_xchg;
 
+/* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
+ * halves, no flags or barriers); bytes at most ll_lines * 8, fwd_to 0. */
 int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, void *stream);
+/* Bandwidth: any size in one launch, chunks streamed through the FIFOs
+ * with head/done credits, each CTA's pushing and taking warps overlapped. */
+int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
+                     const chorus_kern_xchg *x, void *stream);
 
 #endif

@@ -2,14 +2,17 @@
  * gpu.c - see gpu.h.
  *
  * Window of one rank (device memory, zeroed at init):
- *   [0, 256)        per-block epoch counters (CHORUS_KERN_MAX_BLOCKS x 4 B)
- *   [512, 544)      init-time test words, one per writing rank
- *   [1024, 3072)    ack words: [block][source rank] x 4 B
- *   [4096, 6144)    Simple flags: [block][source rank] x 4 B
- *   [8192, ...)     slots: [parity 2][source rank n][ll_lines] x 16 B (LL
- *                   lines, or raw data for the Simple protocol)
- * Peers write only the slots, acks and test words indexed by their own
- * rank; the owner alone reads them and alone touches its epochs.
+ *   [0, 256)          LL per-block epoch counters (CHORUS_KERN_MAX_BLOCKS x 4 B)
+ *   [512, 544)        init-time test words, one per writing rank
+ *   [1024, 3072)      LL ack words: [block][source rank] x 4 B
+ *   [4096, 8192)      pipeline totals: sent [channel][dst], taken [channel][src]
+ *   [8192, 139264)    pipeline counters, one per 128-byte line: head
+ *                     [channel][src], then done [channel][dst]
+ *   [262144, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
+ *   then (64 KiB aligned) pipeline FIFOs: [channel][src][slot][chunk]
+ * Peers write only the slots, FIFOs, counters and test words indexed by
+ * their own rank; the owner alone reads them and alone touches its epochs
+ * and totals.
  */
 #include "gpu/gpu.h"
 
@@ -28,8 +31,15 @@
 #define EPOCHS_OFF 0
 #define TEST_OFF   512
 #define ACK_OFF    1024
-#define FLAG_OFF   4096
-#define LL_OFF     8192
+#define CNT_OFF    4096
+#define CTL_OFF    8192
+#define LL_OFF     262144
+_Static_assert(CNT_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS * 4 <= CTL_OFF,
+               "pipeline totals overlap the counters");
+_Static_assert(CTL_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS *
+                             CHORUS_KERN_CTL_STRIDE <=
+                   LL_OFF,
+               "pipeline counters overlap the LL slots");
 
 struct chorus_gpu {
   int rank, nranks, device;
@@ -37,10 +47,10 @@ struct chorus_gpu {
   void *mapped[CHORUS_KERN_MAX_RANKS]; /* peers' windows opened through IPC */
   void *ctl_host, *ctl_dev;            /* abort, status, status peer (host-mapped) */
   chorus_kern_comm kc;
-  size_t ll_bytes;      /* payload per slot */
-  int reported;         /* a kernel's error was logged (atomic) */
-  size_t simple_bytes;  /* blocks this big use the Simple protocol */
-  size_t twoshot_bytes; /* AllReduce this big (3+ ranks): two-shot */
+  size_t ll_bytes;   /* payload per slot */
+  int reported;      /* a kernel's error was logged (atomic) */
+  size_t pipe_bytes; /* blocks this big run in the pipelined kernel */
+  chorus_gpu_tune tune;
 };
 
 /* What every rank tells the others about its window (who shares a host or
@@ -134,10 +144,24 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.ll_lines = g->ll_bytes / 8;
   g->kc.ll_off = LL_OFF;
   g->kc.ack_off = ACK_OFF;
-  g->kc.flag_off = FLAG_OFF;
-  g->simple_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_SIMPLE_BYTES));
-  g->twoshot_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_BYTES));
-  size_t wbytes = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
+  g->kc.cnt_off = CNT_OFF;
+  g->kc.ctl_off = CTL_OFF;
+  g->kc.channels =
+      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHANNELS), 1, CHORUS_KERN_MAX_CHANNELS);
+  g->kc.chunk_bytes =
+      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHUNK_BYTES), 4096, 1 << 24) / 4096 *
+      4096;
+  g->kc.nslots = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_SLOTS), 2, 16);
+  /* With one peer LL lines stay ahead longer (measured on 4xH200: LL
+   * faster up to 128 KiB on 2 GPUs, the pipeline from 16 KiB on 4). */
+  g->pipe_bytes = (size_t)CHORUS_MAX(
+      0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_PIPE_BYTES : CHORUS_P_GPU_PIPE_BYTES_PAIR));
+  g->tune.twoshot_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_BYTES));
+  g->tune.chain_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_CHAIN_BYTES));
+  size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
+  g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
+  size_t wbytes =
+      g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.nslots * g->kc.chunk_bytes;
   if (chorus_dev_alloc(wbytes, &g->window) != 0) {
     res = dev_error("allocating the GPU window");
     goto fail;
@@ -171,8 +195,11 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
     }
   CHECK_GOTO(map_peers(g, rec, topo), res, fail);
   CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
-  INFO(CHORUS_INIT, "rank %d GPU %d (%s): window %zu bytes, one-shot LL %zu bytes per peer", rank,
-       device, me->bus_id, wbytes, g->ll_bytes);
+  INFO(CHORUS_INIT,
+       "rank %d GPU %d (%s): window %zu bytes, LL %zu bytes per peer, pipeline %u channels x %u "
+       "slots x %u bytes",
+       rank, device, me->bus_id, wbytes, g->ll_bytes, g->kc.channels, g->kc.nslots,
+       g->kc.chunk_bytes);
   chorus_free(rec);
   *out = g;
   return ncclSuccess;
@@ -215,9 +242,36 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
                       g->rank, g->device, peer);
 }
 
+/* Broadcast or Reduce along the chain root, root + 1, ... (Broadcast) or
+ * root + 1, ..., root (Reduce): each rank takes from the one before it and
+ * forwards as it goes, so every link carries the buffer once instead of
+ * the root's links carrying it n - 1 times. */
+static void chain(int me, int n, int root, int reduce, chorus_kern_xchg *x) {
+  const int pos = (me - root + n) % n, next = (me + 1) % n, prev = (me + n - 1) % n;
+  const uint32_t self = 1u << me;
+  if (!reduce) {
+    if (pos == 0) {
+      x->send_to = 1u << next;
+      x->recv_from = self;
+    } else {
+      x->recv_from = 1u << prev;
+      x->fwd_to = pos < n - 1 ? 1u << next : 0;
+    }
+    return;
+  }
+  x->reduce = 1;
+  if (pos == 1) {
+    x->send_to = 1u << next;
+  } else {
+    x->recv_from = (1u << prev) | self;
+    x->fwd_to = pos == 0 ? 0 : 1u << next;
+  }
+}
+
 /* Fills the one exchange of op (before splitting into pieces). 0 when the
  * function has no GPU schedule yet. */
-static int describe(int me, int n, const chorus_op *op, chorus_kern_xchg *x) {
+static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op *op,
+                    chorus_kern_xchg *x) {
   const int root = op->root;
   const uint32_t all = n >= 32 ? 0xffffffffu : (1u << n) - 1, self = 1u << me;
   const size_t bytes = op->count * op->esize;
@@ -238,6 +292,10 @@ static int describe(int me, int n, const chorus_op *op, chorus_kern_xchg *x) {
     for (int p = 0; p < n; p++) x->soff[p] = (size_t)p * bytes;
     return 1;
   case CHORUS_FUNC_REDUCE:
+    if (n > 2 && bytes >= tune->chain_bytes) {
+      chain(me, n, root, 1, x);
+      return 1;
+    }
     x->reduce = 1;
     if (me == root)
       x->recv_from = all;
@@ -250,6 +308,10 @@ static int describe(int me, int n, const chorus_op *op, chorus_kern_xchg *x) {
     for (int p = 0; p < n; p++) x->roff[p] = (size_t)p * bytes;
     return 1;
   case CHORUS_FUNC_BROADCAST:
+    if (n > 2 && bytes >= tune->chain_bytes) {
+      chain(me, n, root, 0, x);
+      return 1;
+    }
     if (me == root) {
       x->send_to = all & ~self;
       x->recv_from = self;
@@ -318,10 +380,10 @@ static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg out
   return 3;
 }
 
-int chorus_gpu_plan(int rank, int nranks, size_t twoshot_bytes, const chorus_op *op,
+int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
                     chorus_kern_xchg out[3]) {
-  if (!describe(rank, nranks, op, &out[0])) return 0;
-  if (op->func == CHORUS_FUNC_ALLREDUCE && nranks > 2 && out[0].bytes >= twoshot_bytes &&
+  if (!describe(rank, nranks, tune, op, &out[0])) return 0;
+  if (op->func == CHORUS_FUNC_ALLREDUCE && nranks > 2 && out[0].bytes >= tune->twoshot_bytes &&
       op->count >= (size_t)nranks)
     return plan_twoshot(rank, nranks, op, out);
   return 1;
@@ -337,21 +399,25 @@ void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, siz
   }
 }
 
-/* Runs one exchange in pieces that fit the slots, the same on every rank:
- * the protocol follows the size of one block. */
-static ncclResult_t run_pieces(chorus_gpu *g, const chorus_kern_red *red,
-                               const chorus_kern_xchg *whole, const chorus_op *op) {
-  const int simple = whole->bytes >= g->simple_bytes;
-  const size_t piece = (simple ? 2 : 1) * g->ll_bytes; /* a multiple of 8, so of esize */
-  for (size_t off = 0; off < whole->bytes; off += piece) {
-    chorus_kern_xchg x;
-    chorus_gpu_piece(whole, g->nranks, off, piece, &x);
-    x.simple = simple;
-    if (chorus_kern_exchange(&g->kc, red, &x, op->cuda_stream) != 0) {
-      char what[64];
-      snprintf(what, sizeof what, "nccl%s", chorus_func_name(op->func));
-      return dev_error(what);
+/* Runs one exchange, the same way on every rank: large blocks and chains
+ * in one pipelined launch, the rest as LL launches of pieces that fit the
+ * slots. */
+static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
+                                 const chorus_kern_xchg *whole, const chorus_op *op) {
+  int err = 0;
+  if (whole->fwd_to || whole->bytes >= g->pipe_bytes) {
+    err = chorus_kern_pipe(&g->kc, red, whole, op->cuda_stream);
+  } else {
+    for (size_t off = 0; off < whole->bytes && !err; off += g->ll_bytes) {
+      chorus_kern_xchg x;
+      chorus_gpu_piece(whole, g->nranks, off, g->ll_bytes, &x);
+      err = chorus_kern_exchange(&g->kc, red, &x, op->cuda_stream);
     }
+  }
+  if (err) {
+    char what[64];
+    snprintf(what, sizeof what, "nccl%s", chorus_func_name(op->func));
+    return dev_error(what);
   }
   return ncclSuccess;
 }
@@ -360,7 +426,7 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
   chorus_kern_xchg steps[3];
-  int nsteps = chorus_gpu_plan(g->rank, g->nranks, g->twoshot_bytes, op, steps);
+  int nsteps = chorus_gpu_plan(g->rank, g->nranks, &g->tune, op, steps);
   if (nsteps == 0)
     return chorus_error(ncclInvalidUsage,
                         "nccl%s on GPU communicators is not implemented yet in Chorus (the "
@@ -374,6 +440,6 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   memcpy(red.scalar, op->red.scalar, sizeof red.scalar);
   red.scalar_dev = op->red.scalar_dev;
   red.divisor = op->red.divisor;
-  for (int i = 0; i < nsteps; i++) CHECK(run_pieces(g, &red, &steps[i], op));
+  for (int i = 0; i < nsteps; i++) CHECK(run_exchange(g, &red, &steps[i], op));
   return ncclSuccess;
 }

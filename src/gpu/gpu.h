@@ -31,11 +31,17 @@ void chorus_gpu_abort(chorus_gpu *g);
  * abort), with a message naming the peer. */
 ncclResult_t chorus_gpu_async_error(chorus_gpu *g);
 
+/* Where the algorithms change (bytes per rank's buffer). */
+typedef struct chorus_gpu_tune {
+  size_t twoshot_bytes; /* AllReduce on 3+ ranks: ReduceScatter + AllGather */
+  size_t chain_bytes;   /* Broadcast and Reduce on 3+ ranks: a chain */
+} chorus_gpu_tune;
+
 /* The exchanges (device/kernels.h) that run op on rank `rank` of `nranks`
- * GPUs, in order: returns how many (1, or up to 3 for a two-shot AllReduce
- * of at least twoshot_bytes on 3+ ranks), 0 when the function has no GPU
- * schedule yet. Pure; the unit tests replay plans on host memory. */
-int chorus_gpu_plan(int rank, int nranks, size_t twoshot_bytes, const chorus_op *op,
+ * GPUs, in order: returns how many (1, or up to 3 for a two-shot
+ * AllReduce), 0 when the function has no GPU schedule yet. Pure; the unit
+ * tests replay plans on host memory. */
+int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
                     chorus_kern_xchg out[3]);
 /* Piece [off, off + piece) of every block of `whole`. */
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,

@@ -24,9 +24,10 @@ size_t chorus_type_size(int datatype);
 /* "float", "half", ... as nccl-tests print them; "?" for invalid. */
 const char *chorus_type_name(int datatype);
 
-#define CHORUS_MIN(a, b)      ((a) < (b) ? (a) : (b))
-#define CHORUS_MAX(a, b)      ((a) > (b) ? (a) : (b))
-#define CHORUS_DIV_UP(a, b)   (((a) + (b)-1) / (b))
-#define CHORUS_ALIGN_UP(a, b) (CHORUS_DIV_UP(a, b) * (b))
+#define CHORUS_MIN(a, b)        ((a) < (b) ? (a) : (b))
+#define CHORUS_MAX(a, b)        ((a) > (b) ? (a) : (b))
+#define CHORUS_CLAMP(v, lo, hi) CHORUS_MIN(CHORUS_MAX(v, lo), hi)
+#define CHORUS_DIV_UP(a, b)     (((a) + (b)-1) / (b))
+#define CHORUS_ALIGN_UP(a, b)   (CHORUS_DIV_UP(a, b) * (b))
 
 #endif

@@ -41,9 +41,14 @@ CHORUS_PARAM(YIELD_US,         "CHORUS_YIELD_US",       INT, 2000,   "Microsecon
 CHORUS_PARAM(HOST_COMM,        "CHORUS_HOST_COMM",      INT, 0,      "1: communicators use host memory even when GPUs are visible")
 /* GPU communicators */
 CHORUS_PARAM(P2P_DISABLE,      "NCCL_P2P_DISABLE",      INT, 0,      "1: no peer access between GPUs (staging through host memory is not implemented yet)")
-CHORUS_PARAM(GPU_LL_BYTES,     "CHORUS_GPU_LL_BYTES",   INT, 1048576, "Bytes of LL payload per peer in the GPU slots (Simple pieces are twice this); larger calls run in pieces")
-CHORUS_PARAM(GPU_SIMPLE_BYTES, "CHORUS_GPU_SIMPLE_BYTES", INT, 1048576, "GPU blocks of at least this many bytes per peer use the Simple protocol (full payload, one flag per CTA) instead of LL lines")
-CHORUS_PARAM(GPU_TWOSHOT_BYTES,"CHORUS_GPU_TWOSHOT_BYTES", INT, 1048576, "GPU AllReduce of at least this many bytes on 3+ ranks runs as ReduceScatter plus AllGather")
+CHORUS_PARAM(GPU_LL_BYTES,     "CHORUS_GPU_LL_BYTES",   INT, 1048576, "Bytes of LL payload per peer in the GPU slots; larger LL calls run in pieces")
+CHORUS_PARAM(GPU_PIPE_BYTES,   "CHORUS_GPU_PIPE_BYTES", INT, 16384, "GPU blocks of at least this many bytes per peer run in the pipelined kernel (full 16-byte payload, chunks with credits) instead of LL lines, on 3+ ranks")
+CHORUS_PARAM(GPU_PIPE_BYTES_PAIR, "CHORUS_GPU_PIPE_BYTES_PAIR", INT, 262144, "CHORUS_GPU_PIPE_BYTES for communicators of 2 ranks")
+CHORUS_PARAM(GPU_TWOSHOT_BYTES,"CHORUS_GPU_TWOSHOT_BYTES", INT, 4194304, "GPU AllReduce of at least this many bytes on 3+ ranks runs as ReduceScatter plus AllGather")
+CHORUS_PARAM(GPU_CHAIN_BYTES,  "CHORUS_GPU_CHAIN_BYTES", INT, 262144, "GPU Broadcast and Reduce of at least this many bytes on 3+ ranks run as a pipelined chain instead of a fan-out from or to the root")
+CHORUS_PARAM(GPU_CHANNELS,     "CHORUS_GPU_CHANNELS",   INT, 64,     "CTAs of the pipelined GPU kernel (1..64)")
+CHORUS_PARAM(GPU_CHUNK_BYTES,  "CHORUS_GPU_CHUNK_BYTES", INT, 65536, "Bytes per pipeline step of one GPU channel (a multiple of 4096)")
+CHORUS_PARAM(GPU_SLOTS,        "CHORUS_GPU_SLOTS",      INT, 4,      "Pipeline steps a GPU channel may run ahead of each peer (2..16)")
 /* config overrides (read after ncclConfig_t, as NCCL does) */
 CHORUS_PARAM(COMM_BLOCKING,    "NCCL_COMM_BLOCKING",    INT, INT_MIN, "Overrides ncclConfig_t.blocking")
 CHORUS_PARAM(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", INT, INT_MIN, "Overrides ncclConfig_t.cgaClusterSize (0..8)")

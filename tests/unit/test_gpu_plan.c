@@ -6,10 +6,11 @@
  * each rank does with what it receives; the kernel carries that out. Here
  * the plans of all ranks are replayed on host memory with the kernel's
  * semantics (every rank pushes its blocks, then every rank copies or
- * reduces in rank order), split into pieces as the launcher splits them,
- * and the outputs are compared with the collective computed directly: every
- * function, 1 to 5 ranks, several counts, in place and not, one-shot and
- * two-shot AllReduce, whole and tiny pieces.
+ * reduces in rank order; chains forward), split into pieces as the LL
+ * launcher splits them, and the outputs are compared with the collective
+ * computed directly: every function, 1 to 5 ranks, several counts, in
+ * place and not, one-shot and two-shot AllReduce, fan-out and chained
+ * Broadcast/Reduce, whole and tiny pieces.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -127,43 +128,64 @@ static void teardown(world *w) {
   }
 }
 
-/* One exchange of every rank (xs[r]), as the kernel runs it. */
+/* One exchange of every rank (xs[r]), as the kernels run it: every rank
+ * pushes its blocks; then each rank whose sources have all arrived takes
+ * them (copies, or reduces in rank order) and, in a chain, forwards what
+ * it took to fwd_to, until every rank has run. */
 static void replay(const world *w, chorus_kern_xchg *xs) {
   int n = w->n;
   unsigned char *slot[MAXN][MAXN];
   for (int d = 0; d < n; d++)
     for (int s = 0; s < n; s++) slot[d][s] = NULL;
-  for (int r = 0; r < n; r++) /* phase 1 everywhere */
+  for (int r = 0; r < n; r++) /* the pushes */
     for (int p = 0; p < n; p++)
       if ((xs[r].send_to >> p) & 1) {
+        EXPECT(!((xs[r].fwd_to >> p) & 1));
         slot[p][r] = malloc(xs[r].bytes + 1);
         memcpy(slot[p][r], (const char *)xs[r].send + xs[r].soff[p], xs[r].bytes);
       }
-  for (int r = 0; r < n; r++) { /* then phase 2 everywhere */
-    const chorus_kern_xchg *x = &xs[r];
-    const void *src[MAXN];
-    int k = 0;
-    for (int s = 0; s < n; s++) {
-      if (!((x->recv_from >> s) & 1)) continue;
-      const void *from = s == r ? (const char *)x->send + x->soff[r] : (const void *)slot[r][s];
-      EXPECT(from != NULL);
-      if (!from) continue;
-      if (x->reduce)
-        src[k++] = from;
-      else
+  int done[MAXN] = {0}, left = n;
+  for (int pass = 0; pass < n && left > 0; pass++)
+    for (int r = 0; r < n; r++) {
+      const chorus_kern_xchg *x = &xs[r];
+      int ready = !done[r];
+      for (int s = 0; s < n && ready; s++)
+        if (s != r && ((x->recv_from >> s) & 1) && !slot[r][s]) ready = 0;
+      if (!ready) continue;
+      done[r] = 1, left--;
+      int fwd = -1;
+      for (int p = 0; p < n; p++)
+        if ((x->fwd_to >> p) & 1) fwd = p;
+      unsigned char *out = fwd >= 0 ? malloc(x->bytes + 1) : NULL;
+      const void *src[MAXN];
+      int k = 0;
+      for (int s = 0; s < n; s++) {
+        if (!((x->recv_from >> s) & 1)) continue;
+        const void *from = s == r ? (const char *)x->send + x->soff[r] : (const void *)slot[r][s];
+        if (x->reduce) {
+          src[k++] = from;
+          continue;
+        }
         memmove((char *)x->recv + x->roff[s], from, x->bytes);
+        if (out) memcpy(out, from, x->bytes);
+      }
+      if (x->reduce && k > 0) {
+        chorus_red red = {CHORUS_RED_SUM, 2 /* ncclInt32 */, {0}, 0, NULL};
+        chorus_reduce(&red, out ? (void *)out : (char *)x->recv + x->roff[0], src, k, x->bytes / 4,
+                      0, CHORUS_RED_FINALIZE);
+      }
+      if (out) {
+        EXPECT(slot[fwd][r] == NULL);
+        free(slot[fwd][r]);
+        slot[fwd][r] = out;
+      }
     }
-    if (x->reduce && k > 0) {
-      chorus_red red = {CHORUS_RED_SUM, 2 /* ncclInt32 */, {0}, 0, NULL};
-      chorus_reduce(&red, (char *)x->recv + x->roff[0], src, k, x->bytes / 4, 0,
-                    CHORUS_RED_FINALIZE);
-    }
-  }
+  EXPECT_EQ_INT(left, 0); /* no rank waits for a source that never comes */
   for (int d = 0; d < n; d++)
     for (int s = 0; s < n; s++) free(slot[d][s]);
 }
 
-static void run(world *w, size_t twoshot, size_t piece) {
+static void run(world *w, const chorus_gpu_tune *tune, size_t piece) {
   setup(w);
   chorus_kern_xchg steps[MAXN][3];
   int nsteps = -1;
@@ -176,7 +198,7 @@ static void run(world *w, size_t twoshot, size_t piece) {
     op.count = w->count;
     op.esize = 4;
     op.root = w->root;
-    int k = chorus_gpu_plan(r, w->n, twoshot, &op, steps[r]);
+    int k = chorus_gpu_plan(r, w->n, tune, &op, steps[r]);
     if (nsteps >= 0) EXPECT_EQ_INT(k, nsteps); /* every rank runs the same steps */
     nsteps = k;
   }
@@ -219,10 +241,11 @@ static void every_collective(void) {
                             func == CHORUS_FUNC_REDUCE;
           if (inplace && !has_inplace) continue;
           for (size_t piece = 8; piece <= 1u << 20; piece <<= 17) /* 8 B and 1 MiB */
-            for (int two = 0; two < 2; two++) {
+            for (int big = 0; big < 2; big++) {                   /* two-shot AllReduce, chains */
               world w = {
-                  .n = n, .count = counts[c], .func = func, .root = n - 1, .inplace = inplace};
-              run(&w, two ? 0 : SIZE_MAX, piece);
+                  .n = n, .count = counts[c], .func = func, .root = n / 2, .inplace = inplace};
+              chorus_gpu_tune tune = {big ? 0 : SIZE_MAX, big ? 0 : SIZE_MAX};
+              run(&w, &tune, piece);
             }
         }
 }
@@ -234,7 +257,8 @@ static void unsupported(void) {
   op.count = 4;
   op.esize = 4;
   chorus_kern_xchg x[3];
-  EXPECT_EQ_INT(chorus_gpu_plan(0, 2, 0, &op, x), 0);
+  chorus_gpu_tune tune = {0, 0};
+  EXPECT_EQ_INT(chorus_gpu_plan(0, 2, &tune, &op, x), 0);
 }
 
 int main(void) {

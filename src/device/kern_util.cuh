@@ -1,0 +1,264 @@
+/*
+ * kern_util.cuh - what the GPU collective kernels share: element types and
+ * their accumulators, the reduction operators, 8/16-byte unit loads and
+ * stores that handle unaligned buffers and partial tails, PreMulSum
+ * scaling, memory-ordering helpers, and the deadline/abort check every
+ * spin-wait makes. Included by the .cu files only.
+ */
+#ifndef CHORUS_DEVICE_KERN_UTIL_CUH
+#define CHORUS_DEVICE_KERN_UTIL_CUH
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <type_traits>
+
+extern "C" {
+#include "device/kernels.h"
+#include "host/reduce.h"
+}
+
+#define CHECK_EVERY 1024 /* spins between deadline and abort checks */
+
+/* ---- element types: storage type T, accumulator A ------------------------ */
+template <typename T> struct elem {
+  typedef T acc;
+  static __device__ acc load(T x) { return x; }
+  static __device__ T store(acc a) { return a; }
+};
+template <> struct elem<__half> {
+  typedef float acc;
+  static __device__ float load(__half x) { return __half2float(x); }
+  static __device__ __half store(float a) { return __float2half_rn(a); }
+};
+template <> struct elem<__nv_bfloat16> {
+  typedef float acc;
+  static __device__ float load(__nv_bfloat16 x) { return __bfloat162float(x); }
+  static __device__ __nv_bfloat16 store(float a) { return __float2bfloat16_rn(a); }
+};
+template <> struct elem<__nv_fp8_e4m3> {
+  typedef float acc;
+  static __device__ float load(__nv_fp8_e4m3 x) { return (float)x; }
+  static __device__ __nv_fp8_e4m3 store(float a) { return __nv_fp8_e4m3(a); }
+};
+template <> struct elem<__nv_fp8_e5m2> {
+  typedef float acc;
+  static __device__ float load(__nv_fp8_e5m2 x) { return (float)x; }
+  static __device__ __nv_fp8_e5m2 store(float a) { return __nv_fp8_e5m2(a); }
+};
+
+template <typename A> struct arith {
+  /* Integers wrap around like the host reduction (unsigned arithmetic). */
+  typedef typename std::conditional<std::is_integral<A>::value, std::make_unsigned<A>,
+                                    std::common_type<A>>::type::type U;
+  static __device__ A add(A a, A b) { return (A)(U)((U)a + (U)b); }
+  static __device__ A mul(A a, A b) { return (A)(U)((U)a * (U)b); }
+  static __device__ A combine(int kind, A a, A b) {
+    switch (kind) {
+    case CHORUS_RED_PROD:
+      return mul(a, b);
+    case CHORUS_RED_MAX:
+      return b > a ? b : a;
+    case CHORUS_RED_MIN:
+      return b < a ? b : a;
+    default:
+      return add(a, b);
+    }
+  }
+};
+
+/* ---- LL lines -------------------------------------------------------------- */
+static __device__ __forceinline__ void st_line(char *p, uint4 v) {
+  asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};" ::"l"(p), "r"(v.x), "r"(v.y),
+               "r"(v.z), "r"(v.w)
+               : "memory");
+}
+static __device__ __forceinline__ uint4 ld_line(const char *p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p)
+               : "memory");
+  return v;
+}
+static __device__ __forceinline__ uint64_t now_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* Unit j of buf (nbytes long; a unit is sizeof(U) = 8 or 16 bytes), zero
+ * past the end. */
+template <typename U>
+static __device__ __forceinline__ U load_unit(const char *buf, size_t nbytes, size_t j) {
+  size_t off = j * sizeof(U);
+  if (off + sizeof(U) <= nbytes && (uintptr_t)buf % sizeof(U) == 0) return *(const U *)(buf + off);
+  unsigned char b[sizeof(U)];
+  for (size_t k = 0; k < sizeof(U); k++) b[k] = off + k < nbytes ? (unsigned char)buf[off + k] : 0;
+  U v;
+  memcpy(&v, b, sizeof v);
+  return v;
+}
+
+/* Unit j into dst (nbytes long), clipped at the end. */
+template <typename U>
+static __device__ __forceinline__ void put_unit(char *dst, size_t nbytes, size_t j, U d) {
+  size_t off = j * sizeof(U);
+  if (off + sizeof(U) <= nbytes && (uintptr_t)dst % sizeof(U) == 0) {
+    *(U *)(dst + off) = d;
+    return;
+  }
+  unsigned char b[sizeof(U)];
+  memcpy(b, &d, sizeof b);
+  for (size_t k = 0; k < sizeof(U) && off + k < nbytes; k++) dst[off + k] = (char)b[k];
+}
+
+/* PreMulSum: each rank scales its own input by its own scalar before
+ * anyone sees it (ranks' scalars differ), rounding to T like a store. */
+template <typename T, typename U>
+static __device__ __forceinline__ U scaled(U d, typename elem<T>::acc s) {
+  constexpr int E = sizeof(U) / sizeof(T);
+  T v[E];
+  memcpy(v, &d, sizeof v);
+#pragma unroll
+  for (int e = 0; e < E; e++)
+    v[e] = elem<T>::store(arith<typename elem<T>::acc>::mul(elem<T>::load(v[e]), s));
+  memcpy(&d, v, sizeof d);
+  return d;
+}
+
+/* The PreMulSum multiplier of red, in T's accumulator type (0 otherwise). */
+template <typename T>
+static __device__ typename elem<T>::acc premul_scalar(const chorus_kern_red &red) {
+  typedef typename elem<T>::acc A;
+  if (red.kind != CHORUS_RED_PREMULSUM) return A(0);
+  T s;
+  if (red.scalar_dev)
+    s = *(const T *)red.scalar_dev;
+  else
+    memcpy(&s, red.scalar, sizeof s);
+  return elem<T>::load(s);
+}
+
+/* Folds unit d (sizeof(U) / sizeof(T) elements) into acc: the first
+ * source initialises it, later ones combine in call order. */
+template <typename T, typename U>
+static __device__ __forceinline__ void
+fold_unit(typename elem<T>::acc (&acc)[sizeof(U) / sizeof(T)], U d, bool first, int kind) {
+  typedef typename elem<T>::acc A;
+  constexpr int E = sizeof(U) / sizeof(T);
+  T v[E];
+  memcpy(v, &d, sizeof v);
+#pragma unroll
+  for (int e = 0; e < E; e++) {
+    A xv = elem<T>::load(v[e]);
+    acc[e] = first ? xv : arith<A>::combine(kind, acc[e], xv);
+  }
+}
+
+/* acc back into a unit of T, divided by red's divisor for SUMPOSTDIV when
+ * this is the final result (divide). */
+template <typename T, typename U>
+static __device__ __forceinline__ U
+finish_unit(const typename elem<T>::acc (&acc)[sizeof(U) / sizeof(T)], const chorus_kern_red &red,
+            bool divide) {
+  typedef typename elem<T>::acc A;
+  constexpr int E = sizeof(U) / sizeof(T);
+  T v[E];
+#pragma unroll
+  for (int e = 0; e < E; e++) {
+    A a = acc[e];
+    if (divide && red.kind == CHORUS_RED_SUMPOSTDIV) a = (A)(a / (A)red.divisor);
+    v[e] = elem<T>::store(a);
+  }
+  U d;
+  memcpy(&d, v, sizeof d);
+  return d;
+}
+
+/* Called now and then by a waiting thread: when the communicator is
+ * aborted or the wait passed its deadline, records why and for which peer
+ * (first failure wins), marks the CTA failed and returns true. */
+static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, int peer,
+                               volatile int *failed) {
+  int why = 0;
+  if (*c.abort) {
+    why = CHORUS_KERN_ABORTED;
+  } else if (c.timeout_ns) {
+    uint64_t t = now_ns();
+    if (!*deadline)
+      *deadline = t + c.timeout_ns;
+    else if (t > *deadline)
+      why = CHORUS_KERN_TIMEOUT;
+  }
+  if (!why) return false;
+  if (*(volatile int32_t *)c.status == 0) {
+    *(volatile int32_t *)c.status_peer = peer;
+    __threadfence_system();
+    *(volatile int32_t *)c.status = why;
+  }
+  *failed = 1;
+  return true;
+}
+
+static __device__ __forceinline__ void st_release(uint32_t *p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+static __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+/* Waits until *p (a counter in this rank's window that a peer advances)
+ * reaches at least v (in wrap-around order). False when it gave up. */
+static __device__ bool wait_at_least(const uint32_t *p, uint32_t v, const chorus_kern_comm &c,
+                                     int peer, volatile int *failed) {
+  uint64_t deadline = 0;
+  for (unsigned spins = 0;; spins++) {
+    uint32_t a = ld_acquire(p);
+    if ((int32_t)(a - v) >= 0) return true;
+    if (*failed) return false;
+    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, peer, failed)) return false;
+  }
+}
+
+/* Calls F<T>::run(args...) with T the element type of ncclDataType_t dtype
+ * (fp8 where the compiler supports it, as everywhere here). */
+template <template <typename> class F, typename... Args>
+static cudaError_t by_dtype(int dtype, Args... args) {
+  switch (dtype) {
+  case 0:
+    return F<int8_t>::run(args...);
+  case 1:
+    return F<uint8_t>::run(args...);
+  case 2:
+    return F<int32_t>::run(args...);
+  case 3:
+    return F<uint32_t>::run(args...);
+  case 4:
+    return F<int64_t>::run(args...);
+  case 5:
+    return F<uint64_t>::run(args...);
+  case 6:
+    return F<__half>::run(args...);
+  case 7:
+    return F<float>::run(args...);
+  case 8:
+    return F<double>::run(args...);
+  case 9:
+    return F<__nv_bfloat16>::run(args...);
+  case 10:
+    return F<__nv_fp8_e4m3>::run(args...);
+  case 11:
+    return F<__nv_fp8_e5m2>::run(args...);
+  default:
+    return cudaErrorInvalidValue;
+  }
+}
+
+#endif

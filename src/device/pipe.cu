@@ -1,0 +1,300 @@
+/*
+ * pipe.cu - the pipelined exchange kernel: every collective on GPU
+ * communicators at bandwidth-bound sizes, in one launch (kernels.h).
+ *
+ * It runs the same exchanges as the LL kernel (exchange.cu), plus chains
+ * (fwd_to), but streams them: a block is cut into chunks, chunk k goes to
+ * channel (CTA) k % G, and each channel moves its chunks through a FIFO of
+ * nslots chunk-sized slots per source in the destination's window:
+ *
+ *   pushing warps (first half of the CTA), step s of this channel:
+ *     wait until every destination has consumed step s - nslots (its done
+ *     word here), copy the chunk into slot s % nslots of each destination,
+ *     then announce it with a release store of s + 1 into the
+ *     destination's head word for this rank;
+ *   taking warps (second half), step s:
+ *     wait for every source's head to reach s + 1 (and, for a chain, for
+ *     room at the next rank), read the chunk from each source's slot (this
+ *     rank's own from its send buffer), copy or reduce in rank order into
+ *     the output (or forward it), then hand the slots back with a release
+ *     store of s + 1 into each source's done word for this rank.
+ *
+ * The two halves synchronise with named barriers of their own, so a CTA
+ * pushes step s + 1 while it still reduces step s: NVLink writes and local
+ * reductions overlap, nslots steps deep. Counters only grow (their totals
+ * per channel and peer live in device memory), so no host sequence number
+ * is involved and launches can be captured in CUDA graphs. Every wait
+ * watches the abort word and the deadline (kern_util.cuh).
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "device/device.h"
+#include "device/kernels.h"
+}
+#include "device/kern_util.cuh"
+
+#define GROUP   256 /* threads per half */
+#define THREADS (2 * GROUP)
+#define UNROLL  8 /* 16-byte units in flight per thread (copies) */
+
+enum { BAR_PUSH = 1, BAR_TAKE = 2 };
+
+static __device__ __forceinline__ void group_sync(int id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(GROUP) : "memory");
+}
+/* A barrier of the half that also returns whether any of its threads saw
+ * pred: the half leaves its loop together or not at all. */
+static __device__ __forceinline__ bool group_any(int id, bool pred) {
+  int r;
+  asm volatile("{\n\t.reg .pred p, q;\n\t"
+               "setp.ne.s32 p, %1, 0;\n\t"
+               "bar.red.or.pred q, %2, %3, p;\n\t"
+               "selp.s32 %0, 1, 0, q;\n\t}"
+               : "=r"(r)
+               : "r"((int)pred), "r"(id), "r"(GROUP)
+               : "memory");
+  return r != 0;
+}
+
+/* Counters peers write, in the window of `win`: head[b][src], done[b][dst]. */
+static __device__ __forceinline__ uint32_t *head_word(const chorus_kern_comm &c, char *win, int b,
+                                                      int src) {
+  return (uint32_t *)(win + c.ctl_off +
+                      ((size_t)b * CHORUS_KERN_MAX_RANKS + src) * CHORUS_KERN_CTL_STRIDE);
+}
+static __device__ __forceinline__ uint32_t *done_word(const chorus_kern_comm &c, char *win, int b,
+                                                      int dst) {
+  return (uint32_t *)(win + c.ctl_off +
+                      ((size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + dst) *
+                          CHORUS_KERN_CTL_STRIDE);
+}
+/* Slot k of the FIFO from src on channel b, in the window of `win`. */
+static __device__ __forceinline__ char *slot(const chorus_kern_comm &c, char *win, int b, int src,
+                                             uint32_t k) {
+  return win + c.pipe_off +
+         (((size_t)b * c.nranks + src) * c.nslots + k % c.nslots) * (size_t)c.chunk_bytes;
+}
+
+typedef uint4 U; /* the 16-byte unit every thread moves */
+
+/* Units j + u * GROUP (< j1) of buf (nbytes long) into d. `fast` (buf
+ * 16-byte aligned, the units whole) makes them plain vector loads that
+ * are all in flight at once; otherwise each is assembled as it can be. */
+template <int UR>
+static __device__ __forceinline__ void load_units(U (&d)[UR], const char *buf, size_t nbytes,
+                                                  size_t j, size_t j1, bool fast) {
+  if (fast) {
+#pragma unroll
+    for (int u = 0; u < UR; u++)
+      if (j + u * GROUP < j1) d[u] = ((const U *)buf)[j + u * GROUP];
+  } else {
+#pragma unroll
+    for (int u = 0; u < UR; u++)
+      if (j + u * GROUP < j1) d[u] = load_unit<U>(buf, nbytes, j + u * GROUP);
+  }
+}
+/* The store of d[u] to unit j + u * GROUP of buf, as load_units loads. */
+static __device__ __forceinline__ void store_unit(char *buf, size_t nbytes, size_t j, U d,
+                                                  bool fast) {
+  if (fast)
+    ((U *)buf)[j] = d;
+  else
+    put_unit<U>(buf, nbytes, j, d);
+}
+/* Whether units [.., j1) of buf can move as plain vectors. */
+static __device__ __forceinline__ bool whole(const void *buf, size_t nbytes, size_t j1) {
+  return (uintptr_t)buf % sizeof(U) == 0 && j1 * sizeof(U) <= nbytes;
+}
+
+/* The pushing half: this rank's own blocks into the destinations' FIFOs. */
+template <typename T, bool REDUCE>
+static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
+                                  const chorus_kern_xchg &x, size_t chunk, size_t nsteps,
+                                  const uint32_t *sent, volatile int *failed,
+                                  volatile uint32_t *pushed) {
+  const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
+  const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
+  const bool premul = REDUCE && red.kind == CHORUS_RED_PREMULSUM;
+  const typename elem<T>::acc scalar = premul_scalar<T>(red);
+  const char *send = (const char *)x.send;
+  for (size_t s = 0; s < nsteps; s++) {
+    if (t < n && ((x.send_to >> t) & 1))
+      wait_at_least(done_word(c, c.win[me], b, t), sent[t] + (uint32_t)s + 1 - c.nslots, c, t,
+                    failed);
+    if (group_any(BAR_PUSH, *failed)) break;
+    const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
+    for (int k = 0; k < n - 1; k++) { /* channels start on different links */
+      const int p = (me + 1 + (k + b) % (n - 1)) % n;
+      if (!((x.send_to >> p) & 1)) continue;
+      const char *from = send + x.soff[p];
+      const bool fast = whole(from, x.bytes, j1);
+      char *to = slot(c, c.win[p], b, me, sent[p] + (uint32_t)s) - j0 * sizeof(U);
+      for (size_t j = j0 + t; j < j1; j += GROUP * UNROLL) {
+        U d[UNROLL];
+        load_units<UNROLL>(d, from, x.bytes, j, j1, fast);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+          if (j + u * GROUP < j1)
+            *(U *)(to + (j + u * GROUP) * sizeof(U)) = premul ? scaled<T, U>(d[u], scalar) : d[u];
+      }
+    }
+    group_sync(BAR_PUSH);
+    if (t < n && ((x.send_to >> t) & 1)) {
+      __threadfence_system();
+      st_release(head_word(c, c.win[t], b, me), sent[t] + (uint32_t)s + 1);
+    }
+    if (t == 0) *pushed = (uint32_t)s + 1; /* every pushing thread has read step s */
+  }
+  if (t == 0) *pushed = 0xffffffffu;
+}
+
+/* The taking half: the sources' chunks (own from send) into the output, or
+ * on to fwd_to. */
+template <typename T, bool REDUCE>
+static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
+                                  const chorus_kern_xchg &x, size_t chunk, size_t nsteps,
+                                  const uint32_t *sent, const uint32_t *taken, volatile int *failed,
+                                  volatile uint32_t *pushed) {
+  typedef typename elem<T>::acc A;
+  constexpr int E = sizeof(U) / sizeof(T);
+  /* Reductions keep UR accumulators of E elements: fewer units for 1-byte types. */
+  constexpr int UR = !REDUCE ? UNROLL : E > 8 ? UNROLL / 4 : UNROLL / 2;
+  const int t = threadIdx.x - GROUP, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
+  const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
+  const bool premul = REDUCE && red.kind == CHORUS_RED_PREMULSUM;
+  const A scalar = premul_scalar<T>(red);
+  const int fwd = x.fwd_to ? __ffs(x.fwd_to) - 1 : -1;
+  const char *send = (const char *)x.send;
+  char *recv = (char *)x.recv;
+  for (size_t s = 0; s < nsteps; s++) {
+    if (t < n && t != me && ((x.recv_from >> t) & 1))
+      wait_at_least(head_word(c, c.win[me], b, t), taken[t] + (uint32_t)s + 1, c, t, failed);
+    if (t == 32 && fwd >= 0)
+      wait_at_least(done_word(c, c.win[me], b, fwd), sent[fwd] + (uint32_t)s + 1 - c.nslots, c, fwd,
+                    failed);
+    if (t == 64 && x.send_to) /* in place: own pushes of this step read the input first */
+      while (*pushed < (uint32_t)s + 1 && !*failed) {
+      }
+    if (group_any(BAR_TAKE, *failed)) break;
+    const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
+    char *fwd_to =
+        fwd >= 0 ? slot(c, c.win[fwd], b, me, sent[fwd] + (uint32_t)s) - j0 * sizeof(U) : NULL;
+    const bool own_fast = whole(send + x.soff[me], x.bytes, j1);
+    const bool out_fast = whole(recv, x.bytes, j1); /* with every roff a multiple of 16 */
+    for (size_t j = j0 + t; j < j1; j += GROUP * UR) {
+      A acc[UR][E];
+      bool first = true;
+      for (int src = 0; src < n; src++) {
+        if (!((x.recv_from >> src) & 1)) continue;
+        U d[UR];
+        if (src == me) {
+          load_units<UR>(d, send + x.soff[me], x.bytes, j, j1, own_fast);
+          if (premul)
+#pragma unroll
+            for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
+        } else {
+          const char *from = slot(c, c.win[me], b, src, taken[src] + (uint32_t)s) - j0 * sizeof(U);
+#pragma unroll
+          for (int u = 0; u < UR; u++)
+            if (j + u * GROUP < j1) d[u] = *(const U *)(from + (j + u * GROUP) * sizeof(U));
+        }
+#pragma unroll
+        for (int u = 0; u < UR; u++) {
+          if (j + u * GROUP >= j1) continue;
+          if (REDUCE) {
+            fold_unit<T, U>(acc[u], d[u], first, red.kind);
+          } else {
+            store_unit(recv + x.roff[src], x.bytes, j + u * GROUP, d[u],
+                       out_fast && x.roff[src] % sizeof(U) == 0);
+            if (fwd_to) *(U *)(fwd_to + (j + u * GROUP) * sizeof(U)) = d[u];
+          }
+        }
+        first = false;
+      }
+      if constexpr (REDUCE) {
+#pragma unroll
+        for (int u = 0; u < UR; u++) {
+          if (j + u * GROUP >= j1) continue;
+          if (fwd_to) /* a partial result: no SUMPOSTDIV division yet */
+            *(U *)(fwd_to + (j + u * GROUP) * sizeof(U)) = finish_unit<T, U>(acc[u], red, false);
+          else
+            store_unit(recv + x.roff[0], x.bytes, j + u * GROUP,
+                       finish_unit<T, U>(acc[u], red, true),
+                       out_fast && x.roff[0] % sizeof(U) == 0);
+        }
+      }
+    }
+    group_sync(BAR_TAKE);
+    if (t < n && t != me && ((x.recv_from >> t) & 1))
+      st_release(done_word(c, c.win[t], b, me), taken[t] + (uint32_t)s + 1);
+    if (t == 32 && fwd >= 0) {
+      __threadfence_system();
+      st_release(head_word(c, c.win[fwd], b, me), sent[fwd] + (uint32_t)s + 1);
+    }
+  }
+}
+
+template <typename T, bool REDUCE>
+__global__ void __launch_bounds__(THREADS) pipe(chorus_kern_comm c, chorus_kern_red red,
+                                                chorus_kern_xchg x, size_t chunk, size_t nchunks) {
+  __shared__ uint32_t s_sent[CHORUS_KERN_MAX_RANKS], s_taken[CHORUS_KERN_MAX_RANKS];
+  __shared__ int s_failed;
+  __shared__ uint32_t s_pushed;
+  const int b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
+  /* This rank's totals for channel b: sent [dst], then taken [src]. */
+  uint32_t *sent = (uint32_t *)(c.win[me] + c.cnt_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
+  uint32_t *taken = sent + CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS;
+  if (threadIdx.x < CHORUS_KERN_MAX_RANKS) {
+    s_sent[threadIdx.x] = sent[threadIdx.x];
+    s_taken[threadIdx.x] = taken[threadIdx.x];
+  }
+  if (threadIdx.x == 0) {
+    s_failed = 0;
+    s_pushed = 0;
+  }
+  __syncthreads();
+  const size_t nsteps = (size_t)b < nchunks ? (nchunks - 1 - b) / G + 1 : 0;
+  if (threadIdx.x < GROUP)
+    push_steps<T, REDUCE>(c, red, x, chunk, nsteps, s_sent, &s_failed, &s_pushed);
+  else
+    take_steps<T, REDUCE>(c, red, x, chunk, nsteps, s_sent, s_taken, &s_failed, &s_pushed);
+  __syncthreads();
+  const int p = threadIdx.x;
+  if (p < n && (((x.send_to | x.fwd_to) >> p) & 1)) sent[p] = s_sent[p] + (uint32_t)nsteps;
+  if (p < n && p != me && ((x.recv_from >> p) & 1)) taken[p] = s_taken[p] + (uint32_t)nsteps;
+}
+
+template <typename T, bool REDUCE>
+static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
+                          const chorus_kern_xchg *x, cudaStream_t stream) {
+  /* Chunks: at most the slot size, small enough that every channel gets
+   * one, whole 4 KiB pages; every rank computes the same from the same size. */
+  size_t chunk = (x->bytes + c->channels - 1) / c->channels;
+  chunk = (chunk + 4095) / 4096 * 4096;
+  if (chunk > c->chunk_bytes) chunk = c->chunk_bytes;
+  size_t nchunks = (x->bytes + chunk - 1) / chunk;
+  unsigned grid = nchunks < c->channels ? (unsigned)nchunks : c->channels;
+  pipe<T, REDUCE><<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nchunks);
+  return cudaGetLastError();
+}
+
+template <typename T> struct launch_reduce {
+  static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
+                         const chorus_kern_xchg *x, cudaStream_t stream) {
+    return launch<T, true>(c, red, x, stream);
+  }
+};
+
+extern "C" int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
+                                const chorus_kern_xchg *x, void *stream) {
+  if (x->bytes == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  /* Copies move bytes: one instantiation without reduction serves them all. */
+  cudaError_t e = x->reduce ? by_dtype<launch_reduce>(red->dtype, c, red, x, s)
+                            : launch<uint8_t, false>(c, red, x, s);
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the pipelined exchange kernel");
+  return 0;
+}

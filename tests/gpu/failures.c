@@ -1,0 +1,202 @@
+/*
+ * failures.c - what a GPU communicator does when things go wrong.
+ *
+ * One process driving two GPUs (ncclCommInitAll). Each case starts fresh
+ * communicators:
+ *   silent peer:  rank 0 launches a collective that rank 1 never joins; with
+ *                 CHORUS_OP_TIMEOUT=2 its kernel must give up within a few
+ *                 seconds and ncclCommGetAsyncError must return
+ *                 ncclRemoteError with a message naming rank 1 (LL and
+ *                 Simple protocols).
+ *   abort:        no deadline; rank 0's kernel waits for rank 1 until
+ *                 another thread calls ncclCommAbort, which must return and
+ *                 leave the stream idle.
+ *   bad setups:   two ranks on one GPU, more than 8 ranks, NCCL_P2P_DISABLE=1
+ *                 must each fail with ncclInvalidUsage and a message naming
+ *                 the cause.
+ * Exit status 0 when every case behaves, 1 otherwise, 77 (skip) with fewer
+ * than two GPUs.
+ */
+#include <cuda_runtime.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nccl.h"
+
+static int failures;
+
+#define EXPECT(cond, ...)                                                                          \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+      failures++;                                                                                  \
+    }                                                                                              \
+  } while (0)
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Waits for stream s, at most limit seconds; returns the seconds waited,
+ * or -1 if it was still busy at the limit. */
+static double wait_stream(cudaStream_t s, double limit) {
+  double t0 = now();
+  while (cudaStreamQuery(s) == cudaErrorNotReady) {
+    if (now() - t0 > limit) return -1;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return now() - t0;
+}
+
+typedef struct lone {
+  ncclComm_t comms[2];
+  cudaStream_t s;
+  float *buf;
+} lone;
+
+/* Fresh communicators on GPUs 0 and 1, then rank 0 alone all-reduces
+ * count floats on its stream. 0 on success. */
+static int lone_allreduce(lone *l, size_t count) {
+  int devs[2] = {0, 1};
+  ncclResult_t r = ncclCommInitAll(l->comms, 2, devs);
+  if (r != ncclSuccess) {
+    fprintf(stderr, "FAIL ncclCommInitAll: %s (%s)\n", ncclGetErrorString(r),
+            ncclGetLastError(NULL));
+    failures++;
+    return -1;
+  }
+  if (cudaSetDevice(0) != cudaSuccess || cudaStreamCreate(&l->s) != cudaSuccess ||
+      cudaMalloc((void **)&l->buf, count * sizeof(float)) != cudaSuccess ||
+      cudaMemset(l->buf, 0, count * sizeof(float)) != cudaSuccess) {
+    fprintf(stderr, "FAIL CUDA setup on GPU 0\n");
+    failures++;
+    return -1;
+  }
+  r = ncclAllReduce(l->buf, l->buf, count, ncclFloat, ncclSum, l->comms[0], l->s);
+  EXPECT(r == ncclSuccess, "ncclAllReduce on rank 0 alone returned %s instead of enqueuing",
+         ncclGetErrorString(r));
+  return r == ncclSuccess ? 0 : -1;
+}
+
+static void lone_free(lone *l) {
+  cudaSetDevice(0);
+  if (l->buf) cudaFree(l->buf);
+  if (l->s) cudaStreamDestroy(l->s);
+  memset(l, 0, sizeof *l);
+}
+
+/* A peer that never launches: the kernel gives up after CHORUS_OP_TIMEOUT
+ * and the communicator's async error names the peer. */
+static void silent_peer(size_t count, const char *what) {
+  setenv("CHORUS_OP_TIMEOUT", "2", 1);
+  lone l = {0};
+  if (lone_allreduce(&l, count) == 0) {
+    double waited = wait_stream(l.s, 30);
+    EXPECT(waited >= 0, "%s: rank 0's kernel still waits after 30 s (CHORUS_OP_TIMEOUT=2)", what);
+    EXPECT(waited < 0 || waited > 1.0, "%s: rank 0's kernel ended after %.2f s, before its deadline",
+           what, waited);
+    ncclResult_t async = ncclSuccess;
+    EXPECT(ncclCommGetAsyncError(l.comms[0], &async) == ncclSuccess, "ncclCommGetAsyncError");
+    EXPECT(async == ncclRemoteError, "%s: async error %s, want ncclRemoteError", what,
+           ncclGetErrorString(async));
+    const char *msg = ncclGetLastError(l.comms[0]);
+    EXPECT(msg && strstr(msg, "rank 1") && strstr(msg, "CHORUS_OP_TIMEOUT"),
+           "%s: the message does not name rank 1 and the setting: \"%s\"", what, msg ? msg : "");
+    /* A new call on the failed communicator reports the error too. */
+    ncclResult_t r = ncclAllReduce(l.buf, l.buf, count, ncclFloat, ncclSum, l.comms[0], l.s);
+    EXPECT(r == ncclRemoteError, "%s: a call after the failure returned %s", what,
+           ncclGetErrorString(r));
+    printf("silent peer (%s): kernel gave up after %.2f s: %s\n", what, waited, msg ? msg : "");
+  }
+  lone_free(&l);
+  ncclCommAbort(l.comms[0]);
+  ncclCommAbort(l.comms[1]);
+  unsetenv("CHORUS_OP_TIMEOUT");
+}
+
+typedef struct aborter {
+  ncclComm_t comm;
+  double took;
+  ncclResult_t r;
+} aborter;
+
+static void *abort_main(void *arg) {
+  aborter *a = arg;
+  double t0 = now();
+  a->r = ncclCommAbort(a->comm);
+  a->took = now() - t0;
+  return NULL;
+}
+
+/* No deadline: only ncclCommAbort (from another thread) ends the wait. */
+static void abort_waiting(size_t count, const char *what) {
+  setenv("CHORUS_OP_TIMEOUT", "0", 1);
+  lone l = {0};
+  if (lone_allreduce(&l, count) == 0) {
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    EXPECT(cudaStreamQuery(l.s) == cudaErrorNotReady,
+           "%s: rank 0's kernel finished although rank 1 never joined", what);
+    aborter a = {l.comms[0], 0, ncclInternalError};
+    pthread_t t;
+    pthread_create(&t, NULL, abort_main, &a);
+    pthread_join(t, NULL);
+    EXPECT(a.r == ncclSuccess, "%s: ncclCommAbort returned %s", what, ncclGetErrorString(a.r));
+    EXPECT(a.took < 10, "%s: ncclCommAbort took %.2f s", what, a.took);
+    double waited = wait_stream(l.s, 10);
+    EXPECT(waited >= 0, "%s: the stream is still busy 10 s after ncclCommAbort", what);
+    printf("abort (%s): ncclCommAbort returned in %.3f s, stream idle\n", what, a.took);
+    l.comms[0] = NULL;
+  }
+  lone_free(&l);
+  ncclCommAbort(l.comms[1]);
+  unsetenv("CHORUS_OP_TIMEOUT");
+}
+
+/* ncclCommInitAll(n, devs) must fail with ncclInvalidUsage and a message
+ * containing `words`. */
+static void bad_setup(int n, const int *devs, const char *words, const char *what) {
+  ncclComm_t comms[16] = {0};
+  ncclResult_t r = ncclCommInitAll(comms, n, devs);
+  const char *msg = ncclGetLastError(NULL);
+  EXPECT(r == ncclInvalidUsage, "%s: ncclCommInitAll returned %s, want ncclInvalidUsage", what,
+         ncclGetErrorString(r));
+  EXPECT(msg && strstr(msg, words), "%s: the message \"%s\" does not say \"%s\"", what,
+         msg ? msg : "", words);
+  printf("bad setup (%s): %s: %s\n", what, ncclGetErrorString(r), msg ? msg : "");
+  for (int i = 0; i < n; i++)
+    if (comms[i]) ncclCommDestroy(comms[i]);
+}
+
+int main(void) {
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
+    printf("fewer than two GPUs visible: skipped\n");
+    return 77;
+  }
+  silent_peer(256, "LL, 1 KiB");
+  silent_peer(4 << 20, "Simple, 16 MiB");
+  abort_waiting(256, "LL, 1 KiB");
+  abort_waiting(4 << 20, "Simple, 16 MiB");
+
+  const int same[2] = {0, 0};
+  bad_setup(2, same, "both use GPU", "two ranks on GPU 0");
+  int nine[9];
+  for (int i = 0; i < 9; i++) nine[i] = i % 2;
+  bad_setup(9, nine, "more than 8 ranks", "nine ranks");
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  const int two[2] = {0, 1};
+  bad_setup(2, two, "NCCL_P2P_DISABLE", "NCCL_P2P_DISABLE=1");
+  unsetenv("NCCL_P2P_DISABLE");
+
+  printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
+  return failures ? 1 : 0;
+}
