@@ -27,10 +27,10 @@ test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600
 
 asan-test:
-	$(MAKE) test BUILD=$(BUILD)-asan CMAKE_FLAGS="-DCHORUS_SANITIZE=address,undefined -DCHORUS_CUDA=OFF $(CMAKE_FLAGS)"
+	$(MAKE) test BUILD=$(BUILD)-asan CMAKE_FLAGS="-DCHORUS_SANITIZE=address,undefined $(CMAKE_FLAGS) -DCHORUS_CUDA=OFF"
 
 tsan-test:
-	$(MAKE) test BUILD=$(BUILD)-tsan CMAKE_FLAGS="-DCHORUS_SANITIZE=thread -DCHORUS_CUDA=OFF $(CMAKE_FLAGS)"
+	$(MAKE) test BUILD=$(BUILD)-tsan CMAKE_FLAGS="-DCHORUS_SANITIZE=thread $(CMAKE_FLAGS) -DCHORUS_CUDA=OFF"
 
 # Every test, then the same suite built with AddressSanitizer and UBSan.
 check: test asan-test
