@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "gpu_test.h"
 #include "nccl.h"
 
 static int failures;
@@ -37,12 +38,6 @@ static int failures;
       failures++;                                                                                  \
     }                                                                                              \
   } while (0)
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Waits for stream s, at most limit seconds; returns the seconds waited,
  * or -1 if it was still busy at the limit. */
@@ -101,8 +96,8 @@ static void silent_peer(size_t count, const char *what) {
   if (lone_allreduce(&l, count) == 0) {
     double waited = wait_stream(l.s, 30);
     EXPECT(waited >= 0, "%s: rank 0's kernel still waits after 30 s (CHORUS_OP_TIMEOUT=2)", what);
-    EXPECT(waited < 0 || waited > 1.0, "%s: rank 0's kernel ended after %.2f s, before its deadline",
-           what, waited);
+    EXPECT(waited < 0 || waited > 1.0,
+           "%s: rank 0's kernel ended after %.2f s, before its deadline", what, waited);
     ncclResult_t async = ncclSuccess;
     EXPECT(ncclCommGetAsyncError(l.comms[0], &async) == ncclSuccess, "ncclCommGetAsyncError");
     EXPECT(async == ncclRemoteError, "%s: async error %s, want ncclRemoteError", what,

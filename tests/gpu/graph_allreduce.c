@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <time.h>
 
+#include "gpu_test.h"
 #include "nccl.h"
 
 #define K 4
@@ -41,12 +42,6 @@ static int env_int(const char *name, int dflt) {
       return 1;                                                                                    \
     }                                                                                              \
   } while (0)
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Captures K in-place AllReduces of count floats with op into a graph. */
 static int capture(int rank, ncclComm_t comm, float *buf, size_t count, ncclRedOp_t op,
