@@ -85,67 +85,24 @@ using ReduceFn = void (*)(void *, const void *, const void *, size_t);
 
 // ---- the collectives ------------------------------------------------------
 
-// Element counts of one size (as the Chorus perf programs compute them).
-struct Counts {
-  size_t send, recv, param;
+// What Gloo times for each collective (bench_colls[id] has the rest), and
+// whether its input lives in the output buffer.
+struct GlooCall {
+  const char *call; // "algorithm" in the JSON
+  bool inplace;
 };
 
-enum Id {
-  ALLREDUCE,
-  ALLGATHER,
-  BROADCAST,
-  REDUCESCATTER,
-  ALLTOALL,
-  REDUCE,
-  GATHER,
-  SCATTER,
-  SENDRECV,
-  NCOLLS
+const GlooCall kCalls[NCOLLS] = {
+    {"gloo::allreduce (default algorithm)", true},
+    {"gloo::allgather", false},
+    {"gloo::broadcast", true},
+    {"gloo::ReduceScatterHalvingDoubling", true},
+    {"gloo::alltoall", false},
+    {"gloo::reduce", true},
+    {"gloo::gather", false},
+    {"gloo::scatter", false},
+    {"gloo UnboundBuffer send/recv ring shift", false},
 };
-
-struct Coll {
-  const char *opt;  // -c name
-  const char *name; // "collective" in the JSON, as the Chorus program
-  const char *call; // what is timed ("algorithm" in the JSON)
-  bool reduces, rooted, inplace;
-  int factor_kind; // busbw factor: 0 -> 1, 1 -> (n-1)/n, 2 -> 2(n-1)/n
-  int shape;       // counts: 0 same, 1 gather-like, 2 scatter-like, 3 alltoall
-};
-
-const Coll kColls[NCOLLS] = {
-    {"allreduce", "all_reduce_perf", "gloo::allreduce (default algorithm)", true, false, true, 2,
-     0},
-    {"allgather", "all_gather_perf", "gloo::allgather", false, false, false, 1, 1},
-    {"broadcast", "broadcast_perf", "gloo::broadcast", false, true, true, 0, 0},
-    {"reducescatter", "reduce_scatter_perf", "gloo::ReduceScatterHalvingDoubling", true, false,
-     true, 1, 2},
-    {"alltoall", "alltoall_perf", "gloo::alltoall", false, false, false, 1, 3},
-    {"reduce", "reduce_perf", "gloo::reduce", true, true, true, 0, 0},
-    {"gather", "gather_perf", "gloo::gather", false, true, false, 0, 1},
-    {"scatter", "scatter_perf", "gloo::scatter", false, true, false, 0, 2},
-    {"sendrecv", "sendrecv_perf", "gloo UnboundBuffer send/recv ring shift", false, false, false, 0,
-     0},
-};
-
-Counts counts_of(const Coll &c, size_t count, int n) {
-  size_t per = count / static_cast<size_t>(n), all = per * static_cast<size_t>(n);
-  switch (c.shape) {
-  case 1:
-    return {per, all, per};
-  case 2:
-    return {all, per, per};
-  case 3:
-    return {all, all, per};
-  default:
-    return {count, count, count};
-  }
-}
-
-double bus_factor(const Coll &c, int n) {
-  if (c.factor_kind == 1) return static_cast<double>(n - 1) / n;
-  if (c.factor_kind == 2) return 2.0 * (n - 1) / n;
-  return 1.0;
-}
 
 // ---- the process ------------------------------------------------------------
 
@@ -193,7 +150,7 @@ double combine(Bench &b, double v, bool max) {
 }
 
 // Per-size setup that old-API algorithms and unbound buffers need.
-void prepare(Bench &b, int id, const Counts &k) {
+void prepare(Bench &b, int id, const bench_counts &k) {
   b.rs.reset();
   b.p2p_send.reset();
   b.p2p_recv.reset();
@@ -209,7 +166,7 @@ void prepare(Bench &b, int id, const Counts &k) {
 }
 
 // One operation. Where the call is in place, its buffer is recv.
-void run_op(Bench &b, int id, const Counts &k) {
+void run_op(Bench &b, int id, const bench_counts &k) {
   const auto &ctx = b.ctx;
   const size_t p = k.param;
   switch (id) {
@@ -295,7 +252,7 @@ void run_op(Bench &b, int id, const Counts &k) {
 
 // Expected result element j on this rank; false where the collective leaves
 // it undefined (non-root of reduce and gather).
-bool expected(const Bench &b, int id, const Counts &k, size_t j, float *v) {
+bool expected(const Bench &b, int id, const bench_counts &k, size_t j, float *v) {
   size_t per = k.param;
   int me = b.rank, n = b.n;
   switch (id) {
@@ -332,9 +289,8 @@ bool expected(const Bench &b, int id, const Counts &k, size_t j, float *v) {
 
 // One checked operation: returns wrong elements over all ranks and sets
 // *seconds to the time of that operation on the slowest rank.
-long long check_op(Bench &b, int id, const Counts &k, double *seconds) {
-  const Coll &c = kColls[id];
-  if (c.inplace) { // the input lives in recv, and the result lands there
+long long check_op(Bench &b, int id, const bench_counts &k, double *seconds) {
+  if (kCalls[id].inplace) { // the input lives in recv, and the result lands there
     for (size_t i = 0; i < k.send; i++)
       b.recv[i] = (id == BROADCAST && b.rank != 0) ? kSentinel : bench_pattern(b.rank, i);
   } else {
@@ -356,7 +312,7 @@ long long check_op(Bench &b, int id, const Counts &k, double *seconds) {
 // ---- timing -----------------------------------------------------------------
 
 // Seconds per operation of `count` back-to-back operations, slowest rank.
-double timed_loop(Bench &b, int id, const Counts &k, long count) {
+double timed_loop(Bench &b, int id, const bench_counts &k, long count) {
   barrier(b);
   double t0 = now_s();
   for (long i = 0; i < count; i++) run_op(b, id, k);
@@ -365,7 +321,7 @@ double timed_loop(Bench &b, int id, const Counts &k, long count) {
 
 // Zero the buffers, calibrate (unless the checked op was already slow), warm
 // up, time. Returns seconds per operation and sets *iters.
-double measure(Bench &b, int id, const Counts &k, double check_s, long *iters) {
+double measure(Bench &b, int id, const bench_counts &k, double check_s, long *iters) {
   const Options &o = *b.o;
   std::memset(b.send, 0, std::max(k.send, k.recv) * sizeof(float));
   std::memset(b.recv, 0, std::max(k.send, k.recv) * sizeof(float));
@@ -387,14 +343,15 @@ double measure(Bench &b, int id, const Counts &k, double check_s, long *iters) {
 
 // ---- output -----------------------------------------------------------------
 
-void print_header(const Bench &b, const Coll &c) {
+void print_header(const Bench &b, int id) {
   const Options &o = *b.o;
+  const bench_coll &c = bench_colls[id];
   std::printf("# gloo_bench %s: %s (%s: %s) on %d ranks, Gloo %s, TCP 127.0.0.1\n", kBenchVersion,
-              c.name, c.opt, c.call, b.n, GLOO_PKG_VERSION);
+              c.name, c.opt, kCalls[id].call, b.n, GLOO_PKG_VERSION);
   std::printf("# minBytes %zu maxBytes %zu cap %zu, target %.3f s per size, slow op %.1f s, "
               "min iters %ld; time = slowest rank, %s\n",
               o.minb, o.maxb, o.cap, o.target_s, o.slow_s, o.min_iters,
-              c.inplace ? "in place" : "out of place");
+              kCalls[id].inplace ? "in place" : "out of place");
   std::printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "size", "count", "type",
               "redop", "root", "time", "algbw", "busbw", "#wrong", "iters");
   std::printf("# %10s  %12s  %8s  %6s  %6s  %9s  %7s  %7s  %6s  %8s\n", "(B)", "(elements)", "", "",
@@ -402,16 +359,19 @@ void print_header(const Bench &b, const Coll &c) {
   std::fflush(stdout);
 }
 
-void print_skipped(const Coll &c, size_t bytes, const Counts &k, const char *why) {
+void print_skipped(int id, size_t bytes, const bench_counts &k, const char *why) {
+  const bench_coll &c = bench_colls[id];
   std::printf("%12zu  %12zu  %8s  %6s  %6d  %9s  %7s  %7s  %6s  %8s  (%s)\n", bytes, k.param,
               "float", c.reduces ? "sum" : "none", c.rooted ? 0 : -1, "-", "-", "-", "-", "-", why);
   std::fflush(stdout);
 }
 
-void print_row(const Bench &b, const Coll &c, size_t bytes, const Counts &k, double sec,
+void print_row(const Bench &b, int id, size_t bytes, const bench_counts &k, double sec,
                long long wrong, long iters) {
+  const bench_coll &c = bench_colls[id];
+  const GlooCall &g = kCalls[id];
   double algbw = sec > 0 ? static_cast<double>(bytes) / 1e9 / sec : 0;
-  double busbw = algbw * bus_factor(c, b.n);
+  double busbw = algbw * bench_bus_factor(&c, b.n);
   const char *redop = c.reduces ? "sum" : "none";
   int root = c.rooted ? 0 : -1;
   std::printf("%12zu  %12zu  %8s  %6s  %6d  %9.2f  %7.3f  %7.3f  %6lld  %8ld\n", bytes, k.param,
@@ -428,24 +388,23 @@ void print_row(const Bench &b, const Coll &c, size_t bytes, const Counts &k, dou
                "\"nccl_library\":null,\"nccl_headers\":null,\"chorus_perf\":null,"
                "\"library\":\"Gloo %s\",\"algorithm\":\"%s\",\"bench\":\"gloo_bench %s\","
                "\"iters\":%ld}\n",
-               c.name, bytes, k.param, redop, root, b.n, c.inplace ? "null" : res,
-               c.inplace ? res : "null", GLOO_PKG_VERSION, c.call, kBenchVersion, iters);
+               c.name, bytes, k.param, redop, root, b.n, g.inplace ? "null" : res,
+               g.inplace ? res : "null", GLOO_PKG_VERSION, g.call, kBenchVersion, iters);
   std::fflush(b.json);
 }
 
 // Sweeps the sizes of one collective; returns the wrong elements.
 long long run_coll(Bench &b, int id) {
   const Options &o = *b.o;
-  const Coll &c = kColls[id];
-  if (b.rank == 0) print_header(b, c);
+  if (b.rank == 0) print_header(b, id);
   long long failures = 0;
   const char *stop = nullptr; // why the remaining sizes are skipped
   for (size_t s = o.minb; s <= o.maxb; s *= o.factor) {
-    Counts k = counts_of(c, s / sizeof(float), b.n);
+    bench_counts k = bench_counts_of(&bench_colls[id], s / sizeof(float), b.n);
     size_t bytes = std::max(k.send, k.recv) * sizeof(float);
     if (!stop && o.cap && bytes > o.cap) stop = "over the -x cap";
     if (stop || k.param == 0) {
-      if (b.rank == 0) print_skipped(c, bytes, k, stop ? stop : "no elements");
+      if (b.rank == 0) print_skipped(id, bytes, k, stop ? stop : "no elements");
     } else {
       prepare(b, id, k);
       double check_s = 0;
@@ -453,7 +412,7 @@ long long run_coll(Bench &b, int id) {
       long iters = 0;
       double sec = measure(b, id, k, check_s, &iters);
       failures += wrong;
-      if (b.rank == 0) print_row(b, c, bytes, k, sec, wrong, iters);
+      if (b.rank == 0) print_row(b, id, bytes, k, sec, wrong, iters);
       if (check_s > o.slow_s) stop = "a smaller size took longer than -S";
     }
     if (s > o.maxb / o.factor) break; // the next step would overflow
@@ -475,7 +434,8 @@ bool parse_colls(const std::string &list, bool *want) {
         list.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     bool found = false;
     for (int i = 0; i < NCOLLS; i++)
-      if (tok == "all" || tok == kColls[i].opt || tok == kColls[i].name) want[i] = found = true;
+      if (tok == "all" || tok == bench_colls[i].opt || tok == bench_colls[i].name)
+        want[i] = found = true;
     if (!found) {
       std::fprintf(stderr, "gloo_bench: unknown collective '%s'\n", tok.c_str());
       return false;

@@ -64,74 +64,6 @@
 
 /* ---- the collectives -------------------------------------------------- */
 
-/* Element counts of one size: buffer lengths and the count the MPI call
- * takes (per rank where the call is per rank). */
-typedef struct counts {
-  size_t send, recv, param;
-} counts;
-
-typedef struct coll {
-  const char *opt;  /* -c name */
-  const char *name; /* "collective" in the JSON, as the Chorus program */
-  int reduces;      /* redop "sum", else "none" */
-  int rooted;       /* root 0, else -1 */
-  int factor_kind;  /* busbw factor: 0 -> 1, 1 -> (n-1)/n, 2 -> 2(n-1)/n */
-  void (*counts)(size_t count, int n, counts *c);
-} coll;
-
-static void counts_same(size_t count, int n, counts *c) {
-  (void)n;
-  *c = (counts){count, count, count};
-}
-static void counts_gather(size_t count, int n, counts *c) { /* send per rank, recv all */
-  size_t per = count / (size_t)n;
-  *c = (counts){per, per * (size_t)n, per};
-}
-static void counts_scatter(size_t count, int n, counts *c) { /* send all, recv per rank */
-  size_t per = count / (size_t)n;
-  *c = (counts){per * (size_t)n, per, per};
-}
-static void counts_alltoall(size_t count, int n, counts *c) {
-  size_t per = count / (size_t)n;
-  *c = (counts){per * (size_t)n, per * (size_t)n, per};
-}
-
-enum {
-  ALLREDUCE,
-  ALLGATHER,
-  BROADCAST,
-  REDUCESCATTER,
-  ALLTOALL,
-  REDUCE,
-  GATHER,
-  SCATTER,
-  SENDRECV,
-  NCOLLS
-};
-
-static const coll colls[NCOLLS] = {
-    [ALLREDUCE] = {"allreduce", "all_reduce_perf", 1, 0, 2, counts_same},
-    [ALLGATHER] = {"allgather", "all_gather_perf", 0, 0, 1, counts_gather},
-    [BROADCAST] = {"broadcast", "broadcast_perf", 0, 1, 0, counts_same},
-    [REDUCESCATTER] = {"reducescatter", "reduce_scatter_perf", 1, 0, 1, counts_scatter},
-    [ALLTOALL] = {"alltoall", "alltoall_perf", 0, 0, 1, counts_alltoall},
-    [REDUCE] = {"reduce", "reduce_perf", 1, 1, 0, counts_same},
-    [GATHER] = {"gather", "gather_perf", 0, 1, 0, counts_gather},
-    [SCATTER] = {"scatter", "scatter_perf", 0, 1, 0, counts_scatter},
-    [SENDRECV] = {"sendrecv", "sendrecv_perf", 0, 0, 0, counts_same},
-};
-
-static double bus_factor(const coll *c, int n) {
-  switch (c->factor_kind) {
-  case 1:
-    return (double)(n - 1) / n;
-  case 2:
-    return 2.0 * (n - 1) / n;
-  default:
-    return 1.0;
-  }
-}
-
 /* ---- the process ------------------------------------------------------ */
 
 typedef struct bench {
@@ -152,7 +84,7 @@ static double now_s(void) {
 }
 
 /* One operation of collective id on the first elements of the buffers. */
-static void run_op(const bench *b, int id, const counts *c) {
+static void run_op(const bench *b, int id, const bench_counts *c) {
   int p = (int)c->param; /* counts are below 2^31 for sizes up to 8 GiB */
   int next = (b->rank + 1) % b->n, prev = (b->rank + b->n - 1) % b->n;
   switch (id) {
@@ -191,7 +123,7 @@ static void run_op(const bench *b, int id, const counts *c) {
 
 /* Expected value of result element j on this rank; 0 when the collective
  * leaves this rank's result undefined (non-root of reduce and gather). */
-static int expected(const bench *b, int id, const counts *c, size_t j, float *v) {
+static int expected(const bench *b, int id, const bench_counts *c, size_t j, float *v) {
   size_t per = c->param;
   int me = b->rank, n = b->n;
   switch (id) {
@@ -227,7 +159,7 @@ static int expected(const bench *b, int id, const counts *c, size_t j, float *v)
 }
 
 /* Runs one checked operation; returns the wrong elements summed over ranks. */
-static long long check_op(const bench *b, int id, const counts *c) {
+static long long check_op(const bench *b, int id, const bench_counts *c) {
   for (size_t i = 0; i < c->send; i++) b->send[i] = bench_pattern(b->rank, i);
   for (size_t i = 0; i < c->recv; i++) b->recv[i] = SENTINEL;
   if (id == BROADCAST && b->rank == 0) /* MPI_Bcast works in place */
@@ -245,7 +177,7 @@ static long long check_op(const bench *b, int id, const counts *c) {
 /* ---- timing ----------------------------------------------------------- */
 
 /* Seconds per operation of k back-to-back operations, slowest rank. */
-static double timed_loop(const bench *b, int id, const counts *c, long k) {
+static double timed_loop(const bench *b, int id, const bench_counts *c, long k) {
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = now_s();
   for (long i = 0; i < k; i++) run_op(b, id, c);
@@ -255,7 +187,7 @@ static double timed_loop(const bench *b, int id, const counts *c, long k) {
 }
 
 /* Steps 2-5 of the method; returns the time per operation, sets *iters. */
-static double measure(const bench *b, int id, const counts *c, long *iters) {
+static double measure(const bench *b, int id, const bench_counts *c, long *iters) {
   memset(b->send, 0, c->send * sizeof(float));
   memset(b->recv, 0, c->recv * sizeof(float));
   double t = timed_loop(b, id, c, 3);
@@ -275,7 +207,7 @@ static double measure(const bench *b, int id, const counts *c, long *iters) {
 
 /* ---- output ----------------------------------------------------------- */
 
-static void print_header(const bench *b, const coll *c, size_t minb, size_t maxb) {
+static void print_header(const bench *b, const bench_coll *c, size_t minb, size_t maxb) {
   printf("# mpi_bench %s: %s (%s) on %d ranks, %s\n", BENCH_VERSION, c->name, c->opt, b->n,
          b->library);
   printf("# minBytes %zu maxBytes %zu, target %.3f s per size, calibration %.3f s, "
@@ -288,10 +220,10 @@ static void print_header(const bench *b, const coll *c, size_t minb, size_t maxb
   fflush(stdout);
 }
 
-static void print_row(const bench *b, const coll *c, size_t bytes, const counts *k, double sec,
-                      long long wrong, long iters) {
+static void print_row(const bench *b, const bench_coll *c, size_t bytes, const bench_counts *k,
+                      double sec, long long wrong, long iters) {
   double algbw = sec > 0 ? (double)bytes / 1e9 / sec : 0;
-  double busbw = algbw * bus_factor(c, b->n);
+  double busbw = algbw * bench_bus_factor(c, b->n);
   const char *redop = c->reduces ? "sum" : "none";
   int root = c->rooted ? 0 : -1;
   printf("%12zu  %12zu  %8s  %6s  %6d  %9.2f  %7.3f  %7.3f  %6lld  %8ld\n", bytes, k->param,
@@ -319,7 +251,8 @@ static int parse_colls(const char *list, int *want) {
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     int found = 0;
     for (int i = 0; i < NCOLLS; i++)
-      if (!strcmp(tok, "all") || !strcmp(tok, colls[i].opt) || !strcmp(tok, colls[i].name))
+      if (!strcmp(tok, "all") || !strcmp(tok, bench_colls[i].opt) ||
+          !strcmp(tok, bench_colls[i].name))
         want[i] = found = 1;
     if (!found) {
       fprintf(stderr, "mpi_bench: unknown collective '%s'\n", tok);
@@ -451,11 +384,10 @@ int main(int argc, char **argv) {
   long long failures = 0;
   for (int id = 0; id < NCOLLS; id++) {
     if (!o.want[id]) continue;
-    const coll *c = &colls[id];
+    const bench_coll *c = &bench_colls[id];
     if (b.rank == 0) print_header(&b, c, o.minb, o.maxb);
     for (size_t s = o.minb; s <= o.maxb; s *= o.factor) {
-      counts k;
-      c->counts(s / sizeof(float), b.n, &k);
+      bench_counts k = bench_counts_of(c, s / sizeof(float), b.n);
       size_t bytes = (k.send > k.recv ? k.send : k.recv) * sizeof(float);
       alarm((unsigned)b.timeout_s);
       long long wrong = check_op(&b, id, &k);
