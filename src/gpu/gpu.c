@@ -279,6 +279,11 @@ static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op 
   x->send = op->sendbuff;
   x->recv = op->recvbuff;
   x->bytes = bytes;
+  const int rooted = op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_REDUCE;
+  if (rooted && n > 2 && bytes >= tune->chain_bytes) {
+    chain(me, n, root, op->func == CHORUS_FUNC_REDUCE, x);
+    return 1;
+  }
   switch (op->func) {
   case CHORUS_FUNC_ALLREDUCE:
     x->send_to = all & ~self;
@@ -292,10 +297,6 @@ static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op 
     for (int p = 0; p < n; p++) x->soff[p] = (size_t)p * bytes;
     return 1;
   case CHORUS_FUNC_REDUCE:
-    if (n > 2 && bytes >= tune->chain_bytes) {
-      chain(me, n, root, 1, x);
-      return 1;
-    }
     x->reduce = 1;
     if (me == root)
       x->recv_from = all;
@@ -308,10 +309,6 @@ static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op 
     for (int p = 0; p < n; p++) x->roff[p] = (size_t)p * bytes;
     return 1;
   case CHORUS_FUNC_BROADCAST:
-    if (n > 2 && bytes >= tune->chain_bytes) {
-      chain(me, n, root, 0, x);
-      return 1;
-    }
     if (me == root) {
       x->send_to = all & ~self;
       x->recv_from = self;

@@ -1,12 +1,13 @@
 /*
  * gpu.h - the device side of a communicator whose ranks are GPUs.
  *
- * Each rank owns one window of device memory: per-block epoch counters,
- * then the LL slots that peers push into. At init the ranks exchange their
- * windows (raw pointers with peer access inside one process, CUDA IPC
- * handles across processes), verify each mapping with a test write, and
- * from then on a collective is one kernel launch on the caller's stream
- * (device/kernels.h); the host never waits for it.
+ * Each rank owns one window of device memory: counters, the LL slots and
+ * the pipeline FIFOs that peers push into (layout in gpu.c). At init the
+ * ranks exchange their windows (raw pointers with peer access inside one
+ * process, CUDA IPC handles across processes), verify each mapping with a
+ * test write, and from then on a collective is one kernel launch per
+ * exchange on the caller's stream (device/kernels.h); the host never waits
+ * for it.
  */
 #ifndef CHORUS_GPU_GPU_H
 #define CHORUS_GPU_GPU_H
