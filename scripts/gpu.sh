@@ -60,7 +60,7 @@ check() { # name, then the command
   fi
 }
 echo "# correctness: every type and op, in and out of place, against exact references"
-colls="all_reduce reduce_scatter reduce all_gather broadcast alltoall gather scatter"
+colls="all_reduce reduce_scatter reduce all_gather broadcast alltoall gather scatter sendrecv"
 for coll in $colls; do
   for g in 1 2 4; do
     [ "$g" -le "$ngpu" ] || continue
@@ -74,7 +74,7 @@ done
 # LL pieces, forced at small sizes so that the matrix covers them; tiny
 # pipeline steps on 3 channels make every FIFO wrap around many times.
 force="env CHORUS_GPU_PIPE_BYTES=0 CHORUS_GPU_PIPE_BYTES_PAIR=0 CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_CHAIN_BYTES=0"
-tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_SLOTS=2 CHORUS_GPU_CHANNELS=3"
+tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_CHANNELS=3"
 if [ "$ngpu" -ge 4 ]; then
   for coll in all_reduce reduce_scatter all_gather broadcast alltoall reduce gather scatter; do
     check "${coll}_pipe_g4" $force $perf/${coll}_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
@@ -89,6 +89,15 @@ if [ "$ngpu" -ge 4 ]; then
   check "all_reduce_pieces_g4" env CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   check "all_gather_pieces_procs4" env CHORUS_GPU_LL_BYTES=4096 $run -n 4 --timeout 80 $perf/all_gather_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
 fi
+# Send/Recv groups: several messages per pair of mixed sizes, self sends,
+# two streams, an in-place ring shift and an AllReduce in one group.
+sr=$build/tests/gpu/gpu_sendrecv
+for g in 2 4; do
+  [ "$g" -le "$ngpu" ] && [ -x "$sr" ] || continue
+  check "sendrecv_groups_g$g" $sr -g "$g"
+  check "sendrecv_groups_procs$g" $run -n "$g" --timeout 80 $sr
+done
+[ "$ngpu" -ge 4 ] && [ -x "$sr" ] && check "sendrecv_groups_tiny_procs4" $tiny $run -n 4 --timeout 80 $sr
 # CUDA graphs: K AllReduces captured once, replayed with fresh inputs.
 graph=$build/tests/gpu/gpu_graph_allreduce
 for g in 2 4; do
@@ -143,10 +152,11 @@ for lib in chorus nccl; do
     bench "all_reduce_procs$g" $lib $run -n "$g" --timeout 80 $perf/all_reduce_perf
   done
   if [ "$ngpu" -ge 4 ]; then
-    for coll in reduce_scatter all_gather broadcast alltoall reduce gather scatter; do
+    for coll in reduce_scatter all_gather broadcast alltoall reduce gather scatter sendrecv; do
       bench "${coll}_procs4" $lib $run -n 4 --timeout 80 $perf/${coll}_perf
     done
   fi
+  [ "$ngpu" -ge 2 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout 80 $perf/sendrecv_perf
 done
 python3 - "$out" "$ngpu" >"$table" <<'EOF'
 import os, re, sys
@@ -160,7 +170,7 @@ def load(path):
             if m: t[int(m.group(1))] = (float(m.group(3)), float(m.group(5)))
     return t
 labels = []
-for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "alltoall", "reduce", "gather", "scatter"):
+for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "alltoall", "reduce", "gather", "scatter", "sendrecv"):
     for mode, what in (("procs2", "2 GPUs, 1 process each"), ("g2", "2 GPUs, -g 2"),
                        ("procs4", "4 GPUs, 1 process each"), ("g4", "4 GPUs, -g 4")):
         labels.append((f"{coll}_{mode}", f"{coll}, {what}"))

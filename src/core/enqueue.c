@@ -45,6 +45,34 @@ static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *ca
   return (*nq)++;
 }
 
+static int is_gpu_p2p(const chorus_op *op) {
+  return op->cc->gpu && (op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV);
+}
+
+/* Send/Recv on GPU communicators, after the group's collectives: all of a
+ * communicator's together (gpu.h), communicators in order of first call. */
+static ncclResult_t run_gpu_p2p(chorus_op **all, size_t k) {
+  chorus_op *stacksel[MAX_OPS_ON_STACK], **sel = stacksel;
+  ncclResult_t res = ncclSuccess;
+  for (size_t i = 0; i < k && res == ncclSuccess; i++) {
+    if (!is_gpu_p2p(all[i])) continue;
+    int first = 1;
+    for (size_t j = 0; j < i && first; j++)
+      if (is_gpu_p2p(all[j]) && all[j]->cc == all[i]->cc) first = 0;
+    if (!first) continue;
+    if (sel == stacksel && k > MAX_OPS_ON_STACK && !(sel = chorus_malloc(k * sizeof *sel)))
+      return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", k);
+    int nsel = 0;
+    for (size_t j = i; j < k; j++)
+      if (is_gpu_p2p(all[j]) && all[j]->cc == all[i]->cc) sel[nsel++] = all[j];
+    chorus_log_ctx old = chorus_log_ctx_set(all[i]->cc->log_ctx);
+    res = chorus_gpu_enqueue_p2p(all[i]->cc->gpu, sel, nsel);
+    chorus_log_ctx_set(old);
+  }
+  if (sel != stacksel) chorus_free(sel);
+  return res;
+}
+
 ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
   chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
   chorus_op *stackt[2 * MAX_QUEUES_ON_STACK], *stacko[MAX_OPS_ON_STACK];
@@ -72,7 +100,8 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
     op->next_op = NULL;
     all[k++] = op;
     if (res != ncclSuccess) continue;
-    if (op->cc->gpu) { /* GPU communicators: one kernel on the caller's stream */
+    if (op->cc->gpu) { /* GPU communicators: kernels on the caller's stream */
+      if (op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV) continue; /* below */
       chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
       res = chorus_gpu_enqueue(op->cc->gpu, op);
       chorus_log_ctx_set(old);
@@ -99,6 +128,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
       qs[i].head = op;
     *tail = op;
   }
+  if (res == ncclSuccess) res = run_gpu_p2p(all, k);
   if (res == ncclSuccess) {
     for (int i = 0; i < nq; i++) __atomic_add_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
     res = chorus_exec_run(qs, nq);

@@ -54,6 +54,9 @@ int chorus_dev_ipc_close(void *p);
 
 /* Waits for every operation queued on stream (NULL: the legacy stream). */
 int chorus_dev_stream_sync(void *stream);
+/* Makes `waiter` wait for everything queued on `waited` so far (an
+ * event; capturable). */
+int chorus_dev_stream_wait(void *waiter, void *waited);
 /* Is the stream being captured into a CUDA graph? 1 yes, 0 no, -1 error. */
 int chorus_dev_stream_capturing(void *stream);
 /* Is p device memory (or managed, or mapped host memory)? 1/0, -1 error. */

@@ -75,6 +75,10 @@ int chorus_dev_stream_sync(void *stream) {
   (void)stream;
   return 0;
 }
+int chorus_dev_stream_wait(void *waiter, void *waited) {
+  (void)waiter, (void)waited;
+  return 0;
+}
 int chorus_dev_stream_capturing(void *stream) {
   (void)stream;
   return 0;
@@ -91,5 +95,9 @@ int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
 int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
                      const chorus_kern_xchg *x, void *stream) {
   (void)c, (void)red, (void)x, (void)stream;
+  return -1;
+}
+int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream) {
+  (void)c, (void)p, (void)stream;
   return -1;
 }

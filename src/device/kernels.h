@@ -42,8 +42,11 @@ typedef struct chorus_kern_comm {
   uint32_t ll_off, ack_off;
   size_t ll_lines; /* lines per slot: ll_lines * 8 bytes of payload */
   /* The pipelined kernel (chorus_kern_pipe). Channel (CTA) b of every rank
-   * talks only to channel b of the others, through a FIFO per source of
-   * nslots chunks of chunk_bytes: [channel][src][slot] from pipe_off.
+   * talks only to channel b of the others, through a FIFO of fifo_bytes
+   * per source, [channel][src] from pipe_off. Each launch cuts its FIFOs
+   * into slots of its chunk size (chunk_bytes at most for exchanges with
+   * every peer at once, half a FIFO for narrow ones), which both ends of a
+   * pair compute from the size alone.
    * Counters, each on its own CHORUS_KERN_CTL_STRIDE line from ctl_off:
    * head [channel][src] (chunks src has delivered here; src writes it),
    * then done [channel][dst] (chunks dst has consumed from this rank; dst
@@ -51,7 +54,7 @@ typedef struct chorus_kern_comm {
    * [channel][src], 4 B each) live at cnt_off; only its kernels touch them. */
   uint64_t pipe_off;
   uint32_t ctl_off, cnt_off;
-  uint32_t chunk_bytes, nslots, channels;
+  uint32_t chunk_bytes, fifo_bytes, channels;
   uint32_t *epochs;        /* this rank's per-block counters (device memory) */
   volatile int32_t *abort; /* host-mapped: nonzero stops every wait */
   int32_t *status;         /* host-mapped: CHORUS_KERN_* of the first failure */
@@ -86,7 +89,29 @@ typedef struct chorus_kern_xchg {
    * rank takes (its reduction, or the single source's copy) as it goes,
    * instead of the reduction landing in recv. Never also in send_to. */
   uint32_t fwd_to;
+  /* Pipelined kernel: a chain, where every rank sends to at most one peer
+   * and takes from at most one (the same on all ranks). It streams in
+   * steps of half a FIFO and announces each without a system-wide fence
+   * before the release store; exchanges with several peers at once keep
+   * small steps and the fence, and so do 2-rank AllReduces (each choice
+   * measured faster, see docs/PERFORMANCE.md). */
+  int narrow;
 } chorus_kern_xchg;
+
+/* Send/Recv (one round of a group's point-to-point calls): this rank
+ * sends sbytes[p] bytes from send[p] to each peer p and receives rbytes[p]
+ * bytes from each peer p into recv[p]; 0 bytes: nothing with that peer.
+ * Its own entry copies send[me] into recv[me] (sbytes[me] == rbytes[me]).
+ * A sender and its receiver must give the same size: the chunks and the
+ * channel of each follow from the size alone, through the same FIFOs and
+ * counters as the pipelined kernel, so no LL epoch is involved and ranks
+ * outside the pair are not either. */
+typedef struct chorus_kern_p2p {
+  const void *send[CHORUS_KERN_MAX_RANKS];
+  size_t sbytes[CHORUS_KERN_MAX_RANKS];
+  void *recv[CHORUS_KERN_MAX_RANKS];
+  size_t rbytes[CHORUS_KERN_MAX_RANKS];
+} chorus_kern_p2p;
 
 /* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
  * halves, no flags or barriers); bytes at most ll_lines * 8, fwd_to 0. */
@@ -96,5 +121,7 @@ int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
  * with head/done credits, each CTA's pushing and taking warps overlapped. */
 int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
                      const chorus_kern_xchg *x, void *stream);
+/* Send/Recv: one launch moves every transfer of p. */
+int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
 
 #endif

@@ -4,14 +4,16 @@
  *
  * It runs the same exchanges as the LL kernel (exchange.cu), plus chains
  * (fwd_to), but streams them: a block is cut into chunks, chunk k goes to
- * channel (CTA) k % G, and each channel moves its chunks through a FIFO of
- * nslots chunk-sized slots per source in the destination's window:
+ * channel (CTA) k % G, and each channel moves its chunks through a FIFO
+ * per source in the destination's window, cut into nslots chunk-sized
+ * slots for this launch (pipe_util.cuh):
  *
  *   pushing warps (first half of the CTA), step s of this channel:
  *     wait until every destination has consumed step s - nslots (its done
- *     word here), copy the chunk into slot s % nslots of each destination,
- *     then announce it with a release store of s + 1 into the
- *     destination's head word for this rank;
+ *     word here; at step 0, everything of earlier launches), copy the
+ *     chunk into slot s % nslots of each destination, then announce it
+ *     with a release store of s + 1 into the destination's head word for
+ *     this rank (after a system fence, unless the exchange is narrow);
  *   taking warps (second half), step s:
  *     wait for every source's head to reach s + 1 (and, for a chain, for
  *     room at the next rank), read the chunk from each source's slot (this
@@ -34,86 +36,13 @@ extern "C" {
 #include "device/device.h"
 #include "device/kernels.h"
 }
-#include "device/kern_util.cuh"
-
-#define GROUP   256 /* threads per half */
-#define THREADS (2 * GROUP)
-#define UNROLL  8 /* 16-byte units in flight per thread (copies) */
-
-enum { BAR_PUSH = 1, BAR_TAKE = 2 };
-
-static __device__ __forceinline__ void group_sync(int id) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(GROUP) : "memory");
-}
-/* A barrier of the half that also returns whether any of its threads saw
- * pred: the half leaves its loop together or not at all. */
-static __device__ __forceinline__ bool group_any(int id, bool pred) {
-  int r;
-  asm volatile("{\n\t.reg .pred p, q;\n\t"
-               "setp.ne.s32 p, %1, 0;\n\t"
-               "bar.red.or.pred q, %2, %3, p;\n\t"
-               "selp.s32 %0, 1, 0, q;\n\t}"
-               : "=r"(r)
-               : "r"((int)pred), "r"(id), "r"(GROUP)
-               : "memory");
-  return r != 0;
-}
-
-/* Counters peers write, in the window of `win`: head[b][src], done[b][dst]. */
-static __device__ __forceinline__ uint32_t *head_word(const chorus_kern_comm &c, char *win, int b,
-                                                      int src) {
-  return (uint32_t *)(win + c.ctl_off +
-                      ((size_t)b * CHORUS_KERN_MAX_RANKS + src) * CHORUS_KERN_CTL_STRIDE);
-}
-static __device__ __forceinline__ uint32_t *done_word(const chorus_kern_comm &c, char *win, int b,
-                                                      int dst) {
-  return (uint32_t *)(win + c.ctl_off +
-                      ((size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + dst) *
-                          CHORUS_KERN_CTL_STRIDE);
-}
-/* Slot k of the FIFO from src on channel b, in the window of `win`. */
-static __device__ __forceinline__ char *slot(const chorus_kern_comm &c, char *win, int b, int src,
-                                             uint32_t k) {
-  return win + c.pipe_off +
-         (((size_t)b * c.nranks + src) * c.nslots + k % c.nslots) * (size_t)c.chunk_bytes;
-}
-
-typedef uint4 U; /* the 16-byte unit every thread moves */
-
-/* Units j + u * GROUP (< j1) of buf (nbytes long) into d. `fast` (buf
- * 16-byte aligned, the units whole) makes them plain vector loads that
- * are all in flight at once; otherwise each is assembled as it can be. */
-template <int UR>
-static __device__ __forceinline__ void load_units(U (&d)[UR], const char *buf, size_t nbytes,
-                                                  size_t j, size_t j1, bool fast) {
-  if (fast) {
-#pragma unroll
-    for (int u = 0; u < UR; u++)
-      if (j + u * GROUP < j1) d[u] = ((const U *)buf)[j + u * GROUP];
-  } else {
-#pragma unroll
-    for (int u = 0; u < UR; u++)
-      if (j + u * GROUP < j1) d[u] = load_unit<U>(buf, nbytes, j + u * GROUP);
-  }
-}
-/* The store of d[u] to unit j + u * GROUP of buf, as load_units loads. */
-static __device__ __forceinline__ void store_unit(char *buf, size_t nbytes, size_t j, U d,
-                                                  bool fast) {
-  if (fast)
-    ((U *)buf)[j] = d;
-  else
-    put_unit<U>(buf, nbytes, j, d);
-}
-/* Whether units [.., j1) of buf can move as plain vectors. */
-static __device__ __forceinline__ bool whole(const void *buf, size_t nbytes, size_t j1) {
-  return (uintptr_t)buf % sizeof(U) == 0 && j1 * sizeof(U) <= nbytes;
-}
+#include "device/pipe_util.cuh"
 
 /* The pushing half: this rank's own blocks into the destinations' FIFOs. */
 template <typename T, bool REDUCE>
 static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
-                                  const chorus_kern_xchg &x, size_t chunk, size_t nsteps,
-                                  const uint32_t *sent, volatile int *failed,
+                                  const chorus_kern_xchg &x, size_t chunk, uint32_t nslots,
+                                  size_t nsteps, const uint32_t *sent, volatile int *failed,
                                   volatile uint32_t *pushed) {
   const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
   const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
@@ -122,7 +51,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
   const char *send = (const char *)x.send;
   for (size_t s = 0; s < nsteps; s++) {
     if (t < n && ((x.send_to >> t) & 1))
-      wait_at_least(done_word(c, c.win[me], b, t), sent[t] + (uint32_t)s + 1 - c.nslots, c, t,
+      wait_at_least(done_word(c, c.win[me], b, t), room_needed(sent[t], (uint32_t)s, nslots), c, t,
                     failed);
     if (group_any(BAR_PUSH, *failed)) break;
     const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
@@ -131,7 +60,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
       if (!((x.send_to >> p) & 1)) continue;
       const char *from = send + x.soff[p];
       const bool fast = whole(from, x.bytes, j1);
-      char *to = slot(c, c.win[p], b, me, sent[p] + (uint32_t)s) - j0 * sizeof(U);
+      char *to = slot(c, c.win[p], b, me, sent[p] + (uint32_t)s, chunk, nslots) - j0 * sizeof(U);
       for (size_t j = j0 + t; j < j1; j += GROUP * UNROLL) {
         U d[UNROLL];
         load_units<UNROLL>(d, from, x.bytes, j, j1, fast);
@@ -143,7 +72,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
     }
     group_sync(BAR_PUSH);
     if (t < n && ((x.send_to >> t) & 1)) {
-      __threadfence_system();
+      if (!x.narrow) __threadfence_system();
       st_release(head_word(c, c.win[t], b, me), sent[t] + (uint32_t)s + 1);
     }
     if (t == 0) *pushed = (uint32_t)s + 1; /* every pushing thread has read step s */
@@ -155,9 +84,9 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
  * on to fwd_to. */
 template <typename T, bool REDUCE>
 static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
-                                  const chorus_kern_xchg &x, size_t chunk, size_t nsteps,
-                                  const uint32_t *sent, const uint32_t *taken, volatile int *failed,
-                                  volatile uint32_t *pushed) {
+                                  const chorus_kern_xchg &x, size_t chunk, uint32_t nslots,
+                                  size_t nsteps, const uint32_t *sent, const uint32_t *taken,
+                                  volatile int *failed, volatile uint32_t *pushed) {
   typedef typename elem<T>::acc A;
   constexpr int E = sizeof(U) / sizeof(T);
   /* Reductions keep UR accumulators of E elements: fewer units for 1-byte types. */
@@ -173,15 +102,16 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
     if (t < n && t != me && ((x.recv_from >> t) & 1))
       wait_at_least(head_word(c, c.win[me], b, t), taken[t] + (uint32_t)s + 1, c, t, failed);
     if (t == 32 && fwd >= 0)
-      wait_at_least(done_word(c, c.win[me], b, fwd), sent[fwd] + (uint32_t)s + 1 - c.nslots, c, fwd,
-                    failed);
+      wait_at_least(done_word(c, c.win[me], b, fwd), room_needed(sent[fwd], (uint32_t)s, nslots), c,
+                    fwd, failed);
     if (t == 64 && x.send_to) /* in place: own pushes of this step read the input first */
       while (*pushed < (uint32_t)s + 1 && !*failed) {
       }
     if (group_any(BAR_TAKE, *failed)) break;
     const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
-    char *fwd_to =
-        fwd >= 0 ? slot(c, c.win[fwd], b, me, sent[fwd] + (uint32_t)s) - j0 * sizeof(U) : NULL;
+    char *fwd_to = fwd >= 0 ? slot(c, c.win[fwd], b, me, sent[fwd] + (uint32_t)s, chunk, nslots) -
+                                  j0 * sizeof(U)
+                            : NULL;
     const bool own_fast = whole(send + x.soff[me], x.bytes, j1);
     const bool out_fast = whole(recv, x.bytes, j1); /* with every roff a multiple of 16 */
     for (size_t j = j0 + t; j < j1; j += GROUP * UR) {
@@ -196,7 +126,8 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
 #pragma unroll
             for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
         } else {
-          const char *from = slot(c, c.win[me], b, src, taken[src] + (uint32_t)s) - j0 * sizeof(U);
+          const char *from =
+              slot(c, c.win[me], b, src, taken[src] + (uint32_t)s, chunk, nslots) - j0 * sizeof(U);
 #pragma unroll
           for (int u = 0; u < UR; u++)
             if (j + u * GROUP < j1) d[u] = *(const U *)(from + (j + u * GROUP) * sizeof(U));
@@ -231,15 +162,16 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
     if (t < n && t != me && ((x.recv_from >> t) & 1))
       st_release(done_word(c, c.win[t], b, me), taken[t] + (uint32_t)s + 1);
     if (t == 32 && fwd >= 0) {
-      __threadfence_system();
+      if (!x.narrow) __threadfence_system();
       st_release(head_word(c, c.win[fwd], b, me), sent[fwd] + (uint32_t)s + 1);
     }
   }
 }
 
 template <typename T, bool REDUCE>
-__global__ void __launch_bounds__(THREADS) pipe(chorus_kern_comm c, chorus_kern_red red,
-                                                chorus_kern_xchg x, size_t chunk, size_t nchunks) {
+__global__ void __launch_bounds__(THREADS)
+    pipe(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk, uint32_t nslots,
+         size_t nchunks) {
   __shared__ uint32_t s_sent[CHORUS_KERN_MAX_RANKS], s_taken[CHORUS_KERN_MAX_RANKS];
   __shared__ int s_failed;
   __shared__ uint32_t s_pushed;
@@ -258,26 +190,29 @@ __global__ void __launch_bounds__(THREADS) pipe(chorus_kern_comm c, chorus_kern_
   __syncthreads();
   const size_t nsteps = (size_t)b < nchunks ? (nchunks - 1 - b) / G + 1 : 0;
   if (threadIdx.x < GROUP)
-    push_steps<T, REDUCE>(c, red, x, chunk, nsteps, s_sent, &s_failed, &s_pushed);
+    push_steps<T, REDUCE>(c, red, x, chunk, nslots, nsteps, s_sent, &s_failed, &s_pushed);
   else
-    take_steps<T, REDUCE>(c, red, x, chunk, nsteps, s_sent, s_taken, &s_failed, &s_pushed);
+    take_steps<T, REDUCE>(c, red, x, chunk, nslots, nsteps, s_sent, s_taken, &s_failed, &s_pushed);
   __syncthreads();
   const int p = threadIdx.x;
   if (p < n && (((x.send_to | x.fwd_to) >> p) & 1)) sent[p] = s_sent[p] + (uint32_t)nsteps;
   if (p < n && p != me && ((x.recv_from >> p) & 1)) taken[p] = s_taken[p] + (uint32_t)nsteps;
 }
 
+#define WIDE_SLOTS 4
+
 template <typename T, bool REDUCE>
 static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
                           const chorus_kern_xchg *x, cudaStream_t stream) {
-  /* Chunks: at most the slot size, small enough that every channel gets
-   * one, whole 4 KiB pages; every rank computes the same from the same size. */
-  size_t chunk = (x->bytes + c->channels - 1) / c->channels;
-  chunk = (chunk + 4095) / 4096 * 4096;
-  if (chunk > c->chunk_bytes) chunk = c->chunk_bytes;
+  const size_t chunk = pipe_chunk(*c, x->bytes, x->narrow);
+  /* Wide exchanges run at most WIDE_SLOTS steps ahead: deeper FIFOs
+   * measured slower for them (2-GPU AllReduce at 128 MiB: 234 GB/s with 8
+   * slots of 64 KiB, 253 with 4); narrow ones use the whole FIFO. */
+  uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
+  if (!x->narrow && nslots > WIDE_SLOTS) nslots = WIDE_SLOTS;
   size_t nchunks = (x->bytes + chunk - 1) / chunk;
   unsigned grid = nchunks < c->channels ? (unsigned)nchunks : c->channels;
-  pipe<T, REDUCE><<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nchunks);
+  pipe<T, REDUCE><<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
   return cudaGetLastError();
 }
 

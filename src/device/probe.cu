@@ -176,6 +176,17 @@ extern "C" int chorus_dev_stream_sync(void *stream) {
   return 0;
 }
 
+extern "C" int chorus_dev_stream_wait(void *waiter, void *waited) {
+  if (waiter == waited) return 0;
+  cudaEvent_t ev;
+  TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  cudaError_t e = cudaEventRecord(ev, (cudaStream_t)waited);
+  if (e == cudaSuccess) e = cudaStreamWaitEvent((cudaStream_t)waiter, ev, 0);
+  cudaEventDestroy(ev); /* released once the wait is satisfied */
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "joining two streams through an event");
+  return 0;
+}
+
 extern "C" int chorus_dev_stream_capturing(void *stream) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   TRY(cudaStreamIsCapturing((cudaStream_t)stream, &st), "cudaStreamIsCapturing");

@@ -9,7 +9,7 @@
  *   [8192, 139264)    pipeline counters, one per 128-byte line: head
  *                     [channel][src], then done [channel][dst]
  *   [262144, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
- *   then (64 KiB aligned) pipeline FIFOs: [channel][src][slot][chunk]
+ *   then (64 KiB aligned) pipeline FIFOs: [channel][src] x fifo_bytes
  * Peers write only the slots, FIFOs, counters and test words indexed by
  * their own rank; the owner alone reads them and alone touches its epochs
  * and totals.
@@ -151,7 +151,10 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.chunk_bytes =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHUNK_BYTES), 4096, 1 << 24) / 4096 *
       4096;
-  g->kc.nslots = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_SLOTS), 2, 16);
+  /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
+  g->kc.fifo_bytes = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_FIFO_BYTES),
+                                            2 * (int64_t)g->kc.chunk_bytes, 1 << 28) /
+                     8192 * 8192;
   /* With one peer LL lines stay ahead longer (measured on 4xH200: LL
    * faster up to 128 KiB on 2 GPUs, the pipeline from 16 KiB on 4). */
   g->pipe_bytes = (size_t)CHORUS_MAX(
@@ -160,8 +163,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->tune.chain_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_CHAIN_BYTES));
   size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
-  size_t wbytes =
-      g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.nslots * g->kc.chunk_bytes;
+  size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;
   if (chorus_dev_alloc(wbytes, &g->window) != 0) {
     res = dev_error("allocating the GPU window");
     goto fail;
@@ -197,8 +199,8 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
   INFO(CHORUS_INIT,
        "rank %d GPU %d (%s): window %zu bytes, LL %zu bytes per peer, pipeline %u channels x %u "
-       "slots x %u bytes",
-       rank, device, me->bus_id, wbytes, g->ll_bytes, g->kc.channels, g->kc.nslots,
+       "FIFO bytes per peer, steps of %u bytes with every peer",
+       rank, device, me->bus_id, wbytes, g->ll_bytes, g->kc.channels, g->kc.fifo_bytes,
        g->kc.chunk_bytes);
   chorus_free(rec);
   *out = g;
@@ -282,6 +284,7 @@ static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op 
   const int rooted = op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_REDUCE;
   if (rooted && n > 2 && bytes >= tune->chain_bytes) {
     chain(me, n, root, op->func == CHORUS_FUNC_REDUCE, x);
+    x->narrow = 1;
     return 1;
   }
   switch (op->func) {
@@ -419,15 +422,29 @@ static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
   return ncclSuccess;
 }
 
+int chorus_gpu_rank(const chorus_gpu *g) {
+  return g->rank;
+}
+int chorus_gpu_nranks(const chorus_gpu *g) {
+  return g->nranks;
+}
+int chorus_gpu_device(const chorus_gpu *g) {
+  return g->device;
+}
+
+ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream) {
+  CHECK(chorus_gpu_async_error(g));
+  if (chorus_kern_sendrecv(&g->kc, round, stream) != 0) return dev_error("ncclSend/ncclRecv");
+  return ncclSuccess;
+}
+
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
   chorus_kern_xchg steps[3];
   int nsteps = chorus_gpu_plan(g->rank, g->nranks, &g->tune, op, steps);
   if (nsteps == 0)
-    return chorus_error(ncclInvalidUsage,
-                        "nccl%s on GPU communicators is not implemented yet in Chorus (the "
-                        "collectives are); set CHORUS_HOST_COMM=1 to run it on host memory",
+    return chorus_error(ncclInternalError, "nccl%s has no GPU schedule",
                         chorus_func_name(op->func));
   if (op->count == 0) return ncclSuccess;
   chorus_kern_red red;

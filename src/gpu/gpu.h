@@ -48,8 +48,24 @@ int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const cho
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
                       chorus_kern_xchg *out);
 
-/* Enqueues op (checked, with op->cuda_stream) on the device. Functions the
- * device side does not run yet return ncclInvalidUsage saying so. */
+/* Enqueues collective op (checked, with op->cuda_stream) on the device. */
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op);
+
+int chorus_gpu_rank(const chorus_gpu *g);
+int chorus_gpu_nranks(const chorus_gpu *g);
+int chorus_gpu_device(const chorus_gpu *g);
+
+/* Send/Recv (p2p.c). The point-to-point calls of one group on this
+ * communicator (checked, in call order) as rounds of one launch each, on
+ * the first call's stream (the others' streams joined through events). */
+ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops, int nops);
+/* The rounds (pure; `rounds` has nops zeroed entries): round k holds the
+ * k-th send to and the k-th receive from each peer; calls of 0 bytes are
+ * left out. Returns how many, or -1 with a message in err when a send to
+ * itself has no receive of the same size in its round. */
+int chorus_gpu_p2p_rounds(int rank, int nranks, chorus_op *const *ops, int nops,
+                          chorus_kern_p2p *rounds, char *err, size_t errlen);
+/* Launches one round on stream. */
+ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream);
 
 #endif

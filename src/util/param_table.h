@@ -47,8 +47,8 @@ CHORUS_PARAM(GPU_PIPE_BYTES_PAIR, "CHORUS_GPU_PIPE_BYTES_PAIR", INT, 262144, "CH
 CHORUS_PARAM(GPU_TWOSHOT_BYTES,"CHORUS_GPU_TWOSHOT_BYTES", INT, 4194304, "GPU AllReduce of at least this many bytes on 3+ ranks runs as ReduceScatter plus AllGather")
 CHORUS_PARAM(GPU_CHAIN_BYTES,  "CHORUS_GPU_CHAIN_BYTES", INT, 262144, "GPU Broadcast and Reduce of at least this many bytes on 3+ ranks run as a pipelined chain instead of a fan-out from or to the root")
 CHORUS_PARAM(GPU_CHANNELS,     "CHORUS_GPU_CHANNELS",   INT, 64,     "CTAs of the pipelined GPU kernel (1..64)")
-CHORUS_PARAM(GPU_CHUNK_BYTES,  "CHORUS_GPU_CHUNK_BYTES", INT, 65536, "Bytes per pipeline step of one GPU channel (a multiple of 4096)")
-CHORUS_PARAM(GPU_SLOTS,        "CHORUS_GPU_SLOTS",      INT, 4,      "Pipeline steps a GPU channel may run ahead of each peer (2..16)")
+CHORUS_PARAM(GPU_CHUNK_BYTES,  "CHORUS_GPU_CHUNK_BYTES", INT, 65536, "Bytes per pipeline step of one GPU channel when exchanging with every peer at once (a multiple of 4096)")
+CHORUS_PARAM(GPU_FIFO_BYTES,   "CHORUS_GPU_FIFO_BYTES",  INT, 524288, "Bytes of pipeline FIFO per GPU channel and peer (narrow streams step by half of it)")
 /* config overrides (read after ncclConfig_t, as NCCL does) */
 CHORUS_PARAM(COMM_BLOCKING,    "NCCL_COMM_BLOCKING",    INT, INT_MIN, "Overrides ncclConfig_t.blocking")
 CHORUS_PARAM(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", INT, INT_MIN, "Overrides ncclConfig_t.cgaClusterSize (0..8)")

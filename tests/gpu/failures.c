@@ -7,7 +7,7 @@
  *                 CHORUS_OP_TIMEOUT=2 its kernel must give up within a few
  *                 seconds and ncclCommGetAsyncError must return
  *                 ncclRemoteError with a message naming rank 1 (LL and
- *                 Simple protocols).
+ *                 Simple protocols, and an ncclRecv from rank 1).
  *   abort:        no deadline; rank 0's kernel waits for rank 1 until
  *                 another thread calls ncclCommAbort, which must return and
  *                 leave the stream idle.
@@ -57,9 +57,16 @@ typedef struct lone {
   float *buf;
 } lone;
 
-/* Fresh communicators on GPUs 0 and 1, then rank 0 alone all-reduces
- * count floats on its stream. 0 on success. */
-static int lone_allreduce(lone *l, size_t count) {
+/* Rank 0's call: an in-place AllReduce of count floats, or (recv) a
+ * receive of count floats from rank 1. */
+static ncclResult_t lone_call(lone *l, size_t count, int recv) {
+  return recv ? ncclRecv(l->buf, count, ncclFloat, 1, l->comms[0], l->s)
+              : ncclAllReduce(l->buf, l->buf, count, ncclFloat, ncclSum, l->comms[0], l->s);
+}
+
+/* Fresh communicators on GPUs 0 and 1, then rank 0 alone makes its call
+ * (lone_call) on its stream. 0 on success. */
+static int lone_start(lone *l, size_t count, int recv) {
   int devs[2] = {0, 1};
   ncclResult_t r = ncclCommInitAll(l->comms, 2, devs);
   if (r != ncclSuccess) {
@@ -75,8 +82,8 @@ static int lone_allreduce(lone *l, size_t count) {
     failures++;
     return -1;
   }
-  r = ncclAllReduce(l->buf, l->buf, count, ncclFloat, ncclSum, l->comms[0], l->s);
-  EXPECT(r == ncclSuccess, "ncclAllReduce on rank 0 alone returned %s instead of enqueuing",
+  r = lone_call(l, count, recv);
+  EXPECT(r == ncclSuccess, "the call of rank 0 alone returned %s instead of enqueuing",
          ncclGetErrorString(r));
   return r == ncclSuccess ? 0 : -1;
 }
@@ -90,10 +97,10 @@ static void lone_free(lone *l) {
 
 /* A peer that never launches: the kernel gives up after CHORUS_OP_TIMEOUT
  * and the communicator's async error names the peer. */
-static void silent_peer(size_t count, const char *what) {
+static void silent_peer(size_t count, const char *what, int recv) {
   setenv("CHORUS_OP_TIMEOUT", "2", 1);
   lone l = {0};
-  if (lone_allreduce(&l, count) == 0) {
+  if (lone_start(&l, count, recv) == 0) {
     double waited = wait_stream(l.s, 30);
     EXPECT(waited >= 0, "%s: rank 0's kernel still waits after 30 s (CHORUS_OP_TIMEOUT=2)", what);
     EXPECT(waited < 0 || waited > 1.0,
@@ -106,7 +113,7 @@ static void silent_peer(size_t count, const char *what) {
     EXPECT(msg && strstr(msg, "rank 1") && strstr(msg, "CHORUS_OP_TIMEOUT"),
            "%s: the message does not name rank 1 and the setting: \"%s\"", what, msg ? msg : "");
     /* A new call on the failed communicator reports the error too. */
-    ncclResult_t r = ncclAllReduce(l.buf, l.buf, count, ncclFloat, ncclSum, l.comms[0], l.s);
+    ncclResult_t r = lone_call(&l, count, recv);
     EXPECT(r == ncclRemoteError, "%s: a call after the failure returned %s", what,
            ncclGetErrorString(r));
     printf("silent peer (%s): kernel gave up after %.2f s: %s\n", what, waited, msg ? msg : "");
@@ -135,7 +142,7 @@ static void *abort_main(void *arg) {
 static void abort_waiting(size_t count, const char *what) {
   setenv("CHORUS_OP_TIMEOUT", "0", 1);
   lone l = {0};
-  if (lone_allreduce(&l, count) == 0) {
+  if (lone_start(&l, count, 0) == 0) {
     struct timespec ts = {0, 300000000};
     nanosleep(&ts, NULL);
     EXPECT(cudaStreamQuery(l.s) == cudaErrorNotReady,
@@ -177,8 +184,9 @@ int main(void) {
     printf("fewer than two GPUs visible: skipped\n");
     return 77;
   }
-  silent_peer(256, "LL, 1 KiB");
-  silent_peer(4 << 20, "Simple, 16 MiB");
+  silent_peer(256, "LL, 1 KiB", 0);
+  silent_peer(4 << 20, "Simple, 16 MiB", 0);
+  silent_peer(1 << 20, "Recv, 4 MiB", 1);
   abort_waiting(256, "LL, 1 KiB");
   abort_waiting(4 << 20, "Simple, 16 MiB");
 

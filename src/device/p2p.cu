@@ -1,0 +1,189 @@
+/*
+ * p2p.cu - Send/Recv on GPU communicators (kernels.h): every transfer of
+ * one round of a group in one launch, through the FIFOs and counters of
+ * the pipelined kernel (pipe.cu).
+ *
+ * A transfer of `bytes` with peer p is cut into chunks of
+ * pipe_chunk(bytes, narrow) (each pair is a narrow stream: large steps, no
+ * fence before a release), the FIFO into as many slots as fit, and chunk
+ * k travels on channel k % channels: the configured channel
+ * count, not the grid, so the two ends agree whatever else each of them
+ * moves in the same launch. Channel b's pushing half copies its chunks of
+ * every send into the peers' FIFOs, step by step, each once the peer has
+ * handed that slot back, and announces them on the head counters; its
+ * taking half waits for each source's head, copies the chunk into the
+ * receive buffer and hands the slot back. Sizes differ per peer, so step s
+ * involves only the peers that have more than s chunks on this channel.
+ * The taking half never overtakes the pushing half, so a receive into the
+ * buffer being sent (an in-place ring shift) reads each chunk before
+ * overwriting it.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "device/device.h"
+#include "device/kernels.h"
+}
+#include "device/pipe_util.cuh"
+
+#define R CHORUS_KERN_MAX_RANKS
+
+/* Steps of channel b (of C) for a transfer of nbytes in chunks of chunk. */
+static __host__ __device__ __forceinline__ uint32_t steps_of(size_t nbytes, size_t chunk, int b,
+                                                             int C) {
+  if (!nbytes) return 0;
+  const size_t nchunks = (nbytes + chunk - 1) / chunk;
+  return (size_t)b < nchunks ? (uint32_t)((nchunks - 1 - b) / C + 1) : 0;
+}
+
+/* What one half of a channel does with each peer: chunk size, slots per
+ * FIFO and steps. */
+struct p2p_side {
+  size_t chunk[R];
+  uint32_t nslots[R];
+  uint32_t steps[R];
+  uint32_t max_steps;
+};
+
+/* Copies units [j0, j1) of a chunk from `from` to `to` (to is nbytes long
+ * and indexed like the whole transfer; from is already offset so). */
+static __device__ __forceinline__ void copy_chunk(char *to, const char *from, size_t nbytes,
+                                                  size_t j0, size_t j1, bool from_fast, int t) {
+  const bool to_fast = whole(to, nbytes, j1);
+  for (size_t j = j0 + t; j < j1; j += GROUP * UNROLL) {
+    U d[UNROLL];
+    load_units<UNROLL>(d, from, nbytes, j, j1, from_fast);
+#pragma unroll
+    for (int u = 0; u < UNROLL; u++)
+      if (j + u * GROUP < j1) store_unit(to, nbytes, j + u * GROUP, d[u], to_fast);
+  }
+}
+
+static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p2p &P,
+                                  const p2p_side &S, const uint32_t *sent, volatile int *failed,
+                                  volatile uint32_t *pushed) {
+  const int t = threadIdx.x, b = blockIdx.x, C = (int)c.channels, n = c.nranks, me = c.rank;
+  for (uint32_t s = 0; s < S.max_steps; s++) {
+    if (t < n && s < S.steps[t])
+      wait_at_least(done_word(c, c.win[me], b, t), room_needed(sent[t], s, S.nslots[t]), c, t,
+                    failed);
+    if (group_any(BAR_PUSH, *failed)) break;
+    for (int k = 0; k < n - 1; k++) { /* channels start on different links */
+      const int p = (me + 1 + (k + b) % (n - 1)) % n;
+      if (s >= S.steps[p]) continue;
+      const size_t cu = S.chunk[p] / sizeof(U), nunits = (P.sbytes[p] + sizeof(U) - 1) / sizeof(U);
+      const size_t j0 = (b + (size_t)s * C) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
+      const char *from = (const char *)P.send[p];
+      const bool fast = whole(from, P.sbytes[p], j1);
+      char *to = slot(c, c.win[p], b, me, sent[p] + s, S.chunk[p], S.nslots[p]) - j0 * sizeof(U);
+      for (size_t j = j0 + t; j < j1; j += GROUP * UNROLL) {
+        U d[UNROLL];
+        load_units<UNROLL>(d, from, P.sbytes[p], j, j1, fast);
+#pragma unroll
+        for (int u = 0; u < UNROLL; u++)
+          if (j + u * GROUP < j1) *(U *)(to + (j + u * GROUP) * sizeof(U)) = d[u];
+      }
+    }
+    group_sync(BAR_PUSH);
+    if (t < n && s < S.steps[t]) st_release(head_word(c, c.win[t], b, me), sent[t] + s + 1);
+    if (t == 0) *pushed = s + 1; /* every pushing thread has read step s */
+  }
+  if (t == 0) *pushed = 0xffffffffu;
+}
+
+static __device__ void take_recvs(const chorus_kern_comm &c, const chorus_kern_p2p &P,
+                                  const p2p_side &S, bool sends, const uint32_t *taken,
+                                  volatile int *failed, volatile uint32_t *pushed) {
+  const int t = threadIdx.x - GROUP, b = blockIdx.x, C = (int)c.channels, n = c.nranks, me = c.rank;
+  for (uint32_t s = 0; s < S.max_steps; s++) {
+    if (t < n && t != me && s < S.steps[t])
+      wait_at_least(head_word(c, c.win[me], b, t), taken[t] + s + 1, c, t, failed);
+    if (t == 64 && sends)
+      while (*pushed < s + 1 && !*failed) {
+      }
+    if (group_any(BAR_TAKE, *failed)) break;
+    for (int src = 0; src < n; src++) {
+      if (s >= S.steps[src]) continue;
+      const size_t nbytes = P.rbytes[src];
+      const size_t cu = S.chunk[src] / sizeof(U), nunits = (nbytes + sizeof(U) - 1) / sizeof(U);
+      const size_t j0 = (b + (size_t)s * C) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
+      char *to = (char *)P.recv[src];
+      if (src == me) {
+        const char *own = (const char *)P.send[me];
+        if (own != to) copy_chunk(to, own, nbytes, j0, j1, whole(own, nbytes, j1), t);
+      } else {
+        const char *from = slot(c, c.win[me], b, src, taken[src] + s, S.chunk[src], S.nslots[src]) -
+                           j0 * sizeof(U);
+        copy_chunk(to, from, nbytes, j0, j1, true, t);
+      }
+    }
+    group_sync(BAR_TAKE);
+    if (t < n && t != me && s < S.steps[t])
+      st_release(done_word(c, c.win[t], b, me), taken[t] + s + 1);
+  }
+}
+
+__global__ void __launch_bounds__(THREADS) sendrecv(chorus_kern_comm c, chorus_kern_p2p P) {
+  __shared__ uint32_t s_sent[R], s_taken[R];
+  __shared__ p2p_side s_push, s_take;
+  __shared__ int s_failed;
+  __shared__ uint32_t s_pushed;
+  const int t = threadIdx.x, b = blockIdx.x, C = (int)c.channels, n = c.nranks, me = c.rank;
+  /* This rank's totals for channel b: sent [dst], then taken [src]. */
+  uint32_t *sent = (uint32_t *)(c.win[me] + c.cnt_off) + (size_t)b * R;
+  uint32_t *taken = sent + CHORUS_KERN_MAX_CHANNELS * R;
+  if (t < R) {
+    s_sent[t] = sent[t];
+    s_taken[t] = taken[t];
+    const size_t sb = t < n && t != me ? P.sbytes[t] : 0, rb = t < n ? P.rbytes[t] : 0;
+    s_push.chunk[t] = sb ? pipe_chunk(c, sb, true) : 4096;
+    s_push.nslots[t] = (uint32_t)(c.fifo_bytes / s_push.chunk[t]);
+    s_push.steps[t] = steps_of(sb, s_push.chunk[t], b, C);
+    s_take.chunk[t] = rb ? pipe_chunk(c, rb, true) : 4096;
+    s_take.nslots[t] = (uint32_t)(c.fifo_bytes / s_take.chunk[t]);
+    s_take.steps[t] = steps_of(rb, s_take.chunk[t], b, C);
+  }
+  if (t == 0) {
+    s_failed = 0;
+    s_pushed = 0;
+  }
+  __syncthreads();
+  if (t == 0) {
+    uint32_t ms = 0, mr = 0;
+    for (int p = 0; p < n; p++) {
+      ms = s_push.steps[p] > ms ? s_push.steps[p] : ms;
+      mr = s_take.steps[p] > mr ? s_take.steps[p] : mr;
+    }
+    s_push.max_steps = ms;
+    s_take.max_steps = mr;
+  }
+  __syncthreads();
+  if (t < GROUP)
+    push_sends(c, P, s_push, s_sent, &s_failed, &s_pushed);
+  else
+    take_recvs(c, P, s_take, s_push.max_steps > 0, s_taken, &s_failed, &s_pushed);
+  __syncthreads();
+  if (t < n && t != me && s_push.steps[t]) sent[t] = s_sent[t] + s_push.steps[t];
+  if (t < n && t != me && s_take.steps[t]) taken[t] = s_taken[t] + s_take.steps[t];
+}
+
+extern "C" int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p,
+                                    void *stream) {
+  /* Enough channels for the longest transfer's chunks, at most all. */
+  size_t grid = 0;
+  for (int q = 0; q < c->nranks; q++) {
+    const size_t sb = q == c->rank ? 0 : p->sbytes[q], rb = p->rbytes[q];
+    const size_t ns = sb ? (sb + pipe_chunk(*c, sb, true) - 1) / pipe_chunk(*c, sb, true) : 0;
+    const size_t nr = rb ? (rb + pipe_chunk(*c, rb, true) - 1) / pipe_chunk(*c, rb, true) : 0;
+    grid = ns > grid ? ns : grid;
+    grid = nr > grid ? nr : grid;
+  }
+  if (grid > c->channels) grid = c->channels;
+  if (grid == 0) return 0;
+  sendrecv<<<(unsigned)grid, THREADS, 0, (cudaStream_t)stream>>>(*c, *p);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the Send/Recv kernel");
+  return 0;
+}

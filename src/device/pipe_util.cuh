@@ -1,0 +1,105 @@
+/*
+ * pipe_util.cuh - what the FIFO kernels share (pipe.cu for collectives,
+ * p2p.cu for Send/Recv): the CTA split into a pushing and a taking half
+ * with their own named barriers, where the head/done counters and FIFO
+ * slots of a channel sit in a window (kernels.h), the chunk size both
+ * ends of a pair compute from the size alone, and 16-byte unit copies.
+ * Included by the .cu files only.
+ */
+#ifndef CHORUS_DEVICE_PIPE_UTIL_CUH
+#define CHORUS_DEVICE_PIPE_UTIL_CUH
+
+#include "device/kern_util.cuh"
+
+#define GROUP   256 /* threads per half */
+#define THREADS (2 * GROUP)
+#define UNROLL  8 /* 16-byte units in flight per thread (copies) */
+
+enum { BAR_PUSH = 1, BAR_TAKE = 2 };
+
+static __device__ __forceinline__ void group_sync(int id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(GROUP) : "memory");
+}
+/* A barrier of the half that also returns whether any of its threads saw
+ * pred: the half leaves its loop together or not at all. */
+static __device__ __forceinline__ bool group_any(int id, bool pred) {
+  int r;
+  asm volatile("{\n\t.reg .pred p, q;\n\t"
+               "setp.ne.s32 p, %1, 0;\n\t"
+               "bar.red.or.pred q, %2, %3, p;\n\t"
+               "selp.s32 %0, 1, 0, q;\n\t}"
+               : "=r"(r)
+               : "r"((int)pred), "r"(id), "r"(GROUP)
+               : "memory");
+  return r != 0;
+}
+
+/* Counters peers write, in the window of `win`: head[b][src], done[b][dst]. */
+static __device__ __forceinline__ uint32_t *head_word(const chorus_kern_comm &c, char *win, int b,
+                                                      int src) {
+  return (uint32_t *)(win + c.ctl_off +
+                      ((size_t)b * CHORUS_KERN_MAX_RANKS + src) * CHORUS_KERN_CTL_STRIDE);
+}
+static __device__ __forceinline__ uint32_t *done_word(const chorus_kern_comm &c, char *win, int b,
+                                                      int dst) {
+  return (uint32_t *)(win + c.ctl_off +
+                      ((size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + dst) *
+                          CHORUS_KERN_CTL_STRIDE);
+}
+/* Slot k of the FIFO from src on channel b, in the window of `win`. */
+static __device__ __forceinline__ char *slot(const chorus_kern_comm &c, char *win, int b, int src,
+                                             uint32_t k, size_t chunk, uint32_t nslots) {
+  return win + c.pipe_off + ((size_t)b * c.nranks + src) * c.fifo_bytes + (k % nslots) * chunk;
+}
+/* The done count a destination must have reached before step s (of a
+ * launch that started at `sent` chunks and cuts its FIFO into nslots)
+ * may be written: the slot's previous chunk consumed, and at step 0 every
+ * chunk of earlier launches, whose slots may have been cut differently. */
+static __device__ __forceinline__ uint32_t room_needed(uint32_t sent, uint32_t s, uint32_t nslots) {
+  return sent + (s + 1 > nslots ? s + 1 - nslots : 0);
+}
+
+typedef uint4 U; /* the 16-byte unit every thread moves */
+
+/* Units j + u * GROUP (< j1) of buf (nbytes long) into d. `fast` (buf
+ * 16-byte aligned, the units whole) makes them plain vector loads that
+ * are all in flight at once; otherwise each is assembled as it can be. */
+template <int UR>
+static __device__ __forceinline__ void load_units(U (&d)[UR], const char *buf, size_t nbytes,
+                                                  size_t j, size_t j1, bool fast) {
+  if (fast) {
+#pragma unroll
+    for (int u = 0; u < UR; u++)
+      if (j + u * GROUP < j1) d[u] = ((const U *)buf)[j + u * GROUP];
+  } else {
+#pragma unroll
+    for (int u = 0; u < UR; u++)
+      if (j + u * GROUP < j1) d[u] = load_unit<U>(buf, nbytes, j + u * GROUP);
+  }
+}
+/* The store of d[u] to unit j + u * GROUP of buf, as load_units loads. */
+static __device__ __forceinline__ void store_unit(char *buf, size_t nbytes, size_t j, U d,
+                                                  bool fast) {
+  if (fast)
+    ((U *)buf)[j] = d;
+  else
+    put_unit<U>(buf, nbytes, j, d);
+}
+/* Whether units [.., j1) of buf can move as plain vectors. */
+static __device__ __forceinline__ bool whole(const void *buf, size_t nbytes, size_t j1) {
+  return (uintptr_t)buf % sizeof(U) == 0 && j1 * sizeof(U) <= nbytes;
+}
+
+/* The chunk of a block of `bytes`: small enough that every channel gets
+ * one, whole 4 KiB pages, at most chunk_bytes (wide) or half a FIFO
+ * (narrow). Every rank computes the same from the same size, which is
+ * what pairs a sender with a receiver. */
+static __host__ __device__ __forceinline__ size_t pipe_chunk(const chorus_kern_comm &c,
+                                                             size_t bytes, bool narrow) {
+  size_t chunk = (bytes + c.channels - 1) / c.channels;
+  chunk = (chunk + 4095) / 4096 * 4096;
+  const size_t most = narrow ? c.fifo_bytes / 2 : c.chunk_bytes;
+  return chunk > most ? most : chunk;
+}
+
+#endif

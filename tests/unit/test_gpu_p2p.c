@@ -1,0 +1,156 @@
+/*
+ * test_gpu_p2p.c - the rounds that GPU communicators run a group's
+ * Send/Recv calls in pair every send with the receive NCCL pairs it with.
+ *
+ * The kernel moves a transfer only when both ends have it in the same
+ * launch with the same size (otherwise it waits until the deadline). Here
+ * random groups are made for 1 to 5 ranks (several messages per pair, of
+ * mixed sizes, zero-byte and self sends among them, each rank's calls in a
+ * random order that keeps the order per pair), every rank's rounds are
+ * computed, and the rounds are replayed on host memory: for every transfer
+ * the other end must hold the matching one in the same round, and every
+ * receive buffer must end up with the bytes of the send NCCL matches it
+ * with (the k-th send from p to q with the k-th receive of q from p).
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/gpu.h"
+#include "unit.h"
+
+#define MAXN   5
+#define MAXMSG 24
+
+typedef struct msg {
+  int src, dst;
+  size_t bytes;
+  unsigned char *sbuf, *rbuf;
+} msg;
+
+static unsigned rnd(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (*s >> 16) & 0x7fff;
+}
+
+static void one_world(unsigned seed) {
+  unsigned s = seed;
+  const int n = 1 + (int)(rnd(&s) % MAXN);
+  const int nmsg = (int)(rnd(&s) % MAXMSG);
+  msg m[MAXMSG];
+  /* Messages in global order: the per-pair order is the order here. Self
+   * messages need their send and receive in the same round: the k-th of
+   * each, which this order gives. */
+  for (int i = 0; i < nmsg; i++) {
+    m[i].src = (int)(rnd(&s) % (unsigned)n);
+    m[i].dst = rnd(&s) % 4 == 0 ? m[i].src : (int)(rnd(&s) % (unsigned)n);
+    m[i].bytes = rnd(&s) % 5 == 0 ? 0 : 1 + rnd(&s) % 300;
+    m[i].sbuf = malloc(m[i].bytes + 1);
+    m[i].rbuf = calloc(1, m[i].bytes + 1);
+    for (size_t b = 0; b < m[i].bytes; b++) m[i].sbuf[b] = (unsigned char)(rnd(&s) + i);
+  }
+  /* Each rank's calls: its sends and receives, shuffled, then put back in
+   * global order per peer and direction (NCCL pairs in that order). */
+  chorus_op ops[MAXN][2 * MAXMSG];
+  chorus_op *ptr[MAXN][2 * MAXMSG];
+  int nops[MAXN] = {0};
+  for (int r = 0; r < n; r++) {
+    int idx[2 * MAXMSG], k = 0;
+    for (int i = 0; i < nmsg; i++) {
+      if (m[i].src == r) idx[k++] = 2 * i;
+      if (m[i].dst == r) idx[k++] = 2 * i + 1;
+    }
+    /* A random interleaving that keeps each (peer, direction)'s order:
+     * repeatedly take the first remaining call of a random kind. */
+    int used[2 * MAXMSG] = {0};
+    for (int t = 0; t < k; t++) {
+      int pick = -1;
+      for (int tries = 0; tries < 8 && pick < 0; tries++) {
+        int c = idx[rnd(&s) % (unsigned)k];
+        int i = c / 2, dir = c % 2, peer = dir ? m[i].src : m[i].dst;
+        if (used[c]) continue;
+        /* the first unused call with the same peer and direction */
+        for (int u = 0; u < k; u++) {
+          int cu = idx[u], iu = cu / 2, du = cu % 2, pu = du ? m[iu].src : m[iu].dst;
+          if (!used[cu] && du == dir && pu == peer) {
+            pick = u;
+            break;
+          }
+        }
+      }
+      if (pick < 0)
+        for (int u = 0; u < k && pick < 0; u++)
+          if (!used[idx[u]]) pick = u;
+      const int c = idx[pick], i = c / 2, dir = c % 2;
+      used[c] = 1;
+      chorus_op *op = &ops[r][nops[r]];
+      memset(op, 0, sizeof *op);
+      op->func = dir ? CHORUS_FUNC_RECV : CHORUS_FUNC_SEND;
+      op->root = dir ? m[i].src : m[i].dst;
+      op->count = m[i].bytes;
+      op->esize = 1;
+      op->sendbuff = m[i].sbuf;
+      op->recvbuff = m[i].rbuf;
+      ptr[r][nops[r]] = op;
+      nops[r]++;
+    }
+  }
+  chorus_kern_p2p *rounds[MAXN];
+  int nrounds[MAXN];
+  char err[256];
+  for (int r = 0; r < n; r++) {
+    rounds[r] = calloc((size_t)nops[r] + 1, sizeof *rounds[r]);
+    nrounds[r] = chorus_gpu_p2p_rounds(r, n, ptr[r], nops[r], rounds[r], err, sizeof err);
+    EXPECT(nrounds[r] >= 0);
+    if (nrounds[r] < 0) fprintf(stderr, "seed %u: %s\n", seed, err);
+  }
+  /* Replay: round k of every rank, each transfer against the other end's. */
+  int maxr = 0;
+  for (int r = 0; r < n; r++) maxr = nrounds[r] > maxr ? nrounds[r] : maxr;
+  for (int k = 0; k < maxr; k++)
+    for (int r = 0; r < n; r++)
+      for (int p = 0; p < n; p++) {
+        static const chorus_kern_p2p none;
+        const chorus_kern_p2p *mine = k < nrounds[r] ? &rounds[r][k] : &none;
+        const chorus_kern_p2p *theirs = k < nrounds[p] ? &rounds[p][k] : &none;
+        EXPECT_EQ_INT(mine->sbytes[p], theirs->rbytes[r]);
+        if (mine->sbytes[p] && mine->sbytes[p] == theirs->rbytes[r])
+          memcpy(theirs->recv[r], mine->send[p], mine->sbytes[p]);
+      }
+  for (int i = 0; i < nmsg; i++) EXPECT(memcmp(m[i].sbuf, m[i].rbuf, m[i].bytes) == 0);
+  for (int r = 0; r < n; r++) free(rounds[r]);
+  for (int i = 0; i < nmsg; i++) {
+    free(m[i].sbuf);
+    free(m[i].rbuf);
+  }
+}
+
+static void random_groups(void) {
+  for (unsigned seed = 1; seed <= 2000; seed++) one_world(seed);
+}
+
+/* Rank 0 alone: two sends to itself and one receive of a different size. */
+static void self_mismatch(void) {
+  char a[16], b[16];
+  chorus_op ops[3];
+  memset(ops, 0, sizeof ops);
+  for (int i = 0; i < 3; i++) ops[i].esize = 4, ops[i].root = 0;
+  ops[0].func = CHORUS_FUNC_SEND, ops[0].count = 4, ops[0].sendbuff = a;
+  ops[1].func = CHORUS_FUNC_RECV, ops[1].count = 4, ops[1].recvbuff = b;
+  ops[2].func = CHORUS_FUNC_SEND, ops[2].count = 2, ops[2].sendbuff = a;
+  chorus_op *ptr[3] = {&ops[0], &ops[1], &ops[2]};
+  chorus_kern_p2p rounds[3];
+  char err[256] = "";
+  memset(rounds, 0, sizeof rounds);
+  EXPECT_EQ_INT(chorus_gpu_p2p_rounds(0, 1, ptr, 2, rounds, err, sizeof err), 1);
+  EXPECT_EQ_INT(rounds[0].sbytes[0], 16);
+  memset(rounds, 0, sizeof rounds);
+  EXPECT_EQ_INT(chorus_gpu_p2p_rounds(0, 1, ptr, 3, rounds, err, sizeof err), -1);
+  EXPECT(strstr(err, "ncclSend of 8 bytes but ncclRecv of 0 bytes") != NULL);
+}
+
+int main(void) {
+  RUN(random_groups);
+  RUN(self_mismatch);
+  return unit_report();
+}
