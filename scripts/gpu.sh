@@ -84,6 +84,11 @@ if [ "$ngpu" -ge 4 ]; then
     [ "$coll" = broadcast ] || [ "$coll" = reduce ] && roots="-r all"
     check "${coll}_pipe_tiny_procs4" $force $tiny $run -n 4 --timeout 80 $perf/${coll}_perf -d all -o all $roots -b 4 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
   done
+  # Rings (AllReduce, AllGather, ReduceScatter) forced at every size.
+  for coll in all_reduce all_gather reduce_scatter; do
+    check "${coll}_ring_g3" env CHORUS_GPU_RING_BYTES=1 $perf/${coll}_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
+    check "${coll}_ring_tiny_procs4" env CHORUS_GPU_RING_BYTES=1 $tiny $run -n 4 --timeout 80 $perf/${coll}_perf -d all -o all -b 8 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
+  done
   check "all_reduce_twoshot_g3" $force $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_procs4" $force $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_pieces_g4" env CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
@@ -155,6 +160,11 @@ for lib in chorus nccl; do
     for coll in reduce_scatter all_gather broadcast alltoall reduce gather scatter sendrecv; do
       bench "${coll}_procs4" $lib $run -n 4 --timeout 80 $perf/${coll}_perf
     done
+    if [ "$lib" = chorus ]; then # rings forced, to place CHORUS_GPU_RING_BYTES
+      for coll in all_reduce all_gather reduce_scatter; do
+        bench "${coll}_ringprocs4" chorus env CHORUS_GPU_RING_BYTES=1 $run -n 4 --timeout 80 $perf/${coll}_perf
+      done
+    fi
   fi
   [ "$ngpu" -ge 2 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout 80 $perf/sendrecv_perf
 done
@@ -172,7 +182,8 @@ def load(path):
 labels = []
 for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "alltoall", "reduce", "gather", "scatter", "sendrecv"):
     for mode, what in (("procs2", "2 GPUs, 1 process each"), ("g2", "2 GPUs, -g 2"),
-                       ("procs4", "4 GPUs, 1 process each"), ("g4", "4 GPUs, -g 4")):
+                       ("procs4", "4 GPUs, 1 process each"), ("g4", "4 GPUs, -g 4"),
+                       ("ringprocs4", "4 GPUs, 1 process each, Chorus with rings forced")):
         labels.append((f"{coll}_{mode}", f"{coll}, {what}"))
 for label, title in labels:
     c, n = load(f"{out}/bench_{label}_chorus.log"), load(f"{out}/bench_{label}_nccl.log")

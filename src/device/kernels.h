@@ -96,6 +96,12 @@ typedef struct chorus_kern_xchg {
    * small steps and the fence, and so do 2-rank AllReduces (each choice
    * measured faster, see docs/PERFORMANCE.md). */
   int narrow;
+  /* Pipelined kernel only (rings): pushes read push + soff[p] instead of
+   * send + soff[p] and carry a partial result, which PreMulSum does not
+   * scale again; `partial`: the output is a partial result too (no
+   * SUMPOSTDIV division yet). */
+  const void *push;
+  int partial;
 } chorus_kern_xchg;
 
 /* Send/Recv (one round of a group's point-to-point calls): this rank
@@ -114,7 +120,8 @@ typedef struct chorus_kern_p2p {
 } chorus_kern_p2p;
 
 /* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
- * halves, no flags or barriers); bytes at most ll_lines * 8, fwd_to 0. */
+ * halves, no flags or barriers); bytes at most ll_lines * 8, fwd_to 0,
+ * narrow 0, push NULL, partial 0. */
 int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, void *stream);
 /* Bandwidth: any size in one launch, chunks streamed through the FIFOs

@@ -161,6 +161,8 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
       0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_PIPE_BYTES : CHORUS_P_GPU_PIPE_BYTES_PAIR));
   g->tune.twoshot_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_BYTES));
   g->tune.chain_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_CHAIN_BYTES));
+  const int64_t ring = chorus_param_int(CHORUS_P_GPU_RING_BYTES);
+  g->tune.ring_bytes = ring > 0 ? (size_t)ring : SIZE_MAX; /* 0: never */
   size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
   size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;
@@ -244,168 +246,13 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
                       g->rank, g->device, peer);
 }
 
-/* Broadcast or Reduce along the chain root, root + 1, ... (Broadcast) or
- * root + 1, ..., root (Reduce): each rank takes from the one before it and
- * forwards as it goes, so every link carries the buffer once instead of
- * the root's links carrying it n - 1 times. */
-static void chain(int me, int n, int root, int reduce, chorus_kern_xchg *x) {
-  const int pos = (me - root + n) % n, next = (me + 1) % n, prev = (me + n - 1) % n;
-  const uint32_t self = 1u << me;
-  if (!reduce) {
-    if (pos == 0) {
-      x->send_to = 1u << next;
-      x->recv_from = self;
-    } else {
-      x->recv_from = 1u << prev;
-      x->fwd_to = pos < n - 1 ? 1u << next : 0;
-    }
-    return;
-  }
-  x->reduce = 1;
-  if (pos == 1) {
-    x->send_to = 1u << next;
-  } else {
-    x->recv_from = (1u << prev) | self;
-    x->fwd_to = pos == 0 ? 0 : 1u << next;
-  }
-}
-
-/* Fills the one exchange of op (before splitting into pieces). 0 when the
- * function has no GPU schedule yet. */
-static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op *op,
-                    chorus_kern_xchg *x) {
-  const int root = op->root;
-  const uint32_t all = n >= 32 ? 0xffffffffu : (1u << n) - 1, self = 1u << me;
-  const size_t bytes = op->count * op->esize;
-  memset(x, 0, sizeof *x);
-  x->send = op->sendbuff;
-  x->recv = op->recvbuff;
-  x->bytes = bytes;
-  const int rooted = op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_REDUCE;
-  if (rooted && n > 2 && bytes >= tune->chain_bytes) {
-    chain(me, n, root, op->func == CHORUS_FUNC_REDUCE, x);
-    x->narrow = 1;
-    return 1;
-  }
-  switch (op->func) {
-  case CHORUS_FUNC_ALLREDUCE:
-    x->send_to = all & ~self;
-    x->recv_from = all;
-    x->reduce = 1;
-    return 1;
-  case CHORUS_FUNC_REDUCESCATTER:
-    x->send_to = all & ~self;
-    x->recv_from = all;
-    x->reduce = 1;
-    for (int p = 0; p < n; p++) x->soff[p] = (size_t)p * bytes;
-    return 1;
-  case CHORUS_FUNC_REDUCE:
-    x->reduce = 1;
-    if (me == root)
-      x->recv_from = all;
-    else
-      x->send_to = 1u << root;
-    return 1;
-  case CHORUS_FUNC_ALLGATHER:
-    x->send_to = all & ~self;
-    x->recv_from = all;
-    for (int p = 0; p < n; p++) x->roff[p] = (size_t)p * bytes;
-    return 1;
-  case CHORUS_FUNC_BROADCAST:
-    if (me == root) {
-      x->send_to = all & ~self;
-      x->recv_from = self;
-    } else {
-      x->recv_from = 1u << root;
-    }
-    return 1;
-  case CHORUS_FUNC_ALLTOALL:
-    x->send_to = all & ~self;
-    x->recv_from = all;
-    for (int p = 0; p < n; p++) x->soff[p] = x->roff[p] = (size_t)p * bytes;
-    return 1;
-  case CHORUS_FUNC_GATHER:
-    if (me == root) {
-      x->recv_from = all;
-      for (int p = 0; p < n; p++) x->roff[p] = (size_t)p * bytes;
-    } else {
-      x->send_to = 1u << root;
-    }
-    return 1;
-  case CHORUS_FUNC_SCATTER:
-    if (me == root) {
-      x->send_to = all & ~self;
-      x->recv_from = self;
-      for (int p = 0; p < n; p++) x->soff[p] = (size_t)p * bytes;
-    } else {
-      x->recv_from = 1u << root;
-    }
-    return 1;
-  default:
-    return 0;
-  }
-}
-
-/* AllReduce as ReduceScatter into the rank's share of recvbuff, then an
- * in-place AllGather of the shares: 2(n-1)/n of the buffer crosses each
- * link instead of (n-1). Elements past the last whole share go one-shot. */
-static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg out[3]) {
-  const uint32_t all = (1u << n) - 1, self = 1u << me;
-  const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
-  const size_t sb = share * es;
-  char *recv = op->recvbuff;
-  chorus_kern_xchg *rs = &out[0], *ag = &out[1], *tail = &out[2];
-  memset(out, 0, 3 * sizeof *out);
-  rs->send = op->sendbuff;
-  rs->recv = recv;
-  rs->bytes = sb;
-  rs->send_to = all & ~self;
-  rs->recv_from = all;
-  rs->reduce = 1;
-  for (int p = 0; p < n; p++) rs->soff[p] = (size_t)p * sb;
-  rs->roff[0] = (size_t)me * sb;
-  ag->send = recv + (size_t)me * sb;
-  ag->recv = recv;
-  ag->bytes = sb;
-  ag->send_to = all & ~self;
-  ag->recv_from = all;
-  for (int p = 0; p < n; p++) ag->roff[p] = (size_t)p * sb;
-  if (main == op->count) return 2;
-  tail->send = (const char *)op->sendbuff + main * es;
-  tail->recv = recv + main * es;
-  tail->bytes = (op->count - main) * es;
-  tail->send_to = all & ~self;
-  tail->recv_from = all;
-  tail->reduce = 1;
-  return 3;
-}
-
-int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
-                    chorus_kern_xchg out[3]) {
-  if (!describe(rank, nranks, tune, op, &out[0])) return 0;
-  if (op->func == CHORUS_FUNC_ALLREDUCE && nranks > 2 && out[0].bytes >= tune->twoshot_bytes &&
-      op->count >= (size_t)nranks)
-    return plan_twoshot(rank, nranks, op, out);
-  return 1;
-}
-
-void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
-                      chorus_kern_xchg *out) {
-  *out = *whole;
-  out->bytes = whole->bytes - off < piece ? whole->bytes - off : piece;
-  for (int p = 0; p < nranks; p++) {
-    out->soff[p] += off;
-    out->roff[p] += off;
-  }
-}
-
 /* Runs one exchange, the same way on every rank: large blocks and chains
  * in one pipelined launch, the rest as LL launches of pieces that fit the
  * slots. */
 static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
                                  const chorus_kern_xchg *whole, const chorus_op *op) {
   int err = 0;
-  if (whole->fwd_to || whole->bytes >= g->pipe_bytes) {
+  if (whole->narrow || whole->bytes >= g->pipe_bytes) { /* chains and rings: always */
     err = chorus_kern_pipe(&g->kc, red, whole, op->cuda_stream);
   } else {
     for (size_t off = 0; off < whole->bytes && !err; off += g->ll_bytes) {
@@ -441,7 +288,7 @@ ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, vo
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
-  chorus_kern_xchg steps[3];
+  chorus_kern_xchg steps[CHORUS_GPU_MAX_STEPS];
   int nsteps = chorus_gpu_plan(g->rank, g->nranks, &g->tune, op, steps);
   if (nsteps == 0)
     return chorus_error(ncclInternalError, "nccl%s has no GPU schedule",

@@ -36,14 +36,19 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g);
 typedef struct chorus_gpu_tune {
   size_t twoshot_bytes; /* AllReduce on 3+ ranks: ReduceScatter + AllGather */
   size_t chain_bytes;   /* Broadcast and Reduce on 3+ ranks: a chain */
+  size_t ring_bytes;    /* AllReduce, AllGather, ReduceScatter on 3+: rings */
 } chorus_gpu_tune;
 
+/* Most exchanges one call takes: a ring AllReduce's 2(n - 1) and a tail. */
+#define CHORUS_GPU_MAX_STEPS (2 * (CHORUS_KERN_MAX_RANKS - 1) + 1)
+
 /* The exchanges (device/kernels.h) that run op on rank `rank` of `nranks`
- * GPUs, in order: returns how many (1, or up to 3 for a two-shot
- * AllReduce), 0 when the function has no GPU schedule yet. Pure; the unit
- * tests replay plans on host memory. */
+ * GPUs, in order (plan.c): returns how many (1; 2 or 3 for a two-shot
+ * AllReduce; n - 1 for a ring AllGather or ReduceScatter, 2(n - 1) or one
+ * more for a ring AllReduce), 0 when the function has no GPU schedule.
+ * Pure; the unit tests replay plans on host memory. */
 int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
-                    chorus_kern_xchg out[3]);
+                    chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]);
 /* Piece [off, off + piece) of every block of `whole`. */
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
                       chorus_kern_xchg *out);

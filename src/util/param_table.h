@@ -46,6 +46,7 @@ CHORUS_PARAM(GPU_PIPE_BYTES,   "CHORUS_GPU_PIPE_BYTES", INT, 16384, "GPU blocks 
 CHORUS_PARAM(GPU_PIPE_BYTES_PAIR, "CHORUS_GPU_PIPE_BYTES_PAIR", INT, 262144, "CHORUS_GPU_PIPE_BYTES for communicators of 2 ranks")
 CHORUS_PARAM(GPU_TWOSHOT_BYTES,"CHORUS_GPU_TWOSHOT_BYTES", INT, 4194304, "GPU AllReduce of at least this many bytes on 3+ ranks runs as ReduceScatter plus AllGather")
 CHORUS_PARAM(GPU_CHAIN_BYTES,  "CHORUS_GPU_CHAIN_BYTES", INT, 262144, "GPU Broadcast and Reduce of at least this many bytes on 3+ ranks run as a pipelined chain instead of a fan-out from or to the root")
+CHORUS_PARAM(GPU_RING_BYTES,   "CHORUS_GPU_RING_BYTES",  INT, 0,      "AllReduce, AllGather and ReduceScatter on 3+ GPUs run as rings from this many bytes per rank's block (0: never; not measured yet)")
 CHORUS_PARAM(GPU_CHANNELS,     "CHORUS_GPU_CHANNELS",   INT, 64,     "CTAs of the pipelined GPU kernel (1..64)")
 CHORUS_PARAM(GPU_CHUNK_BYTES,  "CHORUS_GPU_CHUNK_BYTES", INT, 65536, "Bytes per pipeline step of one GPU channel when exchanging with every peer at once (a multiple of 4096)")
 CHORUS_PARAM(GPU_FIFO_BYTES,   "CHORUS_GPU_FIFO_BYTES",  INT, 524288, "Bytes of pipeline FIFO per GPU channel and peer (narrow streams step by half of it)")

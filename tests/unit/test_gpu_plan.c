@@ -9,7 +9,8 @@
  * reduces in rank order; chains forward), split into pieces as the LL
  * launcher splits them, and the outputs are compared with the collective
  * computed directly: every function, 1 to 5 ranks, several counts, in
- * place and not, one-shot and two-shot AllReduce, fan-out and chained
+ * place and not, one-shot, two-shot and ring AllReduce, ring AllGather and
+ * ReduceScatter (pushes from `push` where set), fan-out and chained
  * Broadcast/Reduce, whole and tiny pieces.
  */
 #include <stdint.h>
@@ -142,7 +143,8 @@ static void replay(const world *w, chorus_kern_xchg *xs) {
       if ((xs[r].send_to >> p) & 1) {
         EXPECT(!((xs[r].fwd_to >> p) & 1));
         slot[p][r] = malloc(xs[r].bytes + 1);
-        memcpy(slot[p][r], (const char *)xs[r].send + xs[r].soff[p], xs[r].bytes);
+        const void *from = xs[r].push ? xs[r].push : xs[r].send;
+        memcpy(slot[p][r], (const char *)from + xs[r].soff[p], xs[r].bytes);
       }
   int done[MAXN] = {0}, left = n;
   for (int pass = 0; pass < n && left > 0; pass++)
@@ -187,7 +189,7 @@ static void replay(const world *w, chorus_kern_xchg *xs) {
 
 static void run(world *w, const chorus_gpu_tune *tune, size_t piece) {
   setup(w);
-  chorus_kern_xchg steps[MAXN][3];
+  chorus_kern_xchg steps[MAXN][CHORUS_GPU_MAX_STEPS];
   int nsteps = -1;
   for (int r = 0; r < w->n; r++) {
     chorus_op op;
@@ -241,10 +243,11 @@ static void every_collective(void) {
                             func == CHORUS_FUNC_REDUCE;
           if (inplace && !has_inplace) continue;
           for (size_t piece = 8; piece <= 1u << 20; piece <<= 17) /* 8 B and 1 MiB */
-            for (int big = 0; big < 2; big++) {                   /* two-shot AllReduce, chains */
+            for (int big = 0; big < 3; big++) { /* 1: two-shot AllReduce, chains; 2: rings too */
               world w = {
                   .n = n, .count = counts[c], .func = func, .root = n / 2, .inplace = inplace};
-              chorus_gpu_tune tune = {big ? 0 : SIZE_MAX, big ? 0 : SIZE_MAX};
+              chorus_gpu_tune tune = {big ? 0 : SIZE_MAX, big ? 0 : SIZE_MAX,
+                                      big == 2 ? 0 : SIZE_MAX};
               run(&w, &tune, piece);
             }
         }
@@ -256,8 +259,8 @@ static void unsupported(void) {
   op.func = CHORUS_FUNC_SEND;
   op.count = 4;
   op.esize = 4;
-  chorus_kern_xchg x[3];
-  chorus_gpu_tune tune = {0, 0};
+  chorus_kern_xchg x[CHORUS_GPU_MAX_STEPS];
+  chorus_gpu_tune tune = {0, 0, 0};
   EXPECT_EQ_INT(chorus_gpu_plan(0, 2, &tune, &op, x), 0);
 }
 

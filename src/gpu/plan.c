@@ -1,0 +1,274 @@
+/*
+ * plan.c - which exchanges run each collective on GPU communicators
+ * (gpu.h): pure functions of the call, the rank and the thresholds, the
+ * same on every rank, replayed on host memory by the unit tests.
+ */
+#include <string.h>
+
+#include "gpu/gpu.h"
+
+/* Broadcast or Reduce along the chain root, root + 1, ... (Broadcast) or
+ * root + 1, ..., root (Reduce): each rank takes from the one before it and
+ * forwards as it goes, so every link carries the buffer once instead of
+ * the root's links carrying it n - 1 times. */
+static void chain(int me, int n, int root, int reduce, chorus_kern_xchg *x) {
+  const int pos = (me - root + n) % n, next = (me + 1) % n, prev = (me + n - 1) % n;
+  const uint32_t self = 1u << me;
+  if (!reduce) {
+    if (pos == 0) {
+      x->send_to = 1u << next;
+      x->recv_from = self;
+    } else {
+      x->recv_from = 1u << prev;
+      x->fwd_to = pos < n - 1 ? 1u << next : 0;
+    }
+    return;
+  }
+  x->reduce = 1;
+  if (pos == 1) {
+    x->send_to = 1u << next;
+  } else {
+    x->recv_from = (1u << prev) | self;
+    x->fwd_to = pos == 0 ? 0 : 1u << next;
+  }
+}
+
+/* Fills the one exchange of op (before splitting into pieces). 0 when the
+ * function has no GPU schedule yet. */
+static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op *op,
+                    chorus_kern_xchg *x) {
+  const int root = op->root;
+  const uint32_t all = n >= 32 ? 0xffffffffu : (1u << n) - 1, self = 1u << me;
+  const size_t bytes = op->count * op->esize;
+  memset(x, 0, sizeof *x);
+  x->send = op->sendbuff;
+  x->recv = op->recvbuff;
+  x->bytes = bytes;
+  const int rooted = op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_REDUCE;
+  if (rooted && n > 2 && bytes >= tune->chain_bytes) {
+    chain(me, n, root, op->func == CHORUS_FUNC_REDUCE, x);
+    x->narrow = 1;
+    return 1;
+  }
+  switch (op->func) {
+  case CHORUS_FUNC_ALLREDUCE:
+    x->send_to = all & ~self;
+    x->recv_from = all;
+    x->reduce = 1;
+    return 1;
+  case CHORUS_FUNC_REDUCESCATTER:
+    x->send_to = all & ~self;
+    x->recv_from = all;
+    x->reduce = 1;
+    for (int p = 0; p < n; p++) x->soff[p] = (size_t)p * bytes;
+    return 1;
+  case CHORUS_FUNC_REDUCE:
+    x->reduce = 1;
+    if (me == root)
+      x->recv_from = all;
+    else
+      x->send_to = 1u << root;
+    return 1;
+  case CHORUS_FUNC_ALLGATHER:
+    x->send_to = all & ~self;
+    x->recv_from = all;
+    for (int p = 0; p < n; p++) x->roff[p] = (size_t)p * bytes;
+    return 1;
+  case CHORUS_FUNC_BROADCAST:
+    if (me == root) {
+      x->send_to = all & ~self;
+      x->recv_from = self;
+    } else {
+      x->recv_from = 1u << root;
+    }
+    return 1;
+  case CHORUS_FUNC_ALLTOALL:
+    x->send_to = all & ~self;
+    x->recv_from = all;
+    for (int p = 0; p < n; p++) x->soff[p] = x->roff[p] = (size_t)p * bytes;
+    return 1;
+  case CHORUS_FUNC_GATHER:
+    if (me == root) {
+      x->recv_from = all;
+      for (int p = 0; p < n; p++) x->roff[p] = (size_t)p * bytes;
+    } else {
+      x->send_to = 1u << root;
+    }
+    return 1;
+  case CHORUS_FUNC_SCATTER:
+    if (me == root) {
+      x->send_to = all & ~self;
+      x->recv_from = self;
+      for (int p = 0; p < n; p++) x->soff[p] = (size_t)p * bytes;
+    } else {
+      x->recv_from = 1u << root;
+    }
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* AllReduce as ReduceScatter into the rank's share of recvbuff, then an
+ * in-place AllGather of the shares: 2(n-1)/n of the buffer crosses each
+ * link instead of (n-1). Elements past the last whole share go one-shot. */
+static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg *out) {
+  const uint32_t all = (1u << n) - 1, self = 1u << me;
+  const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
+  const size_t sb = share * es;
+  char *recv = op->recvbuff;
+  chorus_kern_xchg *rs = &out[0], *ag = &out[1], *tail = &out[2];
+  memset(out, 0, 3 * sizeof *out);
+  rs->send = op->sendbuff;
+  rs->recv = recv;
+  rs->bytes = sb;
+  rs->send_to = all & ~self;
+  rs->recv_from = all;
+  rs->reduce = 1;
+  for (int p = 0; p < n; p++) rs->soff[p] = (size_t)p * sb;
+  rs->roff[0] = (size_t)me * sb;
+  ag->send = recv + (size_t)me * sb;
+  ag->recv = recv;
+  ag->bytes = sb;
+  ag->send_to = all & ~self;
+  ag->recv_from = all;
+  for (int p = 0; p < n; p++) ag->roff[p] = (size_t)p * sb;
+  if (main == op->count) return 2;
+  tail->send = (const char *)op->sendbuff + main * es;
+  tail->recv = recv + main * es;
+  tail->bytes = (op->count - main) * es;
+  tail->send_to = all & ~self;
+  tail->recv_from = all;
+  tail->reduce = 1;
+  return 3;
+}
+
+/* Rings: n - 1 steps, each a narrow exchange in which every rank streams
+ * one block to the next rank and takes one from the previous, so each
+ * rank talks to one peer at a time (what the links carry fastest), at the
+ * price of a launch per step. Blocks of sb bytes; block b of a buffer at
+ * b * sb. */
+static int mod(int a, int n) {
+  return ((a % n) + n) % n;
+}
+static void ring_step(int me, int n, size_t sb, chorus_kern_xchg *x) {
+  memset(x, 0, sizeof *x);
+  x->bytes = sb;
+  x->narrow = 1;
+  x->send_to = 1u << mod(me + 1, n);
+  x->recv_from = 1u << mod(me - 1, n);
+}
+
+/* AllGather into recv, this rank's block taken from own: step k sends
+ * block me - k (its own first, then the one it took at step k - 1) and
+ * takes block me - k - 1. */
+static int ring_allgather(int me, int n, const void *own, char *recv, size_t sb,
+                          chorus_kern_xchg *out) {
+  const int prev = mod(me - 1, n), next = mod(me + 1, n);
+  for (int k = 0; k < n - 1; k++) {
+    chorus_kern_xchg *x = &out[k];
+    ring_step(me, n, sb, x);
+    x->recv = recv;
+    x->roff[prev] = (size_t)mod(me - k - 1, n) * sb;
+    if (k == 0) { /* its own block, also into its place in recv */
+      x->send = own;
+      x->recv_from |= 1u << me;
+      x->roff[me] = (size_t)me * sb;
+    } else {
+      x->send = recv;
+      x->soff[next] = (size_t)mod(me - k, n) * sb;
+    }
+  }
+  return n - 1;
+}
+
+/* ReduceScatter of send's n blocks: step k sends the partial sum of block
+ * me - k - 1 (at step 0 its own block, raw) and takes the partial of block
+ * me - k - 2, adding its own block to it; after n - 1 steps it holds block
+ * me whole. The partials of block b go to recv + b * sb (`spread`: the
+ * AllReduce layout, which in place overwrites each input block just as it
+ * is consumed), else all to recv (one block: each step pushes the previous
+ * partial from where it writes the next, chunk by chunk behind its own
+ * push). */
+static int ring_reducescatter(int me, int n, const char *send, char *recv, size_t sb, int spread,
+                              chorus_kern_xchg *out) {
+  const int next = mod(me + 1, n);
+  for (int k = 0; k < n - 1; k++) {
+    chorus_kern_xchg *x = &out[k];
+    const int pushed = mod(me - k - 1, n), taken = mod(me - k - 2, n);
+    ring_step(me, n, sb, x);
+    x->reduce = 1;
+    x->recv_from |= 1u << me;
+    x->send = send;
+    x->soff[me] = (size_t)taken * sb;
+    if (k == 0) {
+      x->soff[next] = (size_t)pushed * sb;
+    } else {
+      x->push = spread ? recv + (size_t)pushed * sb : recv;
+      x->soff[next] = 0;
+    }
+    x->recv = spread ? recv + (size_t)taken * sb : recv;
+    x->partial = k < n - 2;
+  }
+  return n - 1;
+}
+
+/* AllReduce as a ring ReduceScatter into recv's blocks, then a ring
+ * AllGather of them; elements past the last whole block go one-shot. */
+static int plan_ring_allreduce(int me, int n, const chorus_op *op, chorus_kern_xchg *out) {
+  const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
+  const size_t sb = share * es;
+  char *recv = op->recvbuff;
+  int k = ring_reducescatter(me, n, op->sendbuff, recv, sb, 1, out);
+  k += ring_allgather(me, n, recv + (size_t)me * sb, recv, sb, out + k);
+  if (main == op->count) return k;
+  const uint32_t all = (1u << n) - 1;
+  chorus_kern_xchg *tail = &out[k];
+  memset(tail, 0, sizeof *tail);
+  tail->send = (const char *)op->sendbuff + main * es;
+  tail->recv = recv + main * es;
+  tail->bytes = (op->count - main) * es;
+  tail->send_to = all & ~(1u << me);
+  tail->recv_from = all;
+  tail->reduce = 1;
+  return k + 1;
+}
+
+int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
+                    chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]) {
+  if (!describe(rank, nranks, tune, op, &out[0])) return 0;
+  const size_t bytes = out[0].bytes; /* per rank's block */
+  const int ring = nranks > 2 && bytes >= tune->ring_bytes;
+  switch (op->func) {
+  case CHORUS_FUNC_ALLREDUCE:
+    if (nranks > 2 && op->count >= (size_t)nranks) {
+      if (ring) return plan_ring_allreduce(rank, nranks, op, out);
+      if (bytes >= tune->twoshot_bytes) return plan_twoshot(rank, nranks, op, out);
+    }
+    return 1;
+  case CHORUS_FUNC_ALLGATHER:
+    if (ring) return ring_allgather(rank, nranks, op->sendbuff, op->recvbuff, bytes, out);
+    return 1;
+  case CHORUS_FUNC_REDUCESCATTER: {
+    /* In place the output is the input's block `rank`, which the last step
+     * still reads: that case keeps the one exchange. */
+    const char *s = op->sendbuff, *r = op->recvbuff;
+    const int inside = r >= s && r < s + (size_t)nranks * bytes;
+    if (ring && !inside) return ring_reducescatter(rank, nranks, s, op->recvbuff, bytes, 0, out);
+    return 1;
+  }
+  default:
+    return 1;
+  }
+}
+
+void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
+                      chorus_kern_xchg *out) {
+  *out = *whole;
+  out->bytes = whole->bytes - off < piece ? whole->bytes - off : piece;
+  for (int p = 0; p < nranks; p++) {
+    out->soff[p] += off;
+    out->roff[p] += off;
+  }
+}
+
