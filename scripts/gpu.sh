@@ -119,6 +119,8 @@ for g in 1 2 4; do
   [ "$g" -le "$ngpu" ] || continue
   check "all_reduce_odd_g$g" $perf/all_reduce_perf -g "$g" -d float -o sum -b 4 -e 4 -n 1 -w 1 -c 3 -T 60
 done
+# ncclMemAlloc: device memory through cuMem on every GPU, given back, used by an AllReduce.
+[ -x $build/tests/gpu/gpu_memalloc ] && check "memalloc_all" $build/tests/gpu/gpu_memalloc && grep -a -E "^(GPU|AllReduce)" "$out/check_memalloc_all.log" | sed 's/^/      /'
 # Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
 [ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|bad)" "$out/check_failures_g2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then

@@ -1,9 +1,12 @@
 /*
  * mem.c - ncclMemAlloc/ncclMemFree and buffer registration.
  *
- * Without a GPU, ncclMemAlloc returns page-aligned host memory from mmap.
- * Every live allocation is remembered, so ncclMemFree of a pointer we did not
- * hand out is an error, not a crash. Registration on host communicators has
+ * Where the calling thread has a GPU (and CHORUS_HOST_COMM is not set),
+ * ncclMemAlloc returns device memory on it through cuMem (device/vmm.cu:
+ * exportable, mapped for every GPU with peer access to it), as NCCL does;
+ * without one, page-aligned host memory from mmap. Every live allocation
+ * is remembered, so ncclMemFree of a pointer we did not hand out is an
+ * error, not a crash. Registration on host communicators has
  * nothing to pin or map: handles are validated tokens. Windows
  * (ncclCommWindowRegister) exist for device code and are not available on
  * host communicators.
@@ -14,19 +17,22 @@
 
 #include "core/api.h"
 #include "core/comm.h"
+#include "device/device.h"
 #include "util/alloc.h"
 #include "util/check.h"
+#include "util/param.h"
 
 typedef struct mem_block {
   void *ptr;
-  size_t size;
+  size_t size; /* as mapped */
+  int device;  /* GPU memory (cuMem), else mmap'ed host memory */
 } mem_block;
 
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 static mem_block *blocks;
 static size_t nblocks, cap_blocks;
 
-static int remember(void *p, size_t size) {
+static int remember(void *p, size_t size, int device) {
   pthread_mutex_lock(&mem_lock);
   if (nblocks == cap_blocks) {
     size_t cap = cap_blocks ? 2 * cap_blocks : 64;
@@ -40,18 +46,19 @@ static int remember(void *p, size_t size) {
     blocks = b;
     cap_blocks = cap;
   }
-  blocks[nblocks++] = (mem_block){p, size};
+  blocks[nblocks++] = (mem_block){p, size, device};
   pthread_mutex_unlock(&mem_lock);
   return 0;
 }
 
-/* Removes p from the registry; returns its size or 0 if unknown. */
-static size_t forget(void *p) {
+/* Removes p from the registry; returns its size (0 if unknown) and kind. */
+static size_t forget(void *p, int *device) {
   size_t size = 0;
   pthread_mutex_lock(&mem_lock);
   for (size_t i = 0; i < nblocks; i++)
     if (blocks[i].ptr == p) {
       size = blocks[i].size;
+      *device = blocks[i].device;
       blocks[i] = blocks[--nblocks];
       break;
     }
@@ -68,11 +75,27 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size) {
   if (!ptr) return chorus_error(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
   *ptr = NULL;
   if (size == 0) return chorus_error(ncclInvalidArgument, "ncclMemAlloc: size is 0");
+  const int gpu = chorus_param_int(CHORUS_P_HOST_COMM) ? -1 : chorus_device_current();
+  if (gpu >= 0) {
+    void *d = NULL;
+    size_t mapped = 0;
+    if (chorus_dev_vmm_alloc(size, &d, &mapped) != 0)
+      return chorus_error(ncclUnhandledCudaError,
+                          "ncclMemAlloc: cannot allocate %zu bytes on GPU %d: %s", size, gpu,
+                          chorus_dev_error());
+    if (remember(d, mapped, 1) != 0) {
+      chorus_dev_vmm_free(d, mapped);
+      return chorus_error(ncclSystemError, "ncclMemAlloc: out of memory");
+    }
+    chorus_alloc_account(CHORUS_MEM_DEVICE, (int64_t)mapped);
+    *ptr = d;
+    return ncclSuccess;
+  }
   void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED)
     return chorus_error(ncclSystemError, "ncclMemAlloc: cannot allocate %zu bytes of host memory",
                         size);
-  if (remember(p, size) != 0) {
+  if (remember(p, size, 0) != 0) {
     munmap(p, size);
     return chorus_error(ncclSystemError, "ncclMemAlloc: out of memory");
   }
@@ -83,11 +106,19 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size) {
 
 NCCL_API(ncclResult_t, ncclMemFree, void *ptr) {
   if (!ptr) return ncclSuccess;
-  size_t size = forget(ptr);
+  int device = 0;
+  size_t size = forget(ptr, &device);
   if (!size)
     return chorus_error(ncclInvalidArgument,
                         "ncclMemFree: %p was not returned by ncclMemAlloc (or was freed already)",
                         ptr);
+  if (device) {
+    chorus_alloc_account(CHORUS_MEM_DEVICE, -(int64_t)size);
+    if (chorus_dev_vmm_free(ptr, size) != 0)
+      return chorus_error(ncclUnhandledCudaError, "ncclMemFree: unmapping %p: %s", ptr,
+                          chorus_dev_error());
+    return ncclSuccess;
+  }
   munmap(ptr, size);
   chorus_alloc_account(CHORUS_MEM_PINNED, -(int64_t)size);
   return ncclSuccess;

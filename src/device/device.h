@@ -33,6 +33,12 @@ int chorus_dev_bus_id(int device, char *out, size_t len);
 /* Zeroed device memory on the current device. */
 int chorus_dev_alloc(size_t bytes, void **out);
 int chorus_dev_free(void *p);
+/* ncclMemAlloc's device memory (vmm.cu): on the current device, through
+ * cuMem, exportable as a POSIX file descriptor where the driver allows,
+ * readable and writable from every device with peer access to it; size
+ * rounded up to the allocation granularity (*mapped). */
+int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped);
+int chorus_dev_vmm_free(void *p, size_t mapped);
 /* Host memory mapped into the device address space (zeroed). */
 int chorus_dev_host_alloc(size_t bytes, void **host, void **dev);
 int chorus_dev_host_free(void *host);

@@ -271,4 +271,3 @@ void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, siz
     out->roff[p] += off;
   }
 }
-

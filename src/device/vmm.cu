@@ -1,0 +1,139 @@
+/*
+ * vmm.cu - device.h's shareable allocations through CUDA's virtual memory
+ * management (cuMem*), the driver API reached through the runtime's entry
+ * points, so that the library never links libcuda (it must load on
+ * machines without a driver).
+ *
+ * An allocation is physical memory on the current device, created so that
+ * it can be exported as a POSIX file descriptor (where the driver allows;
+ * otherwise without a shareable handle), mapped at an address reserved for
+ * it, and made readable and writable from the current device and from
+ * every device that can reach it directly. Sizes round up to the
+ * recommended granularity. The handle is released once mapped: unmapping
+ * frees the memory.
+ */
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "device/device.h"
+}
+
+#define MAX_DEVICES 64
+
+struct vmm {
+  decltype(&cuMemGetAllocationGranularity) granularity;
+  decltype(&cuMemCreate) create;
+  decltype(&cuMemRelease) release;
+  decltype(&cuMemAddressReserve) reserve;
+  decltype(&cuMemAddressFree) address_free;
+  decltype(&cuMemMap) map;
+  decltype(&cuMemUnmap) unmap;
+  decltype(&cuMemSetAccess) set_access;
+};
+
+static int entry(const char *name, void **fn) {
+  cudaDriverEntryPointQueryResult q;
+  cudaError_t e = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q);
+  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
+    char what[128];
+    snprintf(what, sizeof what, "finding the driver's %s", name);
+    return chorus_dev_fail(e != cudaSuccess ? (int)e : (int)cudaErrorNotSupported, what);
+  }
+  return 0;
+}
+
+static int load(vmm *v) {
+  return entry("cuMemGetAllocationGranularity", (void **)&v->granularity) ||
+                 entry("cuMemCreate", (void **)&v->create) ||
+                 entry("cuMemRelease", (void **)&v->release) ||
+                 entry("cuMemAddressReserve", (void **)&v->reserve) ||
+                 entry("cuMemAddressFree", (void **)&v->address_free) ||
+                 entry("cuMemMap", (void **)&v->map) || entry("cuMemUnmap", (void **)&v->unmap) ||
+                 entry("cuMemSetAccess", (void **)&v->set_access)
+             ? -1
+             : 0;
+}
+
+/* Records a driver error like chorus_dev_fail records a runtime one. */
+static int drv_fail(CUresult r, const char *what) {
+  char msg[192];
+  snprintf(msg, sizeof msg, "%s: driver error %d", what, (int)r);
+  return chorus_dev_fail((int)cudaErrorUnknown, msg);
+}
+
+extern "C" int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
+  *out = NULL;
+  *mapped = 0;
+  vmm v;
+  if (load(&v) != 0) return -1;
+  int dev = 0, ndev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e == cudaSuccess) e = cudaGetDeviceCount(&ndev);
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "finding the current device");
+  CUmemAllocationProp prop;
+  memset(&prop, 0, sizeof prop);
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev;
+  prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+  size_t gran = 0;
+  CUresult r = v.granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+  if (r != CUDA_SUCCESS || gran == 0) return drv_fail(r, "cuMemGetAllocationGranularity");
+  const size_t size = (bytes + gran - 1) / gran * gran;
+  CUmemGenericAllocationHandle h;
+  r = v.create(&h, size, &prop, 0);
+  if (r != CUDA_SUCCESS) { /* no shareable handles here: local memory still */
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    r = v.create(&h, size, &prop, 0);
+  }
+  if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemCreate");
+  CUdeviceptr p = 0;
+  r = v.reserve(&p, size, gran, 0, 0);
+  if (r != CUDA_SUCCESS) {
+    v.release(h);
+    return drv_fail(r, "cuMemAddressReserve");
+  }
+  r = v.map(p, size, 0, h, 0);
+  v.release(h); /* the mapping keeps the memory */
+  if (r != CUDA_SUCCESS) {
+    v.address_free(p, size);
+    return drv_fail(r, "cuMemMap");
+  }
+  CUmemAccessDesc desc[MAX_DEVICES];
+  int k = 0;
+  for (int d = 0; d < ndev && k < MAX_DEVICES; d++) {
+    int can = d == dev;
+    if (!can && cudaDeviceCanAccessPeer(&can, d, dev) != cudaSuccess) {
+      cudaGetLastError();
+      can = 0;
+    }
+    if (!can) continue;
+    memset(&desc[k], 0, sizeof desc[k]);
+    desc[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    desc[k].location.id = d;
+    desc[k].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    k++;
+  }
+  r = v.set_access(p, size, desc, (size_t)k);
+  if (r != CUDA_SUCCESS) {
+    v.unmap(p, size);
+    v.address_free(p, size);
+    return drv_fail(r, "cuMemSetAccess");
+  }
+  *out = (void *)p;
+  *mapped = size;
+  return 0;
+}
+
+extern "C" int chorus_dev_vmm_free(void *p, size_t mapped) {
+  vmm v;
+  if (load(&v) != 0) return -1;
+  CUresult r = v.unmap((CUdeviceptr)p, mapped);
+  if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemUnmap");
+  r = v.address_free((CUdeviceptr)p, mapped);
+  if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemAddressFree");
+  return 0;
+}
