@@ -27,18 +27,6 @@
 #include "gpu_test.h"
 #include "nccl.h"
 
-static int failures;
-
-#define EXPECT(cond, ...)                                                                          \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, "\n");                                                                       \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
-
 /* Waits for stream s, at most limit seconds; returns the seconds waited,
  * or -1 if it was still busy at the limit. */
 static double wait_stream(cudaStream_t s, double limit) {

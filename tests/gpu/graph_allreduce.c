@@ -25,24 +25,6 @@ static int env_int(const char *name, int dflt) {
   return v && *v ? atoi(v) : dflt;
 }
 
-#define CUDA(call)                                                                                 \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "rank %d: %s: %s\n", rank, #call, cudaGetErrorString(e_));                   \
-      return 1;                                                                                    \
-    }                                                                                              \
-  } while (0)
-#define NCCL(call)                                                                                 \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, #call, ncclGetErrorString(r_),               \
-              ncclGetLastError(NULL));                                                             \
-      return 1;                                                                                    \
-    }                                                                                              \
-  } while (0)
-
 /* Captures K in-place AllReduces of count floats with op into a graph. */
 static int capture(int rank, ncclComm_t comm, float *buf, size_t count, ncclRedOp_t op,
                    cudaStream_t s, cudaGraphExec_t *exec) {

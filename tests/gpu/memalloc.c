@@ -15,21 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_test.h"
 #include "nccl.h"
 
 #define MAXG 8
-
-static int failures;
-
-#define EXPECT(cond, ...)                                                                          \
-  do {                                                                                             \
-    if (!(cond)) {                                                                                 \
-      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                         \
-      fprintf(stderr, __VA_ARGS__);                                                                \
-      fprintf(stderr, "\n");                                                                       \
-      failures++;                                                                                  \
-    }                                                                                              \
-  } while (0)
 
 static void one_gpu(int d) {
   cudaSetDevice(d);

@@ -22,31 +22,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu_test.h"
 #include "nccl.h"
 
 #define MAXG  8
 #define NMSG  2
 #define ITERS 3
-
-static int failures;
-
-#define CUDA(call)                                                                                 \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-#define NCCL(call)                                                                                 \
-  do {                                                                                             \
-    ncclResult_t r_ = (call);                                                                      \
-    if (r_ != ncclSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s (%s)\n", __FILE__, __LINE__, #call, ncclGetErrorString(r_),   \
-              ncclGetLastError(NULL));                                                             \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
 
 static int env_int(const char *name, int dflt) {
   const char *v = getenv(name);
