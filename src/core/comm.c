@@ -61,11 +61,7 @@ chorus_log_ctx chorus_comm_enter(ncclComm_t comm) {
       (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error, sizeof comm->last_error});
 }
 
-/* The device a new communicator binds to: the calling thread's current
- * CUDA device (as NCCL does), or none (host memory) when the process sees no
- * GPU or CHORUS_HOST_COMM=1. Decided at the init call, on the caller's
- * thread, because the build may run on another. */
-static int pick_device(void) {
+int chorus_comm_pick_device(void) {
   if (chorus_param_int(CHORUS_P_HOST_COMM)) return -1;
   return chorus_device_current();
 }
@@ -78,7 +74,9 @@ ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const nccl
   c->nranks = nranks;
   c->async = ncclInProgress;
   c->state = CHORUS_COMM_INIT;
-  c->device = pick_device();
+  /* Decided at the init call, on the caller's thread: the build may run
+   * on another. */
+  c->device = chorus_comm_pick_device();
   ncclResult_t res = chorus_config_copy(&c->config, cfg);
   if (res != ncclSuccess) {
     chorus_free(c);

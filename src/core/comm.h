@@ -78,6 +78,10 @@ chorus_log_ctx chorus_comm_enter(ncclComm_t comm);
 /* Allocates a communicator in state INIT (async = ncclInProgress) with its
  * parsed config. */
 ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const ncclConfig_t *cfg);
+/* The device the calling thread's communicators and ncclMemAlloc use: its
+ * current CUDA device (as NCCL does), or -1 (host memory) when the process
+ * sees no GPU or CHORUS_HOST_COMM=1. */
+int chorus_comm_pick_device(void);
 /* Builds the communicator (bootstrap, topology, transports). Blocking;
  * sets state/async; records errors. Takes ownership of comm->init. */
 ncclResult_t chorus_comm_build(ncclComm_t comm);

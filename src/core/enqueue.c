@@ -100,8 +100,8 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
     op->next_op = NULL;
     all[k++] = op;
     if (res != ncclSuccess) continue;
-    if (op->cc->gpu) { /* GPU communicators: kernels on the caller's stream */
-      if (op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV) continue; /* below */
+    if (op->cc->gpu) {              /* GPU communicators: kernels on the caller's stream */
+      if (is_gpu_p2p(op)) continue; /* run_gpu_p2p, below */
       chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
       res = chorus_gpu_enqueue(op->cc->gpu, op);
       chorus_log_ctx_set(old);

@@ -20,7 +20,6 @@
 #include "device/device.h"
 #include "util/alloc.h"
 #include "util/check.h"
-#include "util/param.h"
 
 typedef struct mem_block {
   void *ptr;
@@ -75,7 +74,7 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void **ptr, size_t size) {
   if (!ptr) return chorus_error(ncclInvalidArgument, "ncclMemAlloc: ptr is NULL");
   *ptr = NULL;
   if (size == 0) return chorus_error(ncclInvalidArgument, "ncclMemAlloc: size is 0");
-  const int gpu = chorus_param_int(CHORUS_P_HOST_COMM) ? -1 : chorus_device_current();
+  const int gpu = chorus_comm_pick_device();
   if (gpu >= 0) {
     void *d = NULL;
     size_t mapped = 0;

@@ -30,12 +30,10 @@ extern "C" {
 
 #define R CHORUS_KERN_MAX_RANKS
 
-/* Steps of channel b (of C) for a transfer of nbytes in chunks of chunk. */
-static __host__ __device__ __forceinline__ uint32_t steps_of(size_t nbytes, size_t chunk, int b,
-                                                             int C) {
-  if (!nbytes) return 0;
-  const size_t nchunks = (nbytes + chunk - 1) / chunk;
-  return (size_t)b < nchunks ? (uint32_t)((nchunks - 1 - b) / C + 1) : 0;
+/* Chunks of a transfer of nbytes (a narrow stream), 0 for none. */
+static __host__ __device__ __forceinline__ size_t chunks_of(const chorus_kern_comm &c,
+                                                            size_t nbytes) {
+  return nbytes ? (nbytes + pipe_chunk(c, nbytes, true) - 1) / pipe_chunk(c, nbytes, true) : 0;
 }
 
 /* What one half of a channel does with each peer: chunk size, slots per
@@ -46,6 +44,15 @@ struct p2p_side {
   uint32_t steps[R];
   uint32_t max_steps;
 };
+
+/* Entry p of S for a transfer of nbytes with peer p, on channel b. */
+static __device__ void plan_side(const chorus_kern_comm &c, p2p_side &S, int p, size_t nbytes,
+                                 int b) {
+  const size_t nchunks = chunks_of(c, nbytes);
+  S.chunk[p] = nbytes ? pipe_chunk(c, nbytes, true) : 4096;
+  S.nslots[p] = (uint32_t)(c.fifo_bytes / S.chunk[p]);
+  S.steps[p] = (size_t)b < nchunks ? (uint32_t)((nchunks - 1 - b) / c.channels + 1) : 0;
+}
 
 /* Copies units [j0, j1) of a chunk from `from` to `to` (to is nbytes long
  * and indexed like the whole transfer; from is already offset so). */
@@ -76,15 +83,8 @@ static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p
       const size_t cu = S.chunk[p] / sizeof(U), nunits = (P.sbytes[p] + sizeof(U) - 1) / sizeof(U);
       const size_t j0 = (b + (size_t)s * C) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
       const char *from = (const char *)P.send[p];
-      const bool fast = whole(from, P.sbytes[p], j1);
       char *to = slot(c, c.win[p], b, me, sent[p] + s, S.chunk[p], S.nslots[p]) - j0 * sizeof(U);
-      for (size_t j = j0 + t; j < j1; j += GROUP * UNROLL) {
-        U d[UNROLL];
-        load_units<UNROLL>(d, from, P.sbytes[p], j, j1, fast);
-#pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-          if (j + u * GROUP < j1) *(U *)(to + (j + u * GROUP) * sizeof(U)) = d[u];
-      }
+      copy_chunk(to, from, P.sbytes[p], j0, j1, whole(from, P.sbytes[p], j1), t);
     }
     group_sync(BAR_PUSH);
     if (t < n && s < S.steps[t]) st_release(head_word(c, c.win[t], b, me), sent[t] + s + 1);
@@ -130,20 +130,15 @@ __global__ void __launch_bounds__(THREADS) sendrecv(chorus_kern_comm c, chorus_k
   __shared__ p2p_side s_push, s_take;
   __shared__ int s_failed;
   __shared__ uint32_t s_pushed;
-  const int t = threadIdx.x, b = blockIdx.x, C = (int)c.channels, n = c.nranks, me = c.rank;
+  const int t = threadIdx.x, b = blockIdx.x, n = c.nranks, me = c.rank;
   /* This rank's totals for channel b: sent [dst], then taken [src]. */
   uint32_t *sent = (uint32_t *)(c.win[me] + c.cnt_off) + (size_t)b * R;
   uint32_t *taken = sent + CHORUS_KERN_MAX_CHANNELS * R;
   if (t < R) {
     s_sent[t] = sent[t];
     s_taken[t] = taken[t];
-    const size_t sb = t < n && t != me ? P.sbytes[t] : 0, rb = t < n ? P.rbytes[t] : 0;
-    s_push.chunk[t] = sb ? pipe_chunk(c, sb, true) : 4096;
-    s_push.nslots[t] = (uint32_t)(c.fifo_bytes / s_push.chunk[t]);
-    s_push.steps[t] = steps_of(sb, s_push.chunk[t], b, C);
-    s_take.chunk[t] = rb ? pipe_chunk(c, rb, true) : 4096;
-    s_take.nslots[t] = (uint32_t)(c.fifo_bytes / s_take.chunk[t]);
-    s_take.steps[t] = steps_of(rb, s_take.chunk[t], b, C);
+    plan_side(c, s_push, t, t < n && t != me ? P.sbytes[t] : 0, b); /* own copy: taking half */
+    plan_side(c, s_take, t, t < n ? P.rbytes[t] : 0, b);
   }
   if (t == 0) {
     s_failed = 0;
@@ -174,9 +169,8 @@ extern "C" int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern
   /* Enough channels for the longest transfer's chunks, at most all. */
   size_t grid = 0;
   for (int q = 0; q < c->nranks; q++) {
-    const size_t sb = q == c->rank ? 0 : p->sbytes[q], rb = p->rbytes[q];
-    const size_t ns = sb ? (sb + pipe_chunk(*c, sb, true) - 1) / pipe_chunk(*c, sb, true) : 0;
-    const size_t nr = rb ? (rb + pipe_chunk(*c, rb, true) - 1) / pipe_chunk(*c, rb, true) : 0;
+    const size_t ns = q == c->rank ? 0 : chunks_of(*c, p->sbytes[q]),
+                 nr = chunks_of(*c, p->rbytes[q]);
     grid = ns > grid ? ns : grid;
     grid = nr > grid ? nr : grid;
   }

@@ -14,6 +14,7 @@
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -34,27 +35,40 @@ struct vmm {
   decltype(&cuMemSetAccess) set_access;
 };
 
+/* The entry points, found once per process; what failed, if anything. */
+static pthread_once_t vmm_once = PTHREAD_ONCE_INIT;
+static vmm vmm_fns;
+static cudaError_t vmm_err;
+static char vmm_what[96];
+
 static int entry(const char *name, void **fn) {
   cudaDriverEntryPointQueryResult q;
   cudaError_t e = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q);
-  if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !*fn) {
-    char what[128];
-    snprintf(what, sizeof what, "finding the driver's %s", name);
-    return chorus_dev_fail(e != cudaSuccess ? (int)e : (int)cudaErrorNotSupported, what);
-  }
-  return 0;
+  if (e == cudaSuccess && q == cudaDriverEntryPointSuccess && *fn) return 0;
+  vmm_err = e != cudaSuccess ? e : cudaErrorNotSupported;
+  snprintf(vmm_what, sizeof vmm_what, "finding the driver's %s", name);
+  cudaGetLastError();
+  return -1;
 }
 
-static int load(vmm *v) {
-  return entry("cuMemGetAllocationGranularity", (void **)&v->granularity) ||
-                 entry("cuMemCreate", (void **)&v->create) ||
-                 entry("cuMemRelease", (void **)&v->release) ||
-                 entry("cuMemAddressReserve", (void **)&v->reserve) ||
-                 entry("cuMemAddressFree", (void **)&v->address_free) ||
-                 entry("cuMemMap", (void **)&v->map) || entry("cuMemUnmap", (void **)&v->unmap) ||
-                 entry("cuMemSetAccess", (void **)&v->set_access)
-             ? -1
-             : 0;
+static void find_entries(void) {
+  vmm *v = &vmm_fns;
+  (void)(entry("cuMemGetAllocationGranularity", (void **)&v->granularity) ||
+         entry("cuMemCreate", (void **)&v->create) || entry("cuMemRelease", (void **)&v->release) ||
+         entry("cuMemAddressReserve", (void **)&v->reserve) ||
+         entry("cuMemAddressFree", (void **)&v->address_free) ||
+         entry("cuMemMap", (void **)&v->map) || entry("cuMemUnmap", (void **)&v->unmap) ||
+         entry("cuMemSetAccess", (void **)&v->set_access));
+}
+
+/* The driver's cuMem functions, or NULL after recording why not. */
+static const vmm *load(void) {
+  pthread_once(&vmm_once, find_entries);
+  if (vmm_what[0]) {
+    chorus_dev_fail((int)vmm_err, vmm_what);
+    return NULL;
+  }
+  return &vmm_fns;
 }
 
 /* Records a driver error like chorus_dev_fail records a runtime one. */
@@ -67,8 +81,9 @@ static int drv_fail(CUresult r, const char *what) {
 extern "C" int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
   *out = NULL;
   *mapped = 0;
-  vmm v;
-  if (load(&v) != 0) return -1;
+  const vmm *vp = load();
+  if (!vp) return -1;
+  const vmm &v = *vp;
   int dev = 0, ndev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaGetDeviceCount(&ndev);
@@ -129,11 +144,11 @@ extern "C" int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
 }
 
 extern "C" int chorus_dev_vmm_free(void *p, size_t mapped) {
-  vmm v;
-  if (load(&v) != 0) return -1;
-  CUresult r = v.unmap((CUdeviceptr)p, mapped);
+  const vmm *v = load();
+  if (!v) return -1;
+  CUresult r = v->unmap((CUdeviceptr)p, mapped);
   if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemUnmap");
-  r = v.address_free((CUdeviceptr)p, mapped);
+  r = v->address_free((CUdeviceptr)p, mapped);
   if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemAddressFree");
   return 0;
 }

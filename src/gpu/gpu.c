@@ -246,9 +246,9 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
                       g->rank, g->device, peer);
 }
 
-/* Runs one exchange, the same way on every rank: large blocks and chains
- * in one pipelined launch, the rest as LL launches of pieces that fit the
- * slots. */
+/* Runs one exchange, the same way on every rank: large blocks, chains and
+ * ring steps in one pipelined launch, the rest as LL launches of pieces
+ * that fit the slots. */
 static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
                                  const chorus_kern_xchg *whole, const chorus_op *op) {
   int err = 0;

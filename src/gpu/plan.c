@@ -109,6 +109,21 @@ static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op 
   }
 }
 
+/* A split AllReduce's elements past the last whole share (main of them):
+ * one one-shot exchange into *tail, or none. Returns how many (0 or 1). */
+static int allreduce_tail(int me, int n, const chorus_op *op, size_t main, chorus_kern_xchg *tail) {
+  if (main == op->count) return 0;
+  const uint32_t all = (1u << n) - 1;
+  memset(tail, 0, sizeof *tail);
+  tail->send = (const char *)op->sendbuff + main * op->esize;
+  tail->recv = (char *)op->recvbuff + main * op->esize;
+  tail->bytes = (op->count - main) * op->esize;
+  tail->send_to = all & ~(1u << me);
+  tail->recv_from = all;
+  tail->reduce = 1;
+  return 1;
+}
+
 /* AllReduce as ReduceScatter into the rank's share of recvbuff, then an
  * in-place AllGather of the shares: 2(n-1)/n of the buffer crosses each
  * link instead of (n-1). Elements past the last whole share go one-shot. */
@@ -117,8 +132,8 @@ static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg *ou
   const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
   const size_t sb = share * es;
   char *recv = op->recvbuff;
-  chorus_kern_xchg *rs = &out[0], *ag = &out[1], *tail = &out[2];
-  memset(out, 0, 3 * sizeof *out);
+  chorus_kern_xchg *rs = &out[0], *ag = &out[1];
+  memset(out, 0, 2 * sizeof *out);
   rs->send = op->sendbuff;
   rs->recv = recv;
   rs->bytes = sb;
@@ -133,14 +148,7 @@ static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg *ou
   ag->send_to = all & ~self;
   ag->recv_from = all;
   for (int p = 0; p < n; p++) ag->roff[p] = (size_t)p * sb;
-  if (main == op->count) return 2;
-  tail->send = (const char *)op->sendbuff + main * es;
-  tail->recv = recv + main * es;
-  tail->bytes = (op->count - main) * es;
-  tail->send_to = all & ~self;
-  tail->recv_from = all;
-  tail->reduce = 1;
-  return 3;
+  return 2 + allreduce_tail(me, n, op, main, &out[2]);
 }
 
 /* Rings: n - 1 steps, each a narrow exchange in which every rank streams
@@ -221,17 +229,7 @@ static int plan_ring_allreduce(int me, int n, const chorus_op *op, chorus_kern_x
   char *recv = op->recvbuff;
   int k = ring_reducescatter(me, n, op->sendbuff, recv, sb, 1, out);
   k += ring_allgather(me, n, recv + (size_t)me * sb, recv, sb, out + k);
-  if (main == op->count) return k;
-  const uint32_t all = (1u << n) - 1;
-  chorus_kern_xchg *tail = &out[k];
-  memset(tail, 0, sizeof *tail);
-  tail->send = (const char *)op->sendbuff + main * es;
-  tail->recv = recv + main * es;
-  tail->bytes = (op->count - main) * es;
-  tail->send_to = all & ~(1u << me);
-  tail->recv_from = all;
-  tail->reduce = 1;
-  return k + 1;
+  return k + allreduce_tail(me, n, op, main, &out[k]);
 }
 
 int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
