@@ -4,7 +4,7 @@
 # same perf binary, and print a short table last.
 #
 # usage: scripts/gpu.sh [quick|full|check]  (on a machine with GPUs)
-#   quick: matrix up to 1 MiB, bench 8 B..128 MiB
+#   quick: matrix up to 1 MiB, bench 8 B..512 MiB
 #   full:  matrix up to 16 MiB, bench 8 B..2 GiB
 #   check: the quick matrix only
 # Output: $OUT (or /tmp/chorus-gpu) gets every log and gpu-table.md.
@@ -74,7 +74,7 @@ done
 # LL pieces, forced at small sizes so that the matrix covers them; tiny
 # pipeline steps on 3 channels make every FIFO wrap around many times.
 force="env CHORUS_GPU_PIPE_BYTES=0 CHORUS_GPU_PIPE_BYTES_PAIR=0 CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_CHAIN_BYTES=0"
-tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_CHANNELS=3"
+tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_CHANNELS=3 CHORUS_GPU_RING_CHUNK_BYTES=4096"
 if [ "$ngpu" -ge 4 ]; then
   for coll in all_reduce reduce_scatter all_gather broadcast alltoall reduce gather scatter; do
     check "${coll}_pipe_g4" $force $perf/${coll}_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
@@ -89,6 +89,7 @@ if [ "$ngpu" -ge 4 ]; then
     check "${coll}_ring_g3" env CHORUS_GPU_RING_BYTES=1 $perf/${coll}_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
     check "${coll}_ring_tiny_procs4" env CHORUS_GPU_RING_BYTES=1 $tiny $run -n 4 --timeout 80 $perf/${coll}_perf -d all -o all -b 8 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
   done
+  check "all_reduce_ring_procs2" env CHORUS_GPU_RING_BYTES=1 $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_g3" $force $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_procs4" $force $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_pieces_g4" env CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
@@ -139,7 +140,7 @@ if [ "$mode" = check ]; then
 fi
 
 # ---- side by side -----------------------------------------------------------
-bench_e=256M
+bench_e=1G
 [ "$mode" = full ] && bench_e=2G
 table="$out/gpu-table.md"
 : >"$table"
@@ -162,11 +163,6 @@ for lib in chorus nccl; do
     for coll in reduce_scatter all_gather broadcast alltoall reduce gather scatter sendrecv; do
       bench "${coll}_procs4" $lib $run -n 4 --timeout 80 $perf/${coll}_perf
     done
-    if [ "$lib" = chorus ]; then # rings forced, to place CHORUS_GPU_RING_BYTES
-      for coll in all_reduce all_gather reduce_scatter; do
-        bench "${coll}_ringprocs4" chorus env CHORUS_GPU_RING_BYTES=1 $run -n 4 --timeout 80 $perf/${coll}_perf
-      done
-    fi
   fi
   [ "$ngpu" -ge 2 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout 80 $perf/sendrecv_perf
 done
@@ -184,8 +180,7 @@ def load(path):
 labels = []
 for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "alltoall", "reduce", "gather", "scatter", "sendrecv"):
     for mode, what in (("procs2", "2 GPUs, 1 process each"), ("g2", "2 GPUs, -g 2"),
-                       ("procs4", "4 GPUs, 1 process each"), ("g4", "4 GPUs, -g 4"),
-                       ("ringprocs4", "4 GPUs, 1 process each, Chorus with rings forced")):
+                       ("procs4", "4 GPUs, 1 process each"), ("g4", "4 GPUs, -g 4")):
         labels.append((f"{coll}_{mode}", f"{coll}, {what}"))
 for label, title in labels:
     c, n = load(f"{out}/bench_{label}_chorus.log"), load(f"{out}/bench_{label}_nccl.log")

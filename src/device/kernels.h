@@ -55,11 +55,12 @@ typedef struct chorus_kern_comm {
   uint64_t pipe_off;
   uint32_t ctl_off, cnt_off;
   uint32_t chunk_bytes, fifo_bytes, channels;
-  uint32_t *epochs;        /* this rank's per-block counters (device memory) */
-  volatile int32_t *abort; /* host-mapped: nonzero stops every wait */
-  int32_t *status;         /* host-mapped: CHORUS_KERN_* of the first failure */
-  int32_t *status_peer;    /* host-mapped: the rank waited for at that failure */
-  uint64_t timeout_ns;     /* per wait; 0: none */
+  uint32_t ring_chunk, ring_channels; /* rings (chorus_kern_ring) */
+  uint32_t *epochs;                   /* this rank's per-block counters (device memory) */
+  volatile int32_t *abort;            /* host-mapped: nonzero stops every wait */
+  int32_t *status;                    /* host-mapped: CHORUS_KERN_* of the first failure */
+  int32_t *status_peer;               /* host-mapped: the rank waited for at that failure */
+  uint64_t timeout_ns;                /* per wait; 0: none */
 } chorus_kern_comm;
 
 /* Reduction, as host/reduce.h's chorus_red kinds. */
@@ -96,13 +97,44 @@ typedef struct chorus_kern_xchg {
    * small steps and the fence, and so do 2-rank AllReduces (each choice
    * measured faster, see docs/PERFORMANCE.md). */
   int narrow;
-  /* Pipelined kernel only (rings): pushes read push + soff[p] instead of
-   * send + soff[p] and carry a partial result, which PreMulSum does not
-   * scale again; `partial`: the output is a partial result too (no
-   * SUMPOSTDIV division yet). */
-  const void *push;
-  int partial;
+  /* A ring (CHORUS_RING_*, chorus_kern_ring), else 0. The whole
+   * collective in one launch: bytes is one rank's block, send and recv the
+   * API's buffers (soff, roff, send_to, recv_from unused). */
+  int ring;
 } chorus_kern_xchg;
+
+/* Rings: every rank streams to rank + 1 and takes from rank - 1 only,
+ * channel b of each rank moving the chunks of positions b, b + G, ... of
+ * every block. Per chunk position, step s (0 <= s < chorus_ring_steps)
+ * handles block chorus_ring_block(s): step 0 pushes the rank's own input
+ * (scaled for PreMulSum); each later step takes what the previous rank
+ * pushed at its step s - 1, for the same block. ReduceScatter steps
+ * 1..n-1 add the rank's own input of the block (step n - 1 completes the
+ * rank's own block, the only output of a ReduceScatter); AllReduce goes on
+ * with n - 1 AllGather steps that copy and pass the completed blocks; an
+ * AllGather copies every block it sees. Host and device share these. */
+enum { CHORUS_RING_ALLGATHER = 1, CHORUS_RING_REDUCESCATTER, CHORUS_RING_ALLREDUCE };
+#ifdef __CUDACC__
+#define CHORUS_KERN_HD __host__ __device__
+#else
+#define CHORUS_KERN_HD
+#endif
+static inline CHORUS_KERN_HD int chorus_ring_steps(int ring, int n) {
+  return ring == CHORUS_RING_ALLREDUCE ? 2 * n - 1 : n;
+}
+static inline CHORUS_KERN_HD int chorus_ring_block(int ring, int me, int n, int s) {
+  const int b = (me - s - (ring == CHORUS_RING_ALLGATHER ? 0 : 1)) % n;
+  return b < 0 ? b + n : b;
+}
+/* Whether step s adds the rank's own input (ReduceScatter part), and
+ * whether it writes the output. */
+static inline CHORUS_KERN_HD int chorus_ring_reduces(int ring, int n, int s) {
+  return ring != CHORUS_RING_ALLGATHER && s < n;
+}
+static inline CHORUS_KERN_HD int chorus_ring_writes(int ring, int n, int s) {
+  return ring == CHORUS_RING_ALLGATHER ||
+         (ring == CHORUS_RING_REDUCESCATTER ? s == n - 1 : s >= n - 1);
+}
 
 /* Send/Recv (one round of a group's point-to-point calls): this rank
  * sends sbytes[p] bytes from send[p] to each peer p and receives rbytes[p]
@@ -121,12 +153,16 @@ typedef struct chorus_kern_p2p {
 
 /* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
  * halves, no flags or barriers); bytes at most ll_lines * 8, fwd_to 0,
- * narrow 0, push NULL, partial 0. */
+ * narrow 0, ring 0. */
 int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, void *stream);
 /* Bandwidth: any size in one launch, chunks streamed through the FIFOs
  * with head/done credits, each CTA's pushing and taking warps overlapped. */
 int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
+                     const chorus_kern_xchg *x, void *stream);
+/* A ring (x->ring set), in one launch of ring_channels CTAs with chunks
+ * of at most ring_chunk bytes. */
+int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
                      const chorus_kern_xchg *x, void *stream);
 /* Send/Recv: one launch moves every transfer of p. */
 int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);

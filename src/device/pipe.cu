@@ -46,9 +46,9 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
                                   volatile uint32_t *pushed) {
   const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
   const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
-  const bool premul = REDUCE && red.kind == CHORUS_RED_PREMULSUM && !x.push;
+  const bool premul = REDUCE && red.kind == CHORUS_RED_PREMULSUM;
   const typename elem<T>::acc scalar = premul_scalar<T>(red);
-  const char *send = (const char *)(x.push ? x.push : x.send);
+  const char *send = (const char *)x.send;
   for (size_t s = 0; s < nsteps; s++) {
     if (t < n && ((x.send_to >> t) & 1))
       wait_at_least(done_word(c, c.win[me], b, t), room_needed(sent[t], (uint32_t)s, nslots), c, t,
@@ -153,7 +153,7 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
             *(U *)(fwd_to + (j + u * GROUP) * sizeof(U)) = finish_unit<T, U>(acc[u], red, false);
           else
             store_unit(recv + x.roff[0], x.bytes, j + u * GROUP,
-                       finish_unit<T, U>(acc[u], red, !x.partial),
+                       finish_unit<T, U>(acc[u], red, true),
                        out_fast && x.roff[0] % sizeof(U) == 0);
         }
       }

@@ -61,20 +61,21 @@ static __device__ __forceinline__ uint32_t room_needed(uint32_t sent, uint32_t s
 
 typedef uint4 U; /* the 16-byte unit every thread moves */
 
-/* Units j + u * GROUP (< j1) of buf (nbytes long) into d. `fast` (buf
- * 16-byte aligned, the units whole) makes them plain vector loads that
- * are all in flight at once; otherwise each is assembled as it can be. */
-template <int UR>
+/* Units j + u * NT (< j1) of buf (nbytes long) into d, NT threads
+ * striding together. `fast` (buf 16-byte aligned, the units whole) makes
+ * them plain vector loads that are all in flight at once; otherwise each
+ * is assembled as it can be. */
+template <int UR, int NT = GROUP>
 static __device__ __forceinline__ void load_units(U (&d)[UR], const char *buf, size_t nbytes,
                                                   size_t j, size_t j1, bool fast) {
   if (fast) {
 #pragma unroll
     for (int u = 0; u < UR; u++)
-      if (j + u * GROUP < j1) d[u] = ((const U *)buf)[j + u * GROUP];
+      if (j + u * NT < j1) d[u] = ((const U *)buf)[j + u * NT];
   } else {
 #pragma unroll
     for (int u = 0; u < UR; u++)
-      if (j + u * GROUP < j1) d[u] = load_unit<U>(buf, nbytes, j + u * GROUP);
+      if (j + u * NT < j1) d[u] = load_unit<U>(buf, nbytes, j + u * NT);
   }
 }
 /* The store of d[u] to unit j + u * GROUP of buf, as load_units loads. */

@@ -155,6 +155,12 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.fifo_bytes = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_FIFO_BYTES),
                                             2 * (int64_t)g->kc.chunk_bytes, 1 << 28) /
                      8192 * 8192;
+  /* Rings use the pipeline's FIFOs, so no more channels than it has. */
+  g->kc.ring_channels =
+      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_RING_CHANNELS), 1, g->kc.channels);
+  g->kc.ring_chunk =
+      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_RING_CHUNK_BYTES), 4096, 1 << 24) /
+      4096 * 4096;
   /* With one peer LL lines stay ahead longer (measured on 4xH200: LL
    * faster up to 128 KiB on 2 GPUs, the pipeline from 16 KiB on 4). */
   g->pipe_bytes = (size_t)CHORUS_MAX(
@@ -246,13 +252,15 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
                       g->rank, g->device, peer);
 }
 
-/* Runs one exchange, the same way on every rank: large blocks, chains and
- * ring steps in one pipelined launch, the rest as LL launches of pieces
- * that fit the slots. */
+/* Runs one exchange, the same way on every rank: a ring in the ring
+ * kernel, large blocks and chains in one pipelined launch, the rest as LL
+ * launches of pieces that fit the slots. */
 static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
                                  const chorus_kern_xchg *whole, const chorus_op *op) {
   int err = 0;
-  if (whole->narrow || whole->bytes >= g->pipe_bytes) { /* chains and rings: always */
+  if (whole->ring) {
+    err = chorus_kern_ring(&g->kc, red, whole, op->cuda_stream);
+  } else if (whole->narrow || whole->bytes >= g->pipe_bytes) { /* chains: always */
     err = chorus_kern_pipe(&g->kc, red, whole, op->cuda_stream);
   } else {
     for (size_t off = 0; off < whole->bytes && !err; off += g->ll_bytes) {

@@ -151,110 +151,43 @@ static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg *ou
   return 2 + allreduce_tail(me, n, op, main, &out[2]);
 }
 
-/* Rings: n - 1 steps, each a narrow exchange in which every rank streams
- * one block to the next rank and takes one from the previous, so each
- * rank talks to one peer at a time (what the links carry fastest), at the
- * price of a launch per step. Blocks of sb bytes; block b of a buffer at
- * b * sb. */
-static int mod(int a, int n) {
-  return ((a % n) + n) % n;
-}
-static void ring_step(int me, int n, size_t sb, chorus_kern_xchg *x) {
+/* A ring (ring.cu) over blocks of sb bytes: one launch for the whole
+ * collective, in which every rank streams to the next one only. */
+static int plan_ring(int kind, const void *send, void *recv, size_t sb, chorus_kern_xchg *x) {
   memset(x, 0, sizeof *x);
+  x->send = send;
+  x->recv = recv;
   x->bytes = sb;
-  x->narrow = 1;
-  x->send_to = 1u << mod(me + 1, n);
-  x->recv_from = 1u << mod(me - 1, n);
+  x->ring = kind;
+  x->reduce = kind != CHORUS_RING_ALLGATHER;
+  return 1;
 }
 
-/* AllGather into recv, this rank's block taken from own: step k sends
- * block me - k (its own first, then the one it took at step k - 1) and
- * takes block me - k - 1. */
-static int ring_allgather(int me, int n, const void *own, char *recv, size_t sb,
-                          chorus_kern_xchg *out) {
-  const int prev = mod(me - 1, n), next = mod(me + 1, n);
-  for (int k = 0; k < n - 1; k++) {
-    chorus_kern_xchg *x = &out[k];
-    ring_step(me, n, sb, x);
-    x->recv = recv;
-    x->roff[prev] = (size_t)mod(me - k - 1, n) * sb;
-    if (k == 0) { /* its own block, also into its place in recv */
-      x->send = own;
-      x->recv_from |= 1u << me;
-      x->roff[me] = (size_t)me * sb;
-    } else {
-      x->send = recv;
-      x->soff[next] = (size_t)mod(me - k, n) * sb;
-    }
-  }
-  return n - 1;
-}
-
-/* ReduceScatter of send's n blocks: step k sends the partial sum of block
- * me - k - 1 (at step 0 its own block, raw) and takes the partial of block
- * me - k - 2, adding its own block to it; after n - 1 steps it holds block
- * me whole. The partials of block b go to recv + b * sb (`spread`: the
- * AllReduce layout, which in place overwrites each input block just as it
- * is consumed), else all to recv (one block: each step pushes the previous
- * partial from where it writes the next, chunk by chunk behind its own
- * push). */
-static int ring_reducescatter(int me, int n, const char *send, char *recv, size_t sb, int spread,
-                              chorus_kern_xchg *out) {
-  const int next = mod(me + 1, n);
-  for (int k = 0; k < n - 1; k++) {
-    chorus_kern_xchg *x = &out[k];
-    const int pushed = mod(me - k - 1, n), taken = mod(me - k - 2, n);
-    ring_step(me, n, sb, x);
-    x->reduce = 1;
-    x->recv_from |= 1u << me;
-    x->send = send;
-    x->soff[me] = (size_t)taken * sb;
-    if (k == 0) {
-      x->soff[next] = (size_t)pushed * sb;
-    } else {
-      x->push = spread ? recv + (size_t)pushed * sb : recv;
-      x->soff[next] = 0;
-    }
-    x->recv = spread ? recv + (size_t)taken * sb : recv;
-    x->partial = k < n - 2;
-  }
-  return n - 1;
-}
-
-/* AllReduce as a ring ReduceScatter into recv's blocks, then a ring
- * AllGather of them; elements past the last whole block go one-shot. */
+/* AllReduce as a ring over n shares; elements past the last whole share
+ * go one-shot. */
 static int plan_ring_allreduce(int me, int n, const chorus_op *op, chorus_kern_xchg *out) {
-  const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
-  const size_t sb = share * es;
-  char *recv = op->recvbuff;
-  int k = ring_reducescatter(me, n, op->sendbuff, recv, sb, 1, out);
-  k += ring_allgather(me, n, recv + (size_t)me * sb, recv, sb, out + k);
+  const size_t share = op->count / (size_t)n, main = share * (size_t)n;
+  int k = plan_ring(CHORUS_RING_ALLREDUCE, op->sendbuff, op->recvbuff, share * op->esize, out);
   return k + allreduce_tail(me, n, op, main, &out[k]);
 }
 
 int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
                     chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]) {
   if (!describe(rank, nranks, tune, op, &out[0])) return 0;
-  const size_t bytes = out[0].bytes; /* per rank's block */
-  const int ring = nranks > 2 && bytes >= tune->ring_bytes;
+  const size_t bytes = out[0].bytes; /* per rank's block; an AllReduce's whole buffer */
+  const size_t block = op->func == CHORUS_FUNC_ALLREDUCE ? bytes / (size_t)nranks : bytes;
+  const int ring = nranks > 1 && block >= tune->ring_bytes;
   switch (op->func) {
   case CHORUS_FUNC_ALLREDUCE:
-    if (nranks > 2 && op->count >= (size_t)nranks) {
+    if (op->count >= (size_t)nranks) {
       if (ring) return plan_ring_allreduce(rank, nranks, op, out);
-      if (bytes >= tune->twoshot_bytes) return plan_twoshot(rank, nranks, op, out);
+      if (nranks > 2 && bytes >= tune->twoshot_bytes) return plan_twoshot(rank, nranks, op, out);
     }
     return 1;
   case CHORUS_FUNC_ALLGATHER:
-    if (ring) return ring_allgather(rank, nranks, op->sendbuff, op->recvbuff, bytes, out);
-    return 1;
-  case CHORUS_FUNC_REDUCESCATTER: {
-    /* In place the output is the input's block `rank`, which the last step
-     * still reads: that case keeps the one exchange. */
-    const char *s = op->sendbuff, *r = op->recvbuff;
-    const int inside = r >= s && r < s + (size_t)nranks * bytes;
-    if (ring && !inside) return ring_reducescatter(rank, nranks, s, op->recvbuff, bytes, 0, out);
-    return 1;
-  }
+    return ring ? plan_ring(CHORUS_RING_ALLGATHER, op->sendbuff, op->recvbuff, bytes, out) : 1;
+  case CHORUS_FUNC_REDUCESCATTER:
+    return ring ? plan_ring(CHORUS_RING_REDUCESCATTER, op->sendbuff, op->recvbuff, bytes, out) : 1;
   default:
     return 1;
   }

@@ -10,8 +10,8 @@
  * launcher splits them, and the outputs are compared with the collective
  * computed directly: every function, 1 to 5 ranks, several counts, in
  * place and not, one-shot, two-shot and ring AllReduce, ring AllGather and
- * ReduceScatter (pushes from `push` where set), fan-out and chained
- * Broadcast/Reduce, whole and tiny pieces.
+ * ReduceScatter (the ring's steps as kernels.h defines them, chunk by
+ * chunk), fan-out and chained Broadcast/Reduce, whole and tiny pieces.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -143,8 +143,7 @@ static void replay(const world *w, chorus_kern_xchg *xs) {
       if ((xs[r].send_to >> p) & 1) {
         EXPECT(!((xs[r].fwd_to >> p) & 1));
         slot[p][r] = malloc(xs[r].bytes + 1);
-        const void *from = xs[r].push ? xs[r].push : xs[r].send;
-        memcpy(slot[p][r], (const char *)from + xs[r].soff[p], xs[r].bytes);
+        memcpy(slot[p][r], (const char *)xs[r].send + xs[r].soff[p], xs[r].bytes);
       }
   int done[MAXN] = {0}, left = n;
   for (int pass = 0; pass < n && left > 0; pass++)
@@ -187,6 +186,43 @@ static void replay(const world *w, chorus_kern_xchg *xs) {
     for (int s = 0; s < n; s++) free(slot[d][s]);
 }
 
+/* A ring of every rank (xs[r]) over bytes [off, off + len) of each block,
+ * as ring.cu runs one chunk position: at step s every rank handles block
+ * chorus_ring_block(s), taking what the previous rank pushed at step s - 1
+ * (adding its own input where the step reduces) and pushing the result on. */
+static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, size_t len) {
+  const int n = w->n, kind = xs[0].ring, steps = chorus_ring_steps(kind, n);
+  const size_t elems = len / 4;
+  int32_t *pushed[MAXN] = {NULL}, *now[MAXN] = {NULL};
+  for (int s = 0; s < steps; s++) {
+    for (int r = 0; r < n; r++) {
+      const chorus_kern_xchg *x = &xs[r];
+      EXPECT_EQ_INT(x->ring, kind);
+      const size_t blk = (size_t)chorus_ring_block(kind, r, n, s);
+      const int32_t *own =
+          (const int32_t *)((const char *)x->send +
+                            (kind != CHORUS_RING_ALLGATHER ? blk * x->bytes : 0) + off);
+      int32_t *d = malloc(len + 4);
+      if (s == 0) {
+        memcpy(d, own, len);
+      } else {
+        memcpy(d, pushed[(r + n - 1) % n], len);
+        if (chorus_ring_reduces(kind, n, s))
+          for (size_t e = 0; e < elems; e++) d[e] = (int32_t)((uint32_t)d[e] + (uint32_t)own[e]);
+      }
+      if (chorus_ring_writes(kind, n, s))
+        memmove((char *)x->recv + (kind != CHORUS_RING_REDUCESCATTER ? blk * x->bytes : 0) + off, d,
+                len);
+      now[r] = d;
+    }
+    for (int r = 0; r < n; r++) {
+      free(pushed[r]);
+      pushed[r] = now[r];
+    }
+  }
+  for (int r = 0; r < n; r++) free(pushed[r]);
+}
+
 static void run(world *w, const chorus_gpu_tune *tune, size_t piece) {
   setup(w);
   chorus_kern_xchg steps[MAXN][CHORUS_GPU_MAX_STEPS];
@@ -207,7 +243,12 @@ static void run(world *w, const chorus_gpu_tune *tune, size_t piece) {
   REQUIRE(nsteps > 0);
   for (int i = 0; i < nsteps; i++) {
     size_t bytes = steps[0][i].bytes;
-    for (size_t off = 0; off < bytes; off += piece) {
+    for (size_t off = 0; off < bytes && steps[0][i].ring; off += piece) {
+      chorus_kern_xchg xs[MAXN];
+      for (int r = 0; r < w->n; r++) xs[r] = steps[r][i];
+      replay_ring(w, xs, off, bytes - off < piece ? bytes - off : piece);
+    }
+    for (size_t off = 0; off < bytes && !steps[0][i].ring; off += piece) {
       chorus_kern_xchg xs[MAXN];
       for (int r = 0; r < w->n; r++) {
         EXPECT(steps[r][i].bytes == bytes);

@@ -1,0 +1,171 @@
+/*
+ * ring.cu - rings in one launch: AllGather, ReduceScatter and AllReduce
+ * at bandwidth-bound sizes (kernels.h, chorus_ring_*).
+ *
+ * Every rank streams only to the next rank, which is what the links carry
+ * fastest (one peer at a time reaches the link rate where pushing to every
+ * peer at once does not), and every chunk goes around the ring within the
+ * same launch, so the steps overlap across ranks instead of costing a
+ * launch each. Channel (CTA) b handles chunk positions b, b + G, ... of
+ * every block; for each position it runs the ring's steps in order, all
+ * its threads together:
+ *
+ *   wait for the previous rank's chunk of this step (its head word here,
+ *   except at step 0) and for room at the next rank (its done word here,
+ *   except at the last step; at the first send of the launch, for every
+ *   chunk of earlier launches to be consumed, as their slots may have been
+ *   cut differently); combine the previous rank's chunk with this rank's
+ *   own input where the step reduces, write the output where it writes
+ *   one, copy the result into the next rank's slot; then hand the slot
+ *   back (release store into the previous rank's done word) and announce
+ *   the new one (release store into the next rank's head word).
+ *
+ * The FIFOs and counters are those of the pipelined kernel (pipe.cu), so
+ * the two kinds of launch follow each other on a communicator freely. No
+ * system fence precedes the release store: the stream is narrow, as the
+ * pipelined kernel's chains, and measured the same way. Every wait
+ * watches the abort word and the deadline.
+ */
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <string.h>
+
+extern "C" {
+#include "device/device.h"
+#include "device/kernels.h"
+}
+#include "device/pipe_util.cuh"
+
+/* Threads per CTA: 512 measured faster than 256 (4xH200, ReduceScatter
+ * at 128 MiB: 330 against 293 GB/s); the chunk of a step is NT * UR
+ * units at a time. */
+#define NT THREADS
+
+template <typename T, bool REDUCE>
+__global__ void __launch_bounds__(NT)
+    ring(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk, uint32_t nslots,
+         size_t nchunks) {
+  typedef typename elem<T>::acc A;
+  constexpr int E = sizeof(U) / sizeof(T);
+  constexpr int UR = !REDUCE || E <= 8 ? UNROLL : UNROLL / 2; /* 16 1-byte accumulators a unit */
+  __shared__ int s_failed;
+  const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
+  const int next = (me + 1) % n, prev = (me + n - 1) % n, S = chorus_ring_steps(x.ring, n);
+  uint32_t *sent = (uint32_t *)(c.win[me] + c.cnt_off) + (size_t)b * CHORUS_KERN_MAX_RANKS + next;
+  uint32_t *taken = (uint32_t *)(c.win[me] + c.cnt_off) +
+                    (size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + prev;
+  const uint32_t sent0 = *sent, taken0 = *taken;
+  if (t == 0) s_failed = 0;
+  __syncthreads();
+  const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
+  const size_t npos = (size_t)b < nchunks ? (nchunks - 1 - b) / G + 1 : 0;
+  const bool premul = REDUCE && red.kind == CHORUS_RED_PREMULSUM;
+  const A scalar = premul_scalar<T>(red);
+  const char *in = (const char *)x.send;
+  char *out = (char *)x.recv;
+  const bool in_blocks = x.ring != CHORUS_RING_ALLGATHER,
+             out_blocks = x.ring != CHORUS_RING_REDUCESCATTER;
+  uint32_t k = 0; /* chunks sent (and taken) so far in this launch */
+  for (size_t i = 0; i < npos; i++) {
+    const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
+    for (int s = 0; s < S; s++) {
+      const bool rx = s > 0, tx = s < S - 1;
+      if (t == 0 && rx)
+        wait_at_least(head_word(c, c.win[me], b, prev), taken0 + k, c, prev, &s_failed);
+      if (t == 32 && tx)
+        wait_at_least(done_word(c, c.win[me], b, next), room_needed(sent0, k, nslots), c, next,
+                      &s_failed);
+      if (__syncthreads_or(s_failed)) goto out;
+      {
+        const int blk = chorus_ring_block(x.ring, me, n, s);
+        const bool red_step = REDUCE && chorus_ring_reduces(x.ring, n, s);
+        const bool write = chorus_ring_writes(x.ring, n, s);
+        /* The final result of a reduction: SUMPOSTDIV divides it once. */
+        const bool final = red_step && s == n - 1;
+        const char *own = in + (in_blocks ? (size_t)blk * x.bytes : 0);
+        char *dst = out + (out_blocks ? (size_t)blk * x.bytes : 0);
+        const char *from =
+            rx ? slot(c, c.win[me], b, prev, taken0 + k - 1, chunk, nslots) - j0 * sizeof(U) : NULL;
+        char *to =
+            tx ? slot(c, c.win[next], b, me, sent0 + k, chunk, nslots) - j0 * sizeof(U) : NULL;
+        const bool own_fast = whole(own, x.bytes, j1), dst_fast = whole(dst, x.bytes, j1);
+        for (size_t j = j0 + t; j < j1; j += NT * UR) {
+          U d[UR];
+          if (rx) {
+#pragma unroll
+            for (int u = 0; u < UR; u++)
+              if (j + u * NT < j1) d[u] = *(const U *)(from + (j + u * NT) * sizeof(U));
+          }
+          if (s == 0 || red_step) {
+            U o[UR];
+            load_units<UR, NT>(o, own, x.bytes, j, j1, own_fast);
+#pragma unroll
+            for (int u = 0; u < UR; u++) {
+              if (j + u * NT >= j1) continue;
+              if (premul) o[u] = scaled<T, U>(o[u], scalar);
+              if (!red_step || s == 0) {
+                d[u] = o[u];
+              } else {
+                A acc[E];
+                fold_unit<T, U>(acc, d[u], true, red.kind);
+                fold_unit<T, U>(acc, o[u], false, red.kind);
+                d[u] = finish_unit<T, U>(acc, red, final);
+              }
+            }
+          }
+#pragma unroll
+          for (int u = 0; u < UR; u++) {
+            if (j + u * NT >= j1) continue;
+            if (write) store_unit(dst, x.bytes, j + u * NT, d[u], dst_fast);
+            if (tx) *(U *)(to + (j + u * NT) * sizeof(U)) = d[u];
+          }
+        }
+      }
+      __syncthreads();
+      if (t == 0 && rx) st_release(done_word(c, c.win[prev], b, me), taken0 + k);
+      if (t == 32 && tx) st_release(head_word(c, c.win[next], b, me), sent0 + k + 1);
+      k += tx;
+    }
+  }
+out:
+  __syncthreads();
+  if (t == 0) {
+    const uint32_t total = (uint32_t)(npos * (size_t)(S - 1));
+    *sent = sent0 + total;
+    *taken = taken0 + total;
+  }
+}
+
+template <typename T, bool REDUCE>
+static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
+                          const chorus_kern_xchg *x, cudaStream_t stream) {
+  /* Every channel gets chunks while the block has enough, whole pages, at
+   * most ring_chunk and half a FIFO. */
+  size_t chunk = (x->bytes + c->ring_channels - 1) / c->ring_channels;
+  chunk = (chunk + 4095) / 4096 * 4096;
+  if (chunk > c->ring_chunk) chunk = c->ring_chunk;
+  if (chunk > c->fifo_bytes / 2) chunk = c->fifo_bytes / 2;
+  const uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
+  const size_t nchunks = (x->bytes + chunk - 1) / chunk;
+  const unsigned grid = nchunks < c->ring_channels ? (unsigned)nchunks : c->ring_channels;
+  ring<T, REDUCE><<<grid, NT, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
+  return cudaGetLastError();
+}
+
+template <typename T> struct launch_reduce {
+  static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
+                         const chorus_kern_xchg *x, cudaStream_t stream) {
+    return launch<T, true>(c, red, x, stream);
+  }
+};
+
+extern "C" int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
+                                const chorus_kern_xchg *x, void *stream) {
+  if (x->bytes == 0) return 0;
+  cudaStream_t s = (cudaStream_t)stream;
+  cudaError_t e = x->ring != CHORUS_RING_ALLGATHER
+                      ? by_dtype<launch_reduce>(red->dtype, c, red, x, s)
+                      : launch<uint8_t, false>(c, red, x, s);
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the ring kernel");
+  return 0;
+}
