@@ -41,12 +41,13 @@ typedef struct chorus_kern_comm {
   char *win[CHORUS_KERN_MAX_RANKS];
   uint32_t ll_off, ack_off;
   size_t ll_lines; /* lines per slot: ll_lines * 8 bytes of payload */
-  /* The pipelined kernel (chorus_kern_pipe). Channel (CTA) b of every rank
-   * talks only to channel b of the others, through a FIFO of fifo_bytes
-   * per source, [channel][src] from pipe_off. Each launch cuts its FIFOs
-   * into slots of its chunk size (chunk_bytes at most for exchanges with
-   * every peer at once, half a FIFO for narrow ones), which both ends of a
-   * pair compute from the size alone.
+  /* The FIFO kernels (pipelined exchanges, rings and chains, Send/Recv).
+   * Channel (CTA) b of every rank talks only to channel b of the others,
+   * through a FIFO of fifo_bytes per source, [channel][src] from pipe_off.
+   * Each launch cuts its FIFOs into slots of its chunk size (chunk_bytes at
+   * most for exchanges with every peer at once, ring_chunk for rings and
+   * chains, half a FIFO for Send/Recv), which both ends of a pair compute
+   * from the size alone.
    * Counters, each on its own CHORUS_KERN_CTL_STRIDE line from ctl_off:
    * head [channel][src] (chunks src has delivered here; src writes it),
    * then done [channel][dst] (chunks dst has consumed from this rank; dst
@@ -86,54 +87,78 @@ typedef struct chorus_kern_xchg {
   size_t soff[CHORUS_KERN_MAX_RANKS]; /* block for rank p at send + soff[p] */
   size_t roff[CHORUS_KERN_MAX_RANKS]; /* block from rank s at recv + roff[s] */
   int reduce;
-  /* Pipelined kernel only (chains): at most one rank, which gets what this
-   * rank takes (its reduction, or the single source's copy) as it goes,
-   * instead of the reduction landing in recv. Never also in send_to. */
-  uint32_t fwd_to;
-  /* Pipelined kernel: a chain, where every rank sends to at most one peer
-   * and takes from at most one (the same on all ranks). It streams in
-   * steps of half a FIFO and announces each without a system-wide fence
-   * before the release store; exchanges with several peers at once keep
-   * small steps and the fence, and so do 2-rank AllReduces (each choice
-   * measured faster, see docs/PERFORMANCE.md). */
-  int narrow;
-  /* A ring (CHORUS_RING_*, chorus_kern_ring), else 0. The whole
-   * collective in one launch: bytes is one rank's block, send and recv the
-   * API's buffers (soff, roff, send_to, recv_from unused). */
+  /* A ring or chain (CHORUS_RING_*, chorus_kern_ring), else 0: the whole
+   * collective in one launch; bytes is one rank's block (the buffer, for a
+   * chain), send and recv the API's buffers (soff, roff, send_to and
+   * recv_from unused). */
   int ring;
+  int root; /* chains */
 } chorus_kern_xchg;
 
-/* Rings: every rank streams to rank + 1 and takes from rank - 1 only,
- * channel b of each rank moving the chunks of positions b, b + G, ... of
- * every block. Per chunk position, step s (0 <= s < chorus_ring_steps)
+/* Rings and chains: every rank streams to rank + 1 and takes from rank - 1
+ * only, channel b of each rank moving the chunks of positions b, b + G, ...
+ * of every block. Per chunk position, step s (0 <= s < chorus_ring_steps)
  * handles block chorus_ring_block(s): step 0 pushes the rank's own input
- * (scaled for PreMulSum); each later step takes what the previous rank
- * pushed at its step s - 1, for the same block. ReduceScatter steps
- * 1..n-1 add the rank's own input of the block (step n - 1 completes the
- * rank's own block, the only output of a ReduceScatter); AllReduce goes on
- * with n - 1 AllGather steps that copy and pass the completed blocks; an
- * AllGather copies every block it sees. Host and device share these. */
-enum { CHORUS_RING_ALLGATHER = 1, CHORUS_RING_REDUCESCATTER, CHORUS_RING_ALLREDUCE };
+ * (scaled for PreMulSum), each later step takes what the previous rank
+ * pushed at its step s - 1, for the same block, and every step but the
+ * last pushes its result on. ReduceScatter steps 1..n-1 add the rank's own
+ * input of the block (step n - 1 completes the rank's own block, the only
+ * output of a ReduceScatter); AllReduce goes on with n - 1 AllGather steps
+ * that copy and pass the completed blocks; an AllGather copies every block
+ * it sees. A chain is the same with one block, where each rank runs only
+ * the step of its place in the chain (chorus_ring_first): Broadcast from
+ * the root (step 0) along root + 1, ... (each copies what it takes),
+ * Reduce from root + 1 (step 0) to the root (step n - 1, which alone
+ * writes the result). Host and device share these. */
+enum {
+  CHORUS_RING_ALLGATHER = 1,
+  CHORUS_RING_REDUCESCATTER,
+  CHORUS_RING_ALLREDUCE,
+  CHORUS_RING_BROADCAST, /* chain */
+  CHORUS_RING_REDUCE     /* chain */
+};
 #ifdef __CUDACC__
 #define CHORUS_KERN_HD __host__ __device__
 #else
 #define CHORUS_KERN_HD
 #endif
+static inline CHORUS_KERN_HD int chorus_ring_is_chain(int ring) {
+  return ring >= CHORUS_RING_BROADCAST;
+}
 static inline CHORUS_KERN_HD int chorus_ring_steps(int ring, int n) {
   return ring == CHORUS_RING_ALLREDUCE ? 2 * n - 1 : n;
 }
+/* The steps rank me runs for each chunk position: first .. last. */
+static inline CHORUS_KERN_HD int chorus_ring_first(int ring, int me, int n, int root) {
+  if (!chorus_ring_is_chain(ring)) return 0;
+  const int s = (me - root - (ring == CHORUS_RING_REDUCE ? 1 : 0)) % n;
+  return s < 0 ? s + n : s;
+}
+static inline CHORUS_KERN_HD int chorus_ring_last(int ring, int me, int n, int root) {
+  return chorus_ring_is_chain(ring) ? chorus_ring_first(ring, me, n, root)
+                                    : chorus_ring_steps(ring, n) - 1;
+}
+/* Which block step s handles (0 for chains, whose buffers are one block). */
 static inline CHORUS_KERN_HD int chorus_ring_block(int ring, int me, int n, int s) {
+  if (chorus_ring_is_chain(ring)) return 0;
   const int b = (me - s - (ring == CHORUS_RING_ALLGATHER ? 0 : 1)) % n;
   return b < 0 ? b + n : b;
 }
-/* Whether step s adds the rank's own input (ReduceScatter part), and
- * whether it writes the output. */
+/* Whether step s adds the rank's own input, and whether it writes the
+ * output. */
 static inline CHORUS_KERN_HD int chorus_ring_reduces(int ring, int n, int s) {
-  return ring != CHORUS_RING_ALLGATHER && s < n;
+  return ring != CHORUS_RING_ALLGATHER && ring != CHORUS_RING_BROADCAST && s < n;
 }
 static inline CHORUS_KERN_HD int chorus_ring_writes(int ring, int n, int s) {
-  return ring == CHORUS_RING_ALLGATHER ||
-         (ring == CHORUS_RING_REDUCESCATTER ? s == n - 1 : s >= n - 1);
+  switch (ring) {
+  case CHORUS_RING_ALLGATHER:
+  case CHORUS_RING_BROADCAST:
+    return 1;
+  case CHORUS_RING_ALLREDUCE:
+    return s >= n - 1;
+  default:
+    return s == n - 1;
+  }
 }
 
 /* Send/Recv (one round of a group's point-to-point calls): this rank
@@ -152,16 +177,15 @@ typedef struct chorus_kern_p2p {
 } chorus_kern_p2p;
 
 /* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
- * halves, no flags or barriers); bytes at most ll_lines * 8, fwd_to 0,
- * narrow 0, ring 0. */
+ * halves, no flags or barriers); bytes at most ll_lines * 8, ring 0. */
 int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, void *stream);
 /* Bandwidth: any size in one launch, chunks streamed through the FIFOs
  * with head/done credits, each CTA's pushing and taking warps overlapped. */
 int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
                      const chorus_kern_xchg *x, void *stream);
-/* A ring (x->ring set), in one launch of ring_channels CTAs with chunks
- * of at most ring_chunk bytes. */
+/* A ring or chain (x->ring set), in one launch of ring_channels CTAs with
+ * chunks of at most ring_chunk bytes. */
 int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
                      const chorus_kern_xchg *x, void *stream);
 /* Send/Recv: one launch moves every transfer of p. */

@@ -2,8 +2,8 @@
  * pipe.cu - the pipelined exchange kernel: every collective on GPU
  * communicators at bandwidth-bound sizes, in one launch (kernels.h).
  *
- * It runs the same exchanges as the LL kernel (exchange.cu), plus chains
- * (fwd_to), but streams them: a block is cut into chunks, chunk k goes to
+ * It runs the same exchanges as the LL kernel (exchange.cu), but streams
+ * them: a block is cut into chunks, chunk k goes to
  * channel (CTA) k % G, and each channel moves its chunks through a FIFO
  * per source in the destination's window, cut into nslots chunk-sized
  * slots for this launch (pipe_util.cuh):
@@ -13,12 +13,11 @@
  *     word here; at step 0, everything of earlier launches), copy the
  *     chunk into slot s % nslots of each destination, then announce it
  *     with a release store of s + 1 into the destination's head word for
- *     this rank (after a system fence, unless the exchange is narrow);
+ *     this rank (after a system fence);
  *   taking warps (second half), step s:
- *     wait for every source's head to reach s + 1 (and, for a chain, for
- *     room at the next rank), read the chunk from each source's slot (this
- *     rank's own from its send buffer), copy or reduce in rank order into
- *     the output (or forward it), then hand the slots back with a release
+ *     wait for every source's head to reach s + 1, read the chunk from
+ *     each source's slot (this rank's own from its send buffer), copy or
+ *     reduce in rank order into the output, then hand the slots back with a release
  *     store of s + 1 into each source's done word for this rank.
  *
  * The two halves synchronise with named barriers of their own, so a CTA
@@ -72,7 +71,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
     }
     group_sync(BAR_PUSH);
     if (t < n && ((x.send_to >> t) & 1)) {
-      if (!x.narrow) __threadfence_system();
+      __threadfence_system();
       st_release(head_word(c, c.win[t], b, me), sent[t] + (uint32_t)s + 1);
     }
     if (t == 0) *pushed = (uint32_t)s + 1; /* every pushing thread has read step s */
@@ -80,8 +79,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
   if (t == 0) *pushed = 0xffffffffu;
 }
 
-/* The taking half: the sources' chunks (own from send) into the output, or
- * on to fwd_to. */
+/* The taking half: the sources' chunks (own from send) into the output. */
 template <typename T, bool REDUCE>
 static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
                                   const chorus_kern_xchg &x, size_t chunk, uint32_t nslots,
@@ -95,23 +93,16 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
   const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
   const bool premul = REDUCE && red.kind == CHORUS_RED_PREMULSUM;
   const A scalar = premul_scalar<T>(red);
-  const int fwd = x.fwd_to ? __ffs(x.fwd_to) - 1 : -1;
   const char *send = (const char *)x.send;
   char *recv = (char *)x.recv;
   for (size_t s = 0; s < nsteps; s++) {
     if (t < n && t != me && ((x.recv_from >> t) & 1))
       wait_at_least(head_word(c, c.win[me], b, t), taken[t] + (uint32_t)s + 1, c, t, failed);
-    if (t == 32 && fwd >= 0)
-      wait_at_least(done_word(c, c.win[me], b, fwd), room_needed(sent[fwd], (uint32_t)s, nslots), c,
-                    fwd, failed);
     if (t == 64 && x.send_to) /* in place: own pushes of this step read the input first */
       while (*pushed < (uint32_t)s + 1 && !*failed) {
       }
     if (group_any(BAR_TAKE, *failed)) break;
     const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
-    char *fwd_to = fwd >= 0 ? slot(c, c.win[fwd], b, me, sent[fwd] + (uint32_t)s, chunk, nslots) -
-                                  j0 * sizeof(U)
-                            : NULL;
     const bool own_fast = whole(send + x.soff[me], x.bytes, j1);
     const bool out_fast = whole(recv, x.bytes, j1); /* with every roff a multiple of 16 */
     for (size_t j = j0 + t; j < j1; j += GROUP * UR) {
@@ -140,7 +131,6 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
           } else {
             store_unit(recv + x.roff[src], x.bytes, j + u * GROUP, d[u],
                        out_fast && x.roff[src] % sizeof(U) == 0);
-            if (fwd_to) *(U *)(fwd_to + (j + u * GROUP) * sizeof(U)) = d[u];
           }
         }
         first = false;
@@ -149,22 +139,14 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
 #pragma unroll
         for (int u = 0; u < UR; u++) {
           if (j + u * GROUP >= j1) continue;
-          if (fwd_to) /* a partial result: no SUMPOSTDIV division yet */
-            *(U *)(fwd_to + (j + u * GROUP) * sizeof(U)) = finish_unit<T, U>(acc[u], red, false);
-          else
-            store_unit(recv + x.roff[0], x.bytes, j + u * GROUP,
-                       finish_unit<T, U>(acc[u], red, true),
-                       out_fast && x.roff[0] % sizeof(U) == 0);
+          store_unit(recv + x.roff[0], x.bytes, j + u * GROUP, finish_unit<T, U>(acc[u], red, true),
+                     out_fast && x.roff[0] % sizeof(U) == 0);
         }
       }
     }
     group_sync(BAR_TAKE);
     if (t < n && t != me && ((x.recv_from >> t) & 1))
       st_release(done_word(c, c.win[t], b, me), taken[t] + (uint32_t)s + 1);
-    if (t == 32 && fwd >= 0) {
-      if (!x.narrow) __threadfence_system();
-      st_release(head_word(c, c.win[fwd], b, me), sent[fwd] + (uint32_t)s + 1);
-    }
   }
 }
 
@@ -195,7 +177,7 @@ __global__ void __launch_bounds__(THREADS)
     take_steps<T, REDUCE>(c, red, x, chunk, nslots, nsteps, s_sent, s_taken, &s_failed, &s_pushed);
   __syncthreads();
   const int p = threadIdx.x;
-  if (p < n && (((x.send_to | x.fwd_to) >> p) & 1)) sent[p] = s_sent[p] + (uint32_t)nsteps;
+  if (p < n && ((x.send_to >> p) & 1)) sent[p] = s_sent[p] + (uint32_t)nsteps;
   if (p < n && p != me && ((x.recv_from >> p) & 1)) taken[p] = s_taken[p] + (uint32_t)nsteps;
 }
 
@@ -204,12 +186,12 @@ __global__ void __launch_bounds__(THREADS)
 template <typename T, bool REDUCE>
 static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
                           const chorus_kern_xchg *x, cudaStream_t stream) {
-  const size_t chunk = pipe_chunk(*c, x->bytes, x->narrow);
-  /* Wide exchanges run at most WIDE_SLOTS steps ahead: deeper FIFOs
-   * measured slower for them (2-GPU AllReduce at 128 MiB: 234 GB/s with 8
-   * slots of 64 KiB, 253 with 4); narrow ones use the whole FIFO. */
+  const size_t chunk = pipe_chunk(*c, x->bytes, false);
+  /* At most WIDE_SLOTS steps ahead: deeper FIFOs measured slower for
+   * exchanges with every peer (2-GPU AllReduce at 128 MiB: 234 GB/s with 8
+   * slots of 64 KiB, 253 with 4). */
   uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
-  if (!x->narrow && nslots > WIDE_SLOTS) nslots = WIDE_SLOTS;
+  if (nslots > WIDE_SLOTS) nslots = WIDE_SLOTS;
   size_t nchunks = (x->bytes + chunk - 1) / chunk;
   unsigned grid = nchunks < c->channels ? (unsigned)nchunks : c->channels;
   pipe<T, REDUCE><<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);

@@ -1,14 +1,15 @@
 /*
- * ring.cu - rings in one launch: AllGather, ReduceScatter and AllReduce
- * at bandwidth-bound sizes (kernels.h, chorus_ring_*).
+ * ring.cu - rings and chains in one launch: AllGather, ReduceScatter and
+ * AllReduce rings, Broadcast and Reduce chains, at bandwidth-bound sizes
+ * (kernels.h, chorus_ring_*).
  *
  * Every rank streams only to the next rank, which is what the links carry
  * fastest (one peer at a time reaches the link rate where pushing to every
  * peer at once does not), and every chunk goes around the ring within the
  * same launch, so the steps overlap across ranks instead of costing a
  * launch each. Channel (CTA) b handles chunk positions b, b + G, ... of
- * every block; for each position it runs the ring's steps in order, all
- * its threads together:
+ * every block; for each position it runs its steps in order (every step
+ * of a ring, its own place of a chain), all its threads together:
  *
  *   wait for the previous rank's chunk of this step (its head word here,
  *   except at step 0) and for room at the next rank (its done word here,
@@ -21,10 +22,10 @@
  *   the new one (release store into the next rank's head word).
  *
  * The FIFOs and counters are those of the pipelined kernel (pipe.cu), so
- * the two kinds of launch follow each other on a communicator freely. No
- * system fence precedes the release store: the stream is narrow, as the
- * pipelined kernel's chains, and measured the same way. Every wait
- * watches the abort word and the deadline.
+ * the kinds of launch follow each other on a communicator freely. No
+ * system fence precedes the release store (a stream to one peer measured
+ * faster without, as Send/Recv does). Every wait watches the abort word
+ * and the deadline.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -51,6 +52,11 @@ __global__ void __launch_bounds__(NT)
   __shared__ int s_failed;
   const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
   const int next = (me + 1) % n, prev = (me + n - 1) % n, S = chorus_ring_steps(x.ring, n);
+  const int first = chorus_ring_first(x.ring, me, n, x.root),
+            last = chorus_ring_last(x.ring, me, n, x.root);
+  /* Chunks this rank sends to next and takes from prev per position. */
+  const uint32_t sends = (uint32_t)((last < S - 1 ? last : S - 2) - first + 1),
+                 takes = (uint32_t)(last - (first > 0 ? first : 1) + 1);
   uint32_t *sent = (uint32_t *)(c.win[me] + c.cnt_off) + (size_t)b * CHORUS_KERN_MAX_RANKS + next;
   uint32_t *taken = (uint32_t *)(c.win[me] + c.cnt_off) +
                     (size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + prev;
@@ -63,17 +69,17 @@ __global__ void __launch_bounds__(NT)
   const A scalar = premul_scalar<T>(red);
   const char *in = (const char *)x.send;
   char *out = (char *)x.recv;
-  const bool in_blocks = x.ring != CHORUS_RING_ALLGATHER,
-             out_blocks = x.ring != CHORUS_RING_REDUCESCATTER;
-  uint32_t k = 0; /* chunks sent (and taken) so far in this launch */
+  const bool in_blocks = x.ring == CHORUS_RING_REDUCESCATTER || x.ring == CHORUS_RING_ALLREDUCE,
+             out_blocks = x.ring == CHORUS_RING_ALLGATHER || x.ring == CHORUS_RING_ALLREDUCE;
+  uint32_t ks = 0, kr = 0; /* chunks sent and taken so far in this launch */
   for (size_t i = 0; i < npos; i++) {
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
-    for (int s = 0; s < S; s++) {
+    for (int s = first; s <= last; s++) {
       const bool rx = s > 0, tx = s < S - 1;
       if (t == 0 && rx)
-        wait_at_least(head_word(c, c.win[me], b, prev), taken0 + k, c, prev, &s_failed);
+        wait_at_least(head_word(c, c.win[me], b, prev), taken0 + kr + 1, c, prev, &s_failed);
       if (t == 32 && tx)
-        wait_at_least(done_word(c, c.win[me], b, next), room_needed(sent0, k, nslots), c, next,
+        wait_at_least(done_word(c, c.win[me], b, next), room_needed(sent0, ks, nslots), c, next,
                       &s_failed);
       if (__syncthreads_or(s_failed)) goto out;
       {
@@ -85,9 +91,9 @@ __global__ void __launch_bounds__(NT)
         const char *own = in + (in_blocks ? (size_t)blk * x.bytes : 0);
         char *dst = out + (out_blocks ? (size_t)blk * x.bytes : 0);
         const char *from =
-            rx ? slot(c, c.win[me], b, prev, taken0 + k - 1, chunk, nslots) - j0 * sizeof(U) : NULL;
+            rx ? slot(c, c.win[me], b, prev, taken0 + kr, chunk, nslots) - j0 * sizeof(U) : NULL;
         char *to =
-            tx ? slot(c, c.win[next], b, me, sent0 + k, chunk, nslots) - j0 * sizeof(U) : NULL;
+            tx ? slot(c, c.win[next], b, me, sent0 + ks, chunk, nslots) - j0 * sizeof(U) : NULL;
         const bool own_fast = whole(own, x.bytes, j1), dst_fast = whole(dst, x.bytes, j1);
         for (size_t j = j0 + t; j < j1; j += NT * UR) {
           U d[UR];
@@ -122,17 +128,17 @@ __global__ void __launch_bounds__(NT)
         }
       }
       __syncthreads();
-      if (t == 0 && rx) st_release(done_word(c, c.win[prev], b, me), taken0 + k);
-      if (t == 32 && tx) st_release(head_word(c, c.win[next], b, me), sent0 + k + 1);
-      k += tx;
+      if (t == 0 && rx) st_release(done_word(c, c.win[prev], b, me), taken0 + kr + 1);
+      if (t == 32 && tx) st_release(head_word(c, c.win[next], b, me), sent0 + ks + 1);
+      ks += tx;
+      kr += rx;
     }
   }
 out:
   __syncthreads();
   if (t == 0) {
-    const uint32_t total = (uint32_t)(npos * (size_t)(S - 1));
-    *sent = sent0 + total;
-    *taken = taken0 + total;
+    *sent = sent0 + (uint32_t)npos * sends;
+    *taken = taken0 + (uint32_t)npos * takes;
   }
 }
 
@@ -163,9 +169,8 @@ extern "C" int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red
                                 const chorus_kern_xchg *x, void *stream) {
   if (x->bytes == 0) return 0;
   cudaStream_t s = (cudaStream_t)stream;
-  cudaError_t e = x->ring != CHORUS_RING_ALLGATHER
-                      ? by_dtype<launch_reduce>(red->dtype, c, red, x, s)
-                      : launch<uint8_t, false>(c, red, x, s);
+  cudaError_t e = x->reduce ? by_dtype<launch_reduce>(red->dtype, c, red, x, s)
+                            : launch<uint8_t, false>(c, red, x, s);
   if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the ring kernel");
   return 0;
 }

@@ -252,15 +252,15 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
                       g->rank, g->device, peer);
 }
 
-/* Runs one exchange, the same way on every rank: a ring in the ring
- * kernel, large blocks and chains in one pipelined launch, the rest as LL
+/* Runs one exchange, the same way on every rank: rings and chains in the
+ * ring kernel, large blocks in one pipelined launch, the rest as LL
  * launches of pieces that fit the slots. */
 static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
                                  const chorus_kern_xchg *whole, const chorus_op *op) {
   int err = 0;
   if (whole->ring) {
     err = chorus_kern_ring(&g->kc, red, whole, op->cuda_stream);
-  } else if (whole->narrow || whole->bytes >= g->pipe_bytes) { /* chains: always */
+  } else if (whole->bytes >= g->pipe_bytes) {
     err = chorus_kern_pipe(&g->kc, red, whole, op->cuda_stream);
   } else {
     for (size_t off = 0; off < whole->bytes && !err; off += g->ll_bytes) {

@@ -7,32 +7,6 @@
 
 #include "gpu/gpu.h"
 
-/* Broadcast or Reduce along the chain root, root + 1, ... (Broadcast) or
- * root + 1, ..., root (Reduce): each rank takes from the one before it and
- * forwards as it goes, so every link carries the buffer once instead of
- * the root's links carrying it n - 1 times. */
-static void chain(int me, int n, int root, int reduce, chorus_kern_xchg *x) {
-  const int pos = (me - root + n) % n, next = (me + 1) % n, prev = (me + n - 1) % n;
-  const uint32_t self = 1u << me;
-  if (!reduce) {
-    if (pos == 0) {
-      x->send_to = 1u << next;
-      x->recv_from = self;
-    } else {
-      x->recv_from = 1u << prev;
-      x->fwd_to = pos < n - 1 ? 1u << next : 0;
-    }
-    return;
-  }
-  x->reduce = 1;
-  if (pos == 1) {
-    x->send_to = 1u << next;
-  } else {
-    x->recv_from = (1u << prev) | self;
-    x->fwd_to = pos == 0 ? 0 : 1u << next;
-  }
-}
-
 /* Fills the one exchange of op (before splitting into pieces). 0 when the
  * function has no GPU schedule yet. */
 static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op *op,
@@ -46,8 +20,13 @@ static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op 
   x->bytes = bytes;
   const int rooted = op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_REDUCE;
   if (rooted && n > 2 && bytes >= tune->chain_bytes) {
-    chain(me, n, root, op->func == CHORUS_FUNC_REDUCE, x);
-    x->narrow = 1;
+    /* A chain (ring.cu): root, root + 1, ... for Broadcast, root + 1, ...,
+     * root for Reduce; each rank takes from the one before and passes on,
+     * so every link carries the buffer once instead of the root's links
+     * carrying it n - 1 times. */
+    x->ring = op->func == CHORUS_FUNC_REDUCE ? CHORUS_RING_REDUCE : CHORUS_RING_BROADCAST;
+    x->root = root;
+    x->reduce = op->func == CHORUS_FUNC_REDUCE;
     return 1;
   }
   switch (op->func) {

@@ -6,8 +6,8 @@
  * each rank does with what it receives; the kernel carries that out. Here
  * the plans of all ranks are replayed on host memory with the kernel's
  * semantics (every rank pushes its blocks, then every rank copies or
- * reduces in rank order; chains forward), split into pieces as the LL
- * launcher splits them, and the outputs are compared with the collective
+ * reduces in rank order; rings and chains step by step), split into
+ * pieces as the LL launcher splits them, and the outputs are compared with the collective
  * computed directly: every function, 1 to 5 ranks, several counts, in
  * place and not, one-shot, two-shot and ring AllReduce, ring AllGather and
  * ReduceScatter (the ring's steps as kernels.h defines them, chunk by
@@ -130,9 +130,8 @@ static void teardown(world *w) {
 }
 
 /* One exchange of every rank (xs[r]), as the kernels run it: every rank
- * pushes its blocks; then each rank whose sources have all arrived takes
- * them (copies, or reduces in rank order) and, in a chain, forwards what
- * it took to fwd_to, until every rank has run. */
+ * pushes its blocks; then each rank takes its sources' (copies, or
+ * reduces in rank order). */
 static void replay(const world *w, chorus_kern_xchg *xs) {
   int n = w->n;
   unsigned char *slot[MAXN][MAXN];
@@ -141,55 +140,39 @@ static void replay(const world *w, chorus_kern_xchg *xs) {
   for (int r = 0; r < n; r++) /* the pushes */
     for (int p = 0; p < n; p++)
       if ((xs[r].send_to >> p) & 1) {
-        EXPECT(!((xs[r].fwd_to >> p) & 1));
         slot[p][r] = malloc(xs[r].bytes + 1);
         memcpy(slot[p][r], (const char *)xs[r].send + xs[r].soff[p], xs[r].bytes);
       }
-  int done[MAXN] = {0}, left = n;
-  for (int pass = 0; pass < n && left > 0; pass++)
-    for (int r = 0; r < n; r++) {
-      const chorus_kern_xchg *x = &xs[r];
-      int ready = !done[r];
-      for (int s = 0; s < n && ready; s++)
-        if (s != r && ((x->recv_from >> s) & 1) && !slot[r][s]) ready = 0;
-      if (!ready) continue;
-      done[r] = 1, left--;
-      int fwd = -1;
-      for (int p = 0; p < n; p++)
-        if ((x->fwd_to >> p) & 1) fwd = p;
-      unsigned char *out = fwd >= 0 ? malloc(x->bytes + 1) : NULL;
-      const void *src[MAXN];
-      int k = 0;
-      for (int s = 0; s < n; s++) {
-        if (!((x->recv_from >> s) & 1)) continue;
-        const void *from = s == r ? (const char *)x->send + x->soff[r] : (const void *)slot[r][s];
-        if (x->reduce) {
-          src[k++] = from;
-          continue;
-        }
-        memmove((char *)x->recv + x->roff[s], from, x->bytes);
-        if (out) memcpy(out, from, x->bytes);
+  for (int r = 0; r < n; r++) {
+    const chorus_kern_xchg *x = &xs[r];
+    const void *src[MAXN];
+    int k = 0;
+    for (int s = 0; s < n; s++) {
+      if (!((x->recv_from >> s) & 1)) continue;
+      const void *from = s == r ? (const char *)x->send + x->soff[r] : (const void *)slot[r][s];
+      EXPECT(from != NULL); /* no rank waits for a source that never comes */
+      if (!from) return;
+      if (x->reduce) {
+        src[k++] = from;
+        continue;
       }
-      if (x->reduce && k > 0) {
-        chorus_red red = {CHORUS_RED_SUM, 2 /* ncclInt32 */, {0}, 0, NULL};
-        chorus_reduce(&red, out ? (void *)out : (char *)x->recv + x->roff[0], src, k, x->bytes / 4,
-                      0, CHORUS_RED_FINALIZE);
-      }
-      if (out) {
-        EXPECT(slot[fwd][r] == NULL);
-        free(slot[fwd][r]);
-        slot[fwd][r] = out;
-      }
+      memmove((char *)x->recv + x->roff[s], from, x->bytes);
     }
-  EXPECT_EQ_INT(left, 0); /* no rank waits for a source that never comes */
+    if (x->reduce && k > 0) {
+      chorus_red red = {CHORUS_RED_SUM, 2 /* ncclInt32 */, {0}, 0, NULL};
+      chorus_reduce(&red, (char *)x->recv + x->roff[0], src, k, x->bytes / 4, 0,
+                    CHORUS_RED_FINALIZE);
+    }
+  }
   for (int d = 0; d < n; d++)
     for (int s = 0; s < n; s++) free(slot[d][s]);
 }
 
-/* A ring of every rank (xs[r]) over bytes [off, off + len) of each block,
- * as ring.cu runs one chunk position: at step s every rank handles block
- * chorus_ring_block(s), taking what the previous rank pushed at step s - 1
- * (adding its own input where the step reduces) and pushing the result on. */
+/* A ring or chain of every rank (xs[r]) over bytes [off, off + len) of
+ * each block, as ring.cu runs one chunk position: at step s every rank
+ * that runs it handles block chorus_ring_block(s), taking what the
+ * previous rank pushed at step s - 1 (adding its own input where the step
+ * reduces) and pushing the result on. */
 static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, size_t len) {
   const int n = w->n, kind = xs[0].ring, steps = chorus_ring_steps(kind, n);
   const size_t elems = len / 4;
@@ -198,6 +181,12 @@ static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, 
     for (int r = 0; r < n; r++) {
       const chorus_kern_xchg *x = &xs[r];
       EXPECT_EQ_INT(x->ring, kind);
+      now[r] = NULL;
+      if (s < chorus_ring_first(kind, r, n, x->root) || s > chorus_ring_last(kind, r, n, x->root))
+        continue;
+      const int32_t *got = s > 0 ? pushed[(r + n - 1) % n] : NULL;
+      EXPECT(s == 0 || got != NULL); /* the previous rank ran step s - 1 */
+      if (s > 0 && !got) continue;
       const size_t blk = (size_t)chorus_ring_block(kind, r, n, s);
       const int32_t *own =
           (const int32_t *)((const char *)x->send +
@@ -206,7 +195,7 @@ static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, 
       if (s == 0) {
         memcpy(d, own, len);
       } else {
-        memcpy(d, pushed[(r + n - 1) % n], len);
+        memcpy(d, got, len);
         if (chorus_ring_reduces(kind, n, s))
           for (size_t e = 0; e < elems; e++) d[e] = (int32_t)((uint32_t)d[e] + (uint32_t)own[e]);
       }
