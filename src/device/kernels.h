@@ -125,6 +125,17 @@ enum {
 static inline CHORUS_KERN_HD int chorus_ring_is_chain(int ring) {
   return ring >= CHORUS_RING_BROADCAST;
 }
+/* Whether it reduces; whether its input, and its output, hold a block per
+ * rank (else one block: the rank's own input, or output). */
+static inline CHORUS_KERN_HD int chorus_ring_is_reduction(int ring) {
+  return ring != CHORUS_RING_ALLGATHER && ring != CHORUS_RING_BROADCAST;
+}
+static inline CHORUS_KERN_HD int chorus_ring_in_blocks(int ring) {
+  return ring == CHORUS_RING_REDUCESCATTER || ring == CHORUS_RING_ALLREDUCE;
+}
+static inline CHORUS_KERN_HD int chorus_ring_out_blocks(int ring) {
+  return ring == CHORUS_RING_ALLGATHER || ring == CHORUS_RING_ALLREDUCE;
+}
 static inline CHORUS_KERN_HD int chorus_ring_steps(int ring, int n) {
   return ring == CHORUS_RING_ALLREDUCE ? 2 * n - 1 : n;
 }
@@ -147,7 +158,7 @@ static inline CHORUS_KERN_HD int chorus_ring_block(int ring, int me, int n, int 
 /* Whether step s adds the rank's own input, and whether it writes the
  * output. */
 static inline CHORUS_KERN_HD int chorus_ring_reduces(int ring, int n, int s) {
-  return ring != CHORUS_RING_ALLGATHER && ring != CHORUS_RING_BROADCAST && s < n;
+  return chorus_ring_is_reduction(ring) && s < n;
 }
 static inline CHORUS_KERN_HD int chorus_ring_writes(int ring, int n, int s) {
   switch (ring) {

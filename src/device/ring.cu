@@ -69,8 +69,7 @@ __global__ void __launch_bounds__(NT)
   const A scalar = premul_scalar<T>(red);
   const char *in = (const char *)x.send;
   char *out = (char *)x.recv;
-  const bool in_blocks = x.ring == CHORUS_RING_REDUCESCATTER || x.ring == CHORUS_RING_ALLREDUCE,
-             out_blocks = x.ring == CHORUS_RING_ALLGATHER || x.ring == CHORUS_RING_ALLREDUCE;
+  const bool in_blocks = chorus_ring_in_blocks(x.ring), out_blocks = chorus_ring_out_blocks(x.ring);
   uint32_t ks = 0, kr = 0; /* chunks sent and taken so far in this launch */
   for (size_t i = 0; i < npos; i++) {
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;

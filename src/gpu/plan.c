@@ -7,6 +7,18 @@
 
 #include "gpu/gpu.h"
 
+/* A ring or chain (ring.cu) over blocks of sb bytes: one launch for the
+ * whole collective, in which every rank streams to the next one only. */
+static int plan_ring(int kind, const void *send, void *recv, size_t sb, chorus_kern_xchg *x) {
+  memset(x, 0, sizeof *x);
+  x->send = send;
+  x->recv = recv;
+  x->bytes = sb;
+  x->ring = kind;
+  x->reduce = chorus_ring_is_reduction(kind);
+  return 1;
+}
+
 /* Fills the one exchange of op (before splitting into pieces). 0 when the
  * function has no GPU schedule yet. */
 static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op *op,
@@ -24,9 +36,9 @@ static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op 
      * root for Reduce; each rank takes from the one before and passes on,
      * so every link carries the buffer once instead of the root's links
      * carrying it n - 1 times. */
-    x->ring = op->func == CHORUS_FUNC_REDUCE ? CHORUS_RING_REDUCE : CHORUS_RING_BROADCAST;
+    plan_ring(op->func == CHORUS_FUNC_REDUCE ? CHORUS_RING_REDUCE : CHORUS_RING_BROADCAST,
+              op->sendbuff, op->recvbuff, bytes, x);
     x->root = root;
-    x->reduce = op->func == CHORUS_FUNC_REDUCE;
     return 1;
   }
   switch (op->func) {
@@ -128,18 +140,6 @@ static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg *ou
   ag->recv_from = all;
   for (int p = 0; p < n; p++) ag->roff[p] = (size_t)p * sb;
   return 2 + allreduce_tail(me, n, op, main, &out[2]);
-}
-
-/* A ring (ring.cu) over blocks of sb bytes: one launch for the whole
- * collective, in which every rank streams to the next one only. */
-static int plan_ring(int kind, const void *send, void *recv, size_t sb, chorus_kern_xchg *x) {
-  memset(x, 0, sizeof *x);
-  x->send = send;
-  x->recv = recv;
-  x->bytes = sb;
-  x->ring = kind;
-  x->reduce = kind != CHORUS_RING_ALLGATHER;
-  return 1;
 }
 
 /* AllReduce as a ring over n shares; elements past the last whole share

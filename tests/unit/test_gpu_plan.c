@@ -151,7 +151,7 @@ static void replay(const world *w, chorus_kern_xchg *xs) {
       if (!((x->recv_from >> s) & 1)) continue;
       const void *from = s == r ? (const char *)x->send + x->soff[r] : (const void *)slot[r][s];
       EXPECT(from != NULL); /* no rank waits for a source that never comes */
-      if (!from) return;
+      if (!from) continue;
       if (x->reduce) {
         src[k++] = from;
         continue;
@@ -190,7 +190,7 @@ static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, 
       const size_t blk = (size_t)chorus_ring_block(kind, r, n, s);
       const int32_t *own =
           (const int32_t *)((const char *)x->send +
-                            (kind != CHORUS_RING_ALLGATHER ? blk * x->bytes : 0) + off);
+                            (chorus_ring_in_blocks(kind) ? blk * x->bytes : 0) + off);
       int32_t *d = malloc(len + 4);
       if (s == 0) {
         memcpy(d, own, len);
@@ -200,7 +200,7 @@ static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, 
           for (size_t e = 0; e < elems; e++) d[e] = (int32_t)((uint32_t)d[e] + (uint32_t)own[e]);
       }
       if (chorus_ring_writes(kind, n, s))
-        memmove((char *)x->recv + (kind != CHORUS_RING_REDUCESCATTER ? blk * x->bytes : 0) + off, d,
+        memmove((char *)x->recv + (chorus_ring_out_blocks(kind) ? blk * x->bytes : 0) + off, d,
                 len);
       now[r] = d;
     }
