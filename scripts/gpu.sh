@@ -70,11 +70,15 @@ for coll in $colls; do
     fi
   done
 done
-# The bandwidth paths (pipelined kernel, two-shot AllReduce, chains) and
+# The bandwidth paths (pipelined kernel, chains) and
 # LL pieces, forced at small sizes so that the matrix covers them; tiny
 # pipeline steps on 3 channels make every FIFO wrap around many times.
-force="env CHORUS_GPU_PIPE_BYTES=0 CHORUS_GPU_PIPE_BYTES_PAIR=0 CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_CHAIN_BYTES=0"
-tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_CHANNELS=3 CHORUS_GPU_RING_CHUNK_BYTES=4096"
+force="env CHORUS_GPU_PIPE_BYTES=0 CHORUS_GPU_PIPE_BYTES_PAIR=0 CHORUS_GPU_TWOSHOT_BYTES=-1 CHORUS_GPU_TWOSHOT_BYTES_PAIR=-1 CHORUS_GPU_CHAIN_BYTES=0"
+tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_CHANNELS=3 CHORUS_GPU_RING_CHUNK_BYTES=4096 CHORUS_GPU_TWOSHOT_CHUNK_BYTES=4096"
+# Two-shot AllReduce at every size: in LL lines (default up to 1 MiB), and
+# in FIFO chunks (CHORUS_GPU_TWOSHOT_LL_BYTES=0).
+twoshot="env CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_TWOSHOT_BYTES_PAIR=0"
+fifo="env CHORUS_GPU_TWOSHOT_LL_BYTES=0"
 if [ "$ngpu" -ge 4 ]; then
   for coll in all_reduce reduce_scatter all_gather broadcast alltoall reduce gather scatter; do
     check "${coll}_pipe_g4" $force $perf/${coll}_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
@@ -90,8 +94,11 @@ if [ "$ngpu" -ge 4 ]; then
     check "${coll}_ring_tiny_procs4" env CHORUS_GPU_RING_BYTES=1 $tiny $run -n 4 --timeout 80 $perf/${coll}_perf -d all -o all -b 8 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
   done
   check "all_reduce_ring_procs2" env CHORUS_GPU_RING_BYTES=1 $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
-  check "all_reduce_twoshot_g3" $force $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
-  check "all_reduce_twoshot_procs4" $force $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_twoshot_g3" $twoshot $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_twoshot_fifo_g3" $twoshot $fifo $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_twoshot_procs4" $twoshot $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_twoshot_fifo_tiny_procs4" $twoshot $fifo $tiny $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 4 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
+  check "all_reduce_twoshot_procs2" $twoshot $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 4 -e $matrix_e -f 7 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_pieces_g4" env CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   check "all_gather_pieces_procs4" env CHORUS_GPU_LL_BYTES=4096 $run -n 4 --timeout 80 $perf/all_gather_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
 fi
@@ -110,7 +117,8 @@ for g in 2 4; do
   [ "$g" -le "$ngpu" ] && [ -x "$graph" ] || continue
   check "graph_procs$g" $run -n "$g" --timeout 80 $graph
   grep -a "graph replay" "$out/check_graph_procs$g.log" | sed 's/^/      /'
-  [ "$g" = 4 ] && check "graph_twoshot_procs$g" $force $run -n "$g" --timeout 80 $graph
+  [ "$g" = 4 ] && check "graph_pipe_procs$g" $force $run -n "$g" --timeout 80 $graph
+  [ "$g" = 4 ] && check "graph_twoshot_fifo_procs$g" $twoshot $fifo $run -n "$g" --timeout 80 $graph
   if [ -n "$ref" ]; then # the same binary on NVIDIA's NCCL, for the graph-replay times
     LD_LIBRARY_PATH="$ref" timeout 90 $run -n "$g" --timeout 80 $graph >"$out/graph_nccl_procs$g.log" 2>&1
     grep -a "graph replay" "$out/graph_nccl_procs$g.log" | sed 's/^/      NCCL /'
@@ -127,6 +135,8 @@ done
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   check "sanitizer_allreduce_g2" compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
   check "sanitizer_pipe_g2" $force compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
+  check "sanitizer_twoshot_g2" $twoshot compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
+  [ "$ngpu" -ge 4 ] && check "sanitizer_twoshot_fifo_g4" $twoshot $fifo compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 4 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
 fi
 echo "# correctness: $passes passed, $fails failed"
 

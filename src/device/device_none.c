@@ -102,6 +102,11 @@ int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
   (void)c, (void)red, (void)x, (void)stream;
   return -1;
 }
+int chorus_kern_twoshot(const chorus_kern_comm *c, const chorus_kern_red *red,
+                        const chorus_kern_xchg *x, void *stream) {
+  (void)c, (void)red, (void)x, (void)stream;
+  return -1;
+}
 int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream) {
   (void)c, (void)p, (void)stream;
   return -1;

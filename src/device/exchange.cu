@@ -30,8 +30,18 @@ extern "C" {
 }
 #include "device/kern_util.cuh"
 
-#define THREADS       512
-#define LINES_PER_CTA 2048
+#define THREADS 512
+
+/* Which CTA handles a line is fixed for the communicator, whatever the
+ * launch: runs of q lines (ll_cta_lines) go to CTAs 0, 1, ...,
+ * CHORUS_KERN_MAX_BLOCKS - 1 in turn. Each CTA index has its own epoch
+ * and acks, so a line position is only ever written with that CTA's
+ * epochs, which only grow: a stale line can never carry the flag a later
+ * launch waits for (with ranges that moved between launches it could,
+ * when CTAs' epochs differ). */
+static __host__ __device__ size_t ll_run(const chorus_kern_comm &c) {
+  return c.ll_cta_lines ? c.ll_cta_lines : 256;
+}
 /* Waits for line p to carry flag in both halves. Returns its payload, or
  * sets *failed (after recording why) and returns zeros. */
 static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_kern_comm &c, int src,
@@ -48,7 +58,7 @@ static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_ker
 
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
-    exchange(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t units_per_cta) {
+    exchange(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t q) {
   typedef uint2 U; /* 8 data bytes per 16-byte line */
   typedef typename elem<T>::acc A;
   constexpr int E = sizeof(U) / sizeof(T);
@@ -64,8 +74,6 @@ __global__ void __launch_bounds__(THREADS)
   const size_t parity = flag & 1;
   const size_t nbytes = x.bytes;
   const size_t nunits = (nbytes + sizeof(U) - 1) / sizeof(U);
-  const size_t lo = (size_t)b * units_per_cta;
-  const size_t hi = lo + units_per_cta < nunits ? lo + units_per_cta : nunits;
   const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
   const size_t my_slot = (parity * n + me) * slot_bytes;
   const char *send = (const char *)x.send;
@@ -83,41 +91,43 @@ __global__ void __launch_bounds__(THREADS)
 
   /* Phase 1: push. */
   if (!s_failed)
-    for (size_t j = lo + threadIdx.x; j < hi; j += blockDim.x)
-      for (int k = 1; k < n; k++) {
-        int p = me + k < n ? me + k : me + k - n;
-        if (!((x.send_to >> p) & 1)) continue;
-        U d = load_unit<U>(send + x.soff[p], nbytes, j);
-        if (premul) d = scaled<T, U>(d, scalar);
-        st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
-                make_uint4(d.x, flag, d.y, flag));
-      }
+    for (size_t k0 = (size_t)b * q; k0 < nunits; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+      for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits; j += blockDim.x)
+        for (int k = 1; k < n; k++) {
+          int p = me + k < n ? me + k : me + k - n;
+          if (!((x.send_to >> p) & 1)) continue;
+          U d = load_unit<U>(send + x.soff[p], nbytes, j);
+          if (premul) d = scaled<T, U>(d, scalar);
+          st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
+                  make_uint4(d.x, flag, d.y, flag));
+        }
   /* Phase 2: take the sources' units in rank order; copy or reduce. */
   const char *own = c.win[me] + c.ll_off;
-  for (size_t j = lo + threadIdx.x; j < hi && !s_failed; j += blockDim.x) {
-    A acc[E];
-    bool first = true;
-    for (int src = 0; src < n; src++) {
-      if (!((x.recv_from >> src) & 1)) continue;
-      U d;
-      if (src == me) {
-        d = load_unit<U>(send + x.soff[me], nbytes, j);
-        if (premul) d = scaled<T, U>(d, scalar);
-      } else {
-        d = poll_line(own + (parity * n + src) * slot_bytes + j * CHORUS_KERN_LINE, flag, c, src,
-                      &s_failed);
-        if (s_failed) break;
+  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+    for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {
+      A acc[E];
+      bool first = true;
+      for (int src = 0; src < n; src++) {
+        if (!((x.recv_from >> src) & 1)) continue;
+        U d;
+        if (src == me) {
+          d = load_unit<U>(send + x.soff[me], nbytes, j);
+          if (premul) d = scaled<T, U>(d, scalar);
+        } else {
+          d = poll_line(own + (parity * n + src) * slot_bytes + j * CHORUS_KERN_LINE, flag, c, src,
+                        &s_failed);
+          if (s_failed) break;
+        }
+        if (!x.reduce) {
+          put_unit<U>(recv + x.roff[src], nbytes, j, d);
+          continue;
+        }
+        fold_unit<T, U>(acc, d, first, red.kind);
+        first = false;
       }
-      if (!x.reduce) {
-        put_unit<U>(recv + x.roff[src], nbytes, j, d);
-        continue;
-      }
-      fold_unit<T, U>(acc, d, first, red.kind);
-      first = false;
+      if (s_failed || !x.reduce) continue;
+      put_unit<U>(recv + x.roff[0], nbytes, j, finish_unit<T, U>(acc, red, true));
     }
-    if (s_failed || !x.reduce) continue;
-    put_unit<U>(recv + x.roff[0], nbytes, j, finish_unit<T, U>(acc, red, true));
-  }
 
   /* Tell every peer this rank is done with epoch `flag` of block b. */
   __syncthreads();
@@ -126,17 +136,127 @@ __global__ void __launch_bounds__(THREADS)
   if (threadIdx.x == 0) c.epochs[b] = flag;
 }
 
+/* Two-shot AllReduce in LL lines (x->twoshot, launched through
+ * chorus_kern_twoshot when a share fits half a slot): the same epochs,
+ * parities and acks as the exchange above, and the same ownership of lines
+ * by CTA, so the two kinds of launch follow each other freely. Line j of
+ * every block belongs to one thread of one CTA on every rank, which
+ *   1. pushes line j of its block p into slot [parity][me] of rank p;
+ *   2. polls line j of its own block from every peer, reduces it with its
+ *      own input in rank order, writes the result and pushes it into the
+ *      second half of slot [parity][me] of every peer (after L lines, L
+ *      the lines of a share);
+ *   3. polls line j of every peer's reduced block there and writes it.
+ * No barrier between the steps: each line carries its own flag. In place,
+ * the thread that overwrites line j of block p in step 3 is the one that
+ * read it in step 1. */
+template <typename T>
+__global__ void __launch_bounds__(THREADS)
+    twoshot_ll(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t q) {
+  typedef uint2 U;
+  typedef typename elem<T>::acc A;
+  constexpr int E = sizeof(U) / sizeof(T);
+  __shared__ uint32_t s_epoch;
+  __shared__ int s_failed;
+  const int b = blockIdx.x, n = c.nranks, me = c.rank;
+  if (threadIdx.x == 0) {
+    s_epoch = c.epochs[b] + 1;
+    s_failed = 0;
+  }
+  __syncthreads();
+  const uint32_t flag = s_epoch;
+  const size_t parity = flag & 1;
+  const size_t nunits = (x.bytes + sizeof(U) - 1) / sizeof(U); /* lines of a share: L */
+  const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
+  const size_t my_slot = (parity * n + me) * slot_bytes;
+  const size_t second = chorus_ll_second(nunits, q) * CHORUS_KERN_LINE;
+  const char *send = (const char *)x.send;
+  char *recv = (char *)x.recv;
+  const size_t row = (size_t)b * CHORUS_KERN_MAX_RANKS;
+  const uint32_t *acks = (const uint32_t *)(c.win[me] + c.ack_off) + row;
+  const bool premul = red.kind == CHORUS_RED_PREMULSUM;
+  const A scalar = premul_scalar<T>(red);
+  size_t len[CHORUS_KERN_MAX_RANKS];
+  for (int p = 0; p < n; p++) {
+    const size_t start = (size_t)p * x.bytes;
+    len[p] = start >= x.total ? 0 : x.total - start < x.bytes ? x.total - start : x.bytes;
+  }
+
+  if (threadIdx.x < n && (int)threadIdx.x != me)
+    wait_at_least(&acks[threadIdx.x], flag - 2, c, threadIdx.x, &s_failed);
+  __syncthreads();
+
+  if (!s_failed)
+    for (size_t k0 = (size_t)b * q; k0 < nunits; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+      for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits; j += blockDim.x)
+        for (int k = 1; k < n; k++) {
+          const int p = me + k < n ? me + k : me + k - n;
+          U d = load_unit<U>(send + (size_t)p * x.bytes, len[p], j);
+          if (premul) d = scaled<T, U>(d, scalar);
+          st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
+                  make_uint4(d.x, flag, d.y, flag));
+        }
+  const char *own = c.win[me] + c.ll_off;
+  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+    for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {
+      A acc[E];
+      for (int src = 0; src < n; src++) {
+        U d;
+        if (src == me) {
+          d = load_unit<U>(send + (size_t)me * x.bytes, len[me], j);
+          if (premul) d = scaled<T, U>(d, scalar);
+        } else {
+          d = poll_line(own + (parity * n + src) * slot_bytes + j * CHORUS_KERN_LINE, flag, c, src,
+                        &s_failed);
+          if (s_failed) break;
+        }
+        fold_unit<T, U>(acc, d, src == 0, red.kind);
+      }
+      if (s_failed) break;
+      const U r = finish_unit<T, U>(acc, red, true);
+      put_unit<U>(recv + (size_t)me * x.bytes, len[me], j, r);
+      for (int k = 1; k < n; k++) {
+        const int p = me + k < n ? me + k : me + k - n;
+        st_line(c.win[p] + c.ll_off + my_slot + second + j * CHORUS_KERN_LINE,
+                make_uint4(r.x, flag, r.y, flag));
+      }
+    }
+  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+    for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x)
+      for (int k = 1; k < n; k++) {
+        const int src = me + k < n ? me + k : me + k - n;
+        const U d = poll_line(own + (parity * n + src) * slot_bytes + second + j * CHORUS_KERN_LINE,
+                              flag, c, src, &s_failed);
+        if (s_failed) break;
+        put_unit<U>(recv + (size_t)src * x.bytes, len[src], j, d);
+      }
+
+  __syncthreads();
+  if (threadIdx.x < n && (int)threadIdx.x != me)
+    *(volatile uint32_t *)((uint32_t *)(c.win[threadIdx.x] + c.ack_off) + row + me) = flag;
+  if (threadIdx.x == 0) c.epochs[b] = flag;
+}
+
+/* CTAs and threads of an LL launch over nlines lines in runs of q (at most
+ * CHORUS_KERN_MAX_BLOCKS CTAs; a thread per line of a run, 512 at most). */
+static void ll_shape(size_t nlines, size_t q, size_t *grid, int *threads) {
+  *grid = (nlines + q - 1) / q;
+  if (*grid < 1) *grid = 1;
+  if (*grid > CHORUS_KERN_MAX_BLOCKS) *grid = CHORUS_KERN_MAX_BLOCKS;
+  *threads = q < THREADS ? (int)q : THREADS;
+}
+
 template <typename T> struct launch_ll {
   static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, cudaStream_t stream) {
-    size_t nlines = (x->bytes + 7) / 8;
-    size_t grid = (nlines + LINES_PER_CTA - 1) / LINES_PER_CTA;
-    if (grid < 1) grid = 1;
-    if (grid > CHORUS_KERN_MAX_BLOCKS) grid = CHORUS_KERN_MAX_BLOCKS;
-    size_t per = (nlines + grid - 1) / grid;
-    int threads = per < THREADS ? (int)((per + 31) / 32 * 32) : THREADS;
-    if (threads < 32) threads = 32;
-    exchange<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, per);
+    const size_t q = ll_run(*c);
+    size_t grid;
+    int threads;
+    ll_shape((x->bytes + 7) / 8, q, &grid, &threads);
+    if (x->twoshot)
+      twoshot_ll<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, q);
+    else
+      exchange<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, q);
     return cudaGetLastError();
   }
 };
@@ -144,6 +264,9 @@ template <typename T> struct launch_ll {
 extern "C" int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
                                     const chorus_kern_xchg *x, void *stream) {
   if (x->bytes == 0) return 0;
+  const size_t lines = (x->bytes + 7) / 8;
+  if (x->twoshot && chorus_ll_second(lines, ll_run(*c)) + lines > c->ll_lines)
+    return chorus_dev_fail((int)cudaErrorInvalidValue, "a two-shot share too large for LL slots");
   /* Copies move bytes: one instantiation serves every type. */
   cudaError_t e = by_dtype<launch_ll>(x->reduce ? red->dtype : 1, c, red, x, (cudaStream_t)stream);
   if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the LL exchange kernel");

@@ -40,7 +40,8 @@ typedef struct chorus_kern_comm {
    * that block that rank src finished. */
   char *win[CHORUS_KERN_MAX_RANKS];
   uint32_t ll_off, ack_off;
-  size_t ll_lines; /* lines per slot: ll_lines * 8 bytes of payload */
+  size_t ll_lines;       /* lines per slot: ll_lines * 8 bytes of payload */
+  uint32_t ll_cta_lines; /* lines per CTA of an LL launch (0: 2048) */
   /* The FIFO kernels (pipelined exchanges, rings and chains, Send/Recv).
    * Channel (CTA) b of every rank talks only to channel b of the others,
    * through a FIFO of fifo_bytes per source, [channel][src] from pipe_off.
@@ -56,12 +57,13 @@ typedef struct chorus_kern_comm {
   uint64_t pipe_off;
   uint32_t ctl_off, cnt_off;
   uint32_t chunk_bytes, fifo_bytes, channels;
-  uint32_t ring_chunk, ring_channels; /* rings (chorus_kern_ring) */
-  uint32_t *epochs;                   /* this rank's per-block counters (device memory) */
-  volatile int32_t *abort;            /* host-mapped: nonzero stops every wait */
-  int32_t *status;                    /* host-mapped: CHORUS_KERN_* of the first failure */
-  int32_t *status_peer;               /* host-mapped: the rank waited for at that failure */
-  uint64_t timeout_ns;                /* per wait; 0: none */
+  uint32_t ring_chunk, ring_channels;       /* rings (chorus_kern_ring) */
+  uint32_t twoshot_chunk, twoshot_channels; /* chorus_kern_twoshot: channels <= channels / 2 */
+  uint32_t *epochs;                         /* this rank's per-block counters (device memory) */
+  volatile int32_t *abort;                  /* host-mapped: nonzero stops every wait */
+  int32_t *status;                          /* host-mapped: CHORUS_KERN_* of the first failure */
+  int32_t *status_peer;                     /* host-mapped: the rank waited for at that failure */
+  uint64_t timeout_ns;                      /* per wait; 0: none */
 } chorus_kern_comm;
 
 /* Reduction, as host/reduce.h's chorus_red kinds. */
@@ -93,6 +95,12 @@ typedef struct chorus_kern_xchg {
    * recv_from unused). */
   int ring;
   int root; /* chains */
+  /* An AllReduce as ReduceScatter then AllGather in one launch
+   * (chorus_kern_twoshot): block p is bytes [p * bytes, p * bytes +
+   * bytes) of send and recv, clipped to total (so the last ones may be
+   * short or empty); send and recv the API's buffers. */
+  int twoshot;
+  size_t total;
 } chorus_kern_xchg;
 
 /* Rings and chains: every rank streams to rank + 1 and takes from rank - 1
@@ -172,6 +180,14 @@ static inline CHORUS_KERN_HD int chorus_ring_writes(int ring, int n, int s) {
   }
 }
 
+/* Where an LL two-shot's second half starts in a slot: past the first
+ * `lines` lines, at a line that the same CTA owns as line 0 (exchange.cu:
+ * runs of q lines go to the CTAs in turn). */
+static inline CHORUS_KERN_HD size_t chorus_ll_second(size_t lines, size_t q) {
+  const size_t round = CHORUS_KERN_MAX_BLOCKS * q;
+  return (lines + round - 1) / round * round;
+}
+
 /* Send/Recv (one round of a group's point-to-point calls): this rank
  * sends sbytes[p] bytes from send[p] to each peer p and receives rbytes[p]
  * bytes from each peer p into recv[p]; 0 bytes: nothing with that peer.
@@ -188,7 +204,9 @@ typedef struct chorus_kern_p2p {
 } chorus_kern_p2p;
 
 /* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
- * halves, no flags or barriers); bytes at most ll_lines * 8, ring 0. */
+ * halves, no flags or barriers); bytes at most ll_lines * 8, ring 0. A
+ * two-shot AllReduce (x->twoshot) runs here too when two shares fit a
+ * slot (2 * bytes <= ll_lines * 8). */
 int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, void *stream);
 /* Bandwidth: any size in one launch, chunks streamed through the FIFOs
@@ -199,6 +217,14 @@ int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
  * chunks of at most ring_chunk bytes. */
 int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
                      const chorus_kern_xchg *x, void *stream);
+/* An AllReduce as ReduceScatter then AllGather, in one launch (x->twoshot
+ * set): channel b of each rank pushes chunk b, b + G, ... of block p to
+ * rank p, reduces the chunks of its own block that every rank pushed to
+ * it and pushes the result to every rank, which copies it out. The
+ * gathering half uses the FIFOs and counters of channel b + channels / 2,
+ * so the two halves never wait for each other's slots. */
+int chorus_kern_twoshot(const chorus_kern_comm *c, const chorus_kern_red *red,
+                        const chorus_kern_xchg *x, void *stream);
 /* Send/Recv: one launch moves every transfer of p. */
 int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
 

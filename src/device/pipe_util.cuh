@@ -17,19 +17,20 @@
 
 enum { BAR_PUSH = 1, BAR_TAKE = 2 };
 
-static __device__ __forceinline__ void group_sync(int id) {
-  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(GROUP) : "memory");
+static __device__ __forceinline__ void group_sync(int id, int nt = GROUP) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(nt) : "memory");
 }
-/* A barrier of the half that also returns whether any of its threads saw
- * pred: the half leaves its loop together or not at all. */
-static __device__ __forceinline__ bool group_any(int id, bool pred) {
+/* A barrier of the half (or of the nt threads of group id) that also
+ * returns whether any of its threads saw pred: the group leaves its loop
+ * together or not at all. */
+static __device__ __forceinline__ bool group_any(int id, bool pred, int nt = GROUP) {
   int r;
   asm volatile("{\n\t.reg .pred p, q;\n\t"
                "setp.ne.s32 p, %1, 0;\n\t"
                "bar.red.or.pred q, %2, %3, p;\n\t"
                "selp.s32 %0, 1, 0, q;\n\t}"
                : "=r"(r)
-               : "r"((int)pred), "r"(id), "r"(GROUP)
+               : "r"((int)pred), "r"(id), "r"(nt)
                : "memory");
   return r != 0;
 }

@@ -47,9 +47,10 @@ struct chorus_gpu {
   void *mapped[CHORUS_KERN_MAX_RANKS]; /* peers' windows opened through IPC */
   void *ctl_host, *ctl_dev;            /* abort, status, status peer (host-mapped) */
   chorus_kern_comm kc;
-  size_t ll_bytes;   /* payload per slot */
-  int reported;      /* a kernel's error was logged (atomic) */
-  size_t pipe_bytes; /* blocks this big run in the pipelined kernel */
+  size_t ll_bytes;         /* payload per slot */
+  int reported;            /* a kernel's error was logged (atomic) */
+  size_t pipe_bytes;       /* blocks this big run in the pipelined kernel */
+  size_t twoshot_ll_bytes; /* two-shot AllReduce up to this many bytes in LL lines */
   chorus_gpu_tune tune;
 };
 
@@ -143,6 +144,8 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.nranks = nranks;
   g->kc.ll_lines = g->ll_bytes / 8;
   g->kc.ll_off = LL_OFF;
+  g->kc.ll_cta_lines =
+      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_LL_CTA_LINES), 32, 65536) / 32 * 32;
   g->kc.ack_off = ACK_OFF;
   g->kc.cnt_off = CNT_OFF;
   g->kc.ctl_off = CTL_OFF;
@@ -165,8 +168,20 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
    * faster up to 128 KiB on 2 GPUs, the pipeline from 16 KiB on 4). */
   g->pipe_bytes = (size_t)CHORUS_MAX(
       0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_PIPE_BYTES : CHORUS_P_GPU_PIPE_BYTES_PAIR));
-  g->tune.twoshot_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_BYTES));
-  g->tune.chain_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_CHAIN_BYTES));
+  g->kc.twoshot_channels = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHANNELS),
+                                                  1, CHORUS_KERN_MAX_CHANNELS / 2);
+  g->kc.twoshot_chunk =
+      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHUNK_BYTES), 4096, 1 << 24) /
+      4096 * 4096;
+  /* The two-shot's FIFO kernel needs two channels (its gathering half uses
+   * the upper half of them). On 2 GPUs it runs only in LL lines: there it
+   * moves what a one-shot moves, and FIFO steps measured slower (2 MiB:
+   * 22.4 against 19.0 us, 4xH200). */
+  const int64_t twoshot =
+      chorus_param_int(nranks > 2 ? CHORUS_P_GPU_TWOSHOT_BYTES : CHORUS_P_GPU_TWOSHOT_BYTES_PAIR);
+  g->twoshot_ll_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_LL_BYTES));
+  g->tune.twoshot_bytes = twoshot < 0 || g->kc.channels < 2 ? SIZE_MAX : (size_t)twoshot;
+  g->tune.twoshot_max = nranks > 2 ? SIZE_MAX : g->twoshot_ll_bytes;
   const int64_t ring = chorus_param_int(CHORUS_P_GPU_RING_BYTES);
   g->tune.ring_bytes = ring > 0 ? (size_t)ring : SIZE_MAX; /* 0: never */
   size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
@@ -253,13 +268,22 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
 }
 
 /* Runs one exchange, the same way on every rank: rings and chains in the
- * ring kernel, large blocks in one pipelined launch, the rest as LL
- * launches of pieces that fit the slots. */
+ * ring kernel, two-shot AllReduce in its kernel, large blocks in one pipelined launch, the rest as
+ * LL launches of pieces that fit the slots. */
 static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
                                  const chorus_kern_xchg *whole, const chorus_op *op) {
   int err = 0;
   if (whole->ring) {
     err = chorus_kern_ring(&g->kc, red, whole, op->cuda_stream);
+  } else if (whole->twoshot) {
+    /* LL lines while two shares fit a slot and the flags' latency counts
+     * more than their halved payload. */
+    const size_t lines = (whole->bytes + 7) / 8;
+    if (whole->total <= g->twoshot_ll_bytes &&
+        chorus_ll_second(lines, g->kc.ll_cta_lines) + lines <= g->kc.ll_lines)
+      err = chorus_kern_exchange(&g->kc, red, whole, op->cuda_stream);
+    else
+      err = chorus_kern_twoshot(&g->kc, red, whole, op->cuda_stream);
   } else if (whole->bytes >= g->pipe_bytes) {
     err = chorus_kern_pipe(&g->kc, red, whole, op->cuda_stream);
   } else {

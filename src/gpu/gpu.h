@@ -34,18 +34,19 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g);
 
 /* Where the algorithms change (bytes per rank's buffer). */
 typedef struct chorus_gpu_tune {
-  size_t twoshot_bytes; /* AllReduce on 3+ ranks: ReduceScatter + AllGather */
+  size_t twoshot_bytes; /* AllReduce on 2+ ranks: ReduceScatter + AllGather in one launch, */
+  size_t twoshot_max;   /* up to this many bytes */
   size_t chain_bytes;   /* Broadcast and Reduce on 3+ ranks: a chain */
   size_t ring_bytes;    /* AllReduce, AllGather, ReduceScatter on 2+: a ring */
 } chorus_gpu_tune;
 
-/* Most exchanges one call takes: a two-shot AllReduce's two and a tail. */
-#define CHORUS_GPU_MAX_STEPS 3
+/* Most exchanges one call takes: a ring AllReduce and its tail. */
+#define CHORUS_GPU_MAX_STEPS 2
 
 /* The exchanges (device/kernels.h) that run op on rank `rank` of `nranks`
- * GPUs, in order (plan.c): returns how many (1; 2 or 3 for a two-shot
- * AllReduce; 1 or 2 for a ring AllReduce, whose elements past the last
- * whole share take a one-shot exchange), 0 when the function has no GPU schedule.
+ * GPUs, in order (plan.c): returns how many (1, or 2 for a ring AllReduce,
+ * whose elements past the last whole share take a one-shot exchange), 0
+ * when the function has no GPU schedule.
  * Pure; the unit tests replay plans on host memory. */
 int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
                     chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]);

@@ -115,31 +115,21 @@ static int allreduce_tail(int me, int n, const chorus_op *op, size_t main, choru
   return 1;
 }
 
-/* AllReduce as ReduceScatter into the rank's share of recvbuff, then an
- * in-place AllGather of the shares: 2(n-1)/n of the buffer crosses each
- * link instead of (n-1). Elements past the last whole share go one-shot. */
-static int plan_twoshot(int me, int n, const chorus_op *op, chorus_kern_xchg *out) {
-  const uint32_t all = (1u << n) - 1, self = 1u << me;
-  const size_t es = op->esize, share = op->count / (size_t)n, main = share * (size_t)n;
-  const size_t sb = share * es;
-  char *recv = op->recvbuff;
-  chorus_kern_xchg *rs = &out[0], *ag = &out[1];
-  memset(out, 0, 2 * sizeof *out);
-  rs->send = op->sendbuff;
-  rs->recv = recv;
-  rs->bytes = sb;
-  rs->send_to = all & ~self;
-  rs->recv_from = all;
-  rs->reduce = 1;
-  for (int p = 0; p < n; p++) rs->soff[p] = (size_t)p * sb;
-  rs->roff[0] = (size_t)me * sb;
-  ag->send = recv + (size_t)me * sb;
-  ag->recv = recv;
-  ag->bytes = sb;
-  ag->send_to = all & ~self;
-  ag->recv_from = all;
-  for (int p = 0; p < n; p++) ag->roff[p] = (size_t)p * sb;
-  return 2 + allreduce_tail(me, n, op, main, &out[2]);
+/* AllReduce as ReduceScatter then AllGather in one launch (twoshot.cu):
+ * 2(n-1)/n of the buffer crosses each link instead of (n-1). Shares are
+ * whole 16-byte units (the last ones short or empty), so that every block
+ * starts aligned where the buffer does and no element is left over. */
+static int plan_twoshot(int n, const chorus_op *op, chorus_kern_xchg *x) {
+  const size_t es = op->esize, per = es < 16 ? 16 / es : 1;
+  const size_t share = ((op->count + (size_t)n - 1) / (size_t)n + per - 1) / per * per;
+  memset(x, 0, sizeof *x);
+  x->send = op->sendbuff;
+  x->recv = op->recvbuff;
+  x->bytes = share * es;
+  x->total = op->count * es;
+  x->reduce = 1;
+  x->twoshot = 1;
+  return 1;
 }
 
 /* AllReduce as a ring over n shares; elements past the last whole share
@@ -160,7 +150,8 @@ int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const cho
   case CHORUS_FUNC_ALLREDUCE:
     if (op->count >= (size_t)nranks) {
       if (ring) return plan_ring_allreduce(rank, nranks, op, out);
-      if (nranks > 2 && bytes >= tune->twoshot_bytes) return plan_twoshot(rank, nranks, op, out);
+      if (nranks > 1 && bytes >= tune->twoshot_bytes && bytes <= tune->twoshot_max)
+        return plan_twoshot(nranks, op, out);
     }
     return 1;
   case CHORUS_FUNC_ALLGATHER:

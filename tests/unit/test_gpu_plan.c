@@ -9,7 +9,7 @@
  * reduces in rank order; rings and chains step by step), split into
  * pieces as the LL launcher splits them, and the outputs are compared with the collective
  * computed directly: every function, 1 to 5 ranks, several counts, in
- * place and not, one-shot, two-shot and ring AllReduce, ring AllGather and
+ * place and not, one-shot, two-shot (one launch) and ring AllReduce, ring AllGather and
  * ReduceScatter (the ring's steps as kernels.h defines them, chunk by
  * chunk), fan-out and chained Broadcast/Reduce, whole and tiny pieces.
  */
@@ -212,6 +212,31 @@ static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, 
   for (int r = 0; r < n; r++) free(pushed[r]);
 }
 
+/* A one-launch two-shot AllReduce of every rank (xs[r]), as twoshot.cu
+ * computes it: block p of every rank's input (p * bytes, clipped to total)
+ * reduced in rank order, then copied to block p of every rank's output.
+ * Every rank's blocks must agree. */
+static void replay_twoshot(const world *w, const chorus_kern_xchg *xs) {
+  const int n = w->n;
+  for (int r = 0; r < n; r++) {
+    EXPECT(xs[r].twoshot && xs[r].bytes == xs[0].bytes && xs[r].total == xs[0].total);
+    EXPECT(xs[r].bytes % 16 == 0); /* blocks start aligned where the buffer does */
+  }
+  const size_t bytes = xs[0].bytes, total = xs[0].total;
+  for (int p = 0; p < n; p++) {
+    const size_t start = (size_t)p * bytes;
+    if (start >= total) continue;
+    const size_t len = total - start < bytes ? total - start : bytes;
+    int32_t *sum = calloc(len / 4 + 1, 4);
+    for (int s = 0; s < n; s++) {
+      const int32_t *in = (const int32_t *)((const char *)xs[s].send + start);
+      for (size_t e = 0; e < len / 4; e++) sum[e] = (int32_t)((uint32_t)sum[e] + (uint32_t)in[e]);
+    }
+    for (int r = 0; r < n; r++) memcpy((char *)xs[r].recv + start, sum, len);
+    free(sum);
+  }
+}
+
 static void run(world *w, const chorus_gpu_tune *tune, size_t piece) {
   setup(w);
   chorus_kern_xchg steps[MAXN][CHORUS_GPU_MAX_STEPS];
@@ -232,6 +257,12 @@ static void run(world *w, const chorus_gpu_tune *tune, size_t piece) {
   REQUIRE(nsteps > 0);
   for (int i = 0; i < nsteps; i++) {
     size_t bytes = steps[0][i].bytes;
+    if (steps[0][i].twoshot) {
+      chorus_kern_xchg xs[MAXN];
+      for (int r = 0; r < w->n; r++) xs[r] = steps[r][i];
+      replay_twoshot(w, xs);
+      continue;
+    }
     for (size_t off = 0; off < bytes && steps[0][i].ring; off += piece) {
       chorus_kern_xchg xs[MAXN];
       for (int r = 0; r < w->n; r++) xs[r] = steps[r][i];
@@ -276,11 +307,33 @@ static void every_collective(void) {
             for (int big = 0; big < 3; big++) { /* 1: two-shot AllReduce, chains; 2: rings too */
               world w = {
                   .n = n, .count = counts[c], .func = func, .root = n / 2, .inplace = inplace};
-              chorus_gpu_tune tune = {big ? 0 : SIZE_MAX, big ? 0 : SIZE_MAX,
-                                      big == 2 ? 0 : SIZE_MAX};
+              chorus_gpu_tune tune = {.twoshot_bytes = big ? 0 : SIZE_MAX,
+                                      .twoshot_max = SIZE_MAX,
+                                      .chain_bytes = big ? 0 : SIZE_MAX,
+                                      .ring_bytes = big == 2 ? 0 : SIZE_MAX};
               run(&w, &tune, piece);
             }
         }
+}
+
+/* Above twoshot_max an AllReduce runs one-shot again. */
+static void twoshot_bounds(void) {
+  int32_t buf[64] = {0};
+  chorus_op op;
+  memset(&op, 0, sizeof op);
+  op.func = CHORUS_FUNC_ALLREDUCE;
+  op.sendbuff = op.recvbuff = buf;
+  op.esize = 4;
+  chorus_gpu_tune tune = {
+      .twoshot_bytes = 64, .twoshot_max = 128, .chain_bytes = SIZE_MAX, .ring_bytes = SIZE_MAX};
+  chorus_kern_xchg x[CHORUS_GPU_MAX_STEPS];
+  const size_t counts[] = {8, 16, 32, 64};
+  const int twoshot[] = {0, 1, 1, 0};
+  for (int i = 0; i < 4; i++) {
+    op.count = counts[i];
+    EXPECT_EQ_INT(chorus_gpu_plan(0, 2, &tune, &op, x), 1);
+    EXPECT_EQ_INT(x[0].twoshot, twoshot[i]);
+  }
 }
 
 static void unsupported(void) {
@@ -290,12 +343,13 @@ static void unsupported(void) {
   op.count = 4;
   op.esize = 4;
   chorus_kern_xchg x[CHORUS_GPU_MAX_STEPS];
-  chorus_gpu_tune tune = {0, 0, 0};
+  chorus_gpu_tune tune = {0, SIZE_MAX, 0, 0};
   EXPECT_EQ_INT(chorus_gpu_plan(0, 2, &tune, &op, x), 0);
 }
 
 int main(void) {
   RUN(every_collective);
+  RUN(twoshot_bounds);
   RUN(unsupported);
   return unit_report();
 }
