@@ -56,6 +56,57 @@ static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_ker
   }
 }
 
+/* What every LL launch does first, CTA b: takes the next epoch of b (the
+ * flag its lines carry; its parity picks the slots) and waits until the
+ * destinations in `to` acked epoch flag - 2, that is, finished reading
+ * those slots. */
+static __device__ uint32_t ll_start(const chorus_kern_comm &c, uint32_t to, uint32_t *s_epoch,
+                                    volatile int *s_failed) {
+  if (threadIdx.x == 0) {
+    *s_epoch = c.epochs[blockIdx.x] + 1;
+    *s_failed = 0;
+  }
+  __syncthreads();
+  const uint32_t flag = *s_epoch;
+  const uint32_t *acks = (const uint32_t *)(c.win[c.rank] + c.ack_off) +
+                         (size_t)blockIdx.x * CHORUS_KERN_MAX_RANKS; /* [block][src] */
+  if (threadIdx.x < c.nranks && ((to >> threadIdx.x) & 1))
+    wait_at_least(&acks[threadIdx.x], flag - 2, c, threadIdx.x, s_failed);
+  __syncthreads();
+  return flag;
+}
+/* And last: tells every peer this rank is done with epoch flag of CTA b. */
+static __device__ void ll_finish(const chorus_kern_comm &c, uint32_t flag) {
+  __syncthreads();
+  const int p = threadIdx.x;
+  if (p < c.nranks && p != c.rank)
+    *(volatile uint32_t *)((uint32_t *)(c.win[p] + c.ack_off) +
+                           (size_t)blockIdx.x * CHORUS_KERN_MAX_RANKS + c.rank) = flag;
+  if (p == 0) c.epochs[blockIdx.x] = flag;
+}
+
+/* Step 1 of every LL launch, CTA b: pushes its lines of from[p] (len[p]
+ * bytes, zero past the end; scaled for PreMulSum) to each destination p in
+ * `to`, into slot [parity][me] there, flag in both halves. */
+template <typename T>
+static __device__ void push_lines(const chorus_kern_comm &c, uint32_t flag, size_t q, size_t nunits,
+                                  uint32_t to, const char *const *from, const size_t *len,
+                                  bool premul, typename elem<T>::acc scalar) {
+  typedef uint2 U;
+  const int n = c.nranks, me = c.rank;
+  const size_t my_slot = ((flag & 1) * n + me) * c.ll_lines * CHORUS_KERN_LINE;
+  for (size_t k0 = (size_t)blockIdx.x * q; k0 < nunits; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+    for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits; j += blockDim.x)
+      for (int k = 1; k < n; k++) {
+        const int p = me + k < n ? me + k : me + k - n;
+        if (!((to >> p) & 1)) continue;
+        U d = load_unit<U>(from[p], len[p], j);
+        if (premul) d = scaled<T, U>(d, scalar);
+        st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
+                make_uint4(d.x, flag, d.y, flag));
+      }
+}
+
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     exchange(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t q) {
@@ -65,42 +116,23 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
   const int b = blockIdx.x, n = c.nranks, me = c.rank;
-  if (threadIdx.x == 0) {
-    s_epoch = c.epochs[b] + 1;
-    s_failed = 0;
-  }
-  __syncthreads();
-  const uint32_t flag = s_epoch;
+  const uint32_t flag = ll_start(c, x.send_to, &s_epoch, &s_failed);
   const size_t parity = flag & 1;
   const size_t nbytes = x.bytes;
   const size_t nunits = (nbytes + sizeof(U) - 1) / sizeof(U);
   const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
-  const size_t my_slot = (parity * n + me) * slot_bytes;
   const char *send = (const char *)x.send;
   char *recv = (char *)x.recv;
-  const size_t row = (size_t)b * CHORUS_KERN_MAX_RANKS; /* [block][src] words */
-  const uint32_t *acks = (const uint32_t *)(c.win[me] + c.ack_off) + row;
-
   const bool premul = x.reduce && red.kind == CHORUS_RED_PREMULSUM;
   const A scalar = premul_scalar<T>(red);
 
-  /* The destinations finished reading this parity (epoch - 2). */
-  if (threadIdx.x < n && ((x.send_to >> threadIdx.x) & 1))
-    wait_at_least(&acks[threadIdx.x], flag - 2, c, threadIdx.x, &s_failed);
-  __syncthreads();
-
   /* Phase 1: push. */
-  if (!s_failed)
-    for (size_t k0 = (size_t)b * q; k0 < nunits; k0 += CHORUS_KERN_MAX_BLOCKS * q)
-      for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits; j += blockDim.x)
-        for (int k = 1; k < n; k++) {
-          int p = me + k < n ? me + k : me + k - n;
-          if (!((x.send_to >> p) & 1)) continue;
-          U d = load_unit<U>(send + x.soff[p], nbytes, j);
-          if (premul) d = scaled<T, U>(d, scalar);
-          st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
-                  make_uint4(d.x, flag, d.y, flag));
-        }
+  if (!s_failed) {
+    const char *from[CHORUS_KERN_MAX_RANKS];
+    size_t len[CHORUS_KERN_MAX_RANKS];
+    for (int p = 0; p < n; p++) from[p] = send + x.soff[p], len[p] = nbytes;
+    push_lines<T>(c, flag, q, nunits, x.send_to, from, len, premul, scalar);
+  }
   /* Phase 2: take the sources' units in rank order; copy or reduce. */
   const char *own = c.win[me] + c.ll_off;
   for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
@@ -129,11 +161,7 @@ __global__ void __launch_bounds__(THREADS)
       put_unit<U>(recv + x.roff[0], nbytes, j, finish_unit<T, U>(acc, red, true));
     }
 
-  /* Tell every peer this rank is done with epoch `flag` of block b. */
-  __syncthreads();
-  if (threadIdx.x < n && (int)threadIdx.x != me)
-    *(volatile uint32_t *)((uint32_t *)(c.win[threadIdx.x] + c.ack_off) + row + me) = flag;
-  if (threadIdx.x == 0) c.epochs[b] = flag;
+  ll_finish(c, flag);
 }
 
 /* Two-shot AllReduce in LL lines (x->twoshot, launched through
@@ -159,12 +187,8 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
   const int b = blockIdx.x, n = c.nranks, me = c.rank;
-  if (threadIdx.x == 0) {
-    s_epoch = c.epochs[b] + 1;
-    s_failed = 0;
-  }
-  __syncthreads();
-  const uint32_t flag = s_epoch;
+  const uint32_t all = (1u << n) - 1;
+  const uint32_t flag = ll_start(c, all & ~(1u << me), &s_epoch, &s_failed);
   const size_t parity = flag & 1;
   const size_t nunits = (x.bytes + sizeof(U) - 1) / sizeof(U); /* lines of a share: L */
   const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
@@ -172,8 +196,6 @@ __global__ void __launch_bounds__(THREADS)
   const size_t second = chorus_ll_second(nunits, q) * CHORUS_KERN_LINE;
   const char *send = (const char *)x.send;
   char *recv = (char *)x.recv;
-  const size_t row = (size_t)b * CHORUS_KERN_MAX_RANKS;
-  const uint32_t *acks = (const uint32_t *)(c.win[me] + c.ack_off) + row;
   const bool premul = red.kind == CHORUS_RED_PREMULSUM;
   const A scalar = premul_scalar<T>(red);
   size_t len[CHORUS_KERN_MAX_RANKS];
@@ -182,20 +204,11 @@ __global__ void __launch_bounds__(THREADS)
     len[p] = start >= x.total ? 0 : x.total - start < x.bytes ? x.total - start : x.bytes;
   }
 
-  if (threadIdx.x < n && (int)threadIdx.x != me)
-    wait_at_least(&acks[threadIdx.x], flag - 2, c, threadIdx.x, &s_failed);
-  __syncthreads();
-
-  if (!s_failed)
-    for (size_t k0 = (size_t)b * q; k0 < nunits; k0 += CHORUS_KERN_MAX_BLOCKS * q)
-      for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits; j += blockDim.x)
-        for (int k = 1; k < n; k++) {
-          const int p = me + k < n ? me + k : me + k - n;
-          U d = load_unit<U>(send + (size_t)p * x.bytes, len[p], j);
-          if (premul) d = scaled<T, U>(d, scalar);
-          st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
-                  make_uint4(d.x, flag, d.y, flag));
-        }
+  if (!s_failed) {
+    const char *from[CHORUS_KERN_MAX_RANKS];
+    for (int p = 0; p < n; p++) from[p] = send + (size_t)p * x.bytes;
+    push_lines<T>(c, flag, q, nunits, all & ~(1u << me), from, len, premul, scalar);
+  }
   const char *own = c.win[me] + c.ll_off;
   for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {
@@ -231,10 +244,7 @@ __global__ void __launch_bounds__(THREADS)
         put_unit<U>(recv + (size_t)src * x.bytes, len[src], j, d);
       }
 
-  __syncthreads();
-  if (threadIdx.x < n && (int)threadIdx.x != me)
-    *(volatile uint32_t *)((uint32_t *)(c.win[threadIdx.x] + c.ack_off) + row + me) = flag;
-  if (threadIdx.x == 0) c.epochs[b] = flag;
+  ll_finish(c, flag);
 }
 
 /* CTAs and threads of an LL launch over nlines lines in runs of q (at most
