@@ -99,6 +99,9 @@ if [ "$ngpu" -ge 4 ]; then
   check "all_reduce_twoshot_procs4" $twoshot $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_fifo_tiny_procs4" $twoshot $fifo $tiny $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 4 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_procs2" $twoshot $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 4 -e $matrix_e -f 7 -n 1 -w 1 -c 1 -T 60
+  # NCCL_ALGO and NCCL_PROTO steer the GPU plan (gpu/plan.c).
+  check "all_reduce_proto_ll_g4" env NCCL_PROTO=LL $perf/all_reduce_perf -g 4 -d all -o sum -b 8 -e 4M -f 8 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_twoshot_simple_procs4" env NCCL_ALGO=allreduce:twoshot NCCL_PROTO=Simple $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o sum -b 64 -e 1M -f 8 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_pieces_g4" env CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   check "all_gather_pieces_procs4" env CHORUS_GPU_LL_BYTES=4096 $run -n 4 --timeout 80 $perf/all_gather_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
 fi

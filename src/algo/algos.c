@@ -39,8 +39,17 @@ const chorus_algo_desc *chorus_algo_get(chorus_algo id) {
   return (id >= 0 && id < CHORUS_ALGO_COUNT) ? &algos[id] : NULL;
 }
 
-/* Applies one list ("ring,direct" or "^ring") to the mask. */
-static uint32_t apply_list(const char *list) {
+static const char *algo_name(int i) {
+  return algos[i].name;
+}
+static const char *proto_name(int i) {
+  static const char *const names[CHORUS_PROTO_COUNT] = {"LL", "LL128", "Simple"};
+  return names[i];
+}
+
+/* Applies one list ("ring,direct" or "^ring") of name(0..count-1) to the
+ * mask; `var` names the variable for the log. */
+static uint32_t apply_list(const char *list, const char *(*name)(int), int count, const char *var) {
   int exclude = 0;
   while (*list == ' ') list++;
   if (*list == '^') exclude = 1, list++;
@@ -49,25 +58,24 @@ static uint32_t apply_list(const char *list) {
   snprintf(buf, sizeof buf, "%s", list);
   char *save = NULL;
   for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    while (*tok == ' ') tok++;
     int found = 0;
-    for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
-      if (strcasecmp(tok, algos[a].name) == 0) mask |= 1u << a, found = 1;
-    if (!found) INFO(CHORUS_TUNING, "NCCL_ALGO: ignoring unknown algorithm \"%s\"", tok);
+    for (int a = 0; a < count; a++)
+      if (strcasecmp(tok, name(a)) == 0) mask |= 1u << a, found = 1;
+    if (!found) INFO(CHORUS_TUNING, "%s: ignoring unknown name \"%s\"", var, tok);
   }
-  uint32_t all = (1u << CHORUS_ALGO_COUNT) - 1;
+  uint32_t all = (1u << count) - 1;
   return exclude ? all & ~mask : mask;
 }
 
-uint32_t chorus_algo_allowed(const char *spec, int func) {
-  return chorus_algo_allowed_ex(spec, func, NULL);
-}
-
-uint32_t chorus_algo_allowed_ex(const char *spec, int func, int *explicit_out) {
-  uint32_t all = (1u << CHORUS_ALGO_COUNT) - 1;
+/* NCCL_ALGO's and NCCL_PROTO's grammar over name(0..count-1). */
+static uint32_t allowed_ex(const char *spec, int func, int *explicit_out, const char *(*name)(int),
+                           int count, const char *var) {
+  uint32_t all = (1u << count) - 1;
   if (explicit_out) *explicit_out = 0;
   if (!spec || !*spec) return all;
   /* Per-function form: "func:list;func:list". A plain list applies to all. */
-  if (!strchr(spec, ':')) return apply_list(spec);
+  if (!strchr(spec, ':')) return apply_list(spec, name, count, var);
   char buf[512];
   snprintf(buf, sizeof buf, "%s", spec);
   char *save = NULL;
@@ -78,8 +86,20 @@ uint32_t chorus_algo_allowed_ex(const char *spec, int func, int *explicit_out) {
     while (*part == ' ') part++;
     if (func > 0 && func < CHORUS_FUNC_COUNT && strcasecmp(part, func_keys[func]) == 0) {
       if (explicit_out) *explicit_out = 1;
-      return apply_list(colon + 1);
+      return apply_list(colon + 1, name, count, var);
     }
   }
   return all;
+}
+
+uint32_t chorus_algo_allowed(const char *spec, int func) {
+  return chorus_algo_allowed_ex(spec, func, NULL);
+}
+
+uint32_t chorus_algo_allowed_ex(const char *spec, int func, int *explicit_out) {
+  return allowed_ex(spec, func, explicit_out, algo_name, CHORUS_ALGO_COUNT, "NCCL_ALGO");
+}
+
+uint32_t chorus_proto_allowed_ex(const char *spec, int func, int *explicit_out) {
+  return allowed_ex(spec, func, explicit_out, proto_name, CHORUS_PROTO_COUNT, "NCCL_PROTO");
 }

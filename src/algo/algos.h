@@ -1,6 +1,6 @@
 /*
  * algos.h - the algorithms each collective can use, by name, and the
- * NCCL_ALGO filter.
+ * NCCL_ALGO and NCCL_PROTO filters.
  *
  * NCCL_ALGO takes NCCL's forms: "ring,direct" (allow these), "^tree"
  * (allow all but these), and per-function lists "allreduce:ring;^tree"
@@ -37,6 +37,14 @@ typedef enum {
   CHORUS_ALGO_COUNT
 } chorus_algo;
 
+/* NCCL's protocols (NCCL_PROTO); GPU communicators run LL and Simple. */
+typedef enum {
+  CHORUS_PROTO_LL = 0,
+  CHORUS_PROTO_LL128,
+  CHORUS_PROTO_SIMPLE,
+  CHORUS_PROTO_COUNT
+} chorus_proto;
+
 typedef struct chorus_algo_desc {
   chorus_algo id;
   const char *name;
@@ -51,5 +59,7 @@ const chorus_algo_desc *chorus_algo_get(chorus_algo id);
  * func in a per-function list. */
 uint32_t chorus_algo_allowed(const char *spec, int func);
 uint32_t chorus_algo_allowed_ex(const char *spec, int func, int *explicit_out);
+/* The same for NCCL_PROTO: bit i set = chorus_proto i allowed. */
+uint32_t chorus_proto_allowed_ex(const char *spec, int func, int *explicit_out);
 
 #endif

@@ -101,6 +101,7 @@ typedef struct chorus_kern_xchg {
    * short or empty); send and recv the API's buffers. */
   int twoshot;
   size_t total;
+  int ll; /* set by the plan: LL lines (chorus_kern_exchange), else FIFO chunks */
 } chorus_kern_xchg;
 
 /* Rings and chains: every rank streams to rank + 1 and takes from rank - 1

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "algo/algos.h"
 #include "device/device.h"
 #include "device/kernels.h"
 #include "util/alloc.h"
@@ -47,10 +48,8 @@ struct chorus_gpu {
   void *mapped[CHORUS_KERN_MAX_RANKS]; /* peers' windows opened through IPC */
   void *ctl_host, *ctl_dev;            /* abort, status, status peer (host-mapped) */
   chorus_kern_comm kc;
-  size_t ll_bytes;         /* payload per slot */
-  int reported;            /* a kernel's error was logged (atomic) */
-  size_t pipe_bytes;       /* blocks this big run in the pipelined kernel */
-  size_t twoshot_ll_bytes; /* two-shot AllReduce up to this many bytes in LL lines */
+  size_t ll_bytes; /* payload per slot */
+  int reported;    /* a kernel's error was logged (atomic) */
   chorus_gpu_tune tune;
 };
 
@@ -107,6 +106,28 @@ static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus
                           g->device, g->rank, p, rec[p].bus_id, chorus_dev_error());
   }
   return ncclSuccess;
+}
+
+/* NCCL_ALGO and NCCL_PROTO, as masks of what they exclude per function. */
+static void tune_filters(chorus_gpu_tune *t) {
+  const char *algo = chorus_param_str(CHORUS_P_ALGO), *proto = chorus_param_str(CHORUS_P_PROTO);
+  for (int f = 0; f < CHORUS_FUNC_COUNT; f++) {
+    int named = 0;
+    t->algo_deny[f] = ~chorus_algo_allowed_ex(algo, f, &named);
+    t->algo_named[f] = (uint8_t)named;
+    t->proto_deny[f] = ~chorus_proto_allowed_ex(proto, f, NULL);
+    /* A list that leaves neither LL nor Simple (say "LL128") does not
+     * apply: Chorus has no other protocol. */
+    const uint32_t usable = (1u << CHORUS_PROTO_LL) | (1u << CHORUS_PROTO_SIMPLE);
+    if ((t->proto_deny[f] & usable) == usable) {
+      if (f == CHORUS_FUNC_ALLREDUCE)
+        INFO(CHORUS_TUNING | CHORUS_ENV,
+             "NCCL_PROTO=%s allows neither LL nor Simple, the protocols of Chorus's GPU kernels; "
+             "ignoring it",
+             proto);
+      t->proto_deny[f] = 0;
+    }
+  }
 }
 
 ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
@@ -166,7 +187,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
       4096 * 4096;
   /* With one peer LL lines stay ahead longer (measured on 4xH200: LL
    * faster up to 128 KiB on 2 GPUs, the pipeline from 16 KiB on 4). */
-  g->pipe_bytes = (size_t)CHORUS_MAX(
+  g->tune.pipe_bytes = (size_t)CHORUS_MAX(
       0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_PIPE_BYTES : CHORUS_P_GPU_PIPE_BYTES_PAIR));
   g->kc.twoshot_channels = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHANNELS),
                                                   1, CHORUS_KERN_MAX_CHANNELS / 2);
@@ -179,11 +200,15 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
    * 22.4 against 19.0 us, 4xH200). */
   const int64_t twoshot =
       chorus_param_int(nranks > 2 ? CHORUS_P_GPU_TWOSHOT_BYTES : CHORUS_P_GPU_TWOSHOT_BYTES_PAIR);
-  g->twoshot_ll_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_LL_BYTES));
-  g->tune.twoshot_bytes = twoshot < 0 || g->kc.channels < 2 ? SIZE_MAX : (size_t)twoshot;
-  g->tune.twoshot_max = nranks > 2 ? SIZE_MAX : g->twoshot_ll_bytes;
+  g->tune.twoshot_ll_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_LL_BYTES));
+  g->tune.twoshot_bytes = twoshot < 0 ? SIZE_MAX : (size_t)twoshot;
+  g->tune.twoshot_max = nranks > 2 ? SIZE_MAX : g->tune.twoshot_ll_bytes;
+  g->tune.fifo_twoshot = g->kc.channels >= 2;
+  g->tune.ll_lines = g->kc.ll_lines;
+  g->tune.ll_cta_lines = g->kc.ll_cta_lines;
   const int64_t ring = chorus_param_int(CHORUS_P_GPU_RING_BYTES);
   g->tune.ring_bytes = ring > 0 ? (size_t)ring : SIZE_MAX; /* 0: never */
+  tune_filters(&g->tune);
   size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
   size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;
@@ -276,15 +301,9 @@ static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
   if (whole->ring) {
     err = chorus_kern_ring(&g->kc, red, whole, op->cuda_stream);
   } else if (whole->twoshot) {
-    /* LL lines while two shares fit a slot and the flags' latency counts
-     * more than their halved payload. */
-    const size_t lines = (whole->bytes + 7) / 8;
-    if (whole->total <= g->twoshot_ll_bytes &&
-        chorus_ll_second(lines, g->kc.ll_cta_lines) + lines <= g->kc.ll_lines)
-      err = chorus_kern_exchange(&g->kc, red, whole, op->cuda_stream);
-    else
-      err = chorus_kern_twoshot(&g->kc, red, whole, op->cuda_stream);
-  } else if (whole->bytes >= g->pipe_bytes) {
+    err = whole->ll ? chorus_kern_exchange(&g->kc, red, whole, op->cuda_stream)
+                    : chorus_kern_twoshot(&g->kc, red, whole, op->cuda_stream);
+  } else if (!whole->ll) {
     err = chorus_kern_pipe(&g->kc, red, whole, op->cuda_stream);
   } else {
     for (size_t off = 0; off < whole->bytes && !err; off += g->ll_bytes) {
@@ -325,6 +344,16 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
   if (nsteps == 0)
     return chorus_error(ncclInternalError, "nccl%s has no GPU schedule",
                         chorus_func_name(op->func));
+  if (nsteps < 0) {
+    const char *algo = chorus_param_str(CHORUS_P_ALGO), *proto = chorus_param_str(CHORUS_P_PROTO);
+    return chorus_error(ncclInvalidUsage,
+                        "rank %d: NCCL_ALGO=\"%s\" with NCCL_PROTO=\"%s\" allows no GPU schedule "
+                        "of nccl%s for %zu bytes on %d GPUs (Chorus has oneshot for every "
+                        "collective, ring for AllReduce, AllGather, ReduceScatter, Broadcast and "
+                        "Reduce, twoshot for AllReduce; ring needs Simple)",
+                        g->rank, algo ? algo : "", proto ? proto : "", chorus_func_name(op->func),
+                        op->count * op->esize, g->nranks);
+  }
   if (op->count == 0) return ncclSuccess;
   chorus_kern_red red;
   memset(&red, 0, sizeof red);

@@ -32,12 +32,22 @@ void chorus_gpu_abort(chorus_gpu *g);
  * abort), with a message naming the peer. */
 ncclResult_t chorus_gpu_async_error(chorus_gpu *g);
 
-/* Where the algorithms change (bytes per rank's buffer). */
+/* What the plan chooses by (bytes per rank's buffer): the measured
+ * crossovers, what the slots hold, and NCCL_ALGO / NCCL_PROTO (masks of
+ * what they exclude per function, so that a zeroed struct allows all). */
 typedef struct chorus_gpu_tune {
-  size_t twoshot_bytes; /* AllReduce on 2+ ranks: ReduceScatter + AllGather in one launch, */
-  size_t twoshot_max;   /* up to this many bytes */
-  size_t chain_bytes;   /* Broadcast and Reduce on 3+ ranks: a chain */
-  size_t ring_bytes;    /* AllReduce, AllGather, ReduceScatter on 2+: a ring */
+  size_t twoshot_bytes;    /* AllReduce on 2+ ranks: ReduceScatter + AllGather in one launch, */
+  size_t twoshot_max;      /* up to this many bytes */
+  size_t chain_bytes;      /* Broadcast and Reduce on 3+ ranks: a chain */
+  size_t ring_bytes;       /* AllReduce (per share), AllGather, ReduceScatter on 2+: a ring */
+  size_t pipe_bytes;       /* blocks from this size stream Simple chunks, smaller ones LL lines */
+  size_t twoshot_ll_bytes; /* two-shot AllReduce up to this many bytes in LL lines */
+  size_t ll_lines;         /* LL slot lines per source (an LL two-shot needs two shares) */
+  size_t ll_cta_lines;     /* lines per run of the LL kernels */
+  int fifo_twoshot;        /* the FIFO two-shot can run (two channels or more) */
+  uint32_t algo_deny[CHORUS_FUNC_COUNT];  /* bits of chorus_algo that NCCL_ALGO excludes */
+  uint8_t algo_named[CHORUS_FUNC_COUNT];  /* NCCL_ALGO names the function itself */
+  uint32_t proto_deny[CHORUS_FUNC_COUNT]; /* bits of chorus_proto that NCCL_PROTO excludes */
 } chorus_gpu_tune;
 
 /* Most exchanges one call takes: a ring AllReduce and its tail. */
@@ -46,7 +56,8 @@ typedef struct chorus_gpu_tune {
 /* The exchanges (device/kernels.h) that run op on rank `rank` of `nranks`
  * GPUs, in order (plan.c): returns how many (1, or 2 for a ring AllReduce,
  * whose elements past the last whole share take a one-shot exchange), 0
- * when the function has no GPU schedule.
+ * when the function has no GPU schedule, -1 when NCCL_ALGO and NCCL_PROTO
+ * allow none for it.
  * Pure; the unit tests replay plans on host memory. */
 int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
                     chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]);

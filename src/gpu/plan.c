@@ -19,10 +19,9 @@ static int plan_ring(int kind, const void *send, void *recv, size_t sb, chorus_k
   return 1;
 }
 
-/* Fills the one exchange of op (before splitting into pieces). 0 when the
- * function has no GPU schedule yet. */
-static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op *op,
-                    chorus_kern_xchg *x) {
+/* Fills the one-shot exchange of op (before splitting into pieces). 0 when
+ * the function has no GPU schedule. */
+static int describe(int me, int n, const chorus_op *op, chorus_kern_xchg *x) {
   const int root = op->root;
   const uint32_t all = n >= 32 ? 0xffffffffu : (1u << n) - 1, self = 1u << me;
   const size_t bytes = op->count * op->esize;
@@ -30,17 +29,6 @@ static int describe(int me, int n, const chorus_gpu_tune *tune, const chorus_op 
   x->send = op->sendbuff;
   x->recv = op->recvbuff;
   x->bytes = bytes;
-  const int rooted = op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_REDUCE;
-  if (rooted && n > 2 && bytes >= tune->chain_bytes) {
-    /* A chain (ring.cu): root, root + 1, ... for Broadcast, root + 1, ...,
-     * root for Reduce; each rank takes from the one before and passes on,
-     * so every link carries the buffer once instead of the root's links
-     * carrying it n - 1 times. */
-    plan_ring(op->func == CHORUS_FUNC_REDUCE ? CHORUS_RING_REDUCE : CHORUS_RING_BROADCAST,
-              op->sendbuff, op->recvbuff, bytes, x);
-    x->root = root;
-    return 1;
-  }
   switch (op->func) {
   case CHORUS_FUNC_ALLREDUCE:
     x->send_to = all & ~self;
@@ -119,14 +107,16 @@ static int allreduce_tail(int me, int n, const chorus_op *op, size_t main, choru
  * 2(n-1)/n of the buffer crosses each link instead of (n-1). Shares are
  * whole 16-byte units (the last ones short or empty), so that every block
  * starts aligned where the buffer does and no element is left over. */
-static int plan_twoshot(int n, const chorus_op *op, chorus_kern_xchg *x) {
+static size_t twoshot_share(int n, const chorus_op *op) {
   const size_t es = op->esize, per = es < 16 ? 16 / es : 1;
-  const size_t share = ((op->count + (size_t)n - 1) / (size_t)n + per - 1) / per * per;
+  return ((op->count + (size_t)n - 1) / (size_t)n + per - 1) / per * per * es;
+}
+static int plan_twoshot(int n, const chorus_op *op, chorus_kern_xchg *x) {
   memset(x, 0, sizeof *x);
   x->send = op->sendbuff;
   x->recv = op->recvbuff;
-  x->bytes = share * es;
-  x->total = op->count * es;
+  x->bytes = twoshot_share(n, op);
+  x->total = op->count * op->esize;
   x->reduce = 1;
   x->twoshot = 1;
   return 1;
@@ -140,27 +130,127 @@ static int plan_ring_allreduce(int me, int n, const chorus_op *op, chorus_kern_x
   return k + allreduce_tail(me, n, op, main, &out[k]);
 }
 
-int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
-                    chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]) {
-  if (!describe(rank, nranks, tune, op, &out[0])) return 0;
-  const size_t bytes = out[0].bytes; /* per rank's block; an AllReduce's whole buffer */
-  const size_t block = op->func == CHORUS_FUNC_ALLREDUCE ? bytes / (size_t)nranks : bytes;
-  const int ring = nranks > 1 && block >= tune->ring_bytes;
+/* Whether a block of `bytes` moves in LL lines: below pipe_bytes, unless
+ * NCCL_PROTO leaves only one of LL and Simple. */
+static int use_ll(int func, const chorus_gpu_tune *t, size_t bytes) {
+  const uint32_t deny = t->proto_deny[func];
+  if (deny & (1u << CHORUS_PROTO_LL)) return 0;
+  if (deny & (1u << CHORUS_PROTO_SIMPLE)) return 1;
+  return bytes < t->pipe_bytes;
+}
+
+/* Whether an LL two-shot's two shares of `share` bytes fit a slot. */
+static int twoshot_fits_ll(const chorus_gpu_tune *t, size_t share) {
+  const size_t lines = (share + 7) / 8;
+  return t->ll_lines > 0 && t->ll_cta_lines > 0 &&
+         chorus_ll_second(lines, t->ll_cta_lines) + lines <= t->ll_lines;
+}
+
+/* The two-shot's protocol for op (1 LL, 0 FIFO chunks), or -1 when
+ * neither is possible. */
+static int twoshot_proto(int n, const chorus_gpu_tune *t, const chorus_op *op) {
+  const uint32_t deny = t->proto_deny[op->func];
+  const int ll = twoshot_fits_ll(t, twoshot_share(n, op)) && !(deny & (1u << CHORUS_PROTO_LL));
+  const int fifo = t->fifo_twoshot && !(deny & (1u << CHORUS_PROTO_SIMPLE));
+  if (ll && (op->count * op->esize <= t->twoshot_ll_bytes || !fifo)) return 1;
+  return fifo ? 0 : -1;
+}
+
+/* Whether algo (CHORUS_ALGO_*) can run op here at all. */
+static int feasible(int algo, int n, const chorus_gpu_tune *t, const chorus_op *op) {
+  const int f = op->func;
+  switch (algo) {
+  case CHORUS_ALGO_RING: /* rings and chains stream Simple chunks */
+    if (n < 2 || (t->proto_deny[f] & (1u << CHORUS_PROTO_SIMPLE))) return 0;
+    if (f == CHORUS_FUNC_ALLREDUCE) return op->count >= (size_t)n;
+    if (f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE) return 1;
+    return f == CHORUS_FUNC_ALLGATHER || f == CHORUS_FUNC_REDUCESCATTER;
+  case CHORUS_ALGO_TWOSHOT:
+    return f == CHORUS_FUNC_ALLREDUCE && n > 1 && op->count >= (size_t)n &&
+           twoshot_proto(n, t, op) >= 0;
+  case CHORUS_ALGO_ONESHOT:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
+/* Whether NCCL_ALGO lets algo run op (an exchange with every peer is
+ * "oneshot", and "direct" too for AlltoAll, Gather and Scatter). */
+static int allowed(int algo, const chorus_gpu_tune *t, int func) {
+  const uint32_t deny = t->algo_deny[func];
+  if (!(deny & (1u << algo))) return 1;
+  return algo == CHORUS_ALGO_ONESHOT && !(deny & (1u << CHORUS_ALGO_DIRECT)) &&
+         (func == CHORUS_FUNC_ALLTOALL || func == CHORUS_FUNC_GATHER ||
+          func == CHORUS_FUNC_SCATTER);
+}
+
+/* The algorithm the thresholds pick (measured crossovers, gpu.c). */
+static int default_algo(int n, const chorus_gpu_tune *t, const chorus_op *op) {
+  const size_t bytes = op->count * op->esize;
+  const int ring = feasible(CHORUS_ALGO_RING, n, t, op);
   switch (op->func) {
   case CHORUS_FUNC_ALLREDUCE:
-    if (op->count >= (size_t)nranks) {
-      if (ring) return plan_ring_allreduce(rank, nranks, op, out);
-      if (nranks > 1 && bytes >= tune->twoshot_bytes && bytes <= tune->twoshot_max)
-        return plan_twoshot(nranks, op, out);
-    }
-    return 1;
+    if (ring && bytes / (size_t)n >= t->ring_bytes) return CHORUS_ALGO_RING;
+    if (bytes >= t->twoshot_bytes && bytes <= t->twoshot_max &&
+        feasible(CHORUS_ALGO_TWOSHOT, n, t, op))
+      return CHORUS_ALGO_TWOSHOT;
+    return CHORUS_ALGO_ONESHOT;
   case CHORUS_FUNC_ALLGATHER:
-    return ring ? plan_ring(CHORUS_RING_ALLGATHER, op->sendbuff, op->recvbuff, bytes, out) : 1;
   case CHORUS_FUNC_REDUCESCATTER:
-    return ring ? plan_ring(CHORUS_RING_REDUCESCATTER, op->sendbuff, op->recvbuff, bytes, out) : 1;
+    return ring && bytes >= t->ring_bytes ? CHORUS_ALGO_RING : CHORUS_ALGO_ONESHOT;
+  case CHORUS_FUNC_BROADCAST:
+  case CHORUS_FUNC_REDUCE:
+    return ring && n > 2 && bytes >= t->chain_bytes ? CHORUS_ALGO_RING : CHORUS_ALGO_ONESHOT;
   default:
+    return CHORUS_ALGO_ONESHOT;
+  }
+}
+
+/* The default if NCCL_ALGO allows it, else the first allowed of ring,
+ * two-shot and one-shot that can run op; -1 when none is and NCCL_ALGO
+ * names op's function (a global list naming nothing the function has
+ * does not bind it, as in NCCL). */
+static int pick(int n, const chorus_gpu_tune *t, const chorus_op *op) {
+  const int def = default_algo(n, t, op);
+  if (allowed(def, t, op->func)) return def;
+  static const int order[] = {CHORUS_ALGO_RING, CHORUS_ALGO_TWOSHOT, CHORUS_ALGO_ONESHOT};
+  for (int i = 0; i < 3; i++)
+    if (allowed(order[i], t, op->func) && feasible(order[i], n, t, op)) return order[i];
+  return t->algo_named[op->func] ? -1 : def;
+}
+
+int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
+                    chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]) {
+  if (!describe(rank, nranks, op, &out[0])) return 0;
+  const int algo = pick(nranks, tune, op), f = op->func;
+  const size_t bytes = op->count * op->esize;
+  int k = 1;
+  if (algo < 0) return -1;
+  if (algo == CHORUS_ALGO_TWOSHOT) {
+    plan_twoshot(nranks, op, out);
+    out[0].ll = twoshot_proto(nranks, tune, op) == 1;
     return 1;
   }
+  if (algo == CHORUS_ALGO_RING) { /* on 2 GPUs a chain is the one-shot's fan-out */
+    if (f == CHORUS_FUNC_ALLREDUCE) {
+      k = plan_ring_allreduce(rank, nranks, op, out);
+    } else if ((f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE) && nranks > 2) {
+      /* A chain: root, root + 1, ... for Broadcast, root + 1, ..., root
+       * for Reduce; each rank takes from the one before and passes on,
+       * so every link carries the buffer once instead of the root's
+       * links carrying it n - 1 times. */
+      plan_ring(f == CHORUS_FUNC_REDUCE ? CHORUS_RING_REDUCE : CHORUS_RING_BROADCAST, op->sendbuff,
+                op->recvbuff, bytes, out);
+      out[0].root = op->root;
+    } else if (f == CHORUS_FUNC_ALLGATHER || f == CHORUS_FUNC_REDUCESCATTER) {
+      plan_ring(f == CHORUS_FUNC_ALLGATHER ? CHORUS_RING_ALLGATHER : CHORUS_RING_REDUCESCATTER,
+                op->sendbuff, op->recvbuff, bytes, out);
+    }
+  }
+  for (int i = 0; i < k; i++)
+    if (!out[i].ring) out[i].ll = use_ll(f, tune, out[i].bytes);
+  return k;
 }
 
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,

@@ -72,7 +72,7 @@ CHORUS_PARAM(NCHANNELS_PER_NET_PEER, "NCCL_NCHANNELS_PER_NET_PEER", INT, INT_MIN
 CHORUS_PARAM(NVLINK_SCHED,     "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", INT, INT_MIN, "Overrides ncclConfig_t.nvlinkCentricSched")
 /* algorithm selection */
 CHORUS_PARAM(ALGO,             "NCCL_ALGO",             STR, NULL,   "Allowed algorithms, e.g. ring or allreduce:ring (^ excludes); see chorus_info")
-CHORUS_PARAM(PROTO,            "NCCL_PROTO",            STR, NULL,   "Allowed protocols; host communicators have one protocol and only log it")
+CHORUS_PARAM(PROTO,            "NCCL_PROTO",            STR, NULL,   "Allowed protocols (LL, LL128, Simple; per function as NCCL_ALGO): GPU communicators run LL and Simple, host communicators have one protocol and only log it")
 /* testing aids */
 CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, 0,      "Tests: make the Nth host allocation from now fail (0: never)")
 CHORUS_PARAM(LEAK_CHECK,       "CHORUS_LEAK_CHECK",     INT, 0,      "1: WARN at the last communicator destroy if library memory is still held")

@@ -1,5 +1,5 @@
 /*
- * test_algos.c - the NCCL_ALGO filter.
+ * test_algos.c - the NCCL_ALGO and NCCL_PROTO filters.
  */
 #include "algo/algos.h"
 #include "unit.h"
@@ -20,7 +20,26 @@ static void filter_forms(void) {
   EXPECT_STREQ(chorus_algo_get(CHORUS_ALGO_RING)->name, "ring");
 }
 
+static void proto_forms(void) {
+  const uint32_t ll = 1u << CHORUS_PROTO_LL, ll128 = 1u << CHORUS_PROTO_LL128,
+                 simple = 1u << CHORUS_PROTO_SIMPLE, all = ll | ll128 | simple;
+  int named = -1;
+  EXPECT_EQ_INT(chorus_proto_allowed_ex(NULL, CHORUS_FUNC_ALLREDUCE, &named), all);
+  EXPECT_EQ_INT(named, 0);
+  EXPECT_EQ_INT(chorus_proto_allowed_ex("Simple", CHORUS_FUNC_BROADCAST, NULL), simple);
+  EXPECT_EQ_INT(chorus_proto_allowed_ex("ll, simple", CHORUS_FUNC_BROADCAST, NULL), ll | simple);
+  EXPECT_EQ_INT(chorus_proto_allowed_ex("^LL128", CHORUS_FUNC_BROADCAST, NULL), ll | simple);
+  EXPECT_EQ_INT(
+      chorus_proto_allowed_ex("allreduce:LL;allgather:Simple", CHORUS_FUNC_ALLGATHER, &named),
+      simple);
+  EXPECT_EQ_INT(named, 1);
+  EXPECT_EQ_INT(chorus_proto_allowed_ex("allreduce:LL", CHORUS_FUNC_REDUCE, &named), all);
+  EXPECT_EQ_INT(named, 0);
+  EXPECT_EQ_INT(chorus_proto_allowed_ex("LL256", CHORUS_FUNC_REDUCE, NULL), 0);
+}
+
 int main(void) {
   RUN(filter_forms);
+  RUN(proto_forms);
   return unit_report();
 }

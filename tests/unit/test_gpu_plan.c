@@ -310,7 +310,8 @@ static void every_collective(void) {
               chorus_gpu_tune tune = {.twoshot_bytes = big ? 0 : SIZE_MAX,
                                       .twoshot_max = SIZE_MAX,
                                       .chain_bytes = big ? 0 : SIZE_MAX,
-                                      .ring_bytes = big == 2 ? 0 : SIZE_MAX};
+                                      .ring_bytes = big == 2 ? 0 : SIZE_MAX,
+                                      .fifo_twoshot = 1};
               run(&w, &tune, piece);
             }
         }
@@ -324,8 +325,11 @@ static void twoshot_bounds(void) {
   op.func = CHORUS_FUNC_ALLREDUCE;
   op.sendbuff = op.recvbuff = buf;
   op.esize = 4;
-  chorus_gpu_tune tune = {
-      .twoshot_bytes = 64, .twoshot_max = 128, .chain_bytes = SIZE_MAX, .ring_bytes = SIZE_MAX};
+  chorus_gpu_tune tune = {.twoshot_bytes = 64,
+                          .twoshot_max = 128,
+                          .chain_bytes = SIZE_MAX,
+                          .ring_bytes = SIZE_MAX,
+                          .fifo_twoshot = 1};
   chorus_kern_xchg x[CHORUS_GPU_MAX_STEPS];
   const size_t counts[] = {8, 16, 32, 64};
   const int twoshot[] = {0, 1, 1, 0};
@@ -336,6 +340,90 @@ static void twoshot_bounds(void) {
   }
 }
 
+/* What one rank of n plans for func on count floats under t: the number of
+ * steps, and the first step's kind: 'r' ring or chain, 't' two-shot, 'o'
+ * one-shot exchange; *ll its protocol. */
+static int plan_kind(int func, int n, size_t count, const chorus_gpu_tune *t, int *ll) {
+  static float buf[1 << 16];
+  chorus_op op;
+  memset(&op, 0, sizeof op);
+  op.func = func;
+  op.sendbuff = op.recvbuff = buf;
+  op.count = count;
+  op.esize = 4;
+  chorus_kern_xchg x[CHORUS_GPU_MAX_STEPS];
+  const int k = chorus_gpu_plan(0, n, t, &op, x);
+  if (k <= 0) return k;
+  *ll = x[0].ll;
+  return x[0].ring ? 'r' : x[0].twoshot ? 't' : 'o';
+}
+
+/* NCCL_ALGO and NCCL_PROTO (as the masks gpu.c makes of them) steer the
+ * plan; what they allow runs even where the thresholds would not pick
+ * it, what they exclude never runs, and a list naming a function that
+ * leaves it nothing is an error (-1) rather than a silent default. */
+static void filters(void) {
+  const uint32_t all = ~0u, ll = 1u << CHORUS_PROTO_LL, simple = 1u << CHORUS_PROTO_SIMPLE;
+  const int AR = CHORUS_FUNC_ALLREDUCE;
+  chorus_gpu_tune t = {.twoshot_bytes = SIZE_MAX,
+                       .twoshot_max = SIZE_MAX,
+                       .chain_bytes = SIZE_MAX,
+                       .ring_bytes = SIZE_MAX,
+                       .pipe_bytes = 1 << 20,
+                       .twoshot_ll_bytes = 1 << 20,
+                       .ll_lines = 131072,
+                       .ll_cta_lines = 256,
+                       .fifo_twoshot = 1};
+  int pll = -1;
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), 'o');
+  EXPECT_EQ_INT(pll, 1); /* 4 KiB: LL lines */
+  t.algo_deny[AR] = all & ~(1u << CHORUS_ALGO_RING);
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), 'r');
+  t.algo_deny[AR] = all & ~(1u << CHORUS_ALGO_TWOSHOT);
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), 't');
+  EXPECT_EQ_INT(pll, 1); /* two shares fit an LL slot */
+  t.proto_deny[AR] = ll;
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), 't');
+  EXPECT_EQ_INT(pll, 0); /* FIFO chunks */
+  t.fifo_twoshot = 0;    /* no FIFO two-shot, no LL: nothing allowed can run */
+  t.algo_named[AR] = 1;
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), -1);
+  t.algo_named[AR] = 0; /* a global list: the default still runs */
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), 'o');
+  EXPECT_EQ_INT(pll, 0);
+  t.fifo_twoshot = 1;
+  t.proto_deny[AR] = simple; /* rings need Simple */
+  t.algo_deny[AR] = all & ~(1u << CHORUS_ALGO_RING);
+  t.algo_named[AR] = 1;
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), -1);
+  t.algo_deny[AR] = 0;
+  t.algo_named[AR] = 0;
+  t.pipe_bytes = 0; /* the thresholds say Simple; NCCL_PROTO says LL */
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1 << 16, &t, &pll), 'o');
+  EXPECT_EQ_INT(pll, 1);
+  t.proto_deny[AR] = 0;
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1 << 16, &t, &pll), 'o');
+  EXPECT_EQ_INT(pll, 0);
+  t.ring_bytes = 0; /* the ring by default; excluded, the two-shot in LL lines */
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1 << 16, &t, &pll), 'r');
+  t.algo_deny[AR] = 1u << CHORUS_ALGO_RING;
+  EXPECT_EQ_INT(plan_kind(AR, 4, 1 << 16, &t, &pll), 't');
+  EXPECT_EQ_INT(pll, 1);
+  /* AlltoAll is an exchange, allowed as "direct" or "oneshot". */
+  const int A2A = CHORUS_FUNC_ALLTOALL;
+  t.algo_deny[A2A] = all & ~(1u << CHORUS_ALGO_DIRECT);
+  t.algo_named[A2A] = 1;
+  EXPECT_EQ_INT(plan_kind(A2A, 4, 64, &t, &pll), 'o');
+  t.algo_deny[A2A] = all & ~(1u << CHORUS_ALGO_RING);
+  EXPECT_EQ_INT(plan_kind(A2A, 4, 64, &t, &pll), -1);
+  /* Broadcast: "ring" is a chain on 3+ GPUs and the fan-out on 2. */
+  const int BC = CHORUS_FUNC_BROADCAST;
+  t.algo_deny[BC] = all & ~(1u << CHORUS_ALGO_RING);
+  t.algo_named[BC] = 1;
+  EXPECT_EQ_INT(plan_kind(BC, 4, 64, &t, &pll), 'r');
+  EXPECT_EQ_INT(plan_kind(BC, 2, 64, &t, &pll), 'o');
+}
+
 static void unsupported(void) {
   chorus_op op;
   memset(&op, 0, sizeof op);
@@ -343,13 +431,14 @@ static void unsupported(void) {
   op.count = 4;
   op.esize = 4;
   chorus_kern_xchg x[CHORUS_GPU_MAX_STEPS];
-  chorus_gpu_tune tune = {0, SIZE_MAX, 0, 0};
+  chorus_gpu_tune tune = {.twoshot_max = SIZE_MAX, .fifo_twoshot = 1};
   EXPECT_EQ_INT(chorus_gpu_plan(0, 2, &tune, &op, x), 0);
 }
 
 int main(void) {
   RUN(every_collective);
   RUN(twoshot_bounds);
+  RUN(filters);
   RUN(unsupported);
   return unit_report();
 }
