@@ -212,6 +212,10 @@ static int default_algo(int n, const chorus_gpu_tune *t, const chorus_op *op) {
  * names op's function (a global list naming nothing the function has
  * does not bind it, as in NCCL). */
 static int pick(int n, const chorus_gpu_tune *t, const chorus_op *op) {
+  /* An AllReduce of fewer elements than ranks has no shares to split:
+   * whatever the lists say, it is one exchange (nccl-tests' own result
+   * checks are such calls). */
+  if (op->func == CHORUS_FUNC_ALLREDUCE && op->count < (size_t)n) return CHORUS_ALGO_ONESHOT;
   const int def = default_algo(n, t, op);
   if (allowed(def, t, op->func)) return def;
   static const int order[] = {CHORUS_ALGO_RING, CHORUS_ALGO_TWOSHOT, CHORUS_ALGO_ONESHOT};

@@ -380,6 +380,9 @@ static void filters(void) {
   t.algo_deny[AR] = all & ~(1u << CHORUS_ALGO_RING);
   EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), 'r');
   t.algo_deny[AR] = all & ~(1u << CHORUS_ALGO_TWOSHOT);
+  t.algo_named[AR] = 1;
+  EXPECT_EQ_INT(plan_kind(AR, 4, 3, &t, &pll), 'o'); /* fewer elements than ranks */
+  t.algo_named[AR] = 0;
   EXPECT_EQ_INT(plan_kind(AR, 4, 1024, &t, &pll), 't');
   EXPECT_EQ_INT(pll, 1); /* two shares fit an LL slot */
   t.proto_deny[AR] = ll;
