@@ -108,6 +108,11 @@ static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus
   return ncclSuccess;
 }
 
+/* A step size setting: whole 4 KiB pages, 4 KiB to 16 MiB. */
+static uint32_t step_param(chorus_param_id id) {
+  return (uint32_t)CHORUS_CLAMP(chorus_param_int(id), 4096, 1 << 24) / 4096 * 4096;
+}
+
 /* NCCL_ALGO and NCCL_PROTO, as masks of what they exclude per function. */
 static void tune_filters(chorus_gpu_tune *t) {
   const char *algo = chorus_param_str(CHORUS_P_ALGO), *proto = chorus_param_str(CHORUS_P_PROTO);
@@ -172,9 +177,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.ctl_off = CTL_OFF;
   g->kc.channels =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHANNELS), 1, CHORUS_KERN_MAX_CHANNELS);
-  g->kc.chunk_bytes =
-      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHUNK_BYTES), 4096, 1 << 24) / 4096 *
-      4096;
+  g->kc.chunk_bytes = step_param(CHORUS_P_GPU_CHUNK_BYTES);
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
   g->kc.fifo_bytes = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_FIFO_BYTES),
                                             2 * (int64_t)g->kc.chunk_bytes, 1 << 28) /
@@ -182,18 +185,14 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   /* Rings use the pipeline's FIFOs, so no more channels than it has. */
   g->kc.ring_channels =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_RING_CHANNELS), 1, g->kc.channels);
-  g->kc.ring_chunk =
-      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_RING_CHUNK_BYTES), 4096, 1 << 24) /
-      4096 * 4096;
+  g->kc.ring_chunk = step_param(CHORUS_P_GPU_RING_CHUNK_BYTES);
   /* With one peer LL lines stay ahead longer (measured on 4xH200: LL
    * faster up to 128 KiB on 2 GPUs, the pipeline from 16 KiB on 4). */
   g->tune.pipe_bytes = (size_t)CHORUS_MAX(
       0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_PIPE_BYTES : CHORUS_P_GPU_PIPE_BYTES_PAIR));
   g->kc.twoshot_channels = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHANNELS),
                                                   1, CHORUS_KERN_MAX_CHANNELS / 2);
-  g->kc.twoshot_chunk =
-      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHUNK_BYTES), 4096, 1 << 24) /
-      4096 * 4096;
+  g->kc.twoshot_chunk = step_param(CHORUS_P_GPU_TWOSHOT_CHUNK_BYTES);
   /* The two-shot's FIFO kernel needs two channels (its gathering half uses
    * the upper half of them). On 2 GPUs it runs only in LL lines: there it
    * moves what a one-shot moves, and FIFO steps measured slower (2 MiB:

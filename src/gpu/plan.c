@@ -156,18 +156,17 @@ static int twoshot_proto(int n, const chorus_gpu_tune *t, const chorus_op *op) {
   return fifo ? 0 : -1;
 }
 
-/* Whether algo (CHORUS_ALGO_*) can run op here at all. */
+/* Whether algo (CHORUS_ALGO_*) can run op here at all (an AllReduce has
+ * at least one element per rank by then: pick). */
 static int feasible(int algo, int n, const chorus_gpu_tune *t, const chorus_op *op) {
   const int f = op->func;
   switch (algo) {
   case CHORUS_ALGO_RING: /* rings and chains stream Simple chunks */
     if (n < 2 || (t->proto_deny[f] & (1u << CHORUS_PROTO_SIMPLE))) return 0;
-    if (f == CHORUS_FUNC_ALLREDUCE) return op->count >= (size_t)n;
-    if (f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE) return 1;
-    return f == CHORUS_FUNC_ALLGATHER || f == CHORUS_FUNC_REDUCESCATTER;
+    return f == CHORUS_FUNC_ALLREDUCE || f == CHORUS_FUNC_ALLGATHER ||
+           f == CHORUS_FUNC_REDUCESCATTER || f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE;
   case CHORUS_ALGO_TWOSHOT:
-    return f == CHORUS_FUNC_ALLREDUCE && n > 1 && op->count >= (size_t)n &&
-           twoshot_proto(n, t, op) >= 0;
+    return f == CHORUS_FUNC_ALLREDUCE && n > 1 && twoshot_proto(n, t, op) >= 0;
   case CHORUS_ALGO_ONESHOT:
     return 1;
   default:
