@@ -3,11 +3,15 @@
 # run the GPU correctness matrix, then time Chorus and NVIDIA's NCCL with the
 # same perf binary, and print a short table last.
 #
-# usage: scripts/gpu.sh [quick|full|check]  (on a machine with GPUs)
+# usage: scripts/gpu.sh [quick|full|check|bench]  (on a machine with GPUs)
 #   quick: matrix up to 1 MiB, bench 8 B..512 MiB
 #   full:  matrix up to 16 MiB, bench 8 B..2 GiB
 #   check: the quick matrix only
-# Output: $OUT (or /tmp/chorus-gpu) gets every log and gpu-table.md.
+#   bench: the quick benchmarks only
+# Output: $OUT (or /tmp/chorus-gpu) gets summary.txt (this output, written as
+# it goes, so a run stopped at a time limit still leaves it), gpu-table.md and
+# logs.tgz (every log; the logs are written outside $OUT until then, as the
+# device tool brings back at most 8 files).
 #
 # NVIDIA's library: $NCCL_REF_LIB, else the one inside PyTorch's Python
 # environment (python3 -c "import nvidia.nccl"). NVLink multicast stays off
@@ -16,6 +20,8 @@ set -u
 mode=${1:-quick}
 out=${OUT:-/tmp/chorus-gpu}
 mkdir -p "$out"
+logs=$(mktemp -d /tmp/chorus-gpu-logs.XXXXXX)
+exec > >(tee "$out/summary.txt") 2>&1
 cd "$(dirname "$0")/.." || exit 1
 export NCCL_NVLS_ENABLE=0
 export CHORUS_OP_TIMEOUT=${CHORUS_OP_TIMEOUT:-30} # a hung GPU wait fails in 30 s, not 10 min
@@ -26,9 +32,9 @@ nvidia-smi topo -m 2>/dev/null | head -8
 
 # ---- build ------------------------------------------------------------------
 build=build-gpu
-if ! { cmake -S . -B $build -DCHORUS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build.log" 2>&1 &&
-  cmake --build $build -j "$(nproc)" >>"$out/build.log" 2>&1; }; then
-  tail -30 "$out/build.log"
+if ! { cmake -S . -B $build -DCHORUS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$logs/build.log" 2>&1 &&
+  cmake --build $build -j "$(nproc)" >>"$logs/build.log" 2>&1; }; then
+  tail -30 "$logs/build.log"
   echo "BUILD FAILED"
   exit 1
 fi
@@ -48,17 +54,19 @@ check() { # name, then the command
   local name=$1
   shift
   # The perf programs exit non-zero when a row has #wrong > 0 or a call fails.
-  if timeout 90 "$@" >"$out/check_$name.log" 2>&1; then
+  if timeout 90 "$@" >"$logs/check_$name.log" 2>&1; then
     passes=$((passes + 1))
     printf '  %-40s ok\n' "$name"
   else
     fails=$((fails + 1))
     printf '  %-40s FAIL (check_%s.log)\n' "$name" "$name"
     # rows with wrong elements (#wrong is the 9th and 13th column), then the end
-    grep -a -E '^ +[0-9]+ +[0-9]+ ' "$out/check_$name.log" | awk '$9 != "0" || $13 != "0"' | head -8 | sed 's/^/      /'
-    tail -3 "$out/check_$name.log" | sed 's/^/      /'
+    grep -a -E '^ +[0-9]+ +[0-9]+ ' "$logs/check_$name.log" | awk '$9 != "0" || $13 != "0"' | head -8 | sed 's/^/      /'
+    tail -3 "$logs/check_$name.log" | sed 's/^/      /'
   fi
 }
+[ "$mode" = bench ] && matrix=no || matrix=yes
+[ "$matrix" = yes ] && {
 echo "# correctness: every type and op, in and out of place, against exact references"
 colls="all_reduce reduce_scatter reduce all_gather broadcast alltoall gather scatter sendrecv"
 for coll in $colls; do
@@ -119,12 +127,12 @@ graph=$build/tests/gpu/gpu_graph_allreduce
 for g in 2 4; do
   [ "$g" -le "$ngpu" ] && [ -x "$graph" ] || continue
   check "graph_procs$g" $run -n "$g" --timeout 80 $graph
-  grep -a "graph replay" "$out/check_graph_procs$g.log" | sed 's/^/      /'
+  grep -a "graph replay" "$logs/check_graph_procs$g.log" | sed 's/^/      /'
   [ "$g" = 4 ] && check "graph_pipe_procs$g" $force $run -n "$g" --timeout 80 $graph
   [ "$g" = 4 ] && check "graph_twoshot_fifo_procs$g" $twoshot $fifo $run -n "$g" --timeout 80 $graph
   if [ -n "$ref" ]; then # the same binary on NVIDIA's NCCL, for the graph-replay times
-    LD_LIBRARY_PATH="$ref" timeout 90 $run -n "$g" --timeout 80 $graph >"$out/graph_nccl_procs$g.log" 2>&1
-    grep -a "graph replay" "$out/graph_nccl_procs$g.log" | sed 's/^/      NCCL /'
+    LD_LIBRARY_PATH="$ref" timeout 90 $run -n "$g" --timeout 80 $graph >"$logs/graph_nccl_procs$g.log" 2>&1
+    grep -a "graph replay" "$logs/graph_nccl_procs$g.log" | sed 's/^/      NCCL /'
   fi
 done
 for g in 1 2 4; do
@@ -132,9 +140,9 @@ for g in 1 2 4; do
   check "all_reduce_odd_g$g" $perf/all_reduce_perf -g "$g" -d float -o sum -b 4 -e 4 -n 1 -w 1 -c 3 -T 60
 done
 # ncclMemAlloc: device memory through cuMem on every GPU, given back, used by an AllReduce.
-[ -x $build/tests/gpu/gpu_memalloc ] && check "memalloc_all" $build/tests/gpu/gpu_memalloc && grep -a -E "^(GPU|AllReduce)" "$out/check_memalloc_all.log" | sed 's/^/      /'
+[ -x $build/tests/gpu/gpu_memalloc ] && check "memalloc_all" $build/tests/gpu/gpu_memalloc && grep -a -E "^(GPU|AllReduce)" "$logs/check_memalloc_all.log" | sed 's/^/      /'
 # Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
-[ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|bad)" "$out/check_failures_g2.log" | sed 's/^/      /'
+[ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   check "sanitizer_allreduce_g2" compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
   check "sanitizer_pipe_g2" $force compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
@@ -142,12 +150,10 @@ if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   [ "$ngpu" -ge 4 ] && check "sanitizer_twoshot_fifo_g4" $twoshot $fifo compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 4 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
 fi
 echo "# correctness: $passes passed, $fails failed"
+}
 
 if [ "$mode" = check ]; then
-  tar -C "$out" -czf /tmp/chorus-gpu-logs.tgz . 2>/dev/null
-  find "$out" -maxdepth 1 -type f -delete
-  mv /tmp/chorus-gpu-logs.tgz "$out/logs.tgz"
-  echo "# correctness: $passes passed, $fails failed"
+  tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
   [ "$fails" -eq 0 ]
   exit
 fi
@@ -162,7 +168,7 @@ bench() { # label lib(chorus|nccl) args...
   shift 2
   local env=()
   [ "$lib" = nccl ] && env=(env LD_LIBRARY_PATH="$ref")
-  timeout 90 "${env[@]}" "$@" -b 8 -e $bench_e -f 4 -n 50 -w 10 -c 0 -T 60 >"$out/bench_${label}_$lib.log" 2>&1 ||
+  timeout 90 "${env[@]}" "$@" -b 8 -e $bench_e -f 4 -n 50 -w 10 -c 0 -T 60 >"$logs/bench_${label}_$lib.log" 2>&1 ||
     echo "  $label $lib: exit $? (bench_${label}_$lib.log)"
 }
 for lib in chorus nccl; do
@@ -179,7 +185,7 @@ for lib in chorus nccl; do
   fi
   [ "$ngpu" -ge 2 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout 80 $perf/sendrecv_perf
 done
-python3 - "$out" "$ngpu" >"$table" <<'EOF'
+python3 - "$logs" "$ngpu" >"$table" <<'EOF'
 import os, re, sys
 out, ngpu = sys.argv[1], int(sys.argv[2])
 row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
@@ -208,8 +214,6 @@ for label, title in labels:
         print(f"| {s} | {f(ct,1)} | {f(nt,1)} | {f(cb,1)} | {f(nb,1)} | {r} |")
 EOF
 cat "$table"
-# At most 8 files come back from the device tool: one archive of every log.
-tar -C "$out" -czf "$out/logs.tgz" --exclude logs.tgz . 2>/dev/null
-find "$out" -maxdepth 1 -type f ! -name logs.tgz ! -name gpu-table.md -delete
-echo "# correctness: $passes passed, $fails failed"
+tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
+[ "$matrix" = yes ] && echo "# correctness: $passes passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -256,7 +256,12 @@ static void ll_shape(size_t nlines, size_t q, size_t *grid, int *threads) {
   *threads = q < THREADS ? (int)q : THREADS;
 }
 
-template <typename T> struct launch_ll {
+/* File-local (every kernel file has a launcher; shared names would be
+ * folded into one by the linker). */
+namespace {
+/* One LL instance per element type, reducing or not (the kernels read
+ * x.reduce): a copy runs the uint8_t one. */
+template <typename T, bool REDUCE> struct launcher {
   static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, cudaStream_t stream) {
     const size_t q = ll_run(*c);
@@ -270,6 +275,7 @@ template <typename T> struct launch_ll {
     return cudaGetLastError();
   }
 };
+} // namespace
 
 extern "C" int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
                                     const chorus_kern_xchg *x, void *stream) {
@@ -277,8 +283,5 @@ extern "C" int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern
   const size_t lines = (x->bytes + 7) / 8;
   if (x->twoshot && chorus_ll_second(lines, ll_run(*c)) + lines > c->ll_lines)
     return chorus_dev_fail((int)cudaErrorInvalidValue, "a two-shot share too large for LL slots");
-  /* Copies move bytes: one instantiation serves every type. */
-  cudaError_t e = by_dtype<launch_ll>(x->reduce ? red->dtype : 1, c, red, x, (cudaStream_t)stream);
-  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the LL exchange kernel");
-  return 0;
+  return launch_exchange<launcher>::run("launching the LL exchange kernel", c, red, x, stream);
 }

@@ -18,6 +18,7 @@
 #include <type_traits>
 
 extern "C" {
+#include "device/device.h"
 #include "device/kernels.h"
 #include "host/reduce.h"
 }
@@ -260,5 +261,32 @@ static cudaError_t by_dtype(int dtype, Args... args) {
     return cudaErrorInvalidValue;
   }
 }
+
+/* The launch an exchange kernel file ends with, given its launcher
+ * F<T, REDUCE>::run(c, red, x, stream): F<T, true> for a reduction over
+ * elements of type T, F<uint8_t, false> for a copy (copies move bytes, so
+ * one instance serves every type); a failed launch becomes the error
+ * naming `what`. F must be file-local (an anonymous namespace): run()
+ * instances of two files' launchers of one name would otherwise be merged
+ * by the linker, every exchange then launching one file's kernel. */
+namespace {
+template <template <typename, bool> class F> struct launch_exchange {
+  template <typename T> struct reducing {
+    static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
+                           const chorus_kern_xchg *x, cudaStream_t stream) {
+      return F<T, true>::run(c, red, x, stream);
+    }
+  };
+  static int run(const char *what, const chorus_kern_comm *c, const chorus_kern_red *red,
+                 const chorus_kern_xchg *x, void *stream) {
+    if (x->bytes == 0) return 0;
+    cudaStream_t s = (cudaStream_t)stream;
+    cudaError_t e = x->reduce ? by_dtype<reducing>(red->dtype, c, red, x, s)
+                              : F<uint8_t, false>::run(c, red, x, s);
+    if (e != cudaSuccess) return chorus_dev_fail((int)e, what);
+    return 0;
+  }
+};
+} // namespace
 
 #endif

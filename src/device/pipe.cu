@@ -183,35 +183,28 @@ __global__ void __launch_bounds__(THREADS)
 
 #define WIDE_SLOTS 4
 
-template <typename T, bool REDUCE>
-static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
-                          const chorus_kern_xchg *x, cudaStream_t stream) {
-  const size_t chunk = pipe_chunk(*c, x->bytes, false);
-  /* At most WIDE_SLOTS steps ahead: deeper FIFOs measured slower for
-   * exchanges with every peer (2-GPU AllReduce at 128 MiB: 234 GB/s with 8
-   * slots of 64 KiB, 253 with 4). */
-  uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
-  if (nslots > WIDE_SLOTS) nslots = WIDE_SLOTS;
-  size_t nchunks = (x->bytes + chunk - 1) / chunk;
-  unsigned grid = nchunks < c->channels ? (unsigned)nchunks : c->channels;
-  pipe<T, REDUCE><<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
-  return cudaGetLastError();
-}
-
-template <typename T> struct launch_reduce {
+/* File-local (every kernel file has a launcher; shared names would be
+ * folded into one by the linker). */
+namespace {
+template <typename T, bool REDUCE> struct launcher {
   static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, cudaStream_t stream) {
-    return launch<T, true>(c, red, x, stream);
+    const size_t chunk = pipe_chunk(*c, x->bytes, false);
+    /* At most WIDE_SLOTS steps ahead: deeper FIFOs measured slower for
+     * exchanges with every peer (2-GPU AllReduce at 128 MiB: 234 GB/s with 8
+     * slots of 64 KiB, 253 with 4). */
+    uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
+    if (nslots > WIDE_SLOTS) nslots = WIDE_SLOTS;
+    size_t nchunks = (x->bytes + chunk - 1) / chunk;
+    unsigned grid = nchunks < c->channels ? (unsigned)nchunks : c->channels;
+    pipe<T, REDUCE><<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
+    return cudaGetLastError();
   }
 };
+} // namespace
 
 extern "C" int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
                                 const chorus_kern_xchg *x, void *stream) {
-  if (x->bytes == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
-  /* Copies move bytes: one instantiation without reduction serves them all. */
-  cudaError_t e = x->reduce ? by_dtype<launch_reduce>(red->dtype, c, red, x, s)
-                            : launch<uint8_t, false>(c, red, x, s);
-  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the pipelined exchange kernel");
-  return 0;
+  return launch_exchange<launcher>::run("launching the pipelined exchange kernel", c, red, x,
+                                        stream);
 }

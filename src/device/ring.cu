@@ -141,35 +141,28 @@ out:
   }
 }
 
-template <typename T, bool REDUCE>
-static cudaError_t launch(const chorus_kern_comm *c, const chorus_kern_red *red,
-                          const chorus_kern_xchg *x, cudaStream_t stream) {
-  /* Every channel gets chunks while the block has enough, whole pages, at
-   * most ring_chunk and half a FIFO. */
-  size_t chunk = (x->bytes + c->ring_channels - 1) / c->ring_channels;
-  chunk = (chunk + 4095) / 4096 * 4096;
-  if (chunk > c->ring_chunk) chunk = c->ring_chunk;
-  if (chunk > c->fifo_bytes / 2) chunk = c->fifo_bytes / 2;
-  const uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
-  const size_t nchunks = (x->bytes + chunk - 1) / chunk;
-  const unsigned grid = nchunks < c->ring_channels ? (unsigned)nchunks : c->ring_channels;
-  ring<T, REDUCE><<<grid, NT, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
-  return cudaGetLastError();
-}
-
-template <typename T> struct launch_reduce {
+/* File-local (every kernel file has a launcher; shared names would be
+ * folded into one by the linker). */
+namespace {
+template <typename T, bool REDUCE> struct launcher {
   static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, cudaStream_t stream) {
-    return launch<T, true>(c, red, x, stream);
+    /* Every channel gets chunks while the block has enough, whole pages, at
+     * most ring_chunk and half a FIFO. */
+    size_t chunk = (x->bytes + c->ring_channels - 1) / c->ring_channels;
+    chunk = (chunk + 4095) / 4096 * 4096;
+    if (chunk > c->ring_chunk) chunk = c->ring_chunk;
+    if (chunk > c->fifo_bytes / 2) chunk = c->fifo_bytes / 2;
+    const uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
+    const size_t nchunks = (x->bytes + chunk - 1) / chunk;
+    const unsigned grid = nchunks < c->ring_channels ? (unsigned)nchunks : c->ring_channels;
+    ring<T, REDUCE><<<grid, NT, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
+    return cudaGetLastError();
   }
 };
+} // namespace
 
 extern "C" int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
                                 const chorus_kern_xchg *x, void *stream) {
-  if (x->bytes == 0) return 0;
-  cudaStream_t s = (cudaStream_t)stream;
-  cudaError_t e = x->reduce ? by_dtype<launch_reduce>(red->dtype, c, red, x, s)
-                            : launch<uint8_t, false>(c, red, x, s);
-  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the ring kernel");
-  return 0;
+  return launch_exchange<launcher>::run("launching the ring kernel", c, red, x, stream);
 }

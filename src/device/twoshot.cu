@@ -244,7 +244,10 @@ __global__ void __launch_bounds__(NT)
   }
 }
 
-template <typename T> struct launch_reduce {
+/* File-local (every kernel file has a launcher; shared names would be
+ * folded into one by the linker). */
+namespace {
+template <typename T, bool REDUCE> struct launcher {
   static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, cudaStream_t stream) {
     /* Every channel gets chunks while the block has enough, whole pages, at
@@ -263,13 +266,19 @@ template <typename T> struct launch_reduce {
   }
 };
 
+/* Two-shot only reduces: no copy instance. */
+template <> struct launcher<uint8_t, false> {
+  static cudaError_t run(const chorus_kern_comm *, const chorus_kern_red *,
+                         const chorus_kern_xchg *, cudaStream_t) {
+    return cudaErrorInvalidValue;
+  }
+};
+} // namespace
+
 extern "C" int chorus_kern_twoshot(const chorus_kern_comm *c, const chorus_kern_red *red,
                                    const chorus_kern_xchg *x, void *stream) {
-  if (x->bytes == 0) return 0;
   if (c->channels < 2)
     return chorus_dev_fail((int)cudaErrorInvalidValue,
                            "the two-shot kernel needs 2+ pipeline channels");
-  cudaError_t e = by_dtype<launch_reduce>(red->dtype, c, red, x, (cudaStream_t)stream);
-  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the two-shot kernel");
-  return 0;
+  return launch_exchange<launcher>::run("launching the two-shot kernel", c, red, x, stream);
 }
