@@ -141,6 +141,13 @@ for g in 1 2 4; do
 done
 # ncclMemAlloc: device memory through cuMem on every GPU, given back, used by an AllReduce.
 [ -x $build/tests/gpu/gpu_memalloc ] && check "memalloc_all" $build/tests/gpu/gpu_memalloc && grep -a -E "^(GPU|AllReduce)" "$logs/check_memalloc_all.log" | sed 's/^/      /'
+# Rooted collectives: NULL or untouched buffers off the root, each kernel kind.
+rooted=$build/tests/gpu/gpu_rooted
+if [ "$ngpu" -ge 2 ] && [ -x "$rooted" ]; then
+  check "rooted_all" $rooted
+  check "rooted_pipe_all" $force $rooted
+  [ "$ngpu" -ge 3 ] && check "rooted_g3" env CUDA_VISIBLE_DEVICES=0,1,2 $rooted
+fi
 # Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
 [ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then

@@ -133,9 +133,12 @@ __global__ void __launch_bounds__(THREADS)
     for (int p = 0; p < n; p++) from[p] = send + x.soff[p], len[p] = nbytes;
     push_lines<T>(c, flag, q, nunits, x.send_to, from, len, premul, scalar);
   }
-  /* Phase 2: take the sources' units in rank order; copy or reduce. */
+  /* Phase 2: take the sources' units in rank order; copy or reduce. With
+   * no sources (Reduce's and Gather's other ranks) the output is not this
+   * rank's to touch, and may be NULL. */
   const char *own = c.win[me] + c.ll_off;
-  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed && x.recv_from;
+       k0 += CHORUS_KERN_MAX_BLOCKS * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {
       A acc[E];
       bool first = true;

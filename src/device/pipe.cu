@@ -95,6 +95,9 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
   const A scalar = premul_scalar<T>(red);
   const char *send = (const char *)x.send;
   char *recv = (char *)x.recv;
+  /* Nothing to take (Reduce's and Gather's other ranks): the output is
+   * not this rank's to touch, and may be NULL. */
+  if (!x.recv_from) return;
   for (size_t s = 0; s < nsteps; s++) {
     if (t < n && t != me && ((x.recv_from >> t) & 1))
       wait_at_least(head_word(c, c.win[me], b, t), taken[t] + (uint32_t)s + 1, c, t, failed);

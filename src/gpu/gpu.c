@@ -186,8 +186,10 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.ring_channels =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_RING_CHANNELS), 1, g->kc.channels);
   g->kc.ring_chunk = step_param(CHORUS_P_GPU_RING_CHUNK_BYTES);
-  /* With one peer LL lines stay ahead longer (measured on 4xH200: LL
-   * faster up to 128 KiB on 2 GPUs, the pipeline from 16 KiB on 4). */
+  /* Blocks below 256 KiB per peer go in LL lines (4xH200, 4 processes:
+   * AllGather, ReduceScatter, AlltoAll, Gather and Scatter of 128-512 KiB
+   * took 8.5-12.8 us in the pipeline from 16 KiB, 5.0-8.9 in LL; on 2 GPUs
+   * LL measured faster up to 128 KiB). */
   g->tune.pipe_bytes = (size_t)CHORUS_MAX(
       0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_PIPE_BYTES : CHORUS_P_GPU_PIPE_BYTES_PAIR));
   g->kc.twoshot_channels = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHANNELS),
