@@ -148,6 +148,21 @@ if [ "$ngpu" -ge 2 ] && [ -x "$rooted" ]; then
   check "rooted_pipe_all" $force $rooted
   [ "$ngpu" -ge 3 ] && check "rooted_g3" env CUDA_VISIBLE_DEVICES=0,1,2 $rooted
 fi
+# NCCL_P2P_DISABLE=1: windows in pinned shared host memory; every kernel
+# kind (LL, pipeline, rings and chains by 16 MiB), Send/Recv, graphs.
+staged="env NCCL_P2P_DISABLE=1"
+if [ "$ngpu" -ge 2 ]; then
+  check "staged_all_reduce_procs2" $staged $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e 4M -f 8 -n 1 -w 1 -c 1 -T 60
+  check "staged_all_reduce_g2" $staged $perf/all_reduce_perf -g 2 -d float -o all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+fi
+if [ "$ngpu" -ge 4 ]; then
+  for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall; do
+    check "staged_${coll}_procs4" $staged $run -n 4 --timeout 80 $perf/${coll}_perf -d float -o sum -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+  done
+  [ -x "$sr" ] && check "staged_sendrecv_groups_procs4" $staged $run -n 4 --timeout 80 $sr
+  [ -x "$graph" ] && check "staged_graph_procs4" $staged $run -n 4 --timeout 80 $graph
+  [ -x "$rooted" ] && check "staged_rooted_all" $staged $rooted
+fi
 # Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
 [ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then

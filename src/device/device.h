@@ -42,6 +42,11 @@ int chorus_dev_vmm_free(void *p, size_t mapped);
 /* Host memory mapped into the device address space (zeroed). */
 int chorus_dev_host_alloc(size_t bytes, void **host, void **dev);
 int chorus_dev_host_free(void *host);
+/* Pins host memory [p, p + bytes) that another allocator made (a shared
+ * memory segment, say) for every device of this process and returns the
+ * address devices reach it at; and undoes that. */
+int chorus_dev_host_register(void *p, size_t bytes, void **dev);
+int chorus_dev_host_unregister(void *p);
 
 /* Peer access from the current device to `peer`: 1 when enabled (or
  * already), 0 when the pair cannot, -1 on error. */

@@ -50,6 +50,14 @@ int chorus_dev_host_alloc(size_t bytes, void **host, void **dev) {
 int chorus_dev_host_free(void *host) {
   return host ? -1 : 0;
 }
+int chorus_dev_host_register(void *p, size_t bytes, void **dev) {
+  (void)p, (void)bytes;
+  *dev = NULL;
+  return -1;
+}
+int chorus_dev_host_unregister(void *p) {
+  return p ? -1 : 0;
+}
 int chorus_dev_peer_enable(int peer) {
   (void)peer;
   return -1;

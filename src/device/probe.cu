@@ -109,6 +109,23 @@ extern "C" int chorus_dev_host_free(void *host) {
   return 0;
 }
 
+extern "C" int chorus_dev_host_register(void *p, size_t bytes, void **dev) {
+  *dev = NULL;
+  TRY(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+      "cudaHostRegister(%zu bytes, mapped)", bytes);
+  cudaError_t e = cudaHostGetDevicePointer(dev, p, 0);
+  if (e != cudaSuccess) {
+    cudaHostUnregister(p);
+    return fail(e, "cudaHostGetDevicePointer");
+  }
+  return 0;
+}
+
+extern "C" int chorus_dev_host_unregister(void *p) {
+  if (p) TRY(cudaHostUnregister(p), "cudaHostUnregister");
+  return 0;
+}
+
 extern "C" int chorus_dev_peer_enable(int peer) {
   int me = -1, can = 0;
   TRY(cudaGetDevice(&me), "cudaGetDevice");

@@ -13,6 +13,12 @@
  * Peers write only the slots, FIFOs, counters and test words indexed by
  * their own rank; the owner alone reads them and alone touches its epochs
  * and totals.
+ *
+ * Where windows live: in device memory, reached by peers through peer
+ * access (one process) or CUDA IPC (processes); or, with
+ * NCCL_P2P_DISABLE=1, in a shared-memory segment of the host pinned for
+ * every GPU (staged): the same kernels then write to and poll host memory
+ * over PCIe, slower but needing no path between the GPUs.
  */
 #include "gpu/gpu.h"
 
@@ -28,6 +34,7 @@
 #include "util/log.h"
 #include "util/misc.h"
 #include "util/param.h"
+#include "util/shm.h"
 
 #define EPOCHS_OFF 0
 #define TEST_OFF   512
@@ -35,6 +42,9 @@
 #define CNT_OFF    4096
 #define CTL_OFF    8192
 #define LL_OFF     262144
+/* Staged windows are host memory: fewer pipeline channels keep them small
+ * (a FIFO per channel and peer). */
+#define STAGED_CHANNELS 16
 _Static_assert(CNT_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS * 4 <= CTL_OFF,
                "pipeline totals overlap the counters");
 _Static_assert(CTL_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS *
@@ -47,6 +57,10 @@ struct chorus_gpu {
   void *window;                        /* own */
   void *mapped[CHORUS_KERN_MAX_RANKS]; /* peers' windows opened through IPC */
   void *ctl_host, *ctl_dev;            /* abort, status, status peer (host-mapped) */
+  int staged;                          /* windows in pinned shared host memory */
+  size_t wbytes;
+  chorus_shm seg[CHORUS_KERN_MAX_RANKS]; /* staged: own [rank], and peers' of other processes */
+  void *pinned[CHORUS_KERN_MAX_RANKS];   /* staged: those pinned here (host addresses) */
   chorus_kern_comm kc;
   size_t ll_bytes; /* payload per slot */
   int reported;    /* a kernel's error was logged (atomic) */
@@ -62,10 +76,30 @@ typedef struct gpu_record {
   int32_t ipc_ok;
   char bus_id[32];
   unsigned char ipc[CHORUS_DEV_IPC_BYTES];
+  char shm[CHORUS_SHM_NAME_MAX]; /* staged: the window's segment */
+  uint64_t wbytes;
 } gpu_record;
 
 static ncclResult_t dev_error(const char *what) {
   return chorus_error(ncclUnhandledCudaError, "%s: %s", what, chorus_dev_error());
+}
+
+/* Staged: maps segment shm of rank p (pid) here and pins it for the GPUs. */
+static ncclResult_t pin_segment(chorus_gpu *g, int p, const char *shm, size_t bytes, int pid,
+                                void **dev) {
+  char err[256];
+  if (p != g->rank) {
+    ncclResult_t r = chorus_shm_open(&g->seg[p], shm, bytes, err, sizeof err);
+    if (r != ncclSuccess)
+      return chorus_error(r, "mapping the staged GPU window of rank %d (pid %d): %s", p, pid, err);
+  }
+  if (chorus_dev_host_register(g->seg[p].base, bytes, dev) != 0) {
+    char what[128];
+    snprintf(what, sizeof what, "pinning the staged GPU window of rank %d (%zu bytes)", p, bytes);
+    return dev_error(what);
+  }
+  g->pinned[p] = g->seg[p].base;
+  return ncclSuccess;
 }
 
 static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus_topo *topo) {
@@ -73,13 +107,18 @@ static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus
     char *base;
     if (p == g->rank) {
       base = g->window;
+    } else if (g->staged) { /* pinned once per process, by its owner there */
+      void *dev = (void *)(uintptr_t)rec[p].window;
+      if (!chorus_topo_same_proc(topo, p, g->rank))
+        CHECK(pin_segment(g, p, rec[p].shm, (size_t)rec[p].wbytes, rec[p].pid, &dev));
+      base = dev;
     } else if (chorus_topo_same_proc(topo, p, g->rank)) {
       int ok = chorus_dev_peer_enable(rec[p].device);
       if (ok < 0) return dev_error("enabling peer access");
       if (ok == 0)
         return chorus_error(ncclInvalidUsage,
-                            "GPU %d (rank %d) cannot access GPU %d (rank %d) directly, and staging "
-                            "through host memory is not implemented yet in Chorus",
+                            "GPU %d (rank %d) cannot access GPU %d (rank %d) directly; set "
+                            "NCCL_P2P_DISABLE=1 to stage GPU data through host memory",
                             g->device, g->rank, rec[p].device, p);
       base = (char *)(uintptr_t)rec[p].window;
     } else {
@@ -101,8 +140,8 @@ static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus
     if (p != g->rank && chorus_dev_peer_verify(base + TEST_OFF + 4 * g->rank) != 0)
       return chorus_error(ncclSystemError,
                           "GPU %d (rank %d) cannot write to the memory of rank %d (GPU %s): %s; "
-                          "set NCCL_P2P_DISABLE=1 once host staging exists, or check the GPUs' "
-                          "peer-to-peer support",
+                          "check the GPUs' peer-to-peer support, or set NCCL_P2P_DISABLE=1 to "
+                          "stage GPU data through host memory",
                           g->device, g->rank, p, rec[p].bus_id, chorus_dev_error());
   }
   return ncclSuccess;
@@ -148,10 +187,6 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
                         "GPU communicators across hosts are not implemented yet in Chorus (this "
                         "one spans %d hosts); set CHORUS_HOST_COMM=1 for host memory",
                         topo->nhosts);
-  if (chorus_param_int(CHORUS_P_P2P_DISABLE))
-    return chorus_error(ncclInvalidUsage,
-                        "NCCL_P2P_DISABLE=1: staging GPU data through host memory is not "
-                        "implemented yet in Chorus");
   if (chorus_dev_use(device) != 0) return dev_error("selecting the communicator's GPU");
   chorus_gpu *g = chorus_calloc(1, sizeof *g);
   gpu_record *rec = chorus_calloc((size_t)nranks, sizeof *rec);
@@ -163,6 +198,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->rank = rank;
   g->nranks = nranks;
   g->device = device;
+  g->staged = chorus_param_int(CHORUS_P_P2P_DISABLE) != 0;
   int64_t ll = chorus_param_int(CHORUS_P_GPU_LL_BYTES);
   if (ll < 4096) ll = 4096;
   g->ll_bytes = (size_t)ll / 8 * 8;
@@ -177,6 +213,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.ctl_off = CTL_OFF;
   g->kc.channels =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHANNELS), 1, CHORUS_KERN_MAX_CHANNELS);
+  if (g->staged && g->kc.channels > STAGED_CHANNELS) g->kc.channels = STAGED_CHANNELS;
   g->kc.chunk_bytes = step_param(CHORUS_P_GPU_CHUNK_BYTES);
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
   g->kc.fifo_bytes = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_FIFO_BYTES),
@@ -213,7 +250,17 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
   size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;
-  if (chorus_dev_alloc(wbytes, &g->window) != 0) {
+  g->wbytes = wbytes;
+  if (g->staged) {
+    char err[256];
+    res = chorus_shm_create(&g->seg[rank], "gpuwin", wbytes, err, sizeof err);
+    if (res != ncclSuccess) {
+      res = chorus_error(res, "rank %d: the staged GPU window (NCCL_P2P_DISABLE=1, %zu bytes): %s",
+                         rank, wbytes, err);
+      goto fail;
+    }
+    CHECK_GOTO(pin_segment(g, rank, NULL, wbytes, (int)getpid(), &g->window), res, fail);
+  } else if (chorus_dev_alloc(wbytes, &g->window) != 0) {
     res = dev_error("allocating the GPU window");
     goto fail;
   }
@@ -232,7 +279,9 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   me->device = device;
   me->pid = (int32_t)getpid();
   me->window = (uint64_t)(uintptr_t)g->window;
-  me->ipc_ok = chorus_dev_ipc_get(g->window, me->ipc) == 0;
+  me->ipc_ok = !g->staged && chorus_dev_ipc_get(g->window, me->ipc) == 0;
+  me->wbytes = wbytes;
+  if (g->staged) snprintf(me->shm, sizeof me->shm, "%s", g->seg[rank].name);
   if (chorus_dev_bus_id(device, me->bus_id, sizeof me->bus_id) != 0)
     snprintf(me->bus_id, sizeof me->bus_id, "device %d", device);
   CHECK_GOTO(chorus_bootstrap_allgather(bs, rec, sizeof *rec), res, fail);
@@ -246,11 +295,12 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
     }
   CHECK_GOTO(map_peers(g, rec, topo), res, fail);
   CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
+  chorus_shm_unlink(&g->seg[rank]); /* every peer has mapped it */
   INFO(CHORUS_INIT,
-       "rank %d GPU %d (%s): window %zu bytes, LL %zu bytes per peer, pipeline %u channels x %u "
+       "rank %d GPU %d (%s): window %zu bytes%s, LL %zu bytes per peer, pipeline %u channels x %u "
        "FIFO bytes per peer, steps of %u bytes with every peer",
-       rank, device, me->bus_id, wbytes, g->ll_bytes, g->kc.channels, g->kc.fifo_bytes,
-       g->kc.chunk_bytes);
+       rank, device, me->bus_id, wbytes, g->staged ? " in pinned host memory (staged)" : "",
+       g->ll_bytes, g->kc.channels, g->kc.fifo_bytes, g->kc.chunk_bytes);
   chorus_free(rec);
   *out = g;
   return ncclSuccess;
@@ -263,9 +313,12 @@ fail:
 void chorus_gpu_free(chorus_gpu *g) {
   if (!g) return;
   chorus_dev_use(g->device);
-  for (int p = 0; p < CHORUS_KERN_MAX_RANKS; p++)
+  for (int p = 0; p < CHORUS_KERN_MAX_RANKS; p++) {
     if (g->mapped[p]) chorus_dev_ipc_close(g->mapped[p]);
-  chorus_dev_free(g->window);
+    if (g->pinned[p]) chorus_dev_host_unregister(g->pinned[p]);
+    chorus_shm_close(&g->seg[p]);
+  }
+  if (!g->staged) chorus_dev_free(g->window);
   chorus_dev_host_free(g->ctl_host);
   chorus_free(g);
 }

@@ -40,7 +40,7 @@ CHORUS_PARAM(YIELD_US,         "CHORUS_YIELD_US",       INT, 2000,   "Microsecon
 /* communicator placement */
 CHORUS_PARAM(HOST_COMM,        "CHORUS_HOST_COMM",      INT, 0,      "1: communicators use host memory even when GPUs are visible")
 /* GPU communicators */
-CHORUS_PARAM(P2P_DISABLE,      "NCCL_P2P_DISABLE",      INT, 0,      "1: no peer access between GPUs (staging through host memory is not implemented yet)")
+CHORUS_PARAM(P2P_DISABLE,      "NCCL_P2P_DISABLE",      INT, 0,      "1: GPUs reach each other through pinned shared host memory instead of peer access or CUDA IPC (every kernel, slower)")
 CHORUS_PARAM(GPU_LL_BYTES,     "CHORUS_GPU_LL_BYTES",   INT, 1048576, "Bytes of LL payload per peer in the GPU slots; larger LL calls run in pieces")
 CHORUS_PARAM(GPU_PIPE_BYTES,   "CHORUS_GPU_PIPE_BYTES", INT, 262144, "GPU blocks of at least this many bytes per peer run in the pipelined kernel (full 16-byte payload, chunks with credits) instead of LL lines, on 3+ ranks")
 CHORUS_PARAM(GPU_PIPE_BYTES_PAIR, "CHORUS_GPU_PIPE_BYTES_PAIR", INT, 262144, "CHORUS_GPU_PIPE_BYTES for communicators of 2 ranks")
