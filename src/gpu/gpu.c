@@ -174,6 +174,35 @@ static void tune_filters(chorus_gpu_tune *t) {
   }
 }
 
+void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, size_t ll_lines,
+                          uint32_t ll_cta_lines) {
+  memset(t, 0, sizeof *t);
+  /* Blocks below 256 KiB per peer go in LL lines (4xH200, 4 processes:
+   * AllGather, ReduceScatter, AlltoAll, Gather and Scatter of 128-512 KiB
+   * took 8.5-12.8 us in the pipeline from 16 KiB, 5.0-8.9 in LL; on 2 GPUs
+   * LL measured faster up to 128 KiB). */
+  t->pipe_bytes = (size_t)CHORUS_MAX(
+      0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_PIPE_BYTES : CHORUS_P_GPU_PIPE_BYTES_PAIR));
+  /* The two-shot's FIFO kernel needs two channels (its gathering half uses
+   * the upper half of them). On 2 GPUs it runs only in LL lines: there it
+   * moves what a one-shot moves, and FIFO steps measured slower (2 MiB:
+   * 22.4 against 19.0 us, 4xH200). */
+  const int64_t twoshot =
+      chorus_param_int(nranks > 2 ? CHORUS_P_GPU_TWOSHOT_BYTES : CHORUS_P_GPU_TWOSHOT_BYTES_PAIR);
+  t->twoshot_ll_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_LL_BYTES));
+  t->twoshot_bytes = twoshot < 0 ? SIZE_MAX : (size_t)twoshot;
+  t->twoshot_max = nranks > 2 ? SIZE_MAX : t->twoshot_ll_bytes;
+  t->fifo_twoshot = channels >= 2;
+  t->ll_lines = ll_lines;
+  t->ll_cta_lines = ll_cta_lines;
+  /* Chains for Broadcast and Reduce from 256 KiB on 3+ GPUs (below, the
+   * root's fan-out: a chain's three hops cost 7.5-9 us against 5-6). */
+  t->chain_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_CHAIN_BYTES));
+  const int64_t ring = chorus_param_int(CHORUS_P_GPU_RING_BYTES);
+  t->ring_bytes = ring > 0 ? (size_t)ring : SIZE_MAX; /* 0: never */
+  tune_filters(t);
+}
+
 ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
                               int rank, int nranks, int device) {
   *out = NULL;
@@ -223,30 +252,10 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.ring_channels =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_RING_CHANNELS), 1, g->kc.channels);
   g->kc.ring_chunk = step_param(CHORUS_P_GPU_RING_CHUNK_BYTES);
-  /* Blocks below 256 KiB per peer go in LL lines (4xH200, 4 processes:
-   * AllGather, ReduceScatter, AlltoAll, Gather and Scatter of 128-512 KiB
-   * took 8.5-12.8 us in the pipeline from 16 KiB, 5.0-8.9 in LL; on 2 GPUs
-   * LL measured faster up to 128 KiB). */
-  g->tune.pipe_bytes = (size_t)CHORUS_MAX(
-      0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_PIPE_BYTES : CHORUS_P_GPU_PIPE_BYTES_PAIR));
   g->kc.twoshot_channels = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHANNELS),
                                                   1, CHORUS_KERN_MAX_CHANNELS / 2);
   g->kc.twoshot_chunk = step_param(CHORUS_P_GPU_TWOSHOT_CHUNK_BYTES);
-  /* The two-shot's FIFO kernel needs two channels (its gathering half uses
-   * the upper half of them). On 2 GPUs it runs only in LL lines: there it
-   * moves what a one-shot moves, and FIFO steps measured slower (2 MiB:
-   * 22.4 against 19.0 us, 4xH200). */
-  const int64_t twoshot =
-      chorus_param_int(nranks > 2 ? CHORUS_P_GPU_TWOSHOT_BYTES : CHORUS_P_GPU_TWOSHOT_BYTES_PAIR);
-  g->tune.twoshot_ll_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_TWOSHOT_LL_BYTES));
-  g->tune.twoshot_bytes = twoshot < 0 ? SIZE_MAX : (size_t)twoshot;
-  g->tune.twoshot_max = nranks > 2 ? SIZE_MAX : g->tune.twoshot_ll_bytes;
-  g->tune.fifo_twoshot = g->kc.channels >= 2;
-  g->tune.ll_lines = g->kc.ll_lines;
-  g->tune.ll_cta_lines = g->kc.ll_cta_lines;
-  const int64_t ring = chorus_param_int(CHORUS_P_GPU_RING_BYTES);
-  g->tune.ring_bytes = ring > 0 ? (size_t)ring : SIZE_MAX; /* 0: never */
-  tune_filters(&g->tune);
+  chorus_gpu_tune_read(&g->tune, nranks, g->kc.channels, g->kc.ll_lines, g->kc.ll_cta_lines);
   size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
   size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;

@@ -50,6 +50,12 @@ typedef struct chorus_gpu_tune {
   uint32_t proto_deny[CHORUS_FUNC_COUNT]; /* bits of chorus_proto that NCCL_PROTO excludes */
 } chorus_gpu_tune;
 
+/* Fills *t from the settings (CHORUS_GPU_*, NCCL_ALGO, NCCL_PROTO) for a
+ * communicator of nranks GPUs with the given pipeline channels and LL
+ * slots. */
+void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, size_t ll_lines,
+                          uint32_t ll_cta_lines);
+
 /* Most exchanges one call takes: a ring AllReduce and its tail. */
 #define CHORUS_GPU_MAX_STEPS 2
 

@@ -11,9 +11,10 @@
  *   abort:        no deadline; rank 0's kernel waits for rank 1 until
  *                 another thread calls ncclCommAbort, which must return and
  *                 leave the stream idle.
- *   bad setups:   two ranks on one GPU, more than 8 ranks, NCCL_P2P_DISABLE=1
- *                 must each fail with ncclInvalidUsage and a message naming
- *                 the cause.
+ *   staged:       the silent peer and the abort again with NCCL_P2P_DISABLE=1
+ *                 (the waits poll pinned host memory instead).
+ *   bad setups:   two ranks on one GPU, more than 8 ranks must each fail
+ *                 with ncclInvalidUsage and a message naming the cause.
  * Exit status 0 when every case behaves, 1 otherwise, 77 (skip) with fewer
  * than two GPUs.
  */
@@ -177,16 +178,16 @@ int main(void) {
   silent_peer(1 << 20, "Recv, 4 MiB", 1);
   abort_waiting(256, "LL, 1 KiB");
   abort_waiting(4 << 20, "Simple, 16 MiB");
+  setenv("NCCL_P2P_DISABLE", "1", 1);
+  silent_peer(256, "staged LL, 1 KiB", 0);
+  abort_waiting(4 << 20, "staged Simple, 16 MiB");
+  unsetenv("NCCL_P2P_DISABLE");
 
   const int same[2] = {0, 0};
   bad_setup(2, same, "both use GPU", "two ranks on GPU 0");
   int nine[9];
   for (int i = 0; i < 9; i++) nine[i] = i % 2;
   bad_setup(9, nine, "more than 8 ranks", "nine ranks");
-  setenv("NCCL_P2P_DISABLE", "1", 1);
-  const int two[2] = {0, 1};
-  bad_setup(2, two, "NCCL_P2P_DISABLE", "NCCL_P2P_DISABLE=1");
-  unsetenv("NCCL_P2P_DISABLE");
 
   printf("%s: %d failure(s)\n", failures ? "FAILED" : "passed", failures);
   return failures ? 1 : 0;

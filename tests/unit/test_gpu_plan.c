@@ -427,6 +427,49 @@ static void filters(void) {
   EXPECT_EQ_INT(plan_kind(BC, 2, 64, &t, &pll), 'o');
 }
 
+/* The settings as gpu.c reads them: every crossover set to its documented
+ * default, and the plans that the defaults make at both sides of the
+ * chain's crossover (a lost chain_bytes once put 8-byte Broadcasts and
+ * Reduces on 4 GPUs into three-hop chains). */
+static void tune_defaults(void) {
+  chorus_gpu_tune t;
+  chorus_gpu_tune_read(&t, 4, 64, 131072, 256);
+  EXPECT_EQ_INT(t.pipe_bytes, 262144);
+  EXPECT_EQ_INT(t.twoshot_bytes, 16384);
+  EXPECT(t.twoshot_max == SIZE_MAX);
+  EXPECT_EQ_INT(t.twoshot_ll_bytes, 1 << 20);
+  EXPECT_EQ_INT(t.chain_bytes, 262144);
+  EXPECT_EQ_INT(t.ring_bytes, 2 << 20);
+  EXPECT_EQ_INT(t.ll_lines, 131072);
+  EXPECT_EQ_INT(t.ll_cta_lines, 256);
+  EXPECT_EQ_INT(t.fifo_twoshot, 1);
+  int pll = -1;
+  const int funcs[] = {CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE};
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ_INT(plan_kind(funcs[i], 4, 2, &t, &pll), 'o'); /* 8 B: the fan-out, in LL */
+    EXPECT_EQ_INT(pll, 1);
+    EXPECT_EQ_INT(plan_kind(funcs[i], 4, 65536, &t, &pll), 'r'); /* 256 KiB: a chain */
+    EXPECT_EQ_INT(plan_kind(funcs[i], 2, 65536, &t, &pll), 'o'); /* no chain of 2 */
+  }
+  EXPECT_EQ_INT(plan_kind(CHORUS_FUNC_ALLGATHER, 4, 32768, &t, &pll), 'o');
+  EXPECT_EQ_INT(pll, 1); /* 128 KiB blocks: LL lines */
+  EXPECT_EQ_INT(plan_kind(CHORUS_FUNC_ALLGATHER, 4, 65536, &t, &pll), 'o');
+  EXPECT_EQ_INT(pll, 0); /* 256 KiB blocks: the pipeline */
+  chorus_gpu_tune_read(&t, 2, 64, 131072, 256);
+  EXPECT_EQ_INT(t.twoshot_bytes, 262144);
+  EXPECT_EQ_INT(t.twoshot_max, 1 << 20);
+  EXPECT_EQ_INT(t.pipe_bytes, 262144);
+  chorus_gpu_tune_read(&t, 4, 1, 131072, 256);
+  EXPECT_EQ_INT(t.fifo_twoshot, 0);
+  setenv("CHORUS_GPU_CHAIN_BYTES", "4096", 1);
+  setenv("CHORUS_GPU_RING_BYTES", "0", 1);
+  chorus_gpu_tune_read(&t, 4, 64, 131072, 256);
+  EXPECT_EQ_INT(t.chain_bytes, 4096);
+  EXPECT(t.ring_bytes == SIZE_MAX); /* 0: never */
+  unsetenv("CHORUS_GPU_CHAIN_BYTES");
+  unsetenv("CHORUS_GPU_RING_BYTES");
+}
+
 static void unsupported(void) {
   chorus_op op;
   memset(&op, 0, sizeof op);
@@ -442,6 +485,7 @@ int main(void) {
   RUN(every_collective);
   RUN(twoshot_bounds);
   RUN(filters);
+  RUN(tune_defaults);
   RUN(unsupported);
   return unit_report();
 }
