@@ -163,6 +163,20 @@ if [ "$ngpu" -ge 4 ]; then
   [ -x "$graph" ] && check "staged_graph_procs4" $staged $run -n 4 --timeout 80 $graph
   [ -x "$rooted" ] && check "staged_rooted_all" $staged $rooted
 fi
+# CHORUS_GPU_CUMEM=1: windows in cuMem memory, handed to the other
+# processes as POSIX descriptors over Unix sockets (not yet the default).
+cumem="env CHORUS_GPU_CUMEM=1"
+if [ "$ngpu" -ge 2 ]; then
+  check "cumem_in_use_procs2" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT $cumem $run -n 2 --timeout 80 $perf/all_reduce_perf -b 8 -e 8 -n 1 -w 0 -c 1 2>&1 | grep -q 'cuMem device memory'"
+  check "cumem_all_reduce_procs2" $cumem $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+fi
+if [ "$ngpu" -ge 4 ]; then
+  check "cumem_all_reduce_procs4" $cumem $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  check "cumem_all_reduce_g4" $cumem $perf/all_reduce_perf -g 4 -d float -o all -b 8 -e 64M -f 8 -n 1 -w 1 -c 1 -T 60
+  check "cumem_all_gather_procs4" $cumem $run -n 4 --timeout 80 $perf/all_gather_perf -d float -b 8 -e 64M -f 8 -n 1 -w 1 -c 1 -T 60
+  [ -x "$sr" ] && check "cumem_sendrecv_groups_procs4" $cumem $run -n 4 --timeout 80 $sr
+  [ -x "$graph" ] && check "cumem_graph_procs4" $cumem $run -n 4 --timeout 80 $graph
+fi
 # Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
 [ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then

@@ -39,6 +39,15 @@ int chorus_dev_free(void *p);
  * rounded up to the allocation granularity (*mapped). */
 int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped);
 int chorus_dev_vmm_free(void *p, size_t mapped);
+/* A POSIX file descriptor for the allocation at p (made by
+ * chorus_dev_vmm_alloc with a shareable handle), for another process; and,
+ * there, the memory behind such a descriptor (`bytes`, the exporter's
+ * mapped size) mapped for the current device. Unmap it with
+ * chorus_dev_vmm_free. The caller closes fd either way. */
+int chorus_dev_vmm_export(void *p, int *fd);
+int chorus_dev_vmm_import(int fd, size_t bytes, void **out);
+/* Zeroes device memory (and waits for it). */
+int chorus_dev_zero(void *p, size_t bytes);
 /* Host memory mapped into the device address space (zeroed). */
 int chorus_dev_host_alloc(size_t bytes, void **host, void **dev);
 int chorus_dev_host_free(void *host);

@@ -50,6 +50,20 @@ int chorus_dev_host_alloc(size_t bytes, void **host, void **dev) {
 int chorus_dev_host_free(void *host) {
   return host ? -1 : 0;
 }
+int chorus_dev_vmm_export(void *p, int *fd) {
+  (void)p;
+  *fd = -1;
+  return -1;
+}
+int chorus_dev_vmm_import(int fd, size_t bytes, void **out) {
+  (void)fd, (void)bytes;
+  *out = NULL;
+  return -1;
+}
+int chorus_dev_zero(void *p, size_t bytes) {
+  (void)p, (void)bytes;
+  return -1;
+}
 int chorus_dev_host_register(void *p, size_t bytes, void **dev) {
   (void)p, (void)bytes;
   *dev = NULL;

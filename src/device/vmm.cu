@@ -33,6 +33,10 @@ struct vmm {
   decltype(&cuMemMap) map;
   decltype(&cuMemUnmap) unmap;
   decltype(&cuMemSetAccess) set_access;
+  decltype(&cuMemRetainAllocationHandle) retain;
+  decltype(&cuMemExportToShareableHandle) export_handle;
+  decltype(&cuMemImportFromShareableHandle) import_handle;
+  decltype(&cuMemGetAllocationPropertiesFromHandle) properties;
 };
 
 /* The entry points, found once per process; what failed, if anything. */
@@ -58,7 +62,11 @@ static void find_entries(void) {
          entry("cuMemAddressReserve", (void **)&v->reserve) ||
          entry("cuMemAddressFree", (void **)&v->address_free) ||
          entry("cuMemMap", (void **)&v->map) || entry("cuMemUnmap", (void **)&v->unmap) ||
-         entry("cuMemSetAccess", (void **)&v->set_access));
+         entry("cuMemSetAccess", (void **)&v->set_access) ||
+         entry("cuMemRetainAllocationHandle", (void **)&v->retain) ||
+         entry("cuMemExportToShareableHandle", (void **)&v->export_handle) ||
+         entry("cuMemImportFromShareableHandle", (void **)&v->import_handle) ||
+         entry("cuMemGetAllocationPropertiesFromHandle", (void **)&v->properties));
 }
 
 /* The driver's cuMem functions, or NULL after recording why not. */
@@ -150,5 +158,76 @@ extern "C" int chorus_dev_vmm_free(void *p, size_t mapped) {
   if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemUnmap");
   r = v->address_free((CUdeviceptr)p, mapped);
   if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemAddressFree");
+  return 0;
+}
+
+extern "C" int chorus_dev_vmm_export(void *p, int *fd) {
+  *fd = -1;
+  const vmm *v = load();
+  if (!v) return -1;
+  CUmemGenericAllocationHandle h;
+  CUresult r = v->retain(&h, p);
+  if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemRetainAllocationHandle");
+  int out = -1;
+  r = v->export_handle(&out, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  v->release(h);
+  if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemExportToShareableHandle (POSIX descriptor)");
+  *fd = out;
+  return 0;
+}
+
+extern "C" int chorus_dev_vmm_import(int fd, size_t bytes, void **out) {
+  *out = NULL;
+  const vmm *v = load();
+  if (!v) return -1;
+  int dev = 0;
+  cudaError_t e = cudaGetDevice(&dev);
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "finding the current device");
+  CUmemGenericAllocationHandle h;
+  CUresult r =
+      v->import_handle(&h, (void *)(uintptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemImportFromShareableHandle");
+  CUmemAllocationProp prop;
+  size_t gran = 0;
+  r = v->properties(&prop, h);
+  if (r == CUDA_SUCCESS) r = v->granularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+  if (r != CUDA_SUCCESS || gran == 0 || bytes % gran) {
+    v->release(h);
+    return r != CUDA_SUCCESS ? drv_fail(r, "the imported allocation's granularity")
+                             : chorus_dev_fail((int)cudaErrorInvalidValue,
+                                               "an imported allocation of a size not a multiple "
+                                               "of its granularity");
+  }
+  CUdeviceptr p = 0;
+  r = v->reserve(&p, bytes, gran, 0, 0);
+  if (r != CUDA_SUCCESS) {
+    v->release(h);
+    return drv_fail(r, "cuMemAddressReserve");
+  }
+  r = v->map(p, bytes, 0, h, 0);
+  v->release(h); /* the mapping keeps the memory */
+  if (r != CUDA_SUCCESS) {
+    v->address_free(p, bytes);
+    return drv_fail(r, "cuMemMap (imported)");
+  }
+  CUmemAccessDesc desc;
+  memset(&desc, 0, sizeof desc);
+  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  desc.location.id = dev;
+  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  r = v->set_access(p, bytes, &desc, 1);
+  if (r != CUDA_SUCCESS) {
+    v->unmap(p, bytes);
+    v->address_free(p, bytes);
+    return drv_fail(r, "cuMemSetAccess (imported)");
+  }
+  *out = (void *)p;
+  return 0;
+}
+
+extern "C" int chorus_dev_zero(void *p, size_t bytes) {
+  cudaError_t e = cudaMemset(p, 0, bytes);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "clearing device memory");
   return 0;
 }

@@ -22,6 +22,8 @@
  */
 #include "gpu/gpu.h"
 
+#include "gpu/window.h"
+
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,7 +36,6 @@
 #include "util/log.h"
 #include "util/misc.h"
 #include "util/param.h"
-#include "util/shm.h"
 
 #define EPOCHS_OFF 0
 #define TEST_OFF   512
@@ -54,97 +55,17 @@ _Static_assert(CTL_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS *
 
 struct chorus_gpu {
   int rank, nranks, device;
-  void *window;                        /* own */
-  void *mapped[CHORUS_KERN_MAX_RANKS]; /* peers' windows opened through IPC */
-  void *ctl_host, *ctl_dev;            /* abort, status, status peer (host-mapped) */
-  int staged;                          /* windows in pinned shared host memory */
-  size_t wbytes;
-  chorus_shm seg[CHORUS_KERN_MAX_RANKS]; /* staged: own [rank], and peers' of other processes */
-  void *pinned[CHORUS_KERN_MAX_RANKS];   /* staged: those pinned here (host addresses) */
+  chorus_gpu_wins wins;     /* every rank's window, as this GPU reaches it */
+  void *ctl_host, *ctl_dev; /* abort, status, status peer (host-mapped) */
+  int staged;               /* windows in pinned shared host memory */
   chorus_kern_comm kc;
   size_t ll_bytes; /* payload per slot */
   int reported;    /* a kernel's error was logged (atomic) */
   chorus_gpu_tune tune;
 };
 
-/* What every rank tells the others about its window (who shares a host or
- * a process with whom comes from the topology). */
-typedef struct gpu_record {
-  int32_t device;
-  int32_t pid;
-  uint64_t window; /* address in its process */
-  int32_t ipc_ok;
-  char bus_id[32];
-  unsigned char ipc[CHORUS_DEV_IPC_BYTES];
-  char shm[CHORUS_SHM_NAME_MAX]; /* staged: the window's segment */
-  uint64_t wbytes;
-} gpu_record;
-
 static ncclResult_t dev_error(const char *what) {
   return chorus_error(ncclUnhandledCudaError, "%s: %s", what, chorus_dev_error());
-}
-
-/* Staged: maps segment shm of rank p (pid) here and pins it for the GPUs. */
-static ncclResult_t pin_segment(chorus_gpu *g, int p, const char *shm, size_t bytes, int pid,
-                                void **dev) {
-  char err[256];
-  if (p != g->rank) {
-    ncclResult_t r = chorus_shm_open(&g->seg[p], shm, bytes, err, sizeof err);
-    if (r != ncclSuccess)
-      return chorus_error(r, "mapping the staged GPU window of rank %d (pid %d): %s", p, pid, err);
-  }
-  if (chorus_dev_host_register(g->seg[p].base, bytes, dev) != 0) {
-    char what[128];
-    snprintf(what, sizeof what, "pinning the staged GPU window of rank %d (%zu bytes)", p, bytes);
-    return dev_error(what);
-  }
-  g->pinned[p] = g->seg[p].base;
-  return ncclSuccess;
-}
-
-static ncclResult_t map_peers(chorus_gpu *g, const gpu_record *rec, const chorus_topo *topo) {
-  for (int p = 0; p < g->nranks; p++) {
-    char *base;
-    if (p == g->rank) {
-      base = g->window;
-    } else if (g->staged) { /* pinned once per process, by its owner there */
-      void *dev = (void *)(uintptr_t)rec[p].window;
-      if (!chorus_topo_same_proc(topo, p, g->rank))
-        CHECK(pin_segment(g, p, rec[p].shm, (size_t)rec[p].wbytes, rec[p].pid, &dev));
-      base = dev;
-    } else if (chorus_topo_same_proc(topo, p, g->rank)) {
-      int ok = chorus_dev_peer_enable(rec[p].device);
-      if (ok < 0) return dev_error("enabling peer access");
-      if (ok == 0)
-        return chorus_error(ncclInvalidUsage,
-                            "GPU %d (rank %d) cannot access GPU %d (rank %d) directly; set "
-                            "NCCL_P2P_DISABLE=1 to stage GPU data through host memory",
-                            g->device, g->rank, rec[p].device, p);
-      base = (char *)(uintptr_t)rec[p].window;
-    } else {
-      if (!rec[p].ipc_ok)
-        return chorus_error(ncclInvalidUsage,
-                            "rank %d (pid %d) could not export its GPU window through CUDA IPC", p,
-                            (int)rec[p].pid);
-      void *ptr = NULL;
-      if (chorus_dev_ipc_open(rec[p].ipc, &ptr) != 0) {
-        char what[128];
-        snprintf(what, sizeof what, "mapping the GPU window of rank %d (pid %d, GPU %s)", p,
-                 (int)rec[p].pid, rec[p].bus_id);
-        return dev_error(what);
-      }
-      g->mapped[p] = ptr;
-      base = ptr;
-    }
-    g->kc.win[p] = base;
-    if (p != g->rank && chorus_dev_peer_verify(base + TEST_OFF + 4 * g->rank) != 0)
-      return chorus_error(ncclSystemError,
-                          "GPU %d (rank %d) cannot write to the memory of rank %d (GPU %s): %s; "
-                          "check the GPUs' peer-to-peer support, or set NCCL_P2P_DISABLE=1 to "
-                          "stage GPU data through host memory",
-                          g->device, g->rank, p, rec[p].bus_id, chorus_dev_error());
-  }
-  return ncclSuccess;
 }
 
 /* A step size setting: whole 4 KiB pages, 4 KiB to 16 MiB. */
@@ -218,7 +139,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
                         topo->nhosts);
   if (chorus_dev_use(device) != 0) return dev_error("selecting the communicator's GPU");
   chorus_gpu *g = chorus_calloc(1, sizeof *g);
-  gpu_record *rec = chorus_calloc((size_t)nranks, sizeof *rec);
+  chorus_gpu_win_rec *rec = chorus_calloc((size_t)nranks, sizeof *rec);
   ncclResult_t res = ncclSuccess;
   if (!g || !rec) {
     res = chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
@@ -259,40 +180,21 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
   size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;
-  g->wbytes = wbytes;
-  if (g->staged) {
-    char err[256];
-    res = chorus_shm_create(&g->seg[rank], "gpuwin", wbytes, err, sizeof err);
-    if (res != ncclSuccess) {
-      res = chorus_error(res, "rank %d: the staged GPU window (NCCL_P2P_DISABLE=1, %zu bytes): %s",
-                         rank, wbytes, err);
-      goto fail;
-    }
-    CHECK_GOTO(pin_segment(g, rank, NULL, wbytes, (int)getpid(), &g->window), res, fail);
-  } else if (chorus_dev_alloc(wbytes, &g->window) != 0) {
-    res = dev_error("allocating the GPU window");
-    goto fail;
-  }
+  chorus_gpu_win_rec *me = &rec[rank];
+  CHECK_GOTO(chorus_gpu_wins_create(&g->wins, rank, nranks, device, wbytes, g->staged,
+                                    chorus_param_int(CHORUS_P_GPU_CUMEM) != 0, me),
+             res, fail);
   if (chorus_dev_host_alloc(64, &g->ctl_host, &g->ctl_dev) != 0) {
     res = dev_error("allocating host-mapped control words");
     goto fail;
   }
-  g->kc.epochs = (uint32_t *)((char *)g->window + EPOCHS_OFF);
+  g->kc.epochs = (uint32_t *)((char *)g->wins.own + EPOCHS_OFF);
   g->kc.abort = (volatile int32_t *)g->ctl_dev;
   g->kc.status = (int32_t *)g->ctl_dev + 1;
   g->kc.status_peer = (int32_t *)g->ctl_dev + 2;
   int64_t tmo = chorus_param_int(CHORUS_P_OP_TIMEOUT);
   g->kc.timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
 
-  gpu_record *me = &rec[rank];
-  me->device = device;
-  me->pid = (int32_t)getpid();
-  me->window = (uint64_t)(uintptr_t)g->window;
-  me->ipc_ok = !g->staged && chorus_dev_ipc_get(g->window, me->ipc) == 0;
-  me->wbytes = wbytes;
-  if (g->staged) snprintf(me->shm, sizeof me->shm, "%s", g->seg[rank].name);
-  if (chorus_dev_bus_id(device, me->bus_id, sizeof me->bus_id) != 0)
-    snprintf(me->bus_id, sizeof me->bus_id, "device %d", device);
   CHECK_GOTO(chorus_bootstrap_allgather(bs, rec, sizeof *rec), res, fail);
   for (int p = 0; p < nranks; p++)
     if (p != rank && chorus_topo_same_host(topo, p, rank) && !strcmp(rec[p].bus_id, me->bus_id)) {
@@ -302,14 +204,15 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
                          p < rank ? p : rank, p < rank ? rank : p, me->bus_id);
       goto fail;
     }
-  CHECK_GOTO(map_peers(g, rec, topo), res, fail);
+  CHECK_GOTO(chorus_gpu_wins_map(&g->wins, rec, topo, TEST_OFF), res, fail);
+  for (int p = 0; p < nranks; p++) g->kc.win[p] = g->wins.base[p];
   CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
-  chorus_shm_unlink(&g->seg[rank]); /* every peer has mapped it */
+  chorus_gpu_wins_settled(&g->wins); /* every peer has mapped every window */
   INFO(CHORUS_INIT,
-       "rank %d GPU %d (%s): window %zu bytes%s, LL %zu bytes per peer, pipeline %u channels x %u "
-       "FIFO bytes per peer, steps of %u bytes with every peer",
-       rank, device, me->bus_id, wbytes, g->staged ? " in pinned host memory (staged)" : "",
-       g->ll_bytes, g->kc.channels, g->kc.fifo_bytes, g->kc.chunk_bytes);
+       "rank %d GPU %d (%s): window %zu bytes of %s, LL %zu bytes per peer, pipeline %u channels "
+       "x %u FIFO bytes per peer, steps of %u bytes with every peer",
+       rank, device, me->bus_id, g->wins.own_bytes, chorus_gpu_wins_kind(&g->wins), g->ll_bytes,
+       g->kc.channels, g->kc.fifo_bytes, g->kc.chunk_bytes);
   chorus_free(rec);
   *out = g;
   return ncclSuccess;
@@ -322,12 +225,7 @@ fail:
 void chorus_gpu_free(chorus_gpu *g) {
   if (!g) return;
   chorus_dev_use(g->device);
-  for (int p = 0; p < CHORUS_KERN_MAX_RANKS; p++) {
-    if (g->mapped[p]) chorus_dev_ipc_close(g->mapped[p]);
-    if (g->pinned[p]) chorus_dev_host_unregister(g->pinned[p]);
-    chorus_shm_close(&g->seg[p]);
-  }
-  if (!g->staged) chorus_dev_free(g->window);
+  chorus_gpu_wins_free(&g->wins);
   chorus_dev_host_free(g->ctl_host);
   chorus_free(g);
 }

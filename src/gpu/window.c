@@ -1,0 +1,220 @@
+/*
+ * window.c - see window.h.
+ */
+#include "gpu/window.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/param.h"
+
+static ncclResult_t cuda_error(const char *what) {
+  return chorus_error(ncclUnhandledCudaError, "%s: %s", what, chorus_dev_error());
+}
+
+/* Staged: maps rank p's segment here (its own is already mapped) and pins
+ * it for the GPUs; *dev receives the address they reach it at. */
+static ncclResult_t pin_segment(chorus_gpu_wins *w, int p, const char *shm, size_t bytes, int pid,
+                                void **dev) {
+  char err[256];
+  if (p != w->rank) {
+    ncclResult_t r = chorus_shm_open(&w->seg[p], shm, bytes, err, sizeof err);
+    if (r != ncclSuccess)
+      return chorus_error(r, "mapping the staged GPU window of rank %d (pid %d): %s", p, pid, err);
+  }
+  if (chorus_dev_host_register(w->seg[p].base, bytes, dev) != 0) {
+    char what[128];
+    snprintf(what, sizeof what, "pinning the staged GPU window of rank %d (%zu bytes)", p, bytes);
+    return cuda_error(what);
+  }
+  w->pinned[p] = w->seg[p].base;
+  return ncclSuccess;
+}
+
+/* cumem: the window and its descriptor; 0, or -1 (the reason recorded)
+ * with nothing left allocated. */
+static int make_cumem(chorus_gpu_wins *w, size_t bytes) {
+  size_t mapped = 0;
+  void *p = NULL;
+  if (chorus_dev_vmm_alloc(bytes, &p, &mapped) != 0) return -1;
+  int fd = -1;
+  if (chorus_dev_zero(p, mapped) != 0 || chorus_dev_vmm_export(p, &fd) != 0) {
+    chorus_dev_vmm_free(p, mapped);
+    return -1;
+  }
+  w->own = p;
+  w->own_bytes = mapped;
+  w->own_fd = fd;
+  return 0;
+}
+
+ncclResult_t chorus_gpu_wins_create(chorus_gpu_wins *w, int rank, int nranks, int device,
+                                    size_t bytes, int staged, int cumem, chorus_gpu_win_rec *mine) {
+  memset(w, 0, sizeof *w);
+  w->rank = rank;
+  w->nranks = nranks;
+  w->device = device;
+  w->own_fd = -1;
+  memset(mine, 0, sizeof *mine);
+  mine->device = device;
+  mine->pid = (int32_t)getpid();
+  if (chorus_dev_bus_id(device, mine->bus_id, sizeof mine->bus_id) != 0)
+    snprintf(mine->bus_id, sizeof mine->bus_id, "device %d", device);
+  char err[256];
+  if (staged) {
+    ncclResult_t res = chorus_shm_create(&w->seg[rank], "gpuwin", bytes, err, sizeof err);
+    if (res != ncclSuccess)
+      return chorus_error(res, "rank %d: the staged GPU window (NCCL_P2P_DISABLE=1, %zu bytes): %s",
+                          rank, bytes, err);
+    w->kind = CHORUS_WIN_STAGED;
+    w->own_bytes = bytes;
+    CHECK(pin_segment(w, rank, NULL, bytes, (int)getpid(), &w->own));
+    snprintf(mine->name, sizeof mine->name, "%s", w->seg[rank].name);
+  } else if (cumem && make_cumem(w, bytes) == 0) {
+    w->kind = CHORUS_WIN_CUMEM;
+    ncclResult_t res = chorus_fdpass_listen(&w->fp, err, sizeof err);
+    if (res != ncclSuccess)
+      return chorus_error(res, "rank %d: a Unix socket to hand out the GPU window: %s", rank, err);
+    snprintf(mine->name, sizeof mine->name, "%s", w->fp.name);
+  } else {
+    if (cumem)
+      INFO(CHORUS_INIT,
+           "rank %d: no cuMem window with a POSIX descriptor here (%s); using CUDA IPC", rank,
+           chorus_dev_error());
+    if (chorus_dev_alloc(bytes, &w->own) != 0) return cuda_error("allocating the GPU window");
+    w->kind = CHORUS_WIN_DEVICE;
+    w->own_bytes = bytes;
+    mine->ipc_ok = chorus_dev_ipc_get(w->own, mine->ipc) == 0;
+  }
+  mine->kind = w->kind;
+  mine->addr = (uint64_t)(uintptr_t)w->own;
+  mine->bytes = w->own_bytes;
+  return ncclSuccess;
+}
+
+/* cumem: fetches the descriptors of the other processes' cuMem windows
+ * (and hands ours out) in one round, then maps them. */
+static ncclResult_t import_peers(chorus_gpu_wins *w, const chorus_gpu_win_rec *rec,
+                                 const chorus_topo *topo) {
+  chorus_fdpass_peer peers[CHORUS_KERN_MAX_RANKS];
+  int rank_of[CHORUS_KERN_MAX_RANKS], fds[CHORUS_KERN_MAX_RANKS], np = 0;
+  for (int p = 0; p < w->nranks; p++) {
+    if (p == w->rank || chorus_topo_same_proc(topo, p, w->rank)) continue;
+    const int fetch = rec[p].kind == CHORUS_WIN_CUMEM, serve = w->kind == CHORUS_WIN_CUMEM;
+    if (!fetch && !serve) continue;
+    peers[np] = (chorus_fdpass_peer){rec[p].name, rec[p].pid, p, fetch, serve};
+    rank_of[np++] = p;
+  }
+  if (np == 0) return ncclSuccess;
+  const int64_t tmo = chorus_param_int(CHORUS_P_OP_TIMEOUT);
+  char err[256];
+  ncclResult_t res =
+      chorus_fdpass_exchange(w->kind == CHORUS_WIN_CUMEM ? &w->fp : NULL, w->own_fd, w->rank, peers,
+                             np, fds, chorus_deadline_in_s(tmo > 0 ? tmo : 120), err, sizeof err);
+  if (res != ncclSuccess)
+    return chorus_error(res, "rank %d: handing out cuMem GPU windows: %s", w->rank, err);
+  for (int i = 0; i < np; i++) {
+    if (fds[i] < 0) continue;
+    const int p = rank_of[i];
+    void *ptr = NULL;
+    const int bad = chorus_dev_vmm_import(fds[i], (size_t)rec[p].bytes, &ptr);
+    close(fds[i]);
+    fds[i] = -1;
+    if (bad) {
+      for (int j = i + 1; j < np; j++)
+        if (fds[j] >= 0) close(fds[j]);
+      char what[128];
+      snprintf(what, sizeof what, "mapping the cuMem GPU window of rank %d (pid %d, GPU %s)", p,
+               (int)rec[p].pid, rec[p].bus_id);
+      return cuda_error(what);
+    }
+    w->imported[p] = ptr;
+    w->imported_bytes[p] = (size_t)rec[p].bytes;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_gpu_wins_map(chorus_gpu_wins *w, const chorus_gpu_win_rec *rec,
+                                 const chorus_topo *topo, size_t test_off) {
+  if (w->kind != CHORUS_WIN_STAGED) CHECK(import_peers(w, rec, topo));
+  for (int p = 0; p < w->nranks; p++) {
+    char *base;
+    if (p == w->rank) {
+      base = w->own;
+    } else if (w->kind == CHORUS_WIN_STAGED) { /* pinned once per process, by its owner there */
+      void *dev = (void *)(uintptr_t)rec[p].addr;
+      if (!chorus_topo_same_proc(topo, p, w->rank))
+        CHECK(pin_segment(w, p, rec[p].name, (size_t)rec[p].bytes, rec[p].pid, &dev));
+      base = dev;
+    } else if (chorus_topo_same_proc(topo, p, w->rank)) {
+      int ok = chorus_dev_peer_enable(rec[p].device);
+      if (ok < 0) return cuda_error("enabling peer access");
+      if (ok == 0)
+        return chorus_error(ncclInvalidUsage,
+                            "GPU %d (rank %d) cannot access GPU %d (rank %d) directly; set "
+                            "NCCL_P2P_DISABLE=1 to stage GPU data through host memory",
+                            w->device, w->rank, rec[p].device, p);
+      base = (char *)(uintptr_t)rec[p].addr;
+    } else if (w->imported[p]) {
+      base = w->imported[p];
+    } else {
+      if (!rec[p].ipc_ok)
+        return chorus_error(ncclInvalidUsage,
+                            "rank %d (pid %d) could not export its GPU window through CUDA IPC", p,
+                            (int)rec[p].pid);
+      void *ptr = NULL;
+      if (chorus_dev_ipc_open(rec[p].ipc, &ptr) != 0) {
+        char what[128];
+        snprintf(what, sizeof what, "mapping the GPU window of rank %d (pid %d, GPU %s)", p,
+                 (int)rec[p].pid, rec[p].bus_id);
+        return cuda_error(what);
+      }
+      w->ipc[p] = ptr;
+      base = ptr;
+    }
+    w->base[p] = base;
+    if (p != w->rank && chorus_dev_peer_verify(base + test_off + 4 * (size_t)w->rank) != 0)
+      return chorus_error(ncclSystemError,
+                          "GPU %d (rank %d) cannot write to the memory of rank %d (GPU %s): %s; "
+                          "check the GPUs' peer-to-peer support, or set NCCL_P2P_DISABLE=1 to "
+                          "stage GPU data through host memory",
+                          w->device, w->rank, p, rec[p].bus_id, chorus_dev_error());
+  }
+  return ncclSuccess;
+}
+
+void chorus_gpu_wins_settled(chorus_gpu_wins *w) {
+  chorus_shm_unlink(&w->seg[w->rank]);
+  chorus_fdpass_close(&w->fp);
+  if (w->kind == CHORUS_WIN_CUMEM && w->own_fd >= 0) close(w->own_fd);
+  w->own_fd = -1;
+}
+
+void chorus_gpu_wins_free(chorus_gpu_wins *w) {
+  chorus_gpu_wins_settled(w);
+  for (int p = 0; p < CHORUS_KERN_MAX_RANKS; p++) {
+    if (w->ipc[p]) chorus_dev_ipc_close(w->ipc[p]);
+    if (w->imported[p]) chorus_dev_vmm_free(w->imported[p], w->imported_bytes[p]);
+    if (w->pinned[p]) chorus_dev_host_unregister(w->pinned[p]);
+    chorus_shm_close(&w->seg[p]);
+    w->ipc[p] = w->imported[p] = w->pinned[p] = NULL;
+  }
+  if (w->kind == CHORUS_WIN_CUMEM && w->own) chorus_dev_vmm_free(w->own, w->own_bytes);
+  if (w->kind == CHORUS_WIN_DEVICE && w->own) chorus_dev_free(w->own);
+  w->own = NULL;
+}
+
+const char *chorus_gpu_wins_kind(const chorus_gpu_wins *w) {
+  switch (w->kind) {
+  case CHORUS_WIN_CUMEM:
+    return "cuMem device memory";
+  case CHORUS_WIN_STAGED:
+    return "pinned host memory (staged)";
+  default:
+    return "device memory";
+  }
+}
