@@ -60,6 +60,11 @@ int chorus_dev_host_unregister(void *p);
 /* Peer access from the current device to `peer`: 1 when enabled (or
  * already), 0 when the pair cannot, -1 on error. */
 int chorus_dev_peer_enable(int peer);
+/* Whether the current device can access the device of PCI bus id bus_id
+ * directly: 1 yes (or the same device), 0 no, -1 when that device is not
+ * visible here (CUDA_VISIBLE_DEVICES) or the question fails. Never records
+ * an error. */
+int chorus_dev_can_reach(const char *bus_id);
 /* Writes a test pattern into p (memory of another device or process, as
  * mapped here) from the current device and reads it back: 0 when it
  * arrived, -1 otherwise. Restores the old contents. */

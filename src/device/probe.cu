@@ -109,6 +109,20 @@ extern "C" int chorus_dev_host_free(void *host) {
   return 0;
 }
 
+extern "C" int chorus_dev_can_reach(const char *bus_id) {
+  int me = -1, d = -1, can = 0;
+  if (cudaGetDevice(&me) != cudaSuccess || cudaDeviceGetByPCIBusId(&d, bus_id) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  if (d == me) return 1;
+  if (cudaDeviceCanAccessPeer(&can, me, d) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return can ? 1 : 0;
+}
+
 extern "C" int chorus_dev_host_register(void *p, size_t bytes, void **dev) {
   *dev = NULL;
   TRY(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),

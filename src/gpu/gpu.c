@@ -148,7 +148,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->rank = rank;
   g->nranks = nranks;
   g->device = device;
-  g->staged = chorus_param_int(CHORUS_P_P2P_DISABLE) != 0;
+  CHECK_GOTO(chorus_gpu_wins_need_staging(bs, rank, nranks, device, &g->staged), res, fail);
   int64_t ll = chorus_param_int(CHORUS_P_GPU_LL_BYTES);
   if (ll < 4096) ll = 4096;
   g->ll_bytes = (size_t)ll / 8 * 8;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -14,6 +15,37 @@
 
 static ncclResult_t cuda_error(const char *what) {
   return chorus_error(ncclUnhandledCudaError, "%s: %s", what, chorus_dev_error());
+}
+
+ncclResult_t chorus_gpu_wins_need_staging(chorus_bootstrap *bs, int rank, int nranks, int device,
+                                          int *staged) {
+  *staged = chorus_param_int(CHORUS_P_P2P_DISABLE) != 0;
+  if (*staged || nranks < 2) return ncclSuccess;
+  typedef struct reach {
+    char bus_id[32];
+    int32_t blocked; /* a rank this rank's GPU sees but cannot access, or -1 */
+  } reach;
+  reach *r = chorus_calloc((size_t)nranks, sizeof *r);
+  if (!r) return chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
+  if (chorus_dev_bus_id(device, r[rank].bus_id, sizeof r[rank].bus_id) != 0)
+    snprintf(r[rank].bus_id, sizeof r[rank].bus_id, "device %d", device);
+  ncclResult_t res = chorus_bootstrap_allgather(bs, r, sizeof *r);
+  int32_t blocked = -1;
+  for (int p = 0; p < nranks && res == ncclSuccess && blocked < 0; p++)
+    if (p != rank && chorus_dev_can_reach(r[p].bus_id) == 0) blocked = p;
+  for (int p = 0; p < nranks; p++) r[p].blocked = -1;
+  r[rank].blocked = blocked;
+  if (res == ncclSuccess) res = chorus_bootstrap_allgather(bs, r, sizeof *r);
+  for (int p = 0; p < nranks && res == ncclSuccess && !*staged; p++)
+    if (r[p].blocked >= 0) {
+      *staged = 1;
+      INFO(CHORUS_INIT,
+           "rank %d: GPU %s (rank %d) cannot access GPU %s (rank %d) directly: every GPU of the "
+           "communicator stages through pinned host memory",
+           rank, r[p].bus_id, p, r[r[p].blocked].bus_id, (int)r[p].blocked);
+    }
+  chorus_free(r);
+  return res;
 }
 
 /* Staged: maps rank p's segment here (its own is already mapped) and pins

@@ -10,7 +10,8 @@
  *            Unix socket (util/fdpass) and map; where the driver cannot
  *            export one, the window is made as `device` instead (CUDA IPC
  *            cannot open cuMem memory);
- *   staged   NCCL_P2P_DISABLE=1: a shared-memory segment pinned for every
+ *   staged   NCCL_P2P_DISABLE=1, or a GPU that cannot access another
+ *            directly: a shared-memory segment pinned for every
  *            GPU of each process that maps it; the kernels reach it over PCIe.
  * Every peer's mapping is checked with a test write from this rank's GPU.
  */
@@ -20,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "bootstrap/bootstrap.h"
 #include "device/device.h"
 #include "device/kernels.h"
 #include "nccl.h"
@@ -57,6 +59,12 @@ typedef struct chorus_gpu_wins {
   void *base[CHORUS_KERN_MAX_RANKS]; /* every window as this rank's GPU reaches it */
 } chorus_gpu_wins;
 
+/* Whether the windows must be staged (*staged): NCCL_P2P_DISABLE=1, or
+ * some rank sees another rank's GPU but cannot access it directly (two
+ * allgathers over bs; a GPU a rank cannot see does not decide it, CUDA IPC
+ * is tried there). */
+ncclResult_t chorus_gpu_wins_need_staging(chorus_bootstrap *bs, int rank, int nranks, int device,
+                                          int *staged);
 /* Makes this rank's zeroed window of `bytes` on the current device (kind
  * from staged / cumem) and describes it in *mine. */
 ncclResult_t chorus_gpu_wins_create(chorus_gpu_wins *w, int rank, int nranks, int device,
