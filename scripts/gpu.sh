@@ -8,6 +8,9 @@
 #   full:  matrix up to 16 MiB, bench 8 B..2 GiB
 #   check: the quick matrix only
 #   bench: the quick benchmarks only
+# quick took 422 s on 4xH200 (2026-11-22, before the staged, cuMem and
+# rooted checks were added); where a call is limited to 10 minutes, run
+# `check` and `bench` as two calls. The output says how long each phase took.
 # Output: $OUT (or /tmp/chorus-gpu) gets summary.txt (this output, written as
 # it goes, so a run stopped at a time limit still leaves it), gpu-table.md and
 # logs.tgz (every log; the logs are written outside $OUT until then, as the
@@ -38,7 +41,7 @@ if ! { cmake -S . -B $build -DCHORUS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$logs/
   echo "BUILD FAILED"
   exit 1
 fi
-echo "# built in $build"
+echo "# built in $build (${SECONDS} s so far)"
 
 ref=${NCCL_REF_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}
 [ -f "$ref/libnccl.so.2" ] || { echo "# NVIDIA NCCL not found (set NCCL_REF_LIB)"; ref=""; }
@@ -185,7 +188,7 @@ if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   check "sanitizer_twoshot_g2" $twoshot compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
   [ "$ngpu" -ge 4 ] && check "sanitizer_twoshot_fifo_g4" $twoshot $fifo compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 4 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
 fi
-echo "# correctness: $passes passed, $fails failed"
+echo "# correctness: $passes passed, $fails failed (${SECONDS} s so far)"
 }
 
 if [ "$mode" = check ]; then
@@ -251,5 +254,5 @@ for label, title in labels:
 EOF
 cat "$table"
 tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
-[ "$matrix" = yes ] && echo "# correctness: $passes passed, $fails failed"
+[ "$matrix" = yes ] && echo "# correctness: $passes passed, $fails failed"; echo "# ${SECONDS} s in all"
 [ "$fails" -eq 0 ]
