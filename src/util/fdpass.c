@@ -35,6 +35,27 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
   return -1;
 }
 
+/* A message of one hello and room for one descriptor beside it. */
+typedef struct fd_msg {
+  hello h;
+  struct iovec iov;
+  union {
+    struct cmsghdr align;
+    char buf[CMSG_SPACE(sizeof(int))];
+  } ctl;
+  struct msghdr m;
+} fd_msg;
+
+static void fd_msg_init(fd_msg *x) {
+  memset(x, 0, sizeof *x);
+  x->iov.iov_base = &x->h;
+  x->iov.iov_len = sizeof x->h;
+  x->m.msg_iov = &x->iov;
+  x->m.msg_iovlen = 1;
+  x->m.msg_control = x->ctl.buf;
+  x->m.msg_controllen = sizeof x->ctl.buf;
+}
+
 static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa) {
   memset(sa, 0, sizeof *sa);
   sa->sun_family = AF_UNIX;
@@ -147,30 +168,20 @@ static int serve_all(chorus_fdpass *fp, int fd, int my_rank, const chorus_fdpass
       close(c);
       continue;
     }
-    hello answer = {MAGIC, my_rank, (int32_t)getpid()};
-    struct iovec iov = {&answer, sizeof answer};
-    union {
-      struct cmsghdr h;
-      char buf[CMSG_SPACE(sizeof(int))];
-    } ctl;
-    memset(&ctl, 0, sizeof ctl);
-    struct msghdr m;
-    memset(&m, 0, sizeof m);
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl.buf;
-    m.msg_controllen = sizeof ctl.buf;
-    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    fd_msg x;
+    fd_msg_init(&x);
+    x.h = (hello){MAGIC, my_rank, (int32_t)getpid()};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&x.m);
     cm->cmsg_level = SOL_SOCKET;
     cm->cmsg_type = SCM_RIGHTS;
     cm->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(cm), &fd, sizeof fd);
     ssize_t k;
     do {
-      k = sendmsg(c, &m, MSG_NOSIGNAL);
+      k = sendmsg(c, &x.m, MSG_NOSIGNAL);
     } while (k < 0 && errno == EINTR);
     close(c);
-    if (k != (ssize_t)sizeof answer)
+    if (k != (ssize_t)sizeof x.h)
       return fail(err, errlen, "handing the descriptor to rank %d (pid %d): %s", peers[who].rank,
                   peers[who].pid, k < 0 ? strerror(errno) : "short write");
     done[who] = 1;
@@ -185,29 +196,20 @@ static int fetch_one(int c, const chorus_fdpass_peer *p, int64_t deadline, char 
   if (wait_fd(c, POLLIN, deadline, 1 << 30) != 0)
     return fail(err, errlen, "rank %d (pid %d) did not hand over its descriptor in time", p->rank,
                 p->pid);
-  hello answer;
-  struct iovec iov = {&answer, sizeof answer};
-  union {
-    struct cmsghdr h;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } ctl;
-  struct msghdr m;
-  memset(&m, 0, sizeof m);
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl.buf;
-  m.msg_controllen = sizeof ctl.buf;
+  fd_msg x;
+  fd_msg_init(&x);
+  const hello *answer = &x.h;
   ssize_t k;
   do {
-    k = recvmsg(c, &m, MSG_CMSG_CLOEXEC);
+    k = recvmsg(c, &x.m, MSG_CMSG_CLOEXEC);
   } while (k < 0 && errno == EINTR);
   int got = -1;
-  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&m); cm; cm = CMSG_NXTHDR(&m, cm))
+  for (struct cmsghdr *cm = CMSG_FIRSTHDR(&x.m); cm; cm = CMSG_NXTHDR(&x.m, cm))
     if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS &&
         cm->cmsg_len == CMSG_LEN(sizeof(int)))
       memcpy(&got, CMSG_DATA(cm), sizeof got);
-  if (k != (ssize_t)sizeof answer || answer.magic != MAGIC || answer.rank != p->rank ||
-      answer.pid != p->pid || got < 0) {
+  if (k != (ssize_t)sizeof *answer || answer->magic != MAGIC || answer->rank != p->rank ||
+      answer->pid != p->pid || got < 0) {
     if (got >= 0) close(got);
     return fail(err, errlen, "rank %d (pid %d) answered without a descriptor (%s)", p->rank, p->pid,
                 k < 0 ? strerror(errno) : "a malformed answer");
