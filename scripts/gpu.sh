@@ -198,6 +198,9 @@ if [ "$mode" = check ]; then
 fi
 
 # ---- side by side -----------------------------------------------------------
+# What one hand-off between two GPUs costs per protocol (tools/hop_bench.cu).
+[ "$ngpu" -ge 2 ] && [ -x $build/tools/hop_bench ] && echo "# GPU 0 <-> GPU 1 hand-offs" &&
+  timeout 60 $build/tools/hop_bench 2000 | sed 's/^/  /'
 bench_e=1G
 [ "$mode" = full ] && bench_e=2G
 table="$out/gpu-table.md"
