@@ -20,34 +20,17 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "device/kern_util.cuh" /* the kernels' own stores, loads and clock */
+
 #define NT        512
 #define MAX_BYTES (1 << 20)
 #define SPIN_MAX  (1u << 30)
 
 enum { FIFO_SYS = 0, FIFO_GPU = 1, LL = 2 };
 
-static __device__ __forceinline__ uint64_t now_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-static __device__ __forceinline__ void st_release_sys(uint32_t *p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
+/* The GPU-scope twin of kern_util.cuh's st_release (system scope). */
 static __device__ __forceinline__ void st_release_gpu(uint32_t *p, uint32_t v) {
   asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-static __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t *p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-static __device__ __forceinline__ uint4 ld_volatile(const uint4 *p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
 }
 
 /* One side. Its peer's landing area and flag are `to`/`to_flag`; its own
@@ -69,14 +52,14 @@ __global__ void __launch_bounds__(NT)
       if (send) {
         if (variant == LL) {
           for (size_t j = t; j < lines; j += NT)
-            to[j] = make_uint4((uint32_t)j, step, ~(uint32_t)j, step);
+            st_line((char *)&to[j], make_uint4((uint32_t)j, step, ~(uint32_t)j, step));
         } else {
           for (size_t j = t; j < units; j += NT) to[j] = make_uint4(step, (uint32_t)j, step, 0);
           __syncthreads();
           if (t == 0) {
             if (variant == FIFO_SYS) {
               __threadfence_system();
-              st_release_sys(to_flag, step);
+              st_release(to_flag, step);
             } else {
               __threadfence();
               st_release_gpu(to_flag, step);
@@ -86,15 +69,16 @@ __global__ void __launch_bounds__(NT)
       } else if (variant == LL) {
         for (size_t j = t; j < lines; j += NT) {
           unsigned spins = 0;
-          uint4 v = ld_volatile(&in[j]);
-          while ((v.y != step || v.w != step) && ++spins < SPIN_MAX) v = ld_volatile(&in[j]);
+          uint4 v = ld_line((const char *)&in[j]);
+          while ((v.y != step || v.w != step) && ++spins < SPIN_MAX)
+            v = ld_line((const char *)&in[j]);
           if (spins >= SPIN_MAX) s_bad = 1;
         }
         __syncthreads();
       } else {
         if (t == 0) {
           unsigned spins = 0;
-          while (ld_acquire_sys(flag) < step && ++spins < SPIN_MAX) {
+          while (ld_acquire(flag) < step && ++spins < SPIN_MAX) {
           }
           if (spins >= SPIN_MAX) s_bad = 1;
         }
@@ -113,14 +97,13 @@ __global__ void __launch_bounds__(NT)
   }
 }
 
-#define CK(call)                                                                                   \
-  do {                                                                                             \
-    cudaError_t e_ = (call);                                                                       \
-    if (e_ != cudaSuccess) {                                                                       \
-      fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));       \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
+/* Ends the program with what failed unless e is cudaSuccess. */
+static void ck(cudaError_t e, int line) {
+  if (e == cudaSuccess) return;
+  fprintf(stderr, "hop_bench.cu:%d: %s\n", line, cudaGetErrorString(e));
+  exit(1);
+}
+#define CK(call) ck((call), __LINE__)
 
 int main(int argc, char **argv) {
   const int iters = argc > 1 ? atoi(argv[1]) : 2000;
