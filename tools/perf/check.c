@@ -108,10 +108,12 @@ static void report_first(const pt_thread *t, const pt_rank *r, const pt_case *k,
 /* Test hook: CHORUS_PERF_INJECT_ERROR=1 spoils rank 0's first result element,
  * to prove that the check and the exit status catch it. */
 static void maybe_inject(const pt_rank *r, const pt_case *k, void *view) {
-  static int inject = -1;
+  static int cached = -1; /* rank threads look at once */
+  int inject = __atomic_load_n(&cached, __ATOMIC_RELAXED);
   if (inject < 0) {
     const char *e = getenv("CHORUS_PERF_INJECT_ERROR");
     inject = e && *e && *e != '0';
+    __atomic_store_n(&cached, inject, __ATOMIC_RELAXED);
   }
   if (inject && r->rank == 0 && k->c.recv > 0) pt_set_sentinel(k->type, view, 1);
 }
