@@ -6,12 +6,15 @@
  * exportable, mapped for every GPU with peer access to it), as NCCL does;
  * without one, page-aligned host memory from mmap. Every live allocation
  * is remembered, so ncclMemFree of a pointer we did not hand out is an
- * error, not a crash. Registration on host communicators has
- * nothing to pin or map: handles are validated tokens. Windows
- * (ncclCommWindowRegister) exist for device code and are not available on
- * host communicators.
+ * error, not a crash. Registration has nothing to pin or map yet (the
+ * collectives copy through Chorus's own buffers either way): handles are
+ * validated tokens. Windows (ncclCommWindowRegister) likewise: a range of
+ * one ncclMemAlloc allocation, checked and kept on the communicator's list
+ * until deregistered or the communicator is freed; no symmetric kernels
+ * or device-side use yet.
  */
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -157,17 +160,71 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle) 
   return ncclSuccess;
 }
 
+/* Whether [p, p + size) lies inside one ncclMemAlloc allocation. */
+static int inside_one_block(const void *p, size_t size) {
+  const uintptr_t a = (uintptr_t)p;
+  int found = 0;
+  pthread_mutex_lock(&mem_lock);
+  for (size_t i = 0; i < nblocks && !found; i++) {
+    const uintptr_t b = (uintptr_t)blocks[i].ptr;
+    found = a >= b && size <= blocks[i].size && a - b <= blocks[i].size - size;
+  }
+  pthread_mutex_unlock(&mem_lock);
+  return found;
+}
+
+struct ncclWindow_vidmem {
+  void *buff;
+  size_t size;
+  int flags;
+  struct ncclWindow_vidmem *next;
+};
+
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
          ncclWindow_t *win, int winFlags) {
   CHECK(chorus_comm_check(comm, "ncclCommWindowRegister"));
-  if (win) *win = NULL;
-  return chorus_error(ncclInvalidUsage,
-                      "ncclCommWindowRegister is not supported on host-memory communicators "
-                      "(windows serve device kernels); not implemented yet");
+  if (!win) return chorus_error(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
+  *win = NULL;
+  if (!buff || size == 0)
+    return chorus_error(ncclInvalidArgument,
+                        "ncclCommWindowRegister: buff = %p, size = %zu: a window needs memory",
+                        buff, size);
+  if (winFlags & ~NCCL_WIN_COLL_SYMMETRIC)
+    return chorus_error(ncclInvalidArgument,
+                        "ncclCommWindowRegister: winFlags = 0x%x; the flags are NCCL_WIN_DEFAULT "
+                        "(0) and NCCL_WIN_COLL_SYMMETRIC (1)",
+                        (unsigned)winFlags);
+  if (!inside_one_block(buff, size))
+    return chorus_error(ncclInvalidArgument,
+                        "ncclCommWindowRegister: buff [%p, +%zu) is not inside one allocation of "
+                        "ncclMemAlloc, which windows need",
+                        buff, size);
+  struct ncclWindow_vidmem *w = chorus_malloc(sizeof *w);
+  if (!w) return chorus_error(ncclSystemError, "ncclCommWindowRegister: out of memory");
+  *w = (struct ncclWindow_vidmem){buff, size, winFlags, comm->windows};
+  comm->windows = w;
+  *win = w;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   CHECK(chorus_comm_check(comm, "ncclCommWindowDeregister"));
-  return chorus_error(ncclInvalidUsage,
-                      "ncclCommWindowDeregister: no windows exist on host-memory communicators");
+  for (struct ncclWindow_vidmem **at = &comm->windows; *at; at = &(*at)->next)
+    if (*at == win) {
+      *at = win->next;
+      chorus_free(win);
+      return ncclSuccess;
+    }
+  return chorus_error(ncclInvalidArgument,
+                      "ncclCommWindowDeregister: window %p is not registered on this communicator "
+                      "(or was deregistered already)",
+                      (void *)win);
+}
+
+void chorus_comm_windows_free(ncclComm_t comm) {
+  while (comm->windows) {
+    struct ncclWindow_vidmem *w = comm->windows;
+    comm->windows = w->next;
+    chorus_free(w);
+  }
 }

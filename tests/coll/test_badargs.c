@@ -103,13 +103,37 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   BAD(ncclSuccess, NULL, ncclCommRegister(comm, buf, sizeof buf, &h));
   BAD(ncclSuccess, NULL, ncclCommDeregister(comm, h));
   BAD(ncclInvalidArgument, "not registered", ncclCommDeregister(comm, other));
-  ncclWindow_t win;
-  BAD(ncclInvalidUsage, "not", ncclCommWindowRegister(comm, buf, sizeof buf, &win, 0));
+  /* Windows: a range of one ncclMemAlloc allocation; collectives on it are
+   * exact; one left registered is freed with the communicator. */
+  ncclWindow_t win = NULL, win2 = NULL;
+  BAD(ncclInvalidArgument, "ncclMemAlloc", ncclCommWindowRegister(comm, buf, sizeof buf, &win, 0));
+  float *wbuf = NULL;
+  const size_t wbytes = 64 * sizeof(float);
+  BAD(ncclSuccess, NULL, ncclMemAlloc((void **)&wbuf, wbytes));
+  if (wbuf) {
+    BAD(ncclInvalidArgument, "winFlags", ncclCommWindowRegister(comm, wbuf, wbytes, &win, 4));
+    BAD(ncclInvalidArgument, "win is NULL", ncclCommWindowRegister(comm, wbuf, wbytes, NULL, 0));
+    BAD(ncclInvalidArgument, "size = 0", ncclCommWindowRegister(comm, wbuf, 0, &win, 0));
+    /* ncclMemAlloc rounds up to whole pages: run past the last one. */
+    BAD(ncclInvalidArgument, "ncclMemAlloc",
+        ncclCommWindowRegister(comm, wbuf + 16, (size_t)1 << 20, &win, 0));
+    BAD(ncclSuccess, NULL,
+        ncclCommWindowRegister(comm, wbuf, wbytes, &win, NCCL_WIN_COLL_SYMMETRIC));
+    BAD(ncclSuccess, NULL, ncclCommWindowRegister(comm, wbuf + 16, 16 * sizeof(float), &win2, 0));
+    for (int i = 0; i < 64; i++) wbuf[i] = (float)(rank + 1) * (float)(i % 7);
+    BAD(ncclSuccess, NULL, ncclAllReduce(wbuf, wbuf, 64, ncclFloat, ncclSum, comm, NULL));
+    for (int i = 0; i < 64; i++)
+      if (wbuf[i] != (float)(nranks * (nranks + 1) / 2) * (float)(i % 7))
+        harness_log(rank, "window AllReduce: element %d is %g", i, (double)wbuf[i]), fails++;
+    BAD(ncclSuccess, NULL, ncclCommWindowDeregister(comm, win));
+    BAD(ncclInvalidArgument, "not registered", ncclCommWindowDeregister(comm, win));
+  }
   /* Nothing above broke the communicator. */
   for (int i = 0; i < 4; i++) buf[i] = 1;
   BAD(ncclSuccess, NULL, ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL));
   if (buf[3] != (float)nranks) harness_log(rank, "sum %g", (double)buf[3]), fails++;
-  BAD(ncclSuccess, NULL, ncclCommDestroy(comm));
+  BAD(ncclSuccess, NULL, ncclCommDestroy(comm)); /* win2 still registered */
+  BAD(ncclSuccess, NULL, ncclMemFree(wbuf));
   return fails ? 1 : 0;
 }
 
