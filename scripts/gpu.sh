@@ -8,9 +8,10 @@
 #   full:  matrix up to 16 MiB, bench 8 B..2 GiB
 #   check: the quick matrix only
 #   bench: the quick benchmarks only
-# quick took 422 s on 4xH200 (2026-11-22, before the staged, cuMem and
-# rooted checks were added); where a call is limited to 10 minutes, run
-# `check` and `bench` as two calls. The output says how long each phase took.
+# quick took 422 s on 4xH200 on 2026-11-22 (build 55 s, checks 244 s, bench
+# 120 s), before the staged, cuMem and rooted checks came (about 100 s more);
+# where a call is limited to 10 minutes and that is too close, run `check`
+# and `bench` as two calls. The output says how long each phase took.
 # Output: $OUT (or /tmp/chorus-gpu) gets summary.txt (this output, written as
 # it goes, so a run stopped at a time limit still leaves it), gpu-table.md and
 # logs.tgz (every log; the logs are written outside $OUT until then, as the
