@@ -33,50 +33,71 @@ struct vmm {
   decltype(&cuMemMap) map;
   decltype(&cuMemUnmap) unmap;
   decltype(&cuMemSetAccess) set_access;
+  /* Sharing (windows handed to other processes), found separately: a
+   * driver without them still serves ncclMemAlloc. */
   decltype(&cuMemRetainAllocationHandle) retain;
   decltype(&cuMemExportToShareableHandle) export_handle;
   decltype(&cuMemImportFromShareableHandle) import_handle;
   decltype(&cuMemGetAllocationPropertiesFromHandle) properties;
 };
 
-/* The entry points, found once per process; what failed, if anything. */
-static pthread_once_t vmm_once = PTHREAD_ONCE_INIT;
+/* A group of entry points, found once per process; what failed, if
+ * anything. */
+typedef struct found {
+  pthread_once_t once;
+  cudaError_t err;
+  char what[96];
+} found;
 static vmm vmm_fns;
-static cudaError_t vmm_err;
-static char vmm_what[96];
+static found core = {PTHREAD_ONCE_INIT, cudaSuccess, ""},
+             sharing = {PTHREAD_ONCE_INIT, cudaSuccess, ""};
 
-static int entry(const char *name, void **fn) {
+static int entry(found *f, const char *name, void **fn) {
   cudaDriverEntryPointQueryResult q;
   cudaError_t e = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q);
   if (e == cudaSuccess && q == cudaDriverEntryPointSuccess && *fn) return 0;
-  vmm_err = e != cudaSuccess ? e : cudaErrorNotSupported;
-  snprintf(vmm_what, sizeof vmm_what, "finding the driver's %s", name);
+  f->err = e != cudaSuccess ? e : cudaErrorNotSupported;
+  snprintf(f->what, sizeof f->what, "finding the driver's %s", name);
   cudaGetLastError();
   return -1;
 }
 
-static void find_entries(void) {
+static void find_core(void) {
   vmm *v = &vmm_fns;
-  (void)(entry("cuMemGetAllocationGranularity", (void **)&v->granularity) ||
-         entry("cuMemCreate", (void **)&v->create) || entry("cuMemRelease", (void **)&v->release) ||
-         entry("cuMemAddressReserve", (void **)&v->reserve) ||
-         entry("cuMemAddressFree", (void **)&v->address_free) ||
-         entry("cuMemMap", (void **)&v->map) || entry("cuMemUnmap", (void **)&v->unmap) ||
-         entry("cuMemSetAccess", (void **)&v->set_access) ||
-         entry("cuMemRetainAllocationHandle", (void **)&v->retain) ||
-         entry("cuMemExportToShareableHandle", (void **)&v->export_handle) ||
-         entry("cuMemImportFromShareableHandle", (void **)&v->import_handle) ||
-         entry("cuMemGetAllocationPropertiesFromHandle", (void **)&v->properties));
+  found *f = &core;
+  (void)(entry(f, "cuMemGetAllocationGranularity", (void **)&v->granularity) ||
+         entry(f, "cuMemCreate", (void **)&v->create) ||
+         entry(f, "cuMemRelease", (void **)&v->release) ||
+         entry(f, "cuMemAddressReserve", (void **)&v->reserve) ||
+         entry(f, "cuMemAddressFree", (void **)&v->address_free) ||
+         entry(f, "cuMemMap", (void **)&v->map) || entry(f, "cuMemUnmap", (void **)&v->unmap) ||
+         entry(f, "cuMemSetAccess", (void **)&v->set_access));
 }
 
-/* The driver's cuMem functions, or NULL after recording why not. */
+static void find_sharing(void) {
+  vmm *v = &vmm_fns;
+  found *f = &sharing;
+  (void)(entry(f, "cuMemRetainAllocationHandle", (void **)&v->retain) ||
+         entry(f, "cuMemExportToShareableHandle", (void **)&v->export_handle) ||
+         entry(f, "cuMemImportFromShareableHandle", (void **)&v->import_handle) ||
+         entry(f, "cuMemGetAllocationPropertiesFromHandle", (void **)&v->properties));
+}
+
+/* Runs find once; false after recording why it failed. */
+static bool ready(found *f, void (*find)(void)) {
+  pthread_once(&f->once, find);
+  if (!f->what[0]) return true;
+  chorus_dev_fail((int)f->err, f->what);
+  return false;
+}
+
+/* The driver's cuMem functions (and those that share allocations), or
+ * NULL after recording why not. */
 static const vmm *load(void) {
-  pthread_once(&vmm_once, find_entries);
-  if (vmm_what[0]) {
-    chorus_dev_fail((int)vmm_err, vmm_what);
-    return NULL;
-  }
-  return &vmm_fns;
+  return ready(&core, find_core) ? &vmm_fns : NULL;
+}
+static const vmm *load_sharing(void) {
+  return ready(&core, find_core) && ready(&sharing, find_sharing) ? &vmm_fns : NULL;
 }
 
 /* Records a driver error like chorus_dev_fail records a runtime one. */
@@ -163,7 +184,7 @@ extern "C" int chorus_dev_vmm_free(void *p, size_t mapped) {
 
 extern "C" int chorus_dev_vmm_export(void *p, int *fd) {
   *fd = -1;
-  const vmm *v = load();
+  const vmm *v = load_sharing();
   if (!v) return -1;
   CUmemGenericAllocationHandle h;
   CUresult r = v->retain(&h, p);
@@ -178,7 +199,7 @@ extern "C" int chorus_dev_vmm_export(void *p, int *fd) {
 
 extern "C" int chorus_dev_vmm_import(int fd, size_t bytes, void **out) {
   *out = NULL;
-  const vmm *v = load();
+  const vmm *v = load_sharing();
   if (!v) return -1;
   int dev = 0;
   cudaError_t e = cudaGetDevice(&dev);
