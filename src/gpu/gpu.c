@@ -13,12 +13,7 @@
  * Peers write only the slots, FIFOs, counters and test words indexed by
  * their own rank; the owner alone reads them and alone touches its epochs
  * and totals.
- *
- * Where windows live: in device memory, reached by peers through peer
- * access (one process) or CUDA IPC (processes); or, with
- * NCCL_P2P_DISABLE=1, in a shared-memory segment of the host pinned for
- * every GPU (staged): the same kernels then write to and poll host memory
- * over PCIe, slower but needing no path between the GPUs.
+ * Where windows live and how peers reach them: gpu/window.h.
  */
 #include "gpu/gpu.h"
 
@@ -26,7 +21,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "algo/algos.h"
 #include "device/device.h"
@@ -57,16 +51,11 @@ struct chorus_gpu {
   int rank, nranks, device;
   chorus_gpu_wins wins;     /* every rank's window, as this GPU reaches it */
   void *ctl_host, *ctl_dev; /* abort, status, status peer (host-mapped) */
-  int staged;               /* windows in pinned shared host memory */
   chorus_kern_comm kc;
   size_t ll_bytes; /* payload per slot */
   int reported;    /* a kernel's error was logged (atomic) */
   chorus_gpu_tune tune;
 };
-
-static ncclResult_t dev_error(const char *what) {
-  return chorus_error(ncclUnhandledCudaError, "%s: %s", what, chorus_dev_error());
-}
 
 /* A step size setting: whole 4 KiB pages, 4 KiB to 16 MiB. */
 static uint32_t step_param(chorus_param_id id) {
@@ -137,7 +126,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
                         "GPU communicators across hosts are not implemented yet in Chorus (this "
                         "one spans %d hosts); set CHORUS_HOST_COMM=1 for host memory",
                         topo->nhosts);
-  if (chorus_dev_use(device) != 0) return dev_error("selecting the communicator's GPU");
+  if (chorus_dev_use(device) != 0) return chorus_gpu_cuda_error("selecting the communicator's GPU");
   chorus_gpu *g = chorus_calloc(1, sizeof *g);
   chorus_gpu_win_rec *rec = chorus_calloc((size_t)nranks, sizeof *rec);
   ncclResult_t res = ncclSuccess;
@@ -148,7 +137,8 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->rank = rank;
   g->nranks = nranks;
   g->device = device;
-  CHECK_GOTO(chorus_gpu_wins_need_staging(bs, rank, nranks, device, &g->staged), res, fail);
+  int staged = 0; /* windows in pinned shared host memory */
+  CHECK_GOTO(chorus_gpu_wins_need_staging(bs, rank, nranks, device, &staged), res, fail);
   int64_t ll = chorus_param_int(CHORUS_P_GPU_LL_BYTES);
   if (ll < 4096) ll = 4096;
   g->ll_bytes = (size_t)ll / 8 * 8;
@@ -163,7 +153,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.ctl_off = CTL_OFF;
   g->kc.channels =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHANNELS), 1, CHORUS_KERN_MAX_CHANNELS);
-  if (g->staged && g->kc.channels > STAGED_CHANNELS) g->kc.channels = STAGED_CHANNELS;
+  if (staged && g->kc.channels > STAGED_CHANNELS) g->kc.channels = STAGED_CHANNELS;
   g->kc.chunk_bytes = step_param(CHORUS_P_GPU_CHUNK_BYTES);
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
   g->kc.fifo_bytes = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_FIFO_BYTES),
@@ -181,11 +171,11 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
   size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;
   chorus_gpu_win_rec *me = &rec[rank];
-  CHECK_GOTO(chorus_gpu_wins_create(&g->wins, rank, nranks, device, wbytes, g->staged,
+  CHECK_GOTO(chorus_gpu_wins_create(&g->wins, rank, nranks, device, wbytes, staged,
                                     chorus_param_int(CHORUS_P_GPU_CUMEM) != 0, me),
              res, fail);
   if (chorus_dev_host_alloc(64, &g->ctl_host, &g->ctl_dev) != 0) {
-    res = dev_error("allocating host-mapped control words");
+    res = chorus_gpu_cuda_error("allocating host-mapped control words");
     goto fail;
   }
   g->kc.epochs = (uint32_t *)((char *)g->wins.own + EPOCHS_OFF);
@@ -276,7 +266,7 @@ static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
   if (err) {
     char what[64];
     snprintf(what, sizeof what, "nccl%s", chorus_func_name(op->func));
-    return dev_error(what);
+    return chorus_gpu_cuda_error(what);
   }
   return ncclSuccess;
 }
@@ -293,7 +283,8 @@ int chorus_gpu_device(const chorus_gpu *g) {
 
 ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream) {
   CHECK(chorus_gpu_async_error(g));
-  if (chorus_kern_sendrecv(&g->kc, round, stream) != 0) return dev_error("ncclSend/ncclRecv");
+  if (chorus_kern_sendrecv(&g->kc, round, stream) != 0)
+    return chorus_gpu_cuda_error("ncclSend/ncclRecv");
   return ncclSuccess;
 }
 

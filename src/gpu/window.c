@@ -13,8 +13,21 @@
 #include "util/log.h"
 #include "util/param.h"
 
-static ncclResult_t cuda_error(const char *what) {
+ncclResult_t chorus_gpu_cuda_error(const char *what) {
   return chorus_error(ncclUnhandledCudaError, "%s: %s", what, chorus_dev_error());
+}
+
+/* The PCI bus id of device, or "device N" where it cannot be had. */
+static void bus_id_of(int device, char out[32]) {
+  if (chorus_dev_bus_id(device, out, 32) != 0) snprintf(out, 32, "device %d", device);
+}
+
+/* Failing to map rank p's window (kind: "", "cuMem "). */
+static ncclResult_t map_error(const char *kind, int p, const chorus_gpu_win_rec *r) {
+  char what[128];
+  snprintf(what, sizeof what, "mapping the %sGPU window of rank %d (pid %d, GPU %s)", kind, p,
+           (int)r->pid, r->bus_id);
+  return chorus_gpu_cuda_error(what);
 }
 
 ncclResult_t chorus_gpu_wins_need_staging(chorus_bootstrap *bs, int rank, int nranks, int device,
@@ -27,8 +40,7 @@ ncclResult_t chorus_gpu_wins_need_staging(chorus_bootstrap *bs, int rank, int nr
   } reach;
   reach *r = chorus_calloc((size_t)nranks, sizeof *r);
   if (!r) return chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
-  if (chorus_dev_bus_id(device, r[rank].bus_id, sizeof r[rank].bus_id) != 0)
-    snprintf(r[rank].bus_id, sizeof r[rank].bus_id, "device %d", device);
+  bus_id_of(device, r[rank].bus_id);
   ncclResult_t res = chorus_bootstrap_allgather(bs, r, sizeof *r);
   int32_t blocked = -1;
   for (int p = 0; p < nranks && res == ncclSuccess && blocked < 0; p++)
@@ -61,7 +73,7 @@ static ncclResult_t pin_segment(chorus_gpu_wins *w, int p, const char *shm, size
   if (chorus_dev_host_register(w->seg[p].base, bytes, dev) != 0) {
     char what[128];
     snprintf(what, sizeof what, "pinning the staged GPU window of rank %d (%zu bytes)", p, bytes);
-    return cuda_error(what);
+    return chorus_gpu_cuda_error(what);
   }
   w->pinned[p] = w->seg[p].base;
   return ncclSuccess;
@@ -94,8 +106,7 @@ ncclResult_t chorus_gpu_wins_create(chorus_gpu_wins *w, int rank, int nranks, in
   memset(mine, 0, sizeof *mine);
   mine->device = device;
   mine->pid = (int32_t)getpid();
-  if (chorus_dev_bus_id(device, mine->bus_id, sizeof mine->bus_id) != 0)
-    snprintf(mine->bus_id, sizeof mine->bus_id, "device %d", device);
+  bus_id_of(device, mine->bus_id);
   char err[256];
   if (staged) {
     ncclResult_t res = chorus_shm_create(&w->seg[rank], "gpuwin", bytes, err, sizeof err);
@@ -117,7 +128,8 @@ ncclResult_t chorus_gpu_wins_create(chorus_gpu_wins *w, int rank, int nranks, in
       INFO(CHORUS_INIT,
            "rank %d: no cuMem window with a POSIX descriptor here (%s); using CUDA IPC", rank,
            chorus_dev_error());
-    if (chorus_dev_alloc(bytes, &w->own) != 0) return cuda_error("allocating the GPU window");
+    if (chorus_dev_alloc(bytes, &w->own) != 0)
+      return chorus_gpu_cuda_error("allocating the GPU window");
     w->kind = CHORUS_WIN_DEVICE;
     w->own_bytes = bytes;
     mine->ipc_ok = chorus_dev_ipc_get(w->own, mine->ipc) == 0;
@@ -159,10 +171,7 @@ static ncclResult_t import_peers(chorus_gpu_wins *w, const chorus_gpu_win_rec *r
     if (bad) {
       for (int j = i + 1; j < np; j++)
         if (fds[j] >= 0) close(fds[j]);
-      char what[128];
-      snprintf(what, sizeof what, "mapping the cuMem GPU window of rank %d (pid %d, GPU %s)", p,
-               (int)rec[p].pid, rec[p].bus_id);
-      return cuda_error(what);
+      return map_error("cuMem ", p, &rec[p]);
     }
     w->imported[p] = ptr;
     w->imported_bytes[p] = (size_t)rec[p].bytes;
@@ -184,7 +193,7 @@ ncclResult_t chorus_gpu_wins_map(chorus_gpu_wins *w, const chorus_gpu_win_rec *r
       base = dev;
     } else if (chorus_topo_same_proc(topo, p, w->rank)) {
       int ok = chorus_dev_peer_enable(rec[p].device);
-      if (ok < 0) return cuda_error("enabling peer access");
+      if (ok < 0) return chorus_gpu_cuda_error("enabling peer access");
       if (ok == 0)
         return chorus_error(ncclInvalidUsage,
                             "GPU %d (rank %d) cannot access GPU %d (rank %d) directly; set "
@@ -199,12 +208,7 @@ ncclResult_t chorus_gpu_wins_map(chorus_gpu_wins *w, const chorus_gpu_win_rec *r
                             "rank %d (pid %d) could not export its GPU window through CUDA IPC", p,
                             (int)rec[p].pid);
       void *ptr = NULL;
-      if (chorus_dev_ipc_open(rec[p].ipc, &ptr) != 0) {
-        char what[128];
-        snprintf(what, sizeof what, "mapping the GPU window of rank %d (pid %d, GPU %s)", p,
-                 (int)rec[p].pid, rec[p].bus_id);
-        return cuda_error(what);
-      }
+      if (chorus_dev_ipc_open(rec[p].ipc, &ptr) != 0) return map_error("", p, &rec[p]);
       w->ipc[p] = ptr;
       base = ptr;
     }

@@ -59,6 +59,10 @@ typedef struct chorus_gpu_wins {
   void *base[CHORUS_KERN_MAX_RANKS]; /* every window as this rank's GPU reaches it */
 } chorus_gpu_wins;
 
+/* A CUDA failure that device.h recorded, as ncclUnhandledCudaError with a
+ * WARN line saying what was being done (for gpu.c too). */
+ncclResult_t chorus_gpu_cuda_error(const char *what);
+
 /* Whether the windows must be staged (*staged): NCCL_P2P_DISABLE=1, or
  * some rank sees another rank's GPU but cannot access it directly (two
  * allgathers over bs; a GPU a rank cannot see does not decide it, CUDA IPC
