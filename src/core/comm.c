@@ -309,7 +309,7 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_free(comm->ring);
   chorus_free(comm->init.uids);
   chorus_free(comm->user_ops);
-  chorus_comm_windows_free(comm);
+  chorus_comm_regs_free(comm);
   chorus_config_free(&comm->config);
   comm->magic = 0;
   chorus_free(comm);

@@ -66,7 +66,7 @@ struct ncclComm {
 
   chorus_user_op *user_ops;
   int nuser_ops;
-  struct ncclWindow_vidmem *windows; /* ncclCommWindowRegister's, until deregistered (mem.c) */
+  struct ncclWindow_vidmem *regs; /* registrations and windows, until deregistered (mem.c) */
 
   char last_error[1024];
 };
@@ -92,8 +92,8 @@ ncclResult_t chorus_comm_build_async(ncclComm_t comm);
 void chorus_comm_join(ncclComm_t comm);
 /* Frees everything; the handle becomes invalid. */
 void chorus_comm_free(ncclComm_t comm);
-/* Frees the windows still registered on comm (mem.c). */
-void chorus_comm_windows_free(ncclComm_t comm);
+/* Frees the registrations and windows still on comm (mem.c). */
+void chorus_comm_regs_free(ncclComm_t comm);
 
 /* Ready for collectives? Returns the reason (and WARNs) if not. */
 ncclResult_t chorus_comm_usable(ncclComm_t comm, const char *what);

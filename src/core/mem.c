@@ -126,14 +126,47 @@ NCCL_API(ncclResult_t, ncclMemFree, void *ptr) {
   return ncclSuccess;
 }
 
-#define REG_MAGIC 0x43524547u /* "CREG" */
-
-typedef struct reg_handle {
-  uint32_t magic;
-  ncclComm_t comm;
+/* A registration (ncclCommRegister's handle) or a window
+ * (ncclCommWindowRegister's): kept on its communicator's list until
+ * deregistered or the communicator is freed, so a handle is known by
+ * finding it there, never by reading memory it points at. */
+struct ncclWindow_vidmem {
   void *buff;
   size_t size;
-} reg_handle;
+  int flags;
+  int window; /* made by ncclCommWindowRegister */
+  struct ncclWindow_vidmem *next;
+};
+
+static ncclResult_t add_reg(ncclComm_t comm, void *buff, size_t size, int flags, int window,
+                            struct ncclWindow_vidmem **out, const char *what) {
+  struct ncclWindow_vidmem *r = chorus_malloc(sizeof *r);
+  if (!r) return chorus_error(ncclSystemError, "%s: out of memory", what);
+  *r = (struct ncclWindow_vidmem){buff, size, flags, window, comm->regs};
+  comm->regs = r;
+  *out = r;
+  return ncclSuccess;
+}
+
+/* Unlinks and frees handle h of the given kind; 0 when comm has no such. */
+static int take_reg(ncclComm_t comm, const void *h, int window) {
+  for (struct ncclWindow_vidmem **at = &comm->regs; *at; at = &(*at)->next)
+    if (*at == h && (*at)->window == window) {
+      struct ncclWindow_vidmem *r = *at;
+      *at = r->next;
+      chorus_free(r);
+      return 1;
+    }
+  return 0;
+}
+
+void chorus_comm_regs_free(ncclComm_t comm) {
+  while (comm->regs) {
+    struct ncclWindow_vidmem *r = comm->regs;
+    comm->regs = r->next;
+    chorus_free(r);
+  }
+}
 
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size,
          void **handle) {
@@ -141,22 +174,18 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size
   if (!handle) return chorus_error(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
   if (!buff && size)
     return chorus_error(ncclInvalidArgument, "ncclCommRegister: buff is NULL (size %zu)", size);
-  reg_handle *h = chorus_malloc(sizeof *h);
-  if (!h) return chorus_error(ncclSystemError, "ncclCommRegister: out of memory");
-  *h = (reg_handle){REG_MAGIC, comm, buff, size};
-  *handle = h;
+  struct ncclWindow_vidmem *r = NULL;
+  CHECK(add_reg(comm, buff, size, 0, 0, &r, "ncclCommRegister"));
+  *handle = r;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle) {
   CHECK(chorus_comm_check(comm, "ncclCommDeregister"));
-  reg_handle *h = handle;
-  if (!h || h->magic != REG_MAGIC || h->comm != comm)
+  if (!take_reg(comm, handle, 0))
     return chorus_error(ncclInvalidArgument,
                         "ncclCommDeregister: handle %p was not registered on this communicator",
                         handle);
-  h->magic = 0;
-  chorus_free(h);
   return ncclSuccess;
 }
 
@@ -172,13 +201,6 @@ static int inside_one_block(const void *p, size_t size) {
   pthread_mutex_unlock(&mem_lock);
   return found;
 }
-
-struct ncclWindow_vidmem {
-  void *buff;
-  size_t size;
-  int flags;
-  struct ncclWindow_vidmem *next;
-};
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size,
          ncclWindow_t *win, int winFlags) {
@@ -199,32 +221,14 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size
                         "ncclCommWindowRegister: buff [%p, +%zu) is not inside one allocation of "
                         "ncclMemAlloc, which windows need",
                         buff, size);
-  struct ncclWindow_vidmem *w = chorus_malloc(sizeof *w);
-  if (!w) return chorus_error(ncclSystemError, "ncclCommWindowRegister: out of memory");
-  *w = (struct ncclWindow_vidmem){buff, size, winFlags, comm->windows};
-  comm->windows = w;
-  *win = w;
-  return ncclSuccess;
+  return add_reg(comm, buff, size, winFlags, 1, win, "ncclCommWindowRegister");
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
   CHECK(chorus_comm_check(comm, "ncclCommWindowDeregister"));
-  for (struct ncclWindow_vidmem **at = &comm->windows; *at; at = &(*at)->next)
-    if (*at == win) {
-      *at = win->next;
-      chorus_free(win);
-      return ncclSuccess;
-    }
+  if (take_reg(comm, win, 1)) return ncclSuccess;
   return chorus_error(ncclInvalidArgument,
                       "ncclCommWindowDeregister: window %p is not registered on this communicator "
                       "(or was deregistered already)",
                       (void *)win);
-}
-
-void chorus_comm_windows_free(ncclComm_t comm) {
-  while (comm->windows) {
-    struct ncclWindow_vidmem *w = comm->windows;
-    comm->windows = w->next;
-    chorus_free(w);
-  }
 }

@@ -102,7 +102,10 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   void *h = NULL;
   BAD(ncclSuccess, NULL, ncclCommRegister(comm, buf, sizeof buf, &h));
   BAD(ncclSuccess, NULL, ncclCommDeregister(comm, h));
+  BAD(ncclInvalidArgument, "not registered", ncclCommDeregister(comm, h)); /* twice */
   BAD(ncclInvalidArgument, "not registered", ncclCommDeregister(comm, other));
+  void *kept = NULL; /* left registered: freed with the communicator */
+  BAD(ncclSuccess, NULL, ncclCommRegister(comm, buf, sizeof buf, &kept));
   /* Windows: a range of one ncclMemAlloc allocation; collectives on it are
    * exact; one left registered is freed with the communicator. */
   ncclWindow_t win = NULL, win2 = NULL;
@@ -125,6 +128,8 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
     for (int i = 0; i < 64; i++)
       if (wbuf[i] != (float)(nranks * (nranks + 1) / 2) * (float)(i % 7))
         harness_log(rank, "window AllReduce: element %d is %g", i, (double)wbuf[i]), fails++;
+    BAD(ncclInvalidArgument, "not registered", ncclCommDeregister(comm, (void *)win));
+    BAD(ncclInvalidArgument, "not registered", ncclCommWindowDeregister(comm, (ncclWindow_t)kept));
     BAD(ncclSuccess, NULL, ncclCommWindowDeregister(comm, win));
     BAD(ncclInvalidArgument, "not registered", ncclCommWindowDeregister(comm, win));
   }
@@ -132,7 +137,7 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   for (int i = 0; i < 4; i++) buf[i] = 1;
   BAD(ncclSuccess, NULL, ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL));
   if (buf[3] != (float)nranks) harness_log(rank, "sum %g", (double)buf[3]), fails++;
-  BAD(ncclSuccess, NULL, ncclCommDestroy(comm)); /* win2 still registered */
+  BAD(ncclSuccess, NULL, ncclCommDestroy(comm)); /* win2 and kept still registered */
   BAD(ncclSuccess, NULL, ncclMemFree(wbuf));
   return fails ? 1 : 0;
 }
