@@ -230,7 +230,7 @@ ncclResult_t chorus_fdpass_exchange(chorus_fdpass *fp, int fd, int my_rank,
   /* 1. Connect to every peer whose descriptor we want, and say who we are. */
   for (int i = 0; i < npeers && res == ncclSuccess; i++) {
     if (!peers[i].fetch) continue;
-    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_un sa;
     socklen_t len = abstract_addr(peers[i].name, &sa);
     hello h = {MAGIC, my_rank, (int32_t)getpid()};
@@ -238,7 +238,8 @@ ncclResult_t chorus_fdpass_exchange(chorus_fdpass *fp, int fd, int my_rank,
     while (ok && connect(c, (struct sockaddr *)&sa, len) != 0) {
       if (errno == EINTR) continue;
       if ((errno == EAGAIN || errno == ECONNREFUSED) && !chorus_expired(deadline)) {
-        usleep(1000); /* a full backlog; or the peer closed its listener (then: time out) */
+        usleep(1000); /* a full backlog (non-blocking: never waits past the deadline), or the
+                         peer closed its listener (then: time out) */
         continue;
       }
       ok = 0;

@@ -8,7 +8,8 @@
  * With a stranger (a fourth process, not a peer) connecting to rank 0 and
  * claiming to be rank 1, with rank 1's process id, the round must still succeed and the stranger
  * must get no descriptor. With one rank that never takes part, the others
- * must fail within their deadline with a message naming it. Every wait is
+ * must fail within their deadline with a message naming it; so must a
+ * round whose peer's listener has a full backlog. Every wait is
  * bounded; the parent kills its own children by pid if they overrun.
  */
 #include <errno.h>
@@ -191,6 +192,42 @@ static void stranger(void) {
 static void missing(void) {
   EXPECT_EQ_INT(run(MISSING), 0);
 }
+/* A peer whose listener's backlog is full (it never accepts): the round
+ * gives up by its deadline instead of blocking in connect. */
+static void full_backlog(void) {
+  const char *name = "chorus-fd-test-full-backlog";
+  int s = socket(AF_UNIX, SOCK_STREAM, 0);
+  struct sockaddr_un sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sun_family = AF_UNIX;
+  memcpy(sa.sun_path + 1, name, strlen(name));
+  socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+  REQUIRE(s >= 0 && bind(s, (struct sockaddr *)&sa, len) == 0 && listen(s, 0) == 0);
+  int fill[64], nfill = 0;
+  while (nfill < 64) { /* until the backlog refuses more */
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    if (c < 0 || connect(c, (struct sockaddr *)&sa, len) != 0) {
+      if (c >= 0) close(c);
+      break;
+    }
+    fill[nfill++] = c;
+  }
+  EXPECT(nfill < 64);
+  chorus_fdpass_peer peer = {name, (int32_t)getpid(), 1, 1, 0};
+  int fd = -1;
+  char err[256] = "";
+  alarm(20); /* a connect that blocks would end the test here */
+  const int64_t t0 = chorus_now_ns();
+  ncclResult_t res =
+      chorus_fdpass_exchange(NULL, -1, 0, &peer, 1, &fd, t0 + 1000000000ll, err, sizeof err);
+  alarm(0);
+  EXPECT_EQ_INT(res, ncclRemoteError);
+  EXPECT(fd == -1 && strstr(err, "rank 1") != NULL);
+  EXPECT(chorus_now_ns() - t0 < 5000000000ll);
+  for (int i = 0; i < nfill; i++) close(fill[i]);
+  close(s);
+}
+
 static void closed_is_safe(void) {
   int null = open("/dev/null", O_RDONLY);
   REQUIRE(null >= 0 && dup2(null, 0) == 0);
@@ -205,6 +242,7 @@ int main(void) {
   RUN(everyone);
   RUN(stranger);
   RUN(missing);
+  RUN(full_backlog);
   RUN(closed_is_safe);
   return unit_report();
 }
