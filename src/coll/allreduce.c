@@ -24,7 +24,7 @@ static void segment(const chorus_op *op, int seg, size_t *off, size_t *len) {
 static ncclResult_t check_size(chorus_op *op, size_t len) {
   if (R.rbytes == len * op->esize) return ncclSuccess;
   char me[160];
-  chorus_meta_describe(&op->meta, me, sizeof me);
+  chorus_op_describe(op, me, sizeof me);
   return chorus_error(ncclInvalidUsage,
                       "%s: rank %d sent a %zu-byte segment where %zu bytes were expected; ranks "
                       "must use the same NCCL_BUFFSIZE and CHORUS_NSLOTS",

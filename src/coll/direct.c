@@ -51,7 +51,7 @@ static ncclResult_t peer_failed(chorus_op *op, int p) {
   char reason[CHORUS_NODE_REASON], me[160];
   memcpy(reason, op->cc->node->rank[p].reason, sizeof reason);
   reason[sizeof reason - 1] = '\0';
-  chorus_meta_describe(&op->meta, me, sizeof me);
+  chorus_op_describe(op, me, sizeof me);
   return chorus_error(ncclRemoteError, "%s failed: rank %d reported a failure: %s", me, p, reason);
 }
 

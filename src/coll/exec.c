@@ -143,7 +143,7 @@ static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
     if (!c) continue;
     ncclResult_t res = c->ops->check(c);
     if (res != ncclSuccess) {
-      chorus_meta_describe(&op->meta, me, sizeof me);
+      chorus_op_describe(op, me, sizeof me);
       fail_queue(q, chorus_error(res, "%s failed: %s", me, c->err));
       chorus_log_ctx_set(old);
       return;
@@ -151,7 +151,7 @@ static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
   }
   chorus_op *op = q->head ? q->head : q->p2p;
   chorus_conn *c = op->wait_conn;
-  chorus_meta_describe(&op->meta, me, sizeof me);
+  chorus_op_describe(op, me, sizeof me);
   if (q->cc->timeout_ns > 0 && stalled_ns > q->cc->timeout_ns) {
     const chorus_rank_info *pi = c ? &q->cc->topo->info[c->peer] : NULL;
     fail_queue(q, chorus_error(ncclRemoteError,

@@ -162,4 +162,9 @@ void chorus_op_stamp(chorus_op *op);
  * "AllReduce(count=1024, float, sum) #17". */
 void chorus_meta_describe(const chorus_msg_meta *m, char *buf, size_t size);
 
+/* This rank's call, as the user made it: collectives as above; a point-to-
+ * point call by its own side, e.g. "Recv(count=8, int32, peer=0) #2" (the
+ * wire description names the sender's side on both ends). */
+void chorus_op_describe(const chorus_op *op, char *buf, size_t size);
+
 #endif

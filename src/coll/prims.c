@@ -28,6 +28,16 @@ void chorus_meta_describe(const chorus_msg_meta *m, char *buf, size_t size) {
   snprintf(buf + n, size - (size_t)n, ") #%llu", (unsigned long long)m->seq);
 }
 
+void chorus_op_describe(const chorus_op *op, char *buf, size_t size) {
+  if (!op->concurrent) {
+    chorus_meta_describe(&op->meta, buf, size);
+    return;
+  }
+  snprintf(buf, size, "%s(count=%llu, %s, peer=%d) #%llu", chorus_func_name(op->func),
+           (unsigned long long)op->count, chorus_type_name(op->dtype), op->root,
+           (unsigned long long)op->ticket);
+}
+
 void chorus_op_stamp(chorus_op *op) {
   chorus_msg_meta *m = &op->meta;
   memset(m, 0, sizeof *m);
@@ -49,7 +59,7 @@ void chorus_op_stamp(chorus_op *op) {
 
 ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t res) {
   char me[160];
-  chorus_meta_describe(&op->meta, me, sizeof me);
+  chorus_op_describe(op, me, sizeof me);
   return chorus_error(res, "%s failed: %s (%s transport)", me, c->err, c->transport);
 }
 

@@ -49,7 +49,7 @@ static void ring_setup(chorus_op *op) {
 
 static ncclResult_t size_error(chorus_op *op, size_t want) {
   char me[160];
-  chorus_meta_describe(&op->meta, me, sizeof me);
+  chorus_op_describe(op, me, sizeof me);
   return chorus_error(ncclInvalidUsage,
                       "%s: rank %d sent %zu bytes where %zu were expected; ranks must use the "
                       "same NCCL_BUFFSIZE and CHORUS_NSLOTS",

@@ -45,7 +45,7 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
     want = CHORUS_MIN(x->conn->slot_bytes, x->bytes - x->done);
     if (x->rbytes != want) {
       char me[160];
-      chorus_meta_describe(&op->meta, me, sizeof me);
+      chorus_op_describe(op, me, sizeof me);
       return chorus_error(ncclInvalidUsage,
                           "%s: rank %d sent a %zu-byte message where %zu bytes were expected "
                           "(counts or types differ between sender and receiver, or the ranks "

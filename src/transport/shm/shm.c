@@ -204,8 +204,12 @@ static ncclResult_t shm_recv_slot(chorus_conn *cc, const void **buf, size_t *byt
   if (c->pos == c->other) {
     c->other = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
     if (c->pos == c->other) {
-      if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
-      return ncclInProgress;
+      if (!__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return ncclInProgress;
+      /* The peer may have posted its last message and then failed between
+       * our two loads: what it sent before failing is still delivered (a
+       * receiver whose count differs hears that, not the later abort). */
+      c->other = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
+      if (c->pos == c->other) return peer_failed(c);
     }
   }
   const slot_header *h = &c->ctrl->slot[c->pos % c->nslots];
