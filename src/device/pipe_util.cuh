@@ -92,16 +92,40 @@ static __device__ __forceinline__ bool whole(const void *buf, size_t nbytes, siz
   return (uintptr_t)buf % sizeof(U) == 0 && j1 * sizeof(U) <= nbytes;
 }
 
-/* The chunk of a block of `bytes`: small enough that every channel gets
- * one, whole 4 KiB pages, at most chunk_bytes (wide) or half a FIFO
- * (narrow). Every rank computes the same from the same size, which is
- * what pairs a sender with a receiver. */
+/* A block of `bytes` cut for `channels` channels: chunks small enough that
+ * every channel gets one, whole 4 KiB pages, at most `most`. Every rank
+ * computes the same from the same size, which is what pairs a sender with a
+ * receiver. */
+static __host__ __device__ __forceinline__ size_t chunk_of(size_t bytes, unsigned channels,
+                                                           size_t most) {
+  size_t chunk = (bytes + channels - 1) / channels;
+  chunk = (chunk + 4095) / 4096 * 4096;
+  return chunk > most ? most : chunk;
+}
+
+/* The chunk of the pipeline kernels: at most chunk_bytes (wide) or half a
+ * FIFO (narrow). */
 static __host__ __device__ __forceinline__ size_t pipe_chunk(const chorus_kern_comm &c,
                                                              size_t bytes, bool narrow) {
-  size_t chunk = (bytes + c.channels - 1) / c.channels;
-  chunk = (chunk + 4095) / 4096 * 4096;
-  const size_t most = narrow ? c.fifo_bytes / 2 : c.chunk_bytes;
-  return chunk > most ? most : chunk;
+  return chunk_of(bytes, c.channels, narrow ? c.fifo_bytes / 2 : c.chunk_bytes);
+}
+
+/* How a launch of the ring or two-shot kernel cuts a block: its chunk (at
+ * most `most` and half a FIFO), the FIFO slots that chunk gives, the number
+ * of chunks and the grid (one CTA per channel that gets a chunk). */
+struct fifo_cut {
+  size_t chunk, nchunks;
+  uint32_t nslots;
+  unsigned grid;
+};
+static inline fifo_cut cut_for_fifo(size_t bytes, unsigned channels, size_t most,
+                                    size_t fifo_bytes) {
+  fifo_cut k;
+  k.chunk = chunk_of(bytes, channels, most < fifo_bytes / 2 ? most : fifo_bytes / 2);
+  k.nslots = (uint32_t)(fifo_bytes / k.chunk);
+  k.nchunks = (bytes + k.chunk - 1) / k.chunk;
+  k.grid = k.nchunks < channels ? (unsigned)k.nchunks : channels;
+  return k;
 }
 
 #endif

@@ -72,17 +72,22 @@ extern "C" int chorus_dev_bus_id(int device, char *out, size_t len) {
   return 0;
 }
 
+extern "C" int chorus_dev_zero(void *p, size_t bytes) {
+  cudaError_t e = cudaMemset(p, 0, bytes);
+  if (e == cudaSuccess) e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return fail(e, "clearing %zu bytes of device memory", bytes);
+  return 0;
+}
+
 extern "C" int chorus_dev_alloc(size_t bytes, void **out) {
   *out = NULL;
   TRY(cudaMalloc(out, bytes), "cudaMalloc(%zu bytes)", bytes);
-  cudaError_t e = cudaMemset(*out, 0, bytes);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  if (e != cudaSuccess) {
+  int rc = chorus_dev_zero(*out, bytes);
+  if (rc != 0) {
     cudaFree(*out);
     *out = NULL;
-    return fail(e, "clearing %zu bytes of device memory", bytes);
   }
-  return 0;
+  return rc;
 }
 
 extern "C" int chorus_dev_free(void *p) {

@@ -147,16 +147,8 @@ namespace {
 template <typename T, bool REDUCE> struct launcher {
   static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
                          const chorus_kern_xchg *x, cudaStream_t stream) {
-    /* Every channel gets chunks while the block has enough, whole pages, at
-     * most ring_chunk and half a FIFO. */
-    size_t chunk = (x->bytes + c->ring_channels - 1) / c->ring_channels;
-    chunk = (chunk + 4095) / 4096 * 4096;
-    if (chunk > c->ring_chunk) chunk = c->ring_chunk;
-    if (chunk > c->fifo_bytes / 2) chunk = c->fifo_bytes / 2;
-    const uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
-    const size_t nchunks = (x->bytes + chunk - 1) / chunk;
-    const unsigned grid = nchunks < c->ring_channels ? (unsigned)nchunks : c->ring_channels;
-    ring<T, REDUCE><<<grid, NT, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
+    const fifo_cut k = cut_for_fifo(x->bytes, c->ring_channels, c->ring_chunk, c->fifo_bytes);
+    ring<T, REDUCE><<<k.grid, NT, 0, stream>>>(*c, *red, *x, k.chunk, k.nslots, k.nchunks);
     return cudaGetLastError();
   }
 };

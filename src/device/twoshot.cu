@@ -254,14 +254,8 @@ template <typename T, bool REDUCE> struct launcher {
      * most twoshot_chunk and half a FIFO. */
     const unsigned half = c->channels / 2;
     unsigned channels = c->twoshot_channels < half ? c->twoshot_channels : half;
-    size_t chunk = (x->bytes + channels - 1) / channels;
-    chunk = (chunk + 4095) / 4096 * 4096;
-    if (chunk > c->twoshot_chunk) chunk = c->twoshot_chunk;
-    if (chunk > c->fifo_bytes / 2) chunk = c->fifo_bytes / 2;
-    const uint32_t nslots = (uint32_t)(c->fifo_bytes / chunk);
-    const size_t nchunks = (x->bytes + chunk - 1) / chunk;
-    const unsigned grid = nchunks < channels ? (unsigned)nchunks : channels;
-    twoshot<T><<<grid, NT, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks, (int)half);
+    const fifo_cut k = cut_for_fifo(x->bytes, channels, c->twoshot_chunk, c->fifo_bytes);
+    twoshot<T><<<k.grid, NT, 0, stream>>>(*c, *red, *x, k.chunk, k.nslots, k.nchunks, (int)half);
     return cudaGetLastError();
   }
 };

@@ -107,6 +107,48 @@ static int drv_fail(CUresult r, const char *what) {
   return chorus_dev_fail((int)cudaErrorUnknown, msg);
 }
 
+/* Maps allocation h at a fresh address range of `size` (aligned to gran)
+ * and lets the k devices of desc read and write it. The handle is released
+ * whatever happens (a mapping keeps the memory alive); on failure nothing is
+ * left reserved or mapped. `what` tells apart the errors of callers. */
+static int map_handle(const vmm &v, CUmemGenericAllocationHandle h, size_t size, size_t gran,
+                      const CUmemAccessDesc *desc, int k, const char *what, void **out) {
+  char msg[96];
+  CUdeviceptr p = 0;
+  CUresult r = v.reserve(&p, size, gran, 0, 0);
+  if (r != CUDA_SUCCESS) {
+    v.release(h);
+    snprintf(msg, sizeof msg, "cuMemAddressReserve (%s)", what);
+    return drv_fail(r, msg);
+  }
+  r = v.map(p, size, 0, h, 0);
+  v.release(h);
+  if (r != CUDA_SUCCESS) {
+    v.address_free(p, size);
+    snprintf(msg, sizeof msg, "cuMemMap (%s)", what);
+    return drv_fail(r, msg);
+  }
+  r = v.set_access(p, size, desc, (size_t)k);
+  if (r != CUDA_SUCCESS) {
+    v.unmap(p, size);
+    v.address_free(p, size);
+    snprintf(msg, sizeof msg, "cuMemSetAccess (%s)", what);
+    return drv_fail(r, msg);
+  }
+  *out = (void *)p;
+  return 0;
+}
+
+/* Read-write access for device d. */
+static CUmemAccessDesc access_for(int d) {
+  CUmemAccessDesc a;
+  memset(&a, 0, sizeof a);
+  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  a.location.id = d;
+  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return a;
+}
+
 extern "C" int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
   *out = NULL;
   *mapped = 0;
@@ -134,18 +176,6 @@ extern "C" int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
     r = v.create(&h, size, &prop, 0);
   }
   if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemCreate");
-  CUdeviceptr p = 0;
-  r = v.reserve(&p, size, gran, 0, 0);
-  if (r != CUDA_SUCCESS) {
-    v.release(h);
-    return drv_fail(r, "cuMemAddressReserve");
-  }
-  r = v.map(p, size, 0, h, 0);
-  v.release(h); /* the mapping keeps the memory */
-  if (r != CUDA_SUCCESS) {
-    v.address_free(p, size);
-    return drv_fail(r, "cuMemMap");
-  }
   CUmemAccessDesc desc[MAX_DEVICES];
   int k = 0;
   for (int d = 0; d < ndev && k < MAX_DEVICES; d++) {
@@ -154,22 +184,11 @@ extern "C" int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
       cudaGetLastError();
       can = 0;
     }
-    if (!can) continue;
-    memset(&desc[k], 0, sizeof desc[k]);
-    desc[k].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    desc[k].location.id = d;
-    desc[k].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    k++;
+    if (can) desc[k++] = access_for(d);
   }
-  r = v.set_access(p, size, desc, (size_t)k);
-  if (r != CUDA_SUCCESS) {
-    v.unmap(p, size);
-    v.address_free(p, size);
-    return drv_fail(r, "cuMemSetAccess");
-  }
-  *out = (void *)p;
-  *mapped = size;
-  return 0;
+  const int rc = map_handle(v, h, size, gran, desc, k, "allocation", out);
+  if (rc == 0) *mapped = size;
+  return rc;
 }
 
 extern "C" int chorus_dev_vmm_free(void *p, size_t mapped) {
@@ -219,36 +238,6 @@ extern "C" int chorus_dev_vmm_import(int fd, size_t bytes, void **out) {
                                                "an imported allocation of a size not a multiple "
                                                "of its granularity");
   }
-  CUdeviceptr p = 0;
-  r = v->reserve(&p, bytes, gran, 0, 0);
-  if (r != CUDA_SUCCESS) {
-    v->release(h);
-    return drv_fail(r, "cuMemAddressReserve");
-  }
-  r = v->map(p, bytes, 0, h, 0);
-  v->release(h); /* the mapping keeps the memory */
-  if (r != CUDA_SUCCESS) {
-    v->address_free(p, bytes);
-    return drv_fail(r, "cuMemMap (imported)");
-  }
-  CUmemAccessDesc desc;
-  memset(&desc, 0, sizeof desc);
-  desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  desc.location.id = dev;
-  desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  r = v->set_access(p, bytes, &desc, 1);
-  if (r != CUDA_SUCCESS) {
-    v->unmap(p, bytes);
-    v->address_free(p, bytes);
-    return drv_fail(r, "cuMemSetAccess (imported)");
-  }
-  *out = (void *)p;
-  return 0;
-}
-
-extern "C" int chorus_dev_zero(void *p, size_t bytes) {
-  cudaError_t e = cudaMemset(p, 0, bytes);
-  if (e == cudaSuccess) e = cudaDeviceSynchronize();
-  if (e != cudaSuccess) return chorus_dev_fail((int)e, "clearing device memory");
-  return 0;
+  const CUmemAccessDesc desc = access_for(dev);
+  return map_handle(*v, h, bytes, gran, &desc, 1, "imported", out);
 }
