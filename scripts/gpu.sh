@@ -126,6 +126,13 @@ for g in 2 4; do
   check "sendrecv_groups_procs$g" $run -n "$g" --timeout 80 $sr
 done
 [ "$ngpu" -ge 4 ] && [ -x "$sr" ] && check "sendrecv_groups_tiny_procs4" $tiny $run -n 4 --timeout 80 $sr
+# Small Send/Recv as LL lines per pair (default up to 16 KiB): off (every
+# size through the FIFOs), and up to 1 MiB (many lines per thread).
+if [ "$ngpu" -ge 4 ] && [ -x "$sr" ]; then
+  check "sendrecv_groups_fifo_procs4" env CHORUS_GPU_P2P_LL_BYTES=0 $run -n 4 --timeout 80 $sr
+  check "sendrecv_groups_ll1m_g4" env CHORUS_GPU_P2P_LL_BYTES=1048576 $sr -g 4
+  check "sendrecv_ll1m_procs4" env CHORUS_GPU_P2P_LL_BYTES=1048576 $run -n 4 --timeout 80 $perf/sendrecv_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+fi
 # CUDA graphs: K AllReduces captured once, replayed with fresh inputs.
 graph=$build/tests/gpu/gpu_graph_allreduce
 for g in 2 4; do
@@ -182,7 +189,7 @@ if [ "$ngpu" -ge 4 ]; then
   [ -x "$graph" ] && check "cumem_graph_procs4" $cumem $run -n 4 --timeout 80 $graph
 fi
 # Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
-[ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
+[ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|size|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   check "sanitizer_allreduce_g2" compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
   check "sanitizer_pipe_g2" $force compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1

@@ -42,20 +42,6 @@ extern "C" {
 static __host__ __device__ size_t ll_run(const chorus_kern_comm &c) {
   return c.ll_cta_lines ? c.ll_cta_lines : 256;
 }
-/* Waits for line p to carry flag in both halves. Returns its payload, or
- * sets *failed (after recording why) and returns zeros. */
-static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_kern_comm &c, int src,
-                                  volatile int *failed) {
-  uint64_t deadline = 0;
-  for (unsigned spins = 0;; spins++) {
-    uint4 v = ld_line(p);
-    if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
-    if (*failed) return make_uint2(0, 0);
-    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, src, failed))
-      return make_uint2(0, 0);
-  }
-}
-
 /* What every LL launch does first, CTA b: takes the next epoch of b (the
  * flag its lines carry; its parity picks the slots) and waits until the
  * destinations in `to` acked epoch flag - 2, that is, finished reading

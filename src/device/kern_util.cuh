@@ -181,6 +181,18 @@ finish_unit(const typename elem<T>::acc (&acc)[sizeof(U) / sizeof(T)], const cho
   return d;
 }
 
+/* Records the first failure of the communicator's kernels (why, the peer
+ * concerned and, for a mismatch, the sizes) where the host reads it. */
+static __device__ void record_failure(const chorus_kern_comm &c, int why, int peer,
+                                      uint64_t info0 = 0, uint64_t info1 = 0) {
+  if (*(volatile int32_t *)c.status == 0) {
+    *(volatile int32_t *)c.status_peer = peer;
+    ((volatile uint64_t *)c.status_info)[0] = info0;
+    ((volatile uint64_t *)c.status_info)[1] = info1;
+    __threadfence_system();
+    *(volatile int32_t *)c.status = why;
+  }
+}
 /* Called now and then by a waiting thread: when the communicator is
  * aborted or the wait passed its deadline, records why and for which peer
  * (first failure wins), marks the CTA failed and returns true. */
@@ -197,15 +209,10 @@ static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, in
       why = CHORUS_KERN_TIMEOUT;
   }
   if (!why) return false;
-  if (*(volatile int32_t *)c.status == 0) {
-    *(volatile int32_t *)c.status_peer = peer;
-    __threadfence_system();
-    *(volatile int32_t *)c.status = why;
-  }
+  record_failure(c, why, peer);
   *failed = 1;
   return true;
 }
-
 static __device__ __forceinline__ void st_release(uint32_t *p, uint32_t v) {
   asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
@@ -225,6 +232,20 @@ static __device__ bool wait_at_least(const uint32_t *p, uint32_t v, const chorus
     if ((int32_t)(a - v) >= 0) return true;
     if (*failed) return false;
     if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, peer, failed)) return false;
+  }
+}
+
+/* Waits for line p to carry flag in both halves. Returns its payload, or
+ * sets *failed (after recording why) and returns zeros. */
+static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_kern_comm &c, int src,
+                                  volatile int *failed) {
+  uint64_t deadline = 0;
+  for (unsigned spins = 0;; spins++) {
+    uint4 v = ld_line(p);
+    if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
+    if (*failed) return make_uint2(0, 0);
+    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, src, failed))
+      return make_uint2(0, 0);
   }
 }
 

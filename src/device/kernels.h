@@ -28,7 +28,12 @@
 #define CHORUS_KERN_CTL_STRIDE   128 /* bytes between pipeline counters peers write */
 
 /* What a kernel reports in the status word (host-mapped), first error wins. */
-enum { CHORUS_KERN_OK = 0, CHORUS_KERN_ABORTED = 1, CHORUS_KERN_TIMEOUT = 2 };
+enum {
+  CHORUS_KERN_OK = 0,
+  CHORUS_KERN_ABORTED = 1,
+  CHORUS_KERN_TIMEOUT = 2,
+  CHORUS_KERN_MISMATCH = 3 /* a Send and its Recv differ in size (status_info says how) */
+};
 
 /* One rank's view of the communicator's windows. */
 typedef struct chorus_kern_comm {
@@ -59,11 +64,20 @@ typedef struct chorus_kern_comm {
   uint32_t chunk_bytes, fifo_bytes, channels;
   uint32_t ring_chunk, ring_channels;       /* rings (chorus_kern_ring) */
   uint32_t twoshot_chunk, twoshot_channels; /* chorus_kern_twoshot: channels <= channels / 2 */
-  uint32_t *epochs;                         /* this rank's per-block counters (device memory) */
-  volatile int32_t *abort;                  /* host-mapped: nonzero stops every wait */
-  int32_t *status;                          /* host-mapped: CHORUS_KERN_* of the first failure */
-  int32_t *status_peer;                     /* host-mapped: the rank waited for at that failure */
-  uint64_t timeout_ns;                      /* per wait; 0: none */
+  /* Small Send/Recv in LL lines, per pair (chorus_kern_sendrecv): slot
+   * [src][parity] at p2p_ll_off + (src * 2 + parity) * (p2p_ll_lines + 1)
+   * * 16, a header line (the size) then the payload; p2p_ll_lines 0: none.
+   * At p2p_ep_off the owner's epochs, send [dst] then recv [src] (4 B
+   * each); at p2p_ack_off [dst] x 4 B, the last epoch rank dst finished
+   * reading from this rank (dst writes it). */
+  uint64_t p2p_ll_off;
+  uint32_t p2p_ll_lines, p2p_ep_off, p2p_ack_off;
+  uint32_t *epochs;        /* this rank's per-block counters (device memory) */
+  volatile int32_t *abort; /* host-mapped: nonzero stops every wait */
+  int32_t *status;         /* host-mapped: CHORUS_KERN_* of the first failure */
+  int32_t *status_peer;    /* host-mapped: the rank waited for at that failure */
+  uint64_t *status_info;   /* host-mapped, MISMATCH: bytes sent, bytes expected */
+  uint64_t timeout_ns;     /* per wait; 0: none */
 } chorus_kern_comm;
 
 /* Reduction, as host/reduce.h's chorus_red kinds. */
@@ -193,10 +207,12 @@ static inline CHORUS_KERN_HD size_t chorus_ll_second(size_t lines, size_t q) {
  * sends sbytes[p] bytes from send[p] to each peer p and receives rbytes[p]
  * bytes from each peer p into recv[p]; 0 bytes: nothing with that peer.
  * Its own entry copies send[me] into recv[me] (sbytes[me] == rbytes[me]).
- * A sender and its receiver must give the same size: the chunks and the
- * channel of each follow from the size alone, through the same FIFOs and
- * counters as the pipelined kernel, so no LL epoch is involved and ranks
- * outside the pair are not either. */
+ * How a transfer moves follows from its size alone, which both ends know:
+ * up to p2p_ll_lines * 8 bytes as LL lines in the pair's slot, flagged
+ * with the pair's own epoch (ranks outside the pair, and the collectives'
+ * epochs, are not involved), a receiver of another size failing with
+ * CHORUS_KERN_MISMATCH; larger ones in chunks through the same FIFOs and
+ * counters as the pipelined kernel. */
 typedef struct chorus_kern_p2p {
   const void *send[CHORUS_KERN_MAX_RANKS];
   size_t sbytes[CHORUS_KERN_MAX_RANKS];
@@ -226,7 +242,8 @@ int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
  * so the two halves never wait for each other's slots. */
 int chorus_kern_twoshot(const chorus_kern_comm *c, const chorus_kern_red *red,
                         const chorus_kern_xchg *x, void *stream);
-/* Send/Recv: one launch moves every transfer of p. */
+/* Send/Recv: one launch for the LL transfers of p, then one for the rest
+ * (each only where there are some). */
 int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
 
 #endif

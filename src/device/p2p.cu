@@ -1,12 +1,25 @@
 /*
- * p2p.cu - Send/Recv on GPU communicators (kernels.h): every transfer of
- * one round of a group in one launch, through the FIFOs and counters of
- * the pipelined kernel (pipe.cu).
+ * p2p.cu - Send/Recv on GPU communicators (kernels.h): the transfers of
+ * one round of a group in at most two launches, small ones as LL lines,
+ * the rest through the FIFOs and counters of the pipelined kernel
+ * (pipe.cu). Which way a transfer goes follows from its size, so both
+ * ends agree.
  *
- * A transfer of `bytes` with peer p is cut into chunks of
- * pipe_chunk(bytes, narrow) (each pair is a narrow stream: large steps, no
- * fence before a release), the FIFO into as many slots as fit, and chunk
- * k travels on channel k % channels: the configured channel
+ * Small transfers (sendrecv_ll, one CTA): each ordered pair of ranks has its own
+ * epoch, which only the two ends advance (the sender's send epoch for the
+ * peer and the receiver's recv epoch for it step together, as sends and
+ * receives pair in call order), and a slot pair in the receiver's window.
+ * The k-th message goes to slot parity k % 2 as flagged lines: a header
+ * with its size, then 8 bytes per line. The receiver takes each line once
+ * it carries the epoch, checks the size against its own call, and acks the
+ * epoch; a sender reuses a slot once epoch k - 2 is acked. Collectives'
+ * LL epochs are per CTA and shared by all ranks, which a Send/Recv between
+ * two of them would put out of step; these involve only the pair.
+ *
+ * Larger transfers (sendrecv): a transfer of `bytes` with peer p is cut
+ * into chunks of pipe_chunk(bytes, narrow) (each pair is a narrow stream:
+ * large steps, no fence before a release), the FIFO into as many slots as
+ * fit, and chunk k travels on channel k % channels: the configured channel
  * count, not the grid, so the two ends agree whatever else each of them
  * moves in the same launch. Channel b's pushing half copies its chunks of
  * every send into the peers' FIFOs, step by step, each once the peer has
@@ -17,6 +30,9 @@
  * The taking half never overtakes the pushing half, so a receive into the
  * buffer being sent (an in-place ring shift) reads each chunk before
  * overwriting it.
+ *
+ * The LL launch goes first: it waits only for other ranks' LL launches of
+ * the same round, which come first on their streams too.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -164,19 +180,138 @@ __global__ void __launch_bounds__(THREADS) sendrecv(chorus_kern_comm c, chorus_k
   if (t < n && t != me && s_take.steps[t]) taken[t] = s_taken[t] + s_take.steps[t];
 }
 
+/* ---- small transfers: LL lines, one epoch per pair and direction ------- */
+
+/* Slot [src][parity of epoch] in the window win: a header line, then the
+ * payload lines. */
+static __device__ __forceinline__ char *p2p_slot(const chorus_kern_comm &c, char *win, int src,
+                                                 uint32_t epoch) {
+  return win + c.p2p_ll_off +
+         ((size_t)src * 2 + (epoch & 1)) * ((size_t)c.p2p_ll_lines + 1) * CHORUS_KERN_LINE;
+}
+
+static __device__ __forceinline__ uint4 flagged(uint2 d, uint32_t flag) {
+  return make_uint4(d.x, flag, d.y, flag);
+}
+
+/* One CTA moves every LL transfer of the launch: first the sends, each as
+ * the pair's next epoch e once the peer has acked epoch e - 2 (the same
+ * slot): a header line with the size, then 8 bytes per line, every line
+ * flagged with e; then the receives, each line taken once it carries the
+ * epoch, a header of another size than this rank's call being a mismatch;
+ * then the acks. Every send has read its buffer before any receive writes,
+ * so a receive into the buffer being sent (an in-place ring shift) is
+ * safe; the rank's own entry is copied between the two. */
+__global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, chorus_kern_p2p P) {
+  __shared__ uint32_t s_send[R], s_recv[R]; /* the epochs of this launch, per peer */
+  __shared__ int s_failed;
+  volatile int *failed = &s_failed;
+  const int t = threadIdx.x, n = c.nranks, me = c.rank;
+  uint32_t *send_ep = (uint32_t *)(c.win[me] + c.p2p_ep_off), *recv_ep = send_ep + R;
+  const uint32_t *acks = (const uint32_t *)(c.win[me] + c.p2p_ack_off);
+  if (t == 0) *failed = 0;
+  if (t < R) {
+    s_send[t] = send_ep[t] + 1;
+    s_recv[t] = recv_ep[t] + 1;
+  }
+  __syncthreads();
+  if (t < n && t != me && P.sbytes[t]) wait_at_least(&acks[t], s_send[t] - 2, c, t, failed);
+  __syncthreads();
+  if (*failed) return;
+  for (int q = 0; q < n; q++) {
+    const size_t nbytes = P.sbytes[q];
+    if (q == me || !nbytes) continue;
+    const uint32_t e = s_send[q];
+    char *slot = p2p_slot(c, c.win[q], me, e);
+    const char *from = (const char *)P.send[q];
+    if (t == 0) st_line(slot, flagged(make_uint2((uint32_t)nbytes, (uint32_t)(nbytes >> 32)), e));
+    for (size_t j = t; j < (nbytes + 7) / 8; j += THREADS)
+      st_line(slot + (j + 1) * CHORUS_KERN_LINE, flagged(load_unit<uint2>(from, nbytes, j), e));
+  }
+  __syncthreads();
+  {
+    const size_t nbytes = P.sbytes[me];
+    const char *from = (const char *)P.send[me];
+    char *to = (char *)P.recv[me];
+    if (nbytes && from != to)
+      for (size_t j = t; j < (nbytes + 15) / 16; j += THREADS)
+        put_unit<uint4>(to, nbytes, j, load_unit<uint4>(from, nbytes, j));
+  }
+  for (int q = 0; q < n; q++) {
+    const size_t nbytes = P.rbytes[q];
+    if (q == me || !nbytes) continue;
+    const uint32_t e = s_recv[q];
+    const char *slot = p2p_slot(c, c.win[me], q, e);
+    if (t == 0) {
+      const uint2 h = poll_line(slot, e, c, q, failed);
+      const uint64_t sent = h.x | (uint64_t)h.y << 32;
+      if (!*failed && sent != nbytes) {
+        record_failure(c, CHORUS_KERN_MISMATCH, q, sent, nbytes);
+        *failed = 1;
+      }
+    }
+    char *to = (char *)P.recv[q];
+    for (size_t j = t; j < (nbytes + 7) / 8 && !*failed; j += THREADS) {
+      const uint2 d = poll_line(slot + (j + 1) * CHORUS_KERN_LINE, e, c, q, failed);
+      if (!*failed) put_unit<uint2>(to, nbytes, j, d);
+    }
+  }
+  __syncthreads();
+  if (*failed || t >= n || t == me) return;
+  if (P.sbytes[t]) send_ep[t] = s_send[t];
+  if (P.rbytes[t]) {
+    *(volatile uint32_t *)((uint32_t *)(c.win[t] + c.p2p_ack_off) + me) = s_recv[t];
+    recv_ep[t] = s_recv[t];
+  }
+}
+
+/* Splits p by how each transfer moves (its size alone, which both ends
+ * know): LL lines into ll, the rest into fifo. Returns which got any, as
+ * bits 1 (ll) and 2 (fifo). */
+static int split_p2p(const chorus_kern_comm &c, const chorus_kern_p2p &p, chorus_kern_p2p &ll,
+                     chorus_kern_p2p &fifo) {
+  const size_t most = (size_t)c.p2p_ll_lines * 8;
+  memset(&ll, 0, sizeof ll);
+  memset(&fifo, 0, sizeof fifo);
+  int any = 0;
+  for (int q = 0; q < c.nranks; q++) {
+    if (p.sbytes[q]) {
+      chorus_kern_p2p &to = p.sbytes[q] <= most ? ll : fifo;
+      to.send[q] = p.send[q];
+      to.sbytes[q] = p.sbytes[q];
+      any |= &to == &ll ? 1 : 2;
+    }
+    if (p.rbytes[q]) { /* the own entry follows its send (same size) */
+      chorus_kern_p2p &to = p.rbytes[q] <= most ? ll : fifo;
+      to.recv[q] = p.recv[q];
+      to.rbytes[q] = p.rbytes[q];
+      any |= &to == &ll ? 1 : 2;
+    }
+  }
+  return any;
+}
+
 extern "C" int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p,
                                     void *stream) {
+  chorus_kern_p2p ll, fifo;
+  const int any = split_p2p(*c, *p, ll, fifo);
+  if (any & 1) {
+    sendrecv_ll<<<1, THREADS, 0, (cudaStream_t)stream>>>(*c, ll);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the LL Send/Recv kernel");
+  }
+  if (!(any & 2)) return 0;
   /* Enough channels for the longest transfer's chunks, at most all. */
   size_t grid = 0;
   for (int q = 0; q < c->nranks; q++) {
-    const size_t ns = q == c->rank ? 0 : chunks_of(*c, p->sbytes[q]),
-                 nr = chunks_of(*c, p->rbytes[q]);
+    const size_t ns = q == c->rank ? 0 : chunks_of(*c, fifo.sbytes[q]),
+                 nr = chunks_of(*c, fifo.rbytes[q]);
     grid = ns > grid ? ns : grid;
     grid = nr > grid ? nr : grid;
   }
   if (grid > c->channels) grid = c->channels;
   if (grid == 0) return 0;
-  sendrecv<<<(unsigned)grid, THREADS, 0, (cudaStream_t)stream>>>(*c, *p);
+  sendrecv<<<(unsigned)grid, THREADS, 0, (cudaStream_t)stream>>>(*c, fifo);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the Send/Recv kernel");
   return 0;

@@ -4,11 +4,14 @@
  * Window of one rank (device memory, zeroed at init):
  *   [0, 256)          LL per-block epoch counters (CHORUS_KERN_MAX_BLOCKS x 4 B)
  *   [512, 544)        init-time test words, one per writing rank
+ *   [640, 704)        Send/Recv LL epochs: send [dst], recv [src] x 4 B
+ *   [768, 800)        Send/Recv LL acks: [dst] x 4 B (dst writes)
  *   [1024, 3072)      LL ack words: [block][source rank] x 4 B
  *   [4096, 8192)      pipeline totals: sent [channel][dst], taken [channel][src]
  *   [8192, 139264)    pipeline counters, one per 128-byte line: head
  *                     [channel][src], then done [channel][dst]
  *   [262144, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
+ *   then Send/Recv LL slots: [source rank n][parity 2][1 + p2p_ll_lines] x 16 B
  *   then (64 KiB aligned) pipeline FIFOs: [channel][src] x fifo_bytes
  * Peers write only the slots, FIFOs, counters and test words indexed by
  * their own rank; the owner alone reads them and alone touches its epochs
@@ -31,15 +34,25 @@
 #include "util/misc.h"
 #include "util/param.h"
 
-#define EPOCHS_OFF 0
-#define TEST_OFF   512
-#define ACK_OFF    1024
-#define CNT_OFF    4096
-#define CTL_OFF    8192
-#define LL_OFF     262144
+#define EPOCHS_OFF  0
+#define TEST_OFF    512
+#define P2P_EP_OFF  640
+#define P2P_ACK_OFF 768
+#define ACK_OFF     1024
+#define CNT_OFF     4096
+#define CTL_OFF     8192
+#define LL_OFF      262144
+/* Host-mapped control words: abort, status, status peer (4 B each), then
+ * at 16 the status details (2 x 8 B). */
+#define CTL_BYTES       64
+#define STATUS_INFO_OFF 16
 /* Staged windows are host memory: fewer pipeline channels keep them small
  * (a FIFO per channel and peer). */
 #define STAGED_CHANNELS 16
+_Static_assert(TEST_OFF + 4 * CHORUS_KERN_MAX_RANKS <= P2P_EP_OFF &&
+                   P2P_EP_OFF + 8 * CHORUS_KERN_MAX_RANKS <= P2P_ACK_OFF &&
+                   P2P_ACK_OFF + 4 * CHORUS_KERN_MAX_RANKS <= ACK_OFF,
+               "Send/Recv LL words overlap");
 _Static_assert(CNT_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS * 4 <= CTL_OFF,
                "pipeline totals overlap the counters");
 _Static_assert(CTL_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS *
@@ -167,14 +180,20 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
                                                   1, CHORUS_KERN_MAX_CHANNELS / 2);
   g->kc.twoshot_chunk = step_param(CHORUS_P_GPU_TWOSHOT_CHUNK_BYTES);
   chorus_gpu_tune_read(&g->tune, nranks, g->kc.channels, g->kc.ll_lines, g->kc.ll_cta_lines);
-  size_t ll_end = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
+  g->kc.p2p_ep_off = P2P_EP_OFF;
+  g->kc.p2p_ack_off = P2P_ACK_OFF;
+  g->kc.p2p_ll_off = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
+  g->kc.p2p_ll_lines =
+      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, 1 << 20) / 8;
+  size_t ll_end =
+      g->kc.p2p_ll_off + (size_t)nranks * 2 * (1 + (size_t)g->kc.p2p_ll_lines) * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
   size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;
   chorus_gpu_win_rec *me = &rec[rank];
   CHECK_GOTO(chorus_gpu_wins_create(&g->wins, rank, nranks, device, wbytes, staged,
                                     chorus_param_int(CHORUS_P_GPU_CUMEM) != 0, me),
              res, fail);
-  if (chorus_dev_host_alloc(64, &g->ctl_host, &g->ctl_dev) != 0) {
+  if (chorus_dev_host_alloc(CTL_BYTES, &g->ctl_host, &g->ctl_dev) != 0) {
     res = chorus_gpu_cuda_error("allocating host-mapped control words");
     goto fail;
   }
@@ -182,6 +201,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.abort = (volatile int32_t *)g->ctl_dev;
   g->kc.status = (int32_t *)g->ctl_dev + 1;
   g->kc.status_peer = (int32_t *)g->ctl_dev + 2;
+  g->kc.status_info = (uint64_t *)((char *)g->ctl_dev + STATUS_INFO_OFF);
   int64_t tmo = chorus_param_int(CHORUS_P_OP_TIMEOUT);
   g->kc.timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
 
@@ -230,7 +250,19 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
   int32_t st = ctl[1];
   if (st == CHORUS_KERN_OK) return ncclSuccess;
   int peer = ctl[2];
-  if (__atomic_exchange_n(&g->reported, 1, __ATOMIC_ACQ_REL)) return ncclRemoteError;
+  if (__atomic_exchange_n(&g->reported, 1, __ATOMIC_ACQ_REL))
+    return st == CHORUS_KERN_MISMATCH ? ncclInvalidUsage : ncclRemoteError;
+  if (st == CHORUS_KERN_MISMATCH) {
+    const volatile uint64_t *info =
+        (const volatile uint64_t *)((char *)g->ctl_host + STATUS_INFO_OFF);
+    return chorus_error(ncclInvalidUsage,
+                        "mismatched point-to-point calls: rank %d's ncclRecv from rank %d "
+                        "expected %llu bytes but rank %d's matching ncclSend sent %llu (GPU %d). "
+                        "A send and its receive must have the same count and type, and sends to "
+                        "one peer are matched in call order",
+                        g->rank, peer, (unsigned long long)info[1], peer,
+                        (unsigned long long)info[0], g->device);
+  }
   if (st == CHORUS_KERN_ABORTED)
     return chorus_error(ncclRemoteError,
                         "rank %d: a GPU kernel stopped waiting for rank %d because the "

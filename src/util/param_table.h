@@ -43,6 +43,7 @@ CHORUS_PARAM(HOST_COMM,        "CHORUS_HOST_COMM",      INT, 0,      "1: communi
 CHORUS_PARAM(P2P_DISABLE,      "NCCL_P2P_DISABLE",      INT, 0,      "1: GPUs reach each other through pinned shared host memory instead of peer access or CUDA IPC (every kernel, slower)")
 CHORUS_PARAM(GPU_CUMEM,        "CHORUS_GPU_CUMEM",      INT, 0,      "1: GPU windows in cuMem memory, handed to the other processes as POSIX file descriptors over Unix sockets (CUDA IPC where the driver cannot export one); 0: cudaMalloc and CUDA IPC")
 CHORUS_PARAM(GPU_LL_BYTES,     "CHORUS_GPU_LL_BYTES",   INT, 1048576, "Bytes of LL payload per peer in the GPU slots; larger LL calls run in pieces")
+CHORUS_PARAM(GPU_P2P_LL_BYTES, "CHORUS_GPU_P2P_LL_BYTES", INT, 16384, "GPU Send/Recv of at most this many bytes moves as LL lines (8 bytes per 16-byte line, one epoch per pair of ranks) in one launch; larger ones in FIFO chunks (0: never LL)")
 CHORUS_PARAM(GPU_PIPE_BYTES,   "CHORUS_GPU_PIPE_BYTES", INT, 262144, "GPU blocks of at least this many bytes per peer run in the pipelined kernel (full 16-byte payload, chunks with credits) instead of LL lines, on 3+ ranks")
 CHORUS_PARAM(GPU_PIPE_BYTES_PAIR, "CHORUS_GPU_PIPE_BYTES_PAIR", INT, 262144, "CHORUS_GPU_PIPE_BYTES for communicators of 2 ranks")
 CHORUS_PARAM(GPU_TWOSHOT_BYTES,"CHORUS_GPU_TWOSHOT_BYTES", INT, 16384, "GPU AllReduce of at least this many bytes on 3+ ranks runs as ReduceScatter plus AllGather in one launch, until the ring takes over (-1: never)")

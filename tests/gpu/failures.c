@@ -11,6 +11,9 @@
  *   abort:        no deadline; rank 0's kernel waits for rank 1 until
  *                 another thread calls ncclCommAbort, which must return and
  *                 leave the stream idle.
+ *   size mismatch: a small ncclSend and its ncclRecv of another size: the
+ *                 receiver's kernel ends at once and its async error is
+ *                 ncclInvalidUsage naming the sender and both sizes.
  *   staged:       the silent peer and the abort again with NCCL_P2P_DISABLE=1
  *                 (the waits poll pinned host memory instead).
  *   bad setups:   two ranks on one GPU, more than 8 ranks must each fail
@@ -107,9 +110,9 @@ static void silent_peer(size_t count, const char *what, int recv) {
            ncclGetErrorString(r));
     printf("silent peer (%s): kernel gave up after %.2f s: %s\n", what, waited, msg ? msg : "");
   }
-  lone_free(&l);
   ncclCommAbort(l.comms[0]);
   ncclCommAbort(l.comms[1]);
+  lone_free(&l);
   unsetenv("CHORUS_OP_TIMEOUT");
 }
 
@@ -147,8 +150,62 @@ static void abort_waiting(size_t count, const char *what) {
     printf("abort (%s): ncclCommAbort returned in %.3f s, stream idle\n", what, a.took);
     l.comms[0] = NULL;
   }
-  lone_free(&l);
   ncclCommAbort(l.comms[1]);
+  lone_free(&l);
+  unsetenv("CHORUS_OP_TIMEOUT");
+}
+
+/* Rank 0 sends `sent` floats to rank 1, which receives `expected`: rank
+ * 1's kernel must end (no deadline needed) with ncclInvalidUsage and a
+ * message naming rank 0 and both sizes; rank 0's send completes. */
+static void size_mismatch(size_t sent, size_t expected, const char *what) {
+  setenv("CHORUS_OP_TIMEOUT", "0", 1);
+  int devs[2] = {0, 1};
+  ncclComm_t comms[2] = {0};
+  cudaStream_t s[2] = {0};
+  float *buf[2] = {0};
+  ncclResult_t r = ncclCommInitAll(comms, 2, devs);
+  EXPECT(r == ncclSuccess, "%s: ncclCommInitAll: %s", what, ncclGetErrorString(r));
+  for (int i = 0; i < 2 && r == ncclSuccess; i++)
+    if (cudaSetDevice(i) != cudaSuccess || cudaStreamCreate(&s[i]) != cudaSuccess ||
+        cudaMalloc((void **)&buf[i], (sent > expected ? sent : expected) * sizeof(float)) !=
+            cudaSuccess) {
+      EXPECT(0, "%s: CUDA setup on GPU %d", what, i);
+      r = ncclSystemError;
+    }
+  if (r == ncclSuccess) {
+    ncclGroupStart();
+    ncclSend(buf[0], sent, ncclFloat, 1, comms[0], s[0]);
+    ncclRecv(buf[1], expected, ncclFloat, 0, comms[1], s[1]);
+    r = ncclGroupEnd();
+    EXPECT(r == ncclSuccess, "%s: the group returned %s instead of enqueuing", what,
+           ncclGetErrorString(r));
+  }
+  if (r == ncclSuccess) {
+    double w0 = wait_stream(s[0], 10), w1 = wait_stream(s[1], 10);
+    EXPECT(w0 >= 0, "%s: rank 0's send still runs after 10 s", what);
+    EXPECT(w1 >= 0, "%s: rank 1's receive still waits after 10 s (no deadline set)", what);
+    ncclResult_t a0 = ncclInternalError, a1 = ncclInternalError;
+    ncclCommGetAsyncError(comms[0], &a0);
+    ncclCommGetAsyncError(comms[1], &a1);
+    const char *msg = ncclGetLastError(comms[1]);
+    char sizes[2][32];
+    snprintf(sizes[0], sizeof sizes[0], "%zu", sent * sizeof(float));
+    snprintf(sizes[1], sizeof sizes[1], "%zu", expected * sizeof(float));
+    EXPECT(a0 == ncclSuccess, "%s: the sender's async error is %s", what, ncclGetErrorString(a0));
+    EXPECT(a1 == ncclInvalidUsage, "%s: the receiver's async error is %s, want ncclInvalidUsage",
+           what, ncclGetErrorString(a1));
+    EXPECT(msg && strstr(msg, "rank 0") && strstr(msg, sizes[0]) && strstr(msg, sizes[1]),
+           "%s: the message does not name rank 0, %s and %s bytes: \"%s\"", what, sizes[0],
+           sizes[1], msg ? msg : "");
+    printf("size mismatch (%s): %s: %s\n", what, ncclGetErrorString(a1), msg ? msg : "");
+  }
+  for (int i = 0; i < 2; i++) {
+    if (comms[i]) ncclCommAbort(comms[i]);
+    cudaSetDevice(i);
+    if (buf[i]) cudaFree(buf[i]);
+    if (s[i]) cudaStreamDestroy(s[i]);
+  }
   unsetenv("CHORUS_OP_TIMEOUT");
 }
 
@@ -178,6 +235,8 @@ int main(void) {
   silent_peer(1 << 20, "Recv, 4 MiB", 1);
   abort_waiting(256, "LL, 1 KiB");
   abort_waiting(4 << 20, "Simple, 16 MiB");
+  size_mismatch(100, 200, "LL Send/Recv, 400 B sent, 800 B expected");
+  size_mismatch(200, 100, "LL Send/Recv, 800 B sent, 400 B expected");
   setenv("NCCL_P2P_DISABLE", "1", 1);
   silent_peer(256, "staged LL, 1 KiB", 0);
   abort_waiting(4 << 20, "staged Simple, 16 MiB");
