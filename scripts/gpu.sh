@@ -145,6 +145,16 @@ for g in 2 4; do
     LD_LIBRARY_PATH="$ref" timeout 90 $run -n "$g" --timeout 80 $graph >"$logs/graph_nccl_procs$g.log" 2>&1
     grep -a "graph replay" "$logs/graph_nccl_procs$g.log" | sed 's/^/      NCCL /'
   fi
+  # Send/Recv in graphs, with a pair-only swap and an AllReduce in each.
+  gp2p=$build/tests/gpu/gpu_graph_p2p
+  [ -x "$gp2p" ] || continue
+  check "graph_p2p_procs$g" $run -n "$g" --timeout 80 $gp2p
+  grep -a "graph replay" "$logs/check_graph_p2p_procs$g.log" | sed 's/^/      /'
+  [ "$g" = 4 ] && check "graph_p2p_fifo_procs$g" env CHORUS_GPU_P2P_LL_BYTES=0 $run -n "$g" --timeout 80 $gp2p
+  if [ -n "$ref" ]; then
+    LD_LIBRARY_PATH="$ref" timeout 90 $run -n "$g" --timeout 80 $gp2p >"$logs/graph_p2p_nccl_procs$g.log" 2>&1
+    grep -a -E "graph (replay|Send)" "$logs/graph_p2p_nccl_procs$g.log" | sed 's/^/      NCCL /'
+  fi
 done
 for g in 1 2 4; do
   [ "$g" -le "$ngpu" ] || continue
