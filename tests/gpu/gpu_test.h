@@ -2,11 +2,13 @@
  * gpu_test.h - what the GPU test programs share (each is a standalone
  * program linked against libnccl and the CUDA runtime): a clock, a failure
  * counter with EXPECT, and CUDA/NCCL calls that end the program (status 1)
- * with the call, its place and the library's message when they fail.
+ * with the call, its place and the library's message when they fail;
+ * and joining a communicator as one of the processes a launcher started.
  */
 #ifndef CHORUS_TESTS_GPU_TEST_H
 #define CHORUS_TESTS_GPU_TEST_H
 
+#include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -51,5 +53,32 @@ static int failures __attribute__((unused));
       exit(1);                                                                                     \
     }                                                                                              \
   } while (0)
+
+/* An integer from the environment, dflt when unset or empty. */
+static inline int env_int(const char *name, int dflt) {
+  const char *v = getenv(name);
+  return v && *v ? atoi(v) : dflt;
+}
+
+/* One process per GPU, started by chorusrun, mpirun or torchrun (alone:
+ * rank 0 of 1): picks GPU LOCAL_RANK, joins the communicator of RANK and
+ * WORLD_SIZE (NCCL_COMM_ID names rank 0's address) and makes a
+ * non-blocking stream. Returns 77 (skip) where no GPU is visible, else 0;
+ * failures end the program. */
+static inline int join_launched(int *rank, int *n, ncclComm_t *comm, cudaStream_t *s) {
+  *rank = env_int("RANK", 0);
+  *n = env_int("WORLD_SIZE", 1);
+  int ndev = 0;
+  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
+    printf("rank %d: no GPU visible: skipped\n", *rank);
+    return 77;
+  }
+  CUDA(cudaSetDevice(env_int("LOCAL_RANK", 0) % ndev));
+  ncclUniqueId id;
+  NCCL(ncclGetUniqueId(&id));
+  NCCL(ncclCommInitRank(comm, *n, id, *rank));
+  CUDA(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+  return 0;
+}
 
 #endif

@@ -20,11 +20,6 @@
 #define K 4
 #define R 20
 
-static int env_int(const char *name, int dflt) {
-  const char *v = getenv(name);
-  return v && *v ? atoi(v) : dflt;
-}
-
 /* Captures K in-place AllReduces of count floats with op into a graph. */
 static int capture(int rank, ncclComm_t comm, float *buf, size_t count, ncclRedOp_t op,
                    cudaStream_t s, cudaGraphExec_t *exec) {
@@ -38,19 +33,10 @@ static int capture(int rank, ncclComm_t comm, float *buf, size_t count, ncclRedO
 }
 
 int main(void) {
-  int rank = env_int("RANK", 0), n = env_int("WORLD_SIZE", 1), local = env_int("LOCAL_RANK", 0);
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("rank %d: no GPU visible: skipped\n", rank);
-    return 77;
-  }
-  CUDA(cudaSetDevice(local % ndev));
-  ncclUniqueId id;
-  NCCL(ncclGetUniqueId(&id)); /* every rank: NCCL_COMM_ID names rank 0's address */
+  int rank, n;
   ncclComm_t comm;
-  NCCL(ncclCommInitRank(&comm, n, id, rank));
   cudaStream_t s;
-  CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (join_launched(&rank, &n, &comm, &s) != 0) return 77;
   static const size_t counts[] = {2, 1000, 1 << 20};
   int bad = 0;
   for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {

@@ -25,11 +25,6 @@
 #define K 4 /* ring shifts per graph (even: the result lands in ring[0]) */
 #define R 12
 
-static int env_int(const char *name, int dflt) {
-  const char *v = getenv(name);
-  return v && *v ? atoi(v) : dflt;
-}
-
 /* What rank src puts in element i at replay rep (exact in float). */
 static float value(int src, int rep, size_t i) {
   return (float)(src * 1000 + rep * 10 + (int)(i % 7));
@@ -43,8 +38,8 @@ typedef struct bufs {
 
 /* The graph: K ring shifts; ranks 0 and 1 swap; an AllReduce (sum).
  * shifts_only: the ring shifts alone. */
-static int capture(int rank, int n, ncclComm_t comm, const bufs *b, int shifts_only,
-                   cudaStream_t s, cudaGraphExec_t *exec) {
+static int capture(int rank, int n, ncclComm_t comm, const bufs *b, int shifts_only, cudaStream_t s,
+                   cudaGraphExec_t *exec) {
   cudaGraph_t graph;
   const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
   CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
@@ -97,7 +92,9 @@ static size_t check(const bufs *b, const float *dev, int rank, const char *what,
   return wrong;
 }
 
-static float want_from(size_t i, int rep, int src) { return value(src, rep, i); }
+static float want_from(size_t i, int rep, int src) {
+  return value(src, rep, i);
+}
 static float want_sum(size_t i, int rep, int n) {
   float t = 0;
   for (int r = 0; r < n; r++) t += value(r, rep, i);
@@ -105,19 +102,10 @@ static float want_sum(size_t i, int rep, int n) {
 }
 
 int main(void) {
-  int rank = env_int("RANK", 0), n = env_int("WORLD_SIZE", 1), local = env_int("LOCAL_RANK", 0);
-  int ndev = 0;
-  if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0) {
-    printf("rank %d: no GPU visible: skipped\n", rank);
-    return 77;
-  }
-  CUDA(cudaSetDevice(local % ndev));
-  ncclUniqueId id;
-  NCCL(ncclGetUniqueId(&id)); /* every rank: NCCL_COMM_ID names rank 0's address */
+  int rank, n;
   ncclComm_t comm;
-  NCCL(ncclCommInitRank(&comm, n, id, rank));
   cudaStream_t s;
-  CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (join_launched(&rank, &n, &comm, &s) != 0) return 77;
   /* Small (LL lines), around the LL limit, and large (FIFO chunks). */
   static const size_t counts[] = {3, 1000, 4096, 1 << 20};
   int bad = 0;

@@ -29,11 +29,6 @@
 #define NMSG  2
 #define ITERS 3
 
-static int env_int(const char *name, int dflt) {
-  const char *v = getenv(name);
-  return v && *v ? atoi(v) : dflt;
-}
-
 /* Elements of message m from src to dst at this scale (0 for some pairs). */
 static size_t msg_count(int src, int dst, int m, size_t scale) {
   unsigned h = (unsigned)(src * 7 + dst * 13 + m * 5) % 11;
