@@ -81,4 +81,15 @@ static inline int join_launched(int *rank, int *n, ncclComm_t *comm, cudaStream_
   return 0;
 }
 
+/* Microseconds per replay of exec on s: one replay to warm up, then reps
+ * timed back to back. */
+static inline double replay_us(cudaGraphExec_t exec, cudaStream_t s, int reps) {
+  CUDA(cudaGraphLaunch(exec, s));
+  CUDA(cudaStreamSynchronize(s));
+  double t0 = now();
+  for (int rep = 0; rep < reps; rep++) CUDA(cudaGraphLaunch(exec, s));
+  CUDA(cudaStreamSynchronize(s));
+  return (now() - t0) * 1e6 / reps;
+}
+
 #endif

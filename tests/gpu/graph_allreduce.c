@@ -65,12 +65,7 @@ int main(void) {
     CUDA(cudaGraphExecDestroy(exec));
     /* Timing: a graph of K AllReduce(max) (values stay put), replayed. */
     if (capture(rank, comm, buf, count, ncclMax, s, &exec)) return 1;
-    CUDA(cudaGraphLaunch(exec, s));
-    CUDA(cudaStreamSynchronize(s));
-    double t0 = now();
-    for (int rep = 0; rep < 50; rep++) CUDA(cudaGraphLaunch(exec, s));
-    CUDA(cudaStreamSynchronize(s));
-    double us = (now() - t0) * 1e6 / (50.0 * K);
+    double us = replay_us(exec, s, 50) / K;
     if (rank == 0)
       printf("graph replay: %d ranks, %zu floats: %.2f us per AllReduce, %s\n", n, count, us,
              bad ? "WRONG" : "correct");
