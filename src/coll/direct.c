@@ -76,12 +76,16 @@ enum { FREE = 2 }; /* POSTED, of an earlier chunk: no description check */
 static ncclResult_t reached(chorus_op *op, int p, int which, uint64_t target) {
   chorus_node_rank *r = &op->cc->node->rank[p];
   /* What p published before failing is still valid: look at the counter
-   * first, and only report p's failure when we need more from it. */
-  if (__atomic_load_n(counter(r, which == FREE ? POSTED : which), __ATOMIC_ACQUIRE) < target) {
-    if (__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) return peer_failed(op, p);
-    op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
-    op->wait_dir = CHORUS_DIR_RECV;
-    return ncclInProgress;
+   * first, and only report p's failure when we need more from it (read
+   * again after the flag: p may have published and failed in between). */
+  const uint64_t *cnt = counter(r, which == FREE ? POSTED : which);
+  if (__atomic_load_n(cnt, __ATOMIC_ACQUIRE) < target) {
+    if (!__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) {
+      op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+      op->wait_dir = CHORUS_DIR_RECV;
+      return ncclInProgress;
+    }
+    if (__atomic_load_n(cnt, __ATOMIC_ACQUIRE) < target) return peer_failed(op, p);
   }
   if (which == POSTED) {
     const chorus_msg_meta *m = &r->meta[(target - 1) % (uint64_t)op->cc->node->nbuf];
