@@ -137,6 +137,10 @@ int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, vo
   (void)c, (void)p, (void)stream;
   return -1;
 }
+int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream) {
+  (void)c, (void)p, (void)stream;
+  return -1;
+}
 int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
   (void)bytes;
   *out = NULL;

@@ -207,12 +207,12 @@ static inline CHORUS_KERN_HD size_t chorus_ll_second(size_t lines, size_t q) {
  * sends sbytes[p] bytes from send[p] to each peer p and receives rbytes[p]
  * bytes from each peer p into recv[p]; 0 bytes: nothing with that peer.
  * Its own entry copies send[me] into recv[me] (sbytes[me] == rbytes[me]).
- * How a transfer moves follows from its size alone, which both ends know:
- * up to p2p_ll_lines * 8 bytes as LL lines in the pair's slot, flagged
- * with the pair's own epoch (ranks outside the pair, and the collectives'
- * epochs, are not involved), a receiver of another size failing with
+ * Small transfers move as LL lines in the pair's slot, flagged with the
+ * pair's own epoch (ranks outside the pair, and the collectives' epochs,
+ * are not involved), a receiver of another size failing with
  * CHORUS_KERN_MISMATCH; larger ones in chunks through the same FIFOs and
- * counters as the pipelined kernel. */
+ * counters as the pipelined kernel. Which way follows from the size alone,
+ * so both ends agree (gpu.h: chorus_gpu_p2p_split). */
 typedef struct chorus_kern_p2p {
   const void *send[CHORUS_KERN_MAX_RANKS];
   size_t sbytes[CHORUS_KERN_MAX_RANKS];
@@ -242,8 +242,10 @@ int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
  * so the two halves never wait for each other's slots. */
 int chorus_kern_twoshot(const chorus_kern_comm *c, const chorus_kern_red *red,
                         const chorus_kern_xchg *x, void *stream);
-/* Send/Recv: one launch for the LL transfers of p, then one for the rest
- * (each only where there are some). */
+/* Send/Recv: every transfer of p in LL lines (each at most p2p_ll_lines *
+ * 8 bytes), in one CTA. */
+int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
+/* Send/Recv: every transfer of p in FIFO chunks, in one launch. */
 int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
 
 #endif

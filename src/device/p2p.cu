@@ -3,7 +3,7 @@
  * one round of a group in at most two launches, small ones as LL lines,
  * the rest through the FIFOs and counters of the pipelined kernel
  * (pipe.cu). Which way a transfer goes follows from its size, so both
- * ends agree.
+ * ends agree (chorus_gpu_p2p_split, gpu/p2p.c).
  *
  * Small transfers (sendrecv_ll, one CTA): each ordered pair of ranks has its own
  * epoch, which only the two ends advance (the sender's send epoch for the
@@ -31,8 +31,8 @@
  * buffer being sent (an in-place ring shift) reads each chunk before
  * overwriting it.
  *
- * The LL launch goes first: it waits only for other ranks' LL launches of
- * the same round, which come first on their streams too.
+ * The LL launch goes first (gpu.c): it waits only for other ranks' LL
+ * launches of the same round, which come first on their streams too.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -265,53 +265,27 @@ __global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, choru
   }
 }
 
-/* Splits p by how each transfer moves (its size alone, which both ends
- * know): LL lines into ll, the rest into fifo. Returns which got any, as
- * bits 1 (ll) and 2 (fifo). */
-static int split_p2p(const chorus_kern_comm &c, const chorus_kern_p2p &p, chorus_kern_p2p &ll,
-                     chorus_kern_p2p &fifo) {
-  const size_t most = (size_t)c.p2p_ll_lines * 8;
-  memset(&ll, 0, sizeof ll);
-  memset(&fifo, 0, sizeof fifo);
-  int any = 0;
-  for (int q = 0; q < c.nranks; q++) {
-    if (p.sbytes[q]) {
-      chorus_kern_p2p &to = p.sbytes[q] <= most ? ll : fifo;
-      to.send[q] = p.send[q];
-      to.sbytes[q] = p.sbytes[q];
-      any |= &to == &ll ? 1 : 2;
-    }
-    if (p.rbytes[q]) { /* the own entry follows its send (same size) */
-      chorus_kern_p2p &to = p.rbytes[q] <= most ? ll : fifo;
-      to.recv[q] = p.recv[q];
-      to.rbytes[q] = p.rbytes[q];
-      any |= &to == &ll ? 1 : 2;
-    }
-  }
-  return any;
+extern "C" int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_kern_p2p *p,
+                                       void *stream) {
+  sendrecv_ll<<<1, THREADS, 0, (cudaStream_t)stream>>>(*c, *p);
+  cudaError_t e = cudaGetLastError();
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the LL Send/Recv kernel");
+  return 0;
 }
 
 extern "C" int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p,
                                     void *stream) {
-  chorus_kern_p2p ll, fifo;
-  const int any = split_p2p(*c, *p, ll, fifo);
-  if (any & 1) {
-    sendrecv_ll<<<1, THREADS, 0, (cudaStream_t)stream>>>(*c, ll);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the LL Send/Recv kernel");
-  }
-  if (!(any & 2)) return 0;
   /* Enough channels for the longest transfer's chunks, at most all. */
   size_t grid = 0;
   for (int q = 0; q < c->nranks; q++) {
-    const size_t ns = q == c->rank ? 0 : chunks_of(*c, fifo.sbytes[q]),
-                 nr = chunks_of(*c, fifo.rbytes[q]);
+    const size_t ns = q == c->rank ? 0 : chunks_of(*c, p->sbytes[q]),
+                 nr = chunks_of(*c, p->rbytes[q]);
     grid = ns > grid ? ns : grid;
     grid = nr > grid ? nr : grid;
   }
   if (grid > c->channels) grid = c->channels;
   if (grid == 0) return 0;
-  sendrecv<<<(unsigned)grid, THREADS, 0, (cudaStream_t)stream>>>(*c, fifo);
+  sendrecv<<<(unsigned)grid, THREADS, 0, (cudaStream_t)stream>>>(*c, *p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the Send/Recv kernel");
   return 0;

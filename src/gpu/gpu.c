@@ -123,7 +123,12 @@ void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, siz
   t->chain_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_CHAIN_BYTES));
   const int64_t ring = chorus_param_int(CHORUS_P_GPU_RING_BYTES);
   t->ring_bytes = ring > 0 ? (size_t)ring : SIZE_MAX; /* 0: never */
+  /* Send/Recv in LL lines up to 16 KiB (not yet measured; the slots are
+   * sized from this), unless NCCL_PROTO excludes LL for sendrecv. */
+  t->p2p_ll_bytes =
+      (size_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, CHORUS_GPU_P2P_LL_MAX);
   tune_filters(t);
+  if (t->proto_deny[CHORUS_FUNC_SEND] & (1u << CHORUS_PROTO_LL)) t->p2p_ll_bytes = 0;
 }
 
 ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
@@ -183,8 +188,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.p2p_ep_off = P2P_EP_OFF;
   g->kc.p2p_ack_off = P2P_ACK_OFF;
   g->kc.p2p_ll_off = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
-  g->kc.p2p_ll_lines =
-      (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, 1 << 20) / 8;
+  g->kc.p2p_ll_lines = (uint32_t)((g->tune.p2p_ll_bytes + 7) / 8);
   size_t ll_end =
       g->kc.p2p_ll_off + (size_t)nranks * 2 * (1 + (size_t)g->kc.p2p_ll_lines) * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
@@ -315,7 +319,12 @@ int chorus_gpu_device(const chorus_gpu *g) {
 
 ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream) {
   CHECK(chorus_gpu_async_error(g));
-  if (chorus_kern_sendrecv(&g->kc, round, stream) != 0)
+  chorus_kern_p2p ll, fifo;
+  const int parts = chorus_gpu_p2p_split(round, g->nranks, g->tune.p2p_ll_bytes, &ll, &fifo);
+  /* LL first: it waits only for other ranks' LL launches of this round. */
+  if ((parts & 1) && chorus_kern_sendrecv_ll(&g->kc, &ll, stream) != 0)
+    return chorus_gpu_cuda_error("ncclSend/ncclRecv (LL)");
+  if ((parts & 2) && chorus_kern_sendrecv(&g->kc, &fifo, stream) != 0)
     return chorus_gpu_cuda_error("ncclSend/ncclRecv");
   return ncclSuccess;
 }

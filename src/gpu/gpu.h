@@ -35,6 +35,10 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g);
 /* What the plan chooses by (bytes per rank's buffer): the measured
  * crossovers, what the slots hold, and NCCL_ALGO / NCCL_PROTO (masks of
  * what they exclude per function, so that a zeroed struct allows all). */
+/* The most bytes a Send/Recv may move in LL lines (CHORUS_GPU_P2P_LL_BYTES
+ * is clipped to it). */
+#define CHORUS_GPU_P2P_LL_MAX (1 << 20)
+
 typedef struct chorus_gpu_tune {
   size_t twoshot_bytes;    /* AllReduce on 2+ ranks: ReduceScatter + AllGather in one launch, */
   size_t twoshot_max;      /* up to this many bytes */
@@ -45,6 +49,7 @@ typedef struct chorus_gpu_tune {
   size_t ll_lines;         /* LL slot lines per source (an LL two-shot needs two shares) */
   size_t ll_cta_lines;     /* lines per run of the LL kernels */
   int fifo_twoshot;        /* the FIFO two-shot can run (two channels or more) */
+  size_t p2p_ll_bytes;     /* Send/Recv up to this many bytes in LL lines (0: none) */
   uint32_t algo_deny[CHORUS_FUNC_COUNT];  /* bits of chorus_algo that NCCL_ALGO excludes */
   uint8_t algo_named[CHORUS_FUNC_COUNT];  /* NCCL_ALGO names the function itself */
   uint32_t proto_deny[CHORUS_FUNC_COUNT]; /* bits of chorus_proto that NCCL_PROTO excludes */
@@ -88,7 +93,14 @@ ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops, int no
  * itself has no receive of the same size in its round. */
 int chorus_gpu_p2p_rounds(int rank, int nranks, chorus_op *const *ops, int nops,
                           chorus_kern_p2p *rounds, char *err, size_t errlen);
-/* Launches one round on stream. */
+/* Splits a round by how each transfer moves, which follows from its size
+ * alone so that both ends agree (pure): up to ll_bytes into *ll (LL lines,
+ * chorus_kern_sendrecv_ll), the rest into *fifo (chorus_kern_sendrecv);
+ * the own entry's send and receive (one size) go together. Returns bit 1
+ * when *ll got any transfer, bit 2 when *fifo did. */
+int chorus_gpu_p2p_split(const chorus_kern_p2p *round, int nranks, size_t ll_bytes,
+                         chorus_kern_p2p *ll, chorus_kern_p2p *fifo);
+/* Launches one round on stream: its LL transfers, then the others. */
 ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream);
 
 #endif

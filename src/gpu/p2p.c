@@ -53,6 +53,29 @@ int chorus_gpu_p2p_rounds(int rank, int nranks, chorus_op *const *ops, int nops,
   return nrounds;
 }
 
+int chorus_gpu_p2p_split(const chorus_kern_p2p *round, int nranks, size_t ll_bytes,
+                         chorus_kern_p2p *ll, chorus_kern_p2p *fifo) {
+  memset(ll, 0, sizeof *ll);
+  memset(fifo, 0, sizeof *fifo);
+  int any = 0;
+  for (int q = 0; q < nranks; q++) {
+    const size_t sb = round->sbytes[q], rb = round->rbytes[q];
+    if (sb) {
+      chorus_kern_p2p *to = sb <= ll_bytes ? ll : fifo;
+      to->send[q] = round->send[q];
+      to->sbytes[q] = sb;
+      any |= to == ll ? 1 : 2;
+    }
+    if (rb) {
+      chorus_kern_p2p *to = rb <= ll_bytes ? ll : fifo;
+      to->recv[q] = round->recv[q];
+      to->rbytes[q] = rb;
+      any |= to == ll ? 1 : 2;
+    }
+  }
+  return any;
+}
+
 ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops, int nops) {
   chorus_kern_p2p *rounds = chorus_calloc((size_t)nops, sizeof *rounds);
   if (!rounds) return chorus_error(ncclSystemError, "out of memory planning %d Send/Recv", nops);

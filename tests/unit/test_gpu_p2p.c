@@ -10,7 +10,10 @@
  * computed, and the rounds are replayed on host memory: for every transfer
  * the other end must hold the matching one in the same round, and every
  * receive buffer must end up with the bytes of the send NCCL matches it
- * with (the k-th send from p to q with the k-th receive of q from p).
+ * with (the k-th send from p to q with the k-th receive of q from p). Each
+ * round is replayed as the two launches it is split into (LL lines up to a
+ * size, FIFO chunks above), each end's transfer in the same launch as the
+ * other end's.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -104,19 +107,38 @@ static void one_world(unsigned seed) {
     EXPECT(nrounds[r] >= 0);
     if (nrounds[r] < 0) fprintf(stderr, "seed %u: %s\n", seed, err);
   }
-  /* Replay: round k of every rank, each transfer against the other end's. */
+  /* Replay: round k of every rank, split into its LL and FIFO launches as
+   * gpu.c does (no LL, some, all), each launch's transfers against the
+   * other end's same launch. */
+  const size_t ll_bytes = seed % 3 == 0 ? 0 : seed % 3 == 1 ? 150 : CHORUS_GPU_P2P_LL_MAX;
   int maxr = 0;
   for (int r = 0; r < n; r++) maxr = nrounds[r] > maxr ? nrounds[r] : maxr;
-  for (int k = 0; k < maxr; k++)
-    for (int r = 0; r < n; r++)
+  for (int k = 0; k < maxr; k++) {
+    chorus_kern_p2p part[MAXN][2];
+    for (int r = 0; r < n; r++) {
+      static const chorus_kern_p2p none;
+      const chorus_kern_p2p *round = k < nrounds[r] ? &rounds[r][k] : &none;
+      const int any = chorus_gpu_p2p_split(round, n, ll_bytes, &part[r][0], &part[r][1]);
+      int want = 0;
       for (int p = 0; p < n; p++) {
-        static const chorus_kern_p2p none;
-        const chorus_kern_p2p *mine = k < nrounds[r] ? &rounds[r][k] : &none;
-        const chorus_kern_p2p *theirs = k < nrounds[p] ? &rounds[p][k] : &none;
-        EXPECT_EQ_INT(mine->sbytes[p], theirs->rbytes[r]);
-        if (mine->sbytes[p] && mine->sbytes[p] == theirs->rbytes[r])
-          memcpy(theirs->recv[r], mine->send[p], mine->sbytes[p]);
+        /* every transfer in exactly one launch, whole */
+        EXPECT_EQ_INT(part[r][0].sbytes[p] + part[r][1].sbytes[p], round->sbytes[p]);
+        EXPECT_EQ_INT(part[r][0].rbytes[p] + part[r][1].rbytes[p], round->rbytes[p]);
+        for (int b = 0; b < 2; b++)
+          if (part[r][b].sbytes[p] || part[r][b].rbytes[p]) want |= 1 << b;
       }
+      EXPECT_EQ_INT(any, want);
+    }
+    for (int b = 0; b < 2; b++)
+      for (int r = 0; r < n; r++)
+        for (int p = 0; p < n; p++) {
+          const chorus_kern_p2p *mine = &part[r][b], *theirs = &part[p][b];
+          EXPECT_EQ_INT(mine->sbytes[p], theirs->rbytes[r]);
+          if (b == 0) EXPECT(mine->sbytes[p] <= ll_bytes);
+          if (mine->sbytes[p] && mine->sbytes[p] == theirs->rbytes[r])
+            memcpy(theirs->recv[r], mine->send[p], mine->sbytes[p]);
+        }
+  }
   for (int i = 0; i < nmsg; i++) EXPECT(memcmp(m[i].sbuf, m[i].rbuf, m[i].bytes) == 0);
   for (int r = 0; r < n; r++) free(rounds[r]);
   for (int i = 0; i < nmsg; i++) {

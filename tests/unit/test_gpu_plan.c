@@ -443,6 +443,7 @@ static void tune_defaults(void) {
   EXPECT_EQ_INT(t.ll_lines, 131072);
   EXPECT_EQ_INT(t.ll_cta_lines, 256);
   EXPECT_EQ_INT(t.fifo_twoshot, 1);
+  EXPECT_EQ_INT(t.p2p_ll_bytes, 16384);
   int pll = -1;
   const int funcs[] = {CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE};
   for (int i = 0; i < 2; i++) {
@@ -468,6 +469,23 @@ static void tune_defaults(void) {
   EXPECT(t.ring_bytes == SIZE_MAX); /* 0: never */
   unsetenv("CHORUS_GPU_CHAIN_BYTES");
   unsetenv("CHORUS_GPU_RING_BYTES");
+  /* Send/Recv leave LL lines when NCCL_PROTO takes LL from them, and only
+   * then; the setting is clipped to what the slots can hold. */
+  static const struct {
+    const char *proto;
+    size_t want;
+  } protos[] = {{"Simple", 0}, {"sendrecv:Simple", 0}, {"^LL", 0}, {"allreduce:Simple", 16384},
+                {"LL", 16384}, {"LL,Simple", 16384}};
+  for (size_t i = 0; i < sizeof protos / sizeof protos[0]; i++) {
+    setenv("NCCL_PROTO", protos[i].proto, 1);
+    chorus_gpu_tune_read(&t, 4, 64, 131072, 256);
+    EXPECT_EQ_INT(t.p2p_ll_bytes, protos[i].want);
+  }
+  unsetenv("NCCL_PROTO");
+  setenv("CHORUS_GPU_P2P_LL_BYTES", "1073741824", 1);
+  chorus_gpu_tune_read(&t, 4, 64, 131072, 256);
+  EXPECT_EQ_INT(t.p2p_ll_bytes, CHORUS_GPU_P2P_LL_MAX);
+  unsetenv("CHORUS_GPU_P2P_LL_BYTES");
 }
 
 static void unsupported(void) {
