@@ -7,6 +7,7 @@
  *
  * usage: test_badargs threads|procs NRANKS
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,16 +22,26 @@ static int mentions(const char *msg, const char *word) {
   return !word || strstr(msg, word);
 }
 
+/* ncclGetLastError(NULL) is the process's last error, as in NCCL: with
+ * ranks as threads, another rank's failing call can land between a call and
+ * the read of its message. Calls expected to fail (at once, without
+ * waiting for peers) hold this lock with the read. */
+static pthread_mutex_t msg_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Expects `call` to return `want` and the last error to mention `word`. */
 #define BAD(want, word, call)                                                                      \
   do {                                                                                             \
+    const char *word_ = (word);                                                                    \
+    const int lock_ = (want) != ncclSuccess;                                                       \
+    if (lock_) pthread_mutex_lock(&msg_lock);                                                      \
     ncclResult_t got_ = (call);                                                                    \
     const char *msg_ = ncclGetLastError(NULL);                                                     \
-    if (got_ != (want) || !mentions(msg_, (word))) {                                               \
+    if (got_ != (want) || !mentions(msg_, word_)) {                                                \
       harness_log(rank, "line %d: %s returned %d (want %d), last error \"%s\"", __LINE__, #call,   \
                   (int)got_, (int)(want), msg_);                                                   \
-      fails++;                                                                                     \
+      __atomic_add_fetch(&fails, 1, __ATOMIC_RELAXED);                                             \
     }                                                                                              \
+    if (lock_) pthread_mutex_unlock(&msg_lock);                                                    \
   } while (0)
 
 static int collectives(int rank, int nranks, ncclUniqueId id, const char *param) {
@@ -72,7 +83,7 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
       ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, (ncclScalarResidence_t)9, comm));
   BAD(ncclInvalidArgument, "built-in", ncclRedOpDestroy(ncclSum, comm));
   if (ncclRedOpCreatePreMulSum(&op, &s, ncclFloat, ncclScalarHostImmediate, comm) != ncclSuccess)
-    fails++;
+    __atomic_add_fetch(&fails, 1, __ATOMIC_RELAXED);
   BAD(ncclInvalidArgument, "created for float",
       ncclAllReduce(buf, buf, 4, ncclDouble, op, comm, NULL));
   BAD(ncclSuccess, NULL, ncclRedOpDestroy(op, comm));
@@ -84,7 +95,9 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   BAD(ncclInvalidArgument, "datatype",
       ncclAllReduce(buf, buf, 4, (ncclDataType_t)99, ncclSum, comm, NULL));
   BAD(ncclInvalidArgument, NULL, ncclGroupEnd());
-  if (buf[0] != 1) harness_log(rank, "a failed group still ran its calls"), fails++;
+  if (buf[0] != 1)
+    harness_log(rank, "a failed group still ran its calls"),
+        __atomic_add_fetch(&fails, 1, __ATOMIC_RELAXED);
   BAD(ncclInvalidUsage, "without a matching", ncclGroupEnd());
   /* Simulation estimates without running. */
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
@@ -92,7 +105,8 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   ncclAllReduce(buf, buf, 64, ncclFloat, ncclSum, comm, NULL);
   BAD(ncclSuccess, NULL, ncclGroupSimulateEnd(&sim));
   if (!(sim.estimatedTime > 0) || buf[0] != 1)
-    harness_log(rank, "simulate: %g", (double)sim.estimatedTime), fails++;
+    harness_log(rank, "simulate: %g", (double)sim.estimatedTime),
+        __atomic_add_fetch(&fails, 1, __ATOMIC_RELAXED);
   ncclSimInfo_t junk;
   memset(&junk, 0, sizeof junk);
   ncclGroupStart();
@@ -127,7 +141,8 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
     BAD(ncclSuccess, NULL, ncclAllReduce(wbuf, wbuf, 64, ncclFloat, ncclSum, comm, NULL));
     for (int i = 0; i < 64; i++)
       if (wbuf[i] != (float)(nranks * (nranks + 1) / 2) * (float)(i % 7))
-        harness_log(rank, "window AllReduce: element %d is %g", i, (double)wbuf[i]), fails++;
+        harness_log(rank, "window AllReduce: element %d is %g", i, (double)wbuf[i]),
+            __atomic_add_fetch(&fails, 1, __ATOMIC_RELAXED);
     BAD(ncclInvalidArgument, "not registered", ncclCommDeregister(comm, (void *)win));
     BAD(ncclInvalidArgument, "not registered", ncclCommWindowDeregister(comm, (ncclWindow_t)kept));
     BAD(ncclSuccess, NULL, ncclCommWindowDeregister(comm, win));
@@ -136,10 +151,11 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   /* Nothing above broke the communicator. */
   for (int i = 0; i < 4; i++) buf[i] = 1;
   BAD(ncclSuccess, NULL, ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, comm, NULL));
-  if (buf[3] != (float)nranks) harness_log(rank, "sum %g", (double)buf[3]), fails++;
+  if (buf[3] != (float)nranks)
+    harness_log(rank, "sum %g", (double)buf[3]), __atomic_add_fetch(&fails, 1, __ATOMIC_RELAXED);
   BAD(ncclSuccess, NULL, ncclCommDestroy(comm)); /* win2 and kept still registered */
   BAD(ncclSuccess, NULL, ncclMemFree(wbuf));
-  return fails ? 1 : 0;
+  return __atomic_load_n(&fails, __ATOMIC_RELAXED) ? 1 : 0;
 }
 
 static int init_args(int rank, int nranks, ncclUniqueId id, const char *param) {
@@ -169,7 +185,7 @@ static int init_args(int rank, int nranks, ncclUniqueId id, const char *param) {
   BAD(ncclSuccess, NULL, ncclMemFree(p));
   BAD(ncclInvalidArgument, "freed already", ncclMemFree(p));
   BAD(ncclSuccess, NULL, ncclCommDestroy(NULL));
-  return fails ? 1 : 0;
+  return __atomic_load_n(&fails, __ATOMIC_RELAXED) ? 1 : 0;
 }
 
 static const harness_case cases[] = {
