@@ -251,6 +251,35 @@ for lib in chorus nccl; do
   fi
   [ "$ngpu" -ge 2 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout 80 $perf/sendrecv_perf
 done
+# Small Send/Recv by CHORUS_GPU_P2P_LL_BYTES (0: FIFO kernel only), Chorus
+# only; NCCL's times are in the tables below.
+sweep_p2p() { # label ll-bytes command...
+  local label=$1 ll=$2
+  shift 2
+  timeout 60 env CHORUS_GPU_P2P_LL_BYTES=$ll "$@" -b 8 -e 256K -f 4 -n 50 -w 10 -c 0 -T 60 \
+    >"$logs/p2psweep_${label}_$ll.log" 2>&1 || echo "  p2p sweep $label $ll: exit $?"
+}
+for ll in 0 4096 16384 65536; do
+  [ "$ngpu" -ge 2 ] && sweep_p2p procs2 $ll $run -n 2 --timeout 50 $perf/sendrecv_perf
+  [ "$ngpu" -ge 4 ] && sweep_p2p procs4 $ll $run -n 4 --timeout 50 $perf/sendrecv_perf
+done
+python3 - "$logs" <<'EOF'
+import glob, re, sys
+row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)")
+for label in ("procs2", "procs4"):
+    runs = {}
+    for path in glob.glob(f"{sys.argv[1]}/p2psweep_{label}_*.log"):
+        ll = int(path.rsplit("_", 1)[1][:-4])
+        runs[ll] = {}
+        for line in open(path, errors="replace"):
+            m = row.match(line)
+            if m: runs[ll][int(m.group(1))] = float(m.group(3))
+    if not runs: continue
+    lls = sorted(runs)
+    print(f"\n# Send/Recv {label}, us by CHORUS_GPU_P2P_LL_BYTES = " + ", ".join(map(str, lls)))
+    for size in sorted(set().union(*runs.values())):
+        print(f"  {size:>8}  " + "  ".join("%7s" % ("%.2f" % runs[l][size] if size in runs[l] else "-") for l in lls))
+EOF
 python3 - "$logs" "$ngpu" >"$table" <<'EOF'
 import os, re, sys
 out, ngpu = sys.argv[1], int(sys.argv[2])
