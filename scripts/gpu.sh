@@ -206,6 +206,8 @@ if [ "$ngpu" -ge 4 ]; then
 fi
 # Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
 [ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|size|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
+# A peer process that exits: the rank waiting for it fails at once (util/watch.h).
+[ "$ngpu" -ge 2 ] && [ -x $build/tests/gpu/gpu_peer_exit ] && check "peer_exit_procs2" $run -n 2 --timeout 60 $build/tests/gpu/gpu_peer_exit && grep -a "^peer exit" "$logs/check_peer_exit_procs2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   check "sanitizer_allreduce_g2" compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
   check "sanitizer_pipe_g2" $force compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1

@@ -194,13 +194,16 @@ static __device__ void record_failure(const chorus_kern_comm &c, int why, int pe
   }
 }
 /* Called now and then by a waiting thread: when the communicator is
- * aborted or the wait passed its deadline, records why and for which peer
- * (first failure wins), marks the CTA failed and returns true. */
+ * aborted, the peer's process exited (util/watch.h) or the wait passed its
+ * deadline, records why and for which peer (first failure wins), marks the
+ * CTA failed and returns true. */
 static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, int peer,
                                volatile int *failed) {
   int why = 0;
   if (*c.abort) {
     why = CHORUS_KERN_ABORTED;
+  } else if (peer >= 0 && peer < 32 && (*c.peer_gone >> peer & 1u)) {
+    why = CHORUS_KERN_PEER_EXITED;
   } else if (c.timeout_ns) {
     uint64_t t = now_ns();
     if (!*deadline)

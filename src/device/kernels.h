@@ -32,7 +32,8 @@ enum {
   CHORUS_KERN_OK = 0,
   CHORUS_KERN_ABORTED = 1,
   CHORUS_KERN_TIMEOUT = 2,
-  CHORUS_KERN_MISMATCH = 3 /* a Send and its Recv differ in size (status_info says how) */
+  CHORUS_KERN_MISMATCH = 3,   /* a Send and its Recv differ in size (status_info says how) */
+  CHORUS_KERN_PEER_EXITED = 4 /* the process of the rank waited for exited (peer_gone) */
 };
 
 /* One rank's view of the communicator's windows. */
@@ -72,12 +73,13 @@ typedef struct chorus_kern_comm {
    * reading from this rank (dst writes it). */
   uint64_t p2p_ll_off;
   uint32_t p2p_ll_lines, p2p_ep_off, p2p_ack_off;
-  uint32_t *epochs;        /* this rank's per-block counters (device memory) */
-  volatile int32_t *abort; /* host-mapped: nonzero stops every wait */
-  int32_t *status;         /* host-mapped: CHORUS_KERN_* of the first failure */
-  int32_t *status_peer;    /* host-mapped: the rank waited for at that failure */
-  uint64_t *status_info;   /* host-mapped, MISMATCH: bytes sent, bytes expected */
-  uint64_t timeout_ns;     /* per wait; 0: none */
+  uint32_t *epochs;             /* this rank's per-block counters (device memory) */
+  volatile int32_t *abort;      /* host-mapped: nonzero stops every wait */
+  volatile uint32_t *peer_gone; /* host-mapped: bit p stops the waits for rank p */
+  int32_t *status;              /* host-mapped: CHORUS_KERN_* of the first failure */
+  int32_t *status_peer;         /* host-mapped: the rank waited for at that failure */
+  uint64_t *status_info;        /* host-mapped, MISMATCH: bytes sent, bytes expected */
+  uint64_t timeout_ns;          /* per wait; 0: none */
 } chorus_kern_comm;
 
 /* Reduction, as host/reduce.h's chorus_red kinds. */

@@ -24,6 +24,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algo/algos.h"
 #include "device/device.h"
@@ -33,6 +34,7 @@
 #include "util/log.h"
 #include "util/misc.h"
 #include "util/param.h"
+#include "util/watch.h"
 
 #define EPOCHS_OFF  0
 #define TEST_OFF    512
@@ -42,9 +44,10 @@
 #define CNT_OFF     4096
 #define CTL_OFF     8192
 #define LL_OFF      262144
-/* Host-mapped control words: abort, status, status peer (4 B each), then
- * at 16 the status details (2 x 8 B). */
+/* Host-mapped control words: abort, status, status peer, peer-gone bits
+ * (4 B each), then at 16 the status details (2 x 8 B). */
 #define CTL_BYTES       64
+#define PEER_GONE_OFF   12
 #define STATUS_INFO_OFF 16
 /* Staged windows are host memory: fewer pipeline channels keep them small
  * (a FIFO per channel and peer). */
@@ -65,8 +68,9 @@ struct chorus_gpu {
   chorus_gpu_wins wins;     /* every rank's window, as this GPU reaches it */
   void *ctl_host, *ctl_dev; /* abort, status, status peer (host-mapped) */
   chorus_kern_comm kc;
-  size_t ll_bytes; /* payload per slot */
-  int reported;    /* a kernel's error was logged (atomic) */
+  size_t ll_bytes;     /* payload per slot */
+  int reported;        /* a kernel's error was logged (atomic) */
+  chorus_watch *watch; /* the peers' processes (NULL: all in this one) */
   chorus_gpu_tune tune;
 };
 
@@ -129,6 +133,23 @@ void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, siz
       (size_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, CHORUS_GPU_P2P_LL_MAX);
   tune_filters(t);
   if (t->proto_deny[CHORUS_FUNC_SEND] & (1u << CHORUS_PROTO_LL)) t->p2p_ll_bytes = 0;
+}
+
+/* The peers in other processes, watched (util/watch.h): when one exits,
+ * its bit rises in the peer-gone word and the kernels waiting for it stop
+ * at once instead of at their deadline. */
+static ncclResult_t watch_peers(chorus_gpu *g, const chorus_gpu_win_rec *rec, int nranks) {
+  int32_t pids[CHORUS_KERN_MAX_RANKS];
+  int ranks[CHORUS_KERN_MAX_RANKS], n = 0;
+  const int32_t me = (int32_t)getpid();
+  for (int p = 0; p < nranks; p++)
+    if (p != g->rank && rec[p].pid != me) {
+      pids[n] = rec[p].pid;
+      ranks[n++] = p;
+    }
+  if (n == 0) return ncclSuccess;
+  return chorus_watch_add(pids, ranks, n,
+                          (volatile uint32_t *)((char *)g->ctl_host + PEER_GONE_OFF), &g->watch);
 }
 
 ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
@@ -206,6 +227,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.status = (int32_t *)g->ctl_dev + 1;
   g->kc.status_peer = (int32_t *)g->ctl_dev + 2;
   g->kc.status_info = (uint64_t *)((char *)g->ctl_dev + STATUS_INFO_OFF);
+  g->kc.peer_gone = (volatile uint32_t *)((char *)g->ctl_dev + PEER_GONE_OFF);
   int64_t tmo = chorus_param_int(CHORUS_P_OP_TIMEOUT);
   g->kc.timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
 
@@ -222,6 +244,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   for (int p = 0; p < nranks; p++) g->kc.win[p] = g->wins.base[p];
   CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
   chorus_gpu_wins_settled(&g->wins); /* every peer has mapped every window */
+  CHECK_GOTO(watch_peers(g, rec, nranks), res, fail);
   INFO(CHORUS_INIT,
        "rank %d GPU %d (%s): window %zu bytes of %s, LL %zu bytes per peer, pipeline %u channels "
        "x %u FIFO bytes per peer, steps of %u bytes with every peer",
@@ -238,6 +261,7 @@ fail:
 
 void chorus_gpu_free(chorus_gpu *g) {
   if (!g) return;
+  chorus_watch_remove(g->watch); /* before the word it raises goes */
   chorus_dev_use(g->device);
   chorus_gpu_wins_free(&g->wins);
   chorus_dev_host_free(g->ctl_host);
@@ -266,6 +290,15 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
                         "one peer are matched in call order",
                         g->rank, peer, (unsigned long long)info[1], peer,
                         (unsigned long long)info[0], g->device);
+  }
+  if (st == CHORUS_KERN_PEER_EXITED) {
+    int32_t pid = 0;
+    const int first = chorus_watch_dead(g->watch, &pid);
+    return chorus_error(ncclRemoteError,
+                        "rank %d (GPU %d): rank %d exited while a GPU kernel waited for it (first "
+                        "to exit: rank %d, pid %d on this host); the communicator cannot be used "
+                        "any more (ncclCommAbort it)",
+                        g->rank, g->device, peer, first, (int)pid);
   }
   if (st == CHORUS_KERN_ABORTED)
     return chorus_error(ncclRemoteError,
