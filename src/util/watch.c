@@ -19,8 +19,8 @@ struct chorus_watch {
   int ranks[CHORUS_WATCH_MAX];
   int n;
   volatile uint32_t *mask;
-  int dead;          /* index into pids of the first gone, or -1 (atomic) */
-  uint32_t gone;     /* indices found gone (bits) */
+  int dead;           /* index into pids of the first gone, or -1 (atomic) */
+  uint32_t gone;      /* indices found gone (bits) */
   chorus_watch *next; /* the list, under lock */
 };
 

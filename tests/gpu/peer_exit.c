@@ -55,8 +55,7 @@ int main(void) {
   snprintf(want, sizeof want, "rank %d exited", n - 1);
   EXPECT(async == ncclRemoteError, "async error %s, want ncclRemoteError",
          ncclGetErrorString(async));
-  EXPECT(msg && strstr(msg, want), "the message does not say \"%s\": \"%s\"", want,
-         msg ? msg : "");
+  EXPECT(msg && strstr(msg, want), "the message does not say \"%s\": \"%s\"", want, msg ? msg : "");
   printf("peer exit: kernel ended after %.2f s: %s\n", took, msg ? msg : "");
   ncclCommAbort(comm);
   return failures ? 1 : 0;

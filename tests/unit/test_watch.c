@@ -4,9 +4,9 @@
  * A child process that waits (bounded) is watched as "rank 3" beside this
  * process as "rank 1": nothing is raised while both live; once the child is
  * killed rank 3's bit (alone) rises within a few periods, whether the child
- * was reaped or is still a zombie, and the watch names rank 3 and its pid. A second entry, added after the first was removed (the
- * thread ends with its last entry and a new one starts), works the same.
- * The child is killed by pid if a check fails first.
+ * was reaped or is still a zombie, and the watch names rank 3 and its pid. A second entry, added
+ * after the first was removed (the thread ends with its last entry and a new one starts), works the
+ * same. The child is killed by pid if a check fails first.
  */
 #include <signal.h>
 #include <sys/wait.h>
