@@ -56,7 +56,7 @@ static void fd_msg_init(fd_msg *x) {
   x->m.msg_controllen = sizeof x->ctl.buf;
 }
 
-static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa) {
+socklen_t chorus_fdpass_addr(const char *name, struct sockaddr_un *sa) {
   memset(sa, 0, sizeof *sa);
   sa->sun_family = AF_UNIX;
   const size_t len = strnlen(name, CHORUS_FDPASS_NAME);
@@ -81,7 +81,7 @@ ncclResult_t chorus_fdpass_listen(chorus_fdpass *fp, char *err, size_t errlen) {
     return ncclSystemError;
   }
   struct sockaddr_un sa;
-  socklen_t len = abstract_addr(name, &sa);
+  socklen_t len = chorus_fdpass_addr(name, &sa);
   if (bind(s, (struct sockaddr *)&sa, len) != 0 || listen(s, 64) != 0) {
     fail(err, errlen, "listening on the Unix socket @%s: %s", name, strerror(errno));
     close(s);
@@ -232,7 +232,7 @@ ncclResult_t chorus_fdpass_exchange(chorus_fdpass *fp, int fd, int my_rank,
     if (!peers[i].fetch) continue;
     int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     struct sockaddr_un sa;
-    socklen_t len = abstract_addr(peers[i].name, &sa);
+    socklen_t len = chorus_fdpass_addr(peers[i].name, &sa);
     hello h = {MAGIC, my_rank, (int32_t)getpid()};
     int ok = c >= 0;
     while (ok && connect(c, (struct sockaddr *)&sa, len) != 0) {

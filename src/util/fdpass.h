@@ -20,6 +20,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "nccl.h"
 
@@ -55,5 +57,9 @@ ncclResult_t chorus_fdpass_exchange(chorus_fdpass *fp, int fd, int my_rank,
 
 /* Stops listening (idempotent; safe on a zeroed struct). */
 void chorus_fdpass_close(chorus_fdpass *fp);
+
+/* The abstract Unix socket address of `name` (sun_path[0] = 0, then the
+ * name) in *sa; returns its length, for bind and connect. */
+socklen_t chorus_fdpass_addr(const char *name, struct sockaddr_un *sa);
 
 #endif

@@ -20,7 +20,6 @@ struct chorus_watch {
   int n;
   volatile uint32_t *mask;
   int dead;           /* index into pids of the first gone, or -1 (atomic) */
-  uint32_t gone;      /* indices found gone (bits) */
   chorus_watch *next; /* the list, under lock */
 };
 
@@ -52,8 +51,7 @@ static void *watch_main(void *arg) {
   while (entries && epoch == mine) {
     for (chorus_watch *w = entries; w; w = w->next) {
       for (int i = 0; i < w->n; i++)
-        if (!(w->gone >> i & 1u) && exited(w->pids[i])) {
-          w->gone |= 1u << i;
+        if (!(*w->mask >> w->ranks[i] & 1u) && exited(w->pids[i])) {
           if (__atomic_load_n(&w->dead, __ATOMIC_ACQUIRE) < 0)
             __atomic_store_n(&w->dead, i, __ATOMIC_RELEASE);
           __atomic_fetch_or(w->mask, 1u << w->ranks[i], __ATOMIC_RELEASE);

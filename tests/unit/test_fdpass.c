@@ -112,10 +112,7 @@ static int stranger_main(const char *name, int32_t pid) {
   alarm(20);
   int c = socket(AF_UNIX, SOCK_STREAM, 0);
   struct sockaddr_un sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path + 1, name, strlen(name));
-  socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+  socklen_t len = chorus_fdpass_addr(name, &sa);
   if (c < 0 || connect(c, (struct sockaddr *)&sa, len) != 0) return 20;
   struct {
     uint32_t magic;
@@ -198,10 +195,7 @@ static void full_backlog(void) {
   const char *name = "chorus-fd-test-full-backlog";
   int s = socket(AF_UNIX, SOCK_STREAM, 0);
   struct sockaddr_un sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sun_family = AF_UNIX;
-  memcpy(sa.sun_path + 1, name, strlen(name));
-  socklen_t len = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+  socklen_t len = chorus_fdpass_addr(name, &sa);
   REQUIRE(s >= 0 && bind(s, (struct sockaddr *)&sa, len) == 0 && listen(s, 0) == 0);
   int fill[64], nfill = 0;
   while (nfill < 64) { /* until the backlog refuses more */
