@@ -45,44 +45,18 @@ static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *ca
   return (*nq)++;
 }
 
-static int is_gpu_p2p(const chorus_op *op) {
-  return op->cc->gpu && (op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV);
-}
-
-/* Send/Recv on GPU communicators, after the group's collectives: all of a
- * communicator's together (gpu.h), communicators in order of first call. */
-static ncclResult_t run_gpu_p2p(chorus_op **all, size_t k) {
-  chorus_op *stacksel[MAX_OPS_ON_STACK], **sel = stacksel;
-  ncclResult_t res = ncclSuccess;
-  for (size_t i = 0; i < k && res == ncclSuccess; i++) {
-    if (!is_gpu_p2p(all[i])) continue;
-    int first = 1;
-    for (size_t j = 0; j < i && first; j++)
-      if (is_gpu_p2p(all[j]) && all[j]->cc == all[i]->cc) first = 0;
-    if (!first) continue;
-    if (sel == stacksel && k > MAX_OPS_ON_STACK && !(sel = chorus_malloc(k * sizeof *sel)))
-      return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", k);
-    int nsel = 0;
-    for (size_t j = i; j < k; j++)
-      if (is_gpu_p2p(all[j]) && all[j]->cc == all[i]->cc) sel[nsel++] = all[j];
-    chorus_log_ctx old = chorus_log_ctx_set(all[i]->cc->log_ctx);
-    res = chorus_gpu_enqueue_p2p(all[i]->cc->gpu, sel, nsel);
-    chorus_log_ctx_set(old);
-  }
-  if (sel != stacksel) chorus_free(sel);
-  return res;
-}
-
 ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
   chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
-  chorus_op *stackt[2 * MAX_QUEUES_ON_STACK], *stacko[MAX_OPS_ON_STACK];
+  chorus_op *stackt[2 * MAX_QUEUES_ON_STACK], *stacko[MAX_OPS_ON_STACK], *stackg[MAX_OPS_ON_STACK];
   chorus_exec_queue *qs = stackq;
-  chorus_op **tails = stackt, **all = stacko;
+  chorus_op **tails = stackt, **all = stacko, **gpu = stackg;
   int nq = 0, cap = MAX_QUEUES_ON_STACK;
   ncclResult_t res = ncclSuccess;
   size_t nops = 0;
   for (chorus_op *op = ops; op; op = op->next_op) nops++;
-  if (nops > MAX_OPS_ON_STACK && !(all = chorus_malloc(nops * sizeof *all))) {
+  if (nops > MAX_OPS_ON_STACK &&
+      (!(all = chorus_malloc(nops * sizeof *all)) || !(gpu = chorus_malloc(nops * sizeof *gpu)))) {
+    if (all) chorus_free(all);
     chorus_op *next_op;
     for (chorus_op *op = ops; op; op = next_op) {
       next_op = op->next_op;
@@ -93,18 +67,15 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
   /* Plan in call order (this stamps sequence numbers and tickets) and link
    * each op to its communicator's queue: collectives in order, point-to-
    * point calls in the concurrent list. */
-  size_t k = 0;
+  size_t k = 0, ng = 0;
   chorus_op *next;
   for (chorus_op *op = ops; op; op = next) {
     next = op->next_op;
     op->next_op = NULL;
     all[k++] = op;
     if (res != ncclSuccess) continue;
-    if (op->cc->gpu) {              /* GPU communicators: kernels on the caller's stream */
-      if (is_gpu_p2p(op)) continue; /* run_gpu_p2p, below */
-      chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
-      res = chorus_gpu_enqueue(op->cc->gpu, op);
-      chorus_log_ctx_set(old);
+    if (op->cc->gpu) { /* GPU communicators: kernels on the caller's streams, below */
+      gpu[ng++] = op;
       continue;
     }
     int i = queue_of(&qs, &tails, &nq, &cap, stackq, op->cc);
@@ -128,7 +99,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
       qs[i].head = op;
     *tail = op;
   }
-  if (res == ncclSuccess) res = run_gpu_p2p(all, k);
+  if (res == ncclSuccess && ng) res = chorus_gpu_run_ops(gpu, ng);
   if (res == ncclSuccess) {
     for (int i = 0; i < nq; i++) __atomic_add_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
     res = chorus_exec_run(qs, nq);
@@ -140,6 +111,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
     if (free_ops) chorus_free(all[j]);
   }
   if (all != stacko) chorus_free(all);
+  if (gpu != stackg) chorus_free(gpu);
   if (qs != stackq) {
     chorus_free(qs);
     chorus_free(tails);

@@ -76,6 +76,12 @@ int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const cho
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
                       chorus_kern_xchg *out);
 
+/* Launches the GPU calls of one group, or one call (checked, in call
+ * order; group.c): per GPU its collectives in order, then each
+ * communicator's Send/Recv together; several GPUs at once from their
+ * launcher threads (launchers.h). */
+ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n);
+
 /* Enqueues collective op (checked, with op->cuda_stream) on the device. */
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op);
 

@@ -1,0 +1,103 @@
+/*
+ * group.c - the GPU calls of one group (or one call) onto their streams.
+ *
+ * Per GPU, in call order: the collectives, then each communicator's
+ * Send/Recv together (p2p.c), communicators in order of first call. GPUs
+ * are independent, so a group spanning several GPUs of this process gives
+ * each GPU's share to its launcher thread (launchers.h) and all launch at
+ * once; the calling thread takes the first GPU's share. While any stream
+ * of the group is being captured into a CUDA graph, the calling thread
+ * launches everything itself: capture then records one thread's launches,
+ * and graph replays cost no launches anyway.
+ */
+#include <string.h>
+
+#include "device/device.h"
+#include "gpu/gpu.h"
+#include "gpu/launchers.h"
+#include "util/alloc.h"
+#include "util/check.h"
+
+static int is_p2p(const chorus_op *op) {
+  return op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
+}
+
+/* The share of one GPU: ops[i] whose device is `device` (-1: every op). */
+typedef struct share {
+  chorus_op **ops;
+  size_t n;
+  int device;
+} share;
+
+static int in_share(const share *s, const chorus_op *op) {
+  return s->device < 0 || chorus_gpu_device(op->cc->gpu) == s->device;
+}
+
+/* The Send/Recv of each communicator of the share, all of one
+ * communicator at once. */
+static ncclResult_t run_p2p(const share *s) {
+  chorus_op *stacksel[64], **sel = stacksel;
+  ncclResult_t res = ncclSuccess;
+  for (size_t i = 0; i < s->n && res == ncclSuccess; i++) {
+    chorus_op *op = s->ops[i];
+    if (!is_p2p(op) || !in_share(s, op)) continue;
+    int first = 1;
+    for (size_t j = 0; j < i && first; j++)
+      if (is_p2p(s->ops[j]) && s->ops[j]->cc == op->cc) first = 0;
+    if (!first) continue;
+    if (sel == stacksel && s->n > 64 && !(sel = chorus_malloc(s->n * sizeof *sel)))
+      return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", s->n);
+    int nsel = 0;
+    for (size_t j = i; j < s->n; j++)
+      if (is_p2p(s->ops[j]) && s->ops[j]->cc == op->cc) sel[nsel++] = s->ops[j];
+    chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
+    res = chorus_gpu_enqueue_p2p(op->cc->gpu, sel, nsel);
+    chorus_log_ctx_set(old);
+  }
+  if (sel != stacksel) chorus_free(sel);
+  return res;
+}
+
+static ncclResult_t run_share(void *arg) {
+  const share *s = arg;
+  for (size_t i = 0; i < s->n; i++) {
+    chorus_op *op = s->ops[i];
+    if (is_p2p(op) || !in_share(s, op)) continue;
+    chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
+    ncclResult_t res = chorus_gpu_enqueue(op->cc->gpu, op);
+    chorus_log_ctx_set(old);
+    if (res != ncclSuccess) return res;
+  }
+  return run_p2p(s);
+}
+
+ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
+  int devices[CHORUS_LAUNCHERS_MAX], ndev = 0, spread = 1;
+  for (size_t i = 0; i < n && spread; i++) {
+    const int d = chorus_gpu_device(ops[i]->cc->gpu);
+    int known = 0;
+    for (int k = 0; k < ndev && !known; k++) known = devices[k] == d;
+    if (known) continue;
+    if (ndev == CHORUS_LAUNCHERS_MAX)
+      spread = 0;
+    else
+      devices[ndev++] = d;
+  }
+  spread = spread && ndev > 1 && chorus_launchers_enabled();
+  for (size_t i = 0; i < n && spread; i++)
+    if (chorus_dev_stream_capturing(ops[i]->cuda_stream) != 0) spread = 0;
+  if (!spread) {
+    share all = {ops, n, -1};
+    return run_share(&all);
+  }
+  share shares[CHORUS_LAUNCHERS_MAX];
+  chorus_launch_job jobs[CHORUS_LAUNCHERS_MAX];
+  memset(jobs, 0, sizeof jobs);
+  for (int k = 0; k < ndev; k++) {
+    shares[k] = (share){ops, n, devices[k]};
+    jobs[k].device = devices[k];
+    jobs[k].run = run_share;
+    jobs[k].arg = &shares[k];
+  }
+  return chorus_launchers_run(jobs, ndev);
+}
