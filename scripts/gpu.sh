@@ -3,11 +3,12 @@
 # run the GPU correctness matrix, then time Chorus and NVIDIA's NCCL with the
 # same perf binary, and print a short table last.
 #
-# usage: scripts/gpu.sh [quick|full|check|bench]  (on a machine with GPUs)
+# usage: scripts/gpu.sh [quick|full|check|bench|tune]  (on a machine with GPUs)
 #   quick: matrix up to 1 MiB, bench 8 B..512 MiB
 #   full:  matrix up to 16 MiB, bench 8 B..2 GiB
 #   check: the quick matrix only
 #   bench: the quick benchmarks only
+#   tune:  Chorus alone under settings that are being chosen (sweeps)
 # CHECKS=regex runs only the checks whose names match (a targeted re-run,
 # e.g. CHECKS='sendrecv|graph|failures' scripts/gpu.sh check).
 # quick took 422 s on 4xH200 on 2026-11-22 (build 55 s, checks 244 s, bench
@@ -75,7 +76,7 @@ check() { # name, then the command
     tail -3 "$logs/check_$name.log" | sed 's/^/      /'
   fi
 }
-[ "$mode" = bench ] && matrix=no || matrix=yes
+{ [ "$mode" = bench ] || [ "$mode" = tune ]; } && matrix=no || matrix=yes
 [ "$matrix" = yes ] && {
 echo "# correctness: every type and op, in and out of place, against exact references"
 colls="all_reduce reduce_scatter reduce all_gather broadcast alltoall gather scatter sendrecv"
@@ -97,10 +98,27 @@ tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_CHAN
 # in FIFO chunks (CHORUS_GPU_TWOSHOT_LL_BYTES=0).
 twoshot="env CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_TWOSHOT_BYTES_PAIR=0"
 fifo="env CHORUS_GPU_TWOSHOT_LL_BYTES=0"
-if [ "$ngpu" -ge 4 ]; then
+gw=4
+[ "$ngpu" -lt 4 ] && gw=$ngpu
+if [ "$gw" -ge 2 ]; then
   for coll in all_reduce reduce_scatter all_gather broadcast alltoall reduce gather scatter; do
-    check "${coll}_pipe_g4" $force $perf/${coll}_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+    check "${coll}_pipe_g$gw" $force $perf/${coll}_perf -g $gw -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   done
+  check "all_reduce_ring_procs2" env CHORUS_GPU_RING_BYTES=1 $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+  # 2 GPUs: Broadcast and Reduce as one-hop chains at every size; exchanges
+  # in larger pipeline steps.
+  check "broadcast_chain_procs2" env CHORUS_GPU_CHAIN_BYTES_PAIR=0 $run -n 2 --timeout 80 $perf/broadcast_perf -d all -r all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+  check "reduce_chain_procs2" env CHORUS_GPU_CHAIN_BYTES_PAIR=0 $run -n 2 --timeout 80 $perf/reduce_perf -d all -o all -r all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+  check "reduce_chain_g2" env CHORUS_GPU_CHAIN_BYTES_PAIR=0 $perf/reduce_perf -g 2 -d float -o all -b 4 -e 16M -f 7 -n 1 -w 1 -c 1 -T 60
+  for coll in alltoall gather scatter all_gather; do
+    check "${coll}_chunk128k_procs2" env CHORUS_GPU_CHUNK_BYTES_PAIR=131072 $run -n 2 --timeout 80 $perf/${coll}_perf -d all -b 8 -e 32M -f 8 -n 1 -w 1 -c 1 -T 60
+  done
+  # A launcher thread per GPU (gpu/launchers.h) that sleeps between groups,
+  # and the calling thread launching every GPU's kernels itself.
+  check "all_reduce_g${gw}_launchers_asleep" env CHORUS_GPU_LAUNCH_SPIN_US=0 $perf/all_reduce_perf -g $gw -d all -o all -b 8 -e 1M -f 4 -n 3 -w 1 -c 1 -T 60
+  check "all_reduce_g${gw}_no_launchers" env CHORUS_GPU_LAUNCH_THREADS=0 $perf/all_reduce_perf -g $gw -d all -o all -b 8 -e 1M -f 4 -n 1 -w 1 -c 1 -T 60
+fi
+if [ "$ngpu" -ge 4 ]; then
   for coll in all_reduce broadcast reduce alltoall; do
     roots=""
     [ "$coll" = broadcast ] || [ "$coll" = reduce ] && roots="-r all"
@@ -111,7 +129,6 @@ if [ "$ngpu" -ge 4 ]; then
     check "${coll}_ring_g3" env CHORUS_GPU_RING_BYTES=1 $perf/${coll}_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
     check "${coll}_ring_tiny_procs4" env CHORUS_GPU_RING_BYTES=1 $tiny $run -n 4 --timeout 80 $perf/${coll}_perf -d all -o all -b 8 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
   done
-  check "all_reduce_ring_procs2" env CHORUS_GPU_RING_BYTES=1 $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_g3" $twoshot $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_fifo_g3" $twoshot $fifo $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_procs4" $twoshot $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
@@ -190,12 +207,14 @@ if [ "$ngpu" -ge 4 ]; then
   [ -x "$graph" ] && check "staged_graph_procs4" $staged $run -n 4 --timeout 80 $graph
   [ -x "$rooted" ] && check "staged_rooted_all" $staged $rooted
 fi
-# CHORUS_GPU_CUMEM=1: windows in cuMem memory, handed to the other
-# processes as POSIX descriptors over Unix sockets (not yet the default).
+# CHORUS_GPU_CUMEM=1 (the default): windows in cuMem memory, handed to the
+# other processes as POSIX descriptors over Unix sockets; =0 gives CUDA IPC.
 cumem="env CHORUS_GPU_CUMEM=1"
 if [ "$ngpu" -ge 2 ]; then
-  check "cumem_in_use_procs2" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT $cumem $run -n 2 --timeout 80 $perf/all_reduce_perf -b 8 -e 8 -n 1 -w 0 -c 1 2>&1 | grep -q 'cuMem device memory'"
+  check "cumem_in_use_procs2" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT $run -n 2 --timeout 80 $perf/all_reduce_perf -b 8 -e 8 -n 1 -w 0 -c 1 2>&1 | grep -q 'cuMem device memory'"
   check "cumem_all_reduce_procs2" $cumem $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  check "ipc_in_use_procs2" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT CHORUS_GPU_CUMEM=0 $run -n 2 --timeout 80 $perf/all_reduce_perf -b 8 -e 8 -n 1 -w 0 -c 1 2>&1 | grep -q 'bytes of device memory'"
+  check "ipc_all_reduce_procs2" env CHORUS_GPU_CUMEM=0 $run -n 2 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
 fi
 if [ "$ngpu" -ge 4 ]; then
   check "cumem_all_reduce_procs4" $cumem $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
@@ -217,6 +236,47 @@ fi
 echo "# correctness: $passes passed, $fails failed (${SECONDS} s so far)"
 }
 
+# ---- tune: one setting at a time, Chorus alone, printed per size ---------
+# sweep label variable "values" command... : one run per value of the
+# setting, then a table of us per size with a column per value.
+sweep() {
+  local label=$1 var=$2 values=$3
+  shift 3
+  for v in $values; do
+    timeout 90 env "$var=$v" "$@" -n 30 -w 5 -c 0 -T 60 >"$logs/sweep_${label}_$v.log" 2>&1 ||
+      echo "  sweep $label $var=$v: exit $?"
+  done
+  python3 - "$logs" "$label" "$var" $values <<'EOF2'
+import re, sys
+logs, label, var, values = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)")
+runs = []
+for v in values:
+    t = {}
+    for line in open(f"{logs}/sweep_{label}_{v}.log", errors="replace"):
+        m = row.match(line)
+        if m: t[int(m.group(1))] = float(m.group(3))
+    runs.append(t)
+print(f"\n# {label}: us by {var} = " + ", ".join(values))
+for size in sorted(set().union(*runs)):
+    print(f"  {size:>10}  " + "  ".join("%8s" % ("%.1f" % r[size] if size in r else "-") for r in runs))
+EOF2
+}
+if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
+  r2="$run -n 2 --timeout 80"
+  for coll in broadcast reduce; do
+    sweep "${coll}_procs2_chain" CHORUS_GPU_CHAIN_BYTES_PAIR "-1 262144" $r2 $perf/${coll}_perf -b 256K -e 512M -f 4
+  done
+  for coll in alltoall gather scatter; do
+    sweep "${coll}_procs2_chunk" CHORUS_GPU_CHUNK_BYTES_PAIR "0 131072 262144" $r2 $perf/${coll}_perf -b 1M -e 512M -f 4
+  done
+  for coll in all_gather reduce_scatter alltoall; do
+    sweep "${coll}_procs2_pipe" CHORUS_GPU_PIPE_BYTES_PAIR "262144 524288 1048576" $r2 $perf/${coll}_perf -b 128K -e 4M -f 2
+  done
+  tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
+  echo "# ${SECONDS} s in all"
+  exit 0
+fi
 if [ "$mode" = check ]; then
   tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
   [ "$fails" -eq 0 ]
@@ -227,6 +287,10 @@ fi
 # What one hand-off between two GPUs costs per protocol (tools/hop_bench.cu).
 [ "$ngpu" -ge 2 ] && [ -x $build/tools/hop_bench ] && echo "# GPU 0 <-> GPU 1 hand-offs" &&
   timeout 60 $build/tools/hop_bench 2000 | sed 's/^/  /'
+# What a kernel launch costs, from one thread and from a thread per GPU
+# (tools/launch_bench.cu): the floor under eager small collectives.
+[ -x $build/tools/launch_bench ] && echo "# empty-kernel launches" &&
+  timeout 60 $build/tools/launch_bench 5000 | sed 's/^/  /'
 bench_e=1G
 [ "$mode" = full ] && bench_e=2G
 table="$out/gpu-table.md"
@@ -246,12 +310,15 @@ for lib in chorus nccl; do
     bench "all_reduce_g$g" $lib $perf/all_reduce_perf -g "$g"
     bench "all_reduce_procs$g" $lib $run -n "$g" --timeout 80 $perf/all_reduce_perf
   done
-  if [ "$ngpu" -ge 4 ]; then
+  # every other collective on 4 GPUs (2 where there are fewer), one process each
+  np=4
+  [ "$ngpu" -lt 4 ] && np=2
+  if [ "$ngpu" -ge 2 ]; then
     for coll in reduce_scatter all_gather broadcast alltoall reduce gather scatter sendrecv; do
-      bench "${coll}_procs4" $lib $run -n 4 --timeout 80 $perf/${coll}_perf
+      bench "${coll}_procs$np" $lib $run -n $np --timeout 80 $perf/${coll}_perf
     done
   fi
-  [ "$ngpu" -ge 2 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout 80 $perf/sendrecv_perf
+  [ "$ngpu" -ge 4 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout 80 $perf/sendrecv_perf
 done
 # Small Send/Recv by CHORUS_GPU_P2P_LL_BYTES (0: FIFO kernel only), Chorus
 # only; NCCL's times are in the tables below.
@@ -261,6 +328,14 @@ sweep_p2p() { # label ll-bytes command...
   timeout 60 env CHORUS_GPU_P2P_LL_BYTES=$ll "$@" -b 8 -e 256K -f 4 -n 50 -w 10 -c 0 -T 60 \
     >"$logs/p2psweep_${label}_$ll.log" 2>&1 || echo "  p2p sweep $label $ll: exit $?"
 }
+# -g N AllReduce with and without a launcher thread per GPU (Chorus only).
+for g in 2 4; do
+  [ "$g" -le "$ngpu" ] || continue
+  for lt in 0 1; do
+    timeout 60 env CHORUS_GPU_LAUNCH_THREADS=$lt $perf/all_reduce_perf -g $g -b 8 -e 1M -f 8 -n 50 -w 10 -c 0 -T 60 \
+      >"$logs/launchsweep_g${g}_$lt.log" 2>&1 || echo "  launch sweep g$g $lt: exit $?"
+  done
+done
 for ll in 0 4096 16384 65536; do
   [ "$ngpu" -ge 2 ] && sweep_p2p procs2 $ll $run -n 2 --timeout 50 $perf/sendrecv_perf
   [ "$ngpu" -ge 4 ] && sweep_p2p procs4 $ll $run -n 4 --timeout 50 $perf/sendrecv_perf
@@ -268,9 +343,12 @@ done
 python3 - "$logs" <<'EOF'
 import glob, re, sys
 row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)")
-for label in ("procs2", "procs4"):
+for kind, label, what in [("p2psweep", l, "Send/Recv " + l + ", us by CHORUS_GPU_P2P_LL_BYTES")
+                         for l in ("procs2", "procs4")] + \
+                        [("launchsweep", l, "AllReduce -" + l.replace("g", "g ") + ", us by CHORUS_GPU_LAUNCH_THREADS")
+                         for l in ("g2", "g4")]:
     runs = {}
-    for path in glob.glob(f"{sys.argv[1]}/p2psweep_{label}_*.log"):
+    for path in glob.glob(f"{sys.argv[1]}/{kind}_{label}_*.log"):
         ll = int(path.rsplit("_", 1)[1][:-4])
         runs[ll] = {}
         for line in open(path, errors="replace"):
@@ -278,7 +356,7 @@ for label in ("procs2", "procs4"):
             if m: runs[ll][int(m.group(1))] = float(m.group(3))
     if not runs: continue
     lls = sorted(runs)
-    print(f"\n# Send/Recv {label}, us by CHORUS_GPU_P2P_LL_BYTES = " + ", ".join(map(str, lls)))
+    print(f"\n# {what} = " + ", ".join(map(str, lls)))
     for size in sorted(set().union(*runs.values())):
         print(f"  {size:>8}  " + "  ".join("%7s" % ("%.2f" % runs[l][size] if size in runs[l] else "-") for l in lls))
 EOF

@@ -194,10 +194,15 @@ extern "C" int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
 extern "C" int chorus_dev_vmm_free(void *p, size_t mapped) {
   const vmm *v = load();
   if (!v) return -1;
+  /* cudaFree waits for the device's kernels; unmapping does not, and a
+   * kernel still running (one that an abort just stopped, finishing its
+   * last stores) would fault on the vanished range. */
+  const cudaError_t e = cudaDeviceSynchronize(); /* unmapped below either way */
   CUresult r = v->unmap((CUdeviceptr)p, mapped);
   if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemUnmap");
   r = v->address_free((CUdeviceptr)p, mapped);
   if (r != CUDA_SUCCESS) return drv_fail(r, "cuMemAddressFree");
+  if (e != cudaSuccess) return chorus_dev_fail((int)e, "cudaDeviceSynchronize before cuMemUnmap");
   return 0;
 }
 

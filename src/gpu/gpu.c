@@ -20,6 +20,7 @@
  */
 #include "gpu/gpu.h"
 
+#include "gpu/launchers.h"
 #include "gpu/window.h"
 
 #include <stdio.h>
@@ -72,6 +73,7 @@ struct chorus_gpu {
   int reported;        /* a kernel's error was logged (atomic) */
   chorus_watch *watch; /* the peers' processes (NULL: all in this one) */
   chorus_gpu_tune tune;
+  int holds_launchers; /* chorus_launchers_hold was called for it */
 };
 
 /* A step size setting: whole 4 KiB pages, 4 KiB to 16 MiB. */
@@ -123,8 +125,12 @@ void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, siz
   t->ll_lines = ll_lines;
   t->ll_cta_lines = ll_cta_lines;
   /* Chains for Broadcast and Reduce from 256 KiB on 3+ GPUs (below, the
-   * root's fan-out: a chain's three hops cost 7.5-9 us against 5-6). */
-  t->chain_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_CHAIN_BYTES));
+   * root's fan-out: a chain's three hops cost 7.5-9 us against 5-6). On 2
+   * GPUs a chain is the fan-out's one hop in the ring kernel's larger
+   * steps. */
+  const int64_t chain =
+      chorus_param_int(nranks > 2 ? CHORUS_P_GPU_CHAIN_BYTES : CHORUS_P_GPU_CHAIN_BYTES_PAIR);
+  t->chain_bytes = chain < 0 ? SIZE_MAX : (size_t)chain;
   const int64_t ring = chorus_param_int(CHORUS_P_GPU_RING_BYTES);
   t->ring_bytes = ring > 0 ? (size_t)ring : SIZE_MAX; /* 0: never */
   /* Send/Recv in LL lines up to 16 KiB (not yet measured; the slots are
@@ -194,6 +200,8 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHANNELS), 1, CHORUS_KERN_MAX_CHANNELS);
   if (staged && g->kc.channels > STAGED_CHANNELS) g->kc.channels = STAGED_CHANNELS;
   g->kc.chunk_bytes = step_param(CHORUS_P_GPU_CHUNK_BYTES);
+  if (nranks == 2 && chorus_param_int(CHORUS_P_GPU_CHUNK_BYTES_PAIR) > 0)
+    g->kc.chunk_bytes = step_param(CHORUS_P_GPU_CHUNK_BYTES_PAIR);
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
   g->kc.fifo_bytes = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_FIFO_BYTES),
                                             2 * (int64_t)g->kc.chunk_bytes, 1 << 28) /
@@ -251,6 +259,8 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
        rank, device, me->bus_id, g->wins.own_bytes, chorus_gpu_wins_kind(&g->wins), g->ll_bytes,
        g->kc.channels, g->kc.fifo_bytes, g->kc.chunk_bytes);
   chorus_free(rec);
+  chorus_launchers_hold();
+  g->holds_launchers = 1;
   *out = g;
   return ncclSuccess;
 fail:
@@ -262,6 +272,7 @@ fail:
 void chorus_gpu_free(chorus_gpu *g) {
   if (!g) return;
   chorus_watch_remove(g->watch); /* before the word it raises goes */
+  if (g->holds_launchers) chorus_launchers_release();
   chorus_dev_use(g->device);
   chorus_gpu_wins_free(&g->wins);
   chorus_dev_host_free(g->ctl_host);

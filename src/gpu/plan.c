@@ -200,7 +200,7 @@ static int default_algo(int n, const chorus_gpu_tune *t, const chorus_op *op) {
     return ring && bytes >= t->ring_bytes ? CHORUS_ALGO_RING : CHORUS_ALGO_ONESHOT;
   case CHORUS_FUNC_BROADCAST:
   case CHORUS_FUNC_REDUCE:
-    return ring && n > 2 && bytes >= t->chain_bytes ? CHORUS_ALGO_RING : CHORUS_ALGO_ONESHOT;
+    return ring && bytes >= t->chain_bytes ? CHORUS_ALGO_RING : CHORUS_ALGO_ONESHOT;
   default:
     return CHORUS_ALGO_ONESHOT;
   }
@@ -235,10 +235,10 @@ int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const cho
     out[0].ll = twoshot_proto(nranks, tune, op) == 1;
     return 1;
   }
-  if (algo == CHORUS_ALGO_RING) { /* on 2 GPUs a chain is the one-shot's fan-out */
+  if (algo == CHORUS_ALGO_RING) {
     if (f == CHORUS_FUNC_ALLREDUCE) {
       k = plan_ring_allreduce(rank, nranks, op, out);
-    } else if ((f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE) && nranks > 2) {
+    } else if (f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE) {
       /* A chain: root, root + 1, ... for Broadcast, root + 1, ..., root
        * for Reduce; each rank takes from the one before and passes on,
        * so every link carries the buffer once instead of the root's

@@ -424,7 +424,7 @@ static void filters(void) {
   t.algo_deny[BC] = all & ~(1u << CHORUS_ALGO_RING);
   t.algo_named[BC] = 1;
   EXPECT_EQ_INT(plan_kind(BC, 4, 64, &t, &pll), 'r');
-  EXPECT_EQ_INT(plan_kind(BC, 2, 64, &t, &pll), 'o');
+  EXPECT_EQ_INT(plan_kind(BC, 2, 64, &t, &pll), 'r'); /* a chain of one hop */
 }
 
 /* The settings as gpu.c reads them: every crossover set to its documented
@@ -450,16 +450,20 @@ static void tune_defaults(void) {
     EXPECT_EQ_INT(plan_kind(funcs[i], 4, 2, &t, &pll), 'o'); /* 8 B: the fan-out, in LL */
     EXPECT_EQ_INT(pll, 1);
     EXPECT_EQ_INT(plan_kind(funcs[i], 4, 65536, &t, &pll), 'r'); /* 256 KiB: a chain */
-    EXPECT_EQ_INT(plan_kind(funcs[i], 2, 65536, &t, &pll), 'o'); /* no chain of 2 */
   }
   EXPECT_EQ_INT(plan_kind(CHORUS_FUNC_ALLGATHER, 4, 32768, &t, &pll), 'o');
   EXPECT_EQ_INT(pll, 1); /* 128 KiB blocks: LL lines */
   EXPECT_EQ_INT(plan_kind(CHORUS_FUNC_ALLGATHER, 4, 65536, &t, &pll), 'o');
   EXPECT_EQ_INT(pll, 0); /* 256 KiB blocks: the pipeline */
   chorus_gpu_tune_read(&t, 2, 64, 131072, 256);
+  EXPECT_EQ_INT(t.chain_bytes, 262144);
+  for (int i = 0; i < 2; i++) { /* 2 GPUs: the chain kernel from 256 KiB */
+    EXPECT_EQ_INT(plan_kind(funcs[i], 2, 65535, &t, &pll), 'o');
+    EXPECT_EQ_INT(plan_kind(funcs[i], 2, 65536, &t, &pll), 'r');
+  }
   EXPECT_EQ_INT(t.twoshot_bytes, 262144);
   EXPECT_EQ_INT(t.twoshot_max, 1 << 20);
-  EXPECT_EQ_INT(t.pipe_bytes, 262144);
+  EXPECT_EQ_INT(t.pipe_bytes, 1 << 20);
   chorus_gpu_tune_read(&t, 4, 1, 131072, 256);
   EXPECT_EQ_INT(t.fifo_twoshot, 0);
   setenv("CHORUS_GPU_CHAIN_BYTES", "4096", 1);
