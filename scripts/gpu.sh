@@ -14,7 +14,8 @@
 # quick took 422 s on 4xH200 on 2026-11-22 (build 55 s, checks 244 s, bench
 # 120 s), before the staged, cuMem, rooted, graph Send/Recv and LL Send/Recv
 # checks came (about 180 s more): run `check` and `bench` as two calls where
-# a call is limited to 10 minutes. The output says how long each phase took.
+# a call is limited to 10 minutes. On 2xH200 `quick` took 260 s (build 64 s,
+# checks 120 s, bench 80 s). The output says how long each phase took.
 # Output: $OUT (or /tmp/chorus-gpu) gets summary.txt (this output, written as
 # it goes, so a run stopped at a time limit still leaves it), gpu-table.md and
 # logs.tgz (every log; the logs are written outside $OUT until then, as the
