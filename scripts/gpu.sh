@@ -225,7 +225,7 @@ if [ "$ngpu" -ge 4 ]; then
   [ -x "$graph" ] && check "cumem_graph_procs4" $cumem $run -n 4 --timeout 80 $graph
 fi
 # Failures: a peer that never launches, ncclCommAbort during a wait, bad setups.
-[ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|size|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
+[ "$ngpu" -ge 2 ] && check "failures_g2" $build/tests/gpu/gpu_failures && grep -a -E "^(silent|abort|size|call|bad)" "$logs/check_failures_g2.log" | sed 's/^/      /'
 # A peer process that exits: the rank waiting for it fails at once (util/watch.h).
 [ "$ngpu" -ge 2 ] && [ -x $build/tests/gpu/gpu_peer_exit ] && check "peer_exit_procs2" $run -n 2 --timeout 60 $build/tests/gpu/gpu_peer_exit && grep -a "^peer exit" "$logs/check_peer_exit_procs2.log" | sed 's/^/      /'
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then

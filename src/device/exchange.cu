@@ -42,12 +42,22 @@ extern "C" {
 static __host__ __device__ size_t ll_run(const chorus_kern_comm &c) {
   return c.ll_cta_lines ? c.ll_cta_lines : 256;
 }
+/* Header line [parity][src][block] of the window win. */
+static __device__ __forceinline__ char *hdr_line(const chorus_kern_comm &c, char *win,
+                                                 uint32_t flag, int src) {
+  return win + c.hdr_off +
+         (((size_t)(flag & 1) * CHORUS_KERN_MAX_RANKS + src) * CHORUS_KERN_MAX_BLOCKS +
+          blockIdx.x) *
+             CHORUS_KERN_LINE;
+}
+
 /* What every LL launch does first, CTA b: takes the next epoch of b (the
- * flag its lines carry; its parity picks the slots) and waits until the
+ * flag its lines carry; its parity picks the slots), waits until the
  * destinations in `to` acked epoch flag - 2, that is, finished reading
- * those slots. */
-static __device__ uint32_t ll_start(const chorus_kern_comm &c, uint32_t to, uint32_t *s_epoch,
-                                    volatile int *s_failed) {
+ * those slots, and sends them the call's description (desc) in its header
+ * line. */
+static __device__ uint32_t ll_start(const chorus_kern_comm &c, uint32_t to, uint64_t desc,
+                                    uint32_t *s_epoch, volatile int *s_failed) {
   if (threadIdx.x == 0) {
     *s_epoch = c.epochs[blockIdx.x] + 1;
     *s_failed = 0;
@@ -56,10 +66,29 @@ static __device__ uint32_t ll_start(const chorus_kern_comm &c, uint32_t to, uint
   const uint32_t flag = *s_epoch;
   const uint32_t *acks = (const uint32_t *)(c.win[c.rank] + c.ack_off) +
                          (size_t)blockIdx.x * CHORUS_KERN_MAX_RANKS; /* [block][src] */
-  if (threadIdx.x < c.nranks && ((to >> threadIdx.x) & 1))
-    wait_at_least(&acks[threadIdx.x], flag - 2, c, threadIdx.x, s_failed);
+  const int p = threadIdx.x;
+  if (p < c.nranks && ((to >> p) & 1) && wait_at_least(&acks[p], flag - 2, c, p, s_failed))
+    st_line(hdr_line(c, c.win[p], flag, c.rank),
+            make_uint4((uint32_t)desc, flag, (uint32_t)(desc >> 32), flag));
   __syncthreads();
   return flag;
+}
+/* Phase 2 of an LL launch starts here: thread src waits for the header of
+ * source src (in `from`, not this rank) and compares it with this rank's
+ * call; another call (a different function, count, type, operator or
+ * root) is recorded and fails the launch, whose other threads and CTAs
+ * then stop waiting. The header travels ahead of the lines, so this costs
+ * little. */
+static __device__ void ll_check(const chorus_kern_comm &c, uint32_t flag, uint32_t from,
+                                uint64_t desc, volatile int *s_failed) {
+  const int src = threadIdx.x;
+  if (src >= c.nranks || src == c.rank || !((from >> src) & 1) || *s_failed) return;
+  const uint2 h = poll_line(hdr_line(c, c.win[c.rank], flag, src), flag, c, src, s_failed);
+  const uint64_t theirs = h.x | (uint64_t)h.y << 32;
+  if (!*s_failed && theirs != desc) {
+    record_failure(c, CHORUS_KERN_CALL_MISMATCH, src, theirs, desc);
+    *s_failed = 1;
+  }
 }
 /* And last: tells every peer this rank is done with epoch flag of CTA b. */
 static __device__ void ll_finish(const chorus_kern_comm &c, uint32_t flag) {
@@ -102,7 +131,7 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ uint32_t s_epoch;
   __shared__ int s_failed;
   const int b = blockIdx.x, n = c.nranks, me = c.rank;
-  const uint32_t flag = ll_start(c, x.send_to, &s_epoch, &s_failed);
+  const uint32_t flag = ll_start(c, x.send_to, x.desc, &s_epoch, &s_failed);
   const size_t parity = flag & 1;
   const size_t nbytes = x.bytes;
   const size_t nunits = (nbytes + sizeof(U) - 1) / sizeof(U);
@@ -122,6 +151,7 @@ __global__ void __launch_bounds__(THREADS)
   /* Phase 2: take the sources' units in rank order; copy or reduce. With
    * no sources (Reduce's and Gather's other ranks) the output is not this
    * rank's to touch, and may be NULL. */
+  ll_check(c, flag, x.recv_from, x.desc, &s_failed);
   const char *own = c.win[me] + c.ll_off;
   for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed && x.recv_from;
        k0 += CHORUS_KERN_MAX_BLOCKS * q)
@@ -177,7 +207,7 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ int s_failed;
   const int b = blockIdx.x, n = c.nranks, me = c.rank;
   const uint32_t all = (1u << n) - 1;
-  const uint32_t flag = ll_start(c, all & ~(1u << me), &s_epoch, &s_failed);
+  const uint32_t flag = ll_start(c, all & ~(1u << me), x.desc, &s_epoch, &s_failed);
   const size_t parity = flag & 1;
   const size_t nunits = (x.bytes + sizeof(U) - 1) / sizeof(U); /* lines of a share: L */
   const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
@@ -198,6 +228,7 @@ __global__ void __launch_bounds__(THREADS)
     for (int p = 0; p < n; p++) from[p] = send + (size_t)p * x.bytes;
     push_lines<T>(c, flag, q, nunits, all & ~(1u << me), from, len, premul, scalar);
   }
+  ll_check(c, flag, all & ~(1u << me), x.desc, &s_failed);
   const char *own = c.win[me] + c.ll_off;
   for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {

@@ -196,7 +196,8 @@ static __device__ void record_failure(const chorus_kern_comm &c, int why, int pe
 /* Called now and then by a waiting thread: when the communicator is
  * aborted, the peer's process exited (util/watch.h) or the wait passed its
  * deadline, records why and for which peer (first failure wins), marks the
- * CTA failed and returns true. */
+ * CTA failed and returns true; also when another CTA recorded a failure
+ * (a mismatch it saw), which ends the communicator anyway. */
 static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, int peer,
                                volatile int *failed) {
   int why = 0;
@@ -204,6 +205,9 @@ static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, in
     why = CHORUS_KERN_ABORTED;
   } else if (peer >= 0 && peer < 32 && (*c.peer_gone >> peer & 1u)) {
     why = CHORUS_KERN_PEER_EXITED;
+  } else if (*(volatile int32_t *)c.status) { /* another CTA's failure, recorded */
+    *failed = 1;
+    return true;
   } else if (c.timeout_ns) {
     uint64_t t = now_ns();
     if (!*deadline)

@@ -32,8 +32,10 @@ enum {
   CHORUS_KERN_OK = 0,
   CHORUS_KERN_ABORTED = 1,
   CHORUS_KERN_TIMEOUT = 2,
-  CHORUS_KERN_MISMATCH = 3,   /* a Send and its Recv differ in size (status_info says how) */
-  CHORUS_KERN_PEER_EXITED = 4 /* the process of the rank waited for exited (peer_gone) */
+  CHORUS_KERN_MISMATCH = 3,     /* a Send and its Recv differ in size (status_info says how) */
+  CHORUS_KERN_PEER_EXITED = 4,  /* the process of the rank waited for exited (peer_gone) */
+  CHORUS_KERN_CALL_MISMATCH = 5 /* an LL launch's header names another call (status_info:
+                                   theirs, this rank's; chorus_kern_xchg.desc) */
 };
 
 /* One rank's view of the communicator's windows. */
@@ -46,6 +48,10 @@ typedef struct chorus_kern_comm {
    * that block that rank src finished. */
   char *win[CHORUS_KERN_MAX_RANKS];
   uint32_t ll_off, ack_off;
+  /* LL call headers from hdr_off: line [parity][src][block], each LL
+   * launch's CTA b sending the call's description (chorus_kern_xchg.desc)
+   * ahead of its lines, flagged with its epoch like them. */
+  uint32_t hdr_off;
   size_t ll_lines;       /* lines per slot: ll_lines * 8 bytes of payload */
   uint32_t ll_cta_lines; /* lines per CTA of an LL launch (0: 2048) */
   /* The FIFO kernels (pipelined exchanges, rings and chains, Send/Recv).
@@ -118,6 +124,9 @@ typedef struct chorus_kern_xchg {
   int twoshot;
   size_t total;
   int ll; /* set by the plan: LL lines (chorus_kern_exchange), else FIFO chunks */
+  /* The call, the same on every rank for matching calls (gpu.h,
+   * chorus_gpu_call_desc); LL launches compare the senders' with their own. */
+  uint64_t desc;
 } chorus_kern_xchg;
 
 /* Rings and chains: every rank streams to rank + 1 and takes from rank - 1

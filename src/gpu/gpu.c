@@ -44,6 +44,7 @@
 #define ACK_OFF     1024
 #define CNT_OFF     4096
 #define CTL_OFF     8192
+#define HDR_OFF     196608 /* LL call headers: [2][8][64] lines */
 #define LL_OFF      262144
 /* Host-mapped control words: abort, status, status peer, peer-gone bits
  * (4 B each), then at 16 the status details (2 x 8 B). */
@@ -63,6 +64,11 @@ _Static_assert(CTL_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS *
                              CHORUS_KERN_CTL_STRIDE <=
                    LL_OFF,
                "pipeline counters overlap the LL slots");
+_Static_assert(
+    CTL_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS * CHORUS_KERN_CTL_STRIDE <=
+            HDR_OFF &&
+        HDR_OFF + 2 * CHORUS_KERN_MAX_RANKS * CHORUS_KERN_MAX_BLOCKS * CHORUS_KERN_LINE <= LL_OFF,
+    "LL call headers overlap");
 
 struct chorus_gpu {
   int rank, nranks, device;
@@ -191,6 +197,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.nranks = nranks;
   g->kc.ll_lines = g->ll_bytes / 8;
   g->kc.ll_off = LL_OFF;
+  g->kc.hdr_off = HDR_OFF;
   g->kc.ll_cta_lines =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_LL_CTA_LINES), 32, 65536) / 32 * 32;
   g->kc.ack_off = ACK_OFF;
@@ -290,7 +297,21 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
   if (st == CHORUS_KERN_OK) return ncclSuccess;
   int peer = ctl[2];
   if (__atomic_exchange_n(&g->reported, 1, __ATOMIC_ACQ_REL))
-    return st == CHORUS_KERN_MISMATCH ? ncclInvalidUsage : ncclRemoteError;
+    return st == CHORUS_KERN_MISMATCH || st == CHORUS_KERN_CALL_MISMATCH ? ncclInvalidUsage
+                                                                         : ncclRemoteError;
+  if (st == CHORUS_KERN_CALL_MISMATCH) {
+    const volatile uint64_t *info =
+        (const volatile uint64_t *)((char *)g->ctl_host + STATUS_INFO_OFF);
+    char theirs[160], mine[160];
+    chorus_gpu_call_describe(info[0], theirs, sizeof theirs);
+    chorus_gpu_call_describe(info[1], mine, sizeof mine);
+    return chorus_error(ncclInvalidUsage,
+                        "mismatched calls across ranks: rank %d (GPU %d) called %s but rank %d "
+                        "called %s. Every rank must issue the same collectives, with the same "
+                        "count, type, op and root, in the same order; the communicator cannot be "
+                        "used any more (ncclCommAbort it)",
+                        g->rank, g->device, mine, peer, theirs);
+  }
   if (st == CHORUS_KERN_MISMATCH) {
     const volatile uint64_t *info =
         (const volatile uint64_t *)((char *)g->ctl_host + STATUS_INFO_OFF);

@@ -72,6 +72,12 @@ void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, siz
  * Pure; the unit tests replay plans on host memory. */
 int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
                     chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]);
+/* What call op is, in the 8 bytes LL launches send ahead of their lines
+ * (function, type, operator of reductions, root of rooted calls, count):
+ * equal on every rank exactly when the calls match. And the description
+ * of one ("AllReduce(count=256, float, sum)"). Pure (plan.c). */
+uint64_t chorus_gpu_call_desc(const chorus_op *op);
+void chorus_gpu_call_describe(uint64_t desc, char *buf, size_t size);
 /* Piece [off, off + piece) of every block of `whole`. */
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
                       chorus_kern_xchg *out);

@@ -223,6 +223,37 @@ static int pick(int n, const chorus_gpu_tune *t, const chorus_op *op) {
   return t->algo_named[op->func] ? -1 : def;
 }
 
+static int is_rooted(int func) {
+  return func == CHORUS_FUNC_BROADCAST || func == CHORUS_FUNC_REDUCE ||
+         func == CHORUS_FUNC_GATHER || func == CHORUS_FUNC_SCATTER;
+}
+static int is_reduction(int func) {
+  return func == CHORUS_FUNC_ALLREDUCE || func == CHORUS_FUNC_REDUCE ||
+         func == CHORUS_FUNC_REDUCESCATTER;
+}
+
+/* Bits 0-3 function, 4-7 type, 8-10 operator (reductions), 11-14 root
+ * (rooted calls), 15-63 count. */
+uint64_t chorus_gpu_call_desc(const chorus_op *op) {
+  uint64_t d = (uint64_t)(op->func & 15) | (uint64_t)(op->dtype & 15) << 4;
+  if (is_reduction(op->func)) d |= (uint64_t)(op->nccl_op & 7) << 8;
+  if (is_rooted(op->func)) d |= (uint64_t)(op->root & 15) << 11;
+  return d | (uint64_t)op->count << 15;
+}
+
+void chorus_gpu_call_describe(uint64_t desc, char *buf, size_t size) {
+  chorus_msg_meta m;
+  memset(&m, 0, sizeof m);
+  const int func = (int)(desc & 15);
+  m.call = (uint32_t)func | (uint32_t)((desc >> 4) & 15) << 8;
+  m.redop = (uint32_t)((desc >> 8) & 7);
+  m.root = is_rooted(func) ? (int32_t)((desc >> 11) & 15) : -1;
+  m.count = desc >> 15;
+  chorus_meta_describe(&m, buf, size);
+  char *seq = strrchr(buf, '#'); /* no sequence number here */
+  if (seq && seq > buf) seq[-1] = '\0';
+}
+
 int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
                     chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]) {
   if (!describe(rank, nranks, op, &out[0])) return 0;
@@ -233,6 +264,7 @@ int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const cho
   if (algo == CHORUS_ALGO_TWOSHOT) {
     plan_twoshot(nranks, op, out);
     out[0].ll = twoshot_proto(nranks, tune, op) == 1;
+    out[0].desc = chorus_gpu_call_desc(op);
     return 1;
   }
   if (algo == CHORUS_ALGO_RING) {
@@ -251,8 +283,10 @@ int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const cho
                 op->sendbuff, op->recvbuff, bytes, out);
     }
   }
-  for (int i = 0; i < k; i++)
+  for (int i = 0; i < k; i++) {
     if (!out[i].ring) out[i].ll = use_ll(f, tune, out[i].bytes);
+    out[i].desc = chorus_gpu_call_desc(op);
+  }
   return k;
 }
 

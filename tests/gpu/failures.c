@@ -14,6 +14,10 @@
  *   size mismatch: a small ncclSend and its ncclRecv of another size: the
  *                 receiver's kernel ends at once and its async error is
  *                 ncclInvalidUsage naming the sender and both sizes.
+ *   call mismatch: ranks making different LL-sized calls (AllReduce and
+ *                 Broadcast of one size; AllReduce of two counts; of two
+ *                 operators): every rank that takes the other's data fails
+ *                 at once with ncclInvalidUsage naming both calls.
  *   staged:       the silent peer and the abort again with NCCL_P2P_DISABLE=1
  *                 (the waits poll pinned host memory instead).
  *   bad setups:   two ranks on one GPU, more than 8 ranks must each fail
@@ -209,6 +213,76 @@ static void size_mismatch(size_t sent, size_t expected, const char *what) {
   unsetenv("CHORUS_OP_TIMEOUT");
 }
 
+/* One rank's call in call_mismatch: an AllReduce (op), or a Broadcast
+ * from rank 0 when bcast is set, of count floats. */
+typedef struct call {
+  int bcast;
+  size_t count;
+  ncclRedOp_t op;
+} call;
+
+static ncclResult_t issue(const call *c, float *buf, ncclComm_t comm, cudaStream_t s) {
+  return c->bcast ? ncclBroadcast(buf, buf, c->count, ncclFloat, 0, comm, s)
+                  : ncclAllReduce(buf, buf, c->count, ncclFloat, c->op, comm, s);
+}
+
+/* Ranks 0 and 1 make different LL-sized calls. Every rank that receives
+ * the other's data (want[r]) must fail at once (well before
+ * CHORUS_OP_TIMEOUT=5) with ncclInvalidUsage and a message naming both
+ * calls (words[0] and words[1]); a rank that waits for data the other
+ * never sends gives up at the deadline instead. */
+static void call_mismatch(const call calls[2], const int want[2], const char *const words[2],
+                          const char *what) {
+  setenv("CHORUS_OP_TIMEOUT", "5", 1);
+  int devs[2] = {0, 1};
+  ncclComm_t comms[2] = {0};
+  cudaStream_t s[2] = {0};
+  float *buf[2] = {0};
+  ncclResult_t r = ncclCommInitAll(comms, 2, devs);
+  EXPECT(r == ncclSuccess, "%s: ncclCommInitAll: %s", what, ncclGetErrorString(r));
+  for (int i = 0; i < 2 && r == ncclSuccess; i++)
+    if (cudaSetDevice(i) != cudaSuccess || cudaStreamCreate(&s[i]) != cudaSuccess ||
+        cudaMalloc((void **)&buf[i], 4096 * sizeof(float)) != cudaSuccess ||
+        cudaMemset(buf[i], 0, 4096 * sizeof(float)) != cudaSuccess) {
+      EXPECT(0, "%s: CUDA setup on GPU %d", what, i);
+      r = ncclSystemError;
+    }
+  if (r == ncclSuccess) {
+    ncclGroupStart();
+    for (int i = 0; i < 2; i++) issue(&calls[i], buf[i], comms[i], s[i]);
+    r = ncclGroupEnd();
+    EXPECT(r == ncclSuccess, "%s: the group returned %s instead of enqueuing", what,
+           ncclGetErrorString(r));
+  }
+  for (int i = 0; i < 2 && r == ncclSuccess; i++) {
+    double w = wait_stream(s[i], 30);
+    EXPECT(w >= 0, "%s: rank %d's kernel still runs after 30 s (CHORUS_OP_TIMEOUT=5)", what, i);
+    ncclResult_t a = ncclInternalError;
+    ncclCommGetAsyncError(comms[i], &a);
+    const char *msg = ncclGetLastError(comms[i]);
+    if (want[i]) {
+      EXPECT(w >= 0 && w < 2.0, "%s: rank %d's kernel ended after %.2f s, not at once", what, i, w);
+      EXPECT(a == ncclInvalidUsage, "%s: rank %d's async error is %s, want ncclInvalidUsage", what,
+             i, ncclGetErrorString(a));
+      EXPECT(msg && strstr(msg, words[0]) && strstr(msg, words[1]),
+             "%s: rank %d's message does not name \"%s\" and \"%s\": \"%s\"", what, i, words[0],
+             words[1], msg ? msg : "");
+      printf("call mismatch (%s): rank %d after %.2f s: %s: %s\n", what, i, w,
+             ncclGetErrorString(a), msg ? msg : "");
+    } else {
+      EXPECT(a != ncclSuccess, "%s: rank %d's call succeeded", what, i);
+      printf("call mismatch (%s): rank %d after %.2f s: %s\n", what, i, w, ncclGetErrorString(a));
+    }
+  }
+  for (int i = 0; i < 2; i++) {
+    if (comms[i]) ncclCommAbort(comms[i]);
+    cudaSetDevice(i);
+    if (buf[i]) cudaFree(buf[i]);
+    if (s[i]) cudaStreamDestroy(s[i]);
+  }
+  unsetenv("CHORUS_OP_TIMEOUT");
+}
+
 /* ncclCommInitAll(n, devs) must fail with ncclInvalidUsage and a message
  * containing `words`. */
 static void bad_setup(int n, const int *devs, const char *words, const char *what) {
@@ -237,6 +311,20 @@ int main(void) {
   abort_waiting(4 << 20, "Simple, 16 MiB");
   size_mismatch(100, 200, "LL Send/Recv, 400 B sent, 800 B expected");
   size_mismatch(200, 100, "LL Send/Recv, 800 B sent, 400 B expected");
+  {
+    const call ar_bc[2] = {{0, 256, ncclSum}, {1, 256, ncclSum}};
+    const int bc_sees[2] = {0, 1}; /* rank 0's AllReduce waits for data rank 1 never sends */
+    const char *const w1[2] = {"AllReduce(count=256, float, sum)",
+                               "Broadcast(count=256, float, root=0)"};
+    call_mismatch(ar_bc, bc_sees, w1, "AllReduce and Broadcast of 1 KiB");
+    const call counts[2] = {{0, 256, ncclSum}, {0, 512, ncclSum}};
+    const int both[2] = {1, 1};
+    const char *const w2[2] = {"AllReduce(count=256,", "AllReduce(count=512,"};
+    call_mismatch(counts, both, w2, "AllReduce of 256 and 512 floats");
+    const call ops[2] = {{0, 1000, ncclSum}, {0, 1000, ncclMax}};
+    const char *const w3[2] = {"float, sum)", "float, max)"};
+    call_mismatch(ops, both, w3, "AllReduce sum and max of 1000 floats");
+  }
   setenv("NCCL_P2P_DISABLE", "1", 1);
   silent_peer(256, "staged LL, 1 KiB", 0);
   abort_waiting(4 << 20, "staged Simple, 16 MiB");

@@ -503,7 +503,61 @@ static void unsupported(void) {
   EXPECT_EQ_INT(chorus_gpu_plan(0, 2, &tune, &op, x), 0);
 }
 
+/* The call description LL launches compare: equal for the same call,
+ * different when any field that must match differs, ignoring what may
+ * differ (the root of an unrooted call, the operator of a copy); carried
+ * by every exchange of a plan; described by name. */
+static void call_desc(void) {
+  static float buf[4096];
+  chorus_op a;
+  memset(&a, 0, sizeof a);
+  a.func = CHORUS_FUNC_ALLREDUCE;
+  a.dtype = 7; /* ncclFloat */
+  a.esize = 4;
+  a.nccl_op = 0;
+  a.count = 256;
+  a.sendbuff = a.recvbuff = buf;
+  chorus_op b = a;
+  EXPECT(chorus_gpu_call_desc(&a) == chorus_gpu_call_desc(&b));
+  b.root = 3; /* not a rooted call */
+  EXPECT(chorus_gpu_call_desc(&a) == chorus_gpu_call_desc(&b));
+  chorus_op v[5];
+  for (int i = 0; i < 5; i++) v[i] = a;
+  v[0].func = CHORUS_FUNC_BROADCAST;
+  v[1].count = 257;
+  v[2].dtype = 8;
+  v[3].nccl_op = 2;
+  v[4].count = (size_t)256 << 32; /* high count bits count too */
+  for (int i = 0; i < 5; i++) EXPECT(chorus_gpu_call_desc(&a) != chorus_gpu_call_desc(&v[i]));
+  chorus_op r1 = v[0], r2 = v[0];
+  r2.root = 1;
+  EXPECT(chorus_gpu_call_desc(&r1) != chorus_gpu_call_desc(&r2)); /* Broadcast roots */
+  r2 = r1;
+  r2.nccl_op = 3; /* a copy has no operator */
+  EXPECT(chorus_gpu_call_desc(&r1) == chorus_gpu_call_desc(&r2));
+  char d[160];
+  chorus_gpu_call_describe(chorus_gpu_call_desc(&a), d, sizeof d);
+  EXPECT_STREQ(d, "AllReduce(count=256, float, sum)");
+  r2.root = 1;
+  chorus_gpu_call_describe(chorus_gpu_call_desc(&r2), d, sizeof d);
+  EXPECT_STREQ(d, "Broadcast(count=256, float, root=1)");
+  chorus_gpu_tune tune = {.twoshot_bytes = SIZE_MAX,
+                          .twoshot_max = SIZE_MAX,
+                          .chain_bytes = SIZE_MAX,
+                          .ring_bytes = 1024,
+                          .pipe_bytes = 1 << 20,
+                          .ll_lines = 131072,
+                          .ll_cta_lines = 256,
+                          .fifo_twoshot = 1};
+  a.count = 4095; /* a ring and its one-shot tail */
+  chorus_kern_xchg x[CHORUS_GPU_MAX_STEPS];
+  const int k = chorus_gpu_plan(0, 4, &tune, &a, x);
+  EXPECT_EQ_INT(k, 2);
+  for (int i = 0; i < k; i++) EXPECT(x[i].desc == chorus_gpu_call_desc(&a));
+}
+
 int main(void) {
+  RUN(call_desc);
   RUN(every_collective);
   RUN(twoshot_bounds);
   RUN(filters);
