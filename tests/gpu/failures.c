@@ -159,24 +159,50 @@ static void abort_waiting(size_t count, const char *what) {
   unsetenv("CHORUS_OP_TIMEOUT");
 }
 
+/* Two fresh communicators on GPUs 0 and 1, a stream and a zeroed buffer of
+ * count floats on each (pair_start; ncclSuccess or the failure, counted),
+ * and their end (pair_end: aborted, freed). */
+typedef struct pair {
+  ncclComm_t comms[2];
+  cudaStream_t s[2];
+  float *buf[2];
+} pair;
+
+static ncclResult_t pair_start(pair *q, size_t count, const char *what) {
+  int devs[2] = {0, 1};
+  memset(q, 0, sizeof *q);
+  ncclResult_t r = ncclCommInitAll(q->comms, 2, devs);
+  EXPECT(r == ncclSuccess, "%s: ncclCommInitAll: %s", what, ncclGetErrorString(r));
+  for (int i = 0; i < 2 && r == ncclSuccess; i++)
+    if (cudaSetDevice(i) != cudaSuccess || cudaStreamCreate(&q->s[i]) != cudaSuccess ||
+        cudaMalloc((void **)&q->buf[i], count * sizeof(float)) != cudaSuccess ||
+        cudaMemset(q->buf[i], 0, count * sizeof(float)) != cudaSuccess) {
+      EXPECT(0, "%s: CUDA setup on GPU %d", what, i);
+      r = ncclSystemError;
+    }
+  return r;
+}
+
+static void pair_end(pair *q) {
+  for (int i = 0; i < 2; i++) {
+    if (q->comms[i]) ncclCommAbort(q->comms[i]);
+    cudaSetDevice(i);
+    if (q->buf[i]) cudaFree(q->buf[i]);
+    if (q->s[i]) cudaStreamDestroy(q->s[i]);
+  }
+  memset(q, 0, sizeof *q);
+}
+
 /* Rank 0 sends `sent` floats to rank 1, which receives `expected`: rank
  * 1's kernel must end (no deadline needed) with ncclInvalidUsage and a
  * message naming rank 0 and both sizes; rank 0's send completes. */
 static void size_mismatch(size_t sent, size_t expected, const char *what) {
   setenv("CHORUS_OP_TIMEOUT", "0", 1);
-  int devs[2] = {0, 1};
-  ncclComm_t comms[2] = {0};
-  cudaStream_t s[2] = {0};
-  float *buf[2] = {0};
-  ncclResult_t r = ncclCommInitAll(comms, 2, devs);
-  EXPECT(r == ncclSuccess, "%s: ncclCommInitAll: %s", what, ncclGetErrorString(r));
-  for (int i = 0; i < 2 && r == ncclSuccess; i++)
-    if (cudaSetDevice(i) != cudaSuccess || cudaStreamCreate(&s[i]) != cudaSuccess ||
-        cudaMalloc((void **)&buf[i], (sent > expected ? sent : expected) * sizeof(float)) !=
-            cudaSuccess) {
-      EXPECT(0, "%s: CUDA setup on GPU %d", what, i);
-      r = ncclSystemError;
-    }
+  pair q;
+  ncclResult_t r = pair_start(&q, sent > expected ? sent : expected, what);
+  ncclComm_t *comms = q.comms;
+  cudaStream_t *s = q.s;
+  float **buf = q.buf;
   if (r == ncclSuccess) {
     ncclGroupStart();
     ncclSend(buf[0], sent, ncclFloat, 1, comms[0], s[0]);
@@ -204,12 +230,7 @@ static void size_mismatch(size_t sent, size_t expected, const char *what) {
            sizes[1], msg ? msg : "");
     printf("size mismatch (%s): %s: %s\n", what, ncclGetErrorString(a1), msg ? msg : "");
   }
-  for (int i = 0; i < 2; i++) {
-    if (comms[i]) ncclCommAbort(comms[i]);
-    cudaSetDevice(i);
-    if (buf[i]) cudaFree(buf[i]);
-    if (s[i]) cudaStreamDestroy(s[i]);
-  }
+  pair_end(&q);
   unsetenv("CHORUS_OP_TIMEOUT");
 }
 
@@ -234,19 +255,11 @@ static ncclResult_t issue(const call *c, float *buf, ncclComm_t comm, cudaStream
 static void call_mismatch(const call calls[2], const int want[2], const char *const words[2],
                           const char *what) {
   setenv("CHORUS_OP_TIMEOUT", "5", 1);
-  int devs[2] = {0, 1};
-  ncclComm_t comms[2] = {0};
-  cudaStream_t s[2] = {0};
-  float *buf[2] = {0};
-  ncclResult_t r = ncclCommInitAll(comms, 2, devs);
-  EXPECT(r == ncclSuccess, "%s: ncclCommInitAll: %s", what, ncclGetErrorString(r));
-  for (int i = 0; i < 2 && r == ncclSuccess; i++)
-    if (cudaSetDevice(i) != cudaSuccess || cudaStreamCreate(&s[i]) != cudaSuccess ||
-        cudaMalloc((void **)&buf[i], 4096 * sizeof(float)) != cudaSuccess ||
-        cudaMemset(buf[i], 0, 4096 * sizeof(float)) != cudaSuccess) {
-      EXPECT(0, "%s: CUDA setup on GPU %d", what, i);
-      r = ncclSystemError;
-    }
+  pair q;
+  ncclResult_t r = pair_start(&q, 4096, what);
+  ncclComm_t *comms = q.comms;
+  cudaStream_t *s = q.s;
+  float **buf = q.buf;
   if (r == ncclSuccess) {
     ncclGroupStart();
     for (int i = 0; i < 2; i++) issue(&calls[i], buf[i], comms[i], s[i]);
@@ -274,12 +287,7 @@ static void call_mismatch(const call calls[2], const int want[2], const char *co
       printf("call mismatch (%s): rank %d after %.2f s: %s\n", what, i, w, ncclGetErrorString(a));
     }
   }
-  for (int i = 0; i < 2; i++) {
-    if (comms[i]) ncclCommAbort(comms[i]);
-    cudaSetDevice(i);
-    if (buf[i]) cudaFree(buf[i]);
-    if (s[i]) cudaStreamDestroy(s[i]);
-  }
+  pair_end(&q);
   unsetenv("CHORUS_OP_TIMEOUT");
 }
 
