@@ -66,7 +66,7 @@ check() { # name, then the command
     return
   fi
   # The perf programs exit non-zero when a row has #wrong > 0 or a call fails.
-  if timeout 90 "$@" >"$logs/check_$name.log" 2>&1; then
+  if timeout "${CHECK_TIMEOUT:-90}" "$@" >"$logs/check_$name.log" 2>&1; then
     passes=$((passes + 1))
     printf '  %-40s ok\n' "$name"
   else
@@ -109,7 +109,7 @@ if [ "$gw" -ge 2 ]; then
   # 2 GPUs: Broadcast and Reduce as one-hop chains at every size; exchanges
   # in larger pipeline steps.
   check "broadcast_chain_procs2" env CHORUS_GPU_CHAIN_BYTES_PAIR=0 $run -n 2 --timeout 80 $perf/broadcast_perf -d all -r all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
-  check "reduce_chain_procs2" env CHORUS_GPU_CHAIN_BYTES_PAIR=0 $run -n 2 --timeout 80 $perf/reduce_perf -d all -o all -r all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+  CHECK_TIMEOUT=170 check "reduce_chain_procs2" env CHORUS_GPU_CHAIN_BYTES_PAIR=0 $run -n 2 --timeout 160 $perf/reduce_perf -d all -o all -r all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
   check "reduce_chain_g2" env CHORUS_GPU_CHAIN_BYTES_PAIR=0 $perf/reduce_perf -g 2 -d float -o all -b 4 -e 16M -f 7 -n 1 -w 1 -c 1 -T 60
   for coll in alltoall gather scatter all_gather; do
     check "${coll}_chunk128k_procs2" env CHORUS_GPU_CHUNK_BYTES_PAIR=131072 $run -n 2 --timeout 80 $perf/${coll}_perf -d all -b 8 -e 32M -f 8 -n 1 -w 1 -c 1 -T 60
@@ -150,8 +150,10 @@ for g in 2 4; do
   check "sendrecv_groups_procs$g" $run -n "$g" --timeout 80 $sr
 done
 [ "$ngpu" -ge 4 ] && [ -x "$sr" ] && check "sendrecv_groups_tiny_procs4" $tiny $run -n 4 --timeout 80 $sr
-# Small Send/Recv as LL lines per pair (default up to 16 KiB): off (every
-# size through the FIFOs), and up to 1 MiB (many lines per thread).
+# Small Send/Recv as LL lines per pair (default up to 128 KiB, a CTA per
+# 4 KiB part): off (every size through the FIFOs), and up to 1 MiB (32
+# parts of up to 32 KiB, many lines per thread).
+[ "$ngpu" -ge 2 ] && check "sendrecv_ll1m_procs2" env CHORUS_GPU_P2P_LL_BYTES=1048576 $run -n 2 --timeout 80 $perf/sendrecv_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
 if [ "$ngpu" -ge 4 ] && [ -x "$sr" ]; then
   check "sendrecv_groups_fifo_procs4" env CHORUS_GPU_P2P_LL_BYTES=0 $run -n 4 --timeout 80 $sr
   check "sendrecv_groups_ll1m_g4" env CHORUS_GPU_P2P_LL_BYTES=1048576 $sr -g 4
@@ -239,13 +241,21 @@ echo "# correctness: $passes passed, $fails failed (${SECONDS} s so far)"
 
 # ---- tune: one setting at a time, Chorus alone, printed per size ---------
 # sweep label variable "values" command... : one run per value of the
-# setting, then a table of us per size with a column per value.
+# setting, then a table of us per size with a column per value; the value
+# "nccl" runs NVIDIA's library instead, for reference.
+# TUNE=regex runs only the sweeps whose labels match.
 sweep() {
   local label=$1 var=$2 values=$3
   shift 3
+  [ -n "${TUNE:-}" ] && ! [[ $label =~ $TUNE ]] && return 0
   for v in $values; do
-    timeout 90 env "$var=$v" "$@" -n 30 -w 5 -c 0 -T 60 >"$logs/sweep_${label}_$v.log" 2>&1 ||
-      echo "  sweep $label $var=$v: exit $?"
+    local set="$var=$v"
+    if [ "$v" = nccl ]; then
+      [ -n "$ref" ] || continue
+      set="LD_LIBRARY_PATH=$ref"
+    fi
+    timeout 90 env "$set" "$@" -n 30 -w 5 -c 0 -T 60 >"$logs/sweep_${label}_$v.log" 2>&1 ||
+      echo "  sweep $label $set: exit $?"
   done
   python3 - "$logs" "$label" "$var" $values <<'EOF2'
 import re, sys
@@ -254,9 +264,12 @@ row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)")
 runs = []
 for v in values:
     t = {}
-    for line in open(f"{logs}/sweep_{label}_{v}.log", errors="replace"):
-        m = row.match(line)
-        if m: t[int(m.group(1))] = float(m.group(3))
+    try:
+        for line in open(f"{logs}/sweep_{label}_{v}.log", errors="replace"):
+            m = row.match(line)
+            if m: t[int(m.group(1))] = float(m.group(3))
+    except OSError:
+        pass
     runs.append(t)
 print(f"\n# {label}: us by {var} = " + ", ".join(values))
 for size in sorted(set().union(*runs)):
@@ -265,6 +278,10 @@ EOF2
 }
 if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   r2="$run -n 2 --timeout 80"
+  sweep "sendrecv_procs2_ll" CHORUS_GPU_P2P_LL_BYTES "0 16384 131072 262144 524288 1048576 nccl" $r2 $perf/sendrecv_perf -b 8 -e 2M -f 2
+  for coll in sendrecv broadcast reduce; do
+    sweep "${coll}_procs2_fifo" CHORUS_GPU_FIFO_BYTES "262144 524288 1048576 2097152 nccl" $r2 $perf/${coll}_perf -b 4M -e 512M -f 4
+  done
   for coll in broadcast reduce; do
     sweep "${coll}_procs2_chain" CHORUS_GPU_CHAIN_BYTES_PAIR "-1 262144" $r2 $perf/${coll}_perf -b 256K -e 512M -f 4
   done
@@ -337,7 +354,7 @@ for g in 2 4; do
       >"$logs/launchsweep_g${g}_$lt.log" 2>&1 || echo "  launch sweep g$g $lt: exit $?"
   done
 done
-for ll in 0 4096 16384 65536; do
+for ll in 0 16384 65536 131072 262144; do
   [ "$ngpu" -ge 2 ] && sweep_p2p procs2 $ll $run -n 2 --timeout 50 $perf/sendrecv_perf
   [ "$ngpu" -ge 4 ] && sweep_p2p procs4 $ll $run -n 4 --timeout 50 $perf/sendrecv_perf
 done

@@ -23,9 +23,11 @@
 
 #define CHORUS_KERN_MAX_RANKS    8
 #define CHORUS_KERN_MAX_BLOCKS   64
-#define CHORUS_KERN_LINE         16  /* bytes per LL line: 8 of data, 2 flags */
-#define CHORUS_KERN_MAX_CHANNELS 64  /* CTAs of the pipelined kernel */
-#define CHORUS_KERN_CTL_STRIDE   128 /* bytes between pipeline counters peers write */
+#define CHORUS_KERN_LINE         16   /* bytes per LL line: 8 of data, 2 flags */
+#define CHORUS_KERN_MAX_CHANNELS 64   /* CTAs of the pipelined kernel */
+#define CHORUS_KERN_CTL_STRIDE   128  /* bytes between pipeline counters peers write */
+#define CHORUS_KERN_P2P_PARTS    32   /* most CTAs of an LL Send/Recv launch */
+#define CHORUS_KERN_P2P_PART_MIN 4096 /* bytes of an LL Send/Recv each CTA moves at least */
 
 /* What a kernel reports in the status word (host-mapped), first error wins. */
 enum {
@@ -71,14 +73,18 @@ typedef struct chorus_kern_comm {
   uint32_t chunk_bytes, fifo_bytes, channels;
   uint32_t ring_chunk, ring_channels;       /* rings (chorus_kern_ring) */
   uint32_t twoshot_chunk, twoshot_channels; /* chorus_kern_twoshot: channels <= channels / 2 */
-  /* Small Send/Recv in LL lines, per pair (chorus_kern_sendrecv): slot
-   * [src][parity] at p2p_ll_off + (src * 2 + parity) * (p2p_ll_lines + 1)
-   * * 16, a header line (the size) then the payload; p2p_ll_lines 0: none.
-   * At p2p_ep_off the owner's epochs, send [dst] then recv [src] (4 B
-   * each); at p2p_ack_off [dst] x 4 B, the last epoch rank dst finished
-   * reading from this rank (dst writes it). */
+  /* Small Send/Recv in LL lines, per pair (chorus_kern_sendrecv_ll): a
+   * transfer is cut into parts (chorus_kern_p2p_parts), part k moved by
+   * CTA k. Slot [src][parity][part] at p2p_ll_off + ((src * 2 + parity) *
+   * p2p_ll_parts + part) * (p2p_ll_lines + 1) * 16, a header line (the
+   * transfer's size) then the part's payload; p2p_ll_lines 0: none. At
+   * p2p_ep_off the owner's epochs, send [dst][part] then recv [src][part]
+   * (4 B each, CHORUS_KERN_P2P_PARTS per peer); at p2p_ack_off
+   * [dst][part] x 4 B, the last epoch of that part rank dst finished
+   * reading from this rank (dst writes it); at p2p_bar_off a barrier
+   * across the launch's CTAs (generation, then an arrival word per CTA). */
   uint64_t p2p_ll_off;
-  uint32_t p2p_ll_lines, p2p_ep_off, p2p_ack_off;
+  uint32_t p2p_ll_lines, p2p_ll_parts, p2p_ep_off, p2p_ack_off, p2p_bar_off;
   uint32_t *epochs;             /* this rank's per-block counters (device memory) */
   volatile int32_t *abort;      /* host-mapped: nonzero stops every wait */
   volatile uint32_t *peer_gone; /* host-mapped: bit p stops the waits for rank p */
@@ -229,7 +235,33 @@ typedef struct chorus_kern_p2p {
   size_t sbytes[CHORUS_KERN_MAX_RANKS];
   void *recv[CHORUS_KERN_MAX_RANKS];
   size_t rbytes[CHORUS_KERN_MAX_RANKS];
+  /* LL launch: a receive buffer overlaps a send buffer (an in-place ring
+   * shift, say), so every CTA reads its sends before any CTA writes. */
+  uint32_t overlap;
 } chorus_kern_p2p;
+
+/* How an LL Send/Recv of nbytes is cut: into parts of *part bytes (a
+ * multiple of 16; the last may be shorter), at least
+ * CHORUS_KERN_P2P_PART_MIN bytes each where there is that much, at most
+ * `most` of them. Returns their number (0 for nbytes 0). Both ends
+ * compute it from the size alone. */
+static inline CHORUS_KERN_HD uint32_t chorus_kern_p2p_parts(size_t nbytes, uint32_t most,
+                                                            size_t *part) {
+  size_t n = (nbytes + CHORUS_KERN_P2P_PART_MIN - 1) / CHORUS_KERN_P2P_PART_MIN;
+  if (n > most) n = most;
+  *part = n ? ((nbytes + n - 1) / n + 15) / 16 * 16 : 0;
+  return (uint32_t)n;
+}
+
+/* The bytes a part slot holds so that every transfer of at most ll_bytes
+ * fits: a part is at most CHORUS_KERN_P2P_PART_MIN bytes (or the whole
+ * transfer, when smaller) until `most` of them are needed. */
+static inline CHORUS_KERN_HD size_t chorus_kern_p2p_part_cap(size_t ll_bytes, uint32_t most) {
+  size_t whole = (ll_bytes + 15) / 16 * 16, part;
+  chorus_kern_p2p_parts(ll_bytes, most, &part);
+  if (whole > CHORUS_KERN_P2P_PART_MIN) whole = CHORUS_KERN_P2P_PART_MIN;
+  return part > whole ? part : whole;
+}
 
 /* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
  * halves, no flags or barriers); bytes at most ll_lines * 8, ring 0. A
@@ -253,8 +285,8 @@ int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
  * so the two halves never wait for each other's slots. */
 int chorus_kern_twoshot(const chorus_kern_comm *c, const chorus_kern_red *red,
                         const chorus_kern_xchg *x, void *stream);
-/* Send/Recv: every transfer of p in LL lines (each at most p2p_ll_lines *
- * 8 bytes), in one CTA. */
+/* Send/Recv: every transfer of p in LL lines (each at most p2p_ll_parts *
+ * p2p_ll_lines * 8 bytes), part k of each by CTA k. */
 int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
 /* Send/Recv: every transfer of p in FIFO chunks, in one launch. */
 int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);

@@ -5,16 +5,19 @@
  * (pipe.cu). Which way a transfer goes follows from its size, so both
  * ends agree (chorus_gpu_p2p_split, gpu/p2p.c).
  *
- * Small transfers (sendrecv_ll, one CTA): each ordered pair of ranks has its own
- * epoch, which only the two ends advance (the sender's send epoch for the
- * peer and the receiver's recv epoch for it step together, as sends and
- * receives pair in call order), and a slot pair in the receiver's window.
- * The k-th message goes to slot parity k % 2 as flagged lines: a header
- * with its size, then 8 bytes per line. The receiver takes each line once
- * it carries the epoch, checks the size against its own call, and acks the
- * epoch; a sender reuses a slot once epoch k - 2 is acked. Collectives'
- * LL epochs are per CTA and shared by all ranks, which a Send/Recv between
- * two of them would put out of step; these involve only the pair.
+ * Small transfers (sendrecv_ll): each is cut into parts of about 4 KiB
+ * (chorus_kern_p2p_parts, at most p2p_ll_parts of them), part k moved by
+ * CTA k, so a 128 KiB transfer has 32 CTAs pushing lines at once. Each
+ * ordered pair of ranks has its own epoch per part, which only the two ends
+ * advance (the sender's send epoch for the peer and the receiver's recv
+ * epoch for it step together, as sends and receives pair in call order),
+ * and a slot pair per part in the receiver's window. The k-th message goes
+ * to slot parity k % 2 as flagged lines: a header with its size, then 8
+ * bytes per line. The receiver takes each line once it carries the epoch,
+ * checks the size against its own call, and acks the epoch; a sender reuses
+ * a slot once epoch k - 2 is acked. Collectives' LL epochs are per CTA and
+ * shared by all ranks, which a Send/Recv between two of them would put out
+ * of step; these involve only the pair.
  *
  * Larger transfers (sendrecv): a transfer of `bytes` with peer p is cut
  * into chunks of pipe_chunk(bytes, narrow) (each pair is a narrow stream:
@@ -180,70 +183,128 @@ __global__ void __launch_bounds__(THREADS) sendrecv(chorus_kern_comm c, chorus_k
   if (t < n && t != me && s_take.steps[t]) taken[t] = s_taken[t] + s_take.steps[t];
 }
 
-/* ---- small transfers: LL lines, one epoch per pair and direction ------- */
+/* ---- small transfers: LL lines, one epoch per pair, direction and part - */
 
-/* Slot [src][parity of epoch] in the window win: a header line, then the
- * payload lines. */
+#define PARTS CHORUS_KERN_P2P_PARTS
+
+/* Slot [src][parity of epoch][part] in the window win: a header line, then
+ * the part's payload lines. */
 static __device__ __forceinline__ char *p2p_slot(const chorus_kern_comm &c, char *win, int src,
-                                                 uint32_t epoch) {
-  return win + c.p2p_ll_off +
-         ((size_t)src * 2 + (epoch & 1)) * ((size_t)c.p2p_ll_lines + 1) * CHORUS_KERN_LINE;
+                                                 uint32_t epoch, uint32_t part) {
+  const size_t k = ((size_t)src * 2 + (epoch & 1)) * c.p2p_ll_parts + part;
+  return win + c.p2p_ll_off + k * ((size_t)c.p2p_ll_lines + 1) * CHORUS_KERN_LINE;
 }
 
 static __device__ __forceinline__ uint4 flagged(uint2 d, uint32_t flag) {
   return make_uint4(d.x, flag, d.y, flag);
 }
 
-/* One CTA moves every LL transfer of the launch: first the sends, each as
- * the pair's next epoch e once the peer has acked epoch e - 2 (the same
- * slot): a header line with the size, then 8 bytes per line, every line
- * flagged with e; then the receives, each line taken once it carries the
- * epoch, a header of another size than this rank's call being a mismatch;
- * then the acks. Every send has read its buffer before any receive writes,
- * so a receive into the buffer being sent (an in-place ring shift) is
- * safe; the rank's own entry is copied between the two. */
+/* Part b of a transfer of nbytes: units [*j0, *j1) of sizeof(U) bytes.
+ * False when the transfer has no part b. */
+template <typename U>
+static __device__ __forceinline__ bool part_units(const chorus_kern_comm &c, size_t nbytes,
+                                                  uint32_t b, size_t *j0, size_t *j1) {
+  size_t part;
+  if (b >= chorus_kern_p2p_parts(nbytes, c.p2p_ll_parts, &part)) return false;
+  const size_t units = (nbytes + sizeof(U) - 1) / sizeof(U), pu = part / sizeof(U);
+  *j0 = b * pu;
+  *j1 = *j0 + pu < units ? *j0 + pu : units;
+  return true;
+}
+
+/* Every CTA of the launch reaches this before any goes on. Words at
+ * p2p_bar_off of the own window: the barrier's generation (CTA 0 writes
+ * it), then one arrival word per CTA. CTA b > 0 announces generation g + 1
+ * in its word and waits for the generation to become g + 1; CTA 0 waits
+ * for every arrival, then advances it. Plain loads and stores, no atomics:
+ * a staged window is host memory. The launch's CTAs are few (at most
+ * PARTS), so they are resident together. */
+static __device__ void grid_sync(const chorus_kern_comm &c, volatile int *failed) {
+  __syncthreads();
+  const unsigned nb = gridDim.x;
+  if (nb > 1) {
+    volatile uint32_t *gen = (volatile uint32_t *)(c.win[c.rank] + c.p2p_bar_off);
+    volatile uint32_t *arrived = gen + 1;
+    const uint32_t g = *gen + 1; /* CTA 0 cannot advance it before this CTA arrives */
+    const unsigned t = threadIdx.x, b = blockIdx.x;
+    uint64_t deadline = 0;
+    __threadfence_system();
+    if (b > 0 && t == 0) {
+      arrived[b] = g;
+      for (unsigned spins = 0; *gen != g && !*failed; spins++)
+        if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, -1, failed)) break;
+    } else if (b == 0 && t > 0 && t < nb) {
+      for (unsigned spins = 0; arrived[t] != g && !*failed; spins++)
+        if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, -1, failed)) break;
+    }
+    if (b == 0) {
+      __syncthreads();
+      if (t == 0) *gen = g;
+    }
+    __threadfence_system();
+  }
+  __syncthreads();
+}
+
+/* CTA b moves part b of every LL transfer of the launch: first the sends,
+ * each as the epoch e that follows its last one for that peer and part,
+ * once the peer has acked epoch e - 2 (the same slot): a header line with
+ * the transfer's size, then 8 bytes per line, every line flagged with e;
+ * then its part of the own copy; then the receives, each line taken once
+ * it carries the epoch, a header of another size than this rank's call
+ * being a mismatch; then the acks. A part's epochs advance only in launches
+ * whose transfer with that peer has the part, which both ends know from the
+ * size. Where a receive buffer overlaps a send buffer (P.overlap), every
+ * CTA finishes reading its sends, and then its own copy, before any writes
+ * what it received. */
 __global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, chorus_kern_p2p P) {
-  __shared__ uint32_t s_send[R], s_recv[R]; /* the epochs of this launch, per peer */
+  __shared__ uint32_t s_send[R], s_recv[R]; /* this CTA's epochs of this launch, per peer */
   __shared__ int s_failed;
   volatile int *failed = &s_failed;
   const int t = threadIdx.x, n = c.nranks, me = c.rank;
-  uint32_t *send_ep = (uint32_t *)(c.win[me] + c.p2p_ep_off), *recv_ep = send_ep + R;
+  const uint32_t b = blockIdx.x;
+  uint32_t *send_ep = (uint32_t *)(c.win[me] + c.p2p_ep_off), *recv_ep = send_ep + R * PARTS;
   const uint32_t *acks = (const uint32_t *)(c.win[me] + c.p2p_ack_off);
+  size_t j0, j1;
   if (t == 0) *failed = 0;
   if (t < R) {
-    s_send[t] = send_ep[t] + 1;
-    s_recv[t] = recv_ep[t] + 1;
+    s_send[t] = send_ep[t * PARTS + b] + 1;
+    s_recv[t] = recv_ep[t * PARTS + b] + 1;
   }
   __syncthreads();
-  if (t < n && t != me && P.sbytes[t]) wait_at_least(&acks[t], s_send[t] - 2, c, t, failed);
+  if (t < n && t != me && part_units<uint2>(c, P.sbytes[t], b, &j0, &j1))
+    wait_at_least(&acks[t * PARTS + b], s_send[t] - 2, c, t, failed);
   __syncthreads();
   if (*failed) return;
   for (int q = 0; q < n; q++) {
     const size_t nbytes = P.sbytes[q];
-    if (q == me || !nbytes) continue;
+    if (q == me || !part_units<uint2>(c, nbytes, b, &j0, &j1)) continue;
     const uint32_t e = s_send[q];
-    char *slot = p2p_slot(c, c.win[q], me, e);
+    char *slot = p2p_slot(c, c.win[q], me, e, b) + CHORUS_KERN_LINE;
     const char *from = (const char *)P.send[q];
-    if (t == 0) st_line(slot, flagged(make_uint2((uint32_t)nbytes, (uint32_t)(nbytes >> 32)), e));
-    for (size_t j = t; j < (nbytes + 7) / 8; j += THREADS)
-      st_line(slot + (j + 1) * CHORUS_KERN_LINE, flagged(load_unit<uint2>(from, nbytes, j), e));
+    if (t == 0)
+      st_line(slot - CHORUS_KERN_LINE,
+              flagged(make_uint2((uint32_t)nbytes, (uint32_t)(nbytes >> 32)), e));
+    for (size_t j = j0 + t; j < j1; j += THREADS)
+      st_line(slot + (j - j0) * CHORUS_KERN_LINE, flagged(load_unit<uint2>(from, nbytes, j), e));
   }
-  __syncthreads();
+  if (P.overlap) grid_sync(c, failed);
   {
     const size_t nbytes = P.sbytes[me];
     const char *from = (const char *)P.send[me];
     char *to = (char *)P.recv[me];
-    if (nbytes && from != to)
-      for (size_t j = t; j < (nbytes + 15) / 16; j += THREADS)
+    if (from != to && part_units<uint4>(c, nbytes, b, &j0, &j1))
+      for (size_t j = j0 + t; j < j1; j += THREADS)
         put_unit<uint4>(to, nbytes, j, load_unit<uint4>(from, nbytes, j));
   }
-  for (int q = 0; q < n; q++) {
+  if (P.overlap) grid_sync(c, failed);
+  for (int q = 0; q < n && !*failed; q++) {
     const size_t nbytes = P.rbytes[q];
-    if (q == me || !nbytes) continue;
+    if (q == me || !part_units<uint2>(c, nbytes, b, &j0, &j1)) continue;
     const uint32_t e = s_recv[q];
-    const char *slot = p2p_slot(c, c.win[me], q, e);
+    const char *slot = p2p_slot(c, c.win[me], q, e, b) + CHORUS_KERN_LINE;
     if (t == 0) {
-      const uint2 h = poll_line(slot, e, c, q, failed);
+      const uint2 h = poll_line(slot - CHORUS_KERN_LINE, e, c, q, failed);
       const uint64_t sent = h.x | (uint64_t)h.y << 32;
       if (!*failed && sent != nbytes) {
         record_failure(c, CHORUS_KERN_MISMATCH, q, sent, nbytes);
@@ -251,23 +312,33 @@ __global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, choru
       }
     }
     char *to = (char *)P.recv[q];
-    for (size_t j = t; j < (nbytes + 7) / 8 && !*failed; j += THREADS) {
-      const uint2 d = poll_line(slot + (j + 1) * CHORUS_KERN_LINE, e, c, q, failed);
+    for (size_t j = j0 + t; j < j1 && !*failed; j += THREADS) {
+      const uint2 d = poll_line(slot + (j - j0) * CHORUS_KERN_LINE, e, c, q, failed);
       if (!*failed) put_unit<uint2>(to, nbytes, j, d);
     }
   }
   __syncthreads();
   if (*failed || t >= n || t == me) return;
-  if (P.sbytes[t]) send_ep[t] = s_send[t];
-  if (P.rbytes[t]) {
-    *(volatile uint32_t *)((uint32_t *)(c.win[t] + c.p2p_ack_off) + me) = s_recv[t];
-    recv_ep[t] = s_recv[t];
+  if (part_units<uint2>(c, P.sbytes[t], b, &j0, &j1)) send_ep[t * PARTS + b] = s_send[t];
+  if (part_units<uint2>(c, P.rbytes[t], b, &j0, &j1)) {
+    *(volatile uint32_t *)((uint32_t *)(c.win[t] + c.p2p_ack_off) + me * PARTS + b) = s_recv[t];
+    recv_ep[t * PARTS + b] = s_recv[t];
   }
 }
 
 extern "C" int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_kern_p2p *p,
                                        void *stream) {
-  sendrecv_ll<<<1, THREADS, 0, (cudaStream_t)stream>>>(*c, *p);
+  /* A CTA per part of the transfer with the most. */
+  uint32_t grid = 0;
+  size_t part;
+  for (int q = 0; q < c->nranks; q++) {
+    const uint32_t ns = chorus_kern_p2p_parts(p->sbytes[q], c->p2p_ll_parts, &part),
+                   nr = chorus_kern_p2p_parts(p->rbytes[q], c->p2p_ll_parts, &part);
+    grid = ns > grid ? ns : grid;
+    grid = nr > grid ? nr : grid;
+  }
+  if (grid == 0) return 0;
+  sendrecv_ll<<<grid, THREADS, 0, (cudaStream_t)stream>>>(*c, *p);
   cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the LL Send/Recv kernel");
   return 0;

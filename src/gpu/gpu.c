@@ -4,14 +4,18 @@
  * Window of one rank (device memory, zeroed at init):
  *   [0, 256)          LL per-block epoch counters (CHORUS_KERN_MAX_BLOCKS x 4 B)
  *   [512, 544)        init-time test words, one per writing rank
- *   [640, 704)        Send/Recv LL epochs: send [dst], recv [src] x 4 B
- *   [768, 800)        Send/Recv LL acks: [dst] x 4 B (dst writes)
  *   [1024, 3072)      LL ack words: [block][source rank] x 4 B
  *   [4096, 8192)      pipeline totals: sent [channel][dst], taken [channel][src]
  *   [8192, 139264)    pipeline counters, one per 128-byte line: head
  *                     [channel][src], then done [channel][dst]
+ *   [139264, 141312)  Send/Recv LL epochs: send [dst][part], recv [src][part]
+ *                     x 4 B (CHORUS_KERN_P2P_PARTS parts per peer)
+ *   [141312, 142336)  Send/Recv LL acks: [dst][part] x 4 B (dst writes)
+ *   [142336, 142468)  Send/Recv LL barrier across CTAs: generation, arrivals [part]
+ *   [196608, 212992)  LL call headers: [parity 2][source rank 8][block 64] x 16 B
  *   [262144, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
- *   then Send/Recv LL slots: [source rank n][parity 2][1 + p2p_ll_lines] x 16 B
+ *   then Send/Recv LL slots: [source rank n][parity 2][part p2p_ll_parts]
+ *                     [1 + p2p_ll_lines] x 16 B
  *   then (64 KiB aligned) pipeline FIFOs: [channel][src] x fifo_bytes
  * Peers write only the slots, FIFOs, counters and test words indexed by
  * their own rank; the owner alone reads them and alone touches its epochs
@@ -39,11 +43,12 @@
 
 #define EPOCHS_OFF  0
 #define TEST_OFF    512
-#define P2P_EP_OFF  640
-#define P2P_ACK_OFF 768
 #define ACK_OFF     1024
 #define CNT_OFF     4096
 #define CTL_OFF     8192
+#define P2P_EP_OFF  139264
+#define P2P_ACK_OFF 141312
+#define P2P_BAR_OFF 142336
 #define HDR_OFF     196608 /* LL call headers: [2][8][64] lines */
 #define LL_OFF      262144
 /* Host-mapped control words: abort, status, status peer, peer-gone bits
@@ -54,10 +59,15 @@
 /* Staged windows are host memory: fewer pipeline channels keep them small
  * (a FIFO per channel and peer). */
 #define STAGED_CHANNELS 16
-_Static_assert(TEST_OFF + 4 * CHORUS_KERN_MAX_RANKS <= P2P_EP_OFF &&
-                   P2P_EP_OFF + 8 * CHORUS_KERN_MAX_RANKS <= P2P_ACK_OFF &&
-                   P2P_ACK_OFF + 4 * CHORUS_KERN_MAX_RANKS <= ACK_OFF,
-               "Send/Recv LL words overlap");
+#define P2P_WORDS       (CHORUS_KERN_MAX_RANKS * CHORUS_KERN_P2P_PARTS * 4)
+_Static_assert(TEST_OFF + 4 * CHORUS_KERN_MAX_RANKS <= ACK_OFF &&
+                   CTL_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS *
+                                 CHORUS_KERN_CTL_STRIDE <=
+                       P2P_EP_OFF &&
+                   P2P_EP_OFF + 2 * P2P_WORDS <= P2P_ACK_OFF &&
+                   P2P_ACK_OFF + P2P_WORDS <= P2P_BAR_OFF &&
+                   P2P_BAR_OFF + 4 * (1 + CHORUS_KERN_P2P_PARTS) <= HDR_OFF,
+               "window words overlap");
 _Static_assert(CNT_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS * 4 <= CTL_OFF,
                "pipeline totals overlap the counters");
 _Static_assert(CTL_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS *
@@ -224,9 +234,15 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.p2p_ep_off = P2P_EP_OFF;
   g->kc.p2p_ack_off = P2P_ACK_OFF;
   g->kc.p2p_ll_off = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
-  g->kc.p2p_ll_lines = (uint32_t)((g->tune.p2p_ll_bytes + 7) / 8);
-  size_t ll_end =
-      g->kc.p2p_ll_off + (size_t)nranks * 2 * (1 + (size_t)g->kc.p2p_ll_lines) * CHORUS_KERN_LINE;
+  g->kc.p2p_bar_off = P2P_BAR_OFF;
+  {
+    size_t part;
+    g->kc.p2p_ll_parts = chorus_kern_p2p_parts(g->tune.p2p_ll_bytes, CHORUS_KERN_P2P_PARTS, &part);
+    g->kc.p2p_ll_lines =
+        (uint32_t)(chorus_kern_p2p_part_cap(g->tune.p2p_ll_bytes, CHORUS_KERN_P2P_PARTS) / 8);
+  }
+  size_t ll_end = g->kc.p2p_ll_off + (size_t)nranks * 2 * g->kc.p2p_ll_parts *
+                                         (1 + (size_t)g->kc.p2p_ll_lines) * CHORUS_KERN_LINE;
   g->kc.pipe_off = (ll_end + 65535) / 65536 * 65536;
   size_t wbytes = g->kc.pipe_off + (size_t)g->kc.channels * (size_t)nranks * g->kc.fifo_bytes;
   chorus_gpu_win_rec *me = &rec[rank];
@@ -386,6 +402,7 @@ ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, vo
   CHECK(chorus_gpu_async_error(g));
   chorus_kern_p2p ll, fifo;
   const int parts = chorus_gpu_p2p_split(round, g->nranks, g->tune.p2p_ll_bytes, &ll, &fifo);
+  ll.overlap = (uint32_t)chorus_gpu_p2p_overlap(&ll, g->rank, g->nranks);
   /* LL first: it waits only for other ranks' LL launches of this round. */
   if ((parts & 1) && chorus_kern_sendrecv_ll(&g->kc, &ll, stream) != 0)
     return chorus_gpu_cuda_error("ncclSend/ncclRecv (LL)");

@@ -112,6 +112,10 @@ int chorus_gpu_p2p_rounds(int rank, int nranks, chorus_op *const *ops, int nops,
  * when *ll got any transfer, bit 2 when *fifo did. */
 int chorus_gpu_p2p_split(const chorus_kern_p2p *round, int nranks, size_t ll_bytes,
                          chorus_kern_p2p *ll, chorus_kern_p2p *fifo);
+/* Whether a receive buffer of p overlaps a send buffer (pure; the own
+ * entry's receive into its own send buffer, which copies nothing, aside):
+ * then the LL launch's CTAs all read before any writes (p->overlap). */
+int chorus_gpu_p2p_overlap(const chorus_kern_p2p *p, int rank, int nranks);
 /* Launches one round on stream: its LL transfers, then the others. */
 ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream);
 

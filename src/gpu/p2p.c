@@ -9,6 +9,7 @@
  * rank that sends to p and receives from p in one group never waits for
  * one before starting the other.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -74,6 +75,21 @@ int chorus_gpu_p2p_split(const chorus_kern_p2p *round, int nranks, size_t ll_byt
     }
   }
   return any;
+}
+
+/* Whether [a, a + an) and [b, b + bn) share a byte. */
+static int ranges_meet(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
+int chorus_gpu_p2p_overlap(const chorus_kern_p2p *p, int rank, int nranks) {
+  for (int r = 0; r < nranks; r++)
+    for (int s = 0; s < nranks; s++) {
+      if (r == rank && s == rank && p->recv[r] == p->send[s]) continue; /* no copy */
+      if (ranges_meet(p->recv[r], p->rbytes[r], p->send[s], p->sbytes[s])) return 1;
+    }
+  return 0;
 }
 
 ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops, int nops) {

@@ -45,7 +45,7 @@ CHORUS_PARAM(GPU_CUMEM,        "CHORUS_GPU_CUMEM",      INT, 1,      "1: GPU win
 CHORUS_PARAM(GPU_LAUNCH_THREADS,"CHORUS_GPU_LAUNCH_THREADS", INT, 1, "1: a group call spanning several GPUs of one process launches each GPU's kernels from that GPU's own thread, all at once; 0: the calling thread launches them in turn")
 CHORUS_PARAM(GPU_LAUNCH_SPIN_US,"CHORUS_GPU_LAUNCH_SPIN_US", INT, 100, "Microseconds a GPU launcher thread polls for the next group after one before it sleeps")
 CHORUS_PARAM(GPU_LL_BYTES,     "CHORUS_GPU_LL_BYTES",   INT, 1048576, "Bytes of LL payload per peer in the GPU slots; larger LL calls run in pieces")
-CHORUS_PARAM(GPU_P2P_LL_BYTES, "CHORUS_GPU_P2P_LL_BYTES", INT, 16384, "GPU Send/Recv of at most this many bytes moves as LL lines (8 bytes per 16-byte line, one epoch per pair of ranks) in one launch; larger ones in FIFO chunks (0: never LL)")
+CHORUS_PARAM(GPU_P2P_LL_BYTES, "CHORUS_GPU_P2P_LL_BYTES", INT, 524288, "GPU Send/Recv of at most this many bytes moves as LL lines (8 bytes per 16-byte line, one epoch per pair of ranks and 4 KiB part, a CTA per part) in one launch; larger ones in FIFO chunks (0: never LL)")
 CHORUS_PARAM(GPU_PIPE_BYTES,   "CHORUS_GPU_PIPE_BYTES", INT, 262144, "GPU blocks of at least this many bytes per peer run in the pipelined kernel (full 16-byte payload, chunks with credits) instead of LL lines, on 3+ ranks")
 CHORUS_PARAM(GPU_PIPE_BYTES_PAIR, "CHORUS_GPU_PIPE_BYTES_PAIR", INT, 1048576, "CHORUS_GPU_PIPE_BYTES for communicators of 2 ranks")
 CHORUS_PARAM(GPU_TWOSHOT_BYTES,"CHORUS_GPU_TWOSHOT_BYTES", INT, 16384, "GPU AllReduce of at least this many bytes on 3+ ranks runs as ReduceScatter plus AllGather in one launch, until the ring takes over (-1: never)")

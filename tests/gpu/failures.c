@@ -319,6 +319,9 @@ int main(void) {
   abort_waiting(4 << 20, "Simple, 16 MiB");
   size_mismatch(100, 200, "LL Send/Recv, 400 B sent, 800 B expected");
   size_mismatch(200, 100, "LL Send/Recv, 800 B sent, 400 B expected");
+  /* In parts of 4 KiB, a CTA each: 10 parts sent where 20 are awaited. */
+  size_mismatch(10000, 20000, "LL Send/Recv, 40000 B sent, 80000 B expected");
+  size_mismatch(20000, 10000, "LL Send/Recv, 80000 B sent, 40000 B expected");
   {
     const call ar_bc[2] = {{0, 256, ncclSum}, {1, 256, ncclSum}};
     const int bc_sees[2] = {0, 1}; /* rank 0's AllReduce waits for data rank 1 never sends */

@@ -14,8 +14,15 @@
  * round is replayed as the two launches it is split into (LL lines up to a
  * size, FIFO chunks above), each end's transfer in the same launch as the
  * other end's.
+ *
+ * Also: how an LL transfer is cut into parts (one CTA each; both ends cut
+ * from the size alone) covers it exactly and fits the slots sized from the
+ * largest LL transfer, and which rounds count as overlapping (receive
+ * buffers meeting send buffers, where the LL launch's CTAs must all read
+ * before any writes).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,8 +178,68 @@ static void self_mismatch(void) {
   EXPECT(strstr(err, "ncclSend of 8 bytes but ncclRecv of 0 bytes") != NULL);
 }
 
+/* Every LL size up to ll_bytes, cut as chorus_kern_p2p_parts cuts it:
+ * the parts cover it exactly, in order, each a multiple of 16 bytes and no
+ * larger than the slot (chorus_kern_p2p_part_cap), never more parts than
+ * the slots made for ll_bytes, and about 4 KiB each until there are
+ * CHORUS_KERN_P2P_PARTS. */
+static void parts_cover(void) {
+  static const size_t lls[] = {16, 100, 4096, 4097, 16384, 65544, 131072, 262144, 1 << 20};
+  for (size_t i = 0; i < sizeof lls / sizeof lls[0]; i++) {
+    const size_t ll = lls[i], cap = chorus_kern_p2p_part_cap(ll, CHORUS_KERN_P2P_PARTS);
+    size_t part;
+    const uint32_t slots = chorus_kern_p2p_parts(ll, CHORUS_KERN_P2P_PARTS, &part);
+    EXPECT(cap % 16 == 0 && cap >= 16);
+    for (size_t n = 1; n <= ll; n += n < 9000 ? 1 : 997) {
+      const uint32_t np = chorus_kern_p2p_parts(n, CHORUS_KERN_P2P_PARTS, &part);
+      const size_t want = (n + CHORUS_KERN_P2P_PART_MIN - 1) / CHORUS_KERN_P2P_PART_MIN;
+      const int ok = np >= 1 && np <= slots && part % 16 == 0 && part <= cap &&
+                     (np - 1) * part < n && n <= np * part &&
+                     np == (want < CHORUS_KERN_P2P_PARTS ? want : CHORUS_KERN_P2P_PARTS);
+      EXPECT(ok);
+      if (!ok) {
+        fprintf(stderr, "ll %zu n %zu: %u parts of %zu (cap %zu, slots %u)\n", ll, n, np, part, cap,
+                slots);
+        break;
+      }
+    }
+  }
+  size_t part = 1;
+  EXPECT_EQ_INT(chorus_kern_p2p_parts(0, CHORUS_KERN_P2P_PARTS, &part), 0);
+  EXPECT_EQ_INT(part, 0);
+}
+
+static void overlap(void) {
+  char a[64], b[64];
+  chorus_kern_p2p p;
+  memset(&p, 0, sizeof p);
+  p.send[1] = a, p.sbytes[1] = 32; /* rank 0 sends a[0, 32) to 1 */
+  p.recv[2] = b, p.rbytes[2] = 32; /* and receives b[0, 32) from 2 */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 3), 0);
+  p.recv[2] = a + 31; /* the receive's first byte is the send's last */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 3), 1);
+  p.recv[2] = a + 32; /* adjacent, not overlapping */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 3), 0);
+  p.recv[2] = a; /* an in-place ring shift */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 3), 1);
+  p.rbytes[2] = 0; /* nothing received from 2 */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 3), 0);
+  memset(&p, 0, sizeof p);
+  p.send[0] = p.recv[0] = a, p.sbytes[0] = p.rbytes[0] = 16; /* own copy in place: none */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 2), 0);
+  p.recv[0] = a + 8; /* own copy shifted within one buffer */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 2), 1);
+  p.recv[0] = b;
+  p.send[1] = b + 12, p.sbytes[1] = 4; /* a send to 1 from the own receive buffer */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 2), 1);
+  p.send[1] = p.recv[1] = a + 32, p.sbytes[1] = p.rbytes[1] = 32; /* in place with peer 1 */
+  EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 2), 1);
+}
+
 int main(void) {
   RUN(random_groups);
+  RUN(parts_cover);
+  RUN(overlap);
   RUN(self_mismatch);
   return unit_report();
 }

@@ -443,7 +443,7 @@ static void tune_defaults(void) {
   EXPECT_EQ_INT(t.ll_lines, 131072);
   EXPECT_EQ_INT(t.ll_cta_lines, 256);
   EXPECT_EQ_INT(t.fifo_twoshot, 1);
-  EXPECT_EQ_INT(t.p2p_ll_bytes, 16384);
+  EXPECT_EQ_INT(t.p2p_ll_bytes, 524288);
   int pll = -1;
   const int funcs[] = {CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE};
   for (int i = 0; i < 2; i++) {
@@ -478,8 +478,8 @@ static void tune_defaults(void) {
   static const struct {
     const char *proto;
     size_t want;
-  } protos[] = {{"Simple", 0}, {"sendrecv:Simple", 0}, {"^LL", 0}, {"allreduce:Simple", 16384},
-                {"LL", 16384}, {"LL,Simple", 16384}};
+  } protos[] = {{"Simple", 0}, {"sendrecv:Simple", 0}, {"^LL", 0}, {"allreduce:Simple", 524288},
+                {"LL", 524288}, {"LL,Simple", 524288}};
   for (size_t i = 0; i < sizeof protos / sizeof protos[0]; i++) {
     setenv("NCCL_PROTO", protos[i].proto, 1);
     chorus_gpu_tune_read(&t, 4, 64, 131072, 256);
