@@ -279,6 +279,15 @@ EOF2
 if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   r2="$run -n 2 --timeout 80"
   sweep "sendrecv_procs2_ll" CHORUS_GPU_P2P_LL_BYTES "0 16384 131072 262144 524288 1048576 nccl" $r2 $perf/sendrecv_perf -b 8 -e 2M -f 2
+  # Chorus as it is (a setting at its default) beside NCCL, FIFO sizes.
+  for coll in all_reduce broadcast sendrecv; do
+    sweep "${coll}_procs2_asis" CHORUS_GPU_CUMEM "1 nccl" $r2 $perf/${coll}_perf -b 1M -e 256M -f 4
+  done
+  for coll in all_reduce broadcast; do
+    sweep "${coll}_procs2_ringchunk" CHORUS_GPU_RING_CHUNK_BYTES "65536 131072 262144 nccl" $r2 $perf/${coll}_perf -b 1M -e 512M -f 4
+    sweep "${coll}_procs2_ringch" CHORUS_GPU_RING_CHANNELS "16 32 48 64" $r2 $perf/${coll}_perf -b 1M -e 512M -f 4
+  done
+  sweep "all_reduce_procs2_ringbytes" CHORUS_GPU_RING_BYTES "1048576 2097152 4194304 8388608" $r2 $perf/all_reduce_perf -b 512K -e 16M -f 2
   for coll in sendrecv broadcast reduce; do
     sweep "${coll}_procs2_fifo" CHORUS_GPU_FIFO_BYTES "262144 524288 1048576 2097152 nccl" $r2 $perf/${coll}_perf -b 4M -e 512M -f 4
   done

@@ -106,10 +106,28 @@ static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p
       copy_chunk(to, from, P.sbytes[p], j0, j1, whole(from, P.sbytes[p], j1), t);
     }
     group_sync(BAR_PUSH);
-    if (t < n && s < S.steps[t]) st_release(head_word(c, c.win[t], b, me), sent[t] + s + 1);
+    if (t < n && s < S.steps[t]) {
+      if (s == 0) put_call(c, b, t, sent[t], P.desc | (uint64_t)P.sbytes[t] << 15);
+      st_release(head_word(c, c.win[t], b, me), sent[t] + s + 1);
+    }
     if (t == 0) *pushed = s + 1; /* every pushing thread has read step s */
   }
   if (t == 0) *pushed = 0xffffffffu;
+}
+
+/* The call header of src's first chunk on channel b (pipe_util.cuh): a
+ * Send of another size is a point-to-point mismatch, anything else a call
+ * mismatch. */
+static __device__ void check_transfer(const chorus_kern_comm &c, const chorus_kern_p2p &P, int b,
+                                      int src, uint32_t start, volatile int *failed) {
+  const uint64_t mine = P.desc | (uint64_t)P.rbytes[src] << 15;
+  uint64_t theirs;
+  if (*failed || !other_call(c, b, src, start, mine, &theirs)) return;
+  if ((theirs & 0x7fff) == P.desc)
+    record_failure(c, CHORUS_KERN_MISMATCH, src, theirs >> 15, P.rbytes[src]);
+  else
+    record_failure(c, CHORUS_KERN_CALL_MISMATCH, src, theirs, mine);
+  *failed = 1;
 }
 
 static __device__ void take_recvs(const chorus_kern_comm &c, const chorus_kern_p2p &P,
@@ -117,8 +135,9 @@ static __device__ void take_recvs(const chorus_kern_comm &c, const chorus_kern_p
                                   volatile int *failed, volatile uint32_t *pushed) {
   const int t = threadIdx.x - GROUP, b = blockIdx.x, C = (int)c.channels, n = c.nranks, me = c.rank;
   for (uint32_t s = 0; s < S.max_steps; s++) {
-    if (t < n && t != me && s < S.steps[t])
-      wait_at_least(head_word(c, c.win[me], b, t), taken[t] + s + 1, c, t, failed);
+    if (t < n && t != me && s < S.steps[t] &&
+        wait_at_least(head_word(c, c.win[me], b, t), taken[t] + s + 1, c, t, failed) && s == 0)
+      check_transfer(c, P, b, t, taken[t], failed);
     if (t == 64 && sends)
       while (*pushed < s + 1 && !*failed) {
       }

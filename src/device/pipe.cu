@@ -71,6 +71,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
     }
     group_sync(BAR_PUSH);
     if (t < n && ((x.send_to >> t) & 1)) {
+      if (s == 0) put_call(c, b, t, sent[t], x.desc);
       __threadfence_system();
       st_release(head_word(c, c.win[t], b, me), sent[t] + (uint32_t)s + 1);
     }
@@ -99,8 +100,10 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
    * not this rank's to touch, and may be NULL. */
   if (!x.recv_from) return;
   for (size_t s = 0; s < nsteps; s++) {
-    if (t < n && t != me && ((x.recv_from >> t) & 1))
-      wait_at_least(head_word(c, c.win[me], b, t), taken[t] + (uint32_t)s + 1, c, t, failed);
+    if (t < n && t != me && ((x.recv_from >> t) & 1) &&
+        wait_at_least(head_word(c, c.win[me], b, t), taken[t] + (uint32_t)s + 1, c, t, failed) &&
+        s == 0)
+      check_call(c, b, t, taken[t], x.desc, failed);
     if (t == 64 && x.send_to) /* in place: own pushes of this step read the input first */
       while (*pushed < (uint32_t)s + 1 && !*failed) {
       }

@@ -47,6 +47,43 @@ static __device__ __forceinline__ uint32_t *done_word(const chorus_kern_comm &c,
                       ((size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + dst) *
                           CHORUS_KERN_CTL_STRIDE);
 }
+/* Call headers of the FIFO kernels. With its first chunk of a launch on
+ * channel b to rank dst, a sender leaves beside the head counter (in the
+ * same line, 16 bytes on) the count its launch started from on that
+ * channel and pair (its `sent`) and the call's description
+ * (chorus_kern_xchg.desc), before it releases the head. A receiver that has
+ * taken its first chunk from src on channel b compares: where the header's
+ * count is the one its own launch started from (its `taken`), the header
+ * is its counterpart's, and another description means the ranks called
+ * different things. Matched launches that move chunks on a channel and
+ * pair advance its count, so no two of them start from the same one; a
+ * sender already in a later launch has left a later count, which is not
+ * checked (no stale or future header is ever compared). */
+static __device__ __forceinline__ void put_call(const chorus_kern_comm &c, int b, int dst,
+                                                uint32_t start, uint64_t desc) {
+  st_line((char *)head_word(c, c.win[dst], b, c.rank) + 16,
+          make_uint4(start, 0, (uint32_t)desc, (uint32_t)(desc >> 32)));
+}
+/* Whether src's header on channel b is this launch's (started from start)
+ * and describes another call than desc (then *theirs holds it). */
+static __device__ __forceinline__ bool other_call(const chorus_kern_comm &c, int b, int src,
+                                                  uint32_t start, uint64_t desc, uint64_t *theirs) {
+  const uint4 v = ld_line((const char *)head_word(c, c.win[c.rank], b, src) + 16);
+  *theirs = v.z | (uint64_t)v.w << 32;
+  return v.x == start && *theirs != desc;
+}
+/* The check of a collective's launch: a different call fails it at once
+ * (CHORUS_KERN_CALL_MISMATCH, both descriptions). */
+static __device__ __forceinline__ void check_call(const chorus_kern_comm &c, int b, int src,
+                                                  uint32_t start, uint64_t desc,
+                                                  volatile int *failed) {
+  uint64_t theirs;
+  if (!*failed && other_call(c, b, src, start, desc, &theirs)) {
+    record_failure(c, CHORUS_KERN_CALL_MISMATCH, src, theirs, desc);
+    *failed = 1;
+  }
+}
+
 /* Slot k of the FIFO from src on channel b, in the window of `win`. */
 static __device__ __forceinline__ char *slot(const chorus_kern_comm &c, char *win, int b, int src,
                                              uint32_t k, size_t chunk, uint32_t nslots) {

@@ -75,8 +75,10 @@ __global__ void __launch_bounds__(NT)
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
     for (int s = first; s <= last; s++) {
       const bool rx = s > 0, tx = s < S - 1;
-      if (t == 0 && rx)
-        wait_at_least(head_word(c, c.win[me], b, prev), taken0 + kr + 1, c, prev, &s_failed);
+      if (t == 0 && rx &&
+          wait_at_least(head_word(c, c.win[me], b, prev), taken0 + kr + 1, c, prev, &s_failed) &&
+          kr == 0)
+        check_call(c, b, prev, taken0, x.desc, &s_failed);
       if (t == 32 && tx)
         wait_at_least(done_word(c, c.win[me], b, next), room_needed(sent0, ks, nslots), c, next,
                       &s_failed);
@@ -128,7 +130,10 @@ __global__ void __launch_bounds__(NT)
       }
       __syncthreads();
       if (t == 0 && rx) st_release(done_word(c, c.win[prev], b, me), taken0 + kr + 1);
-      if (t == 32 && tx) st_release(head_word(c, c.win[next], b, me), sent0 + ks + 1);
+      if (t == 32 && tx) {
+        if (ks == 0) put_call(c, b, next, sent0, x.desc);
+        st_release(head_word(c, c.win[next], b, me), sent0 + ks + 1);
+      }
       ks += tx;
       kr += rx;
     }

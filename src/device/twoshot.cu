@@ -103,7 +103,10 @@ static __device__ void push(const chorus_kern_comm &c, const chorus_kern_red &re
       }
     }
     group_sync(BAR_P, NP);
-    if (t < n && t != me) st_release(head_word(c, c.win[t], l.rs, me), sent[t] + (uint32_t)i + 1);
+    if (t < n && t != me) {
+      if (i == 0) put_call(c, l.rs, t, sent[t], x.desc);
+      st_release(head_word(c, c.win[t], l.rs, me), sent[t] + (uint32_t)i + 1);
+    }
   }
 }
 
@@ -123,8 +126,11 @@ static __device__ void reduce(const chorus_kern_comm &c, const chorus_kern_red &
   const char *own = (const char *)x.send + (size_t)me * x.bytes;
   char *out = (char *)x.recv + (size_t)me * x.bytes;
   for (size_t i = 0; i < npos; i++) {
-    if (t < n && t != me)
-      wait_at_least(head_word(c, c.win[me], l.rs, t), taken_rs[t] + (uint32_t)i + 1, c, t, failed);
+    if (t < n && t != me &&
+        wait_at_least(head_word(c, c.win[me], l.rs, t), taken_rs[t] + (uint32_t)i + 1, c, t,
+                      failed) &&
+        i == 0)
+      check_call(c, l.rs, t, taken_rs[t], x.desc, failed);
     if (t >= 32 && t < 32 + n && t - 32 != me)
       wait_at_least(done_word(c, c.win[me], l.ag, t - 32),
                     room_needed(sent_ag[t - 32], (uint32_t)i, nslots), c, t - 32, failed);

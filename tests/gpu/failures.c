@@ -11,13 +11,15 @@
  *   abort:        no deadline; rank 0's kernel waits for rank 1 until
  *                 another thread calls ncclCommAbort, which must return and
  *                 leave the stream idle.
- *   size mismatch: a small ncclSend and its ncclRecv of another size: the
- *                 receiver's kernel ends at once and its async error is
- *                 ncclInvalidUsage naming the sender and both sizes.
- *   call mismatch: ranks making different LL-sized calls (AllReduce and
- *                 Broadcast of one size; AllReduce of two counts; of two
- *                 operators): every rank that takes the other's data fails
- *                 at once with ncclInvalidUsage naming both calls.
+ *   size mismatch: an ncclSend and its ncclRecv of another size (LL lines,
+ *                 in one part or many; FIFO chunks): the receiver's kernel
+ *                 ends at once and its async error is ncclInvalidUsage
+ *                 naming the sender and both sizes.
+ *   call mismatch: ranks making different calls, LL- and FIFO-sized
+ *                 (AllReduce and Broadcast of one size; AllReduce of two
+ *                 counts; of two operators): every rank that takes the
+ *                 other's data fails at once with ncclInvalidUsage naming
+ *                 both calls.
  *   staged:       the silent peer and the abort again with NCCL_P2P_DISABLE=1
  *                 (the waits poll pinned host memory instead).
  *   bad setups:   two ranks on one GPU, more than 8 ranks must each fail
@@ -247,7 +249,8 @@ static ncclResult_t issue(const call *c, float *buf, ncclComm_t comm, cudaStream
                   : ncclAllReduce(buf, buf, c->count, ncclFloat, c->op, comm, s);
 }
 
-/* Ranks 0 and 1 make different LL-sized calls. Every rank that receives
+/* Ranks 0 and 1 make different calls (LL-sized, or FIFO-sized: then the
+ * header beside the first chunk on each channel tells). Every rank that receives
  * the other's data (want[r]) must fail at once (well before
  * CHORUS_OP_TIMEOUT=5) with ncclInvalidUsage and a message naming both
  * calls (words[0] and words[1]); a rank that waits for data the other
@@ -256,7 +259,9 @@ static void call_mismatch(const call calls[2], const int want[2], const char *co
                           const char *what) {
   setenv("CHORUS_OP_TIMEOUT", "5", 1);
   pair q;
-  ncclResult_t r = pair_start(&q, 4096, what);
+  size_t most = 4096;
+  for (int i = 0; i < 2; i++) most = calls[i].count > most ? calls[i].count : most;
+  ncclResult_t r = pair_start(&q, most, what);
   ncclComm_t *comms = q.comms;
   cudaStream_t *s = q.s;
   float **buf = q.buf;
@@ -335,7 +340,21 @@ int main(void) {
     const call ops[2] = {{0, 1000, ncclSum}, {0, 1000, ncclMax}};
     const char *const w3[2] = {"float, sum)", "float, max)"};
     call_mismatch(ops, both, w3, "AllReduce sum and max of 1000 floats");
+    /* FIFO sizes (a ring on 2 GPUs): the same three kinds of difference. */
+    const call ar_bc_big[2] = {{0, 1 << 20, ncclSum}, {1, 1 << 20, ncclSum}};
+    const char *const w4[2] = {"AllReduce(count=1048576, float, sum)",
+                               "Broadcast(count=1048576, float, root=0)"};
+    call_mismatch(ar_bc_big, bc_sees, w4, "FIFO: AllReduce and Broadcast of 4 MiB");
+    const call counts_big[2] = {{0, 1 << 20, ncclSum}, {0, 2 << 20, ncclSum}};
+    const char *const w5[2] = {"AllReduce(count=1048576,", "AllReduce(count=2097152,"};
+    call_mismatch(counts_big, both, w5, "FIFO: AllReduce of 4 and 8 MiB");
+    const call ops_big[2] = {{0, 1 << 20, ncclSum}, {0, 1 << 20, ncclMax}};
+    call_mismatch(ops_big, both, w3, "FIFO: AllReduce sum and max of 4 MiB");
   }
+  /* FIFO Send/Recv (above CHORUS_GPU_P2P_LL_BYTES): the header of the
+   * first chunk carries the size. */
+  size_mismatch(1 << 20, 2 << 20, "FIFO Send/Recv, 4 MiB sent, 8 MiB expected");
+  size_mismatch(2 << 20, 1 << 20, "FIFO Send/Recv, 8 MiB sent, 4 MiB expected");
   setenv("NCCL_P2P_DISABLE", "1", 1);
   silent_peer(256, "staged LL, 1 KiB", 0);
   abort_waiting(4 << 20, "staged Simple, 16 MiB");
