@@ -478,7 +478,7 @@ static void tune_defaults(void) {
   static const struct {
     const char *proto;
     size_t want;
-  } protos[] = {{"Simple", 0}, {"sendrecv:Simple", 0}, {"^LL", 0}, {"allreduce:Simple", 524288},
+  } protos[] = {{"Simple", 0},  {"sendrecv:Simple", 0}, {"^LL", 0}, {"allreduce:Simple", 524288},
                 {"LL", 524288}, {"LL,Simple", 524288}};
   for (size_t i = 0; i < sizeof protos / sizeof protos[0]; i++) {
     setenv("NCCL_PROTO", protos[i].proto, 1);
