@@ -3,11 +3,14 @@
 # run the GPU correctness matrix, then time Chorus and NVIDIA's NCCL with the
 # same perf binary, and print a short table last.
 #
-# usage: scripts/gpu.sh [quick|full|check|bench|tune]  (on a machine with GPUs)
+# usage: scripts/gpu.sh [quick|full|check|bench|big|tune]  (on a machine with GPUs)
 #   quick: matrix up to 1 MiB, bench 8 B..512 MiB
 #   full:  matrix up to 16 MiB, bench 8 B..2 GiB
 #   check: the quick matrix only
 #   bench: the quick benchmarks only
+#   big:   the benchmarks from 512 MiB to 8 GiB only (fewer iterations,
+#          results not checked: the perf tools check on the host, which at
+#          2-8 GiB took most of a 90 s limit per run on 2xH100), no sweeps
 #   tune:  Chorus alone under settings that are being chosen (sweeps)
 # CHECKS=regex runs only the checks whose names match (a targeted re-run,
 # e.g. CHECKS='sendrecv|graph|failures' scripts/gpu.sh check).
@@ -77,7 +80,7 @@ check() { # name, then the command
     tail -3 "$logs/check_$name.log" | sed 's/^/      /'
   fi
 }
-{ [ "$mode" = bench ] || [ "$mode" = tune ]; } && matrix=no || matrix=yes
+{ [ "$mode" = bench ] || [ "$mode" = big ] || [ "$mode" = tune ]; } && matrix=no || matrix=yes
 [ "$matrix" = yes ] && {
 echo "# correctness: every type and op, in and out of place, against exact references"
 colls="all_reduce reduce_scatter reduce all_gather broadcast alltoall gather scatter sendrecv"
@@ -312,41 +315,50 @@ fi
 
 # ---- side by side -----------------------------------------------------------
 # What one hand-off between two GPUs costs per protocol (tools/hop_bench.cu).
-[ "$ngpu" -ge 2 ] && [ -x $build/tools/hop_bench ] && echo "# GPU 0 <-> GPU 1 hand-offs" &&
+[ "$mode" != big ] && [ "$ngpu" -ge 2 ] && [ -x $build/tools/hop_bench ] && echo "# GPU 0 <-> GPU 1 hand-offs" &&
   timeout 60 $build/tools/hop_bench 2000 | sed 's/^/  /'
 # What a kernel launch costs, from one thread and from a thread per GPU
 # (tools/launch_bench.cu): the floor under eager small collectives.
-[ -x $build/tools/launch_bench ] && echo "# empty-kernel launches" &&
+[ "$mode" != big ] && [ -x $build/tools/launch_bench ] && echo "# empty-kernel launches" &&
   timeout 60 $build/tools/launch_bench 5000 | sed 's/^/  /'
-bench_e=1G
+bench_b=8 bench_e=1G bench_it="-n 50 -w 10 -c 0"
 [ "$mode" = full ] && bench_e=2G
+bench_limit=90
+[ "$mode" = big ] && bench_b=512M bench_e=8G bench_it="-n 10 -w 3 -c 0" bench_limit=240
 table="$out/gpu-table.md"
 : >"$table"
+# BENCH=regex runs only the benchmarks whose labels match (big runs take
+# minutes per collective: split them over calls).
 bench() { # label lib(chorus|nccl) args...
   local label=$1 lib=$2
   shift 2
+  [ -n "${BENCH:-}" ] && ! [[ $label =~ $BENCH ]] && return 0
   local env=()
   [ "$lib" = nccl ] && env=(env LD_LIBRARY_PATH="$ref")
-  timeout 90 "${env[@]}" "$@" -b 8 -e $bench_e -f 4 -n 50 -w 10 -c 0 -T 60 >"$logs/bench_${label}_$lib.log" 2>&1 ||
+  timeout $bench_limit "${env[@]}" "$@" -b $bench_b -e $bench_e -f 4 $bench_it -T 60 >"$logs/bench_${label}_$lib.log" 2>&1 ||
     echo "  $label $lib: exit $? (bench_${label}_$lib.log)"
+  # big: each run's rows as it ends, so a call stopped at its limit keeps them
+  [ "$mode" = big ] && grep -a -E '^ +[0-9]+ +[0-9]+ ' "$logs/bench_${label}_$lib.log" | sed "s/^/  $label $lib: /"
+  return 0
 }
 for lib in chorus nccl; do
   [ "$lib" = nccl ] && [ -z "$ref" ] && continue
   for g in 2 4; do
     [ "$g" -le "$ngpu" ] || continue
     bench "all_reduce_g$g" $lib $perf/all_reduce_perf -g "$g"
-    bench "all_reduce_procs$g" $lib $run -n "$g" --timeout 80 $perf/all_reduce_perf
+    bench "all_reduce_procs$g" $lib $run -n "$g" --timeout $((bench_limit - 10)) $perf/all_reduce_perf
   done
   # every other collective on 4 GPUs (2 where there are fewer), one process each
   np=4
   [ "$ngpu" -lt 4 ] && np=2
   if [ "$ngpu" -ge 2 ]; then
     for coll in reduce_scatter all_gather broadcast alltoall reduce gather scatter sendrecv; do
-      bench "${coll}_procs$np" $lib $run -n $np --timeout 80 $perf/${coll}_perf
+      bench "${coll}_procs$np" $lib $run -n $np --timeout $((bench_limit - 10)) $perf/${coll}_perf
     done
   fi
-  [ "$ngpu" -ge 4 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout 80 $perf/sendrecv_perf
+  [ "$ngpu" -ge 4 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout $((bench_limit - 10)) $perf/sendrecv_perf
 done
+if [ "$mode" != big ]; then
 # Small Send/Recv by CHORUS_GPU_P2P_LL_BYTES (0: FIFO kernel only), Chorus
 # only; NCCL's times are in the tables below.
 sweep_p2p() { # label ll-bytes command...
@@ -387,6 +399,7 @@ for kind, label, what in [("p2psweep", l, "Send/Recv " + l + ", us by CHORUS_GPU
     for size in sorted(set().union(*runs.values())):
         print(f"  {size:>8}  " + "  ".join("%7s" % ("%.2f" % runs[l][size] if size in runs[l] else "-") for l in lls))
 EOF
+fi
 python3 - "$logs" "$ngpu" >"$table" <<'EOF'
 import os, re, sys
 out, ngpu = sys.argv[1], int(sys.argv[2])
