@@ -181,23 +181,61 @@ finish_unit(const typename elem<T>::acc (&acc)[sizeof(U) / sizeof(T)], const cho
   return d;
 }
 
+/* The words at fail_off of win that rank src writes. */
+static __device__ __forceinline__ volatile uint32_t *fail_words(const chorus_kern_comm &c,
+                                                                char *win, int src) {
+  return (volatile uint32_t *)(win + c.fail_off + (size_t)src * 32);
+}
+
 /* Records the first failure of the communicator's kernels (why, the peer
- * concerned and, for a mismatch, the sizes) where the host reads it. */
+ * concerned and, for a mismatch, the sizes or calls) where the host reads
+ * it. A mismatch is also written into every other rank's window: ranks
+ * waiting for this one (for data it will never send, say) stop at once with
+ * it instead of at their deadline. Other failures are not: their peer may
+ * be gone, its window with it, and every waiting rank has its own deadline. */
 static __device__ void record_failure(const chorus_kern_comm &c, int why, int peer,
-                                      uint64_t info0 = 0, uint64_t info1 = 0) {
-  if (*(volatile int32_t *)c.status == 0) {
-    *(volatile int32_t *)c.status_peer = peer;
-    ((volatile uint64_t *)c.status_info)[0] = info0;
-    ((volatile uint64_t *)c.status_info)[1] = info1;
-    __threadfence_system();
-    *(volatile int32_t *)c.status = why;
+                                      uint64_t info0 = 0, uint64_t info1 = 0, uint64_t info2 = 0) {
+  if (*(volatile int32_t *)c.status != 0) return;
+  *(volatile int32_t *)c.status_peer = peer;
+  ((volatile uint64_t *)c.status_info)[0] = info0;
+  ((volatile uint64_t *)c.status_info)[1] = info1;
+  ((volatile uint64_t *)c.status_info)[2] = info2;
+  __threadfence_system();
+  *(volatile int32_t *)c.status = why;
+  if (why != CHORUS_KERN_MISMATCH && why != CHORUS_KERN_CALL_MISMATCH) return;
+  for (int r = 0; r < c.nranks; r++) {
+    if (r == c.rank) continue;
+    volatile uint32_t *w = fail_words(c, c.win[r], c.rank);
+    w[1] = (uint32_t)peer;
+    ((volatile uint64_t *)w)[1] = info0;
+    ((volatile uint64_t *)w)[2] = info1;
   }
+  __threadfence_system();
+  for (int r = 0; r < c.nranks; r++)
+    if (r != c.rank) fail_words(c, c.win[r], c.rank)[0] = (uint32_t)why;
+}
+
+/* Whether another rank wrote a failure into this rank's window (then it is
+ * recorded as CHORUS_KERN_PEER_FAILED). */
+static __device__ bool peer_failed(const chorus_kern_comm &c) {
+  for (int r = 0; r < c.nranks; r++) {
+    if (r == c.rank) continue;
+    volatile uint32_t *w = fail_words(c, c.win[c.rank], r);
+    const uint32_t why = w[0];
+    if (!why) continue;
+    __threadfence();
+    const uint64_t i0 = ((volatile uint64_t *)w)[1], i1 = ((volatile uint64_t *)w)[2];
+    record_failure(c, CHORUS_KERN_PEER_FAILED, r, i0, i1, (uint64_t)why << 32 | w[1]);
+    return true;
+  }
+  return false;
 }
 /* Called now and then by a waiting thread: when the communicator is
  * aborted, the peer's process exited (util/watch.h) or the wait passed its
  * deadline, records why and for which peer (first failure wins), marks the
  * CTA failed and returns true; also when another CTA recorded a failure
- * (a mismatch it saw), which ends the communicator anyway. */
+ * (a mismatch it saw), which ends the communicator anyway, or another rank
+ * wrote one into this rank's window. */
 static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, int peer,
                                volatile int *failed) {
   int why = 0;
@@ -206,6 +244,9 @@ static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, in
   } else if (peer >= 0 && peer < 32 && (*c.peer_gone >> peer & 1u)) {
     why = CHORUS_KERN_PEER_EXITED;
   } else if (*(volatile int32_t *)c.status) { /* another CTA's failure, recorded */
+    *failed = 1;
+    return true;
+  } else if (peer_failed(c)) { /* another rank's, written here */
     *failed = 1;
     return true;
   } else if (c.timeout_ns) {

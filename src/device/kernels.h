@@ -34,10 +34,13 @@ enum {
   CHORUS_KERN_OK = 0,
   CHORUS_KERN_ABORTED = 1,
   CHORUS_KERN_TIMEOUT = 2,
-  CHORUS_KERN_MISMATCH = 3,     /* a Send and its Recv differ in size (status_info says how) */
-  CHORUS_KERN_PEER_EXITED = 4,  /* the process of the rank waited for exited (peer_gone) */
-  CHORUS_KERN_CALL_MISMATCH = 5 /* an LL launch's header names another call (status_info:
-                                   theirs, this rank's; chorus_kern_xchg.desc) */
+  CHORUS_KERN_MISMATCH = 3,      /* a Send and its Recv differ in size (status_info says how) */
+  CHORUS_KERN_PEER_EXITED = 4,   /* the process of the rank waited for exited (peer_gone) */
+  CHORUS_KERN_CALL_MISMATCH = 5, /* a launch's header names another call (status_info:
+                                    theirs, this rank's; chorus_kern_xchg.desc) */
+  CHORUS_KERN_PEER_FAILED = 6    /* another rank's kernel found a mismatch first and wrote it
+                                    into this rank's window (status_peer: that rank;
+                                    status_info: its two infos, then its why << 32 | its peer) */
 };
 
 /* One rank's view of the communicator's windows. */
@@ -90,8 +93,12 @@ typedef struct chorus_kern_comm {
   volatile uint32_t *peer_gone; /* host-mapped: bit p stops the waits for rank p */
   int32_t *status;              /* host-mapped: CHORUS_KERN_* of the first failure */
   int32_t *status_peer;         /* host-mapped: the rank waited for at that failure */
-  uint64_t *status_info;        /* host-mapped, MISMATCH: bytes sent, bytes expected */
-  uint64_t timeout_ns;          /* per wait; 0: none */
+  uint64_t *status_info;        /* host-mapped, 3 words: MISMATCH: bytes sent, bytes expected */
+  /* At fail_off of every window: [src] x 32 B, what rank src's kernel
+   * found when it failed on a mismatch (why, its peer, its two infos; why
+   * written last), so the ranks waiting for it stop at once too. */
+  uint32_t fail_off;
+  uint64_t timeout_ns; /* per wait; 0: none */
 } chorus_kern_comm;
 
 /* Reduction, as host/reduce.h's chorus_red kinds. */

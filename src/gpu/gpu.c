@@ -12,6 +12,7 @@
  *                     x 4 B (CHORUS_KERN_P2P_PARTS parts per peer)
  *   [141312, 142336)  Send/Recv LL acks: [dst][part] x 4 B (dst writes)
  *   [142336, 142468)  Send/Recv LL barrier across CTAs: generation, arrivals [part]
+ *   [143360, 143616)  failures other ranks found: [src] x 32 B (src writes)
  *   [196608, 212992)  LL call headers: [parity 2][source rank 8][block 64] x 16 B
  *   [262144, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
  *   then Send/Recv LL slots: [source rank n][parity 2][part p2p_ll_parts]
@@ -49,10 +50,11 @@
 #define P2P_EP_OFF  139264
 #define P2P_ACK_OFF 141312
 #define P2P_BAR_OFF 142336
+#define FAIL_OFF    143360
 #define HDR_OFF     196608 /* LL call headers: [2][8][64] lines */
 #define LL_OFF      262144
 /* Host-mapped control words: abort, status, status peer, peer-gone bits
- * (4 B each), then at 16 the status details (2 x 8 B). */
+ * (4 B each), then at 16 the status details (3 x 8 B). */
 #define CTL_BYTES       64
 #define PEER_GONE_OFF   12
 #define STATUS_INFO_OFF 16
@@ -66,7 +68,8 @@ _Static_assert(TEST_OFF + 4 * CHORUS_KERN_MAX_RANKS <= ACK_OFF &&
                        P2P_EP_OFF &&
                    P2P_EP_OFF + 2 * P2P_WORDS <= P2P_ACK_OFF &&
                    P2P_ACK_OFF + P2P_WORDS <= P2P_BAR_OFF &&
-                   P2P_BAR_OFF + 4 * (1 + CHORUS_KERN_P2P_PARTS) <= HDR_OFF,
+                   P2P_BAR_OFF + 4 * (1 + CHORUS_KERN_P2P_PARTS) <= FAIL_OFF &&
+                   FAIL_OFF + 32 * CHORUS_KERN_MAX_RANKS <= HDR_OFF,
                "window words overlap");
 _Static_assert(CNT_OFF + 2 * CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS * 4 <= CTL_OFF,
                "pipeline totals overlap the counters");
@@ -235,6 +238,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.p2p_ack_off = P2P_ACK_OFF;
   g->kc.p2p_ll_off = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.p2p_bar_off = P2P_BAR_OFF;
+  g->kc.fail_off = FAIL_OFF;
   {
     size_t part;
     g->kc.p2p_ll_parts = chorus_kern_p2p_parts(g->tune.p2p_ll_bytes, CHORUS_KERN_P2P_PARTS, &part);
@@ -306,58 +310,82 @@ void chorus_gpu_abort(chorus_gpu *g) {
   if (g && g->ctl_host) __atomic_store_n((int32_t *)g->ctl_host, 1, __ATOMIC_RELEASE);
 }
 
+/* What kernel status `why` means, in words (into buf), and its result
+ * code: `who` (on GPU `device`, -1 when not known here) saw it about rank
+ * `peer`; info as status_info. */
+static ncclResult_t status_words(const chorus_gpu *g, int why, int who, int device, int peer,
+                                 uint64_t info0, uint64_t info1, char *buf, size_t len) {
+  char at[48] = "";
+  if (device >= 0) snprintf(at, sizeof at, " (GPU %d)", device);
+  switch (why) {
+  case CHORUS_KERN_CALL_MISMATCH: {
+    char theirs[160], mine[160];
+    chorus_gpu_call_describe(info0, theirs, sizeof theirs);
+    chorus_gpu_call_describe(info1, mine, sizeof mine);
+    snprintf(buf, len,
+             "mismatched calls across ranks: rank %d%s called %s but rank %d called %s. Every "
+             "rank must issue the same collectives, with the same count, type, op and root, in "
+             "the same order",
+             who, at, mine, peer, theirs);
+    return ncclInvalidUsage;
+  }
+  case CHORUS_KERN_MISMATCH:
+    snprintf(buf, len,
+             "mismatched point-to-point calls: rank %d's ncclRecv from rank %d expected %llu bytes "
+             "but rank %d's matching ncclSend sent %llu%s. A send and its receive must have the "
+             "same count and type, and sends to one peer are matched in call order",
+             who, peer, (unsigned long long)info1, peer, (unsigned long long)info0, at);
+    return ncclInvalidUsage;
+  case CHORUS_KERN_PEER_EXITED: {
+    int32_t pid = 0;
+    const int first = chorus_watch_dead(g->watch, &pid);
+    snprintf(buf, len,
+             "rank %d%s: rank %d exited while a GPU kernel waited for it (first to exit: rank %d, "
+             "pid %d on this host)",
+             who, at, peer, first, (int)pid);
+    return ncclRemoteError;
+  }
+  case CHORUS_KERN_ABORTED:
+    snprintf(buf, len,
+             "rank %d: a GPU kernel stopped waiting for rank %d because the communicator was "
+             "aborted",
+             who, peer);
+    return ncclRemoteError;
+  default:
+    snprintf(buf, len,
+             "rank %d%s: a GPU kernel waited more than CHORUS_OP_TIMEOUT seconds for rank %d, "
+             "which never sent its data (it died, or called a different collective)",
+             who, at, peer);
+    return ncclRemoteError;
+  }
+}
+
 ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
   if (!g) return ncclSuccess;
   volatile int32_t *ctl = g->ctl_host;
-  int32_t st = ctl[1];
+  const int32_t st = ctl[1];
   if (st == CHORUS_KERN_OK) return ncclSuccess;
-  int peer = ctl[2];
-  if (__atomic_exchange_n(&g->reported, 1, __ATOMIC_ACQ_REL))
-    return st == CHORUS_KERN_MISMATCH || st == CHORUS_KERN_CALL_MISMATCH ? ncclInvalidUsage
-                                                                         : ncclRemoteError;
-  if (st == CHORUS_KERN_CALL_MISMATCH) {
-    const volatile uint64_t *info =
-        (const volatile uint64_t *)((char *)g->ctl_host + STATUS_INFO_OFF);
-    char theirs[160], mine[160];
-    chorus_gpu_call_describe(info[0], theirs, sizeof theirs);
-    chorus_gpu_call_describe(info[1], mine, sizeof mine);
-    return chorus_error(ncclInvalidUsage,
-                        "mismatched calls across ranks: rank %d (GPU %d) called %s but rank %d "
-                        "called %s. Every rank must issue the same collectives, with the same "
-                        "count, type, op and root, in the same order; the communicator cannot be "
-                        "used any more (ncclCommAbort it)",
-                        g->rank, g->device, mine, peer, theirs);
-  }
-  if (st == CHORUS_KERN_MISMATCH) {
-    const volatile uint64_t *info =
-        (const volatile uint64_t *)((char *)g->ctl_host + STATUS_INFO_OFF);
-    return chorus_error(ncclInvalidUsage,
-                        "mismatched point-to-point calls: rank %d's ncclRecv from rank %d "
-                        "expected %llu bytes but rank %d's matching ncclSend sent %llu (GPU %d). "
-                        "A send and its receive must have the same count and type, and sends to "
-                        "one peer are matched in call order",
-                        g->rank, peer, (unsigned long long)info[1], peer,
-                        (unsigned long long)info[0], g->device);
-  }
-  if (st == CHORUS_KERN_PEER_EXITED) {
-    int32_t pid = 0;
-    const int first = chorus_watch_dead(g->watch, &pid);
-    return chorus_error(ncclRemoteError,
-                        "rank %d (GPU %d): rank %d exited while a GPU kernel waited for it (first "
-                        "to exit: rank %d, pid %d on this host); the communicator cannot be used "
-                        "any more (ncclCommAbort it)",
-                        g->rank, g->device, peer, first, (int)pid);
-  }
-  if (st == CHORUS_KERN_ABORTED)
-    return chorus_error(ncclRemoteError,
-                        "rank %d: a GPU kernel stopped waiting for rank %d because the "
-                        "communicator was aborted",
-                        g->rank, peer);
-  return chorus_error(ncclRemoteError,
-                      "rank %d (GPU %d): a GPU kernel waited more than CHORUS_OP_TIMEOUT seconds "
-                      "for rank %d, which never sent its data (it died, or called a different "
-                      "collective)",
-                      g->rank, g->device, peer);
+  const int peer = ctl[2];
+  const volatile uint64_t *info =
+      (const volatile uint64_t *)((char *)g->ctl_host + STATUS_INFO_OFF);
+  /* A failure another rank wrote here: its words, its code. */
+  const int why = st == CHORUS_KERN_PEER_FAILED ? (int)(info[2] >> 32) : st;
+  char words[512];
+  const ncclResult_t code =
+      st == CHORUS_KERN_PEER_FAILED
+          ? status_words(g, why, peer, -1, (int)(uint32_t)info[2], info[0], info[1], words,
+                         sizeof words)
+          : status_words(g, st, g->rank, g->device, peer, info[0], info[1], words, sizeof words);
+  if (__atomic_exchange_n(&g->reported, 1, __ATOMIC_ACQ_REL)) return code;
+  if (st == CHORUS_KERN_ABORTED) return chorus_error(code, "%s", words);
+  if (st == CHORUS_KERN_PEER_FAILED)
+    return chorus_error(
+        code,
+        "rank %d (GPU %d): a GPU kernel stopped because rank %d's kernel failed first: "
+        "%s; the communicator cannot be used any more (ncclCommAbort it)",
+        g->rank, g->device, peer, words);
+  return chorus_error(code, "%s; the communicator cannot be used any more (ncclCommAbort it)",
+                      words);
 }
 
 /* Runs one exchange, the same way on every rank: rings and chains in the
