@@ -245,10 +245,10 @@ typedef struct chorus_kern_p2p {
   /* LL launch: a receive buffer overlaps a send buffer (an in-place ring
    * shift, say), so every CTA reads its sends before any CTA writes. */
   uint32_t overlap;
-  /* FIFO launch: the description of a Send of 0 bytes
-   * (chorus_gpu_call_desc); its call headers carry it with the transfer's
-   * size as the count. */
-  uint64_t desc;
+  /* FIFO launch: the descriptions of a Send and of a Recv of 0 bytes
+   * (chorus_gpu_p2p_descs); call headers carry the Send's with the
+   * transfer's size as the count, a receiver names its call by the Recv's. */
+  uint64_t send_desc, recv_desc;
 } chorus_kern_p2p;
 
 /* How an LL Send/Recv of nbytes is cut: into parts of *part bytes (a

@@ -107,7 +107,7 @@ static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p
     }
     group_sync(BAR_PUSH);
     if (t < n && s < S.steps[t]) {
-      if (s == 0) put_call(c, b, t, sent[t], P.desc | (uint64_t)P.sbytes[t] << 15);
+      if (s == 0) put_call(c, b, t, sent[t], P.send_desc | (uint64_t)P.sbytes[t] << 15);
       st_release(head_word(c, c.win[t], b, me), sent[t] + s + 1);
     }
     if (t == 0) *pushed = s + 1; /* every pushing thread has read step s */
@@ -120,13 +120,14 @@ static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p
  * mismatch. */
 static __device__ void check_transfer(const chorus_kern_comm &c, const chorus_kern_p2p &P, int b,
                                       int src, uint32_t start, volatile int *failed) {
-  const uint64_t mine = P.desc | (uint64_t)P.rbytes[src] << 15;
+  const uint64_t matching = P.send_desc | (uint64_t)P.rbytes[src] << 15;
   uint64_t theirs;
-  if (*failed || !other_call(c, b, src, start, mine, &theirs)) return;
-  if ((theirs & 0x7fff) == P.desc)
+  if (*failed || !other_call(c, b, src, start, matching, &theirs)) return;
+  if ((theirs & 0x7fff) == P.send_desc)
     record_failure(c, CHORUS_KERN_MISMATCH, src, theirs >> 15, P.rbytes[src]);
   else
-    record_failure(c, CHORUS_KERN_CALL_MISMATCH, src, theirs, mine);
+    record_failure(c, CHORUS_KERN_CALL_MISMATCH, src, theirs,
+                   P.recv_desc | (uint64_t)P.rbytes[src] << 15);
   *failed = 1;
 }
 

@@ -431,10 +431,7 @@ ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, vo
   chorus_kern_p2p ll, fifo;
   const int parts = chorus_gpu_p2p_split(round, g->nranks, g->tune.p2p_ll_bytes, &ll, &fifo);
   ll.overlap = (uint32_t)chorus_gpu_p2p_overlap(&ll, g->rank, g->nranks);
-  chorus_op send0;
-  memset(&send0, 0, sizeof send0);
-  send0.func = CHORUS_FUNC_SEND;
-  fifo.desc = chorus_gpu_call_desc(&send0); /* a Send of 0 bytes (int8) */
+  chorus_gpu_p2p_descs(&fifo.send_desc, &fifo.recv_desc);
   /* LL first: it waits only for other ranks' LL launches of this round. */
   if ((parts & 1) && chorus_kern_sendrecv_ll(&g->kc, &ll, stream) != 0)
     return chorus_gpu_cuda_error("ncclSend/ncclRecv (LL)");

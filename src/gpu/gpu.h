@@ -116,6 +116,10 @@ int chorus_gpu_p2p_split(const chorus_kern_p2p *round, int nranks, size_t ll_byt
  * entry's receive into its own send buffer, which copies nothing, aside):
  * then the LL launch's CTAs all read before any writes (p->overlap). */
 int chorus_gpu_p2p_overlap(const chorus_kern_p2p *p, int rank, int nranks);
+/* The descriptions (chorus_gpu_call_desc) of a Send and of a Recv of 0
+ * int8: a FIFO transfer's call header is the Send's with its size as the
+ * count (chorus_kern_p2p.send_desc, recv_desc). */
+void chorus_gpu_p2p_descs(uint64_t *send, uint64_t *recv);
 /* Launches one round on stream: its LL transfers, then the others. */
 ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream);
 

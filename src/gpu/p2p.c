@@ -77,6 +77,15 @@ int chorus_gpu_p2p_split(const chorus_kern_p2p *round, int nranks, size_t ll_byt
   return any;
 }
 
+void chorus_gpu_p2p_descs(uint64_t *send, uint64_t *recv) {
+  chorus_op op;
+  memset(&op, 0, sizeof op); /* count 0, int8 */
+  op.func = CHORUS_FUNC_SEND;
+  *send = chorus_gpu_call_desc(&op);
+  op.func = CHORUS_FUNC_RECV;
+  *recv = chorus_gpu_call_desc(&op);
+}
+
 /* Whether [a, a + an) and [b, b + bn) share a byte. */
 static int ranges_meet(const void *a, size_t an, const void *b, size_t bn) {
   const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;

@@ -236,10 +236,23 @@ static void overlap(void) {
   EXPECT_EQ_INT(chorus_gpu_p2p_overlap(&p, 0, 2), 1);
 }
 
+/* The FIFO call headers' descriptions read as the calls they stand for. */
+static void descs(void) {
+  uint64_t send, recv;
+  chorus_gpu_p2p_descs(&send, &recv);
+  EXPECT(send != recv && send >> 15 == 0 && recv >> 15 == 0);
+  char d[160];
+  chorus_gpu_call_describe(send | (uint64_t)4096 << 15, d, sizeof d);
+  EXPECT_STREQ(d, "Send(count=4096, int8)");
+  chorus_gpu_call_describe(recv | (uint64_t)1 << 40 << 15, d, sizeof d);
+  EXPECT_STREQ(d, "Recv(count=1099511627776, int8)");
+}
+
 int main(void) {
   RUN(random_groups);
   RUN(parts_cover);
   RUN(overlap);
+  RUN(descs);
   RUN(self_mismatch);
   return unit_report();
 }
