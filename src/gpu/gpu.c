@@ -92,7 +92,8 @@ struct chorus_gpu {
   int reported;        /* a kernel's error was logged (atomic) */
   chorus_watch *watch; /* the peers' processes (NULL: all in this one) */
   chorus_gpu_tune tune;
-  int holds_launchers; /* chorus_launchers_hold was called for it */
+  int holds_launchers;                   /* chorus_launchers_hold was called for it */
+  uint64_t p2p_send_desc, p2p_recv_desc; /* chorus_gpu_p2p_descs, for every FIFO round */
 };
 
 /* A step size setting: whole 4 KiB pages, 4 KiB to 16 MiB. */
@@ -239,6 +240,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.p2p_ll_off = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.p2p_bar_off = P2P_BAR_OFF;
   g->kc.fail_off = FAIL_OFF;
+  chorus_gpu_p2p_descs(&g->p2p_send_desc, &g->p2p_recv_desc);
   {
     size_t part;
     g->kc.p2p_ll_parts = chorus_kern_p2p_parts(g->tune.p2p_ll_bytes, CHORUS_KERN_P2P_PARTS, &part);
@@ -430,13 +432,18 @@ ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, vo
   CHECK(chorus_gpu_async_error(g));
   chorus_kern_p2p ll, fifo;
   const int parts = chorus_gpu_p2p_split(round, g->nranks, g->tune.p2p_ll_bytes, &ll, &fifo);
-  ll.overlap = (uint32_t)chorus_gpu_p2p_overlap(&ll, g->rank, g->nranks);
-  chorus_gpu_p2p_descs(&fifo.send_desc, &fifo.recv_desc);
   /* LL first: it waits only for other ranks' LL launches of this round. */
-  if ((parts & 1) && chorus_kern_sendrecv_ll(&g->kc, &ll, stream) != 0)
-    return chorus_gpu_cuda_error("ncclSend/ncclRecv (LL)");
-  if ((parts & 2) && chorus_kern_sendrecv(&g->kc, &fifo, stream) != 0)
-    return chorus_gpu_cuda_error("ncclSend/ncclRecv");
+  if (parts & 1) {
+    ll.overlap = (uint32_t)chorus_gpu_p2p_overlap(&ll, g->rank, g->nranks);
+    if (chorus_kern_sendrecv_ll(&g->kc, &ll, stream) != 0)
+      return chorus_gpu_cuda_error("ncclSend/ncclRecv (LL)");
+  }
+  if (parts & 2) {
+    fifo.send_desc = g->p2p_send_desc;
+    fifo.recv_desc = g->p2p_recv_desc;
+    if (chorus_kern_sendrecv(&g->kc, &fifo, stream) != 0)
+      return chorus_gpu_cuda_error("ncclSend/ncclRecv");
+  }
   return ncclSuccess;
 }
 
