@@ -17,7 +17,8 @@
  *                 naming the sender and both sizes.
  *   call mismatch: ranks making different calls, LL- and FIFO-sized
  *                 (AllReduce and Broadcast of one size; AllReduce of two
- *                 counts; of two operators): both ranks fail at once with
+ *                 counts; of two operators; an AllReduce against an
+ *                 ncclRecv): both ranks fail at once with
  *                 ncclInvalidUsage naming both calls (one that only waits
  *                 learns it from the one that found it).
  *   staged:       the silent peer and the abort again with NCCL_P2P_DISABLE=1
@@ -236,17 +237,24 @@ static void size_mismatch(size_t sent, size_t expected, const char *what) {
   unsetenv("CHORUS_OP_TIMEOUT");
 }
 
-/* One rank's call in call_mismatch: an AllReduce (op), or a Broadcast
- * from rank 0 when bcast is set, of count floats. */
+/* One rank's call in call_mismatch, of count floats: an AllReduce (op),
+ * a Broadcast from rank 0, or an ncclRecv from rank 0. */
+enum { ALLREDUCE, BROADCAST, RECV };
 typedef struct call {
-  int bcast;
+  int kind;
   size_t count;
   ncclRedOp_t op;
 } call;
 
 static ncclResult_t issue(const call *c, float *buf, ncclComm_t comm, cudaStream_t s) {
-  return c->bcast ? ncclBroadcast(buf, buf, c->count, ncclFloat, 0, comm, s)
-                  : ncclAllReduce(buf, buf, c->count, ncclFloat, c->op, comm, s);
+  switch (c->kind) {
+  case BROADCAST:
+    return ncclBroadcast(buf, buf, c->count, ncclFloat, 0, comm, s);
+  case RECV:
+    return ncclRecv(buf, c->count, ncclFloat, 0, comm, s);
+  default:
+    return ncclAllReduce(buf, buf, c->count, ncclFloat, c->op, comm, s);
+  }
 }
 
 /* Ranks 0 and 1 make different calls (LL-sized, or FIFO-sized: then the
@@ -343,6 +351,11 @@ int main(void) {
     call_mismatch(counts_big, w5, "FIFO: AllReduce of 4 and 8 MiB");
     const call ops_big[2] = {{0, 1 << 20, ncclSum}, {0, 1 << 20, ncclMax}};
     call_mismatch(ops_big, w3, "FIFO: AllReduce sum and max of 4 MiB");
+    /* A FIFO-sized receive meets a collective's header: it names itself
+     * by the bytes it expects. */
+    const call ar_recv[2] = {{ALLREDUCE, 1 << 20, ncclSum}, {RECV, 1 << 20, ncclSum}};
+    const char *const w6[2] = {"AllReduce(count=1048576, float, sum)", "Recv(count=4194304, int8)"};
+    call_mismatch(ar_recv, w6, "FIFO: AllReduce against ncclRecv of 4 MiB");
   }
   /* FIFO Send/Recv (above CHORUS_GPU_P2P_LL_BYTES): the header of the
    * first chunk carries the size. */
