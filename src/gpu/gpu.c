@@ -354,10 +354,17 @@ static ncclResult_t status_words(const chorus_gpu *g, int why, int who, int devi
              who, peer);
     return ncclRemoteError;
   default:
-    snprintf(buf, len,
-             "rank %d%s: a GPU kernel waited more than CHORUS_OP_TIMEOUT seconds for rank %d, "
-             "which never sent its data (it died, or called a different collective)",
-             who, at, peer);
+    if (peer < 0) /* a barrier among the blocks of one launch (the LL Send/Recv's) */
+      snprintf(buf, len,
+               "rank %d%s: the blocks of a GPU Send/Recv kernel waited more than "
+               "CHORUS_OP_TIMEOUT seconds for each other (were they not all scheduled? other "
+               "kernels may hold the GPU's SMs)",
+               who, at);
+    else
+      snprintf(buf, len,
+               "rank %d%s: a GPU kernel waited more than CHORUS_OP_TIMEOUT seconds for rank %d, "
+               "which never sent its data (it died, or called a different collective)",
+               who, at, peer);
     return ncclRemoteError;
   }
 }
