@@ -96,11 +96,12 @@ done
 # The bandwidth paths (pipelined kernel, chains) and
 # LL pieces, forced at small sizes so that the matrix covers them; tiny
 # pipeline steps on 3 channels make every FIFO wrap around many times.
-force="env CHORUS_GPU_PIPE_BYTES=0 CHORUS_GPU_PIPE_BYTES_PAIR=0 CHORUS_GPU_TWOSHOT_BYTES=-1 CHORUS_GPU_TWOSHOT_BYTES_PAIR=-1 CHORUS_GPU_CHAIN_BYTES=0"
+# (Zero-copy is off in these, which it would take over with -g.)
+force="env CHORUS_GPU_DIRECT=0 CHORUS_GPU_PIPE_BYTES=0 CHORUS_GPU_PIPE_BYTES_PAIR=0 CHORUS_GPU_TWOSHOT_BYTES=-1 CHORUS_GPU_TWOSHOT_BYTES_PAIR=-1 CHORUS_GPU_CHAIN_BYTES=0"
 tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_CHANNELS=3 CHORUS_GPU_RING_CHUNK_BYTES=4096 CHORUS_GPU_TWOSHOT_CHUNK_BYTES=4096"
 # Two-shot AllReduce at every size: in LL lines (default up to 1 MiB), and
 # in FIFO chunks (CHORUS_GPU_TWOSHOT_LL_BYTES=0).
-twoshot="env CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_TWOSHOT_BYTES_PAIR=0"
+twoshot="env CHORUS_GPU_DIRECT=0 CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_TWOSHOT_BYTES_PAIR=0"
 fifo="env CHORUS_GPU_TWOSHOT_LL_BYTES=0"
 gw=4
 [ "$ngpu" -lt 4 ] && gw=$ngpu
@@ -130,7 +131,7 @@ if [ "$ngpu" -ge 4 ]; then
   done
   # Rings (AllReduce, AllGather, ReduceScatter) forced at every size.
   for coll in all_reduce all_gather reduce_scatter; do
-    check "${coll}_ring_g3" env CHORUS_GPU_RING_BYTES=1 $perf/${coll}_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
+    check "${coll}_ring_g3" env CHORUS_GPU_DIRECT=0 CHORUS_GPU_RING_BYTES=1 $perf/${coll}_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
     check "${coll}_ring_tiny_procs4" env CHORUS_GPU_RING_BYTES=1 $tiny $run -n 4 --timeout 80 $perf/${coll}_perf -d all -o all -b 8 -e 4M -f 7 -n 2 -w 1 -c 1 -T 60
   done
   check "all_reduce_twoshot_g3" $twoshot $perf/all_reduce_perf -g 3 -d all -o all -b 4 -e $matrix_e -f 3 -n 1 -w 1 -c 1 -T 60
@@ -141,8 +142,24 @@ if [ "$ngpu" -ge 4 ]; then
   # NCCL_ALGO and NCCL_PROTO steer the GPU plan (gpu/plan.c).
   check "all_reduce_proto_ll_g4" env NCCL_PROTO=LL $perf/all_reduce_perf -g 4 -d all -o sum -b 8 -e 4M -f 8 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_twoshot_simple_procs4" env NCCL_ALGO=allreduce:twoshot NCCL_PROTO=Simple $run -n 4 --timeout 80 $perf/all_reduce_perf -d all -o sum -b 64 -e 1M -f 8 -n 1 -w 1 -c 1 -T 60
-  check "all_reduce_pieces_g4" env CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_pieces_g4" env CHORUS_GPU_DIRECT=0 CHORUS_GPU_LL_BYTES=4096 $perf/all_reduce_perf -g 4 -d all -o all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   check "all_gather_pieces_procs4" env CHORUS_GPU_LL_BYTES=4096 $run -n 4 --timeout 80 $perf/all_gather_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+fi
+# Zero-copy AllReduce, AllGather and ReduceScatter (gpu/direct.c) at every
+# size: GPUs of one process (-g), and symmetric windows across processes
+# (-R 2: ncclMemAlloc buffers, ncclCommWindowRegister); with 4 KiB per CTA
+# and up to 64 CTAs; that it is really used (its INFO line).
+direct="env CHORUS_GPU_DIRECT_BYTES=0"
+if [ "$gw" -ge 2 ]; then
+  for coll in all_reduce all_gather reduce_scatter; do
+    check "${coll}_direct_g$gw" $direct $perf/${coll}_perf -g $gw -d all -o all -b 64 -e 16M -f 4 -n 1 -w 1 -c 1 -T 60
+    check "${coll}_direct_win_procs$gw" $direct $run -n $gw --timeout 80 $perf/${coll}_perf -R 2 -d all -o all -b 64 -e 16M -f 4 -n 1 -w 1 -c 1 -T 60
+  done
+  check "all_reduce_direct_odd_g$gw" $direct $perf/all_reduce_perf -g $gw -d all -o sum -b 4 -e 4M -f 7 -n 1 -w 1 -c 1 -T 60
+  check "all_reduce_direct_ctas_procs$gw" $direct env CHORUS_GPU_DIRECT_CTA_BYTES=4096 CHORUS_GPU_DIRECT_CHANNELS=64 $run -n $gw --timeout 80 $perf/all_reduce_perf -R 2 -d float -o sum -b 64 -e 64M -f 4 -n 2 -w 1 -c 1 -T 60
+  [ -x $build/tests/gpu/gpu_windows ] && check "windows_procs$gw" $run -n $gw --timeout 80 $build/tests/gpu/gpu_windows && grep -a "^offset" "$logs/check_windows_procs$gw.log" | sed 's/^/      /'
+  check "direct_in_use_g$gw" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL $perf/all_reduce_perf -g $gw -b 1M -e 1M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs zero-copy (all ranks'"
+  check "direct_win_in_use_procs$gw" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL $run -n $gw --timeout 80 $perf/all_reduce_perf -R 2 -b 1M -e 1M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs zero-copy (symmetric'"
 fi
 # Send/Recv groups: several messages per pair of mixed sizes, self sends,
 # two streams, an in-place ring shift and an AllReduce in one group.
@@ -303,6 +320,14 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   for coll in all_gather reduce_scatter alltoall; do
     sweep "${coll}_procs2_pipe" CHORUS_GPU_PIPE_BYTES_PAIR "262144 524288 1048576" $r2 $perf/${coll}_perf -b 128K -e 4M -f 2
   done
+  # Zero-copy against staged (and NCCL, with the same registration), from
+  # 64 KiB: -g 2 (any cudaMalloc buffer) and symmetric windows (-R 2).
+  for coll in all_reduce all_gather reduce_scatter; do
+    sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
+    sweep "${coll}_procs2_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 $r2 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
+  done
+  sweep "all_reduce_g2_direct_ctas" CHORUS_GPU_DIRECT_CHANNELS "8 16 32 64" env CHORUS_GPU_DIRECT_BYTES=0 $perf/all_reduce_perf -g 2 -b 64K -e 1G -f 4
+  sweep "all_reduce_g2_direct_ctabytes" CHORUS_GPU_DIRECT_CTA_BYTES "16384 65536 262144" env CHORUS_GPU_DIRECT_BYTES=0 $perf/all_reduce_perf -g 2 -b 64K -e 64M -f 4
   tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
   echo "# ${SECONDS} s in all"
   exit 0
@@ -357,6 +382,16 @@ for lib in chorus nccl; do
     done
   fi
   [ "$ngpu" -ge 4 ] && bench "sendrecv_procs2" $lib $run -n 2 --timeout $((bench_limit - 10)) $perf/sendrecv_perf
+  # Zero-copy: AllGather and ReduceScatter with -g (AllReduce's is above),
+  # and symmetric windows (-R 2, both libraries registering them).
+  if [ "$ngpu" -ge 2 ]; then
+    for coll in reduce_scatter all_gather; do
+      bench "${coll}_g$np" $lib $perf/${coll}_perf -g $np
+    done
+    for coll in all_reduce reduce_scatter all_gather; do
+      bench "${coll}_win_procs$np" $lib $run -n $np --timeout $((bench_limit - 10)) $perf/${coll}_perf -R 2
+    done
+  fi
 done
 if [ "$mode" != big ]; then
 # Small Send/Recv by CHORUS_GPU_P2P_LL_BYTES (0: FIFO kernel only), Chorus
@@ -414,7 +449,9 @@ def load(path):
 labels = []
 for coll in ("all_reduce", "reduce_scatter", "all_gather", "broadcast", "alltoall", "reduce", "gather", "scatter", "sendrecv"):
     for mode, what in (("procs2", "2 GPUs, 1 process each"), ("g2", "2 GPUs, -g 2"),
-                       ("procs4", "4 GPUs, 1 process each"), ("g4", "4 GPUs, -g 4")):
+                       ("win_procs2", "2 GPUs, 1 process each, symmetric windows (-R 2)"),
+                       ("procs4", "4 GPUs, 1 process each"), ("g4", "4 GPUs, -g 4"),
+                       ("win_procs4", "4 GPUs, 1 process each, symmetric windows (-R 2)")):
         labels.append((f"{coll}_{mode}", f"{coll}, {what}"))
 for label, title in labels:
     c, n = load(f"{out}/bench_{label}_chorus.log"), load(f"{out}/bench_{label}_nccl.log")

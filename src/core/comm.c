@@ -297,6 +297,7 @@ void chorus_comm_join(ncclComm_t comm) {
 
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
+  chorus_comm_regs_free(comm); /* windows' mappings, before the GPU side goes */
   chorus_gpu_free(comm->cc.gpu);
   comm->cc.gpu = NULL;
   for (int t = 1; t >= 0; t--) {
@@ -309,7 +310,6 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_free(comm->ring);
   chorus_free(comm->init.uids);
   chorus_free(comm->user_ops);
-  chorus_comm_regs_free(comm);
   chorus_config_free(&comm->config);
   comm->magic = 0;
   chorus_free(comm);

@@ -6,12 +6,15 @@
  * exportable, mapped for every GPU with peer access to it), as NCCL does;
  * without one, page-aligned host memory from mmap. Every live allocation
  * is remembered, so ncclMemFree of a pointer we did not hand out is an
- * error, not a crash. Registration has nothing to pin or map yet (the
- * collectives copy through Chorus's own buffers either way): handles are
- * validated tokens. Windows (ncclCommWindowRegister) likewise: a range of
- * one ncclMemAlloc allocation, checked and kept on the communicator's list
- * until deregistered or the communicator is freed; no symmetric kernels
- * or device-side use yet.
+ * error, not a crash. Registration (ncclCommRegister) has nothing to pin
+ * or map: handles are validated tokens. On GPUs of one process the
+ * zero-copy collectives reach every rank's cudaMalloc or ncclMemAlloc
+ * buffers without it (gpu/direct.c). Windows (ncclCommWindowRegister): a
+ * range of one ncclMemAlloc allocation, checked and kept on the
+ * communicator's list until deregistered or the communicator is freed; on
+ * GPU communicators of one process per rank, registering one maps it on
+ * every rank (collective), and NCCL_WIN_COLL_SYMMETRIC ones carry zero-copy
+ * collectives. No device-side API use yet.
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -21,6 +24,7 @@
 #include "core/api.h"
 #include "core/comm.h"
 #include "device/device.h"
+#include "gpu/gpu.h"
 #include "util/alloc.h"
 #include "util/check.h"
 
@@ -134,7 +138,8 @@ struct ncclWindow_vidmem {
   void *buff;
   size_t size;
   int flags;
-  int window; /* made by ncclCommWindowRegister */
+  int window;             /* made by ncclCommWindowRegister */
+  chorus_gpu_window *gpu; /* its mapping on a GPU communicator, or NULL */
   struct ncclWindow_vidmem *next;
 };
 
@@ -142,7 +147,7 @@ static ncclResult_t add_reg(ncclComm_t comm, void *buff, size_t size, int flags,
                             struct ncclWindow_vidmem **out, const char *what) {
   struct ncclWindow_vidmem *r = chorus_malloc(sizeof *r);
   if (!r) return chorus_error(ncclSystemError, "%s: out of memory", what);
-  *r = (struct ncclWindow_vidmem){buff, size, flags, window, comm->regs};
+  *r = (struct ncclWindow_vidmem){buff, size, flags, window, NULL, comm->regs};
   comm->regs = r;
   *out = r;
   return ncclSuccess;
@@ -154,6 +159,7 @@ static int take_reg(ncclComm_t comm, const void *h, int window) {
     if (*at == h && (*at)->window == window) {
       struct ncclWindow_vidmem *r = *at;
       *at = r->next;
+      if (r->gpu) chorus_gpu_window_remove(comm->cc.gpu, r->gpu);
       chorus_free(r);
       return 1;
     }
@@ -164,6 +170,7 @@ void chorus_comm_regs_free(ncclComm_t comm) {
   while (comm->regs) {
     struct ncclWindow_vidmem *r = comm->regs;
     comm->regs = r->next;
+    if (r->gpu) chorus_gpu_window_remove(comm->cc.gpu, r->gpu);
     chorus_free(r);
   }
 }
@@ -189,14 +196,16 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void *handle) 
   return ncclSuccess;
 }
 
-/* Whether [p, p + size) lies inside one ncclMemAlloc allocation. */
-static int inside_one_block(const void *p, size_t size) {
+/* Whether [p, p + size) lies inside one ncclMemAlloc allocation (then a
+ * copy of its record in *blk). */
+static int inside_one_block(const void *p, size_t size, mem_block *blk) {
   const uintptr_t a = (uintptr_t)p;
   int found = 0;
   pthread_mutex_lock(&mem_lock);
   for (size_t i = 0; i < nblocks && !found; i++) {
     const uintptr_t b = (uintptr_t)blocks[i].ptr;
     found = a >= b && size <= blocks[i].size && a - b <= blocks[i].size - size;
+    if (found) *blk = blocks[i];
   }
   pthread_mutex_unlock(&mem_lock);
   return found;
@@ -216,12 +225,24 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size
                         "ncclCommWindowRegister: winFlags = 0x%x; the flags are NCCL_WIN_DEFAULT "
                         "(0) and NCCL_WIN_COLL_SYMMETRIC (1)",
                         (unsigned)winFlags);
-  if (!inside_one_block(buff, size))
+  mem_block blk;
+  if (!inside_one_block(buff, size, &blk))
     return chorus_error(ncclInvalidArgument,
                         "ncclCommWindowRegister: buff [%p, +%zu) is not inside one allocation of "
                         "ncclMemAlloc, which windows need",
                         buff, size);
-  return add_reg(comm, buff, size, winFlags, 1, win, "ncclCommWindowRegister");
+  struct ncclWindow_vidmem *r = NULL;
+  CHECK(add_reg(comm, buff, size, winFlags, 1, &r, "ncclCommWindowRegister"));
+  if (comm->cc.gpu && blk.device) {
+    ncclResult_t res = chorus_gpu_window_add(comm->cc.gpu, comm->bs, buff, size, blk.ptr, blk.size,
+                                             (winFlags & NCCL_WIN_COLL_SYMMETRIC) != 0, &r->gpu);
+    if (res != ncclSuccess) {
+      take_reg(comm, r, 1);
+      return res;
+    }
+  }
+  *win = r;
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {

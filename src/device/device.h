@@ -46,6 +46,11 @@ int chorus_dev_vmm_free(void *p, size_t mapped);
  * chorus_dev_vmm_free. The caller closes fd either way. */
 int chorus_dev_vmm_export(void *p, int *fd);
 int chorus_dev_vmm_import(int fd, size_t bytes, void **out);
+/* Whether each of the n devices (of this process) can read and write the
+ * device memory at p directly: cudaMalloc's memory (given peer access), or
+ * cuMem memory mapped for each of them. 0 for anything else (host, managed
+ * or pool memory) or when it cannot be told. Never records an error. */
+int chorus_dev_reachable(const void *p, const int *devices, int n);
 /* Zeroes device memory (and waits for it). */
 int chorus_dev_zero(void *p, size_t bytes);
 /* Host memory mapped into the device address space (zeroed). */

@@ -137,6 +137,15 @@ int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, vo
   (void)c, (void)p, (void)stream;
   return -1;
 }
+int chorus_kern_direct_run(const chorus_kern_comm *c, const chorus_kern_red *red,
+                           const chorus_kern_direct *d, void *stream) {
+  (void)c, (void)red, (void)d, (void)stream;
+  return -1;
+}
+int chorus_dev_reachable(const void *p, const int *devices, int n) {
+  (void)p, (void)devices, (void)n;
+  return 0;
+}
 int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream) {
   (void)c, (void)p, (void)stream;
   return -1;

@@ -202,7 +202,7 @@ static __device__ void record_failure(const chorus_kern_comm &c, int why, int pe
   ((volatile uint64_t *)c.status_info)[2] = info2;
   __threadfence_system();
   *(volatile int32_t *)c.status = why;
-  if (why != CHORUS_KERN_MISMATCH && why != CHORUS_KERN_CALL_MISMATCH) return;
+  if (!CHORUS_KERN_FORWARDED(why)) return;
   for (int r = 0; r < c.nranks; r++) {
     if (r == c.rank) continue;
     volatile uint32_t *w = fail_words(c, c.win[r], c.rank);

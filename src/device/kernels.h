@@ -38,10 +38,18 @@ enum {
   CHORUS_KERN_PEER_EXITED = 4,   /* the process of the rank waited for exited (peer_gone) */
   CHORUS_KERN_CALL_MISMATCH = 5, /* a launch's header names another call (status_info:
                                     theirs, this rank's; chorus_kern_xchg.desc) */
-  CHORUS_KERN_PEER_FAILED = 6    /* another rank's kernel found a mismatch first and wrote it
+  CHORUS_KERN_PEER_FAILED = 6,   /* another rank's kernel found a mismatch first and wrote it
                                     into this rank's window (status_peer: that rank;
                                     status_info: its two infos, then its why << 32 | its peer) */
+  CHORUS_KERN_SEND_OFFSET = 7,   /* a zero-copy launch's send buffer sits at another offset of
+                                    its window than the peer's (status_info: theirs, this
+                                    rank's) */
+  CHORUS_KERN_RECV_OFFSET = 8    /* the same for the receive buffer */
 };
+/* The failures a kernel also writes into the other ranks' windows. */
+#define CHORUS_KERN_FORWARDED(why)                                                                 \
+  ((why) == CHORUS_KERN_MISMATCH || (why) == CHORUS_KERN_CALL_MISMATCH ||                          \
+   (why) == CHORUS_KERN_SEND_OFFSET || (why) == CHORUS_KERN_RECV_OFFSET)
 
 /* One rank's view of the communicator's windows. */
 typedef struct chorus_kern_comm {
@@ -98,6 +106,11 @@ typedef struct chorus_kern_comm {
    * found when it failed on a mismatch (why, its peer, its two infos; why
    * written last), so the ranks waiting for it stop at once too. */
   uint32_t fail_off;
+  /* Zero-copy launches (chorus_kern_direct): at direct_off of every window
+   * a 32-byte line [CTA][src] that CTA b of rank src writes at each of its
+   * barriers (the epoch, then the call's description and the buffers'
+   * window offsets); at direct_ep_off the owner's epoch per CTA. */
+  uint32_t direct_off, direct_ep_off;
   uint64_t timeout_ns; /* per wait; 0: none */
 } chorus_kern_comm;
 
@@ -274,6 +287,35 @@ static inline CHORUS_KERN_HD size_t chorus_kern_p2p_part_cap(size_t ll_bytes, ui
   return part > whole ? part : whole;
 }
 
+/* Zero-copy collectives: every rank's buffers are reachable from every GPU
+ * of the communicator (GPUs of one process, which map each other's memory,
+ * or windows registered with NCCL_WIN_COLL_SYMMETRIC), so data moves
+ * between the user buffers themselves, through no window. CTA b of each
+ * rank meets CTA b of every other rank at two barriers: at its start (the
+ * peers' kernels have begun, so their inputs are ready and their outputs
+ * free; the calls and window offsets are compared there) and at its end
+ * (its peers are done with this rank's buffers). In between:
+ *   AllReduce: rank r reduces block r (`block` bytes) of every rank's send
+ *     buffer, in rank order, and writes it into every rank's receive buffer;
+ *   AllGather: rank r writes its input into block r of every rank's output;
+ *   ReduceScatter: rank r reduces block r of every rank's input into its
+ *     own output.
+ * Every block is reduced by one rank, so all ranks end bitwise equal. */
+enum { CHORUS_DIRECT_ALLREDUCE = 1, CHORUS_DIRECT_ALLGATHER, CHORUS_DIRECT_REDUCESCATTER };
+typedef struct chorus_kern_direct {
+  int kind; /* CHORUS_DIRECT_*, 0: none */
+  /* Every rank's buffers as this rank's GPU reaches them (only those the
+   * kind reads or writes on other ranks need be set; all 16-byte aligned). */
+  const void *send[CHORUS_KERN_MAX_RANKS];
+  void *recv[CHORUS_KERN_MAX_RANKS];
+  size_t bytes;  /* AllReduce: the buffer; AllGather and ReduceScatter: a rank's block */
+  size_t block;  /* AllReduce: the bytes each rank reduces (a multiple of 16) */
+  uint32_t grid; /* CTAs, the same on every rank (at most CHORUS_KERN_MAX_BLOCKS) */
+  uint64_t desc; /* the call (chorus_gpu_call_desc) */
+  uint64_t soff; /* windows: offsets of the send and receive buffers in theirs */
+  uint64_t roff; /* (compared at the first barrier; 0 in one process) */
+} chorus_kern_direct;
+
 /* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
  * halves, no flags or barriers); bytes at most ll_lines * 8, ring 0. A
  * two-shot AllReduce (x->twoshot) runs here too when two shares fit a
@@ -301,5 +343,8 @@ int chorus_kern_twoshot(const chorus_kern_comm *c, const chorus_kern_red *red,
 int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
 /* Send/Recv: every transfer of p in FIFO chunks, in one launch. */
 int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
+/* A zero-copy collective (chorus_kern_direct), one launch of d->grid CTAs. */
+int chorus_kern_direct_run(const chorus_kern_comm *c, const chorus_kern_red *red,
+                           const chorus_kern_direct *d, void *stream);
 
 #endif

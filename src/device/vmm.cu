@@ -39,6 +39,9 @@ struct vmm {
   decltype(&cuMemExportToShareableHandle) export_handle;
   decltype(&cuMemImportFromShareableHandle) import_handle;
   decltype(&cuMemGetAllocationPropertiesFromHandle) properties;
+  /* Questions about pointers (may a peer GPU reach this memory?). */
+  decltype(&cuPointerGetAttribute) attribute;
+  decltype(&cuMemGetAccess) get_access;
 };
 
 /* A group of entry points, found once per process; what failed, if
@@ -50,7 +53,8 @@ typedef struct found {
 } found;
 static vmm vmm_fns;
 static found core = {PTHREAD_ONCE_INIT, cudaSuccess, ""},
-             sharing = {PTHREAD_ONCE_INIT, cudaSuccess, ""};
+             sharing = {PTHREAD_ONCE_INIT, cudaSuccess, ""},
+             query = {PTHREAD_ONCE_INIT, cudaSuccess, ""};
 
 static int entry(found *f, const char *name, void **fn) {
   cudaDriverEntryPointQueryResult q;
@@ -81,6 +85,13 @@ static void find_sharing(void) {
          entry(f, "cuMemExportToShareableHandle", (void **)&v->export_handle) ||
          entry(f, "cuMemImportFromShareableHandle", (void **)&v->import_handle) ||
          entry(f, "cuMemGetAllocationPropertiesFromHandle", (void **)&v->properties));
+}
+
+static void find_query(void) {
+  vmm *v = &vmm_fns;
+  found *f = &query;
+  (void)(entry(f, "cuPointerGetAttribute", (void **)&v->attribute) ||
+         entry(f, "cuMemGetAccess", (void **)&v->get_access));
 }
 
 /* Runs find once; false after recording why it failed. */
@@ -245,4 +256,40 @@ extern "C" int chorus_dev_vmm_import(int fd, size_t bytes, void **out) {
   }
   const CUmemAccessDesc desc = access_for(dev);
   return map_handle(*v, h, bytes, gran, &desc, 1, "imported", out);
+}
+
+extern "C" int chorus_dev_reachable(const void *p, const int *devices, int n) {
+  if (!p) return 0;
+  if (!ready(&query, find_query)) {
+    cudaGetLastError();
+    return 0;
+  }
+  const vmm &v = vmm_fns;
+  const CUdeviceptr ptr = (CUdeviceptr)(uintptr_t)p;
+  unsigned int type = 0;
+  if (v.attribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr) != CUDA_SUCCESS ||
+      type != CU_MEMORYTYPE_DEVICE)
+    return 0;
+  unsigned int managed = 0;
+  if (v.attribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr) != CUDA_SUCCESS || managed)
+    return 0;
+  /* cudaMalloc's memory: every GPU with peer access to its GPU reaches it
+   * (the communicator enabled that access at init). */
+  int legacy = 0;
+  if (v.attribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr) == CUDA_SUCCESS &&
+      legacy)
+    return 1;
+  /* cuMem memory (ncclMemAlloc's among it): only where its owner granted
+   * each GPU access. Pool memory (cudaMallocAsync) answers neither. */
+  for (int i = 0; i < n; i++) {
+    CUmemLocation loc;
+    memset(&loc, 0, sizeof loc);
+    loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    loc.id = devices[i];
+    unsigned long long flags = 0;
+    if (v.get_access(&flags, &loc, ptr) != CUDA_SUCCESS ||
+        flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)
+      return 0;
+  }
+  return n > 0;
 }

@@ -3,6 +3,7 @@
  *
  * Window of one rank (device memory, zeroed at init):
  *   [0, 256)          LL per-block epoch counters (CHORUS_KERN_MAX_BLOCKS x 4 B)
+ *   [256, 512)        zero-copy epochs, one per CTA (x 4 B)
  *   [512, 544)        init-time test words, one per writing rank
  *   [1024, 3072)      LL ack words: [block][source rank] x 4 B
  *   [4096, 8192)      pipeline totals: sent [channel][dst], taken [channel][src]
@@ -14,6 +15,7 @@
  *   [142336, 142468)  Send/Recv LL barrier across CTAs: generation, arrivals [part]
  *   [143360, 143616)  failures other ranks found: [src] x 32 B (src writes)
  *   [196608, 212992)  LL call headers: [parity 2][source rank 8][block 64] x 16 B
+ *   [212992, 229376)  zero-copy barrier lines: [CTA 64][source rank 8] x 32 B
  *   [262144, ...)     LL slots: [parity 2][source rank n][ll_lines] x 16 B
  *   then Send/Recv LL slots: [source rank n][parity 2][part p2p_ll_parts]
  *                     [1 + p2p_ll_lines] x 16 B
@@ -25,6 +27,7 @@
  */
 #include "gpu/gpu.h"
 
+#include "gpu/gpu_impl.h"
 #include "gpu/launchers.h"
 #include "gpu/window.h"
 
@@ -43,6 +46,7 @@
 #include "util/watch.h"
 
 #define EPOCHS_OFF  0
+#define DIRECT_EP   256
 #define TEST_OFF    512
 #define ACK_OFF     1024
 #define CNT_OFF     4096
@@ -52,6 +56,7 @@
 #define P2P_BAR_OFF 142336
 #define FAIL_OFF    143360
 #define HDR_OFF     196608 /* LL call headers: [2][8][64] lines */
+#define DIRECT_OFF  212992 /* zero-copy barriers: [64][8] x 32 B */
 #define LL_OFF      262144
 /* Host-mapped control words: abort, status, status peer, peer-gone bits
  * (4 B each), then at 16 the status details (3 x 8 B). */
@@ -82,19 +87,12 @@ _Static_assert(
             HDR_OFF &&
         HDR_OFF + 2 * CHORUS_KERN_MAX_RANKS * CHORUS_KERN_MAX_BLOCKS * CHORUS_KERN_LINE <= LL_OFF,
     "LL call headers overlap");
-
-struct chorus_gpu {
-  int rank, nranks, device;
-  chorus_gpu_wins wins;     /* every rank's window, as this GPU reaches it */
-  void *ctl_host, *ctl_dev; /* abort, status, status peer (host-mapped) */
-  chorus_kern_comm kc;
-  size_t ll_bytes;     /* payload per slot */
-  int reported;        /* a kernel's error was logged (atomic) */
-  chorus_watch *watch; /* the peers' processes (NULL: all in this one) */
-  chorus_gpu_tune tune;
-  int holds_launchers;                   /* chorus_launchers_hold was called for it */
-  uint64_t p2p_send_desc, p2p_recv_desc; /* chorus_gpu_p2p_descs, for every FIFO round */
-};
+_Static_assert(DIRECT_EP + 4 * CHORUS_KERN_MAX_BLOCKS <= TEST_OFF &&
+                   HDR_OFF +
+                           2 * CHORUS_KERN_MAX_RANKS * CHORUS_KERN_MAX_BLOCKS * CHORUS_KERN_LINE <=
+                       DIRECT_OFF &&
+                   DIRECT_OFF + 32 * CHORUS_KERN_MAX_RANKS * CHORUS_KERN_MAX_BLOCKS <= LL_OFF,
+               "zero-copy words overlap");
 
 /* A step size setting: whole 4 KiB pages, 4 KiB to 16 MiB. */
 static uint32_t step_param(chorus_param_id id) {
@@ -240,6 +238,10 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.p2p_ll_off = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.p2p_bar_off = P2P_BAR_OFF;
   g->kc.fail_off = FAIL_OFF;
+  g->kc.direct_off = DIRECT_OFF;
+  g->kc.direct_ep_off = DIRECT_EP;
+  g->staged = staged;
+  chorus_gpu_direct_read(&g->direct);
   chorus_gpu_p2p_descs(&g->p2p_send_desc, &g->p2p_recv_desc);
   {
     size_t part;
@@ -279,6 +281,17 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
     }
   CHECK_GOTO(chorus_gpu_wins_map(&g->wins, rec, topo, TEST_OFF), res, fail);
   for (int p = 0; p < nranks; p++) g->kc.win[p] = g->wins.base[p];
+  /* Who shares a process with whom (zero-copy needs all or none), and a
+   * name for the communicator that its ranks in this process share. */
+  g->all_local = g->all_remote = 1;
+  for (int p = 0; p < nranks; p++)
+    for (int q = p + 1; q < nranks; q++) {
+      if (chorus_topo_same_proc(topo, p, q))
+        g->all_remote = 0;
+      else
+        g->all_local = 0;
+    }
+  g->key = (uint64_t)(uint32_t)rec[0].pid << 32 ^ rec[0].addr;
   CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
   chorus_gpu_wins_settled(&g->wins); /* every peer has mapped every window */
   CHECK_GOTO(watch_peers(g, rec, nranks), res, fail);
@@ -300,6 +313,7 @@ fail:
 
 void chorus_gpu_free(chorus_gpu *g) {
   if (!g) return;
+  chorus_gpu_windows_free(g);
   chorus_watch_remove(g->watch); /* before the word it raises goes */
   if (g->holds_launchers) chorus_launchers_release();
   chorus_dev_use(g->device);
@@ -331,6 +345,16 @@ static ncclResult_t status_words(const chorus_gpu *g, int why, int who, int devi
              who, at, mine, peer, theirs);
     return ncclInvalidUsage;
   }
+  case CHORUS_KERN_SEND_OFFSET:
+  case CHORUS_KERN_RECV_OFFSET:
+    snprintf(buf, len,
+             "zero-copy collective through symmetric windows: rank %d%s's %s buffer is at offset "
+             "%llu of its window but rank %d's at offset %llu. Windows registered with "
+             "NCCL_WIN_COLL_SYMMETRIC promise that every rank passes buffers at the same offsets "
+             "of them",
+             who, at, why == CHORUS_KERN_SEND_OFFSET ? "send" : "receive",
+             (unsigned long long)info1, peer, (unsigned long long)info0);
+    return ncclInvalidUsage;
   case CHORUS_KERN_MISMATCH:
     snprintf(buf, len,
              "mismatched point-to-point calls: rank %d's ncclRecv from rank %d expected %llu bytes "
@@ -454,9 +478,39 @@ ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, vo
   return ncclSuccess;
 }
 
-ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
+/* The reduction of op as the kernels take it. */
+static void kern_red_of(const chorus_op *op, chorus_kern_red *red) {
+  memset(red, 0, sizeof *red);
+  red->kind = (int)op->red.kind;
+  red->dtype = op->red.dtype;
+  memcpy(red->scalar, op->red.scalar, sizeof red->scalar);
+  red->scalar_dev = op->red.scalar_dev;
+  red->divisor = op->red.divisor;
+}
+
+ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_kern_direct *dir) {
+  g->coll_seq++; /* before anything can fail: every rank counts every call */
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
+  chorus_kern_red red;
+  kern_red_of(op, &red);
+  chorus_kern_direct d;
+  if (chorus_gpu_direct_pick(g, op, dir, &d)) {
+    if (!g->direct_told) { /* once per communicator: that it happens, and how */
+      g->direct_told = 1;
+      INFO(CHORUS_COLL | CHORUS_TUNING,
+           "rank %d: nccl%s of %zu bytes runs zero-copy (%s), %u CTAs; later calls too where "
+           "they can (CHORUS_GPU_DIRECT=0: never)",
+           g->rank, chorus_func_name(op->func), d.bytes,
+           dir && dir->kind ? "all ranks' buffers in one process" : "symmetric windows", d.grid);
+    }
+    if (chorus_kern_direct_run(&g->kc, &red, &d, op->cuda_stream) != 0) {
+      char what[80];
+      snprintf(what, sizeof what, "nccl%s (zero-copy)", chorus_func_name(op->func));
+      return chorus_gpu_cuda_error(what);
+    }
+    return ncclSuccess;
+  }
   chorus_kern_xchg steps[CHORUS_GPU_MAX_STEPS];
   int nsteps = chorus_gpu_plan(g->rank, g->nranks, &g->tune, op, steps);
   if (nsteps == 0)
@@ -473,13 +527,6 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op) {
                         op->count * op->esize, g->nranks);
   }
   if (op->count == 0) return ncclSuccess;
-  chorus_kern_red red;
-  memset(&red, 0, sizeof red);
-  red.kind = (int)op->red.kind;
-  red.dtype = op->red.dtype;
-  memcpy(red.scalar, op->red.scalar, sizeof red.scalar);
-  red.scalar_dev = op->red.scalar_dev;
-  red.divisor = op->red.divisor;
   for (int i = 0; i < nsteps; i++) CHECK(run_exchange(g, &red, &steps[i], op));
   return ncclSuccess;
 }

@@ -82,14 +82,56 @@ void chorus_gpu_call_describe(uint64_t desc, char *buf, size_t size);
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
                       chorus_kern_xchg *out);
 
+/* Zero-copy collectives (direct.c, device/kernels.h chorus_kern_direct).
+ * Settings: CHORUS_GPU_DIRECT, _BYTES, _MAX, _CHANNELS, _CTA_BYTES. */
+typedef struct chorus_gpu_direct_cfg {
+  int on;
+  size_t min_bytes, max_bytes; /* of the larger buffer; max 0: no limit */
+  uint32_t channels;           /* most CTAs */
+  size_t cta_bytes;            /* least of a rank's block per CTA */
+} chorus_gpu_direct_cfg;
+void chorus_gpu_direct_read(chorus_gpu_direct_cfg *cfg);
+/* Whether op may run zero-copy on nranks GPUs, by its call alone (pure):
+ * its CHORUS_DIRECT_* kind and, in *d, the kind, sizes, CTAs and call
+ * description (buffers and offsets left to the caller); 0 when not. */
+int chorus_gpu_direct_shape(const chorus_gpu_direct_cfg *cfg, const chorus_gpu_tune *tune,
+                            int nranks, const chorus_op *op, chorus_kern_direct *d);
+/* Which calls of one group run together (pure): call i is the collective
+ * number seq[i] of rank rank[i] of nranks[i] in the communicator named
+ * key[i] (every rank counts its communicator's collectives alike, so equal
+ * numbers are the same call); its partner of rank p is the candidate call
+ * (cand) of (key[i], p) with the same number. match[i * 8 + p] gets its
+ * index, or -1 (also for calls without cand). Returns how many calls have
+ * a partner of every rank. */
+size_t chorus_gpu_direct_match(const uint64_t *key, const uint64_t *seq, const int *rank,
+                               const int *nranks, const uint8_t *cand, size_t n, int *match);
+/* For the calls of one group (in call order): fills dir[i] for each call
+ * that runs zero-copy together with its partners of every rank in this
+ * group (communicators of one process), kind 0 for the others. */
+void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir);
+
+/* Windows (ncclCommWindowRegister) on GPU communicators. Collective where
+ * every rank has its own process: [buff, buff + size), inside the
+ * ncclMemAlloc allocation [block, block + block_bytes), is handed to every
+ * rank and mapped there, and NCCL_WIN_COLL_SYMMETRIC windows then carry
+ * zero-copy collectives whose buffers all ranks place at the same offsets.
+ * Elsewhere only recorded. */
+typedef struct chorus_gpu_window chorus_gpu_window;
+ncclResult_t chorus_gpu_window_add(chorus_gpu *g, chorus_bootstrap *bs, void *buff, size_t size,
+                                   void *block, size_t block_bytes, int symmetric,
+                                   chorus_gpu_window **out);
+void chorus_gpu_window_remove(chorus_gpu *g, chorus_gpu_window *w);
+
 /* Launches the GPU calls of one group, or one call (checked, in call
  * order; group.c): per GPU its collectives in order, then each
  * communicator's Send/Recv together; several GPUs at once from their
  * launcher threads (launchers.h). */
 ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n);
 
-/* Enqueues collective op (checked, with op->cuda_stream) on the device. */
-ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op);
+/* Enqueues collective op (checked, with op->cuda_stream) on the device:
+ * zero-copy as dir says (from chorus_gpu_direct_group; NULL or kind 0:
+ * through windows where op's buffers are in symmetric ones, else staged). */
+ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_kern_direct *dir);
 
 int chorus_gpu_rank(const chorus_gpu *g);
 int chorus_gpu_nranks(const chorus_gpu *g);

@@ -22,11 +22,13 @@ static int is_p2p(const chorus_op *op) {
   return op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
 }
 
-/* The share of one GPU: ops[i] whose device is `device` (-1: every op). */
+/* The share of one GPU: ops[i] whose device is `device` (-1: every op);
+ * dir[i]: how op i runs zero-copy (NULL: none does). */
 typedef struct share {
   chorus_op **ops;
   size_t n;
   int device;
+  const chorus_kern_direct *dir;
 } share;
 
 static int in_share(const share *s, const chorus_op *op) {
@@ -64,7 +66,7 @@ static ncclResult_t run_share(void *arg) {
     chorus_op *op = s->ops[i];
     if (is_p2p(op) || !in_share(s, op)) continue;
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
-    ncclResult_t res = chorus_gpu_enqueue(op->cc->gpu, op);
+    ncclResult_t res = chorus_gpu_enqueue(op->cc->gpu, op, s->dir ? &s->dir[i] : NULL);
     chorus_log_ctx_set(old);
     if (res != ncclSuccess) return res;
   }
@@ -83,21 +85,31 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
     else
       devices[ndev++] = d;
   }
+  /* Several GPUs of this process: calls that every rank of their
+   * communicator makes in this group may go zero-copy. */
+  chorus_kern_direct stackdir[8], *dir = NULL;
+  if (ndev > 1 && (dir = n <= 8 ? stackdir : chorus_malloc(n * sizeof *dir)))
+    chorus_gpu_direct_group(ops, n, dir);
   spread = spread && ndev > 1 && chorus_launchers_enabled();
   for (size_t i = 0; i < n && spread; i++)
     if (chorus_dev_stream_capturing(ops[i]->cuda_stream) != 0) spread = 0;
+  ncclResult_t res;
   if (!spread) {
-    share all = {ops, n, -1};
-    return run_share(&all);
+    share all = {ops, n, -1, dir};
+    res = run_share(&all);
+    if (dir != stackdir) chorus_free(dir);
+    return res;
   }
   share shares[CHORUS_LAUNCHERS_MAX];
   chorus_launch_job jobs[CHORUS_LAUNCHERS_MAX];
   memset(jobs, 0, sizeof jobs);
   for (int k = 0; k < ndev; k++) {
-    shares[k] = (share){ops, n, devices[k]};
+    shares[k] = (share){ops, n, devices[k], dir};
     jobs[k].device = devices[k];
     jobs[k].run = run_share;
     jobs[k].arg = &shares[k];
   }
-  return chorus_launchers_run(jobs, ndev);
+  res = chorus_launchers_run(jobs, ndev);
+  if (dir != stackdir) chorus_free(dir);
+  return res;
 }

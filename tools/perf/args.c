@@ -2,7 +2,9 @@
  * args.c - the command line, with the flags and defaults of nccl-tests.
  *
  * Flags nccl-tests has for GPUs only (-p parallel init, -y stream null,
- * -G CUDA graphs, -R registration) are accepted and ignored. Chorus adds
+ * -G CUDA graphs) are accepted and ignored. -R registers the buffers as
+ * nccl-tests does: 1 ncclCommRegister, 2 ncclMemAlloc buffers registered
+ * as NCCL_WIN_COLL_SYMMETRIC windows (ncclCommWindowRegister). Chorus adds
  * -J <file> (results as JSON lines) and -I 0 (skip the in-place test).
  * -z sets ncclConfig_t.blocking of the communicators (default: the library's).
  */
@@ -139,7 +141,7 @@ static void usage(const char *prog) {
          "[-G,--cudagraph <num graph launches>] (ignored)\n\t"
          "[-C,--report_cputime <0/1>] \n\t"
          "[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n\t"
-         "[-R,--local_register <0/1>] (ignored)\n\t"
+         "[-R,--local_register <0/1/2> 1: ncclCommRegister, 2: symmetric windows] \n\t"
          "[-I,--inplace <0/1> also run in place (default: 1)] \n\t"
          "[-J,--output_file <file> write the results as JSON lines] \n\t"
          "[-h,--help]\n",
@@ -215,7 +217,7 @@ static const struct {
     {'p', '-', 0, INT_MAX, 0},
     {'y', '-', 0, INT_MAX, 0},
     {'G', '-', 0, INT_MAX, 0},
-    {'R', '-', 0, INT_MAX, 0},
+    {'R', 'i', 0, 2, offsetof(pt_args, reg)},
 };
 
 /* One integer option into its field; -1 on a bad value. */

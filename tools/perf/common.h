@@ -49,6 +49,7 @@ typedef struct pt_args {
   int blocking; /* -1: library default; else ncclConfig_t.blocking */
   int average;  /* 0 rank 0, 1 average, 2 minimum, 3 maximum (as nccl-tests) */
   int inplace;  /* 0: measure out-of-place only */
+  int reg;      /* -R: 0 none, 1 ncclCommRegister, 2 symmetric windows */
   int cputime;  /* label the time column "cputime" (same value on host) */
   int timeout;  /* seconds one NCCL call may take; 0: no limit */
   const char *json_path;
@@ -124,8 +125,9 @@ void pt_dev_unbind(pt_rank *r);
 void pt_dev_sync(const pt_thread *t);
 /* Buffers of one rank's communicator: host memory, or device memory on
  * the communicator's GPU. */
-void *pt_mem_alloc(ncclComm_t comm, size_t bytes);
-void pt_mem_free(ncclComm_t comm, void *p);
+/* ncclmem: from ncclMemAlloc (for windows), else cudaMalloc / host. */
+void *pt_mem_alloc(ncclComm_t comm, size_t bytes, int ncclmem);
+void pt_mem_free(ncclComm_t comm, void *p, int ncclmem);
 /* A host-visible window on bytes at p: read=1 copies the contents in; after
  * pt_mem_end with write=1 the window's contents are in p. Host memory is its
  * own window (no copies). */
@@ -170,8 +172,10 @@ double pt_tolerance(const pt_gen *g); /* 0 unless rounding is inherent */
 typedef struct pt_rank {
   int rank; /* global */
   ncclComm_t comm;
-  void *send, *recv; /* args.maxbytes each */
-  void *scratch;     /* small buffer for aggregation */
+  void *send, *recv;               /* args.maxbytes each */
+  void *scratch;                   /* small buffer for aggregation */
+  void *send_reg, *recv_reg;       /* -R 1: registration handles */
+  ncclWindow_t send_win, recv_win; /* -R 2: windows */
   ncclRedOp_t mulsum;
   int64_t wrong; /* of the last check */
   int dev;       /* CUDA device, -1: host memory */

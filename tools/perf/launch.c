@@ -227,22 +227,55 @@ static void init_comms(pt_thread *t) {
 
 static void alloc_buffers(pt_thread *t) {
   size_t bytes = t->args->maxbytes;
+  const int reg = t->args->reg, win = reg == 2;
   for (int i = 0; i < t->nlocal; i++) {
     pt_rank *r = &t->ranks[i];
-    r->send = pt_mem_alloc(r->comm, bytes);
-    r->recv = pt_mem_alloc(r->comm, bytes);
-    r->scratch = pt_mem_alloc(r->comm, 64);
+    r->send = pt_mem_alloc(r->comm, bytes, win);
+    r->recv = pt_mem_alloc(r->comm, bytes, win);
+    r->scratch = pt_mem_alloc(r->comm, 64, 0);
     if (!r->send || !r->recv || !r->scratch)
       pt_fail(t, r->rank, "cannot allocate 2 buffers of %zu bytes", bytes);
+    if (reg == 1) {
+      pt_check_nccl(t, i, ncclCommRegister(r->comm, r->send, bytes, &r->send_reg),
+                    "ncclCommRegister");
+      pt_check_nccl(t, i, ncclCommRegister(r->comm, r->recv, bytes, &r->recv_reg),
+                    "ncclCommRegister");
+    }
   }
+  if (!win) return;
+  /* Windows are collective: every local rank's in one group. */
+  ncclGroupStart();
+  for (int i = 0; i < t->nlocal; i++) {
+    pt_rank *r = &t->ranks[i];
+    pt_check_nccl(
+        t, i,
+        ncclCommWindowRegister(r->comm, r->send, bytes, &r->send_win, NCCL_WIN_COLL_SYMMETRIC),
+        "ncclCommWindowRegister");
+    pt_check_nccl(
+        t, i,
+        ncclCommWindowRegister(r->comm, r->recv, bytes, &r->recv_win, NCCL_WIN_COLL_SYMMETRIC),
+        "ncclCommWindowRegister");
+  }
+  pt_check_nccl(t, 0, ncclGroupEnd(), "ncclGroupEnd (windows)");
 }
 
 static void teardown(pt_thread *t) {
+  const int win = t->args->reg == 2;
   for (int i = 0; i < t->nlocal; i++) {
     pt_rank *r = &t->ranks[i];
-    pt_mem_free(r->comm, r->send);
-    pt_mem_free(r->comm, r->recv);
-    pt_mem_free(r->comm, r->scratch);
+    if (r->send_reg)
+      pt_check_nccl(t, i, ncclCommDeregister(r->comm, r->send_reg), "ncclCommDeregister");
+    if (r->recv_reg)
+      pt_check_nccl(t, i, ncclCommDeregister(r->comm, r->recv_reg), "ncclCommDeregister");
+    if (r->send_win)
+      pt_check_nccl(t, i, ncclCommWindowDeregister(r->comm, r->send_win),
+                    "ncclCommWindowDeregister");
+    if (r->recv_win)
+      pt_check_nccl(t, i, ncclCommWindowDeregister(r->comm, r->recv_win),
+                    "ncclCommWindowDeregister");
+    pt_mem_free(r->comm, r->send, win);
+    pt_mem_free(r->comm, r->recv, win);
+    pt_mem_free(r->comm, r->scratch, 0);
   }
   for (int i = 0; i < t->nlocal; i++) {
     pt_check_nccl(t, i, ncclCommDestroy(t->ranks[i].comm), "ncclCommDestroy");

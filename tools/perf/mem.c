@@ -100,25 +100,47 @@ void pt_dev_sync(const pt_thread *t) {
 #endif
 }
 
-void *pt_mem_alloc(ncclComm_t comm, size_t bytes) {
+void *pt_mem_alloc(ncclComm_t comm, size_t bytes, int ncclmem) {
   size_t rounded = (bytes + PT_ALIGN - 1) / PT_ALIGN * PT_ALIGN;
   if (rounded == 0) rounded = PT_ALIGN;
 #ifdef PT_CUDA
-  if (on_gpu(comm)) {
+  const int gpu = on_gpu(comm);
+#else
+  (void)comm;
+#endif
+  if (ncclmem) {
+    void *p = NULL;
+    if (ncclMemAlloc(&p, rounded) != ncclSuccess) return NULL;
+#ifdef PT_CUDA
+    if (gpu) {
+      cuda_check(cudaMemset(p, 0, rounded), "cudaMemset");
+      return p;
+    }
+#endif
+    memset(p, 0, rounded);
+    return p;
+  }
+#ifdef PT_CUDA
+  if (gpu) {
     void *p = NULL;
     if (cudaMalloc(&p, rounded) != cudaSuccess) return NULL;
     cuda_check(cudaMemset(p, 0, rounded), "cudaMemset");
     return p;
   }
-#else
-  (void)comm;
 #endif
   void *p = aligned_alloc(PT_ALIGN, rounded);
   if (p) memset(p, 0, rounded); /* touch every page before timing */
   return p;
 }
 
-void pt_mem_free(ncclComm_t comm, void *p) {
+void pt_mem_free(ncclComm_t comm, void *p, int ncclmem) {
+  if (ncclmem) {
+#ifdef PT_CUDA
+    on_gpu(comm);
+#endif
+    ncclMemFree(p);
+    return;
+  }
 #ifdef PT_CUDA
   if (on_gpu(comm)) {
     cudaFree(p);

@@ -49,7 +49,7 @@ void pt_print_devices(pt_thread *t) {
     pt_rank *r = &t->ranks[i];
     int dev = -1;
     ncclCommCuDevice(r->comm, &dev);
-    char *buf = pt_mem_alloc(r->comm, (size_t)n * LINE);
+    char *buf = pt_mem_alloc(r->comm, (size_t)n * LINE, 0);
     if (!buf) pt_fail(t, r->rank, "out of memory listing the devices");
     void *view = pt_mem_begin(r->comm, buf, (size_t)n * LINE, 0);
     memset(view, 0, (size_t)n * LINE); /* a device buffer's window starts undefined */
@@ -67,7 +67,7 @@ void pt_print_devices(pt_thread *t) {
     for (int k = 0; k < n; k++) printf("%.*s", LINE, view + (size_t)k * LINE);
     pt_mem_end(r->comm, t->bufs[0], view, (size_t)n * LINE, 0);
   }
-  for (int i = 0; i < t->nlocal; i++) pt_mem_free(t->ranks[i].comm, t->bufs[i]);
+  for (int i = 0; i < t->nlocal; i++) pt_mem_free(t->ranks[i].comm, t->bufs[i], 0);
 }
 
 void pt_print_table_header(const pt_args *a) {

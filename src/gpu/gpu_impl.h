@@ -1,0 +1,43 @@
+/*
+ * gpu_impl.h - the GPU communicator object, shared by the gpu/ files that
+ * need its insides (gpu.c, direct.c). Everything else goes through gpu.h.
+ */
+#ifndef CHORUS_GPU_GPU_IMPL_H
+#define CHORUS_GPU_GPU_IMPL_H
+
+#include "gpu/gpu.h"
+#include "gpu/window.h"
+#include "util/watch.h"
+
+struct chorus_gpu {
+  int rank, nranks, device;
+  chorus_gpu_wins wins;     /* every rank's window, as this GPU reaches it */
+  void *ctl_host, *ctl_dev; /* abort, status, status peer (host-mapped) */
+  chorus_kern_comm kc;
+  size_t ll_bytes;     /* payload per slot */
+  int reported;        /* a kernel's error was logged (atomic) */
+  chorus_watch *watch; /* the peers' processes (NULL: all in this one) */
+  chorus_gpu_tune tune;
+  int holds_launchers;                   /* chorus_launchers_hold was called for it */
+  uint64_t p2p_send_desc, p2p_recv_desc; /* chorus_gpu_p2p_descs, for every FIFO round */
+  int staged;                            /* windows in pinned host memory */
+  /* Zero-copy (direct.c): every rank in this process, or each in its own;
+   * the communicator's name among this process's (equal on all its ranks);
+   * the settings; the windows registered on it. */
+  int all_local, all_remote;
+  uint64_t key;
+  chorus_gpu_direct_cfg direct;
+  int direct_told;   /* the first zero-copy call was logged */
+  uint64_t coll_seq; /* collectives enqueued so far (equal on every rank) */
+  struct chorus_gpu_window *windows;
+};
+
+/* Frees every window still registered on g (direct.c). */
+void chorus_gpu_windows_free(chorus_gpu *g);
+/* Whether op runs zero-copy on g, and how (*d): as the group decided
+ * (given, from chorus_gpu_direct_group), else through the windows holding
+ * its buffers. 0 when it does not (then it is staged). */
+int chorus_gpu_direct_pick(const chorus_gpu *g, const chorus_op *op,
+                           const chorus_kern_direct *given, chorus_kern_direct *d);
+
+#endif
