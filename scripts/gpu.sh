@@ -149,7 +149,7 @@ fi
 # size: GPUs of one process (-g), and symmetric windows across processes
 # (-R 2: ncclMemAlloc buffers, ncclCommWindowRegister); with 4 KiB per CTA
 # and up to 64 CTAs; that it is really used (its INFO line).
-direct="env CHORUS_GPU_DIRECT_BYTES=0"
+direct="env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0"
 if [ "$gw" -ge 2 ]; then
   for coll in all_reduce all_gather reduce_scatter; do
     check "${coll}_direct_g$gw" $direct $perf/${coll}_perf -g $gw -d all -o all -b 64 -e 16M -f 4 -n 1 -w 1 -c 1 -T 60
@@ -158,8 +158,8 @@ if [ "$gw" -ge 2 ]; then
   check "all_reduce_direct_odd_g$gw" $direct $perf/all_reduce_perf -g $gw -d all -o sum -b 4 -e 4M -f 7 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_direct_ctas_procs$gw" $direct env CHORUS_GPU_DIRECT_CTA_BYTES=4096 CHORUS_GPU_DIRECT_CHANNELS=64 $run -n $gw --timeout 80 $perf/all_reduce_perf -R 2 -d float -o sum -b 64 -e 64M -f 4 -n 2 -w 1 -c 1 -T 60
   [ -x $build/tests/gpu/gpu_windows ] && check "windows_procs$gw" $run -n $gw --timeout 80 $build/tests/gpu/gpu_windows && grep -a "^offset" "$logs/check_windows_procs$gw.log" | sed 's/^/      /'
-  check "direct_in_use_g$gw" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL $perf/all_reduce_perf -g $gw -b 1M -e 1M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs zero-copy (all ranks'"
-  check "direct_win_in_use_procs$gw" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL $run -n $gw --timeout 80 $perf/all_reduce_perf -R 2 -b 1M -e 1M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs zero-copy (symmetric'"
+  check "direct_in_use_g$gw" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL $perf/all_reduce_perf -g $gw -b 4M -e 4M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs zero-copy (all ranks'"
+  check "direct_win_in_use_procs$gw" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL $run -n $gw --timeout 80 $perf/all_reduce_perf -R 2 -b 4M -e 4M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs zero-copy (symmetric'"
 fi
 # Send/Recv groups: several messages per pair of mixed sizes, self sends,
 # two streams, an in-place ring shift and an AllReduce in one group.
@@ -323,11 +323,11 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   # Zero-copy against staged (and NCCL, with the same registration), from
   # 64 KiB: -g 2 (any cudaMalloc buffer) and symmetric windows (-R 2).
   for coll in all_reduce all_gather reduce_scatter; do
-    sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
-    sweep "${coll}_procs2_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 $r2 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
+    sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
+    sweep "${coll}_procs2_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $r2 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
   done
-  sweep "all_reduce_g2_direct_ctas" CHORUS_GPU_DIRECT_CHANNELS "8 16 32 64" env CHORUS_GPU_DIRECT_BYTES=0 $perf/all_reduce_perf -g 2 -b 64K -e 1G -f 4
-  sweep "all_reduce_g2_direct_ctabytes" CHORUS_GPU_DIRECT_CTA_BYTES "16384 65536 262144" env CHORUS_GPU_DIRECT_BYTES=0 $perf/all_reduce_perf -g 2 -b 64K -e 64M -f 4
+  sweep "all_reduce_g2_direct_ctas" CHORUS_GPU_DIRECT_CHANNELS "8 16 32 64" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/all_reduce_perf -g 2 -b 64K -e 1G -f 4
+  sweep "all_reduce_g2_direct_ctabytes" CHORUS_GPU_DIRECT_CTA_BYTES "16384 65536 262144" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/all_reduce_perf -g 2 -b 64K -e 64M -f 4
   tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
   echo "# ${SECONDS} s in all"
   exit 0

@@ -29,8 +29,9 @@ extern "C" {
 }
 #include "device/kern_util.cuh"
 
-#define NT     512 /* threads per CTA */
-#define UNROLL 2   /* 16-byte units in flight per thread and source */
+#define NT        512 /* threads per CTA */
+#define UNROLL    2   /* 16-byte units in flight per thread and source (reductions) */
+#define UNROLL_AG 4   /* the same for AllGather, which has one source */
 typedef uint4 V;
 
 /* Line [cta][src] in window win. */
@@ -53,7 +54,8 @@ static __device__ bool meet(const chorus_kern_comm &c, const chorus_kern_direct 
       w[2] = d.soff;
       w[3] = d.roff;
     }
-    __threadfence_system();
+    /* No fence: the release is cumulative, covering this thread's words
+     * above and, through the barrier, the CTA's data stores. */
     st_release((uint32_t *)theirs, e);
     const char *mine = line_of(c, c.win[me], b, t);
     if (wait_at_least((const uint32_t *)mine, e, c, t, failed) && first) {
@@ -112,13 +114,13 @@ __global__ void __launch_bounds__(NT)
 
   if (!REDUCE) {
     const char *from = (const char *)d.send[me];
-    for (size_t j = u0 + (size_t)t; j < u1; j += (size_t)NT * UNROLL) {
-      V v[UNROLL];
+    for (size_t j = u0 + (size_t)t; j < u1; j += (size_t)NT * UNROLL_AG) {
+      V v[UNROLL_AG];
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++)
+      for (int u = 0; u < UNROLL_AG; u++)
         if (j + (size_t)u * NT < u1) v[u] = load_unit<V>(from, len, j + (size_t)u * NT);
 #pragma unroll
-      for (int u = 0; u < UNROLL; u++) {
+      for (int u = 0; u < UNROLL_AG; u++) {
         const size_t k = j + (size_t)u * NT;
         if (k >= u1) continue;
 #pragma unroll
