@@ -326,6 +326,10 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
     sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
     sweep "${coll}_procs2_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $r2 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
   done
+  # The pipelined kernel with and without a system fence before each release.
+  for coll in alltoall gather scatter; do
+    sweep "${coll}_procs2_pipefence" CHORUS_GPU_PIPE_FENCE "1 0 nccl" $r2 $perf/${coll}_perf -b 1M -e 512M -f 4
+  done
   sweep "all_reduce_g2_direct_ctas" CHORUS_GPU_DIRECT_CHANNELS "8 16 32 64" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/all_reduce_perf -g 2 -b 64K -e 1G -f 4
   sweep "all_reduce_g2_direct_ctabytes" CHORUS_GPU_DIRECT_CTA_BYTES "16384 65536 262144" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/all_reduce_perf -g 2 -b 64K -e 64M -f 4
   tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null

@@ -111,6 +111,7 @@ typedef struct chorus_kern_comm {
    * barriers (the epoch, then the call's description and the buffers'
    * window offsets); at direct_ep_off the owner's epoch per CTA. */
   uint32_t direct_off, direct_ep_off;
+  uint32_t pipe_fence; /* the pipelined kernel fences before each release (CHORUS_GPU_PIPE_FENCE) */
   uint64_t timeout_ns; /* per wait; 0: none */
 } chorus_kern_comm;
 

@@ -13,7 +13,9 @@
  *     word here; at step 0, everything of earlier launches), copy the
  *     chunk into slot s % nslots of each destination, then announce it
  *     with a release store of s + 1 into the destination's head word for
- *     this rank (after a system fence);
+ *     this rank (cumulative: it covers the group's copies, which the group
+ *     barrier ordered before it; CHORUS_GPU_PIPE_FENCE=1 adds a system
+ *     fence before it, as this kernel had until 2026-11-25);
  *   taking warps (second half), step s:
  *     wait for every source's head to reach s + 1, read the chunk from
  *     each source's slot (this rank's own from its send buffer), copy or
@@ -72,7 +74,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
     group_sync(BAR_PUSH);
     if (t < n && ((x.send_to >> t) & 1)) {
       if (s == 0) put_call(c, b, t, sent[t], x.desc);
-      __threadfence_system();
+      if (c.pipe_fence) __threadfence_system();
       st_release(head_word(c, c.win[t], b, me), sent[t] + (uint32_t)s + 1);
     }
     if (t == 0) *pushed = (uint32_t)s + 1; /* every pushing thread has read step s */

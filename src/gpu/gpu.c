@@ -238,6 +238,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.p2p_ll_off = LL_OFF + 2 * (size_t)nranks * g->kc.ll_lines * CHORUS_KERN_LINE;
   g->kc.p2p_bar_off = P2P_BAR_OFF;
   g->kc.fail_off = FAIL_OFF;
+  g->kc.pipe_fence = chorus_param_int(CHORUS_P_GPU_PIPE_FENCE) != 0;
   g->kc.direct_off = DIRECT_OFF;
   g->kc.direct_ep_off = DIRECT_EP;
   g->staged = staged;

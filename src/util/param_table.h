@@ -65,6 +65,7 @@ CHORUS_PARAM(GPU_DIRECT_BYTES, "CHORUS_GPU_DIRECT_BYTES", INT, 4194304, "Zero-co
 CHORUS_PARAM(GPU_DIRECT_MAX,   "CHORUS_GPU_DIRECT_MAX", INT, 16777216, "Zero-copy GPU collectives up to this many bytes of the larger buffer (0: no limit); above, the rings were faster (2xH100)")
 CHORUS_PARAM(GPU_DIRECT_CHANNELS,"CHORUS_GPU_DIRECT_CHANNELS", INT, 32, "Most CTAs of the zero-copy GPU kernel (1..64)")
 CHORUS_PARAM(GPU_DIRECT_CTA_BYTES,"CHORUS_GPU_DIRECT_CTA_BYTES", INT, 65536, "Bytes of its rank's block each CTA of the zero-copy GPU kernel takes at least (fewer CTAs for smaller blocks)")
+CHORUS_PARAM(GPU_PIPE_FENCE,   "CHORUS_GPU_PIPE_FENCE", INT, 0,      "1: the pipelined GPU kernel issues a system fence before each release of a chunk (the release alone orders the chunk's copies; kept to compare)")
 CHORUS_PARAM(GPU_CHANNELS,     "CHORUS_GPU_CHANNELS",   INT, 64,     "CTAs of the pipelined GPU kernel (1..64)")
 CHORUS_PARAM(GPU_CHUNK_BYTES,  "CHORUS_GPU_CHUNK_BYTES", INT, 65536, "Bytes per pipeline step of one GPU channel when exchanging with every peer at once (a multiple of 4096)")
 CHORUS_PARAM(GPU_FIFO_BYTES,   "CHORUS_GPU_FIFO_BYTES",  INT, 524288, "Bytes of pipeline FIFO per GPU channel and peer (narrow streams step by half of it)")
