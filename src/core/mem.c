@@ -216,6 +216,8 @@ NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size
   CHECK(chorus_comm_check(comm, "ncclCommWindowRegister"));
   if (!win) return chorus_error(ncclInvalidArgument, "ncclCommWindowRegister: win is NULL");
   *win = NULL;
+  /* Collective on GPU communicators: every rank must be able to take part. */
+  CHECK(chorus_comm_usable(comm, "ncclCommWindowRegister"));
   if (!buff || size == 0)
     return chorus_error(ncclInvalidArgument,
                         "ncclCommWindowRegister: buff = %p, size = %zu: a window needs memory",

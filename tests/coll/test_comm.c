@@ -234,6 +234,12 @@ static int finalize_revoke(int rank, int nranks, ncclUniqueId id, const char *pa
   EXPECTR(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL) == ncclInvalidUsage);
   EXPECTR(ncclCommFinalize(comm) == ncclInvalidUsage);
   EXPECTR(ncclCommRevoke(comm, 1) == ncclInvalidArgument);
+  /* Windows are collective: none on a revoked communicator. */
+  void *wbuf = NULL;
+  ncclWindow_t win = NULL;
+  CHECKR(ncclMemAlloc(&wbuf, 4096));
+  EXPECTR(ncclCommWindowRegister(comm, wbuf, 4096, &win, 0) == ncclInvalidUsage && win == NULL);
+  CHECKR(ncclMemFree(wbuf));
   CHECKR(ncclCommDestroy(comm));
   return 0;
 }
