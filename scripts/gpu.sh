@@ -326,6 +326,10 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   for coll in all_reduce all_gather reduce_scatter; do
     sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
     sweep "${coll}_procs2_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $r2 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
+    if [ "$ngpu" -ge 4 ]; then
+      sweep "${coll}_g4_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/${coll}_perf -g 4 -b 64K -e 1G -f 4
+      sweep "${coll}_procs4_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $run -n 4 --timeout 80 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
+    fi
   done
   # The pipelined kernel with and without a system fence before each release.
   for coll in alltoall gather scatter; do
