@@ -21,6 +21,7 @@ import time
 
 SKIP = 77
 LIMIT_S = 120  # per process started here
+LIMIT_SCALE = 1.0  # --limit-scale: sanitizer builds run several times slower
 
 # The table header of nccl-tests 2.19, rebuilt from its printf formats.
 HEADER = [
@@ -67,6 +68,7 @@ def start(cmd, env):
 
 def finish(p, limit=LIMIT_S):
     """Waits for p (its own session); kills its process group on timeout."""
+    limit = int(limit * LIMIT_SCALE)
     try:
         out, err = p.communicate(timeout=limit)
     except subprocess.TimeoutExpired:
@@ -355,7 +357,11 @@ def main():
     p.add_argument("--perf", required=True, help="path of all_reduce_perf")
     p.add_argument("--chorusrun", required=True)
     p.add_argument("--coll", help="coll case: the collective, e.g. all_gather")
+    p.add_argument("--limit-scale", type=float, default=1.0,
+                   help="multiplies every process's time limit (sanitizer builds)")
     a = p.parse_args()
+    global LIMIT_SCALE
+    LIMIT_SCALE = a.limit_scale
     try:
         rc = CASES[a.case](a)
     except Failure as e:
