@@ -107,11 +107,21 @@ static int aligned16(const void *p) {
   return ((uintptr_t)p & 15u) == 0;
 }
 
+/* Whose buffers a kind touches on other ranks: AllReduce reads every
+ * rank's input and writes every rank's output, AllGather only writes the
+ * outputs, ReduceScatter only reads the inputs. */
+static int peers_send(int kind) {
+  return kind != CHORUS_DIRECT_ALLGATHER;
+}
+static int peers_recv(int kind) {
+  return kind != CHORUS_DIRECT_REDUCESCATTER;
+}
+
 /* Whether op may be matched with other ranks' calls of its group (a
  * collective on a communicator of this process's GPUs alone). */
 static int group_candidate(const chorus_op *op) {
   const chorus_gpu *g = op->cc->gpu;
-  return op->func != CHORUS_FUNC_SEND && op->func != CHORUS_FUNC_RECV && g->all_local && !g->staged;
+  return !chorus_gpu_is_p2p(op) && g->all_local && !g->staged;
 }
 
 void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir) {
@@ -144,9 +154,7 @@ void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir)
      * _enqueue counts them): the ones before this group, then this group's
      * before it. */
     seq[i] = g->coll_seq;
-    for (size_t j = 0; j < i; j++)
-      seq[i] += ops[j]->cc->gpu == g && ops[j]->func != CHORUS_FUNC_SEND &&
-                ops[j]->func != CHORUS_FUNC_RECV;
+    for (size_t j = 0; j < i; j++) seq[i] += ops[j]->cc->gpu == g && !chorus_gpu_is_p2p(ops[j]);
   }
   if (any) chorus_gpu_direct_match(key, seq, rank, nr, cand, n, match);
   for (size_t i = 0; i < n && any; i++) {
@@ -162,8 +170,8 @@ void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir)
     }
     for (int p = 0; p < np && ok; p++) {
       const chorus_op *o = ops[match[i * CHORUS_KERN_MAX_RANKS + (size_t)p]];
-      const int need_send = d->kind != CHORUS_DIRECT_ALLGATHER || p == rank[i];
-      const int need_recv = d->kind != CHORUS_DIRECT_REDUCESCATTER || p == rank[i];
+      const int need_send = peers_send(d->kind) || p == rank[i];
+      const int need_recv = peers_recv(d->kind) || p == rank[i];
       /* buffers of other ranks must be reachable from every GPU; all aligned */
       if (need_send)
         ok = aligned16(o->sendbuff) &&
@@ -218,8 +226,9 @@ struct chorus_gpu_window {
 /* What each rank tells the others of its window. */
 typedef struct win_rec {
   int32_t pid;
-  int32_t ok; /* exported (first round), then mapped every peer's (second) */
-  uint64_t block_bytes, offset, size, addr;
+  int32_t ok;                   /* exported (first round), then mapped every peer's (second) */
+  uint64_t block_bytes, offset; /* the allocation's size, the window's place in it */
+  uint64_t size;                /* second round: the window's size */
   char name[CHORUS_FDPASS_NAME];
 } win_rec;
 
@@ -247,8 +256,6 @@ static ncclResult_t window_share(chorus_gpu *g, chorus_bootstrap *bs, chorus_gpu
   mine->pid = (int32_t)getpid();
   mine->block_bytes = block_bytes;
   mine->offset = (uint64_t)((char *)w->buff - (char *)block);
-  mine->size = w->size;
-  mine->addr = (uint64_t)(uintptr_t)w->buff;
   mine->ok = aligned16(w->buff) && chorus_dev_vmm_export(block, &fd) == 0 &&
              chorus_fdpass_listen(&fp, err, sizeof err) == ncclSuccess;
   listening = mine->ok;
@@ -374,14 +381,12 @@ static int direct_from_windows(const chorus_gpu *g, const chorus_op *op, chorus_
   const size_t whole = d->kind == CHORUS_DIRECT_ALLREDUCE ? d->bytes : d->bytes * (size_t)n;
   const size_t send_len = d->kind == CHORUS_DIRECT_ALLGATHER ? d->bytes : whole;
   const size_t recv_len = d->kind == CHORUS_DIRECT_REDUCESCATTER ? d->bytes : whole;
-  /* The buffers peers reach: AllReduce both, AllGather the output,
-   * ReduceScatter the input; this rank's own are used as they are. */
+  /* The buffers peers reach must lie in windows; this rank's own are used
+   * as they are. */
   const chorus_gpu_window *ws = NULL, *wr = NULL;
   size_t soff = 0, roff = 0;
-  if (d->kind != CHORUS_DIRECT_ALLGATHER && !(ws = window_of(g, op->sendbuff, send_len, &soff)))
-    goto none;
-  if (d->kind != CHORUS_DIRECT_REDUCESCATTER && !(wr = window_of(g, op->recvbuff, recv_len, &roff)))
-    goto none;
+  if (peers_send(d->kind) && !(ws = window_of(g, op->sendbuff, send_len, &soff))) goto none;
+  if (peers_recv(d->kind) && !(wr = window_of(g, op->recvbuff, recv_len, &roff))) goto none;
   if (!aligned16(op->sendbuff) || !aligned16(op->recvbuff) || soff % 16 || roff % 16) goto none;
   for (int p = 0; p < n; p++) {
     d->send[p] = ws ? ws->peer[p] + soff : NULL;

@@ -122,6 +122,11 @@ ncclResult_t chorus_gpu_window_add(chorus_gpu *g, chorus_bootstrap *bs, void *bu
                                    chorus_gpu_window **out);
 void chorus_gpu_window_remove(chorus_gpu *g, chorus_gpu_window *w);
 
+/* Whether op is a Send or Recv (the rest of a group is collectives). */
+static inline int chorus_gpu_is_p2p(const chorus_op *op) {
+  return op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
+}
+
 /* Launches the GPU calls of one group, or one call (checked, in call
  * order; group.c): per GPU its collectives in order, then each
  * communicator's Send/Recv together; several GPUs at once from their

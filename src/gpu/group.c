@@ -18,10 +18,6 @@
 #include "util/alloc.h"
 #include "util/check.h"
 
-static int is_p2p(const chorus_op *op) {
-  return op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
-}
-
 /* The share of one GPU: ops[i] whose device is `device` (-1: every op);
  * dir[i]: how op i runs zero-copy (NULL: none does). */
 typedef struct share {
@@ -42,16 +38,16 @@ static ncclResult_t run_p2p(const share *s) {
   ncclResult_t res = ncclSuccess;
   for (size_t i = 0; i < s->n && res == ncclSuccess; i++) {
     chorus_op *op = s->ops[i];
-    if (!is_p2p(op) || !in_share(s, op)) continue;
+    if (!chorus_gpu_is_p2p(op) || !in_share(s, op)) continue;
     int first = 1;
     for (size_t j = 0; j < i && first; j++)
-      if (is_p2p(s->ops[j]) && s->ops[j]->cc == op->cc) first = 0;
+      if (chorus_gpu_is_p2p(s->ops[j]) && s->ops[j]->cc == op->cc) first = 0;
     if (!first) continue;
     if (sel == stacksel && s->n > 64 && !(sel = chorus_malloc(s->n * sizeof *sel)))
       return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", s->n);
     int nsel = 0;
     for (size_t j = i; j < s->n; j++)
-      if (is_p2p(s->ops[j]) && s->ops[j]->cc == op->cc) sel[nsel++] = s->ops[j];
+      if (chorus_gpu_is_p2p(s->ops[j]) && s->ops[j]->cc == op->cc) sel[nsel++] = s->ops[j];
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
     res = chorus_gpu_enqueue_p2p(op->cc->gpu, sel, nsel);
     chorus_log_ctx_set(old);
@@ -64,7 +60,7 @@ static ncclResult_t run_share(void *arg) {
   const share *s = arg;
   for (size_t i = 0; i < s->n; i++) {
     chorus_op *op = s->ops[i];
-    if (is_p2p(op) || !in_share(s, op)) continue;
+    if (chorus_gpu_is_p2p(op) || !in_share(s, op)) continue;
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
     ncclResult_t res = chorus_gpu_enqueue(op->cc->gpu, op, s->dir ? &s->dir[i] : NULL);
     chorus_log_ctx_set(old);

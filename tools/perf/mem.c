@@ -107,29 +107,28 @@ void *pt_mem_alloc(ncclComm_t comm, size_t bytes, int ncclmem) {
   const int gpu = on_gpu(comm);
 #else
   (void)comm;
+  const int gpu = 0;
 #endif
+  void *p = NULL;
   if (ncclmem) {
-    void *p = NULL;
     if (ncclMemAlloc(&p, rounded) != ncclSuccess) return NULL;
 #ifdef PT_CUDA
-    if (gpu) {
-      cuda_check(cudaMemset(p, 0, rounded), "cudaMemset");
-      return p;
-    }
+  } else if (gpu) {
+    if (cudaMalloc(&p, rounded) != cudaSuccess) return NULL;
 #endif
-    memset(p, 0, rounded);
-    return p;
+  } else {
+    p = aligned_alloc(PT_ALIGN, rounded);
+    if (!p) return NULL;
   }
+  /* touch every page before timing */
 #ifdef PT_CUDA
   if (gpu) {
-    void *p = NULL;
-    if (cudaMalloc(&p, rounded) != cudaSuccess) return NULL;
     cuda_check(cudaMemset(p, 0, rounded), "cudaMemset");
     return p;
   }
 #endif
-  void *p = aligned_alloc(PT_ALIGN, rounded);
-  if (p) memset(p, 0, rounded); /* touch every page before timing */
+  (void)gpu;
+  memset(p, 0, rounded);
   return p;
 }
 
