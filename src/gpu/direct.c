@@ -65,7 +65,13 @@ int chorus_gpu_direct_shape(const chorus_gpu_direct_cfg *cfg, const chorus_gpu_t
   if (op->red.kind == CHORUS_RED_PREMULSUM || tune->algo_named[op->func]) return 0;
   const size_t bytes = op->count * op->esize;
   const size_t whole = kind == CHORUS_DIRECT_ALLREDUCE ? bytes : bytes * (size_t)nranks;
-  if (whole < cfg->min_bytes || (cfg->max_bytes && whole > cfg->max_bytes)) return 0;
+  /* Only AllReduce has an upper limit: it writes into the peers' buffers
+   * while it reads from them, and above it the ring was faster; AllGather
+   * (writes only) and ReduceScatter (reads only) were faster at every size
+   * from the lower limit on 2xH100. */
+  if (whole < cfg->min_bytes ||
+      (kind == CHORUS_DIRECT_ALLREDUCE && cfg->max_bytes && whole > cfg->max_bytes))
+    return 0;
   /* Blocks of whole 16-byte units, so that every rank's starts aligned. */
   size_t per_rank = bytes;
   if (kind == CHORUS_DIRECT_ALLREDUCE) {

@@ -174,6 +174,9 @@ static void shapes(void) {
   c.max_bytes = big * 4 - 1;
   EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big, 4, CHORUS_RED_SUM, &d));
   EXPECT(shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big / 2, 4, CHORUS_RED_SUM, &d));
+  /* the upper limit is AllReduce's alone */
+  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLGATHER, 4, big, 4, 0, &d));
+  EXPECT(shape(&c, &t, CHORUS_FUNC_REDUCESCATTER, 4, big, 4, CHORUS_RED_SUM, &d));
   c.on = 0;
   EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big / 2, 4, CHORUS_RED_SUM, &d));
   /* CTAs grow with the block up to the most allowed */
