@@ -345,6 +345,12 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   for coll in all_reduce reduce_scatter all_gather; do
     sweep "${coll}_procs2_win_big" CHORUS_GPU_DIRECT "0 1 nccl" $zc CHORUS_GPU_DIRECT_CHANNELS=64 CHORUS_GPU_DIRECT_CTA_BYTES=8192 $r2 $perf/${coll}_perf -R 2 -b 16M -e 1G -f 2
   done
+  if [ "$ngpu" -ge 4 ]; then
+    # 4 GPUs: the band itself comes from the g4_direct / procs4_win_direct
+    # sweeps above; here the slice per CTA for the mid-size AllReduce.
+    sweep "all_reduce_procs4_win_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "4096 8192 16384 32768" $zc $run -n 4 --timeout 80 $perf/all_reduce_perf -R 2 -b 256K -e 16M -f 2
+    sweep "all_reduce_g4_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "4096 8192 16384 32768" $zc $perf/all_reduce_perf -g 4 -b 256K -e 16M -f 2
+  fi
   sweep "all_reduce_g2_mid" CHORUS_GPU_DIRECT "0 1 nccl" $zc $perf/all_reduce_perf -g 2 -b 512K -e 16M -f 2
   sweep "all_reduce_g2_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "8192 16384 32768 65536" $zc CHORUS_GPU_DIRECT_CHANNELS=64 $perf/all_reduce_perf -g 2 -b 512K -e 16M -f 2
   sweep "all_reduce_g2_direct_ctas" CHORUS_GPU_DIRECT_CHANNELS "8 16 32 64" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/all_reduce_perf -g 2 -b 64K -e 1G -f 4
