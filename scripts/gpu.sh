@@ -155,6 +155,12 @@ if [ "$gw" -ge 2 ]; then
     check "${coll}_direct_g$gw" $direct $perf/${coll}_perf -g $gw -d all -o all -b 64 -e 16M -f 4 -n 1 -w 1 -c 1 -T 60
     check "${coll}_direct_win_procs$gw" $direct $run -n $gw --timeout 80 $perf/${coll}_perf -R 2 -d all -o all -b 64 -e 16M -f 4 -n 1 -w 1 -c 1 -T 60
   done
+  # Large ReduceScatter and AllGather, zero-copy by default at every size
+  # from 1 MiB: 64 and 512 MiB, defaults, checked on the host.
+  for coll in all_gather reduce_scatter; do
+    CHECK_TIMEOUT=150 check "${coll}_direct_big_g$gw" $perf/${coll}_perf -g $gw -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+    CHECK_TIMEOUT=150 check "${coll}_direct_big_win_procs$gw" $run -n $gw --timeout 140 $perf/${coll}_perf -R 2 -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+  done
   check "all_reduce_direct_odd_g$gw" $direct $perf/all_reduce_perf -g $gw -d all -o sum -b 4 -e 4M -f 7 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_direct_ctas_procs$gw" $direct env CHORUS_GPU_DIRECT_CTA_BYTES=4096 CHORUS_GPU_DIRECT_CHANNELS=64 $run -n $gw --timeout 80 $perf/all_reduce_perf -R 2 -d float -o sum -b 64 -e 64M -f 4 -n 2 -w 1 -c 1 -T 60
   [ -x $build/tests/gpu/gpu_windows ] && check "windows_procs$gw" $run -n $gw --timeout 80 $build/tests/gpu/gpu_windows && grep -a "^offset" "$logs/check_windows_procs$gw.log" | sed 's/^/      /'
