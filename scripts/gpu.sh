@@ -341,15 +341,12 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   for coll in alltoall gather scatter; do
     sweep "${coll}_procs2_pipefence" CHORUS_GPU_PIPE_FENCE "1 0 nccl" $r2 $perf/${coll}_perf -b 1M -e 512M -f 4
   done
-  # Zero-copy at mid sizes: staged / zero-copy at the defaults / NCCL, then
-  # zero-copy by bytes per CTA with up to 64 CTAs (more loads in flight).
+  # Zero-copy at mid sizes, in finer steps than the sweeps above: staged /
+  # zero-copy / NCCL, then zero-copy by bytes per CTA (up to 64 CTAs).
   zc="env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0"
   for coll in all_reduce reduce_scatter all_gather; do
     sweep "${coll}_procs2_win_mid" CHORUS_GPU_DIRECT "0 1 nccl" $zc $r2 $perf/${coll}_perf -R 2 -b 512K -e 16M -f 2
-    sweep "${coll}_procs2_win_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "8192 16384 32768 65536" $zc CHORUS_GPU_DIRECT_CHANNELS=64 $r2 $perf/${coll}_perf -R 2 -b 512K -e 16M -f 2
-  done
-  for coll in all_reduce reduce_scatter all_gather; do
-    sweep "${coll}_procs2_win_big" CHORUS_GPU_DIRECT "0 1 nccl" $zc CHORUS_GPU_DIRECT_CHANNELS=64 CHORUS_GPU_DIRECT_CTA_BYTES=8192 $r2 $perf/${coll}_perf -R 2 -b 16M -e 1G -f 2
+    sweep "${coll}_procs2_win_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "8192 16384 32768 65536" $zc $r2 $perf/${coll}_perf -R 2 -b 512K -e 16M -f 2
   done
   if [ "$ngpu" -ge 4 ]; then
     # 4 GPUs: the band itself comes from the g4_direct / procs4_win_direct
@@ -358,9 +355,8 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
     sweep "all_reduce_g4_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "4096 8192 16384 32768" $zc $perf/all_reduce_perf -g 4 -b 256K -e 16M -f 2
   fi
   sweep "all_reduce_g2_mid" CHORUS_GPU_DIRECT "0 1 nccl" $zc $perf/all_reduce_perf -g 2 -b 512K -e 16M -f 2
-  sweep "all_reduce_g2_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "8192 16384 32768 65536" $zc CHORUS_GPU_DIRECT_CHANNELS=64 $perf/all_reduce_perf -g 2 -b 512K -e 16M -f 2
-  sweep "all_reduce_g2_direct_ctas" CHORUS_GPU_DIRECT_CHANNELS "8 16 32 64" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/all_reduce_perf -g 2 -b 64K -e 1G -f 4
-  sweep "all_reduce_g2_direct_ctabytes" CHORUS_GPU_DIRECT_CTA_BYTES "16384 65536 262144" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/all_reduce_perf -g 2 -b 64K -e 64M -f 4
+  sweep "all_reduce_g2_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "8192 16384 32768 65536" $zc $perf/all_reduce_perf -g 2 -b 512K -e 16M -f 2
+  sweep "all_reduce_g2_direct_ctas" CHORUS_GPU_DIRECT_CHANNELS "8 16 32 64" $zc $perf/all_reduce_perf -g 2 -b 64K -e 1G -f 4
   tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
   echo "# ${SECONDS} s in all"
   exit 0

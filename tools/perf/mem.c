@@ -107,7 +107,6 @@ void *pt_mem_alloc(ncclComm_t comm, size_t bytes, int ncclmem) {
   const int gpu = on_gpu(comm);
 #else
   (void)comm;
-  const int gpu = 0;
 #endif
   void *p = NULL;
   if (ncclmem) {
@@ -127,7 +126,6 @@ void *pt_mem_alloc(ncclComm_t comm, size_t bytes, int ncclmem) {
     return p;
   }
 #endif
-  (void)gpu;
   memset(p, 0, rounded);
   return p;
 }
