@@ -87,6 +87,10 @@ int chorus_dev_stream_sync(void *stream);
 /* Makes `waiter` wait for everything queued on `waited` so far (an
  * event; capturable). */
 int chorus_dev_stream_wait(void *waiter, void *waited);
+/* Queues a copy of bytes from src to dst (device memory of any GPU of
+ * this process, as the stream's GPU reaches it) on stream: the copy
+ * engine, cudaMemcpyAsync. */
+int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *stream);
 /* Is the stream being captured into a CUDA graph? 1 yes, 0 no, -1 error. */
 int chorus_dev_stream_capturing(void *stream);
 /* Is p device memory (or managed, or mapped host memory)? 1/0, -1 error. */

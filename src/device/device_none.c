@@ -105,6 +105,10 @@ int chorus_dev_stream_wait(void *waiter, void *waited) {
   (void)waiter, (void)waited;
   return 0;
 }
+int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *stream) {
+  (void)dst, (void)src, (void)bytes, (void)stream;
+  return chorus_dev_fail(1, "copying on a GPU: built without CUDA");
+}
 int chorus_dev_stream_capturing(void *stream) {
   (void)stream;
   return 0;

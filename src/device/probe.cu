@@ -223,6 +223,12 @@ extern "C" int chorus_dev_stream_wait(void *waiter, void *waited) {
   return 0;
 }
 
+extern "C" int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *stream) {
+  TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream),
+      "cudaMemcpyAsync(%p, %p, %zu bytes)", dst, src, bytes);
+  return 0;
+}
+
 extern "C" int chorus_dev_stream_capturing(void *stream) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   TRY(cudaStreamIsCapturing((cudaStream_t)stream, &st), "cudaStreamIsCapturing");

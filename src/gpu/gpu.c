@@ -151,10 +151,11 @@ void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, siz
   t->chain_bytes = chain < 0 ? SIZE_MAX : (size_t)chain;
   const int64_t ring = chorus_param_int(CHORUS_P_GPU_RING_BYTES);
   t->ring_bytes = ring > 0 ? (size_t)ring : SIZE_MAX; /* 0: never */
-  /* Send/Recv in LL lines up to 16 KiB (not yet measured; the slots are
-   * sized from this), unless NCCL_PROTO excludes LL for sendrecv. */
+  /* Send/Recv in LL lines up to CHORUS_GPU_P2P_LL_BYTES (the slots are
+   * sized from it), unless NCCL_PROTO excludes LL for sendrecv. */
   t->p2p_ll_bytes =
       (size_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, CHORUS_GPU_P2P_LL_MAX);
+  t->p2p_ce_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_P2P_CE_BYTES));
   tune_filters(t);
   if (t->proto_deny[CHORUS_FUNC_SEND] & (1u << CHORUS_PROTO_LL)) t->p2p_ll_bytes = 0;
 }

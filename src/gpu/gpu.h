@@ -50,6 +50,7 @@ typedef struct chorus_gpu_tune {
   size_t ll_cta_lines;     /* lines per run of the LL kernels */
   int fifo_twoshot;        /* the FIFO two-shot can run (two channels or more) */
   size_t p2p_ll_bytes;     /* Send/Recv up to this many bytes in LL lines (0: none) */
+  size_t p2p_ce_bytes;     /* Send/Recv in one process from this many bytes on the copy engine */
   uint32_t algo_deny[CHORUS_FUNC_COUNT];  /* bits of chorus_algo that NCCL_ALGO excludes */
   uint8_t algo_named[CHORUS_FUNC_COUNT];  /* NCCL_ALGO names the function itself */
   uint32_t proto_deny[CHORUS_FUNC_COUNT]; /* bits of chorus_proto that NCCL_PROTO excludes */
@@ -169,5 +170,32 @@ int chorus_gpu_p2p_overlap(const chorus_kern_p2p *p, int rank, int nranks);
 void chorus_gpu_p2p_descs(uint64_t *send, uint64_t *recv);
 /* Launches one round on stream: its LL transfers, then the others. */
 ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream);
+
+/* Send/Recv on the copy engine (ce.c), between GPUs of this process whose
+ * calls are in one group. A call as the matching sees it: key 0 for one
+ * that may not use the copy engine (it still counts among its rank's calls
+ * to that peer, and its buffer may clash with a copy's). */
+typedef struct chorus_gpu_ce_call {
+  uint64_t key;   /* the communicator's name in this process (0: not a candidate) */
+  int rank, peer; /* the caller's rank, and the rank it sends to or receives from */
+  int send;       /* 1 Send, 0 Recv */
+  size_t bytes;
+  const void *buf;
+} chorus_gpu_ce_call;
+/* Pairs each Send of c[] of at least min_bytes (0: none) with the Recv it
+ * matches (the k-th send from rank a to b with b's k-th receive from a,
+ * calls of 0 bytes aside), of the same size, whose buffers meet no other
+ * call's that the copy would race with (pure): pair[i] gets the partner's
+ * index, or -1. Returns the number of pairs. */
+size_t chorus_gpu_ce_match(const chorus_gpu_ce_call *c, size_t n, size_t min_bytes, long *pair);
+/* The same over one group's calls (any calls; only Send/Recv pair): what
+ * may go is a Send/Recv on a communicator whose ranks are all GPUs of this
+ * process (peer access), on a stream of its own (not a default stream)
+ * that is not being captured, CHORUS_GPU_P2P_CE_BYTES permitting. */
+size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair);
+/* Queues the copies of the pairs (Send i, Recv pair[i]): each copy on
+ * the Send's stream after what the Recv's stream held, the Recv's stream
+ * then waiting for it. */
+ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair);
 
 #endif

@@ -28,6 +28,7 @@ struct chorus_gpu {
   uint64_t key;
   chorus_gpu_direct_cfg direct;
   int direct_told;   /* the first zero-copy call was logged */
+  int ce_told;       /* the first Send on the copy engine was logged (ce.c) */
   uint64_t coll_seq; /* collectives enqueued so far (equal on every rank) */
   struct chorus_gpu_window *windows;
 };

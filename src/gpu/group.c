@@ -2,7 +2,9 @@
  * group.c - the GPU calls of one group (or one call) onto their streams.
  *
  * Per GPU, in call order: the collectives, then each communicator's
- * Send/Recv together (p2p.c), communicators in order of first call. GPUs
+ * Send/Recv together (p2p.c), communicators in order of first call; Send/
+ * Recv pairs with both ends in the group go on the copy engine first
+ * (ce.c), all GPUs' from the calling thread. GPUs
  * are independent, so a group spanning several GPUs of this process gives
  * each GPU's share to its launcher thread (launchers.h) and all launch at
  * once; the calling thread takes the first GPU's share. While any stream
@@ -19,16 +21,24 @@
 #include "util/check.h"
 
 /* The share of one GPU: ops[i] whose device is `device` (-1: every op);
- * dir[i]: how op i runs zero-copy (NULL: none does). */
+ * dir[i]: how op i runs zero-copy (NULL: none does); pair[i]: the partner
+ * of Send/Recv i on the copy engine, or -1 (NULL: none goes, else the
+ * share holds every op). */
 typedef struct share {
   chorus_op **ops;
   size_t n;
   int device;
   const chorus_kern_direct *dir;
+  const long *pair;
 } share;
 
 static int in_share(const share *s, const chorus_op *op) {
   return s->device < 0 || chorus_gpu_device(op->cc->gpu) == s->device;
+}
+
+/* Whether op i is a Send/Recv for the kernels. */
+static int kernel_p2p(const share *s, size_t i) {
+  return chorus_gpu_is_p2p(s->ops[i]) && !(s->pair && s->pair[i] >= 0);
 }
 
 /* The Send/Recv of each communicator of the share, all of one
@@ -38,16 +48,16 @@ static ncclResult_t run_p2p(const share *s) {
   ncclResult_t res = ncclSuccess;
   for (size_t i = 0; i < s->n && res == ncclSuccess; i++) {
     chorus_op *op = s->ops[i];
-    if (!chorus_gpu_is_p2p(op) || !in_share(s, op)) continue;
+    if (!kernel_p2p(s, i) || !in_share(s, op)) continue;
     int first = 1;
     for (size_t j = 0; j < i && first; j++)
-      if (chorus_gpu_is_p2p(s->ops[j]) && s->ops[j]->cc == op->cc) first = 0;
+      if (kernel_p2p(s, j) && s->ops[j]->cc == op->cc) first = 0;
     if (!first) continue;
     if (sel == stacksel && s->n > 64 && !(sel = chorus_malloc(s->n * sizeof *sel)))
       return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", s->n);
     int nsel = 0;
     for (size_t j = i; j < s->n; j++)
-      if (chorus_gpu_is_p2p(s->ops[j]) && s->ops[j]->cc == op->cc) sel[nsel++] = s->ops[j];
+      if (kernel_p2p(s, j) && s->ops[j]->cc == op->cc) sel[nsel++] = s->ops[j];
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
     res = chorus_gpu_enqueue_p2p(op->cc->gpu, sel, nsel);
     chorus_log_ctx_set(old);
@@ -66,6 +76,7 @@ static ncclResult_t run_share(void *arg) {
     chorus_log_ctx_set(old);
     if (res != ncclSuccess) return res;
   }
+  if (s->pair) CHECK(chorus_gpu_ce_run(s->ops, s->n, s->pair));
   return run_p2p(s);
 }
 
@@ -86,26 +97,35 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
   chorus_kern_direct stackdir[8], *dir = NULL;
   if (ndev > 1 && (dir = n <= 8 ? stackdir : chorus_malloc(n * sizeof *dir)))
     chorus_gpu_direct_group(ops, n, dir);
-  spread = spread && ndev > 1 && chorus_launchers_enabled();
+  /* Send/Recv pairs on the copy engine join streams of several GPUs in an
+   * order that one thread keeps (ce.c); they are large, so one thread's
+   * launches cost nothing that counts. */
+  long stackpair[8], *pair = NULL;
+  if (ndev > 1 && (pair = n <= 8 ? stackpair : chorus_malloc(n * sizeof *pair)) &&
+      chorus_gpu_ce_group(ops, n, pair) == 0) {
+    if (pair != stackpair) chorus_free(pair);
+    pair = NULL;
+  }
+  spread = spread && ndev > 1 && !pair && chorus_launchers_enabled();
   for (size_t i = 0; i < n && spread; i++)
     if (chorus_dev_stream_capturing(ops[i]->cuda_stream) != 0) spread = 0;
   ncclResult_t res;
   if (!spread) {
-    share all = {ops, n, -1, dir};
+    share all = {ops, n, -1, dir, pair};
     res = run_share(&all);
-    if (dir != stackdir) chorus_free(dir);
-    return res;
+  } else {
+    share shares[CHORUS_LAUNCHERS_MAX];
+    chorus_launch_job jobs[CHORUS_LAUNCHERS_MAX];
+    memset(jobs, 0, sizeof jobs);
+    for (int k = 0; k < ndev; k++) {
+      shares[k] = (share){ops, n, devices[k], dir, NULL};
+      jobs[k].device = devices[k];
+      jobs[k].run = run_share;
+      jobs[k].arg = &shares[k];
+    }
+    res = chorus_launchers_run(jobs, ndev);
   }
-  share shares[CHORUS_LAUNCHERS_MAX];
-  chorus_launch_job jobs[CHORUS_LAUNCHERS_MAX];
-  memset(jobs, 0, sizeof jobs);
-  for (int k = 0; k < ndev; k++) {
-    shares[k] = (share){ops, n, devices[k], dir};
-    jobs[k].device = devices[k];
-    jobs[k].run = run_share;
-    jobs[k].arg = &shares[k];
-  }
-  res = chorus_launchers_run(jobs, ndev);
   if (dir != stackdir) chorus_free(dir);
+  if (pair != stackpair) chorus_free(pair);
   return res;
 }

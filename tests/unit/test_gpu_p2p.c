@@ -15,6 +15,10 @@
  * size, FIFO chunks above), each end's transfer in the same launch as the
  * other end's.
  *
+ * On odd seeds one process drives every rank with all calls in one group,
+ * and the pairs the copy engine takes (ce.c) are moved first and left out
+ * of the rounds: the bytes still arrive only if those pair alike.
+ *
  * Also: how an LL transfer is cut into parts (one CTA each; both ends cut
  * from the size alone) covers it exactly and fits the slots sized from the
  * largest LL transfer, and which rounds count as overlapping (receive
@@ -43,6 +47,8 @@ static unsigned rnd(unsigned *s) {
   return (*s >> 16) & 0x7fff;
 }
 
+static size_t ce_pairs_seen; /* over all worlds */
+
 static void one_world(unsigned seed) {
   unsigned s = seed;
   const int n = 1 + (int)(rnd(&s) % MAXN);
@@ -55,6 +61,9 @@ static void one_world(unsigned seed) {
     m[i].src = (int)(rnd(&s) % (unsigned)n);
     m[i].dst = rnd(&s) % 4 == 0 ? m[i].src : (int)(rnd(&s) % (unsigned)n);
     m[i].bytes = rnd(&s) % 5 == 0 ? 0 : 1 + rnd(&s) % 300;
+    /* odd seeds (copy-engine pairs): few sizes, so that a pair's size alone
+     * seldom tells its messages apart */
+    if (seed % 2) m[i].bytes = 64 * (rnd(&s) % 3);
     m[i].sbuf = malloc(m[i].bytes + 1);
     m[i].rbuf = calloc(1, m[i].bytes + 1);
     for (size_t b = 0; b < m[i].bytes; b++) m[i].sbuf[b] = (unsigned char)(rnd(&s) + i);
@@ -104,6 +113,45 @@ static void one_world(unsigned seed) {
       ptr[r][nops[r]] = op;
       nops[r]++;
     }
+  }
+  /* One process driving every rank, all calls in one group: on odd seeds
+   * the pairs the copy engine takes (ce.c) move first, from a size on, and
+   * leave the rounds; both ends of each must be the two calls of one
+   * message, so the bytes arrive right only if they pair as NCCL does. */
+  if (seed % 2) {
+    chorus_gpu_ce_call c[MAXN * 2 * MAXMSG];
+    long pair[MAXN * 2 * MAXMSG];
+    int at_rank[MAXN * 2 * MAXMSG], at_call[MAXN * 2 * MAXMSG];
+    size_t nc = 0;
+    for (int r = 0; r < n; r++)
+      for (int j = 0; j < nops[r]; j++) {
+        const chorus_op *op = ptr[r][j];
+        const int send = op->func == CHORUS_FUNC_SEND;
+        c[nc] = (chorus_gpu_ce_call){1,    r,         op->root,
+                                     send, op->count, send ? op->sendbuff : op->recvbuff};
+        at_rank[nc] = r;
+        at_call[nc++] = j;
+      }
+    const size_t pairs = chorus_gpu_ce_match(c, nc, 1 + seed % 100, pair);
+    size_t seen = 0;
+    for (size_t i = 0; i < nc; i++) {
+      if (pair[i] < 0) continue;
+      const long j = pair[i];
+      EXPECT(j >= 0 && (size_t)j < nc && pair[j] == (long)i);
+      EXPECT(c[i].send != c[j].send && c[i].rank != c[i].peer && c[i].bytes == c[j].bytes);
+      EXPECT(c[i].bytes >= 1 + seed % 100);
+      if (c[i].send) {
+        memcpy((void *)c[j].buf, c[i].buf, c[i].bytes);
+        seen++;
+      }
+    }
+    EXPECT_EQ_INT(seen, pairs);
+    ce_pairs_seen += pairs;
+    /* what is left goes to the rounds */
+    int left[MAXN] = {0};
+    for (size_t i = 0; i < nc; i++)
+      if (pair[i] < 0) ptr[at_rank[i]][left[at_rank[i]]++] = ptr[at_rank[i]][at_call[i]];
+    for (int r = 0; r < n; r++) nops[r] = left[r];
   }
   chorus_kern_p2p *rounds[MAXN];
   int nrounds[MAXN];
@@ -156,6 +204,7 @@ static void one_world(unsigned seed) {
 
 static void random_groups(void) {
   for (unsigned seed = 1; seed <= 2000; seed++) one_world(seed);
+  EXPECT(ce_pairs_seen > 1000); /* the copy-engine pairing was exercised */
 }
 
 /* Rank 0 alone: two sends to itself and one receive of a different size. */
@@ -237,6 +286,61 @@ static void overlap(void) {
 }
 
 /* The FIFO call headers' descriptions read as the calls they stand for. */
+/* Which Send/Recv pairs the copy engine may take: matched as NCCL pairs
+ * them, of one size, large enough, of candidate communicators, and with
+ * buffers no other transfer of the group reads or writes. */
+static void ce_pairs(void) {
+  static char a[4096], b[4096], x[4096], y[4096];
+  long pair[8];
+  /* rank 0 sends a to 1 and receives y from 1; rank 1 the other way */
+  chorus_gpu_ce_call c[4] = {
+      {7, 0, 1, 1, 1000, a}, {7, 0, 1, 0, 1000, y}, {7, 1, 0, 0, 1000, b}, {7, 1, 0, 1, 1000, x}};
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 2);
+  EXPECT_EQ_INT(pair[0], 2);
+  EXPECT_EQ_INT(pair[2], 0);
+  EXPECT_EQ_INT(pair[1], 3);
+  EXPECT_EQ_INT(pair[3], 1);
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 0, pair), 0); /* 0: never */
+  EXPECT_EQ_INT(pair[0], -1);
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1001, pair), 0); /* too small */
+  /* sizes that differ are left to the kernels, which report them */
+  c[2].bytes = 999;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(pair[0], -1);
+  EXPECT_EQ_INT(pair[2], -1);
+  EXPECT_EQ_INT(pair[3], 1);
+  c[2].bytes = 1000;
+  /* another communicator's calls do not pair */
+  c[2].key = 8;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(pair[0], -1);
+  c[2].key = 0;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(pair[0], -1);
+  c[2].key = 7;
+  /* an in-place swap (each receives into the buffer it sends) races */
+  c[1].buf = a;
+  c[2].buf = x;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 0);
+  /* a receive into part of another send's buffer too, only that pair */
+  c[1].buf = y;
+  c[2].buf = a + 999;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(pair[0], -1);
+  EXPECT_EQ_INT(pair[3], 1);
+  c[2].buf = b;
+  /* the second send from 0 to 1 pairs with the second receive, past a
+   * call of 0 bytes that matches nothing */
+  chorus_gpu_ce_call d[6] = {{7, 1, 0, 0, 0, b},         {7, 0, 1, 1, 100, a},
+                             {7, 0, 1, 1, 200, a + 100}, {7, 1, 0, 0, 100, b + 300},
+                             {7, 1, 0, 0, 200, b + 500}, {7, 0, 0, 1, 50, x}};
+  EXPECT_EQ_INT(chorus_gpu_ce_match(d, 6, 1, pair), 2);
+  EXPECT_EQ_INT(pair[1], 3);
+  EXPECT_EQ_INT(pair[2], 4);
+  EXPECT_EQ_INT(pair[0], -1);
+  EXPECT_EQ_INT(pair[5], -1); /* to itself: the kernels */
+}
+
 static void descs(void) {
   uint64_t send, recv;
   chorus_gpu_p2p_descs(&send, &recv);
@@ -253,6 +357,7 @@ int main(void) {
   RUN(parts_cover);
   RUN(overlap);
   RUN(descs);
+  RUN(ce_pairs);
   RUN(self_mismatch);
   return unit_report();
 }
