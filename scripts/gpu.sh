@@ -176,16 +176,23 @@ for g in 2 4; do
   check "sendrecv_groups_procs$g" $run -n "$g" --timeout 80 $sr
 done
 [ "$ngpu" -ge 4 ] && [ -x "$sr" ] && check "sendrecv_groups_tiny_procs4" $tiny $run -n 4 --timeout 80 $sr
-# Send/Recv on the copy engine (gpu/ce.c; one process, both ends in one
-# group): every size (the groups above, and the perf tool's ring with
-# in-place rows, which stay in the kernels), large ones at the default
-# size, and that it is really used (its INFO line).
+# Send/Recv and Broadcast on the copy engine (gpu/ce.h; one process,
+# every end in one group): every size (the Send/Recv groups above; the perf
+# tools, whose in-place Send/Recv rows stay in the kernels; Broadcast from
+# every root, in chunks of 1 MiB on 3+ GPUs; the rooted program's NULL and
+# canary buffers), large ones at the default sizes, and that they are
+# really used (their INFO lines).
+bce="env CHORUS_GPU_BCAST_CE_BYTES=1 CHORUS_GPU_BCAST_CE_BYTES_PAIR=1 CHORUS_GPU_BCAST_CE_CHUNK=1048576"
 for g in 2 4; do
   [ "$g" -le "$ngpu" ] || continue
   [ -x "$sr" ] && check "sendrecv_groups_ce_g$g" env CHORUS_GPU_P2P_CE_BYTES=1 $sr -g "$g"
   check "sendrecv_ce_g$g" env CHORUS_GPU_P2P_CE_BYTES=1 $perf/sendrecv_perf -g "$g" -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
   CHECK_TIMEOUT=150 check "sendrecv_ce_big_g$g" $perf/sendrecv_perf -g "$g" -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
-  check "ce_in_use_g$g" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P $perf/sendrecv_perf -g $g -b 4M -e 4M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs on the copy engine'"
+  check "ce_in_use_g$g" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=P2P $perf/sendrecv_perf -g $g -b 16M -e 16M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs on the copy engine'"
+  check "broadcast_ce_g$g" $bce $perf/broadcast_perf -g "$g" -d all -r all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+  CHECK_TIMEOUT=150 check "broadcast_ce_big_g$g" $bce CHORUS_GPU_BCAST_CE_CHUNK=33554432 $perf/broadcast_perf -g "$g" -d float -r all -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+  [ -x $build/tests/gpu/gpu_rooted ] && check "rooted_ce_g$g" $bce env CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) $build/tests/gpu/gpu_rooted
+  check "bcast_ce_in_use_g$g" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL $bce $perf/broadcast_perf -g $g -b 16M -e 16M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs on the copy engine'"
 done
 # Small Send/Recv as LL lines per pair (default up to 128 KiB, a CTA per
 # 4 KiB part): off (every size through the FIFOs), and up to 1 MiB (32
@@ -317,9 +324,15 @@ EOF2
 if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   r2="$run -n 2 --timeout 80"
   sweep "sendrecv_procs2_ll" CHORUS_GPU_P2P_LL_BYTES "0 16384 131072 262144 524288 1048576 nccl" $r2 $perf/sendrecv_perf -b 8 -e 2M -f 2
-  # Send/Recv on the copy engine (from 1 byte) against the kernels, -g.
+  # Send/Recv and Broadcast on the copy engine (from 1 byte) against the
+  # kernels, -g; the chain's chunk on 3+ GPUs.
   for g in 2 4; do
-    [ "$g" -le "$ngpu" ] && sweep "sendrecv_g${g}_ce" CHORUS_GPU_P2P_CE_BYTES "0 1 nccl" $perf/sendrecv_perf -g $g -b 16K -e 1G -f 4
+    [ "$g" -le "$ngpu" ] || continue
+    sweep "sendrecv_g${g}_ce" CHORUS_GPU_P2P_CE_BYTES "0 1 nccl" $perf/sendrecv_perf -g $g -b 16K -e 1G -f 4
+    var=CHORUS_GPU_BCAST_CE_BYTES
+    [ "$g" = 2 ] && var=CHORUS_GPU_BCAST_CE_BYTES_PAIR
+    sweep "broadcast_g${g}_ce" $var "0 1 nccl" $perf/broadcast_perf -g $g -b 16K -e 1G -f 4
+    [ "$g" -gt 2 ] && sweep "broadcast_g${g}_ce_chunk" CHORUS_GPU_BCAST_CE_CHUNK "4194304 16777216 33554432 67108864 nccl" env CHORUS_GPU_BCAST_CE_BYTES=1 $perf/broadcast_perf -g $g -b 4M -e 2G -f 4
   done
   # Chorus as it is (a setting at its default) beside NCCL, FIFO sizes.
   for coll in all_reduce broadcast sendrecv; do
@@ -429,7 +442,7 @@ for lib in chorus nccl; do
   # Zero-copy: AllGather and ReduceScatter with -g (AllReduce's is above),
   # and symmetric windows (-R 2, both libraries registering them).
   if [ "$ngpu" -ge 2 ]; then
-    for coll in reduce_scatter all_gather sendrecv; do
+    for coll in reduce_scatter all_gather sendrecv broadcast; do
       bench "${coll}_g$np" $lib $perf/${coll}_perf -g $np
     done
     for coll in all_reduce reduce_scatter all_gather; do

@@ -1,88 +1,80 @@
 /*
- * ce.c - Send/Recv between GPUs of this process on the copy engine (gpu.h).
+ * ce.c - which calls of a group run on the copy engine, and running the
+ * programs that move them (ce.h; the programs: ce_plan.c).
  *
- * When one process drives several GPUs (ncclCommInitAll, nccl-tests' -g)
- * and both ends of a Send/Recv are in the same group, the host knows both
- * buffers: the sender's stream copies straight into the receiver's buffer
- * with cudaMemcpyAsync, which over NVLink moves 256-byte writes where SM
- * stores move 128 (396 against 353 GB/s on 2xH200, bench/ce_probe.cu), and
- * uses no SMs. The copy waits, through events, for what the receiver's
- * stream held before the group, and the receiver's stream waits for the
- * copy; nothing waits on the host. The calls left (small, mismatched, a
- * peer outside the group, buffers that overlap another transfer's) run in
- * the kernels (p2p.c) as before; both ends of a pair decide together here,
- * so they agree.
+ * Both ends of every transfer are in the group, so the group decides for
+ * all of them at once and they agree; what is left (small, mismatched, a
+ * peer outside the group, buffers that overlap another transfer's) runs in
+ * the kernels as before. Nothing waits on the host.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "device/device.h"
+#include "gpu/ce.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_impl.h"
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/log.h"
 
-/* Whether [a, a + an) and [b, b + bn) share a byte. */
-static int meet(const void *a, size_t an, const void *b, size_t bn) {
-  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return an && bn && x < y + bn && y < x + an;
-}
-
-/* The index of the k-th (from 0) call of c[] that is a `send` of rank
- * `rank` with peer `peer` in communicator `key`, moving bytes; -1 if none. */
-static long kth(const chorus_gpu_ce_call *c, size_t n, uint64_t key, int rank, int peer, int send,
-                size_t k) {
-  for (size_t i = 0; i < n; i++)
-    if (c[i].key == key && c[i].rank == rank && c[i].peer == peer && c[i].send == send &&
-        c[i].bytes && k-- == 0)
-      return (long)i;
-  return -1;
-}
-
-size_t chorus_gpu_ce_match(const chorus_gpu_ce_call *c, size_t n, size_t min_bytes, long *pair) {
-  size_t pairs = 0;
-  for (size_t i = 0; i < n; i++) pair[i] = -1;
-  if (!min_bytes) return 0;
-  for (size_t i = 0; i < n; i++) {
-    const chorus_gpu_ce_call *s = &c[i];
-    if (!s->send || !s->key || !s->bytes || s->peer == s->rank) continue;
-    /* This Send's number among its rank's sends to that peer (calls of 0
-     * bytes match nothing, as in the kernels' rounds), and the receive of
-     * the same number there. */
-    size_t k = 0;
-    for (size_t j = 0; j < i; j++)
-      k += c[j].key == s->key && c[j].rank == s->rank && c[j].peer == s->peer && c[j].send &&
-           c[j].bytes;
-    const long r = kth(c, n, s->key, s->peer, s->rank, 0, k);
-    if (r < 0 || c[r].bytes != s->bytes || s->bytes < min_bytes) continue;
-    /* Copies run at once, in no order among themselves: a destination that
-     * another transfer reads, or a source that another writes, is left to
-     * the kernels (an in-place ring shift, say). */
-    int clash = 0;
-    for (size_t j = 0; j < n && !clash; j++)
-      clash = c[j].send ? meet(c[r].buf, c[r].bytes, c[j].buf, c[j].bytes)
-                        : meet(s->buf, s->bytes, c[j].buf, c[j].bytes);
-    if (clash) continue;
-    pair[i] = r;
-    pair[r] = (long)i;
-    pairs++;
-  }
-  return pairs;
-}
-
 /* Streams that name a device's default stream (NULL, cudaStreamLegacy,
  * cudaStreamPerThread) are a different stream on each GPU, which the
- * joins below cannot tell apart. */
-static int own_stream(const void *s) {
-  return (uintptr_t)s > 2;
+ * joins cannot tell apart; a stream being captured would need the joins
+ * inside its graph. */
+static int stream_ok(void *s) {
+  return (uintptr_t)s > 2 && chorus_dev_stream_capturing(s) == 0;
 }
 
-size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair) {
-  for (size_t i = 0; i < n; i++) pair[i] = -1;
-  if (n < 2 || n > 1024) return 0;
-  chorus_gpu_ce_call *c = chorus_calloc(n, sizeof *c);
-  if (!c) return 0;
+/* A call of a communicator whose ranks are all GPUs of this process,
+ * reaching each other directly. */
+static int local_gpus(const chorus_op *op) {
+  const chorus_gpu *g = op->cc->gpu;
+  return g->all_local && !g->staged && g->nranks > 1;
+}
+
+/* The streams of ops[] as programs name them: stream[i] is the index of
+ * the first call on the same stream of the same GPU. */
+static void stream_indices(chorus_op **ops, size_t n, int *stream) {
+  for (size_t i = 0; i < n; i++) {
+    stream[i] = (int)i;
+    for (size_t j = 0; j < i; j++)
+      if (ops[j]->cuda_stream == ops[i]->cuda_stream &&
+          chorus_gpu_device(ops[j]->cc->gpu) == chorus_gpu_device(ops[i]->cc->gpu)) {
+        stream[i] = (int)j;
+        break;
+      }
+  }
+}
+
+ncclResult_t chorus_gpu_ce_exec(const chorus_gpu_ce_step *steps, size_t nsteps,
+                                void *const *streams, const int *devices, const char *what) {
+  const int saved = chorus_device_current();
+  size_t k = 0;
+  for (; k < nsteps; k++) {
+    const chorus_gpu_ce_step *s = &steps[k];
+    /* an event belongs to the GPU of the stream it is recorded on */
+    const int dev = devices[s->of < 0 ? s->on : s->of];
+    if (chorus_dev_use(dev) != 0) break;
+    if (s->of < 0 ? chorus_dev_copy(s->dst, s->src, s->bytes, streams[s->on]) != 0
+                  : chorus_dev_stream_wait(streams[s->on], streams[s->of]) != 0)
+      break;
+  }
+  if (saved >= 0) chorus_dev_use(saved);
+  if (k == nsteps) return ncclSuccess;
+  return chorus_error(ncclUnhandledCudaError, "%s on the copy engine (%s, GPU %d): %s", what,
+                      steps[k].of < 0 ? "a copy" : "joining two GPUs' streams",
+                      devices[steps[k].of < 0 ? steps[k].on : steps[k].of], chorus_dev_error());
+}
+
+/* ---- Send/Recv ------------------------------------------------------------ */
+
+/* The calls of ops[] as the matching sees them (the Send/Recv; others
+ * zeroed); 0 when none may pair. */
+static size_t p2p_calls(chorus_op **ops, size_t n, chorus_gpu_ce_call *c) {
+  int *stream = chorus_calloc(n, sizeof *stream);
+  if (!stream) return 0;
+  stream_indices(ops, n, stream);
   size_t any = 0;
   for (size_t i = 0; i < n; i++) {
     const chorus_op *op = ops[i];
@@ -90,81 +82,174 @@ size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair) {
     const chorus_gpu *g = op->cc->gpu;
     const int send = op->func == CHORUS_FUNC_SEND;
     /* Every call of the communicator is described (its number among the
-     * calls to a peer counts them all); only ones that may use the copy
-     * engine get a key. */
-    c[i].rank = g->rank;
-    c[i].peer = op->root;
-    c[i].send = send;
-    c[i].bytes = op->count * op->esize;
-    c[i].buf = send ? op->sendbuff : op->recvbuff;
-    c[i].key = g->key;
-    if (g->all_local && !g->staged && g->tune.p2p_ce_bytes && own_stream(op->cuda_stream) &&
-        chorus_dev_stream_capturing(op->cuda_stream) == 0)
+     * calls to a peer counts them all); only ones that may pair get a
+     * key. */
+    c[i] = (chorus_gpu_ce_call){g->key,
+                                g->rank,
+                                op->root,
+                                send,
+                                op->count * op->esize,
+                                send ? op->sendbuff : op->recvbuff,
+                                stream[i]};
+    if (local_gpus(op) && g->tune.p2p_ce_bytes && stream_ok(op->cuda_stream))
       any++;
     else
       c[i].key = 0;
   }
-  /* A communicator with some calls that may not gets none: its calls to
-   * one peer would otherwise be numbered differently on the two ends. */
+  chorus_free(stream);
+  /* A communicator with calls that may not gets none: its calls to one
+   * peer would otherwise be numbered differently at the two ends. */
   for (size_t i = 0; i < n && any; i++)
     if (chorus_gpu_is_p2p(ops[i]) && !c[i].key)
       for (size_t j = 0; j < n; j++)
-        if (chorus_gpu_is_p2p(ops[j]) && ops[j]->cc->gpu->key == ops[i]->cc->gpu->key) c[j].key = 0;
+        if (ops[j]->cc->gpu->key == ops[i]->cc->gpu->key) c[j].key = 0;
+  return any;
+}
+
+size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair) {
+  for (size_t i = 0; i < n; i++) pair[i] = -1;
+  if (n < 2 || n > 1024) return 0; /* thousands: not worth the quadratic matching */
+  chorus_gpu_ce_call *c = chorus_calloc(n, sizeof *c);
+  if (!c) return 0;
   size_t pairs = 0;
-  if (any) {
-    /* Settings are read alike on every rank of the process. */
-    const size_t min_bytes = ops[0]->cc->gpu->tune.p2p_ce_bytes;
-    pairs = chorus_gpu_ce_match(c, n, min_bytes, pair);
-  }
+  /* Settings are read alike on every rank of the process. */
+  if (p2p_calls(ops, n, c))
+    pairs = chorus_gpu_ce_match(c, n, ops[0]->cc->gpu->tune.p2p_ce_bytes, pair);
   chorus_free(c);
   return pairs;
 }
 
-/* Makes `waiter` wait for what `waited` (of GPU device) holds so far. */
-static int join(void *waiter, void *waited, int device) {
-  return chorus_dev_use(device) != 0 || chorus_dev_stream_wait(waiter, waited) != 0 ? -1 : 0;
+/* The streams and GPUs of ops[] by index. */
+static int streams_of(chorus_op **ops, size_t n, void ***streams, int **devices) {
+  *streams = chorus_calloc(n, sizeof **streams);
+  *devices = chorus_calloc(n, sizeof **devices);
+  if (!*streams || !*devices) return -1;
+  for (size_t i = 0; i < n; i++) {
+    (*streams)[i] = ops[i]->cuda_stream;
+    (*devices)[i] = chorus_gpu_device(ops[i]->cc->gpu);
+  }
+  return 0;
 }
 
 ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair) {
-  const int saved = chorus_device_current();
+  for (size_t i = 0; i < n; i++)
+    if (pair[i] >= 0) CHECK(chorus_gpu_async_error(ops[i]->cc->gpu));
+  chorus_gpu_ce_call *c = chorus_calloc(n, sizeof *c);
+  chorus_gpu_ce_step *steps = chorus_calloc(3 * n, sizeof *steps);
+  void **streams = NULL;
+  int *devices = NULL;
   ncclResult_t res = ncclSuccess;
-  const char *step = "";
-  /* First every copy waits for its receiver's stream, so that the copies
-   * of a pair of GPUs sending to each other run at the same time. */
-  for (size_t i = 0; i < n && res == ncclSuccess; i++) {
-    if (pair[i] < 0 || ops[i]->func != CHORUS_FUNC_SEND) continue;
-    const chorus_op *r = ops[pair[i]];
-    res = chorus_gpu_async_error(ops[i]->cc->gpu);
-    if (res == ncclSuccess) res = chorus_gpu_async_error(r->cc->gpu);
-    if (res == ncclSuccess && join(ops[i]->cuda_stream, r->cuda_stream, chorus_gpu_device(r->cc->gpu)))
-      step = "waiting for the receiver's stream", res = ncclUnhandledCudaError;
+  if (!c || !steps || streams_of(ops, n, &streams, &devices) != 0) {
+    res = chorus_error(ncclSystemError, "out of memory queueing %zu Send/Recv", n);
+    goto out;
   }
+  p2p_calls(ops, n, c);
+  const size_t nsteps = chorus_gpu_ce_plan_pairs(c, n, pair, steps);
+  res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, "ncclSend/ncclRecv");
   for (size_t i = 0; i < n && res == ncclSuccess; i++) {
-    if (pair[i] < 0 || ops[i]->func != CHORUS_FUNC_SEND) continue;
-    const chorus_op *s = ops[i], *r = ops[pair[i]];
-    if (chorus_dev_use(chorus_gpu_device(s->cc->gpu)) != 0 ||
-        chorus_dev_copy(r->recvbuff, s->sendbuff, s->count * s->esize, s->cuda_stream) != 0)
-      step = "the copy", res = ncclUnhandledCudaError;
-    if (res == ncclSuccess && !s->cc->gpu->ce_told) {
-      s->cc->gpu->ce_told = 1;
-      INFO(CHORUS_P2P | CHORUS_TUNING,
-           "rank %d: ncclSend of %zu bytes to rank %d (GPU %d, this process) runs on the copy "
-           "engine; so do later ones from %zu bytes with both ends in one group "
-           "(CHORUS_GPU_P2P_CE_BYTES; 0: never)",
-           s->cc->gpu->rank, s->count * s->esize, s->root, chorus_gpu_device(r->cc->gpu),
-           s->cc->gpu->tune.p2p_ce_bytes);
+    chorus_gpu *g = ops[i]->cc->gpu;
+    if (pair[i] < 0 || ops[i]->func != CHORUS_FUNC_SEND || g->ce_told) continue;
+    g->ce_told = 1;
+    INFO(CHORUS_P2P | CHORUS_TUNING,
+         "rank %d: ncclSend of %zu bytes to rank %d (GPU %d, this process) runs on the copy "
+         "engine; so do later ones from %zu bytes with both ends in one group "
+         "(CHORUS_GPU_P2P_CE_BYTES; 0: never)",
+         g->rank, c[i].bytes, ops[i]->root, devices[pair[i]], g->tune.p2p_ce_bytes);
+  }
+out:
+  chorus_free(c);
+  chorus_free(steps);
+  chorus_free(streams);
+  chorus_free(devices);
+  return res;
+}
+
+/* ---- Broadcast ------------------------------------------------------------ */
+
+/* The least size at which a Broadcast of op's communicator goes. */
+static size_t bcast_min(const chorus_op *op) {
+  const chorus_gpu *g = op->cc->gpu;
+  return g->nranks > 2 ? g->tune.bcast_ce_bytes : g->tune.bcast_ce_bytes_pair;
+}
+
+static int bcast_candidate(const chorus_op *op) {
+  const chorus_gpu *g = op->cc->gpu;
+  const size_t min = op->func == CHORUS_FUNC_BROADCAST ? bcast_min(op) : 0;
+  return min && op->count * op->esize >= min && local_gpus(op) &&
+         g->nranks <= CHORUS_KERN_MAX_RANKS && !g->tune.algo_named[CHORUS_FUNC_BROADCAST] &&
+         stream_ok(op->cuda_stream);
+}
+
+size_t chorus_gpu_ce_bcast_group(chorus_op **ops, size_t n, long *lead) {
+  for (size_t i = 0; i < n; i++) lead[i] = -1;
+  if (n < 2 || n > 1024) return 0;
+  uint8_t *cand = chorus_calloc(n, 1);
+  int *match = chorus_calloc(n * CHORUS_KERN_MAX_RANKS, sizeof *match);
+  size_t any = 0, calls = 0;
+  for (size_t i = 0; cand && i < n; i++) any += cand[i] = (uint8_t)bcast_candidate(ops[i]);
+  if (any && match && chorus_gpu_group_match(ops, n, cand, match) == 0) {
+    for (size_t i = 0; i < n; i++) {
+      if (!cand[i]) continue;
+      const int np = ops[i]->cc->gpu->nranks;
+      const uint64_t desc = chorus_gpu_call_desc(ops[i]);
+      long lo = (long)n, hi = -1;
+      int ok = 1;
+      for (int p = 0; p < np && ok; p++) {
+        const int j = match[i * CHORUS_KERN_MAX_RANKS + (size_t)p];
+        ok = j >= 0 && chorus_gpu_call_desc(ops[j]) == desc;
+        if (ok && j < lo) lo = j;
+        if (ok && j > hi) hi = j;
+      }
+      /* The ranks' calls one after another, so that running them all at
+       * the first keeps every GPU's calls in order. */
+      if (!ok || hi - lo + 1 != np) continue;
+      lead[i] = lo;
+      calls += (long)i == lo;
     }
   }
-  /* Then each receiver's stream waits for the copies into it. */
-  for (size_t i = 0; i < n && res == ncclSuccess; i++) {
-    if (pair[i] < 0 || ops[i]->func != CHORUS_FUNC_SEND) continue;
-    const chorus_op *r = ops[pair[i]];
-    if (join(r->cuda_stream, ops[i]->cuda_stream, chorus_gpu_device(ops[i]->cc->gpu)))
-      step = "the receiver's stream waiting for the copy", res = ncclUnhandledCudaError;
+  chorus_free(cand);
+  chorus_free(match);
+  return calls;
+}
+
+ncclResult_t chorus_gpu_ce_bcast_run(chorus_op **ops, size_t n, const long *lead, size_t i) {
+  const chorus_op *first = ops[i];
+  const chorus_gpu *g0 = first->cc->gpu;
+  chorus_gpu_ce_bcast b;
+  memset(&b, 0, sizeof b);
+  b.nranks = g0->nranks;
+  b.root = first->root;
+  b.bytes = first->count * first->esize;
+  b.chunk = g0->tune.bcast_ce_chunk;
+  for (size_t j = i; j < n && j < i + (size_t)b.nranks; j++) {
+    const int p = ops[j]->cc->gpu->rank;
+    if (lead[j] != (long)i) return chorus_error(ncclInternalError, "Broadcast copy plan mixed up");
+    CHECK(chorus_gpu_async_error(ops[j]->cc->gpu));
+    b.stream[p] = (int)j;
+    b.recv[p] = ops[j]->recvbuff;
+    if (p == b.root) b.send = ops[j]->sendbuff;
   }
-  if (saved >= 0) chorus_dev_use(saved);
-  if (res == ncclUnhandledCudaError)
-    return chorus_error(res, "ncclSend/ncclRecv on the copy engine (%s): %s", step,
-                        chorus_dev_error());
+  const size_t nsteps = chorus_gpu_ce_plan_bcast(&b, NULL);
+  chorus_gpu_ce_step *steps = chorus_calloc(nsteps, sizeof *steps);
+  void **streams = NULL;
+  int *devices = NULL;
+  ncclResult_t res = ncclSuccess;
+  if (!steps || streams_of(ops, n, &streams, &devices) != 0) {
+    res = chorus_error(ncclSystemError, "out of memory queueing a Broadcast");
+  } else {
+    chorus_gpu_ce_plan_bcast(&b, steps);
+    res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, "ncclBroadcast");
+  }
+  if (res == ncclSuccess && !first->cc->gpu->ce_bcast_told) {
+    first->cc->gpu->ce_bcast_told = 1;
+    INFO(CHORUS_COLL | CHORUS_TUNING,
+         "rank %d: ncclBroadcast of %zu bytes from rank %d runs on the copy engine (a chain "
+         "of %d GPUs of this process); so do later ones from %zu bytes with every rank's call "
+         "in one group (CHORUS_GPU_BCAST_CE_BYTES%s; 0: never)",
+         g0->rank, b.bytes, b.root, b.nranks, bcast_min(first), b.nranks > 2 ? "" : "_PAIR");
+  }
+  chorus_free(steps);
+  chorus_free(streams);
+  chorus_free(devices);
   return res;
 }

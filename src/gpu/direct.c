@@ -130,6 +130,34 @@ static int group_candidate(const chorus_op *op) {
   return !chorus_gpu_is_p2p(op) && g->all_local && !g->staged;
 }
 
+int chorus_gpu_group_match(chorus_op **ops, size_t n, const uint8_t *cand, int *match) {
+  uint64_t *key = chorus_calloc(n, sizeof *key), *seq = chorus_calloc(n, sizeof *seq);
+  int *rank = chorus_calloc(n, sizeof *rank), *nr = chorus_calloc(n, sizeof *nr);
+  int res = -1;
+  if (key && seq && rank && nr) {
+    for (size_t i = 0; i < n; i++) {
+      const chorus_gpu *g = ops[i]->cc->gpu;
+      key[i] = g->key;
+      rank[i] = g->rank;
+      nr[i] = g->nranks;
+      /* The call's number among its communicator's collectives (chorus_gpu
+       * _enqueue counts them): the ones before this group, then this
+       * group's before it. */
+      seq[i] = g->coll_seq;
+      for (size_t j = 0; j < i; j++) seq[i] += ops[j]->cc->gpu == g && !chorus_gpu_is_p2p(ops[j]);
+    }
+    chorus_gpu_direct_match(key, seq, rank, nr, cand, n, match);
+    res = 0;
+  } else {
+    for (size_t i = 0; i < n * CHORUS_KERN_MAX_RANKS; i++) match[i] = -1;
+  }
+  chorus_free(key);
+  chorus_free(seq);
+  chorus_free(rank);
+  chorus_free(nr);
+  return res;
+}
+
 void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir) {
   memset(dir, 0, n * sizeof *dir);
   /* Groups of thousands of calls are not worth the quadratic matching. */
@@ -142,31 +170,19 @@ void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir)
       any++;
   }
   if (!any) return;
-  uint64_t *key = chorus_calloc(n, sizeof *key), *seq = chorus_calloc(n, sizeof *seq);
-  int *rank = chorus_calloc(n, sizeof *rank), *nr = chorus_calloc(n, sizeof *nr);
   uint8_t *cand = chorus_calloc(n, 1);
   int *match = chorus_calloc(n * CHORUS_KERN_MAX_RANKS, sizeof *match);
-  if (!key || !seq || !rank || !nr || !cand || !match) {
-    memset(dir, 0, n * sizeof *dir);
+  if (cand && match) {
+    for (size_t i = 0; i < n; i++) cand[i] = (uint8_t)group_candidate(ops[i]);
+    if (chorus_gpu_group_match(ops, n, cand, match) != 0) any = 0;
+  } else {
     any = 0;
   }
-  for (size_t i = 0; i < n && any; i++) {
-    const chorus_gpu *g = ops[i]->cc->gpu;
-    key[i] = g->key;
-    rank[i] = g->rank;
-    nr[i] = g->nranks;
-    cand[i] = (uint8_t)group_candidate(ops[i]);
-    /* The call's number among its communicator's collectives (chorus_gpu
-     * _enqueue counts them): the ones before this group, then this group's
-     * before it. */
-    seq[i] = g->coll_seq;
-    for (size_t j = 0; j < i; j++) seq[i] += ops[j]->cc->gpu == g && !chorus_gpu_is_p2p(ops[j]);
-  }
-  if (any) chorus_gpu_direct_match(key, seq, rank, nr, cand, n, match);
+  if (!any) memset(dir, 0, n * sizeof *dir);
   for (size_t i = 0; i < n && any; i++) {
     chorus_kern_direct *d = &dir[i];
     if (!d->kind) continue;
-    const int np = nr[i];
+    const int np = ops[i]->cc->gpu->nranks, me = ops[i]->cc->gpu->rank;
     int devices[CHORUS_KERN_MAX_RANKS], ok = 1;
     for (int p = 0; p < np && ok; p++) {
       const int j = match[i * CHORUS_KERN_MAX_RANKS + (size_t)p];
@@ -176,15 +192,15 @@ void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir)
     }
     for (int p = 0; p < np && ok; p++) {
       const chorus_op *o = ops[match[i * CHORUS_KERN_MAX_RANKS + (size_t)p]];
-      const int need_send = peers_send(d->kind) || p == rank[i];
-      const int need_recv = peers_recv(d->kind) || p == rank[i];
+      const int need_send = peers_send(d->kind) || p == me;
+      const int need_recv = peers_recv(d->kind) || p == me;
       /* buffers of other ranks must be reachable from every GPU; all aligned */
       if (need_send)
         ok = aligned16(o->sendbuff) &&
-             (p == rank[i] || chorus_dev_reachable(o->sendbuff, devices, np) == 1);
+             (p == me || chorus_dev_reachable(o->sendbuff, devices, np) == 1);
       if (ok && need_recv)
         ok = aligned16(o->recvbuff) &&
-             (p == rank[i] || chorus_dev_reachable(o->recvbuff, devices, np) == 1);
+             (p == me || chorus_dev_reachable(o->recvbuff, devices, np) == 1);
       d->send[p] = o->sendbuff;
       d->recv[p] = o->recvbuff;
     }
@@ -197,7 +213,7 @@ void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir)
     changed = 0;
     for (size_t i = 0; i < n; i++) {
       if (!dir[i].kind) continue;
-      for (int p = 0; p < nr[i]; p++) {
+      for (int p = 0; p < ops[i]->cc->gpu->nranks; p++) {
         const int j = match[i * CHORUS_KERN_MAX_RANKS + (size_t)p];
         if (j < 0 || !dir[j].kind) {
           memset(&dir[i], 0, sizeof dir[i]);
@@ -207,10 +223,6 @@ void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir)
       }
     }
   }
-  chorus_free(key);
-  chorus_free(seq);
-  chorus_free(rank);
-  chorus_free(nr);
   chorus_free(cand);
   chorus_free(match);
 }

@@ -156,6 +156,10 @@ void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, siz
   t->p2p_ll_bytes =
       (size_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, CHORUS_GPU_P2P_LL_MAX);
   t->p2p_ce_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_P2P_CE_BYTES));
+  t->bcast_ce_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_BCAST_CE_BYTES));
+  t->bcast_ce_bytes_pair =
+      (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_BCAST_CE_BYTES_PAIR));
+  t->bcast_ce_chunk = (size_t)CHORUS_MAX(1 << 20, chorus_param_int(CHORUS_P_GPU_BCAST_CE_CHUNK));
   tune_filters(t);
   if (t->proto_deny[CHORUS_FUNC_SEND] & (1u << CHORUS_PROTO_LL)) t->p2p_ll_bytes = 0;
 }
@@ -449,6 +453,11 @@ static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
     return chorus_gpu_cuda_error(what);
   }
   return ncclSuccess;
+}
+
+ncclResult_t chorus_gpu_enqueue_elsewhere(chorus_gpu *g) {
+  g->coll_seq++; /* every rank counts every call */
+  return chorus_gpu_async_error(g);
 }
 
 int chorus_gpu_rank(const chorus_gpu *g) {

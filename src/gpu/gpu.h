@@ -51,6 +51,9 @@ typedef struct chorus_gpu_tune {
   int fifo_twoshot;        /* the FIFO two-shot can run (two channels or more) */
   size_t p2p_ll_bytes;     /* Send/Recv up to this many bytes in LL lines (0: none) */
   size_t p2p_ce_bytes;     /* Send/Recv in one process from this many bytes on the copy engine */
+  size_t bcast_ce_bytes;   /* Broadcast in one process on 3+ GPUs: the same (0: never) */
+  size_t bcast_ce_bytes_pair;             /* on 2 GPUs */
+  size_t bcast_ce_chunk;                  /* bytes per copy of the chain on 3+ GPUs */
   uint32_t algo_deny[CHORUS_FUNC_COUNT];  /* bits of chorus_algo that NCCL_ALGO excludes */
   uint8_t algo_named[CHORUS_FUNC_COUNT];  /* NCCL_ALGO names the function itself */
   uint32_t proto_deny[CHORUS_FUNC_COUNT]; /* bits of chorus_proto that NCCL_PROTO excludes */
@@ -106,6 +109,11 @@ int chorus_gpu_direct_shape(const chorus_gpu_direct_cfg *cfg, const chorus_gpu_t
  * a partner of every rank. */
 size_t chorus_gpu_direct_match(const uint64_t *key, const uint64_t *seq, const int *rank,
                                const int *nranks, const uint8_t *cand, size_t n, int *match);
+/* The same over one group's calls (in call order), numbering each from its
+ * communicator's count of collectives so far: match[i * 8 + p] is the call
+ * of rank p that is call i's collective (both cand), or -1. Returns 0, or
+ * -1 out of memory (then every entry -1). */
+int chorus_gpu_group_match(chorus_op **ops, size_t n, const uint8_t *cand, int *match);
 /* For the calls of one group (in call order): fills dir[i] for each call
  * that runs zero-copy together with its partners of every rank in this
  * group (communicators of one process), kind 0 for the others. */
@@ -139,6 +147,10 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n);
  * through windows where op's buffers are in symmetric ones, else staged). */
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_kern_direct *dir);
 
+/* Counts collective op as enqueued on g where something else queues it
+ * (the copy engine, ce.h); the error a kernel reported, if any. */
+ncclResult_t chorus_gpu_enqueue_elsewhere(chorus_gpu *g);
+
 int chorus_gpu_rank(const chorus_gpu *g);
 int chorus_gpu_nranks(const chorus_gpu *g);
 int chorus_gpu_device(const chorus_gpu *g);
@@ -170,32 +182,5 @@ int chorus_gpu_p2p_overlap(const chorus_kern_p2p *p, int rank, int nranks);
 void chorus_gpu_p2p_descs(uint64_t *send, uint64_t *recv);
 /* Launches one round on stream: its LL transfers, then the others. */
 ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *round, void *stream);
-
-/* Send/Recv on the copy engine (ce.c), between GPUs of this process whose
- * calls are in one group. A call as the matching sees it: key 0 for one
- * that may not use the copy engine (it still counts among its rank's calls
- * to that peer, and its buffer may clash with a copy's). */
-typedef struct chorus_gpu_ce_call {
-  uint64_t key;   /* the communicator's name in this process (0: not a candidate) */
-  int rank, peer; /* the caller's rank, and the rank it sends to or receives from */
-  int send;       /* 1 Send, 0 Recv */
-  size_t bytes;
-  const void *buf;
-} chorus_gpu_ce_call;
-/* Pairs each Send of c[] of at least min_bytes (0: none) with the Recv it
- * matches (the k-th send from rank a to b with b's k-th receive from a,
- * calls of 0 bytes aside), of the same size, whose buffers meet no other
- * call's that the copy would race with (pure): pair[i] gets the partner's
- * index, or -1. Returns the number of pairs. */
-size_t chorus_gpu_ce_match(const chorus_gpu_ce_call *c, size_t n, size_t min_bytes, long *pair);
-/* The same over one group's calls (any calls; only Send/Recv pair): what
- * may go is a Send/Recv on a communicator whose ranks are all GPUs of this
- * process (peer access), on a stream of its own (not a default stream)
- * that is not being captured, CHORUS_GPU_P2P_CE_BYTES permitting. */
-size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair);
-/* Queues the copies of the pairs (Send i, Recv pair[i]): each copy on
- * the Send's stream after what the Recv's stream held, the Recv's stream
- * then waiting for it. */
-ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair);
 
 #endif

@@ -29,6 +29,7 @@ struct chorus_gpu {
   chorus_gpu_direct_cfg direct;
   int direct_told;   /* the first zero-copy call was logged */
   int ce_told;       /* the first Send on the copy engine was logged (ce.c) */
+  int ce_bcast_told; /* the first Broadcast on the copy engine was logged */
   uint64_t coll_seq; /* collectives enqueued so far (equal on every rank) */
   struct chorus_gpu_window *windows;
 };

@@ -2,9 +2,10 @@
  * group.c - the GPU calls of one group (or one call) onto their streams.
  *
  * Per GPU, in call order: the collectives, then each communicator's
- * Send/Recv together (p2p.c), communicators in order of first call; Send/
- * Recv pairs with both ends in the group go on the copy engine first
- * (ce.c), all GPUs' from the calling thread. GPUs
+ * Send/Recv together (p2p.c), communicators in order of first call. Calls
+ * whose every end is in the group may go on the copy engine (ce.h): a
+ * Broadcast at its first rank's call, Send/Recv pairs before the kernels'
+ * Send/Recv; then the calling thread launches for all GPUs. GPUs
  * are independent, so a group spanning several GPUs of this process gives
  * each GPU's share to its launcher thread (launchers.h) and all launch at
  * once; the calling thread takes the first GPU's share. While any stream
@@ -15,21 +16,23 @@
 #include <string.h>
 
 #include "device/device.h"
+#include "gpu/ce.h"
 #include "gpu/gpu.h"
 #include "gpu/launchers.h"
 #include "util/alloc.h"
 #include "util/check.h"
 
 /* The share of one GPU: ops[i] whose device is `device` (-1: every op);
- * dir[i]: how op i runs zero-copy (NULL: none does); pair[i]: the partner
- * of Send/Recv i on the copy engine, or -1 (NULL: none goes, else the
- * share holds every op). */
+ * dir[i]: how op i runs zero-copy (NULL: none does); on the copy engine
+ * (NULL: none goes; else the share holds every op): pair[i], the partner
+ * of Send/Recv i, and lead[i], the first rank's call of Broadcast i, or
+ * -1. */
 typedef struct share {
   chorus_op **ops;
   size_t n;
   int device;
   const chorus_kern_direct *dir;
-  const long *pair;
+  const long *pair, *lead;
 } share;
 
 static int in_share(const share *s, const chorus_op *op) {
@@ -72,7 +75,14 @@ static ncclResult_t run_share(void *arg) {
     chorus_op *op = s->ops[i];
     if (chorus_gpu_is_p2p(op) || !in_share(s, op)) continue;
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
-    ncclResult_t res = chorus_gpu_enqueue(op->cc->gpu, op, s->dir ? &s->dir[i] : NULL);
+    ncclResult_t res;
+    if (s->lead && s->lead[i] >= 0) {
+      res = chorus_gpu_enqueue_elsewhere(op->cc->gpu);
+      if (res == ncclSuccess && s->lead[i] == (long)i)
+        res = chorus_gpu_ce_bcast_run(s->ops, s->n, s->lead, i);
+    } else {
+      res = chorus_gpu_enqueue(op->cc->gpu, op, s->dir ? &s->dir[i] : NULL);
+    }
     chorus_log_ctx_set(old);
     if (res != ncclSuccess) return res;
   }
@@ -97,28 +107,31 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
   chorus_kern_direct stackdir[8], *dir = NULL;
   if (ndev > 1 && (dir = n <= 8 ? stackdir : chorus_malloc(n * sizeof *dir)))
     chorus_gpu_direct_group(ops, n, dir);
-  /* Send/Recv pairs on the copy engine join streams of several GPUs in an
-   * order that one thread keeps (ce.c); they are large, so one thread's
-   * launches cost nothing that counts. */
-  long stackpair[8], *pair = NULL;
-  if (ndev > 1 && (pair = n <= 8 ? stackpair : chorus_malloc(n * sizeof *pair)) &&
-      chorus_gpu_ce_group(ops, n, pair) == 0) {
-    if (pair != stackpair) chorus_free(pair);
-    pair = NULL;
+  /* Copy-engine programs join streams of several GPUs in an order that one
+   * thread keeps (ce.h); they move large calls, so one thread's launches
+   * cost nothing that counts. */
+  long stackce[16], *pair = NULL, *lead = NULL;
+  if (ndev > 1 && (pair = 2 * n <= 16 ? stackce : chorus_malloc(2 * n * sizeof *pair))) {
+    lead = pair + n;
+    const size_t pairs = chorus_gpu_ce_group(ops, n, pair);
+    if (pairs + chorus_gpu_ce_bcast_group(ops, n, lead) == 0) {
+      if (pair != stackce) chorus_free(pair);
+      pair = lead = NULL;
+    }
   }
   spread = spread && ndev > 1 && !pair && chorus_launchers_enabled();
   for (size_t i = 0; i < n && spread; i++)
     if (chorus_dev_stream_capturing(ops[i]->cuda_stream) != 0) spread = 0;
   ncclResult_t res;
   if (!spread) {
-    share all = {ops, n, -1, dir, pair};
+    share all = {ops, n, -1, dir, pair, lead};
     res = run_share(&all);
   } else {
     share shares[CHORUS_LAUNCHERS_MAX];
     chorus_launch_job jobs[CHORUS_LAUNCHERS_MAX];
     memset(jobs, 0, sizeof jobs);
     for (int k = 0; k < ndev; k++) {
-      shares[k] = (share){ops, n, devices[k], dir, NULL};
+      shares[k] = (share){ops, n, devices[k], dir, NULL, NULL};
       jobs[k].device = devices[k];
       jobs[k].run = run_share;
       jobs[k].arg = &shares[k];
@@ -126,6 +139,6 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
     res = chorus_launchers_run(jobs, ndev);
   }
   if (dir != stackdir) chorus_free(dir);
-  if (pair != stackpair) chorus_free(pair);
+  if (pair != stackce) chorus_free(pair);
   return res;
 }

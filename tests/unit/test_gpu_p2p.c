@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/ce.h"
 #include "gpu/gpu.h"
 #include "unit.h"
 
@@ -127,8 +128,8 @@ static void one_world(unsigned seed) {
       for (int j = 0; j < nops[r]; j++) {
         const chorus_op *op = ptr[r][j];
         const int send = op->func == CHORUS_FUNC_SEND;
-        c[nc] = (chorus_gpu_ce_call){1,    r,         op->root,
-                                     send, op->count, send ? op->sendbuff : op->recvbuff};
+        c[nc] = (chorus_gpu_ce_call){
+            1, r, op->root, send, op->count, send ? op->sendbuff : op->recvbuff, r};
         at_rank[nc] = r;
         at_call[nc++] = j;
       }
@@ -286,61 +287,6 @@ static void overlap(void) {
 }
 
 /* The FIFO call headers' descriptions read as the calls they stand for. */
-/* Which Send/Recv pairs the copy engine may take: matched as NCCL pairs
- * them, of one size, large enough, of candidate communicators, and with
- * buffers no other transfer of the group reads or writes. */
-static void ce_pairs(void) {
-  static char a[4096], b[4096], x[4096], y[4096];
-  long pair[8];
-  /* rank 0 sends a to 1 and receives y from 1; rank 1 the other way */
-  chorus_gpu_ce_call c[4] = {
-      {7, 0, 1, 1, 1000, a}, {7, 0, 1, 0, 1000, y}, {7, 1, 0, 0, 1000, b}, {7, 1, 0, 1, 1000, x}};
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 2);
-  EXPECT_EQ_INT(pair[0], 2);
-  EXPECT_EQ_INT(pair[2], 0);
-  EXPECT_EQ_INT(pair[1], 3);
-  EXPECT_EQ_INT(pair[3], 1);
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 0, pair), 0); /* 0: never */
-  EXPECT_EQ_INT(pair[0], -1);
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1001, pair), 0); /* too small */
-  /* sizes that differ are left to the kernels, which report them */
-  c[2].bytes = 999;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
-  EXPECT_EQ_INT(pair[0], -1);
-  EXPECT_EQ_INT(pair[2], -1);
-  EXPECT_EQ_INT(pair[3], 1);
-  c[2].bytes = 1000;
-  /* another communicator's calls do not pair */
-  c[2].key = 8;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
-  EXPECT_EQ_INT(pair[0], -1);
-  c[2].key = 0;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
-  EXPECT_EQ_INT(pair[0], -1);
-  c[2].key = 7;
-  /* an in-place swap (each receives into the buffer it sends) races */
-  c[1].buf = a;
-  c[2].buf = x;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 0);
-  /* a receive into part of another send's buffer too, only that pair */
-  c[1].buf = y;
-  c[2].buf = a + 999;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
-  EXPECT_EQ_INT(pair[0], -1);
-  EXPECT_EQ_INT(pair[3], 1);
-  c[2].buf = b;
-  /* the second send from 0 to 1 pairs with the second receive, past a
-   * call of 0 bytes that matches nothing */
-  chorus_gpu_ce_call d[6] = {{7, 1, 0, 0, 0, b},         {7, 0, 1, 1, 100, a},
-                             {7, 0, 1, 1, 200, a + 100}, {7, 1, 0, 0, 100, b + 300},
-                             {7, 1, 0, 0, 200, b + 500}, {7, 0, 0, 1, 50, x}};
-  EXPECT_EQ_INT(chorus_gpu_ce_match(d, 6, 1, pair), 2);
-  EXPECT_EQ_INT(pair[1], 3);
-  EXPECT_EQ_INT(pair[2], 4);
-  EXPECT_EQ_INT(pair[0], -1);
-  EXPECT_EQ_INT(pair[5], -1); /* to itself: the kernels */
-}
-
 static void descs(void) {
   uint64_t send, recv;
   chorus_gpu_p2p_descs(&send, &recv);
@@ -357,7 +303,6 @@ int main(void) {
   RUN(parts_cover);
   RUN(overlap);
   RUN(descs);
-  RUN(ce_pairs);
   RUN(self_mismatch);
   return unit_report();
 }

@@ -1,0 +1,106 @@
+/*
+ * ce_plan.c - the copy-engine programs (ce.h), pure: which Send/Recv pair
+ * up, and the steps that move pairs and Broadcasts.
+ */
+#include <stdint.h>
+
+#include "gpu/ce.h"
+
+/* Whether [a, a + an) and [b, b + bn) share a byte. */
+static int meet(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
+/* The index of the k-th (from 0) call of c[] that is a `send` of rank
+ * `rank` with peer `peer` in communicator `key`, moving bytes; -1 if none. */
+static long kth(const chorus_gpu_ce_call *c, size_t n, uint64_t key, int rank, int peer, int send,
+                size_t k) {
+  for (size_t i = 0; i < n; i++)
+    if (c[i].key == key && c[i].rank == rank && c[i].peer == peer && c[i].send == send &&
+        c[i].bytes && k-- == 0)
+      return (long)i;
+  return -1;
+}
+
+size_t chorus_gpu_ce_match(const chorus_gpu_ce_call *c, size_t n, size_t min_bytes, long *pair) {
+  size_t pairs = 0;
+  for (size_t i = 0; i < n; i++) pair[i] = -1;
+  if (!min_bytes) return 0;
+  for (size_t i = 0; i < n; i++) {
+    const chorus_gpu_ce_call *s = &c[i];
+    if (!s->send || !s->key || !s->bytes || s->peer == s->rank) continue;
+    /* This Send's number among its rank's sends to that peer (calls of 0
+     * bytes match nothing, as in the kernels' rounds), and the receive of
+     * the same number there. */
+    size_t k = 0;
+    for (size_t j = 0; j < i; j++)
+      k += c[j].key == s->key && c[j].rank == s->rank && c[j].peer == s->peer && c[j].send &&
+           c[j].bytes;
+    const long r = kth(c, n, s->key, s->peer, s->rank, 0, k);
+    if (r < 0 || c[r].bytes != s->bytes || s->bytes < min_bytes) continue;
+    /* Copies run at once, in no order among themselves: a destination that
+     * another transfer reads, or a source that another writes, is left to
+     * the kernels (an in-place ring shift, say). */
+    int clash = 0;
+    for (size_t j = 0; j < n && !clash; j++)
+      clash = c[j].send ? meet(c[r].buf, c[r].bytes, c[j].buf, c[j].bytes)
+                        : meet(s->buf, s->bytes, c[j].buf, c[j].bytes);
+    if (clash) continue;
+    pair[i] = r;
+    pair[r] = (long)i;
+    pairs++;
+  }
+  return pairs;
+}
+
+size_t chorus_gpu_ce_plan_pairs(const chorus_gpu_ce_call *c, size_t n, const long *pair,
+                                chorus_gpu_ce_step *out) {
+  size_t k = 0;
+  for (int phase = 0; phase < 3; phase++)
+    for (size_t i = 0; i < n; i++) {
+      if (pair[i] < 0 || !c[i].send) continue;
+      const chorus_gpu_ce_call *s = &c[i], *r = &c[pair[i]];
+      if (phase == 0)
+        out[k++] = (chorus_gpu_ce_step){s->stream, r->stream, NULL, NULL, 0};
+      else if (phase == 1)
+        out[k++] = (chorus_gpu_ce_step){s->stream, -1, (void *)r->buf, s->buf, s->bytes};
+      else
+        out[k++] = (chorus_gpu_ce_step){r->stream, s->stream, NULL, NULL, 0};
+    }
+  return k;
+}
+
+/* Appends a step (out NULL: counts it). */
+static void put(chorus_gpu_ce_step *out, size_t *k, int on, int of, void *dst, const void *src,
+                size_t bytes) {
+  if (out) out[*k] = (chorus_gpu_ce_step){on, of, dst, src, bytes};
+  (*k)++;
+}
+
+size_t chorus_gpu_ce_plan_bcast(const chorus_gpu_ce_bcast *b, chorus_gpu_ce_step *out) {
+  const int n = b->nranks;
+  size_t k = 0;
+  if (n < 1 || !b->bytes) return 0;
+  int order[CHORUS_KERN_MAX_RANKS]; /* the chain: root first */
+  for (int h = 0; h < n; h++) order[h] = (b->root + h) % n;
+  const int root = order[0];
+  if (b->recv[root] != b->send)
+    put(out, &k, b->stream[root], -1, b->recv[root], b->send, b->bytes);
+  /* Every copy into a rank's buffer comes after what its stream held. */
+  for (int h = 0; h + 1 < n; h++) put(out, &k, b->stream[order[h]], b->stream[order[h + 1]], NULL, NULL, 0);
+  const size_t chunk = n > 2 && b->chunk ? b->chunk : b->bytes;
+  for (size_t off = 0; off < b->bytes; off += chunk) {
+    const size_t len = b->bytes - off < chunk ? b->bytes - off : chunk;
+    for (int h = 0; h + 1 < n; h++) {
+      const int from = order[h], to = order[h + 1];
+      /* a hop's copy of a chunk after the previous hop's copy of it, the
+       * last step on the previous rank's stream so far */
+      if (h > 0) put(out, &k, b->stream[from], b->stream[order[h - 1]], NULL, NULL, 0);
+      const char *src = h == 0 ? (const char *)b->send : (const char *)b->recv[from];
+      put(out, &k, b->stream[from], -1, (char *)b->recv[to] + off, src + off, len);
+    }
+  }
+  if (n > 1) put(out, &k, b->stream[order[n - 1]], b->stream[order[n - 2]], NULL, NULL, 0);
+  return k;
+}

@@ -1,0 +1,422 @@
+/*
+ * test_gpu_ce.c - the copy-engine programs (gpu/ce.h) run on host memory.
+ *
+ * A simulator keeps one queue per stream: the user's work before the
+ * program (writing the data to send, scribbling over the receive
+ * buffers), the program's steps (a copy; or a wait for what another
+ * stream held when the step was queued, as an event recorded there), and
+ * the user's work after it (reading what arrived). It then runs them in
+ * random orders that streams allow: a stream's steps one at a time, a
+ * copy started and finished as two events with anything in between. It
+ * fails on a deadlock (steps left, none can run), on two copies in flight
+ * at once where one writes what the other touches, on user work touching a
+ * buffer a copy in flight writes, and on wrong bytes at the end.
+ *
+ * Programs: random groups of Send/Recv (several ranks, one or two streams
+ * each, several messages per pair, some in place) paired by
+ * chorus_gpu_ce_match; random Broadcasts (1 to 8 ranks, any root, in place
+ * or not, chunks of any size), and two in a row, the second sending what
+ * the first delivered.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu/ce.h"
+#include "unit.h"
+
+#define MAXS     16   /* streams */
+#define MAXITEMS 4096 /* per stream */
+
+enum { COPY, WAIT, WRITE, CHECK };
+
+typedef struct item {
+  int kind;
+  int of;       /* WAIT: the stream waited for */
+  size_t after; /* WAIT: done when that stream finished this many items */
+  void *dst;    /* COPY, WRITE: written; CHECK: read */
+  const void *src;
+  size_t bytes;
+} item;
+
+typedef struct sim {
+  item q[MAXS][MAXITEMS];
+  size_t n[MAXS], done[MAXS];
+  unsigned char *snap[MAXS]; /* a started copy's bytes; NULL: none in flight */
+  int nstreams;
+  unsigned seed; /* the random walk's */
+  unsigned id;   /* the world's */
+  int failed;
+} sim;
+
+static unsigned rnd(unsigned *s) {
+  *s = *s * 1103515245u + 12345u;
+  return (*s >> 16) & 0x7fff;
+}
+
+static int meet(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
+static void add(sim *m, int s, item it) {
+  if (m->n[s] < MAXITEMS)
+    m->q[s][m->n[s]++] = it;
+  else
+    m->failed = 1; /* a world too large for the simulator */
+}
+/* The user's work on stream s: writing bytes into dst, or checking them. */
+static void user_write(sim *m, int s, void *dst, const void *src, size_t bytes) {
+  add(m, s, (item){WRITE, -1, 0, dst, src, bytes});
+}
+static void user_check(sim *m, int s, void *dst, const void *want, size_t bytes) {
+  add(m, s, (item){CHECK, -1, 0, dst, want, bytes});
+}
+/* A program's steps, queued as the executor queues them. */
+static void queue_program(sim *m, const chorus_gpu_ce_step *st, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    if (st[k].of < 0)
+      add(m, st[k].on, (item){COPY, -1, 0, st[k].dst, st[k].src, st[k].bytes});
+    else if (st[k].of != st[k].on)
+      add(m, st[k].on, (item){WAIT, st[k].of, m->n[st[k].of], NULL, NULL, 0});
+  }
+}
+
+/* Whether an item touching [p, p + len) (writing it when `writes`) meets a
+ * copy in flight on another stream than s. */
+static int races(const sim *m, int s, const void *p, size_t len, int writes) {
+  for (int o = 0; o < m->nstreams; o++) {
+    if (o == s || !m->snap[o]) continue;
+    const item *c = &m->q[o][m->done[o]];
+    if (meet(c->dst, c->bytes, p, len) || (writes && meet(c->src, c->bytes, p, len))) return 1;
+  }
+  return 0;
+}
+
+/* Runs everything queued in a random order streams allow; 0 when it all
+ * ran without a race, a deadlock or a wrong byte. */
+static int run(sim *m) {
+  for (;;) {
+    int can[MAXS], nc = 0, left = 0;
+    for (int s = 0; s < m->nstreams; s++) {
+      if (m->done[s] == m->n[s]) continue;
+      left = 1;
+      const item *h = &m->q[s][m->done[s]];
+      if (h->kind != WAIT || m->done[h->of] >= h->after) can[nc++] = s;
+    }
+    if (!left) return !m->failed;
+    if (!nc) {
+      fprintf(stderr, "world %u: deadlock\n", m->id);
+      return 0;
+    }
+    const int s = can[rnd(&m->seed) % (unsigned)nc];
+    item *h = &m->q[s][m->done[s]];
+    switch (h->kind) {
+    case COPY:
+      if (!m->snap[s]) { /* start: read the source now */
+        if (races(m, s, h->dst, h->bytes, 1) || races(m, s, h->src, h->bytes, 0)) {
+          fprintf(stderr, "world %u: copies race\n", m->id);
+          m->failed = 1;
+        }
+        m->snap[s] = malloc(h->bytes + 1);
+        memcpy(m->snap[s], h->src, h->bytes);
+        continue;
+      }
+      memcpy(h->dst, m->snap[s], h->bytes); /* finish */
+      free(m->snap[s]);
+      m->snap[s] = NULL;
+      break;
+    case WRITE:
+    case CHECK:
+      if (races(m, s, h->dst, h->bytes, h->kind == WRITE)) {
+        fprintf(stderr, "world %u: user work races a copy\n", m->id);
+        m->failed = 1;
+      }
+      if (h->kind == WRITE)
+        memcpy(h->dst, h->src, h->bytes);
+      else if (memcmp(h->dst, h->src, h->bytes) != 0) {
+        fprintf(stderr, "world %u: wrong bytes\n", m->id);
+        m->failed = 1;
+      }
+      break;
+    default:
+      break;
+    }
+    m->done[s]++;
+  }
+}
+
+static unsigned char *pattern(size_t bytes, unsigned tag) {
+  unsigned char *p = malloc(bytes + 1);
+  for (size_t i = 0; i < bytes; i++) p[i] = (unsigned char)(tag * 131u + i * 7u + (i >> 8));
+  return p;
+}
+
+/* Which Send/Recv pairs the copy engine may take: matched as NCCL pairs
+ * them, of one size, large enough, of candidate communicators, and with
+ * buffers no other transfer of the group reads or writes. */
+static void ce_pairs(void) {
+  static char a[4096], b[4096], x[4096], y[4096];
+  long pair[8];
+  /* rank 0 sends a to 1 and receives y from 1; rank 1 the other way */
+  chorus_gpu_ce_call c[4] = {
+      {7, 0, 1, 1, 1000, a, 0}, {7, 0, 1, 0, 1000, y, 0}, {7, 1, 0, 0, 1000, b, 1}, {7, 1, 0, 1, 1000, x, 1}};
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 2);
+  EXPECT_EQ_INT(pair[0], 2);
+  EXPECT_EQ_INT(pair[2], 0);
+  EXPECT_EQ_INT(pair[1], 3);
+  EXPECT_EQ_INT(pair[3], 1);
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 0, pair), 0); /* 0: never */
+  EXPECT_EQ_INT(pair[0], -1);
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1001, pair), 0); /* too small */
+  /* sizes that differ are left to the kernels, which report them */
+  c[2].bytes = 999;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(pair[0], -1);
+  EXPECT_EQ_INT(pair[2], -1);
+  EXPECT_EQ_INT(pair[3], 1);
+  c[2].bytes = 1000;
+  /* another communicator's calls do not pair */
+  c[2].key = 8;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(pair[0], -1);
+  c[2].key = 0;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(pair[0], -1);
+  c[2].key = 7;
+  /* an in-place swap (each receives into the buffer it sends) races */
+  c[1].buf = a;
+  c[2].buf = x;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 0);
+  /* a receive into part of another send's buffer too, only that pair */
+  c[1].buf = y;
+  c[2].buf = a + 999;
+  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(pair[0], -1);
+  EXPECT_EQ_INT(pair[3], 1);
+  c[2].buf = b;
+  /* the second send from 0 to 1 pairs with the second receive, past a
+   * call of 0 bytes that matches nothing */
+  chorus_gpu_ce_call d[6] = {{7, 1, 0, 0, 0, b, 1},         {7, 0, 1, 1, 100, a, 0},
+                             {7, 0, 1, 1, 200, a + 100, 0}, {7, 1, 0, 0, 100, b + 300, 1},
+                             {7, 1, 0, 0, 200, b + 500, 1}, {7, 0, 0, 1, 50, x, 0}};
+  EXPECT_EQ_INT(chorus_gpu_ce_match(d, 6, 1, pair), 2);
+  EXPECT_EQ_INT(pair[1], 3);
+  EXPECT_EQ_INT(pair[2], 4);
+  EXPECT_EQ_INT(pair[0], -1);
+  EXPECT_EQ_INT(pair[5], -1); /* to itself: the kernels */
+}
+
+
+/* ---- Send/Recv groups ----------------------------------------------------- */
+
+#define PR 5   /* ranks */
+#define PM 24  /* messages */
+
+static void p2p_world(unsigned seed) {
+  static sim m;
+  memset(&m, 0, sizeof m);
+  m.seed = m.id = seed;
+  unsigned s = seed;
+  const int n = 2 + (int)(rnd(&s) % (PR - 1));
+  const int two = rnd(&s) % 2; /* a second stream per rank */
+  m.nstreams = n * (1 + two);
+  const int nmsg = 1 + (int)(rnd(&s) % PM);
+  struct {
+    int src, dst, sstream, rstream;
+    size_t bytes;
+    unsigned char *sbuf, *rbuf, *data, *junk;
+  } msg[PM];
+  chorus_gpu_ce_call c[2 * PM];
+  long pair[2 * PM];
+  int nc = 0;
+  for (int i = 0; i < nmsg; i++) {
+    msg[i].src = (int)(rnd(&s) % (unsigned)n);
+    msg[i].dst = (int)(rnd(&s) % (unsigned)n);
+    msg[i].bytes = 64 * (rnd(&s) % 4);
+    msg[i].sstream = msg[i].src + (two && rnd(&s) % 2 ? n : 0);
+    msg[i].rstream = msg[i].dst + (two && rnd(&s) % 2 ? n : 0);
+    msg[i].data = pattern(msg[i].bytes, seed * 100u + (unsigned)i);
+    msg[i].junk = pattern(msg[i].bytes, ~seed - (unsigned)i);
+    msg[i].sbuf = malloc(msg[i].bytes + 1);
+    /* now and then a receive into the buffer of an earlier message's send
+     * (an in-place shift): the matching must leave both to the kernels */
+    if (i && msg[i].bytes && rnd(&s) % 6 == 0 && msg[i - 1].bytes >= msg[i].bytes &&
+        msg[i - 1].dst != msg[i].dst)
+      msg[i].rbuf = msg[i - 1].sbuf;
+    else
+      msg[i].rbuf = malloc(msg[i].bytes + 1);
+  }
+  /* Calls in message order (each pair's order is NCCL's), the matching's
+   * view of them. */
+  for (int i = 0; i < nmsg; i++) {
+    c[nc++] = (chorus_gpu_ce_call){1, msg[i].src, msg[i].dst, 1, msg[i].bytes, msg[i].sbuf,
+                                   msg[i].sstream};
+    c[nc++] = (chorus_gpu_ce_call){1, msg[i].dst, msg[i].src, 0, msg[i].bytes, msg[i].rbuf,
+                                   msg[i].rstream};
+  }
+  chorus_gpu_ce_match(c, (size_t)nc, 1, pair);
+  for (int i = 0; i < nmsg; i++) {
+    const int moved = pair[2 * i] >= 0;
+    /* a pair is always one message's two calls, never a self send or an
+     * in-place receive */
+    if (moved) EXPECT_EQ_INT(pair[2 * i], 2 * i + 1);
+    if (moved) EXPECT(msg[i].src != msg[i].dst && msg[i].bytes > 0);
+    for (int j = 0; j < nmsg && moved; j++) EXPECT(msg[i].rbuf != msg[j].sbuf);
+  }
+  /* Before: the data to send and junk in receive buffers not sent from. */
+  for (int i = 0; i < nmsg; i++) user_write(&m, msg[i].sstream, msg[i].sbuf, msg[i].data, msg[i].bytes);
+  for (int i = 0; i < nmsg; i++) {
+    int sent_from = 0;
+    for (int j = 0; j < nmsg; j++) sent_from |= msg[i].rbuf == msg[j].sbuf;
+    if (!sent_from) user_write(&m, msg[i].rstream, msg[i].rbuf, msg[i].junk, msg[i].bytes);
+  }
+  chorus_gpu_ce_step steps[3 * PM];
+  const size_t nsteps = chorus_gpu_ce_plan_pairs(c, (size_t)nc, pair, steps);
+  queue_program(&m, steps, nsteps);
+  for (int i = 0; i < nmsg; i++)
+    if (pair[2 * i] >= 0) user_check(&m, msg[i].rstream, msg[i].rbuf, msg[i].data, msg[i].bytes);
+  EXPECT(run(&m));
+  for (int i = 0; i < nmsg; i++) {
+    int aliased = 0;
+    for (int j = 0; j < nmsg; j++) aliased |= msg[i].rbuf == msg[j].sbuf;
+    if (!aliased) free(msg[i].rbuf);
+    free(msg[i].sbuf);
+    free(msg[i].data);
+    free(msg[i].junk);
+  }
+}
+
+static void p2p_worlds(void) {
+  for (unsigned seed = 1; seed <= 3000; seed++) p2p_world(seed);
+}
+
+/* ---- Broadcast ------------------------------------------------------------ */
+
+static void bcast_world(unsigned seed) {
+  static sim m;
+  memset(&m, 0, sizeof m);
+  m.seed = m.id = seed;
+  unsigned s = seed;
+  const int n = 1 + (int)(rnd(&s) % CHORUS_KERN_MAX_RANKS);
+  const size_t bytes = 1 + rnd(&s) % 5000;
+  m.nstreams = n;
+  unsigned char *recv[2][CHORUS_KERN_MAX_RANKS], *send = malloc(bytes);
+  unsigned char *data = pattern(bytes, seed), *junk = pattern(bytes, ~seed);
+  /* two Broadcasts in a row: the first from its root's send buffer (or in
+   * place) into recv[0], the second from another root's recv[0] into
+   * recv[1]: it may only read what the first delivered there */
+  chorus_gpu_ce_bcast b[2];
+  for (int k = 0; k < 2; k++) {
+    memset(&b[k], 0, sizeof b[k]);
+    b[k].nranks = n;
+    b[k].root = (int)(rnd(&s) % (unsigned)n);
+    b[k].bytes = bytes;
+    b[k].chunk = rnd(&s) % 3 == 0 ? 0 : 1 + rnd(&s) % bytes;
+    if (b[k].chunk && b[k].chunk < bytes / 256 + 1) b[k].chunk = bytes / 256 + 1; /* queues fit */
+    for (int p = 0; p < n; p++) {
+      recv[k][p] = malloc(bytes);
+      b[k].stream[p] = p;
+      b[k].recv[p] = recv[k][p];
+    }
+  }
+  const int in_place = rnd(&s) % 2;
+  b[0].send = in_place ? recv[0][b[0].root] : send;
+  b[1].send = recv[0][b[1].root];
+  if (getenv("CE_DEBUG"))
+    fprintf(stderr, "world %u: %d ranks, %zu bytes, roots %d %d, chunks %zu %zu, in place %d\n", seed,
+            n, bytes, b[0].root, b[1].root, b[0].chunk, b[1].chunk, in_place);
+  user_write(&m, b[0].root, (void *)b[0].send, data, bytes);
+  for (int k = 0; k < 2; k++)
+    for (int p = 0; p < n; p++)
+      if (recv[k][p] != b[0].send) user_write(&m, p, recv[k][p], junk, bytes);
+  for (int k = 0; k < 2; k++) {
+    const size_t nsteps = chorus_gpu_ce_plan_bcast(&b[k], NULL);
+    chorus_gpu_ce_step *steps = calloc(nsteps + 1, sizeof *steps);
+    EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b[k], steps), nsteps);
+    queue_program(&m, steps, nsteps);
+    free(steps);
+  }
+  for (int k = 0; k < 2; k++)
+    for (int p = 0; p < n; p++) user_check(&m, p, recv[k][p], data, bytes);
+  EXPECT(run(&m));
+  for (int k = 0; k < 2; k++)
+    for (int p = 0; p < n; p++) free(recv[k][p]);
+  free(send);
+  free(data);
+  free(junk);
+}
+
+static void bcast_worlds(void) {
+  for (unsigned seed = 1; seed <= 3000; seed++) bcast_world(seed);
+}
+
+/* How a Broadcast chain is cut: one copy per hop on 2 ranks, chunks on 3+,
+ * the root's own copy only out of place. */
+static void bcast_shape(void) {
+  static char buf[9][1000];
+  chorus_gpu_ce_bcast b;
+  memset(&b, 0, sizeof b);
+  b.nranks = 2;
+  b.root = 1;
+  b.bytes = 1000;
+  b.chunk = 100;
+  b.send = buf[8];
+  for (int p = 0; p < 8; p++) {
+    b.stream[p] = p;
+    b.recv[p] = buf[p];
+  }
+  /* root's copy, a join, one copy, the receiver's join */
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 4);
+  b.send = buf[1];
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 3);
+  /* 4 ranks, 10 chunks: 3 joins, 10 x (3 copies + 2 joins), the last join */
+  b.nranks = 4;
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 3 + 10 * 5 + 1);
+  b.nranks = 1; /* in place: nothing to do; out of place: the root's copy */
+  b.root = 0;
+  b.send = buf[0];
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 0);
+  b.send = buf[8];
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 1);
+  b.bytes = 0;
+  b.nranks = 4;
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 0);
+}
+
+/* The simulator catches what it is for: a program without the receiver's
+ * wait reads junk or races, one that waits in a cycle deadlocks. */
+static void sim_can_fail(void) {
+  static sim m;
+  static char a[64], b2[64], data[64], junk[64];
+  memset(data, 7, sizeof data);
+  memset(junk, 1, sizeof junk);
+  int bad = 0;
+  for (unsigned seed = 1; seed <= 50; seed++) {
+    memset(&m, 0, sizeof m);
+    m.seed = m.id = seed;
+    m.nstreams = 2;
+    user_write(&m, 0, a, data, 64);
+    user_write(&m, 1, b2, junk, 64);
+    chorus_gpu_ce_step st[1] = {{0, -1, b2, a, 64}}; /* no joins */
+    queue_program(&m, st, 1);
+    user_check(&m, 1, b2, data, 64);
+    bad += !run(&m);
+  }
+  EXPECT(bad > 0);
+  memset(&m, 0, sizeof m);
+  m.nstreams = 2;
+  add(&m, 0, (item){WAIT, 1, 1, NULL, NULL, 0});
+  add(&m, 1, (item){WAIT, 0, 1, NULL, NULL, 0});
+  EXPECT(!run(&m));
+}
+
+int main(void) {
+  RUN(ce_pairs);
+  RUN(p2p_worlds);
+  RUN(bcast_worlds);
+  RUN(bcast_shape);
+  RUN(sim_can_fail);
+  return unit_report();
+}
