@@ -1,4 +1,9 @@
-// ce_probe: copy engine vs SM copy between two GPUs (peer access), one way and both ways.
+// ce_probe.cu - the copy engine against an SM copy kernel between GPUs 0 and 1
+// (peer access): GB/s per direction, one way and both ways at once, each
+// buffer whole or in chunks back to back on one stream. With any argument
+// every copy runs on the destination GPU's stream (a pull), else on the
+// source's (a push).
+//   nvcc -O2 -arch=sm_90 -o /tmp/ce_probe bench/ce_probe.cu && /tmp/ce_probe && /tmp/ce_probe pull
 #include <cstdio>
 #include <cuda_runtime.h>
 #define CK(x)                                                                                      \
@@ -14,7 +19,9 @@ __global__ void smcopy(int4 *dst, const int4 *src, size_t n) {
        i += (size_t)gridDim.x * blockDim.x)
     dst[i] = src[i];
 }
-int main() {
+int main(int argc, char **argv) {
+  (void)argv;
+  const int pull = argc > 1; /* any argument: each copy on the destination GPU's stream */
   const size_t maxb = (size_t)2 << 30;
   void *a[2], *b[2];
   cudaStream_t s[2];
@@ -40,29 +47,30 @@ int main() {
         int ways = (mode & 1) + 1, ce = mode < 2;
         int iters = bytes >= ((size_t)512 << 20) ? 5 : 20;
         for (int rep = 0; rep < 2; rep++) { // warm-up then timed
-          for (int d = 0; d < ways; d++) {
+          for (int d = 0; d < 2; d++) {
             cudaSetDevice(d);
             cudaEventRecord(e0[d], s[d]);
           }
           for (int it = 0; it < iters; it++)
             for (int d = 0; d < ways; d++) {
-              cudaSetDevice(d);
+              const int q = pull ? 1 - d : d; /* the stream's GPU */
+              cudaSetDevice(q);
               size_t cb = bytes / chunks;
               for (int c = 0; c < chunks; c++) {
                 char *dst = (char *)b[1 - d] + c * cb;
                 const char *src = (const char *)a[d] + c * cb;
                 if (ce)
-                  cudaMemcpyPeerAsync(dst, 1 - d, src, d, cb, s[d]);
+                  cudaMemcpyPeerAsync(dst, 1 - d, src, d, cb, s[q]);
                 else
-                  smcopy<<<64, 512, 0, s[d]>>>((int4 *)dst, (const int4 *)src, cb / 16);
+                  smcopy<<<64, 512, 0, s[q]>>>((int4 *)dst, (const int4 *)src, cb / 16);
               }
             }
-          for (int d = 0; d < ways; d++) {
+          for (int d = 0; d < 2; d++) {
             cudaSetDevice(d);
             cudaEventRecord(e1[d], s[d]);
           }
           float ms = 0;
-          for (int d = 0; d < ways; d++) {
+          for (int d = 0; d < 2; d++) {
             cudaSetDevice(d);
             CK(cudaEventSynchronize(e1[d]));
             float m;

@@ -25,9 +25,9 @@
 #include "nccl.h"
 
 typedef struct chorus_gpu_ce_step {
-  int on;         /* the stream that gets the step */
-  int of;         /* -1: a copy; else the stream `on` waits for, as it is now */
-  void *dst;      /* a copy's */
+  int on;    /* the stream that gets the step */
+  int of;    /* -1: a copy; else the stream `on` waits for, as it is now */
+  void *dst; /* a copy's */
   const void *src;
   size_t bytes;
 } chorus_gpu_ce_step;
@@ -72,11 +72,11 @@ typedef struct chorus_gpu_ce_bcast {
 } chorus_gpu_ce_bcast;
 
 /* The program of one Broadcast (pure): a chain from the root through the
- * ranks in order, chunk by chunk, each hop's copy of a chunk after the
- * previous hop's copy of it; every sender first waits for its receiver's
- * stream, the last rank's stream waits for the last copy; the root copies
- * send to recv too when they differ. out NULL: only counts. Returns the
- * number of steps. */
+ * ranks in order, chunk by chunk, each hop's copy on its receiver's
+ * stream, of a chunk after the previous hop's copy of it; each sender's
+ * stream then waits for the copies that read its buffer; the root copies
+ * send to recv on its own stream when they differ (at the same time as the
+ * first hop). out NULL: only counts. Returns the number of steps. */
 size_t chorus_gpu_ce_plan_bcast(const chorus_gpu_ce_bcast *b, chorus_gpu_ce_step *out);
 
 /* ---- one group's calls ---------------------------------------------------- */

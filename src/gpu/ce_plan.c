@@ -85,22 +85,25 @@ size_t chorus_gpu_ce_plan_bcast(const chorus_gpu_ce_bcast *b, chorus_gpu_ce_step
   int order[CHORUS_KERN_MAX_RANKS]; /* the chain: root first */
   for (int h = 0; h < n; h++) order[h] = (b->root + h) % n;
   const int root = order[0];
-  if (b->recv[root] != b->send)
-    put(out, &k, b->stream[root], -1, b->recv[root], b->send, b->bytes);
-  /* Every copy into a rank's buffer comes after what its stream held. */
-  for (int h = 0; h + 1 < n; h++) put(out, &k, b->stream[order[h]], b->stream[order[h + 1]], NULL, NULL, 0);
+  /* Each hop's copies run on the receiver's stream (the copy engine pulls
+   * as fast as it pushes), after what that stream held, so the root's own
+   * copy runs at the same time as the first hop's. */
+  if (b->recv[root] != b->send) put(out, &k, b->stream[root], -1, b->recv[root], b->send, b->bytes);
+  if (n > 1) put(out, &k, b->stream[order[1]], b->stream[root], NULL, NULL, 0);
   const size_t chunk = n > 2 && b->chunk ? b->chunk : b->bytes;
   for (size_t off = 0; off < b->bytes; off += chunk) {
     const size_t len = b->bytes - off < chunk ? b->bytes - off : chunk;
     for (int h = 0; h + 1 < n; h++) {
       const int from = order[h], to = order[h + 1];
-      /* a hop's copy of a chunk after the previous hop's copy of it, the
-       * last step on the previous rank's stream so far */
-      if (h > 0) put(out, &k, b->stream[from], b->stream[order[h - 1]], NULL, NULL, 0);
+      /* a hop's copy of a chunk after the previous hop's copy of it (the
+       * last step on the sender's stream so far) */
+      if (h > 0) put(out, &k, b->stream[to], b->stream[from], NULL, NULL, 0);
       const char *src = h == 0 ? (const char *)b->send : (const char *)b->recv[from];
-      put(out, &k, b->stream[from], -1, (char *)b->recv[to] + off, src + off, len);
+      put(out, &k, b->stream[to], -1, (char *)b->recv[to] + off, src + off, len);
     }
   }
-  if (n > 1) put(out, &k, b->stream[order[n - 1]], b->stream[order[n - 2]], NULL, NULL, 0);
+  /* A sender's stream goes on once its buffer has been read. */
+  for (int h = 0; h + 1 < n; h++)
+    put(out, &k, b->stream[order[h]], b->stream[order[h + 1]], NULL, NULL, 0);
   return k;
 }

@@ -12,6 +12,9 @@
  * at once where one writes what the other touches, on user work touching a
  * buffer a copy in flight writes, and on wrong bytes at the end.
  *
+ * Afterwards each stream's user work writes over the buffers its rank
+ * sent from, which must race no copy still reading them.
+ *
  * Programs: random groups of Send/Recv (several ranks, one or two streams
  * each, several messages per pair, some in place) paired by
  * chorus_gpu_ce_match; random Broadcasts (1 to 8 ranks, any root, in place
@@ -160,8 +163,10 @@ static void ce_pairs(void) {
   static char a[4096], b[4096], x[4096], y[4096];
   long pair[8];
   /* rank 0 sends a to 1 and receives y from 1; rank 1 the other way */
-  chorus_gpu_ce_call c[4] = {
-      {7, 0, 1, 1, 1000, a, 0}, {7, 0, 1, 0, 1000, y, 0}, {7, 1, 0, 0, 1000, b, 1}, {7, 1, 0, 1, 1000, x, 1}};
+  chorus_gpu_ce_call c[4] = {{7, 0, 1, 1, 1000, a, 0},
+                             {7, 0, 1, 0, 1000, y, 0},
+                             {7, 1, 0, 0, 1000, b, 1},
+                             {7, 1, 0, 1, 1000, x, 1}};
   EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 2);
   EXPECT_EQ_INT(pair[0], 2);
   EXPECT_EQ_INT(pair[2], 0);
@@ -208,11 +213,10 @@ static void ce_pairs(void) {
   EXPECT_EQ_INT(pair[5], -1); /* to itself: the kernels */
 }
 
-
 /* ---- Send/Recv groups ----------------------------------------------------- */
 
-#define PR 5   /* ranks */
-#define PM 24  /* messages */
+#define PR 5  /* ranks */
+#define PM 24 /* messages */
 
 static void p2p_world(unsigned seed) {
   static sim m;
@@ -251,10 +255,10 @@ static void p2p_world(unsigned seed) {
   /* Calls in message order (each pair's order is NCCL's), the matching's
    * view of them. */
   for (int i = 0; i < nmsg; i++) {
-    c[nc++] = (chorus_gpu_ce_call){1, msg[i].src, msg[i].dst, 1, msg[i].bytes, msg[i].sbuf,
-                                   msg[i].sstream};
-    c[nc++] = (chorus_gpu_ce_call){1, msg[i].dst, msg[i].src, 0, msg[i].bytes, msg[i].rbuf,
-                                   msg[i].rstream};
+    c[nc++] = (chorus_gpu_ce_call){1,           msg[i].src,    msg[i].dst, 1, msg[i].bytes,
+                                   msg[i].sbuf, msg[i].sstream};
+    c[nc++] = (chorus_gpu_ce_call){1,           msg[i].dst,    msg[i].src, 0, msg[i].bytes,
+                                   msg[i].rbuf, msg[i].rstream};
   }
   chorus_gpu_ce_match(c, (size_t)nc, 1, pair);
   for (int i = 0; i < nmsg; i++) {
@@ -266,7 +270,8 @@ static void p2p_world(unsigned seed) {
     for (int j = 0; j < nmsg && moved; j++) EXPECT(msg[i].rbuf != msg[j].sbuf);
   }
   /* Before: the data to send and junk in receive buffers not sent from. */
-  for (int i = 0; i < nmsg; i++) user_write(&m, msg[i].sstream, msg[i].sbuf, msg[i].data, msg[i].bytes);
+  for (int i = 0; i < nmsg; i++)
+    user_write(&m, msg[i].sstream, msg[i].sbuf, msg[i].data, msg[i].bytes);
   for (int i = 0; i < nmsg; i++) {
     int sent_from = 0;
     for (int j = 0; j < nmsg; j++) sent_from |= msg[i].rbuf == msg[j].sbuf;
@@ -277,6 +282,9 @@ static void p2p_world(unsigned seed) {
   queue_program(&m, steps, nsteps);
   for (int i = 0; i < nmsg; i++)
     if (pair[2 * i] >= 0) user_check(&m, msg[i].rstream, msg[i].rbuf, msg[i].data, msg[i].bytes);
+  /* then the senders reuse their buffers: no copy may still read them */
+  for (int i = 0; i < nmsg; i++)
+    if (pair[2 * i] >= 0) user_write(&m, msg[i].sstream, msg[i].sbuf, msg[i].junk, msg[i].bytes);
   EXPECT(run(&m));
   for (int i = 0; i < nmsg; i++) {
     int aliased = 0;
@@ -325,8 +333,8 @@ static void bcast_world(unsigned seed) {
   b[0].send = in_place ? recv[0][b[0].root] : send;
   b[1].send = recv[0][b[1].root];
   if (getenv("CE_DEBUG"))
-    fprintf(stderr, "world %u: %d ranks, %zu bytes, roots %d %d, chunks %zu %zu, in place %d\n", seed,
-            n, bytes, b[0].root, b[1].root, b[0].chunk, b[1].chunk, in_place);
+    fprintf(stderr, "world %u: %d ranks, %zu bytes, roots %d %d, chunks %zu %zu, in place %d\n",
+            seed, n, bytes, b[0].root, b[1].root, b[0].chunk, b[1].chunk, in_place);
   user_write(&m, b[0].root, (void *)b[0].send, data, bytes);
   for (int k = 0; k < 2; k++)
     for (int p = 0; p < n; p++)
@@ -340,6 +348,10 @@ static void bcast_world(unsigned seed) {
   }
   for (int k = 0; k < 2; k++)
     for (int p = 0; p < n; p++) user_check(&m, p, recv[k][p], data, bytes);
+  /* then each rank reuses its buffers: no copy may still read them */
+  user_write(&m, b[0].root, send, junk, bytes);
+  for (int k = 0; k < 2; k++)
+    for (int p = 0; p < n; p++) user_write(&m, p, recv[k][p], junk, bytes);
   EXPECT(run(&m));
   for (int k = 0; k < 2; k++)
     for (int p = 0; p < n; p++) free(recv[k][p]);
@@ -371,7 +383,7 @@ static void bcast_shape(void) {
   EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 4);
   b.send = buf[1];
   EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 3);
-  /* 4 ranks, 10 chunks: 3 joins, 10 x (3 copies + 2 joins), the last join */
+  /* 4 ranks, 10 chunks: a join, 10 x (3 copies + 2 joins), 3 joins back */
   b.nranks = 4;
   EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 3 + 10 * 5 + 1);
   b.nranks = 1; /* in place: nothing to do; out of place: the root's copy */
