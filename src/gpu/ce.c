@@ -109,6 +109,14 @@ static size_t p2p_calls(chorus_op **ops, size_t n, chorus_gpu_ce_call *c) {
 size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair) {
   for (size_t i = 0; i < n; i++) pair[i] = -1;
   if (n < 2 || n > 1024) return 0; /* thousands: not worth the quadratic matching */
+  /* Groups of small calls (the latency-bound ones) stop here. */
+  int large = 0;
+  for (size_t i = 0; i < n && !large; i++) {
+    const chorus_gpu *g = ops[i]->cc->gpu;
+    large = chorus_gpu_is_p2p(ops[i]) && g->tune.p2p_ce_bytes &&
+            ops[i]->count * ops[i]->esize >= g->tune.p2p_ce_bytes && local_gpus(ops[i]);
+  }
+  if (!large) return 0;
   chorus_gpu_ce_call *c = chorus_calloc(n, sizeof *c);
   if (!c) return 0;
   size_t pairs = 0;
@@ -183,6 +191,9 @@ static int bcast_candidate(const chorus_op *op) {
 size_t chorus_gpu_ce_bcast_group(chorus_op **ops, size_t n, long *lead) {
   for (size_t i = 0; i < n; i++) lead[i] = -1;
   if (n < 2 || n > 1024) return 0;
+  int some = 0;
+  for (size_t i = 0; i < n && !some; i++) some = bcast_candidate(ops[i]);
+  if (!some) return 0;
   uint8_t *cand = chorus_calloc(n, 1);
   int *match = chorus_calloc(n * CHORUS_KERN_MAX_RANKS, sizeof *match);
   size_t any = 0, calls = 0;
