@@ -176,6 +176,20 @@ for g in 2 4; do
   check "sendrecv_groups_procs$g" $run -n "$g" --timeout 80 $sr
 done
 [ "$ngpu" -ge 4 ] && [ -x "$sr" ] && check "sendrecv_groups_tiny_procs4" $tiny $run -n 4 --timeout 80 $sr
+# Send/Recv pulled from the sender's FIFO (CHORUS_GPU_P2P_PULL, every size
+# through the FIFOs): the perf ring, the groups (an AllReduce between, whose
+# FIFOs share the area), in a CUDA graph, large ones; and ranks that set it
+# differently fail at init, naming it.
+pull="env CHORUS_GPU_P2P_PULL=1 CHORUS_GPU_P2P_LL_BYTES=0 CHORUS_GPU_P2P_CE_BYTES=0"
+for g in 2 4; do
+  [ "$g" -le "$ngpu" ] || continue
+  check "sendrecv_pull_procs$g" $pull $run -n $g --timeout 80 $perf/sendrecv_perf -d all -b 8 -e $matrix_e -f 4 -n 1 -w 1 -c 1 -T 60
+  [ -x "$sr" ] && check "sendrecv_groups_pull_procs$g" $pull $run -n $g --timeout 80 $sr
+  [ -x "$sr" ] && check "sendrecv_groups_pull_g$g" $pull $sr -g $g
+  [ -x $build/tests/gpu/gpu_graph_p2p ] && check "graph_p2p_pull_procs$g" $pull $run -n $g --timeout 80 $build/tests/gpu/gpu_graph_p2p
+  CHECK_TIMEOUT=150 check "sendrecv_pull_big_procs$g" $pull $run -n $g --timeout 140 $perf/sendrecv_perf -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+done
+[ "$ngpu" -ge 2 ] && check "settings_differ_procs2" bash -c "$run -n 2 --timeout 60 bash -c 'NCCL_DEBUG=WARN CHORUS_GPU_P2P_PULL=\$RANK exec $perf/sendrecv_perf -b 8 -e 8 -n 1 -w 0 -c 1 -T 30' 2>&1 | grep -q 'CHORUS_GPU_P2P_PULL is 0 on rank 0 but 1 on rank 1'"
 # Send/Recv and Broadcast on the copy engine (gpu/ce.h; one process,
 # every end in one group): every size (the Send/Recv groups above; the perf
 # tools, whose in-place Send/Recv rows stay in the kernels; Broadcast from
@@ -324,6 +338,10 @@ EOF2
 if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   r2="$run -n 2 --timeout 80"
   sweep "sendrecv_procs2_ll" CHORUS_GPU_P2P_LL_BYTES "0 16384 131072 262144 524288 1048576 nccl" $r2 $perf/sendrecv_perf -b 8 -e 2M -f 2
+  # Send/Recv pulled from the sender's FIFO against pushed (processes).
+  for g in 2 4; do
+    [ "$g" -le "$ngpu" ] && sweep "sendrecv_procs${g}_pull" CHORUS_GPU_P2P_PULL "0 1 nccl" $run -n $g --timeout 80 $perf/sendrecv_perf -b 1M -e 4G -f 4
+  done
   # Send/Recv and Broadcast on the copy engine (from 1 byte) against the
   # kernels, -g; the chain's chunk on 3+ GPUs.
   for g in 2 4; do

@@ -112,6 +112,11 @@ typedef struct chorus_kern_comm {
    * window offsets); at direct_ep_off the owner's epoch per CTA. */
   uint32_t direct_off, direct_ep_off;
   uint32_t pipe_fence; /* the pipelined kernel fences before each release (CHORUS_GPU_PIPE_FENCE) */
+  /* FIFO Send/Recv: a sender copies each chunk into its own window's FIFO
+   * [channel][destination] and the receiver loads it from there (a pull),
+   * instead of the sender storing into the receiver's FIFO [channel]
+   * [source] (CHORUS_GPU_P2P_PULL; every rank alike). */
+  uint32_t p2p_pull;
   uint64_t timeout_ns; /* per wait; 0: none */
 } chorus_kern_comm;
 

@@ -205,6 +205,20 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->rank = rank;
   g->nranks = nranks;
   g->device = device;
+  /* Settings that ranks read differently would make them cut FIFOs and
+   * pick algorithms differently: every rank fails here instead. */
+  chorus_gpu_agree *agree = chorus_calloc((size_t)nranks, sizeof *agree);
+  if (!agree) {
+    res = chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
+    goto fail;
+  }
+  chorus_gpu_agree_read(&agree[rank]);
+  res = chorus_bootstrap_allgather(bs, agree, sizeof *agree);
+  char why[256];
+  if (res == ncclSuccess && chorus_gpu_agree_check(agree, nranks, why, sizeof why) >= 0)
+    res = chorus_error(ncclInvalidUsage, "rank %d: GPU communicator setup: %s", rank, why);
+  chorus_free(agree);
+  if (res != ncclSuccess) goto fail;
   int staged = 0; /* windows in pinned shared host memory */
   CHECK_GOTO(chorus_gpu_wins_need_staging(bs, rank, nranks, device, &staged), res, fail);
   int64_t ll = chorus_param_int(CHORUS_P_GPU_LL_BYTES);
@@ -244,6 +258,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.p2p_bar_off = P2P_BAR_OFF;
   g->kc.fail_off = FAIL_OFF;
   g->kc.pipe_fence = chorus_param_int(CHORUS_P_GPU_PIPE_FENCE) != 0;
+  g->kc.p2p_pull = chorus_param_int(CHORUS_P_GPU_P2P_PULL) != 0;
   g->kc.direct_off = DIRECT_OFF;
   g->kc.direct_ep_off = DIRECT_EP;
   g->staged = staged;

@@ -86,6 +86,20 @@ void chorus_gpu_call_describe(uint64_t desc, char *buf, size_t size);
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
                       chorus_kern_xchg *out);
 
+/* The settings every rank must share (agree.c): their values as this
+ * rank reads them (string settings hashed), exchanged at init. */
+#define CHORUS_GPU_AGREE_MAX 32
+typedef struct chorus_gpu_agree {
+  int32_t count;
+  int32_t pad;
+  int64_t value[CHORUS_GPU_AGREE_MAX];
+} chorus_gpu_agree;
+void chorus_gpu_agree_read(chorus_gpu_agree *a);
+/* -1 when every rank's equals rank 0's; else the index of the first
+ * setting that differs, with a message naming it, its values and the
+ * ranks in err (pure). */
+int chorus_gpu_agree_check(const chorus_gpu_agree *all, int nranks, char *err, size_t errlen);
+
 /* Zero-copy collectives (direct.c, device/kernels.h chorus_kern_direct).
  * Settings: CHORUS_GPU_DIRECT, _BYTES, _MAX, _CHANNELS, _CTA_BYTES. */
 typedef struct chorus_gpu_direct_cfg {

@@ -556,8 +556,36 @@ static void call_desc(void) {
   for (int i = 0; i < k; i++) EXPECT(x[i].desc == chorus_gpu_call_desc(&a));
 }
 
+/* Settings every rank must share: equal ones pass, one that differs is
+ * named with both values and ranks, string settings by name. */
+static void settings_agree(void) {
+  chorus_gpu_agree a[3];
+  char err[256] = "";
+  chorus_gpu_agree_read(&a[0]);
+  a[1] = a[0];
+  a[2] = a[0];
+  EXPECT(a[0].count > 20);
+  EXPECT_EQ_INT(chorus_gpu_agree_check(a, 3, err, sizeof err), -1);
+  setenv("CHORUS_GPU_P2P_PULL", "1", 1);
+  chorus_gpu_agree_read(&a[2]);
+  unsetenv("CHORUS_GPU_P2P_PULL");
+  EXPECT(chorus_gpu_agree_check(a, 3, err, sizeof err) >= 0);
+  EXPECT(strstr(err, "CHORUS_GPU_P2P_PULL is 0 on rank 0 but 1 on rank 2") != NULL);
+  EXPECT_EQ_INT(chorus_gpu_agree_check(a, 2, err, sizeof err), -1); /* ranks 0 and 1 alike */
+  setenv("NCCL_ALGO", "ring", 1);
+  chorus_gpu_agree_read(&a[1]);
+  unsetenv("NCCL_ALGO");
+  EXPECT(chorus_gpu_agree_check(a, 2, err, sizeof err) >= 0);
+  EXPECT(strstr(err, "NCCL_ALGO differs between ranks 0 and 1") != NULL);
+  a[1] = a[0];
+  a[1].count--;
+  EXPECT(chorus_gpu_agree_check(a, 2, err, sizeof err) >= 0);
+  EXPECT(strstr(err, "different builds") != NULL);
+}
+
 int main(void) {
   RUN(call_desc);
+  RUN(settings_agree);
   RUN(every_collective);
   RUN(twoshot_bounds);
   RUN(filters);
