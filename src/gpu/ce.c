@@ -33,20 +33,6 @@ static int local_gpus(const chorus_op *op) {
   return g->all_local && !g->staged && g->nranks > 1;
 }
 
-/* The streams of ops[] as programs name them: stream[i] is the index of
- * the first call on the same stream of the same GPU. */
-static void stream_indices(chorus_op **ops, size_t n, int *stream) {
-  for (size_t i = 0; i < n; i++) {
-    stream[i] = (int)i;
-    for (size_t j = 0; j < i; j++)
-      if (ops[j]->cuda_stream == ops[i]->cuda_stream &&
-          chorus_gpu_device(ops[j]->cc->gpu) == chorus_gpu_device(ops[i]->cc->gpu)) {
-        stream[i] = (int)j;
-        break;
-      }
-  }
-}
-
 ncclResult_t chorus_gpu_ce_exec(const chorus_gpu_ce_step *steps, size_t nsteps,
                                 void *const *streams, const int *devices, const char *what) {
   const int saved = chorus_device_current();
@@ -69,34 +55,35 @@ ncclResult_t chorus_gpu_ce_exec(const chorus_gpu_ce_step *steps, size_t nsteps,
 
 /* ---- Send/Recv ------------------------------------------------------------ */
 
+/* Send/Recv ops[i] as programs see it: its stream is named by the call's
+ * index (streams_of), so calls on one stream name it twice, which the
+ * joins allow (a stream waiting for itself is nothing). */
+static chorus_gpu_ce_call call_of(chorus_op **ops, size_t i) {
+  const chorus_op *op = ops[i];
+  const chorus_gpu *g = op->cc->gpu;
+  const int send = op->func == CHORUS_FUNC_SEND;
+  return (chorus_gpu_ce_call){
+      g->key, g->rank, op->root, send, op->count * op->esize, send ? op->sendbuff : op->recvbuff,
+      (int)i};
+}
+
 /* The calls of ops[] as the matching sees them (the Send/Recv; others
  * zeroed); 0 when none may pair. */
 static size_t p2p_calls(chorus_op **ops, size_t n, chorus_gpu_ce_call *c) {
-  int *stream = chorus_calloc(n, sizeof *stream);
-  if (!stream) return 0;
-  stream_indices(ops, n, stream);
   size_t any = 0;
   for (size_t i = 0; i < n; i++) {
     const chorus_op *op = ops[i];
     if (!chorus_gpu_is_p2p(op)) continue;
     const chorus_gpu *g = op->cc->gpu;
-    const int send = op->func == CHORUS_FUNC_SEND;
     /* Every call of the communicator is described (its number among the
      * calls to a peer counts them all); only ones that may pair get a
      * key. */
-    c[i] = (chorus_gpu_ce_call){g->key,
-                                g->rank,
-                                op->root,
-                                send,
-                                op->count * op->esize,
-                                send ? op->sendbuff : op->recvbuff,
-                                stream[i]};
+    c[i] = call_of(ops, i);
     if (local_gpus(op) && g->tune.p2p_ce_bytes && stream_ok(op->cuda_stream))
       any++;
     else
       c[i].key = 0;
   }
-  chorus_free(stream);
   /* A communicator with calls that may not gets none: its calls to one
    * peer would otherwise be numbered differently at the two ends. */
   for (size_t i = 0; i < n && any; i++)
@@ -151,7 +138,8 @@ ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair) {
     res = chorus_error(ncclSystemError, "out of memory queueing %zu Send/Recv", n);
     goto out;
   }
-  p2p_calls(ops, n, c);
+  for (size_t i = 0; i < n; i++) /* the pairs, as chorus_gpu_ce_group matched them */
+    if (pair[i] >= 0) c[i] = call_of(ops, i);
   const size_t nsteps = chorus_gpu_ce_plan_pairs(c, n, pair, steps);
   res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, "ncclSend/ncclRecv");
   for (size_t i = 0; i < n && res == ncclSuccess; i++) {

@@ -43,7 +43,7 @@ typedef struct chorus_gpu_ce_call {
   int send;       /* 1 Send, 0 Recv */
   size_t bytes;
   const void *buf;
-  int stream; /* the call's stream (an index; equal for calls on one stream) */
+  int stream; /* the call's stream, as an index into the streams a program runs on */
 } chorus_gpu_ce_call;
 
 /* Pairs each Send of c[] of at least min_bytes (0: none) with the Recv it

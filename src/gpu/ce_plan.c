@@ -5,12 +5,7 @@
 #include <stdint.h>
 
 #include "gpu/ce.h"
-
-/* Whether [a, a + an) and [b, b + bn) share a byte. */
-static int meet(const void *a, size_t an, const void *b, size_t bn) {
-  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return an && bn && x < y + bn && y < x + an;
-}
+#include "util/misc.h"
 
 /* The index of the k-th (from 0) call of c[] that is a `send` of rank
  * `rank` with peer `peer` in communicator `key`, moving bytes; -1 if none. */
@@ -44,8 +39,8 @@ size_t chorus_gpu_ce_match(const chorus_gpu_ce_call *c, size_t n, size_t min_byt
      * the kernels (an in-place ring shift, say). */
     int clash = 0;
     for (size_t j = 0; j < n && !clash; j++)
-      clash = c[j].send ? meet(c[r].buf, c[r].bytes, c[j].buf, c[j].bytes)
-                        : meet(s->buf, s->bytes, c[j].buf, c[j].bytes);
+      clash = c[j].send ? chorus_ranges_meet(c[r].buf, c[r].bytes, c[j].buf, c[j].bytes)
+                        : chorus_ranges_meet(s->buf, s->bytes, c[j].buf, c[j].bytes);
     if (clash) continue;
     pair[i] = r;
     pair[r] = (long)i;

@@ -18,6 +18,7 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/log.h"
+#include "util/misc.h"
 
 int chorus_gpu_p2p_rounds(int rank, int nranks, chorus_op *const *ops, int nops,
                           chorus_kern_p2p *rounds, char *err, size_t errlen) {
@@ -86,17 +87,11 @@ void chorus_gpu_p2p_descs(uint64_t *send, uint64_t *recv) {
   *recv = chorus_gpu_call_desc(&op);
 }
 
-/* Whether [a, a + an) and [b, b + bn) share a byte. */
-static int ranges_meet(const void *a, size_t an, const void *b, size_t bn) {
-  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return an && bn && x < y + bn && y < x + an;
-}
-
 int chorus_gpu_p2p_overlap(const chorus_kern_p2p *p, int rank, int nranks) {
   for (int r = 0; r < nranks; r++)
     for (int s = 0; s < nranks; s++) {
       if (r == rank && s == rank && p->recv[r] == p->send[s]) continue; /* no copy */
-      if (ranges_meet(p->recv[r], p->rbytes[r], p->send[s], p->sbytes[s])) return 1;
+      if (chorus_ranges_meet(p->recv[r], p->rbytes[r], p->send[s], p->sbytes[s])) return 1;
     }
   return 0;
 }

@@ -24,6 +24,13 @@ size_t chorus_type_size(int datatype);
 /* "float", "half", ... as nccl-tests print them; "?" for invalid. */
 const char *chorus_type_name(int datatype);
 
+/* Whether [a, a + an) and [b, b + bn) share a byte (empty ranges share
+ * none). */
+static inline int chorus_ranges_meet(const void *a, size_t an, const void *b, size_t bn) {
+  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
+  return an && bn && x < y + bn && y < x + an;
+}
+
 #define CHORUS_MIN(a, b)        ((a) < (b) ? (a) : (b))
 #define CHORUS_MAX(a, b)        ((a) > (b) ? (a) : (b))
 #define CHORUS_CLAMP(v, lo, hi) CHORUS_MIN(CHORUS_MAX(v, lo), hi)

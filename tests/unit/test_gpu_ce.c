@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "gpu/ce.h"
+#include "util/misc.h"
 #include "unit.h"
 
 #define MAXS     16   /* streams */
@@ -59,11 +60,6 @@ static unsigned rnd(unsigned *s) {
   return (*s >> 16) & 0x7fff;
 }
 
-static int meet(const void *a, size_t an, const void *b, size_t bn) {
-  const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return an && bn && x < y + bn && y < x + an;
-}
-
 static void add(sim *m, int s, item it) {
   if (m->n[s] < MAXITEMS)
     m->q[s][m->n[s]++] = it;
@@ -93,7 +89,9 @@ static int races(const sim *m, int s, const void *p, size_t len, int writes) {
   for (int o = 0; o < m->nstreams; o++) {
     if (o == s || !m->snap[o]) continue;
     const item *c = &m->q[o][m->done[o]];
-    if (meet(c->dst, c->bytes, p, len) || (writes && meet(c->src, c->bytes, p, len))) return 1;
+    if (chorus_ranges_meet(c->dst, c->bytes, p, len) ||
+        (writes && chorus_ranges_meet(c->src, c->bytes, p, len)))
+      return 1;
   }
   return 0;
 }
