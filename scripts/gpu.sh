@@ -8,17 +8,22 @@
 #   full:  matrix up to 16 MiB, bench 8 B..2 GiB
 #   check: the quick matrix only
 #   bench: the quick benchmarks only
-#   big:   the benchmarks from 512 MiB to 8 GiB only (fewer iterations,
-#          results not checked: the perf tools check on the host, which at
-#          2-8 GiB took most of a 90 s limit per run on 2xH100), no sweeps
+#   big:   the benchmarks from 512 MiB to 2 GiB (BIG_E=8G: to 8 GiB) only
+#          (fewer iterations, results not checked: the perf tools check on
+#          the host, which at 2-8 GiB took most of a 90 s limit per run on
+#          2xH100), no sweeps. To 8 GiB one -g 4 run took about 165 s on
+#          4xH200 (2026-11-26): name a few with BENCH=regex
 #   tune:  Chorus alone under settings that are being chosen (sweeps)
 # CHECKS=regex runs only the checks whose names match (a targeted re-run,
-# e.g. CHECKS='sendrecv|graph|failures' scripts/gpu.sh check).
-# quick took 422 s on 4xH200 on 2026-11-22 (build 55 s, checks 244 s, bench
-# 120 s), before the staged, cuMem, rooted, graph Send/Recv and LL Send/Recv
-# checks came (about 180 s more): run `check` and `bench` as two calls where
-# a call is limited to 10 minutes. On 2xH200 `quick` took 260 s (build 64 s,
-# checks 120 s, bench 80 s). The output says how long each phase took.
+# e.g. CHECKS='sendrecv|graph|failures' scripts/gpu.sh check);
+# CHECK_SHARD=i/n runs every n-th check from the i-th (1-based), so that n
+# calls together run them all.
+# On 4xH200 (2026-11-26) the checks take about 800 s: 130 of them took 750
+# s in two calls (build 67 s), so run `CHECK_SHARD=1/2 ... check` and
+# `CHECK_SHARD=2/2 ... check`, then `bench` (262 s), as three calls where a
+# call is limited to 10 minutes. On 2xH200 `quick` took 260 s (build 64 s,
+# checks 120 s, bench 80 s; before the zero-copy and copy-engine checks).
+# The output says how long each phase took.
 # Output: $OUT (or /tmp/chorus-gpu) gets summary.txt (this output, written as
 # it goes, so a run stopped at a time limit still leaves it), gpu-table.md and
 # logs.tgz (every log; the logs are written outside $OUT until then, as the
@@ -61,11 +66,14 @@ fails=0
 passes=0
 matrix_e=1M
 [ "$mode" = full ] && matrix_e=16M
+checkno=0
 check() { # name, then the command
   local name=$1
   shift
-  if [ -n "${CHECKS:-}" ] && ! [[ $name =~ $CHECKS ]]; then
-    : >"$logs/check_$name.log" # skipped: not named by CHECKS
+  checkno=$((checkno + 1))
+  if { [ -n "${CHECKS:-}" ] && ! [[ $name =~ $CHECKS ]]; } ||
+    { [ -n "${CHECK_SHARD:-}" ] && [ $(((checkno - 1) % ${CHECK_SHARD#*/} + 1)) != "${CHECK_SHARD%/*}" ]; }; then
+    : >"$logs/check_$name.log" # skipped: not named by CHECKS, or another shard's
     return
   fi
   # The perf programs exit non-zero when a row has #wrong > 0 or a call fails.
@@ -149,17 +157,19 @@ fi
 # size: GPUs of one process (-g), and symmetric windows across processes
 # (-R 2: ncclMemAlloc buffers, ncclCommWindowRegister); with 4 KiB per CTA
 # and up to 64 CTAs; that it is really used (its INFO line).
-direct="env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0"
+direct="env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0"
 if [ "$gw" -ge 2 ]; then
   for coll in all_reduce all_gather reduce_scatter; do
-    check "${coll}_direct_g$gw" $direct $perf/${coll}_perf -g $gw -d all -o all -b 64 -e 16M -f 4 -n 1 -w 1 -c 1 -T 60
+    # (-d all -o all to 16 MiB, checked on the host: 104 s on 4xH200)
+    CHECK_TIMEOUT=180 check "${coll}_direct_g$gw" $direct $perf/${coll}_perf -g $gw -d all -o all -b 64 -e 16M -f 4 -n 1 -w 1 -c 1 -T 60
     check "${coll}_direct_win_procs$gw" $direct $run -n $gw --timeout 80 $perf/${coll}_perf -R 2 -d all -o all -b 64 -e 16M -f 4 -n 1 -w 1 -c 1 -T 60
   done
-  # Large ReduceScatter and AllGather, zero-copy by default at every size
-  # from 1 MiB: 64 and 512 MiB, defaults, checked on the host.
+  # Large ReduceScatter and AllGather zero-copy (by default from 1 MiB, up
+  # to CHORUS_GPU_DIRECT_AGRS_MAX on 3+ GPUs, lifted here): 64 and 512 MiB,
+  # checked on the host.
   for coll in all_gather reduce_scatter; do
-    CHECK_TIMEOUT=150 check "${coll}_direct_big_g$gw" $perf/${coll}_perf -g $gw -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
-    CHECK_TIMEOUT=150 check "${coll}_direct_big_win_procs$gw" $run -n $gw --timeout 140 $perf/${coll}_perf -R 2 -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+    CHECK_TIMEOUT=150 check "${coll}_direct_big_g$gw" env CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g $gw -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+    CHECK_TIMEOUT=150 check "${coll}_direct_big_win_procs$gw" env CHORUS_GPU_DIRECT_AGRS_MAX=0 $run -n $gw --timeout 140 $perf/${coll}_perf -R 2 -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
   done
   check "all_reduce_direct_odd_g$gw" $direct $perf/all_reduce_perf -g $gw -d all -o sum -b 4 -e 4M -f 7 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_direct_ctas_procs$gw" $direct env CHORUS_GPU_DIRECT_CTA_BYTES=4096 CHORUS_GPU_DIRECT_CHANNELS=64 $run -n $gw --timeout 80 $perf/all_reduce_perf -R 2 -d float -o sum -b 64 -e 64M -f 4 -n 2 -w 1 -c 1 -T 60
@@ -291,7 +301,7 @@ fi
 if command -v compute-sanitizer >/dev/null && [ "$ngpu" -ge 2 ]; then
   check "sanitizer_allreduce_g2" compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 64K -f 8 -n 1 -w 0 -c 1
   check "sanitizer_pipe_g2" $force compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
-  check "sanitizer_direct_g2" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
+  check "sanitizer_direct_g2" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
   check "sanitizer_twoshot_g2" $twoshot compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 2 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
   [ "$ngpu" -ge 4 ] && check "sanitizer_twoshot_fifo_g4" $twoshot $fifo compute-sanitizer --error-exitcode 9 $perf/all_reduce_perf -g 4 -d float -b 8 -e 1M -f 8 -n 1 -w 0 -c 1
 fi
@@ -376,11 +386,11 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   # Zero-copy against staged (and NCCL, with the same registration), from
   # 64 KiB: -g 2 (any cudaMalloc buffer) and symmetric windows (-R 2).
   for coll in all_reduce all_gather reduce_scatter; do
-    sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
-    sweep "${coll}_procs2_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $r2 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
+    sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
+    sweep "${coll}_procs2_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $r2 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
     if [ "$ngpu" -ge 4 ]; then
-      sweep "${coll}_g4_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $perf/${coll}_perf -g 4 -b 64K -e 1G -f 4
-      sweep "${coll}_procs4_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 $run -n 4 --timeout 80 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
+      sweep "${coll}_g4_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g 4 -b 64K -e 1G -f 4
+      sweep "${coll}_procs4_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $run -n 4 --timeout 80 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
     fi
   done
   # The pipelined kernel with and without a system fence before each release.
@@ -389,7 +399,7 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   done
   # Zero-copy at mid sizes, in finer steps than the sweeps above: staged /
   # zero-copy / NCCL, then zero-copy by bytes per CTA (up to 64 CTAs).
-  zc="env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0"
+  zc="env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0"
   for coll in all_reduce reduce_scatter all_gather; do
     sweep "${coll}_procs2_win_mid" CHORUS_GPU_DIRECT "0 1 nccl" $zc $r2 $perf/${coll}_perf -R 2 -b 512K -e 16M -f 2
     sweep "${coll}_procs2_win_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "8192 16384 32768 65536" $zc $r2 $perf/${coll}_perf -R 2 -b 512K -e 16M -f 2
@@ -424,7 +434,7 @@ fi
 bench_b=8 bench_e=1G bench_it="-n 50 -w 10 -c 0"
 [ "$mode" = full ] && bench_e=2G
 bench_limit=90
-[ "$mode" = big ] && bench_b=512M bench_e=8G bench_it="-n 10 -w 3 -c 0" bench_limit=240
+[ "$mode" = big ] && bench_b=512M bench_e=${BIG_E:-2G} bench_it="-n 10 -w 3 -c 0" bench_limit=240
 table="$out/gpu-table.md"
 : >"$table"
 # BENCH=regex runs only the benchmarks whose labels match (big runs take

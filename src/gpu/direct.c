@@ -35,6 +35,7 @@ void chorus_gpu_direct_read(chorus_gpu_direct_cfg *cfg) {
   cfg->on = chorus_param_int(CHORUS_P_GPU_DIRECT) != 0;
   cfg->min_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_DIRECT_BYTES));
   cfg->max_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_DIRECT_MAX));
+  cfg->agrs_max = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_DIRECT_AGRS_MAX));
   cfg->channels = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_DIRECT_CHANNELS), 1,
                                          CHORUS_KERN_MAX_BLOCKS);
   cfg->cta_bytes =
@@ -65,13 +66,14 @@ int chorus_gpu_direct_shape(const chorus_gpu_direct_cfg *cfg, const chorus_gpu_t
   if (op->red.kind == CHORUS_RED_PREMULSUM || tune->algo_named[op->func]) return 0;
   const size_t bytes = op->count * op->esize;
   const size_t whole = kind == CHORUS_DIRECT_ALLREDUCE ? bytes : bytes * (size_t)nranks;
-  /* Only AllReduce has an upper limit: it writes into the peers' buffers
-   * while it reads from them, and above it the ring was faster; AllGather
-   * (writes only) and ReduceScatter (reads only) were faster at every size
-   * from the lower limit on 2xH100. */
-  if (whole < cfg->min_bytes ||
-      (kind == CHORUS_DIRECT_ALLREDUCE && cfg->max_bytes && whole > cfg->max_bytes))
-    return 0;
+  /* Upper limits, where the rings were faster: AllReduce's (it writes into
+   * the peers' buffers while it reads from them); AllGather's and
+   * ReduceScatter's on 3+ GPUs alone (each rank reads or writes n-1 peers
+   * at once there; on 2xH100 zero-copy was faster at every size). */
+  const size_t max = kind == CHORUS_DIRECT_ALLREDUCE ? cfg->max_bytes
+                     : nranks > 2                    ? cfg->agrs_max
+                                                     : 0;
+  if (whole < cfg->min_bytes || (max && whole > max)) return 0;
   /* Blocks of whole 16-byte units, so that every rank's starts aligned. */
   size_t per_rank = bytes;
   if (kind == CHORUS_DIRECT_ALLREDUCE) {

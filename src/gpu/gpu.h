@@ -101,10 +101,12 @@ void chorus_gpu_agree_read(chorus_gpu_agree *a);
 int chorus_gpu_agree_check(const chorus_gpu_agree *all, int nranks, char *err, size_t errlen);
 
 /* Zero-copy collectives (direct.c, device/kernels.h chorus_kern_direct).
- * Settings: CHORUS_GPU_DIRECT, _BYTES, _MAX, _CHANNELS, _CTA_BYTES. */
+ * Settings: CHORUS_GPU_DIRECT, _BYTES, _MAX, _AGRS_MAX, _CHANNELS,
+ * _CTA_BYTES. */
 typedef struct chorus_gpu_direct_cfg {
   int on;
   size_t min_bytes, max_bytes; /* of the larger buffer; max 0: no limit */
+  size_t agrs_max;             /* AllGather/ReduceScatter on 3+ GPUs; 0: none */
   uint32_t channels;           /* most CTAs */
   size_t cta_bytes;            /* least of a rank's block per CTA */
 } chorus_gpu_direct_cfg;

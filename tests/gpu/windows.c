@@ -71,6 +71,7 @@ static float gathered(size_t i, void *arg) {
 int main(void) {
   setenv("CHORUS_GPU_DIRECT_BYTES", "0", 1);
   setenv("CHORUS_GPU_DIRECT_MAX", "0", 1);
+  setenv("CHORUS_GPU_DIRECT_AGRS_MAX", "0", 1);
   setenv("CHORUS_OP_TIMEOUT", "120", 1);
   int rank, n;
   ncclComm_t comm;

@@ -174,9 +174,18 @@ static void shapes(void) {
   c.max_bytes = big * 4 - 1;
   EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big, 4, CHORUS_RED_SUM, &d));
   EXPECT(shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big / 2, 4, CHORUS_RED_SUM, &d));
-  /* the upper limit is AllReduce's alone */
+  /* AllReduce's upper limit is its own */
   EXPECT(shape(&c, &t, CHORUS_FUNC_ALLGATHER, 4, big, 4, 0, &d));
   EXPECT(shape(&c, &t, CHORUS_FUNC_REDUCESCATTER, 4, big, 4, CHORUS_RED_SUM, &d));
+  /* AllGather's and ReduceScatter's holds on 3+ ranks alone, on the larger
+   * buffer (n times the AllGather's count) */
+  c.agrs_max = big * 4 * 3;
+  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLGATHER, 3, big, 4, 0, &d));
+  EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLGATHER, 4, big, 4, 0, &d));
+  EXPECT(!shape(&c, &t, CHORUS_FUNC_REDUCESCATTER, 4, big, 4, CHORUS_RED_SUM, &d));
+  EXPECT(shape(&c, &t, CHORUS_FUNC_REDUCESCATTER, 2, big * 8, 4, CHORUS_RED_SUM, &d));
+  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLGATHER, 2, big * 8, 4, 0, &d));
+  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big / 2, 4, CHORUS_RED_SUM, &d));
   c.on = 0;
   EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big / 2, 4, CHORUS_RED_SUM, &d));
   /* CTAs grow with the block up to the most allowed */
