@@ -32,23 +32,11 @@ void *pt_recv_ptr(const pt_thread *t, const pt_rank *r, const pt_case *k, int in
   return (char *)r->recv + k->c.recv_inplace * (size_t)r->rank * pt_type_size(k->type);
 }
 
-/* n elements of value v, by doubling copies of the first one. */
-static void fill_value(ncclDataType_t type, void *buf, size_t n, double v) {
-  if (n == 0) return;
-  size_t es = pt_type_size(type), done = 1;
-  pt_set(type, buf, 0, v);
-  while (done < n) {
-    size_t chunk = done < n - done ? done : n - done;
-    memcpy((char *)buf + done * es, buf, chunk * es);
-    done += chunk;
-  }
-}
-
+/* n elements of value v. */
 static void fill_region(ncclComm_t comm, ncclDataType_t type, void *p, size_t n, double v) {
-  size_t bytes = n * pt_type_size(type);
-  void *view = pt_mem_begin(comm, p, bytes, 0);
-  fill_value(type, view, n, v);
-  pt_mem_end(comm, p, view, bytes, 1);
+  unsigned char unit[16];
+  pt_set(type, unit, 0, v);
+  pt_mem_fill(comm, p, n * pt_type_size(type), unit, pt_type_size(type));
 }
 
 void pt_fill_stable(pt_thread *t, const pt_case *k) {

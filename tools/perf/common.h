@@ -133,6 +133,10 @@ void pt_mem_free(ncclComm_t comm, void *p, int ncclmem);
  * own window (no copies). */
 void *pt_mem_begin(ncclComm_t comm, void *p, size_t bytes, int read);
 void pt_mem_end(ncclComm_t comm, void *p, void *view, size_t bytes, int write);
+/* Fills bytes at p (a whole number of units) with copies of the unit_bytes
+ * at unit, by doubling copies inside p: on a GPU from a block of at most
+ * 1 MiB written once, so that large buffers cost no host memory or copies. */
+void pt_mem_fill(ncclComm_t comm, void *p, size_t bytes, const void *unit, size_t unit_bytes);
 
 /* ---- element values (data.c) ------------------------------------------------ */
 size_t pt_type_size(ncclDataType_t t);
