@@ -310,6 +310,23 @@ def case_chorusrun_timeout(a):
     check(rc == 124, "exit status %d, expected 124" % rc)
 
 
+def case_watchdog(a):
+    """-T: a call that never returns (rank 1 stopped with SIGSTOP for 6 s in
+    the timing loop) fails rank 0 with 'Test timeout' within -T seconds, long
+    before the library's own CHORUS_OP_TIMEOUT; rank 1 goes on by itself."""
+    script = ('if [ "$RANK" = 1 ]; then "$0" "$@" & pid=$!; sleep 1.5; kill -STOP $pid; sleep 6; '
+              'kill -CONT $pid; wait $pid; else exec "$0" "$@"; fi')
+    args = ["-b", "8", "-e", "8", "-n", "50000000", "-w", "1", "-c", "0", "-T", "2"]
+    t0 = time.monotonic()
+    rc, out, err = run([a.chorusrun, "--timeout", "60", "-n", "2", "sh", "-c", script, a.perf] +
+                       args, base_env(CHORUS_OP_TIMEOUT=120), 60)
+    dt = time.monotonic() - t0
+    check(rc != 0, "a stopped peer did not fail the run:\n" + out)
+    check("Test timeout: an NCCL call took more than 2 s (-T)" in out + err,
+          "no watchdog message:\n%s\n%s" % (out, err))
+    check(dt < 30, "took %.1f s: the watchdog did not fire" % dt)
+
+
 def case_chorusrun_env(a):
     script = 'echo "$RANK $WORLD_SIZE $LOCAL_RANK $LOCAL_WORLD_SIZE $NCCL_COMM_ID"'
     rc, out, err = run([a.chorusrun, "-n", "3", "--", "sh", "-c", script], base_env(), 30)

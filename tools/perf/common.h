@@ -201,9 +201,9 @@ typedef struct pt_thread {
   uint64_t rep;  /* check counter, identical on every thread */
   double bw_sum; /* sum of the busbw of every table cell */
   int bw_count;
-  int errors;            /* table cells with #wrong > 0 */
-  int low_bw;            /* below NCCL_TESTS_MIN_BW */
-  int64_t call_start_ns; /* watchdog: start of the NCCL call in flight, 0 if none */
+  int errors;     /* table cells with #wrong > 0 */
+  int low_bw;     /* below NCCL_TESTS_MIN_BW */
+  uint64_t calls; /* watchdog: odd while an NCCL call is in flight */
 } pt_thread;
 
 /* Per-size state of one benchmark. */
