@@ -179,7 +179,8 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
   for (int i = 0; i < nq && !db; i++) db = qs[i].cc->doorbell;
   /* Waiting goes poll -> yield -> sleep, timed from the last progress. */
   int64_t stall_start = 0, last_check = 0;
-  int sleepy = 0;
+  int sleepy = 0, spinning = 0;
+  unsigned idle = 0;
   for (;;) {
     uint64_t ticks = 0;
     uint32_t seen = sleepy && db ? chorus_doorbell_prepare(db) : 0;
@@ -188,13 +189,20 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
     if (!pending) break;
     if (ticks) {
       stall_start = 0;
-      sleepy = 0;
+      sleepy = spinning = 0;
+      continue;
+    }
+    /* While spinning the clock is read every 16th idle pass only: a read
+     * costs about what a pass does, and delays seeing the peer's data. */
+    if (spinning && (++idle & 15u)) {
+      chorus_cpu_relax();
       continue;
     }
     int64_t now = chorus_now_ns();
     if (!stall_start) stall_start = last_check = now;
     int64_t stalled = now - stall_start;
-    if (stalled < spin_ns) {
+    spinning = stalled < spin_ns;
+    if (spinning) {
       chorus_cpu_relax();
       continue;
     }
