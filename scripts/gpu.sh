@@ -352,6 +352,10 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   for g in 2 4; do
     [ "$g" -le "$ngpu" ] && sweep "sendrecv_procs${g}_pull" CHORUS_GPU_P2P_PULL "0 1 nccl" $run -n $g --timeout 80 $perf/sendrecv_perf -b 1M -e 4G -f 4
   done
+  # Pulling with deeper FIFOs: a puller starts on a slot only once its flag
+  # is seen, so more slots ahead might hide that (2026-11-26: 7-12% slower
+  # than pushing with the default 512 KiB, two slots of 256 KiB).
+  sweep "sendrecv_procs2_pull_fifo" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152" env CHORUS_GPU_P2P_PULL=1 $r2 $perf/sendrecv_perf -b 64M -e 4G -f 4
   # Send/Recv and Broadcast on the copy engine (from 1 byte) against the
   # kernels, -g; the chain's chunk on 3+ GPUs.
   for g in 2 4; do
