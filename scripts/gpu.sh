@@ -197,8 +197,10 @@ for g in 2 4; do
   [ -x "$sr" ] && check "sendrecv_groups_pull_procs$g" $pull $run -n $g --timeout 80 $sr
   [ -x "$sr" ] && check "sendrecv_groups_pull_g$g" $pull $sr -g $g
   [ -x $build/tests/gpu/gpu_graph_p2p ] && check "graph_p2p_pull_procs$g" $pull $run -n $g --timeout 80 $build/tests/gpu/gpu_graph_p2p
+  check "sendrecv_pull_slots8_procs$g" $pull CHORUS_GPU_P2P_SLOTS=8 $run -n $g --timeout 80 $perf/sendrecv_perf -d float -b 8 -e 64M -f 4 -n 1 -w 1 -c 1 -T 60
   CHECK_TIMEOUT=150 check "sendrecv_pull_big_procs$g" $pull $run -n $g --timeout 140 $perf/sendrecv_perf -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
 done
+[ "$ngpu" -ge 2 ] && check "sendrecv_slots8_procs2" env CHORUS_GPU_P2P_LL_BYTES=0 CHORUS_GPU_P2P_SLOTS=8 $run -n 2 --timeout 80 $perf/sendrecv_perf -d all -b 8 -e 64M -f 4 -n 1 -w 1 -c 1 -T 60
 [ "$ngpu" -ge 2 ] && check "settings_differ_procs2" bash -c "$run -n 2 --timeout 60 bash -c 'NCCL_DEBUG=WARN CHORUS_GPU_P2P_PULL=\$RANK exec $perf/sendrecv_perf -b 8 -e 8 -n 1 -w 0 -c 1 -T 30' 2>&1 | grep -q 'CHORUS_GPU_P2P_PULL is 0 on rank 0 but 1 on rank 1'"
 # Send/Recv and Broadcast on the copy engine (gpu/ce.h; one process,
 # every end in one group): every size (the Send/Recv groups above; the perf
@@ -352,10 +354,13 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   for g in 2 4; do
     [ "$g" -le "$ngpu" ] && sweep "sendrecv_procs${g}_pull" CHORUS_GPU_P2P_PULL "0 1 nccl" $run -n $g --timeout 80 $perf/sendrecv_perf -b 1M -e 4G -f 4
   done
-  # Pulling with deeper FIFOs: a puller starts on a slot only once its flag
-  # is seen, so more slots ahead might hide that (2026-11-26: 7-12% slower
-  # than pushing with the default 512 KiB, two slots of 256 KiB).
-  sweep "sendrecv_procs2_pull_fifo" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152" env CHORUS_GPU_P2P_PULL=1 $r2 $perf/sendrecv_perf -b 64M -e 4G -f 4
+  # More FIFO slots per Send/Recv stream, pulled and pushed: a puller
+  # starts on a slot only once its flag is seen, so slots filled further
+  # ahead might hide that (2026-11-26: pulling 7-12% slower than pushing
+  # with the default two slots of 256 KiB).
+  for dir in pull push; do
+    sweep "sendrecv_procs2_${dir}_slots" CHORUS_GPU_P2P_SLOTS "2 4 8 nccl" env CHORUS_GPU_P2P_PULL=$([ $dir = pull ] && echo 1 || echo 0) CHORUS_GPU_FIFO_BYTES=2097152 $r2 $perf/sendrecv_perf -b 64M -e 4G -f 4
+  done
   # Send/Recv and Broadcast on the copy engine (from 1 byte) against the
   # kernels, -g; the chain's chunk on 3+ GPUs.
   for g in 2 4; do

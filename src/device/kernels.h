@@ -72,7 +72,7 @@ typedef struct chorus_kern_comm {
    * through a FIFO of fifo_bytes per source, [channel][src] from pipe_off.
    * Each launch cuts its FIFOs into slots of its chunk size (chunk_bytes at
    * most for exchanges with every peer at once, ring_chunk for rings and
-   * chains, half a FIFO for Send/Recv), which both ends of a pair compute
+   * chains, a FIFO / p2p_slots for Send/Recv), which both ends of a pair compute
    * from the size alone.
    * Counters, each on its own CHORUS_KERN_CTL_STRIDE line from ctl_off:
    * head [channel][src] (chunks src has delivered here; src writes it),
@@ -117,6 +117,7 @@ typedef struct chorus_kern_comm {
    * instead of the sender storing into the receiver's FIFO [channel]
    * [source] (CHORUS_GPU_P2P_PULL; every rank alike). */
   uint32_t p2p_pull;
+  uint32_t p2p_slots;  /* FIFO slots of a Send/Recv stream, 2..16 (CHORUS_GPU_P2P_SLOTS) */
   uint64_t timeout_ns; /* per wait; 0: none */
 } chorus_kern_comm;
 

@@ -140,11 +140,12 @@ static __host__ __device__ __forceinline__ size_t chunk_of(size_t bytes, unsigne
   return chunk > most ? most : chunk;
 }
 
-/* The chunk of the pipeline kernels: at most chunk_bytes (wide) or half a
- * FIFO (narrow). */
+/* The chunk of the pipeline kernels: at most chunk_bytes (wide), or a
+ * FIFO's p2p_slots-th in whole pages (narrow: Send/Recv). */
 static __host__ __device__ __forceinline__ size_t pipe_chunk(const chorus_kern_comm &c,
                                                              size_t bytes, bool narrow) {
-  return chunk_of(bytes, c.channels, narrow ? c.fifo_bytes / 2 : c.chunk_bytes);
+  const size_t slot = c.fifo_bytes / (c.p2p_slots > 2 ? c.p2p_slots : 2) / 4096 * 4096;
+  return chunk_of(bytes, c.channels, narrow ? (slot > 4096 ? slot : 4096) : c.chunk_bytes);
 }
 
 /* How a launch of the ring or two-shot kernel cuts a block: its chunk (at

@@ -259,6 +259,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.fail_off = FAIL_OFF;
   g->kc.pipe_fence = chorus_param_int(CHORUS_P_GPU_PIPE_FENCE) != 0;
   g->kc.p2p_pull = chorus_param_int(CHORUS_P_GPU_P2P_PULL) != 0;
+  g->kc.p2p_slots = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_SLOTS), 2, 16);
   g->kc.direct_off = DIRECT_OFF;
   g->kc.direct_ep_off = DIRECT_EP;
   g->staged = staged;

@@ -51,6 +51,7 @@ CHORUS_PARAM(GPU_BCAST_CE_BYTES, "CHORUS_GPU_BCAST_CE_BYTES", INT, 0, "GPU Broad
 CHORUS_PARAM(GPU_BCAST_CE_BYTES_PAIR, "CHORUS_GPU_BCAST_CE_BYTES_PAIR", INT, 0, "CHORUS_GPU_BCAST_CE_BYTES for communicators of 2 GPUs (one copy, on the receiver's stream; 0: never, until measured: the first version, copying on the root's stream after the root's own copy, reached 0.91x NCCL out of place and 1.07x in place on 2xH200)")
 CHORUS_PARAM(GPU_BCAST_CE_CHUNK, "CHORUS_GPU_BCAST_CE_CHUNK", INT, 33554432, "Bytes per copy of a copy-engine Broadcast chain on 3+ GPUs (at least 1 MiB)")
 CHORUS_PARAM(GPU_P2P_PULL,     "CHORUS_GPU_P2P_PULL",   INT, 0,      "1: GPU Send/Recv through the FIFOs has each sender fill a FIFO in its own window that the receiver loads from (a pull, as NCCL's P2P read); 0: senders store into the receiver's FIFO (every rank must agree; not yet measured)")
+CHORUS_PARAM(GPU_P2P_SLOTS,    "CHORUS_GPU_P2P_SLOTS",  INT, 2,      "Slots of each FIFO that a large GPU Send/Recv streams through (2..16): its steps are CHORUS_GPU_FIFO_BYTES / this; more slots let a sender run further ahead of its receiver")
 CHORUS_PARAM(GPU_PIPE_BYTES,   "CHORUS_GPU_PIPE_BYTES", INT, 262144, "GPU blocks of at least this many bytes per peer run in the pipelined kernel (full 16-byte payload, chunks with credits) instead of LL lines, on 3+ ranks")
 CHORUS_PARAM(GPU_PIPE_BYTES_PAIR, "CHORUS_GPU_PIPE_BYTES_PAIR", INT, 1048576, "CHORUS_GPU_PIPE_BYTES for communicators of 2 ranks")
 CHORUS_PARAM(GPU_TWOSHOT_BYTES,"CHORUS_GPU_TWOSHOT_BYTES", INT, 16384, "GPU AllReduce of at least this many bytes on 3+ ranks runs as ReduceScatter plus AllGather in one launch, until the ring takes over (-1: never)")
@@ -74,7 +75,7 @@ CHORUS_PARAM(GPU_DIRECT_CTA_BYTES,"CHORUS_GPU_DIRECT_CTA_BYTES", INT, 8192, "Byt
 CHORUS_PARAM(GPU_PIPE_FENCE,   "CHORUS_GPU_PIPE_FENCE", INT, 0,      "1: the pipelined GPU kernel issues a system fence before each release of a chunk (the release alone orders the chunk's copies; kept to compare)")
 CHORUS_PARAM(GPU_CHANNELS,     "CHORUS_GPU_CHANNELS",   INT, 64,     "CTAs of the pipelined GPU kernel (1..64)")
 CHORUS_PARAM(GPU_CHUNK_BYTES,  "CHORUS_GPU_CHUNK_BYTES", INT, 65536, "Bytes per pipeline step of one GPU channel when exchanging with every peer at once (a multiple of 4096)")
-CHORUS_PARAM(GPU_FIFO_BYTES,   "CHORUS_GPU_FIFO_BYTES",  INT, 524288, "Bytes of pipeline FIFO per GPU channel and peer (narrow streams step by half of it)")
+CHORUS_PARAM(GPU_FIFO_BYTES,   "CHORUS_GPU_FIFO_BYTES",  INT, 524288, "Bytes of pipeline FIFO per GPU channel and peer (a Send/Recv stream steps by a CHORUS_GPU_P2P_SLOTS-th of it)")
 /* config overrides (read after ncclConfig_t, as NCCL does) */
 CHORUS_PARAM(COMM_BLOCKING,    "NCCL_COMM_BLOCKING",    INT, INT_MIN, "Overrides ncclConfig_t.blocking")
 CHORUS_PARAM(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", INT, INT_MIN, "Overrides ncclConfig_t.cgaClusterSize (0..8)")
