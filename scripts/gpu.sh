@@ -429,6 +429,9 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
     # sweeps above; here the slice per CTA for the mid-size AllReduce.
     sweep "all_reduce_procs4_win_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "4096 8192 16384 32768" $zc $run -n 4 --timeout 80 $perf/all_reduce_perf -R 2 -b 256K -e 16M -f 2
     sweep "all_reduce_g4_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "4096 8192 16384 32768" $zc $perf/all_reduce_perf -g 4 -b 256K -e 16M -f 2
+    # The goal's band (256 KiB-16 MiB, 1.3x NCCL) in every size, -g 4, as
+    # it is (1) and staged (0).
+    sweep "all_reduce_g4_mid" CHORUS_GPU_DIRECT "1 0 nccl" $perf/all_reduce_perf -g 4 -b 256K -e 32M -f 2
   fi
   sweep "all_reduce_g2_mid" CHORUS_GPU_DIRECT "0 1 nccl" $zc $perf/all_reduce_perf -g 2 -b 512K -e 16M -f 2
   sweep "all_reduce_g2_ctab" CHORUS_GPU_DIRECT_CTA_BYTES "8192 16384 32768 65536" $zc $perf/all_reduce_perf -g 2 -b 512K -e 16M -f 2
