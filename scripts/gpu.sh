@@ -170,6 +170,8 @@ if [ "$gw" -ge 2 ]; then
   for coll in all_gather reduce_scatter; do
     CHECK_TIMEOUT=150 check "${coll}_direct_big_g$gw" env CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g $gw -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
     CHECK_TIMEOUT=150 check "${coll}_direct_big_win_procs$gw" env CHORUS_GPU_DIRECT_AGRS_MAX=0 $run -n $gw --timeout 140 $perf/${coll}_perf -R 2 -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+    # and above that limit, by default: the rings with -g 4
+    [ "$gw" -gt 2 ] && CHECK_TIMEOUT=150 check "${coll}_big_g$gw" $perf/${coll}_perf -g $gw -d float -b 128M -e 512M -f 4 -n 1 -w 1 -c 1 -T 120
   done
   check "all_reduce_direct_odd_g$gw" $direct $perf/all_reduce_perf -g $gw -d all -o sum -b 4 -e 4M -f 7 -n 1 -w 1 -c 1 -T 60
   check "all_reduce_direct_ctas_procs$gw" $direct env CHORUS_GPU_DIRECT_CTA_BYTES=4096 CHORUS_GPU_DIRECT_CHANNELS=64 $run -n $gw --timeout 80 $perf/all_reduce_perf -R 2 -d float -o sum -b 64 -e 64M -f 4 -n 2 -w 1 -c 1 -T 60
