@@ -84,8 +84,8 @@ void pt_wait_comms(pt_thread *t, ncclResult_t res, const char *what) {
   if (res == ncclInProgress || t->args->blocking == 0) wait_async(t, what);
 }
 
-/* A count, not a clock: a timestamp per call cost about 25 ns on the host
- * small-message path, which the other libraries' benchmarks do not pay. */
+/* A count, not a clock: a timestamp per call was about 6% of the samples
+ * of a host 2-rank 8 B AllReduce, which other libraries' benchmarks do not pay. */
 void pt_call_begin(pt_thread *t) {
   __atomic_store_n(&t->calls, t->calls + 1, __ATOMIC_RELAXED);
 }
