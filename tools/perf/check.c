@@ -10,6 +10,7 @@
  * ranks (each rank regenerates any rank's input from the shared seed).
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,15 +69,61 @@ static void write_sentinel(pt_rank *r, ncclDataType_t type, void *p, size_t n) {
   pt_mem_end(r->comm, p, view, bytes, 1);
 }
 
+/* One local rank's share of a fill or a check; with several ranks per
+ * thread (-g) each gets a helper thread, so that generating and comparing
+ * on the host (most of a -g 4 check's time) runs in parallel. */
+typedef struct rank_job {
+  pt_thread *t;
+  const pt_case *k;
+  const pt_gen *g;
+  int inplace, i;
+  void (*fn)(struct rank_job *);
+} rank_job;
+
+static void *run_job(void *arg) {
+  rank_job *j = arg;
+  j->fn(j);
+  return NULL;
+}
+
+static void for_each_local(pt_thread *t, const pt_case *k, const pt_gen *g, int inplace,
+                           void (*fn)(rank_job *)) {
+  const int n = t->nlocal;
+  rank_job *jobs = calloc((size_t)n, sizeof *jobs);
+  pthread_t *ids = calloc((size_t)n, sizeof *ids);
+  char *started = calloc((size_t)n, 1);
+  if (!jobs || !ids || !started) { /* one after another */
+    for (int i = 0; i < n; i++) {
+      rank_job j = {t, k, g, inplace, i, fn};
+      fn(&j);
+    }
+  } else {
+    for (int i = 0; i < n; i++) {
+      jobs[i] = (rank_job){t, k, g, inplace, i, fn};
+      if (i > 0) started[i] = pthread_create(&ids[i], NULL, run_job, &jobs[i]) == 0;
+    }
+    for (int i = 0; i < n; i++)
+      if (!started[i]) fn(&jobs[i]); /* rank 0's here, and any a thread was refused for */
+    for (int i = 1; i < n; i++)
+      if (started[i]) pthread_join(ids[i], NULL);
+  }
+  free(jobs);
+  free(ids);
+  free(started);
+}
+
+static void fill_job(rank_job *j) {
+  pt_rank *r = &j->t->ranks[j->i];
+  const pt_case *k = j->k;
+  /* In place, the input lies inside the result buffer: sentinel first. */
+  write_sentinel(r, k->type, r->recv, j->inplace ? max_sz(k->c.send, k->c.recv) : k->c.recv);
+  write_input(j->g, r, pt_send_ptr(j->t, r, k, j->inplace), k->c.send);
+}
+
 void pt_fill_check(pt_thread *t, const pt_case *k, int inplace, uint64_t seed) {
   pt_gen g;
   gen_for(t, k, seed, &g);
-  for (int i = 0; i < t->nlocal; i++) {
-    pt_rank *r = &t->ranks[i];
-    /* In place, the input lies inside the result buffer: sentinel first. */
-    write_sentinel(r, k->type, r->recv, inplace ? max_sz(k->c.send, k->c.recv) : k->c.recv);
-    write_input(&g, r, pt_send_ptr(t, r, k, inplace), k->c.send);
-  }
+  for_each_local(t, k, &g, inplace, fill_job);
   pt_gen_free(&g);
 }
 
@@ -128,14 +175,16 @@ static int64_t check_rank(pt_thread *t, pt_rank *r, const pt_case *k, const pt_g
   return wrong;
 }
 
+static void check_job(rank_job *j) {
+  j->t->ranks[j->i].wrong = check_rank(j->t, &j->t->ranks[j->i], j->k, j->g, j->inplace);
+}
+
 int64_t pt_check(pt_thread *t, const pt_case *k, int inplace, uint64_t seed) {
   pt_gen g;
   gen_for(t, k, seed, &g);
+  for_each_local(t, k, &g, inplace, check_job);
   int64_t total = 0;
-  for (int i = 0; i < t->nlocal; i++) {
-    t->ranks[i].wrong = check_rank(t, &t->ranks[i], k, &g, inplace);
-    total += t->ranks[i].wrong;
-  }
+  for (int i = 0; i < t->nlocal; i++) total += t->ranks[i].wrong;
   pt_gen_free(&g);
   return total;
 }
