@@ -25,17 +25,7 @@ static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static FILE *log_file = NULL; /* NULL: stdout */
 static char hostname[64];
 
-static CHORUS_TLS chorus_log_ctx tls_ctx = {-1, 0, NULL, 0};
-
-chorus_log_ctx chorus_log_ctx_set(chorus_log_ctx ctx) {
-  chorus_log_ctx old = tls_ctx;
-  tls_ctx = ctx;
-  return old;
-}
-
-chorus_log_ctx chorus_log_ctx_get(void) {
-  return tls_ctx;
-}
+CHORUS_TLS chorus_log_ctx chorus_log_tls = {-1, 0, NULL, 0};
 
 static int parse_level(const char *s) {
   if (!s) return CHORUS_LOG_WARN;
@@ -159,7 +149,7 @@ void chorus_vlog(chorus_log_level level, uint32_t subsys, const char *file, int 
   char buf[2048];
   int tid = (int)syscall(SYS_gettid);
   char rank[16] = "-";
-  if (tls_ctx.rank >= 0) snprintf(rank, sizeof rank, "%d", tls_ctx.rank);
+  if (chorus_log_tls.rank >= 0) snprintf(rank, sizeof rank, "%d", chorus_log_tls.rank);
   static const char *const names[] = {"", "VERSION", "WARN", "INFO", "ABORT", "TRACE"};
   int n;
   if (level == CHORUS_LOG_WARN)

@@ -68,9 +68,19 @@ typedef struct chorus_log_ctx {
   unsigned err_size;
 } chorus_log_ctx;
 
+/* This thread's context (log.c); inline, as every call and every pass of
+ * the executor reads or sets it. */
+extern CHORUS_TLS chorus_log_ctx chorus_log_tls;
+
 /* Installs ctx for this thread and returns the previous one (restore it). */
-chorus_log_ctx chorus_log_ctx_set(chorus_log_ctx ctx);
-chorus_log_ctx chorus_log_ctx_get(void);
+static inline chorus_log_ctx chorus_log_ctx_set(chorus_log_ctx ctx) {
+  chorus_log_ctx old = chorus_log_tls;
+  chorus_log_tls = ctx;
+  return old;
+}
+static inline chorus_log_ctx chorus_log_ctx_get(void) {
+  return chorus_log_tls;
+}
 
 /* The host name used in prefixes and messages. */
 const char *chorus_log_hostname(void);
