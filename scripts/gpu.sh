@@ -576,6 +576,7 @@ for label, title in labels:
         print(f"| {s} | {f(ct,1)} | {f(nt,1)} | {f(cb,1)} | {f(nb,1)} | {r} |")
 EOF
 cat "$table"
+python3 scripts/gpu_goals.py "$logs"
 tar -C "$logs" -czf "$out/logs.tgz" . 2>/dev/null
 [ "$matrix" = yes ] && echo "# correctness: $passes passed, $fails failed"; echo "# ${SECONDS} s in all"
 [ "$fails" -eq 0 ]
