@@ -23,7 +23,9 @@
 # `CHECK_SHARD=2/2 ... check`, then `bench` (262 s), as three calls where a
 # call is limited to 10 minutes. On 2xH200 `quick` took 260 s (build 64 s,
 # checks 120 s, bench 80 s; before the zero-copy and copy-engine checks).
-# The output says how long each phase took.
+# The output says how long each phase took; bench and big end with the
+# issue's goals checked against NCCL's rows of the same call
+# (scripts/gpu_goals.py, which also reads a saved run's logs).
 # Output: $OUT (or /tmp/chorus-gpu) gets summary.txt (this output, written as
 # it goes, so a run stopped at a time limit still leaves it), gpu-table.md and
 # logs.tgz (every log; the logs are written outside $OUT until then, as the
