@@ -206,8 +206,8 @@ for g in 2 4; do
 done
 [ "$ngpu" -ge 2 ] && check "sendrecv_slots8_procs2" env CHORUS_GPU_P2P_LL_BYTES=0 CHORUS_GPU_P2P_SLOTS=8 $run -n 2 --timeout 80 $perf/sendrecv_perf -d all -b 8 -e 64M -f 4 -n 1 -w 1 -c 1 -T 60
 [ "$ngpu" -ge 2 ] && check "settings_differ_procs2" bash -c "$run -n 2 --timeout 60 bash -c 'NCCL_DEBUG=WARN CHORUS_GPU_P2P_PULL=\$RANK exec $perf/sendrecv_perf -b 8 -e 8 -n 1 -w 0 -c 1 -T 30' 2>&1 | grep -q 'CHORUS_GPU_P2P_PULL is 0 on rank 0 but 1 on rank 1'"
-# Send/Recv and Broadcast on the copy engine (gpu/ce.h; one process,
-# every end in one group): every size (the Send/Recv groups above; the perf
+# Send/Recv, Broadcast, AllGather and AlltoAll on the copy engine
+# (gpu/ce.h; one process, every end in one group): every size (the Send/Recv groups above; the perf
 # tools, whose in-place Send/Recv rows stay in the kernels; Broadcast from
 # every root, in chunks of 1 MiB on 3+ GPUs; the rooted program's NULL and
 # canary buffers), large ones at the default sizes, and that they are
@@ -223,6 +223,13 @@ for g in 2 4; do
   CHECK_TIMEOUT=150 check "broadcast_ce_big_g$g" $bce CHORUS_GPU_BCAST_CE_CHUNK=33554432 $perf/broadcast_perf -g "$g" -d float -r all -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
   [ -x $build/tests/gpu/gpu_rooted ] && check "rooted_ce_g$g" $bce env CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((g - 1))) $build/tests/gpu/gpu_rooted
   check "bcast_ce_in_use_g$g" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL $bce $perf/broadcast_perf -g $g -b 16M -e 16M -n 1 -w 0 -c 1 2>&1 | grep -q 'runs on the copy engine'"
+  # AllGather and AlltoAll on the copy engine (every size; AlltoAll's
+  # in-place rows stay in the kernels), large ones, and that they are used.
+  for coll in all_gather alltoall; do
+    check "${coll}_ce_g$g" env CHORUS_GPU_XCHG_CE_BYTES=1 $perf/${coll}_perf -g "$g" -d all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+    CHECK_TIMEOUT=150 check "${coll}_ce_big_g$g" env CHORUS_GPU_XCHG_CE_BYTES=1 $perf/${coll}_perf -g "$g" -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+  done
+  check "xchg_ce_in_use_g$g" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL CHORUS_GPU_XCHG_CE_BYTES=1 $perf/all_gather_perf -g $g -b 16M -e 16M -n 1 -w 0 -c 1 2>&1 | grep -q 'ncclAllGather of .* runs on the copy engine'"
 done
 # Small Send/Recv as LL lines per pair (default up to 128 KiB, a CTA per
 # 4 KiB part): off (every size through the FIFOs), and up to 1 MiB (32
@@ -373,6 +380,9 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
     var=CHORUS_GPU_BCAST_CE_BYTES
     [ "$g" = 2 ] && var=CHORUS_GPU_BCAST_CE_BYTES_PAIR
     sweep "broadcast_g${g}_ce" $var "0 1 nccl" $perf/broadcast_perf -g $g -b 16K -e 1G -f 4
+    for coll in all_gather alltoall; do
+      sweep "${coll}_g${g}_ce" CHORUS_GPU_XCHG_CE_BYTES "0 1 nccl" $perf/${coll}_perf -g $g -b 1M -e 2G -f 4
+    done
     [ "$g" -gt 2 ] && sweep "broadcast_g${g}_ce_chunk" CHORUS_GPU_BCAST_CE_CHUNK "4194304 16777216 33554432 67108864 nccl" env CHORUS_GPU_BCAST_CE_BYTES=1 $perf/broadcast_perf -g $g -b 4M -e 2G -f 4
   done
   # Chorus as it is (a setting at its default) beside NCCL, FIFO sizes.

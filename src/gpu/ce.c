@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "device/device.h"
+#include "algo/algos.h"
 #include "gpu/ce.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_impl.h"
@@ -160,32 +161,48 @@ out:
   return res;
 }
 
-/* ---- Broadcast ------------------------------------------------------------ */
+/* ---- Broadcast, AllGather, AlltoAll ----------------------------------------- */
 
-/* The least size at which a Broadcast of op's communicator goes. */
-static size_t bcast_min(const chorus_op *op) {
+/* The least size (of the larger buffer) at which op's collective goes on
+ * the copy engine; 0: never. */
+static size_t coll_min(const chorus_op *op) {
   const chorus_gpu *g = op->cc->gpu;
-  return g->nranks > 2 ? g->tune.bcast_ce_bytes : g->tune.bcast_ce_bytes_pair;
+  switch (op->func) {
+  case CHORUS_FUNC_BROADCAST:
+    return g->nranks > 2 ? g->tune.bcast_ce_bytes : g->tune.bcast_ce_bytes_pair;
+  case CHORUS_FUNC_ALLGATHER:
+  case CHORUS_FUNC_ALLTOALL:
+    return g->tune.xchg_ce_bytes;
+  default:
+    return 0;
+  }
 }
 
-static int bcast_candidate(const chorus_op *op) {
-  const chorus_gpu *g = op->cc->gpu;
-  const size_t min = op->func == CHORUS_FUNC_BROADCAST ? bcast_min(op) : 0;
-  return min && op->count * op->esize >= min && local_gpus(op) &&
-         g->nranks <= CHORUS_KERN_MAX_RANKS && !g->tune.algo_named[CHORUS_FUNC_BROADCAST] &&
-         stream_ok(op->cuda_stream);
+static const char *coll_setting(const chorus_op *op) {
+  if (op->func != CHORUS_FUNC_BROADCAST) return "CHORUS_GPU_XCHG_CE_BYTES";
+  return op->cc->gpu->nranks > 2 ? "CHORUS_GPU_BCAST_CE_BYTES" : "CHORUS_GPU_BCAST_CE_BYTES_PAIR";
 }
 
-size_t chorus_gpu_ce_bcast_group(chorus_op **ops, size_t n, long *lead) {
+static int coll_candidate(const chorus_op *op) {
+  const chorus_gpu *g = op->cc->gpu;
+  const size_t min = coll_min(op);
+  const size_t bytes = op->count * op->esize * (op->func == CHORUS_FUNC_BROADCAST ? 1 : g->nranks);
+  /* an AlltoAll in place would overwrite blocks that peers still read */
+  return min && bytes >= min && local_gpus(op) && g->nranks <= CHORUS_KERN_MAX_RANKS &&
+         !g->tune.algo_named[op->func] && stream_ok(op->cuda_stream) &&
+         !(op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff);
+}
+
+size_t chorus_gpu_ce_coll_group(chorus_op **ops, size_t n, long *lead) {
   for (size_t i = 0; i < n; i++) lead[i] = -1;
   if (n < 2 || n > 1024) return 0;
   int some = 0;
-  for (size_t i = 0; i < n && !some; i++) some = bcast_candidate(ops[i]);
+  for (size_t i = 0; i < n && !some; i++) some = coll_candidate(ops[i]);
   if (!some) return 0;
   uint8_t *cand = chorus_calloc(n, 1);
   int *match = chorus_calloc(n * CHORUS_KERN_MAX_RANKS, sizeof *match);
   size_t any = 0, calls = 0;
-  for (size_t i = 0; cand && i < n; i++) any += cand[i] = (uint8_t)bcast_candidate(ops[i]);
+  for (size_t i = 0; cand && i < n; i++) any += cand[i] = (uint8_t)coll_candidate(ops[i]);
   if (any && match && chorus_gpu_group_match(ops, n, cand, match) == 0) {
     for (size_t i = 0; i < n; i++) {
       if (!cand[i]) continue;
@@ -211,41 +228,62 @@ size_t chorus_gpu_ce_bcast_group(chorus_op **ops, size_t n, long *lead) {
   return calls;
 }
 
-ncclResult_t chorus_gpu_ce_bcast_run(chorus_op **ops, size_t n, const long *lead, size_t i) {
+/* The program of the collective whose ranks' calls are ops[i..]: steps
+ * (allocated) and their number, or an error. */
+static ncclResult_t coll_program(chorus_op **ops, size_t n, const long *lead, size_t i,
+                                 chorus_gpu_ce_step **steps, size_t *nsteps) {
   const chorus_op *first = ops[i];
-  const chorus_gpu *g0 = first->cc->gpu;
+  const int np = first->cc->gpu->nranks;
   chorus_gpu_ce_bcast b;
+  chorus_gpu_ce_xchg x;
   memset(&b, 0, sizeof b);
-  b.nranks = g0->nranks;
+  memset(&x, 0, sizeof x);
+  b.nranks = x.nranks = np;
   b.root = first->root;
-  b.bytes = first->count * first->esize;
-  b.chunk = g0->tune.bcast_ce_chunk;
-  for (size_t j = i; j < n && j < i + (size_t)b.nranks; j++) {
+  b.bytes = x.block = first->count * first->esize;
+  b.chunk = first->cc->gpu->tune.bcast_ce_chunk;
+  x.alltoall = first->func == CHORUS_FUNC_ALLTOALL;
+  for (size_t j = i; j < n && j < i + (size_t)np; j++) {
     const int p = ops[j]->cc->gpu->rank;
-    if (lead[j] != (long)i) return chorus_error(ncclInternalError, "Broadcast copy plan mixed up");
+    if (lead[j] != (long)i) return chorus_error(ncclInternalError, "copy-engine plan mixed up");
     CHECK(chorus_gpu_async_error(ops[j]->cc->gpu));
-    b.stream[p] = (int)j;
-    b.recv[p] = ops[j]->recvbuff;
+    b.stream[p] = x.stream[p] = (int)j;
+    b.recv[p] = x.recv[p] = ops[j]->recvbuff;
+    x.send[p] = ops[j]->sendbuff;
     if (p == b.root) b.send = ops[j]->sendbuff;
   }
-  const size_t nsteps = chorus_gpu_ce_plan_bcast(&b, NULL);
-  chorus_gpu_ce_step *steps = chorus_calloc(nsteps, sizeof *steps);
+  const int bcast = first->func == CHORUS_FUNC_BROADCAST;
+  *nsteps = bcast ? chorus_gpu_ce_plan_bcast(&b, NULL) : chorus_gpu_ce_plan_xchg(&x, NULL);
+  *steps = chorus_calloc(*nsteps ? *nsteps : 1, sizeof **steps);
+  if (!*steps) return chorus_error(ncclSystemError, "out of memory queueing a copy-engine program");
+  if (bcast)
+    chorus_gpu_ce_plan_bcast(&b, *steps);
+  else
+    chorus_gpu_ce_plan_xchg(&x, *steps);
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const long *lead, size_t i) {
+  chorus_op *first = ops[i];
+  chorus_gpu *g0 = first->cc->gpu;
+  const char *name = chorus_func_name(first->func);
+  chorus_gpu_ce_step *steps = NULL;
+  size_t nsteps = 0;
   void **streams = NULL;
   int *devices = NULL;
-  ncclResult_t res = ncclSuccess;
-  if (!steps || streams_of(ops, n, &streams, &devices) != 0) {
-    res = chorus_error(ncclSystemError, "out of memory queueing a Broadcast");
-  } else {
-    chorus_gpu_ce_plan_bcast(&b, steps);
-    res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, "ncclBroadcast");
-  }
-  if (res == ncclSuccess && !first->cc->gpu->ce_bcast_told) {
-    first->cc->gpu->ce_bcast_told = 1;
+  ncclResult_t res = coll_program(ops, n, lead, i, &steps, &nsteps);
+  if (res == ncclSuccess && streams_of(ops, n, &streams, &devices) != 0)
+    res = chorus_error(ncclSystemError, "out of memory queueing a %s", name);
+  if (res == ncclSuccess) res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, name);
+  const unsigned bit = 1u << first->func;
+  if (res == ncclSuccess && !(g0->ce_coll_told & bit)) {
+    g0->ce_coll_told |= bit;
     INFO(CHORUS_COLL | CHORUS_TUNING,
-         "rank %d: ncclBroadcast of %zu bytes from rank %d runs on the copy engine (a chain "
-         "of %d GPUs of this process); so do later ones from %zu bytes with every rank's call "
-         "in one group (CHORUS_GPU_BCAST_CE_BYTES%s; 0: never)",
-         g0->rank, b.bytes, b.root, b.nranks, bcast_min(first), b.nranks > 2 ? "" : "_PAIR");
+         "rank %d: nccl%s of %zu bytes per rank runs on the copy engine (%d GPUs of this "
+         "process); so do later ones from %zu bytes with every rank's call in one group (%s; "
+         "0: never)",
+         g0->rank, name, first->count * first->esize, g0->nranks, coll_min(first),
+         coll_setting(first));
   }
   chorus_free(steps);
   chorus_free(streams);

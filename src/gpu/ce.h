@@ -1,6 +1,6 @@
 /*
- * ce.h - Send/Recv and Broadcast between GPUs of this process on the copy
- * engine.
+ * ce.h - Send/Recv, Broadcast, AllGather and AlltoAll between GPUs of this
+ * process on the copy engine.
  *
  * When one process drives several GPUs and every end of a transfer is in
  * one group, the host knows every buffer, and large transfers move as
@@ -79,6 +79,27 @@ typedef struct chorus_gpu_ce_bcast {
  * first hop). out NULL: only counts. Returns the number of steps. */
 size_t chorus_gpu_ce_plan_bcast(const chorus_gpu_ce_bcast *b, chorus_gpu_ce_step *out);
 
+/* ---- AllGather and AlltoAll ---------------------------------------------- */
+
+typedef struct chorus_gpu_ce_xchg {
+  int nranks;
+  int alltoall; /* 0: AllGather (rank p's block to every rank); 1: AlltoAll (its block q to q) */
+  int stream[CHORUS_KERN_MAX_RANKS]; /* each rank's stream (an index) */
+  const void *send[CHORUS_KERN_MAX_RANKS];
+  void *recv[CHORUS_KERN_MAX_RANKS];
+  size_t block; /* bytes of one block */
+} chorus_gpu_ce_xchg;
+
+/* The program of one AllGather or AlltoAll (pure): each rank's stream
+ * waits for every other's (their inputs are ready); then each pulls the
+ * blocks meant for it into block p of its receive buffer, its own first,
+ * then rank r's from r+1, r+2, ... (so no rank is read by all at once);
+ * then each rank's stream waits for every other's (its input has been
+ * read). An AllGather may be in place (send[p] block p of recv[p]: no own
+ * copy); an AlltoAll may not (a rank would overwrite blocks its peers
+ * still read). out NULL: only counts. Returns the number of steps. */
+size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out);
+
 /* ---- one group's calls ---------------------------------------------------- */
 
 /* Which Send/Recv of a group's calls (any calls; in call order) pair on
@@ -90,15 +111,16 @@ size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair);
 /* Queues the pairs' program. */
 ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair);
 
-/* Which Broadcasts of a group run on the copy engine: ones that every rank
- * of their communicator (all GPUs of this process) calls in this group,
- * one after another in call order, on streams of their own not being
- * captured, of at least CHORUS_GPU_BCAST_CE_BYTES. lead[i]: the index of
- * the first rank's call of i's Broadcast (i itself for that one), or -1.
- * Returns how many Broadcasts. */
-size_t chorus_gpu_ce_bcast_group(chorus_op **ops, size_t n, long *lead);
-/* Queues the program of the Broadcast whose first call is ops[i]. */
-ncclResult_t chorus_gpu_ce_bcast_run(chorus_op **ops, size_t n, const long *lead, size_t i);
+/* Which collectives of a group run on the copy engine: Broadcasts of at
+ * least CHORUS_GPU_BCAST_CE_BYTES(_PAIR), AllGathers and AlltoAlls (not in
+ * place) of at least CHORUS_GPU_XCHG_CE_BYTES, that every rank of their
+ * communicator (all GPUs of this process) calls in this group, one after
+ * another in call order, on streams of their own not being captured.
+ * lead[i]: the index of the first rank's call of i's collective (i itself
+ * for that one), or -1. Returns how many collectives. */
+size_t chorus_gpu_ce_coll_group(chorus_op **ops, size_t n, long *lead);
+/* Queues the program of the collective whose first call is ops[i]. */
+ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const long *lead, size_t i);
 
 /* Runs a program: stream k is streams[k] on GPU devices[k]. */
 ncclResult_t chorus_gpu_ce_exec(const chorus_gpu_ce_step *steps, size_t nsteps,

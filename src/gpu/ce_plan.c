@@ -1,6 +1,6 @@
 /*
  * ce_plan.c - the copy-engine programs (ce.h), pure: which Send/Recv pair
- * up, and the steps that move pairs and Broadcasts.
+ * up, and the steps that move pairs, Broadcasts, AllGathers and AlltoAlls.
  */
 #include <stdint.h>
 
@@ -100,5 +100,23 @@ size_t chorus_gpu_ce_plan_bcast(const chorus_gpu_ce_bcast *b, chorus_gpu_ce_step
   /* A sender's stream goes on once its buffer has been read. */
   for (int h = 0; h + 1 < n; h++)
     put(out, &k, b->stream[order[h]], b->stream[order[h + 1]], NULL, NULL, 0);
+  return k;
+}
+
+size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out) {
+  const int n = x->nranks;
+  size_t k = 0;
+  if (n < 1 || !x->block) return 0;
+  for (int r = 0; r < n; r++) /* the inputs are ready */
+    for (int d = 1; d < n; d++) put(out, &k, x->stream[r], x->stream[(r + d) % n], NULL, NULL, 0);
+  for (int r = 0; r < n; r++)
+    for (int d = 0; d < n; d++) {
+      const int p = (r + d) % n;
+      const char *src = (const char *)x->send[p] + (x->alltoall ? (size_t)r * x->block : 0);
+      char *dst = (char *)x->recv[r] + (size_t)p * x->block;
+      if (dst != src) put(out, &k, x->stream[r], -1, dst, src, x->block);
+    }
+  for (int p = 0; p < n; p++) /* the inputs have been read */
+    for (int d = 1; d < n; d++) put(out, &k, x->stream[p], x->stream[(p + d) % n], NULL, NULL, 0);
   return k;
 }

@@ -27,10 +27,10 @@ struct chorus_gpu {
   int all_local, all_remote;
   uint64_t key;
   chorus_gpu_direct_cfg direct;
-  int direct_told;   /* the first zero-copy call was logged */
-  int ce_told;       /* the first Send on the copy engine was logged (ce.c) */
-  int ce_bcast_told; /* the first Broadcast on the copy engine was logged */
-  uint64_t coll_seq; /* collectives enqueued so far (equal on every rank) */
+  int direct_told;       /* the first zero-copy call was logged */
+  int ce_told;           /* the first Send on the copy engine was logged (ce.c) */
+  unsigned ce_coll_told; /* bit per function: its first call on the copy engine was logged */
+  uint64_t coll_seq;     /* collectives enqueued so far (equal on every rank) */
   struct chorus_gpu_window *windows;
 };
 

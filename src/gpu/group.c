@@ -4,11 +4,12 @@
  * Per GPU, in call order: the collectives, then each communicator's
  * Send/Recv together (p2p.c), communicators in order of first call. Calls
  * whose every end is in the group may go on the copy engine (ce.h): a
- * Broadcast at its first rank's call, Send/Recv pairs before the kernels'
- * Send/Recv; then the calling thread launches for all GPUs. GPUs
- * are independent, so a group spanning several GPUs of this process gives
- * each GPU's share to its launcher thread (launchers.h) and all launch at
- * once; the calling thread takes the first GPU's share. While any stream
+ * Broadcast, AllGather or AlltoAll at its first rank's call, Send/Recv
+ * pairs before the kernels' Send/Recv; then the calling thread launches
+ * for all GPUs. GPUs are independent, so a group spanning several GPUs of
+ * this process gives each GPU's share to its launcher thread
+ * (launchers.h) and all launch at once; the calling thread takes the
+ * first GPU's share. While any stream
  * of the group is being captured into a CUDA graph, the calling thread
  * launches everything itself: capture then records one thread's launches,
  * and graph replays cost no launches anyway.
@@ -25,7 +26,7 @@
 /* The share of one GPU: ops[i] whose device is `device` (-1: every op);
  * dir[i]: how op i runs zero-copy (NULL: none does); on the copy engine
  * (NULL: none goes; else the share holds every op): pair[i], the partner
- * of Send/Recv i, and lead[i], the first rank's call of Broadcast i, or
+ * of Send/Recv i, and lead[i], the first rank's call of collective i, or
  * -1. */
 typedef struct share {
   chorus_op **ops;
@@ -79,7 +80,7 @@ static ncclResult_t run_share(void *arg) {
     if (s->lead && s->lead[i] >= 0) {
       res = chorus_gpu_enqueue_elsewhere(op->cc->gpu);
       if (res == ncclSuccess && s->lead[i] == (long)i)
-        res = chorus_gpu_ce_bcast_run(s->ops, s->n, s->lead, i);
+        res = chorus_gpu_ce_coll_run(s->ops, s->n, s->lead, i);
     } else {
       res = chorus_gpu_enqueue(op->cc->gpu, op, s->dir ? &s->dir[i] : NULL);
     }
@@ -114,7 +115,7 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
   if (ndev > 1 && (pair = 2 * n <= 16 ? stackce : chorus_malloc(2 * n * sizeof *pair))) {
     lead = pair + n;
     const size_t pairs = chorus_gpu_ce_group(ops, n, pair);
-    if (pairs + chorus_gpu_ce_bcast_group(ops, n, lead) == 0) {
+    if (pairs + chorus_gpu_ce_coll_group(ops, n, lead) == 0) {
       if (pair != stackce) chorus_free(pair);
       pair = lead = NULL;
     }

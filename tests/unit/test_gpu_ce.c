@@ -19,7 +19,7 @@
  * each, several messages per pair, some in place) paired by
  * chorus_gpu_ce_match; random Broadcasts (1 to 8 ranks, any root, in place
  * or not, chunks of any size), and two in a row, the second sending what
- * the first delivered.
+ * the first delivered; random AllGathers (in place or not) and AlltoAlls.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -396,6 +396,99 @@ static void bcast_shape(void) {
   EXPECT_EQ_INT(chorus_gpu_ce_plan_bcast(&b, NULL), 0);
 }
 
+/* ---- AllGather and AlltoAll ------------------------------------------------ */
+
+/* Random AllGathers (in place or not) and AlltoAlls, 1 to 8 ranks, blocks
+ * of 1 to 600 bytes: each rank's receive buffer ends up as it should, and
+ * the ranks reuse both buffers right after. */
+static void xchg_world(unsigned seed) {
+  static sim m;
+  memset(&m, 0, sizeof m);
+  m.seed = m.id = seed;
+  unsigned s = seed;
+  const int n = 1 + (int)(rnd(&s) % CHORUS_KERN_MAX_RANKS);
+  const size_t block = 1 + rnd(&s) % 600;
+  const int a2a = (int)(rnd(&s) % 2), in_place = !a2a && rnd(&s) % 2;
+  const size_t sbytes = a2a ? (size_t)n * block : block, rbytes = (size_t)n * block;
+  m.nstreams = n;
+  unsigned char *send[CHORUS_KERN_MAX_RANKS], *recv[CHORUS_KERN_MAX_RANKS];
+  unsigned char *data[CHORUS_KERN_MAX_RANKS], *want[CHORUS_KERN_MAX_RANKS];
+  unsigned char *junk = pattern(rbytes, ~seed);
+  chorus_gpu_ce_xchg x;
+  memset(&x, 0, sizeof x);
+  x.nranks = n;
+  x.alltoall = a2a;
+  x.block = block;
+  for (int p = 0; p < n; p++) {
+    recv[p] = malloc(rbytes);
+    send[p] = in_place ? recv[p] + (size_t)p * block : malloc(sbytes);
+    data[p] = pattern(sbytes, seed * 131u + (unsigned)p);
+    x.stream[p] = p;
+    x.send[p] = send[p];
+    x.recv[p] = recv[p];
+  }
+  for (int r = 0; r < n; r++) { /* block p of rank r's result */
+    want[r] = malloc(rbytes);
+    for (int p = 0; p < n; p++)
+      memcpy(want[r] + (size_t)p * block, data[p] + (a2a ? (size_t)r * block : 0), block);
+  }
+  for (int p = 0; p < n; p++) {
+    user_write(&m, p, recv[p], junk, rbytes);
+    user_write(&m, p, send[p], data[p], sbytes);
+  }
+  const size_t nsteps = chorus_gpu_ce_plan_xchg(&x, NULL);
+  chorus_gpu_ce_step *steps = calloc(nsteps + 1, sizeof *steps);
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, steps), nsteps);
+  queue_program(&m, steps, nsteps);
+  free(steps);
+  for (int p = 0; p < n; p++) user_check(&m, p, recv[p], want[p], rbytes);
+  for (int p = 0; p < n; p++) { /* then each rank reuses its buffers */
+    user_write(&m, p, recv[p], junk, rbytes);
+    if (!in_place) user_write(&m, p, send[p], junk, sbytes);
+  }
+  if (getenv("CE_DEBUG"))
+    fprintf(stderr, "world %u: %d ranks, block %zu, %s%s\n", seed, n, block,
+            a2a ? "AlltoAll" : "AllGather", in_place ? " in place" : "");
+  EXPECT(run(&m));
+  for (int p = 0; p < n; p++) {
+    if (!in_place) free(send[p]);
+    free(recv[p]);
+    free(data[p]);
+    free(want[p]);
+  }
+  free(junk);
+}
+
+static void xchg_worlds(void) {
+  for (unsigned seed = 1; seed <= 2000; seed++) xchg_world(seed);
+}
+
+/* How many steps: 2 n (n - 1) joins and n copies per rank, less the own
+ * copies in place. */
+static void xchg_shape(void) {
+  static char buf[2][8][800];
+  chorus_gpu_ce_xchg x;
+  memset(&x, 0, sizeof x);
+  x.nranks = 4;
+  x.block = 100;
+  for (int p = 0; p < 8; p++) {
+    x.stream[p] = p;
+    x.send[p] = buf[0][p];
+    x.recv[p] = buf[1][p];
+  }
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 24 + 16);
+  x.alltoall = 1;
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 24 + 16);
+  x.alltoall = 0;
+  for (int p = 0; p < 4; p++) x.send[p] = buf[1][p] + p * 100; /* in place */
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 24 + 12);
+  x.nranks = 1;
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 0);
+  x.block = 0;
+  x.nranks = 4;
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 0);
+}
+
 /* The simulator catches what it is for: a program without the receiver's
  * wait reads junk or races, one that waits in a cycle deadlocks. */
 static void sim_can_fail(void) {
@@ -430,6 +523,8 @@ int main(void) {
   RUN(p2p_worlds);
   RUN(bcast_worlds);
   RUN(bcast_shape);
+  RUN(xchg_worlds);
+  RUN(xchg_shape);
   RUN(sim_can_fail);
   return unit_report();
 }
