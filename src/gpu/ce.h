@@ -91,13 +91,14 @@ typedef struct chorus_gpu_ce_xchg {
 } chorus_gpu_ce_xchg;
 
 /* The program of one AllGather or AlltoAll (pure): each rank's stream
- * waits for every other's (their inputs are ready); then each pulls the
- * blocks meant for it into block p of its receive buffer, its own first,
- * then rank r's from r+1, r+2, ... (so no rank is read by all at once);
- * then each rank's stream waits for every other's (its input has been
- * read). An AllGather may be in place (send[p] block p of recv[p]: no own
- * copy); an AlltoAll may not (a rank would overwrite blocks its peers
- * still read). out NULL: only counts. Returns the number of steps. */
+ * waits for every other's, through rank 0's (their inputs are ready);
+ * then each pulls the blocks meant for it into block p of its receive
+ * buffer, its own first, then rank r's from r+1, r+2, ... (so no rank is
+ * read by all at once); then each rank's stream waits for every other's
+ * again (its input has been read). An AllGather may be in place (send[p]
+ * block p of recv[p]: no own copy); an AlltoAll may not (a rank would
+ * overwrite blocks its peers still read). out NULL: only counts. Returns
+ * the number of steps. */
 size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out);
 
 /* ---- one group's calls ---------------------------------------------------- */

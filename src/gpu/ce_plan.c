@@ -103,12 +103,19 @@ size_t chorus_gpu_ce_plan_bcast(const chorus_gpu_ce_bcast *b, chorus_gpu_ce_step
   return k;
 }
 
+/* Every stream of x waits for what every other holds so far: rank 0's
+ * waits for the others', theirs for rank 0's (2 (n - 1) joins where each
+ * waiting for each would take n (n - 1)). */
+static void barrier(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out, size_t *k) {
+  for (int p = 1; p < x->nranks; p++) put(out, k, x->stream[0], x->stream[p], NULL, NULL, 0);
+  for (int p = 1; p < x->nranks; p++) put(out, k, x->stream[p], x->stream[0], NULL, NULL, 0);
+}
+
 size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out) {
   const int n = x->nranks;
   size_t k = 0;
   if (n < 1 || !x->block) return 0;
-  for (int r = 0; r < n; r++) /* the inputs are ready */
-    for (int d = 1; d < n; d++) put(out, &k, x->stream[r], x->stream[(r + d) % n], NULL, NULL, 0);
+  barrier(x, out, &k); /* the inputs are ready */
   for (int r = 0; r < n; r++)
     for (int d = 0; d < n; d++) {
       const int p = (r + d) % n;
@@ -116,7 +123,6 @@ size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *
       char *dst = (char *)x->recv[r] + (size_t)p * x->block;
       if (dst != src) put(out, &k, x->stream[r], -1, dst, src, x->block);
     }
-  for (int p = 0; p < n; p++) /* the inputs have been read */
-    for (int d = 1; d < n; d++) put(out, &k, x->stream[p], x->stream[(p + d) % n], NULL, NULL, 0);
+  barrier(x, out, &k); /* the inputs have been read */
   return k;
 }

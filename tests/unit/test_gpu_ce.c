@@ -463,8 +463,8 @@ static void xchg_worlds(void) {
   for (unsigned seed = 1; seed <= 2000; seed++) xchg_world(seed);
 }
 
-/* How many steps: 2 n (n - 1) joins and n copies per rank, less the own
- * copies in place. */
+/* How many steps: two barriers of 2 (n - 1) joins and n copies per rank,
+ * less the own copies in place. */
 static void xchg_shape(void) {
   static char buf[2][8][800];
   chorus_gpu_ce_xchg x;
@@ -476,12 +476,12 @@ static void xchg_shape(void) {
     x.send[p] = buf[0][p];
     x.recv[p] = buf[1][p];
   }
-  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 24 + 16);
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 12 + 16);
   x.alltoall = 1;
-  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 24 + 16);
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 12 + 16);
   x.alltoall = 0;
   for (int p = 0; p < 4; p++) x.send[p] = buf[1][p] + p * 100; /* in place */
-  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 24 + 12);
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 12 + 12);
   x.nranks = 1;
   EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 0);
   x.block = 0;
