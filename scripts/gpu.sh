@@ -507,7 +507,7 @@ for lib in chorus nccl; do
   # Zero-copy: AllGather and ReduceScatter with -g (AllReduce's is above),
   # and symmetric windows (-R 2, both libraries registering them).
   if [ "$ngpu" -ge 2 ]; then
-    for coll in reduce_scatter all_gather sendrecv broadcast; do
+    for coll in reduce_scatter all_gather sendrecv broadcast alltoall; do
       bench "${coll}_g$np" $lib $perf/${coll}_perf -g $np
     done
     for coll in all_reduce reduce_scatter all_gather; do
