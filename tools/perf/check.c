@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common.h"
 
@@ -55,10 +56,70 @@ static void gen_for(const pt_thread *t, const pt_case *k, uint64_t seed, pt_gen 
     pt_fail(t, t->ranks[0].rank, "out of memory preparing the check");
 }
 
+/* Runs fn over [0, n) in parts of at least PART_MIN elements, one thread
+ * each, up to PARTS_MAX and the CPUs there are: generating inputs and
+ * checking results element by element is most of a large check's time. */
+#define PART_MIN  ((size_t)1 << 20)
+#define PARTS_MAX 8
+
+typedef struct part_job {
+  void (*fn)(void *ctx, size_t i0, size_t i1, int part);
+  void *ctx;
+  size_t i0, i1;
+  int part;
+} part_job;
+
+static void *run_part(void *arg) {
+  part_job *p = arg;
+  p->fn(p->ctx, p->i0, p->i1, p->part);
+  return NULL;
+}
+
+static int parts_for(size_t n) {
+  static int ncpu = 0; /* threads look at once: the same answer */
+  int cpus = __atomic_load_n(&ncpu, __ATOMIC_RELAXED);
+  if (cpus <= 0) {
+    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    cpus = c < 1 ? 1 : c > PARTS_MAX ? PARTS_MAX : (int)c;
+    __atomic_store_n(&ncpu, cpus, __ATOMIC_RELAXED);
+  }
+  size_t parts = n / PART_MIN;
+  return parts < 1 ? 1 : parts > (size_t)cpus ? cpus : (int)parts;
+}
+
+static void parallel(size_t n, void (*fn)(void *, size_t, size_t, int), void *ctx) {
+  const int parts = parts_for(n);
+  part_job jobs[PARTS_MAX];
+  pthread_t ids[PARTS_MAX];
+  int started[PARTS_MAX] = {0};
+  for (int k = 0; k < parts; k++) {
+    jobs[k] =
+        (part_job){fn, ctx, n * (size_t)k / (size_t)parts, n * (size_t)(k + 1) / (size_t)parts, k};
+    if (k > 0) started[k] = pthread_create(&ids[k], NULL, run_part, &jobs[k]) == 0;
+  }
+  for (int k = 0; k < parts; k++)
+    if (!started[k]) run_part(&jobs[k]); /* part 0 here, and any a thread was refused for */
+  for (int k = 1; k < parts; k++)
+    if (started[k]) pthread_join(ids[k], NULL);
+}
+
+typedef struct fill_ctx {
+  const pt_gen *g;
+  int rank;
+  void *view;
+} fill_ctx;
+
+static void fill_part(void *arg, size_t i0, size_t i1, int part) {
+  const fill_ctx *f = arg;
+  (void)part;
+  pt_gen_fill_range(f->g, f->rank, f->view, i0, i1);
+}
+
 static void write_input(const pt_gen *g, pt_rank *r, void *p, size_t n) {
   size_t bytes = n * pt_type_size(g->type);
   void *view = pt_mem_begin(r->comm, p, bytes, 0);
-  pt_gen_fill(g, r->rank, view, n);
+  fill_ctx f = {g, r->rank, view};
+  parallel(n, fill_part, &f);
   pt_mem_end(r->comm, p, view, bytes, 1);
 }
 
@@ -153,24 +214,53 @@ static void maybe_inject(const pt_rank *r, const pt_case *k, void *view) {
   if (inject && r->rank == 0 && k->c.recv > 0) pt_set_sentinel(k->type, view, 1);
 }
 
+typedef struct check_ctx {
+  const pt_thread *t;
+  const pt_rank *r;
+  const pt_case *k;
+  const pt_gen *g;
+  const void *view;
+  double tol;
+  int64_t wrong[PARTS_MAX];
+  size_t first[PARTS_MAX]; /* each part's first wrong element */
+} check_ctx;
+
+/* What element j of rank r's result should be. */
+static double expected(const check_ctx *c, size_t j) {
+  pt_src src;
+  c->t->coll->source(&c->k->c, c->r->rank, c->t->world->nranks, c->k->root, j, &src);
+  return src.rank == PT_ALL_RANKS ? pt_gen_reduced(c->g, src.index)
+                                  : (double)pt_gen_int(c->g, src.rank, src.index);
+}
+
+static void check_part(void *arg, size_t j0, size_t j1, int part) {
+  check_ctx *c = arg;
+  int64_t wrong = 0;
+  size_t first = 0;
+  for (size_t j = j0; j < j1; j++)
+    if (is_wrong(c->g, c->view, j, expected(c, j), c->tol) && wrong++ == 0) first = j;
+  c->wrong[part] = wrong;
+  c->first[part] = first;
+}
+
 static int64_t check_rank(pt_thread *t, pt_rank *r, const pt_case *k, const pt_gen *g,
                           int inplace) {
   const pt_coll *coll = t->coll;
-  int nranks = t->world->nranks;
   pt_src src;
-  if (k->c.recv == 0 || !coll->source(&k->c, r->rank, nranks, k->root, 0, &src)) return 0;
+  if (k->c.recv == 0 || !coll->source(&k->c, r->rank, t->world->nranks, k->root, 0, &src)) return 0;
   void *p = pt_recv_ptr(t, r, k, inplace);
   size_t bytes = k->c.recv * pt_type_size(k->type);
   void *view = pt_mem_begin(r->comm, p, bytes, 1);
   maybe_inject(r, k, view);
-  double tol = pt_tolerance(g);
+  check_ctx c = {t, r, k, g, view, pt_tolerance(g), {0}, {0}};
+  parallel(k->c.recv, check_part, &c);
   int64_t wrong = 0;
-  for (size_t j = 0; j < k->c.recv; j++) {
-    coll->source(&k->c, r->rank, nranks, k->root, j, &src);
-    double exp = src.rank == PT_ALL_RANKS ? pt_gen_reduced(g, src.index)
-                                          : (double)pt_gen_int(g, src.rank, src.index);
-    if (is_wrong(g, view, j, exp, tol) && wrong++ == 0) report_first(t, r, k, j, view, exp);
+  int at = -1; /* the part with the first wrong element */
+  for (int part = 0; part < PARTS_MAX; part++) {
+    wrong += c.wrong[part];
+    if (c.wrong[part] && at < 0) at = part;
   }
+  if (at >= 0) report_first(t, r, k, c.first[at], view, expected(&c, c.first[at]));
   pt_mem_end(r->comm, p, view, bytes, 0);
   return wrong;
 }

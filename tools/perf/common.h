@@ -167,6 +167,8 @@ void pt_gen_free(pt_gen *g);
 /* Input element i of rank (every input is an integer, exactly representable). */
 int64_t pt_gen_int(const pt_gen *g, int rank, size_t i);
 void pt_gen_fill(const pt_gen *g, int rank, void *buf, size_t n); /* elements 0..n-1 */
+/* Elements i0..i1-1 of buf (the whole input's start). */
+void pt_gen_fill_range(const pt_gen *g, int rank, void *buf, size_t i0, size_t i1);
 /* Element idx of the reduction of every rank's input (op of g). */
 double pt_gen_reduced(const pt_gen *g, size_t idx);
 double pt_mulsum_scalar(int rank);    /* the PreMulSum scalar of each rank */

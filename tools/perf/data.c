@@ -361,9 +361,13 @@ int64_t pt_gen_int(const pt_gen *g, int rank, size_t i) {
 }
 
 #define FILL(ctype, expr)                                                                          \
-  for (size_t i = 0; i < n; i++) ((ctype *)buf)[i] = (ctype)(expr)
+  for (size_t i = i0; i < i1; i++) ((ctype *)buf)[i] = (ctype)(expr)
 
 void pt_gen_fill(const pt_gen *g, int rank, void *buf, size_t n) {
+  pt_gen_fill_range(g, rank, buf, 0, n);
+}
+
+void pt_gen_fill_range(const pt_gen *g, int rank, void *buf, size_t i0, size_t i1) {
   switch (g->type) {
   case ncclInt8:
     FILL(int8_t, pt_gen_int(g, rank, i));
