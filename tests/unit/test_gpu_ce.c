@@ -60,6 +60,13 @@ static unsigned rnd(unsigned *s) {
   return (*s >> 16) & 0x7fff;
 }
 
+/* A fresh simulator for world `seed`, its random stream in *s. */
+static void world_begin(sim *m, unsigned seed, unsigned *s) {
+  memset(m, 0, sizeof *m);
+  m->seed = m->id = seed;
+  *s = seed;
+}
+
 static void add(sim *m, int s, item it) {
   if (m->n[s] < MAXITEMS)
     m->q[s][m->n[s]++] = it;
@@ -219,9 +226,8 @@ static void ce_pairs(void) {
 
 static void p2p_world(unsigned seed) {
   static sim m;
-  memset(&m, 0, sizeof m);
-  m.seed = m.id = seed;
-  unsigned s = seed;
+  unsigned s;
+  world_begin(&m, seed, &s);
   const int n = 2 + (int)(rnd(&s) % (PR - 1));
   const int two = rnd(&s) % 2; /* a second stream per rank */
   m.nstreams = n * (1 + two);
@@ -303,9 +309,8 @@ static void p2p_worlds(void) {
 
 static void bcast_world(unsigned seed) {
   static sim m;
-  memset(&m, 0, sizeof m);
-  m.seed = m.id = seed;
-  unsigned s = seed;
+  unsigned s;
+  world_begin(&m, seed, &s);
   const int n = 1 + (int)(rnd(&s) % CHORUS_KERN_MAX_RANKS);
   const size_t bytes = 1 + rnd(&s) % 5000;
   m.nstreams = n;
@@ -403,9 +408,8 @@ static void bcast_shape(void) {
  * the ranks reuse both buffers right after. */
 static void xchg_world(unsigned seed) {
   static sim m;
-  memset(&m, 0, sizeof m);
-  m.seed = m.id = seed;
-  unsigned s = seed;
+  unsigned s;
+  world_begin(&m, seed, &s);
   const int n = 1 + (int)(rnd(&s) % CHORUS_KERN_MAX_RANKS);
   const size_t block = 1 + rnd(&s) % 600;
   const int a2a = (int)(rnd(&s) % 2), in_place = !a2a && rnd(&s) % 2;
