@@ -56,23 +56,56 @@ static void gen_for(const pt_thread *t, const pt_case *k, uint64_t seed, pt_gen 
     pt_fail(t, t->ranks[0].rank, "out of memory preparing the check");
 }
 
+/* Runs fn(ctx, k) for every k in [0, n): k = 0 on the calling thread,
+ * every other on a thread of its own (on the caller's too where none can
+ * be had), then joins them. */
+typedef struct thread_arg {
+  void (*fn)(void *ctx, int k);
+  void *ctx;
+  int k;
+} thread_arg;
+
+static void *thread_main(void *arg) {
+  const thread_arg *a = arg;
+  a->fn(a->ctx, a->k);
+  return NULL;
+}
+
+static void on_threads(int n, void (*fn)(void *, int), void *ctx) {
+  thread_arg *args = calloc((size_t)n, sizeof *args);
+  pthread_t *ids = calloc((size_t)n, sizeof *ids);
+  char *started = calloc((size_t)n, 1);
+  const int threads = args && ids && started;
+  for (int k = 1; k < n && threads; k++) {
+    args[k] = (thread_arg){fn, ctx, k};
+    started[k] = pthread_create(&ids[k], NULL, thread_main, &args[k]) == 0;
+  }
+  for (int k = 0; k < n; k++)
+    if (!threads || !started[k]) fn(ctx, k);
+  for (int k = 1; k < n && threads; k++)
+    if (started[k]) pthread_join(ids[k], NULL);
+  free(args);
+  free(ids);
+  free(started);
+}
+
 /* Runs fn over [0, n) in parts of at least PART_MIN elements, one thread
  * each, up to PARTS_MAX and the CPUs there are: generating inputs and
  * checking results element by element is most of a large check's time. */
 #define PART_MIN  ((size_t)1 << 20)
 #define PARTS_MAX 8
 
-typedef struct part_job {
+typedef struct parts {
   void (*fn)(void *ctx, size_t i0, size_t i1, int part);
   void *ctx;
-  size_t i0, i1;
-  int part;
-} part_job;
+  size_t n;
+  int count;
+} parts;
 
-static void *run_part(void *arg) {
-  part_job *p = arg;
-  p->fn(p->ctx, p->i0, p->i1, p->part);
-  return NULL;
+static void run_part(void *arg, int k) {
+  const parts *p = arg;
+  const size_t n = p->n, c = (size_t)p->count;
+  p->fn(p->ctx, n * (size_t)k / c, n * (size_t)(k + 1) / c, k);
 }
 
 static int parts_for(size_t n) {
@@ -83,24 +116,13 @@ static int parts_for(size_t n) {
     cpus = c < 1 ? 1 : c > PARTS_MAX ? PARTS_MAX : (int)c;
     __atomic_store_n(&ncpu, cpus, __ATOMIC_RELAXED);
   }
-  size_t parts = n / PART_MIN;
-  return parts < 1 ? 1 : parts > (size_t)cpus ? cpus : (int)parts;
+  size_t count = n / PART_MIN;
+  return count < 1 ? 1 : count > (size_t)cpus ? cpus : (int)count;
 }
 
 static void parallel(size_t n, void (*fn)(void *, size_t, size_t, int), void *ctx) {
-  const int parts = parts_for(n);
-  part_job jobs[PARTS_MAX];
-  pthread_t ids[PARTS_MAX];
-  int started[PARTS_MAX] = {0};
-  for (int k = 0; k < parts; k++) {
-    jobs[k] =
-        (part_job){fn, ctx, n * (size_t)k / (size_t)parts, n * (size_t)(k + 1) / (size_t)parts, k};
-    if (k > 0) started[k] = pthread_create(&ids[k], NULL, run_part, &jobs[k]) == 0;
-  }
-  for (int k = 0; k < parts; k++)
-    if (!started[k]) run_part(&jobs[k]); /* part 0 here, and any a thread was refused for */
-  for (int k = 1; k < parts; k++)
-    if (started[k]) pthread_join(ids[k], NULL);
+  parts p = {fn, ctx, n, parts_for(n)};
+  on_threads(p.count, run_part, &p);
 }
 
 typedef struct fill_ctx {
@@ -130,51 +152,20 @@ static void write_sentinel(pt_rank *r, ncclDataType_t type, void *p, size_t n) {
   pt_mem_end(r->comm, p, view, bytes, 1);
 }
 
-/* One local rank's share of a fill or a check; with several ranks per
- * thread (-g) each gets a helper thread, so that generating and comparing
- * on the host (most of a -g 4 check's time) runs in parallel. */
+/* A fill or a check, which each local rank does for itself; with several
+ * ranks per thread (-g) each gets a helper thread (on_threads), so that
+ * generating and comparing on the host (most of a -g 4 check's time) runs
+ * in parallel. */
 typedef struct rank_job {
   pt_thread *t;
   const pt_case *k;
   const pt_gen *g;
-  int inplace, i;
-  void (*fn)(struct rank_job *);
+  int inplace;
 } rank_job;
 
-static void *run_job(void *arg) {
-  rank_job *j = arg;
-  j->fn(j);
-  return NULL;
-}
-
-static void for_each_local(pt_thread *t, const pt_case *k, const pt_gen *g, int inplace,
-                           void (*fn)(rank_job *)) {
-  const int n = t->nlocal;
-  rank_job *jobs = calloc((size_t)n, sizeof *jobs);
-  pthread_t *ids = calloc((size_t)n, sizeof *ids);
-  char *started = calloc((size_t)n, 1);
-  if (!jobs || !ids || !started) { /* one after another */
-    for (int i = 0; i < n; i++) {
-      rank_job j = {t, k, g, inplace, i, fn};
-      fn(&j);
-    }
-  } else {
-    for (int i = 0; i < n; i++) {
-      jobs[i] = (rank_job){t, k, g, inplace, i, fn};
-      if (i > 0) started[i] = pthread_create(&ids[i], NULL, run_job, &jobs[i]) == 0;
-    }
-    for (int i = 0; i < n; i++)
-      if (!started[i]) fn(&jobs[i]); /* rank 0's here, and any a thread was refused for */
-    for (int i = 1; i < n; i++)
-      if (started[i]) pthread_join(ids[i], NULL);
-  }
-  free(jobs);
-  free(ids);
-  free(started);
-}
-
-static void fill_job(rank_job *j) {
-  pt_rank *r = &j->t->ranks[j->i];
+static void fill_job(void *arg, int i) {
+  const rank_job *j = arg;
+  pt_rank *r = &j->t->ranks[i];
   const pt_case *k = j->k;
   /* In place, the input lies inside the result buffer: sentinel first. */
   write_sentinel(r, k->type, r->recv, j->inplace ? max_sz(k->c.send, k->c.recv) : k->c.recv);
@@ -184,7 +175,8 @@ static void fill_job(rank_job *j) {
 void pt_fill_check(pt_thread *t, const pt_case *k, int inplace, uint64_t seed) {
   pt_gen g;
   gen_for(t, k, seed, &g);
-  for_each_local(t, k, &g, inplace, fill_job);
+  rank_job job = {t, k, &g, inplace};
+  on_threads(t->nlocal, fill_job, &job);
   pt_gen_free(&g);
 }
 
@@ -265,14 +257,16 @@ static int64_t check_rank(pt_thread *t, pt_rank *r, const pt_case *k, const pt_g
   return wrong;
 }
 
-static void check_job(rank_job *j) {
-  j->t->ranks[j->i].wrong = check_rank(j->t, &j->t->ranks[j->i], j->k, j->g, j->inplace);
+static void check_job(void *arg, int i) {
+  const rank_job *j = arg;
+  j->t->ranks[i].wrong = check_rank(j->t, &j->t->ranks[i], j->k, j->g, j->inplace);
 }
 
 int64_t pt_check(pt_thread *t, const pt_case *k, int inplace, uint64_t seed) {
   pt_gen g;
   gen_for(t, k, seed, &g);
-  for_each_local(t, k, &g, inplace, check_job);
+  rank_job job = {t, k, &g, inplace};
+  on_threads(t->nlocal, check_job, &job);
   int64_t total = 0;
   for (int i = 0; i < t->nlocal; i++) total += t->ranks[i].wrong;
   pt_gen_free(&g);
