@@ -196,14 +196,15 @@ static int coll_candidate(const chorus_op *op) {
 size_t chorus_gpu_ce_coll_group(chorus_op **ops, size_t n, long *lead) {
   for (size_t i = 0; i < n; i++) lead[i] = -1;
   if (n < 2 || n > 1024) return 0;
-  int some = 0;
-  for (size_t i = 0; i < n && !some; i++) some = coll_candidate(ops[i]);
-  if (!some) return 0;
+  size_t first = 0; /* groups without a candidate (small calls) stop here */
+  while (first < n && !coll_candidate(ops[first])) first++;
+  if (first == n) return 0;
   uint8_t *cand = chorus_calloc(n, 1);
   int *match = chorus_calloc(n * CHORUS_KERN_MAX_RANKS, sizeof *match);
-  size_t any = 0, calls = 0;
-  for (size_t i = 0; cand && i < n; i++) any += cand[i] = (uint8_t)coll_candidate(ops[i]);
-  if (any && match && chorus_gpu_group_match(ops, n, cand, match) == 0) {
+  size_t calls = 0;
+  if (cand) cand[first] = 1;
+  for (size_t i = first + 1; cand && i < n; i++) cand[i] = (uint8_t)coll_candidate(ops[i]);
+  if (cand && match && chorus_gpu_group_match(ops, n, cand, match) == 0) {
     for (size_t i = 0; i < n; i++) {
       if (!cand[i]) continue;
       const int np = ops[i]->cc->gpu->nranks;

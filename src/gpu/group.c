@@ -9,10 +9,10 @@
  * for all GPUs. GPUs are independent, so a group spanning several GPUs of
  * this process gives each GPU's share to its launcher thread
  * (launchers.h) and all launch at once; the calling thread takes the
- * first GPU's share. While any stream
- * of the group is being captured into a CUDA graph, the calling thread
- * launches everything itself: capture then records one thread's launches,
- * and graph replays cost no launches anyway.
+ * first GPU's share. While any stream of the group is being captured
+ * into a CUDA graph, the calling thread launches everything itself:
+ * capture then records one thread's launches, and graph replays cost no
+ * launches anyway.
  */
 #include <string.h>
 
