@@ -97,6 +97,16 @@ static __device__ __forceinline__ void copy_chunk(char *to, const char *from, si
   }
 }
 
+/* Slot k of the FIFO that carries channel b's chunks from `sender` to
+ * `receiver`: in the receiver's window, [b][sender] (pushed), or with
+ * p2p_pull in the sender's, [b][receiver] (pulled). */
+static __device__ __forceinline__ char *pair_slot(const chorus_kern_comm &c, int b, int sender,
+                                                  int receiver, uint32_t k, size_t chunk,
+                                                  uint32_t nslots) {
+  return c.p2p_pull ? slot(c, c.win[sender], b, receiver, k, chunk, nslots)
+                    : slot(c, c.win[receiver], b, sender, k, chunk, nslots);
+}
+
 static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p2p &P,
                                   const p2p_side &S, const uint32_t *sent, volatile int *failed,
                                   volatile uint32_t *pushed) {
@@ -112,9 +122,7 @@ static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p
       const size_t cu = S.chunk[p] / sizeof(U), nunits = (P.sbytes[p] + sizeof(U) - 1) / sizeof(U);
       const size_t j0 = (b + (size_t)s * C) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
       const char *from = (const char *)P.send[p];
-      char *fifo = c.p2p_pull ? slot(c, c.win[me], b, p, sent[p] + s, S.chunk[p], S.nslots[p])
-                              : slot(c, c.win[p], b, me, sent[p] + s, S.chunk[p], S.nslots[p]);
-      char *to = fifo - j0 * sizeof(U);
+      char *to = pair_slot(c, b, me, p, sent[p] + s, S.chunk[p], S.nslots[p]) - j0 * sizeof(U);
       copy_chunk(to, from, P.sbytes[p], j0, j1, whole(from, P.sbytes[p], j1), t);
     }
     group_sync(BAR_PUSH);
@@ -165,10 +173,8 @@ static __device__ void take_recvs(const chorus_kern_comm &c, const chorus_kern_p
         const char *own = (const char *)P.send[me];
         if (own != to) copy_chunk(to, own, nbytes, j0, j1, whole(own, nbytes, j1), t);
       } else {
-        const char *fifo =
-            c.p2p_pull ? slot(c, c.win[src], b, me, taken[src] + s, S.chunk[src], S.nslots[src])
-                       : slot(c, c.win[me], b, src, taken[src] + s, S.chunk[src], S.nslots[src]);
-        const char *from = fifo - j0 * sizeof(U);
+        const char *from =
+            pair_slot(c, b, src, me, taken[src] + s, S.chunk[src], S.nslots[src]) - j0 * sizeof(U);
         copy_chunk(to, from, nbytes, j0, j1, true, t);
       }
     }
