@@ -67,6 +67,13 @@ static void world_begin(sim *m, unsigned seed, unsigned *s) {
   *s = seed;
 }
 
+/* The same for a world of 1 to 8 ranks with a stream each: their number. */
+static int world_of_ranks(sim *m, unsigned seed, unsigned *s) {
+  world_begin(m, seed, s);
+  m->nstreams = 1 + (int)(rnd(s) % CHORUS_KERN_MAX_RANKS);
+  return m->nstreams;
+}
+
 static void add(sim *m, int s, item it) {
   if (m->n[s] < MAXITEMS)
     m->q[s][m->n[s]++] = it;
@@ -310,10 +317,8 @@ static void p2p_worlds(void) {
 static void bcast_world(unsigned seed) {
   static sim m;
   unsigned s;
-  world_begin(&m, seed, &s);
-  const int n = 1 + (int)(rnd(&s) % CHORUS_KERN_MAX_RANKS);
+  const int n = world_of_ranks(&m, seed, &s);
   const size_t bytes = 1 + rnd(&s) % 5000;
-  m.nstreams = n;
   unsigned char *recv[2][CHORUS_KERN_MAX_RANKS], *send = malloc(bytes);
   unsigned char *data = pattern(bytes, seed), *junk = pattern(bytes, ~seed);
   /* two Broadcasts in a row: the first from its root's send buffer (or in
@@ -409,12 +414,10 @@ static void bcast_shape(void) {
 static void xchg_world(unsigned seed) {
   static sim m;
   unsigned s;
-  world_begin(&m, seed, &s);
-  const int n = 1 + (int)(rnd(&s) % CHORUS_KERN_MAX_RANKS);
+  const int n = world_of_ranks(&m, seed, &s);
   const size_t block = 1 + rnd(&s) % 600;
   const int a2a = (int)(rnd(&s) % 2), in_place = !a2a && rnd(&s) % 2;
   const size_t sbytes = a2a ? (size_t)n * block : block, rbytes = (size_t)n * block;
-  m.nstreams = n;
   unsigned char *send[CHORUS_KERN_MAX_RANKS], *recv[CHORUS_KERN_MAX_RANKS];
   unsigned char *data[CHORUS_KERN_MAX_RANKS], *want[CHORUS_KERN_MAX_RANKS];
   unsigned char *junk = pattern(rbytes, ~seed);
