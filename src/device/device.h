@@ -84,6 +84,10 @@ int chorus_dev_ipc_close(void *p);
 
 /* Waits for every operation queued on stream (NULL: the legacy stream). */
 int chorus_dev_stream_sync(void *stream);
+/* A stream of the current device that does not wait for the legacy
+ * stream, and freeing it (work queued there still runs). */
+int chorus_dev_stream_new(void **out);
+int chorus_dev_stream_free(void *stream);
 /* Makes `waiter` wait for everything queued on `waited` so far (an
  * event; capturable). */
 int chorus_dev_stream_wait(void *waiter, void *waited);

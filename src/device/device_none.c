@@ -101,6 +101,13 @@ int chorus_dev_stream_sync(void *stream) {
   (void)stream;
   return 0;
 }
+int chorus_dev_stream_new(void **out) {
+  *out = NULL;
+  return chorus_dev_fail(1, "creating a GPU stream: built without CUDA");
+}
+int chorus_dev_stream_free(void *stream) {
+  return stream ? -1 : 0;
+}
 int chorus_dev_stream_wait(void *waiter, void *waited) {
   (void)waiter, (void)waited;
   return 0;

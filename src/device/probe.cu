@@ -212,6 +212,18 @@ extern "C" int chorus_dev_stream_sync(void *stream) {
   return 0;
 }
 
+extern "C" int chorus_dev_stream_new(void **out) {
+  cudaStream_t s;
+  TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  *out = (void *)s;
+  return 0;
+}
+
+extern "C" int chorus_dev_stream_free(void *stream) {
+  if (stream) TRY(cudaStreamDestroy((cudaStream_t)stream), "cudaStreamDestroy");
+  return 0;
+}
+
 extern "C" int chorus_dev_stream_wait(void *waiter, void *waited) {
   if (waiter == waited) return 0;
   cudaEvent_t ev;

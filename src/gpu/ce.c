@@ -115,16 +115,31 @@ size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair) {
   return pairs;
 }
 
-/* The streams and GPUs of ops[] by index. */
+/* The streams and GPUs of ops[] by index: i, ops[i]'s stream; n + i, the
+ * side stream of its communicator's GPU (NULL until side_stream made it). */
 static int streams_of(chorus_op **ops, size_t n, void ***streams, int **devices) {
-  *streams = chorus_calloc(n, sizeof **streams);
-  *devices = chorus_calloc(n, sizeof **devices);
+  *streams = chorus_calloc(2 * n, sizeof **streams);
+  *devices = chorus_calloc(2 * n, sizeof **devices);
   if (!*streams || !*devices) return -1;
   for (size_t i = 0; i < n; i++) {
     (*streams)[i] = ops[i]->cuda_stream;
-    (*devices)[i] = chorus_gpu_device(ops[i]->cc->gpu);
+    (*streams)[n + i] = ops[i]->cc->gpu->side_stream;
+    (*devices)[i] = (*devices)[n + i] = chorus_gpu_device(ops[i]->cc->gpu);
   }
   return 0;
+}
+
+/* Makes g's side stream, once. */
+static ncclResult_t side_stream(chorus_gpu *g) {
+  if (g->side_stream) return ncclSuccess;
+  const int saved = chorus_device_current();
+  int rc = chorus_dev_use(chorus_gpu_device(g));
+  if (rc == 0) rc = chorus_dev_stream_new(&g->side_stream);
+  if (saved >= 0) chorus_dev_use(saved);
+  if (rc == 0) return ncclSuccess;
+  return chorus_error(ncclUnhandledCudaError,
+                      "rank %d: creating a second stream on GPU %d for the copy engine: %s",
+                      g->rank, chorus_gpu_device(g), chorus_dev_error());
 }
 
 ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair) {
@@ -249,6 +264,11 @@ static ncclResult_t coll_program(chorus_op **ops, size_t n, const long *lead, si
     if (lead[j] != (long)i) return chorus_error(ncclInternalError, "copy-engine plan mixed up");
     CHECK(chorus_gpu_async_error(ops[j]->cc->gpu));
     b.stream[p] = x.stream[p] = (int)j;
+    x.side[p] = -1;
+    if (first->func != CHORUS_FUNC_BROADCAST) {
+      CHECK(side_stream(ops[j]->cc->gpu)); /* for the own block, unless in place */
+      x.side[p] = (int)(n + j);
+    }
     b.recv[p] = x.recv[p] = ops[j]->recvbuff;
     x.send[p] = ops[j]->sendbuff;
     if (p == b.root) b.send = ops[j]->sendbuff;

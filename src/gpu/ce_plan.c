@@ -81,10 +81,12 @@ size_t chorus_gpu_ce_plan_bcast(const chorus_gpu_ce_bcast *b, chorus_gpu_ce_step
   for (int h = 0; h < n; h++) order[h] = (b->root + h) % n;
   const int root = order[0];
   /* Each hop's copies run on the receiver's stream (the copy engine pulls
-   * as fast as it pushes), after what that stream held, so the root's own
-   * copy runs at the same time as the first hop's. */
-  if (b->recv[root] != b->send) put(out, &k, b->stream[root], -1, b->recv[root], b->send, b->bytes);
+   * as fast as it pushes). The first receiver waits for the root's stream
+   * as it is before the root's own copy is queued there, so that the two
+   * copies run at the same time (2xH200, 1 GiB: waiting after it cost the
+   * whole local copy, 3228 us against 2724 in place). */
   if (n > 1) put(out, &k, b->stream[order[1]], b->stream[root], NULL, NULL, 0);
+  if (b->recv[root] != b->send) put(out, &k, b->stream[root], -1, b->recv[root], b->send, b->bytes);
   const size_t chunk = n > 2 && b->chunk ? b->chunk : b->bytes;
   for (size_t off = 0; off < b->bytes; off += chunk) {
     const size_t len = b->bytes - off < chunk ? b->bytes - off : chunk;
@@ -116,13 +118,24 @@ size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *
   size_t k = 0;
   if (n < 1 || !x->block) return 0;
   barrier(x, out, &k); /* the inputs are ready */
-  for (int r = 0; r < n; r++)
-    for (int d = 0; d < n; d++) {
+  for (int r = 0; r < n; r++) {
+    /* The own block (none in place) on the side stream, if any, at the
+     * same time as the pulls; the rank's stream waits for it after them. */
+    const char *own = (const char *)x->send[r] + (x->alltoall ? (size_t)r * x->block : 0);
+    char *own_dst = (char *)x->recv[r] + (size_t)r * x->block;
+    const int side = own != own_dst && x->side[r] >= 0 && x->side[r] != x->stream[r];
+    if (side) {
+      put(out, &k, x->side[r], x->stream[r], NULL, NULL, 0);
+      put(out, &k, x->side[r], -1, own_dst, own, x->block);
+    }
+    for (int d = side ? 1 : 0; d < n; d++) {
       const int p = (r + d) % n;
       const char *src = (const char *)x->send[p] + (x->alltoall ? (size_t)r * x->block : 0);
       char *dst = (char *)x->recv[r] + (size_t)p * x->block;
       if (dst != src) put(out, &k, x->stream[r], -1, dst, src, x->block);
     }
+    if (side) put(out, &k, x->stream[r], x->side[r], NULL, NULL, 0);
+  }
   barrier(x, out, &k); /* the inputs have been read */
   return k;
 }

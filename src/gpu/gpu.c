@@ -340,6 +340,7 @@ void chorus_gpu_free(chorus_gpu *g) {
   chorus_watch_remove(g->watch); /* before the word it raises goes */
   if (g->holds_launchers) chorus_launchers_release();
   chorus_dev_use(g->device);
+  chorus_dev_stream_free(g->side_stream);
   chorus_gpu_wins_free(&g->wins);
   chorus_dev_host_free(g->ctl_host);
   chorus_free(g);

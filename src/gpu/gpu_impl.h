@@ -30,6 +30,7 @@ struct chorus_gpu {
   int direct_told;       /* the first zero-copy call was logged */
   int ce_told;           /* the first Send on the copy engine was logged (ce.c) */
   unsigned ce_coll_told; /* bit per function: its first call on the copy engine was logged */
+  void *side_stream;     /* a second stream of its GPU for the copy engine (ce.c; at first use) */
   uint64_t coll_seq;     /* collectives enqueued so far (equal on every rank) */
   struct chorus_gpu_window *windows;
 };

@@ -417,6 +417,8 @@ static void xchg_world(unsigned seed) {
   const int n = world_of_ranks(&m, seed, &s);
   const size_t block = 1 + rnd(&s) % 600;
   const int a2a = (int)(rnd(&s) % 2), in_place = !a2a && rnd(&s) % 2;
+  const int sides = (int)(rnd(&s) % 2); /* a side stream per rank for its own block */
+  m.nstreams = n * (1 + sides);
   const size_t sbytes = a2a ? (size_t)n * block : block, rbytes = (size_t)n * block;
   unsigned char *send[CHORUS_KERN_MAX_RANKS], *recv[CHORUS_KERN_MAX_RANKS];
   unsigned char *data[CHORUS_KERN_MAX_RANKS], *want[CHORUS_KERN_MAX_RANKS];
@@ -431,6 +433,7 @@ static void xchg_world(unsigned seed) {
     send[p] = in_place ? recv[p] + (size_t)p * block : malloc(sbytes);
     data[p] = pattern(sbytes, seed * 131u + (unsigned)p);
     x.stream[p] = p;
+    x.side[p] = sides ? n + p : -1;
     x.send[p] = send[p];
     x.recv[p] = recv[p];
   }
@@ -454,8 +457,9 @@ static void xchg_world(unsigned seed) {
     if (!in_place) user_write(&m, p, send[p], junk, sbytes);
   }
   if (getenv("CE_DEBUG"))
-    fprintf(stderr, "world %u: %d ranks, block %zu, %s%s\n", seed, n, block,
-            a2a ? "AlltoAll" : "AllGather", in_place ? " in place" : "");
+    fprintf(stderr, "world %u: %d ranks, block %zu, %s%s%s\n", seed, n, block,
+            a2a ? "AlltoAll" : "AllGather", in_place ? " in place" : "",
+            sides ? ", side streams" : "");
   EXPECT(run(&m));
   for (int p = 0; p < n; p++) {
     if (!in_place) free(send[p]);
@@ -471,7 +475,7 @@ static void xchg_worlds(void) {
 }
 
 /* How many steps: two barriers of 2 (n - 1) joins and n copies per rank,
- * less the own copies in place. */
+ * less the own copies in place; two joins more per side stream used. */
 static void xchg_shape(void) {
   static char buf[2][8][800];
   chorus_gpu_ce_xchg x;
@@ -480,20 +484,108 @@ static void xchg_shape(void) {
   x.block = 100;
   for (int p = 0; p < 8; p++) {
     x.stream[p] = p;
+    x.side[p] = -1;
     x.send[p] = buf[0][p];
     x.recv[p] = buf[1][p];
   }
   EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 12 + 16);
   x.alltoall = 1;
   EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 12 + 16);
+  for (int p = 0; p < 4; p++) x.side[p] = 4 + p;
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 12 + 16 + 8);
+  x.side[2] = 2; /* its own stream: none */
+  EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 12 + 16 + 6);
   x.alltoall = 0;
-  for (int p = 0; p < 4; p++) x.send[p] = buf[1][p] + p * 100; /* in place */
+  for (int p = 0; p < 4; p++) x.send[p] = buf[1][p] + p * 100; /* in place: no own copy */
   EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 12 + 12);
   x.nranks = 1;
   EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 0);
   x.block = 0;
   x.nranks = 4;
   EXPECT_EQ_INT(chorus_gpu_ce_plan_xchg(&x, NULL), 0);
+}
+
+/* ---- what runs at the same time --------------------------------------------- */
+
+/* Whether step a of a program cannot start before step b has finished:
+ * b is earlier on a's stream, or earlier on a stream that a wait before
+ * a (on its stream, or on one it waited for, ...) waited for. */
+static int after(const chorus_gpu_ce_step *st, size_t a, size_t b, unsigned char *seen) {
+  if (a == b) return 1;
+  if (a < b || seen[a]) return 0;
+  seen[a] = 1;
+  for (size_t k = a; k-- > 0;) /* the step before a on its stream */
+    if (st[k].on == st[a].on) {
+      if (after(st, k, b, seen)) return 1;
+      break;
+    }
+  if (st[a].of >= 0) /* a wait: what its stream held when it was queued */
+    for (size_t k = a; k-- > 0;)
+      if (st[k].on == st[a].of) return after(st, k, b, seen);
+  return 0;
+}
+/* Whether steps a and b cannot run at the same time. */
+static int ordered(const chorus_gpu_ce_step *st, size_t n, size_t a, size_t b) {
+  unsigned char seen[2][512] = {{0}};
+  EXPECT(n <= sizeof seen[0]);
+  return after(st, a, b, seen[0]) || after(st, b, a, seen[1]);
+}
+/* The copy of steps[] into dst; n when none. */
+static size_t copy_into(const chorus_gpu_ce_step *st, size_t n, const void *dst) {
+  for (size_t k = 0; k < n; k++)
+    if (st[k].of < 0 && st[k].dst == dst) return k;
+  return n;
+}
+
+/* A Broadcast's root copies into its own buffer beside the chain, which
+ * never waits for that copy (on 2 and on 4 ranks); an AllGather's or
+ * AlltoAll's own block is copied beside the pulls when a side stream is
+ * given, after them when not. */
+static void overlap(void) {
+  static char buf[3][8][800];
+  chorus_gpu_ce_step st[512];
+  for (int n = 2; n <= 4; n += 2) {
+    chorus_gpu_ce_bcast b;
+    memset(&b, 0, sizeof b);
+    b.nranks = n;
+    b.root = 1;
+    b.bytes = 800;
+    b.chunk = 200;
+    b.send = buf[2][0];
+    for (int p = 0; p < n; p++) {
+      b.stream[p] = p;
+      b.recv[p] = buf[0][p];
+    }
+    const size_t ns = chorus_gpu_ce_plan_bcast(&b, st);
+    const size_t own = copy_into(st, ns, buf[0][1]);
+    EXPECT(own < ns);
+    for (size_t k = 0; k < ns; k++)
+      if (st[k].of < 0 && k != own) EXPECT(!ordered(st, ns, k, own));
+  }
+  chorus_gpu_ce_xchg x;
+  memset(&x, 0, sizeof x);
+  x.nranks = 4;
+  x.alltoall = 1;
+  x.block = 100;
+  for (int p = 0; p < 4; p++) {
+    x.stream[p] = p;
+    x.side[p] = 4 + p;
+    x.send[p] = buf[0][p];
+    x.recv[p] = buf[1][p];
+  }
+  for (int with = 1; with >= 0; with--) {
+    if (!with)
+      for (int p = 0; p < 4; p++) x.side[p] = -1;
+    const size_t ns = chorus_gpu_ce_plan_xchg(&x, st);
+    for (int r = 0; r < 4; r++) {
+      const size_t own = copy_into(st, ns, buf[1][r] + r * 100);
+      EXPECT(own < ns);
+      for (int p = 0; p < 4; p++) {
+        const size_t pull = copy_into(st, ns, buf[1][r] + p * 100);
+        if (p != r) EXPECT_EQ_INT(ordered(st, ns, pull, own), !with);
+      }
+    }
+  }
 }
 
 /* The simulator catches what it is for: a program without the receiver's
@@ -532,6 +624,7 @@ int main(void) {
   RUN(bcast_shape);
   RUN(xchg_worlds);
   RUN(xchg_shape);
+  RUN(overlap);
   RUN(sim_can_fail);
   return unit_report();
 }
