@@ -170,7 +170,7 @@ if [ "$gw" -ge 2 ]; then
   # to CHORUS_GPU_DIRECT_AGRS_MAX on 3+ GPUs, lifted here): 64 and 512 MiB,
   # checked on the host.
   for coll in all_gather reduce_scatter; do
-    CHECK_TIMEOUT=150 check "${coll}_direct_big_g$gw" env CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g $gw -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+    CHECK_TIMEOUT=150 check "${coll}_direct_big_g$gw" env CHORUS_GPU_DIRECT_AGRS_MAX=0 CHORUS_GPU_XCHG_CE_BYTES=0 CHORUS_GPU_XCHG_CE_BYTES_PAIR=0 $perf/${coll}_perf -g $gw -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
     CHECK_TIMEOUT=150 check "${coll}_direct_big_win_procs$gw" env CHORUS_GPU_DIRECT_AGRS_MAX=0 $run -n $gw --timeout 140 $perf/${coll}_perf -R 2 -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
     # and above that limit, by default: the rings with -g 4
     [ "$gw" -gt 2 ] && CHECK_TIMEOUT=150 check "${coll}_big_g$gw" $perf/${coll}_perf -g $gw -d float -b 128M -e 512M -f 4 -n 1 -w 1 -c 1 -T 120
@@ -226,10 +226,10 @@ for g in 2 4; do
   # AllGather and AlltoAll on the copy engine (every size; AlltoAll's
   # in-place rows stay in the kernels), large ones, and that they are used.
   for coll in all_gather alltoall; do
-    check "${coll}_ce_g$g" env CHORUS_GPU_XCHG_CE_BYTES=1 $perf/${coll}_perf -g "$g" -d all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
-    CHECK_TIMEOUT=150 check "${coll}_ce_big_g$g" env CHORUS_GPU_XCHG_CE_BYTES=1 $perf/${coll}_perf -g "$g" -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
+    check "${coll}_ce_g$g" env CHORUS_GPU_XCHG_CE_BYTES=1 CHORUS_GPU_XCHG_CE_BYTES_PAIR=1 $perf/${coll}_perf -g "$g" -d all -b 8 -e 16M -f 8 -n 1 -w 1 -c 1 -T 60
+    CHECK_TIMEOUT=150 check "${coll}_ce_big_g$g" env CHORUS_GPU_XCHG_CE_BYTES=1 CHORUS_GPU_XCHG_CE_BYTES_PAIR=1 $perf/${coll}_perf -g "$g" -d float -b 64M -e 512M -f 8 -n 1 -w 1 -c 1 -T 120
   done
-  check "xchg_ce_in_use_g$g" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL CHORUS_GPU_XCHG_CE_BYTES=1 $perf/all_gather_perf -g $g -b 16M -e 16M -n 1 -w 0 -c 1 2>&1 | grep -q 'ncclAllGather of .* runs on the copy engine'"
+  check "xchg_ce_in_use_g$g" bash -c "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=COLL CHORUS_GPU_XCHG_CE_BYTES=1 CHORUS_GPU_XCHG_CE_BYTES_PAIR=1 $perf/all_gather_perf -g $g -b 16M -e 16M -n 1 -w 0 -c 1 2>&1 | grep -q 'ncclAllGather of .* runs on the copy engine'"
 done
 # Small Send/Recv as LL lines per pair (default up to 128 KiB, a CTA per
 # 4 KiB part): off (every size through the FIFOs), and up to 1 MiB (32
@@ -381,7 +381,7 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
     [ "$g" = 2 ] && var=CHORUS_GPU_BCAST_CE_BYTES_PAIR
     sweep "broadcast_g${g}_ce" $var "0 1 nccl" $perf/broadcast_perf -g $g -b 16K -e 1G -f 4
     for coll in all_gather alltoall; do
-      sweep "${coll}_g${g}_ce" CHORUS_GPU_XCHG_CE_BYTES "0 1 nccl" $perf/${coll}_perf -g $g -b 1M -e 2G -f 4
+      sweep "${coll}_g${g}_ce" CHORUS_GPU_XCHG_CE_BYTES$([ "$g" = 2 ] && echo _PAIR) "0 1 nccl" $perf/${coll}_perf -g $g -b 1M -e 2G -f 4
     done
     [ "$g" -gt 2 ] && sweep "broadcast_g${g}_ce_chunk" CHORUS_GPU_BCAST_CE_CHUNK "4194304 16777216 33554432 67108864 nccl" env CHORUS_GPU_BCAST_CE_BYTES=1 $perf/broadcast_perf -g $g -b 4M -e 2G -f 4
   done
@@ -409,10 +409,10 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   # Zero-copy against staged (and NCCL, with the same registration), from
   # 64 KiB: -g 2 (any cudaMalloc buffer) and symmetric windows (-R 2).
   for coll in all_reduce all_gather reduce_scatter; do
-    sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
+    sweep "${coll}_g2_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_XCHG_CE_BYTES_PAIR=0 CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g 2 -b 64K -e 1G -f 4
     sweep "${coll}_procs2_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $r2 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
     if [ "$ngpu" -ge 4 ]; then
-      sweep "${coll}_g4_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g 4 -b 64K -e 1G -f 4
+      sweep "${coll}_g4_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_XCHG_CE_BYTES=0 CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $perf/${coll}_perf -g 4 -b 64K -e 1G -f 4
       sweep "${coll}_procs4_win_direct" CHORUS_GPU_DIRECT "0 1 nccl" env CHORUS_GPU_DIRECT_BYTES=0 CHORUS_GPU_DIRECT_MAX=0 CHORUS_GPU_DIRECT_AGRS_MAX=0 $run -n 4 --timeout 80 $perf/${coll}_perf -R 2 -b 64K -e 1G -f 4
     fi
   done

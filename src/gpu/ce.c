@@ -187,15 +187,17 @@ static size_t coll_min(const chorus_op *op) {
     return g->nranks > 2 ? g->tune.bcast_ce_bytes : g->tune.bcast_ce_bytes_pair;
   case CHORUS_FUNC_ALLGATHER:
   case CHORUS_FUNC_ALLTOALL:
-    return g->tune.xchg_ce_bytes;
+    return g->nranks > 2 ? g->tune.xchg_ce_bytes : g->tune.xchg_ce_bytes_pair;
   default:
     return 0;
   }
 }
 
 static const char *coll_setting(const chorus_op *op) {
-  if (op->func != CHORUS_FUNC_BROADCAST) return "CHORUS_GPU_XCHG_CE_BYTES";
-  return op->cc->gpu->nranks > 2 ? "CHORUS_GPU_BCAST_CE_BYTES" : "CHORUS_GPU_BCAST_CE_BYTES_PAIR";
+  const int pair = op->cc->gpu->nranks == 2;
+  if (op->func != CHORUS_FUNC_BROADCAST)
+    return pair ? "CHORUS_GPU_XCHG_CE_BYTES_PAIR" : "CHORUS_GPU_XCHG_CE_BYTES";
+  return pair ? "CHORUS_GPU_BCAST_CE_BYTES_PAIR" : "CHORUS_GPU_BCAST_CE_BYTES";
 }
 
 static int coll_candidate(const chorus_op *op) {

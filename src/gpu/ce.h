@@ -119,7 +119,7 @@ ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair);
 
 /* Which collectives of a group run on the copy engine: Broadcasts of at
  * least CHORUS_GPU_BCAST_CE_BYTES(_PAIR), AllGathers and AlltoAlls (not in
- * place) of at least CHORUS_GPU_XCHG_CE_BYTES, that every rank of their
+ * place) of at least CHORUS_GPU_XCHG_CE_BYTES(_PAIR), that every rank of their
  * communicator (all GPUs of this process) calls in this group, one after
  * another in call order, on streams of their own not being captured.
  * lead[i]: the index of the first rank's call of i's collective (i itself

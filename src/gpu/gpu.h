@@ -55,6 +55,7 @@ typedef struct chorus_gpu_tune {
   size_t bcast_ce_bytes_pair; /* on 2 GPUs */
   size_t bcast_ce_chunk;      /* bytes per copy of the chain on 3+ GPUs */
   size_t xchg_ce_bytes;       /* AllGather and AlltoAll in one process: the same (larger buffer) */
+  size_t xchg_ce_bytes_pair;  /* on 2 GPUs */
   uint32_t algo_deny[CHORUS_FUNC_COUNT];  /* bits of chorus_algo that NCCL_ALGO excludes */
   uint8_t algo_named[CHORUS_FUNC_COUNT];  /* NCCL_ALGO names the function itself */
   uint32_t proto_deny[CHORUS_FUNC_COUNT]; /* bits of chorus_proto that NCCL_PROTO excludes */
