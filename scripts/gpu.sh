@@ -385,6 +385,17 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
     done
     [ "$g" -gt 2 ] && sweep "broadcast_g${g}_ce_chunk" CHORUS_GPU_BCAST_CE_CHUNK "4194304 16777216 33554432 67108864 nccl" env CHORUS_GPU_BCAST_CE_BYTES=1 $perf/broadcast_perf -g $g -b 4M -e 2G -f 4
   done
+  # 2 GiB, where the goals are set: the AllReduce ring's FIFO and step,
+  # the FIFO behind Send/Recv and Broadcast with one process per GPU, and
+  # AlltoAll's step (2xH200, 2026-11-26: AllReduce 0.98x NCCL at 2 GiB,
+  # Send/Recv and Broadcast 0.94-0.96x, AlltoAll 0.86x).
+  r2big="-b 512M -e 2G -f 4"
+  sweep "all_reduce_g2_fifo_2g" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152 nccl" $perf/all_reduce_perf -g 2 $r2big
+  sweep "all_reduce_g2_ringchunk_2g" CHORUS_GPU_RING_CHUNK_BYTES "262144 524288 1048576" env CHORUS_GPU_FIFO_BYTES=2097152 $perf/all_reduce_perf -g 2 $r2big
+  sweep "alltoall_procs2_chunk_2g" CHORUS_GPU_CHUNK_BYTES_PAIR "131072 262144 524288 nccl" env CHORUS_GPU_FIFO_BYTES=2097152 $r2 $perf/alltoall_perf $r2big
+  for coll in sendrecv broadcast; do
+    sweep "${coll}_procs2_fifo_2g" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152 4194304 nccl" $r2 $perf/${coll}_perf $r2big
+  done
   # Chorus as it is (a setting at its default) beside NCCL, FIFO sizes.
   for coll in all_reduce broadcast sendrecv; do
     sweep "${coll}_procs2_asis" CHORUS_GPU_CUMEM "1 nccl" $r2 $perf/${coll}_perf -b 1M -e 256M -f 4
