@@ -108,7 +108,7 @@ done
 # pipeline steps on 3 channels make every FIFO wrap around many times.
 # (Zero-copy is off in these, which it would take over with -g.)
 force="env CHORUS_GPU_DIRECT=0 CHORUS_GPU_PIPE_BYTES=0 CHORUS_GPU_PIPE_BYTES_PAIR=0 CHORUS_GPU_TWOSHOT_BYTES=-1 CHORUS_GPU_TWOSHOT_BYTES_PAIR=-1 CHORUS_GPU_CHAIN_BYTES=0"
-tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_CHANNELS=3 CHORUS_GPU_RING_CHUNK_BYTES=4096 CHORUS_GPU_TWOSHOT_CHUNK_BYTES=4096"
+tiny="env CHORUS_GPU_CHUNK_BYTES=4096 CHORUS_GPU_FIFO_BYTES=8192 CHORUS_GPU_FIFO_BYTES_PAIR=0 CHORUS_GPU_CHANNELS=3 CHORUS_GPU_RING_CHUNK_BYTES=4096 CHORUS_GPU_TWOSHOT_CHUNK_BYTES=4096"
 # Two-shot AllReduce at every size: in LL lines (default up to 1 MiB), and
 # in FIFO chunks (CHORUS_GPU_TWOSHOT_LL_BYTES=0).
 twoshot="env CHORUS_GPU_DIRECT=0 CHORUS_GPU_TWOSHOT_BYTES=0 CHORUS_GPU_TWOSHOT_BYTES_PAIR=0"
@@ -370,7 +370,7 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   # ahead might hide that (2026-11-26: pulling 7-12% slower than pushing
   # with the default two slots of 256 KiB).
   for dir in pull push; do
-    sweep "sendrecv_procs2_${dir}_slots" CHORUS_GPU_P2P_SLOTS "2 4 8 nccl" env CHORUS_GPU_P2P_PULL=$([ $dir = pull ] && echo 1 || echo 0) CHORUS_GPU_FIFO_BYTES=2097152 $r2 $perf/sendrecv_perf -b 64M -e 4G -f 4
+    sweep "sendrecv_procs2_${dir}_slots" CHORUS_GPU_P2P_SLOTS "2 4 8 nccl" env CHORUS_GPU_P2P_PULL=$([ $dir = pull ] && echo 1 || echo 0) CHORUS_GPU_FIFO_BYTES_PAIR=2097152 $r2 $perf/sendrecv_perf -b 64M -e 4G -f 4
   done
   # Send/Recv and Broadcast on the copy engine (from 1 byte) against the
   # kernels, -g; the chain's chunk on 3+ GPUs.
@@ -390,11 +390,11 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   # AlltoAll's step (2xH200, 2026-11-26: AllReduce 0.98x NCCL at 2 GiB,
   # Send/Recv and Broadcast 0.94-0.96x, AlltoAll 0.86x).
   r2big="-b 512M -e 2G -f 4"
-  sweep "all_reduce_g2_fifo_2g" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152 nccl" $perf/all_reduce_perf -g 2 $r2big
-  sweep "all_reduce_g2_ringchunk_2g" CHORUS_GPU_RING_CHUNK_BYTES "262144 524288 1048576" env CHORUS_GPU_FIFO_BYTES=2097152 $perf/all_reduce_perf -g 2 $r2big
-  sweep "alltoall_procs2_chunk_2g" CHORUS_GPU_CHUNK_BYTES_PAIR "131072 262144 524288 nccl" env CHORUS_GPU_FIFO_BYTES=2097152 $r2 $perf/alltoall_perf $r2big
+  sweep "all_reduce_g2_fifo_2g" CHORUS_GPU_FIFO_BYTES_PAIR "524288 1048576 2097152 nccl" $perf/all_reduce_perf -g 2 $r2big
+  sweep "all_reduce_g2_ringchunk_2g" CHORUS_GPU_RING_CHUNK_BYTES "262144 524288 1048576" env CHORUS_GPU_FIFO_BYTES_PAIR=2097152 $perf/all_reduce_perf -g 2 $r2big
+  sweep "alltoall_procs2_chunk_2g" CHORUS_GPU_CHUNK_BYTES_PAIR "131072 262144 524288 nccl" env CHORUS_GPU_FIFO_BYTES_PAIR=2097152 $r2 $perf/alltoall_perf $r2big
   for coll in sendrecv broadcast; do
-    sweep "${coll}_procs2_fifo_2g" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152 4194304 nccl" $r2 $perf/${coll}_perf $r2big
+    sweep "${coll}_procs2_fifo_2g" CHORUS_GPU_FIFO_BYTES_PAIR "524288 1048576 2097152 4194304 nccl" $r2 $perf/${coll}_perf $r2big
   done
   # Chorus as it is (a setting at its default) beside NCCL, FIFO sizes.
   for coll in all_reduce broadcast sendrecv; do
@@ -406,7 +406,7 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
   done
   sweep "all_reduce_procs2_ringbytes" CHORUS_GPU_RING_BYTES "1048576 2097152 4194304 8388608" $r2 $perf/all_reduce_perf -b 512K -e 16M -f 2
   for coll in sendrecv broadcast reduce; do
-    sweep "${coll}_procs2_fifo" CHORUS_GPU_FIFO_BYTES "262144 524288 1048576 2097152 nccl" $r2 $perf/${coll}_perf -b 4M -e 512M -f 4
+    sweep "${coll}_procs2_fifo" CHORUS_GPU_FIFO_BYTES_PAIR "262144 524288 1048576 2097152 nccl" $r2 $perf/${coll}_perf -b 4M -e 512M -f 4
   done
   for coll in broadcast reduce; do
     sweep "${coll}_procs2_chain" CHORUS_GPU_CHAIN_BYTES_PAIR "-1 262144" $r2 $perf/${coll}_perf -b 256K -e 512M -f 4

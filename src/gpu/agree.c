@@ -40,6 +40,7 @@ static const chorus_param_id shared[] = {
     CHORUS_P_GPU_CHANNELS,
     CHORUS_P_GPU_CHUNK_BYTES,
     CHORUS_P_GPU_FIFO_BYTES,
+    CHORUS_P_GPU_FIFO_BYTES_PAIR,
     CHORUS_P_ALGO,
     CHORUS_P_PROTO,
 };

@@ -244,9 +244,11 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   if (nranks == 2 && chorus_param_int(CHORUS_P_GPU_CHUNK_BYTES_PAIR) > 0)
     g->kc.chunk_bytes = step_param(CHORUS_P_GPU_CHUNK_BYTES_PAIR);
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
-  g->kc.fifo_bytes = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_FIFO_BYTES),
-                                            2 * (int64_t)g->kc.chunk_bytes, 1 << 28) /
-                     8192 * 8192;
+  int64_t fifo = chorus_param_int(CHORUS_P_GPU_FIFO_BYTES);
+  if (nranks == 2 && chorus_param_int(CHORUS_P_GPU_FIFO_BYTES_PAIR) > 0)
+    fifo = chorus_param_int(CHORUS_P_GPU_FIFO_BYTES_PAIR);
+  g->kc.fifo_bytes =
+      (uint32_t)CHORUS_CLAMP(fifo, 2 * (int64_t)g->kc.chunk_bytes, 1 << 28) / 8192 * 8192;
   /* Rings use the pipeline's FIFOs, so no more channels than it has. */
   g->kc.ring_channels =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_RING_CHANNELS), 1, g->kc.channels);
