@@ -161,8 +161,7 @@ void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, siz
       (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_BCAST_CE_BYTES_PAIR));
   t->bcast_ce_chunk = (size_t)CHORUS_MAX(1 << 20, chorus_param_int(CHORUS_P_GPU_BCAST_CE_CHUNK));
   t->xchg_ce_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_XCHG_CE_BYTES));
-  t->xchg_ce_bytes_pair =
-      (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_XCHG_CE_BYTES_PAIR));
+  t->xchg_ce_bytes_pair = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_XCHG_CE_BYTES_PAIR));
   tune_filters(t);
   if (t->proto_deny[CHORUS_FUNC_SEND] & (1u << CHORUS_PROTO_LL)) t->p2p_ll_bytes = 0;
 }
