@@ -182,15 +182,7 @@ out:
  * the copy engine; 0: never. */
 static size_t coll_min(const chorus_op *op) {
   const chorus_gpu *g = op->cc->gpu;
-  switch (op->func) {
-  case CHORUS_FUNC_BROADCAST:
-    return g->nranks > 2 ? g->tune.bcast_ce_bytes : g->tune.bcast_ce_bytes_pair;
-  case CHORUS_FUNC_ALLGATHER:
-  case CHORUS_FUNC_ALLTOALL:
-    return g->nranks > 2 ? g->tune.xchg_ce_bytes : g->tune.xchg_ce_bytes_pair;
-  default:
-    return 0;
-  }
+  return chorus_gpu_ce_coll_min(&g->tune, op->func, g->nranks);
 }
 
 static const char *coll_setting(const chorus_op *op) {
@@ -200,14 +192,12 @@ static const char *coll_setting(const chorus_op *op) {
   return pair ? "CHORUS_GPU_BCAST_CE_BYTES_PAIR" : "CHORUS_GPU_BCAST_CE_BYTES";
 }
 
+/* The kind and size permit it (ce_plan.c), and the ranks and stream. */
 static int coll_candidate(const chorus_op *op) {
   const chorus_gpu *g = op->cc->gpu;
-  const size_t min = coll_min(op);
-  const size_t bytes = op->count * op->esize * (op->func == CHORUS_FUNC_BROADCAST ? 1 : g->nranks);
-  /* an AlltoAll in place would overwrite blocks that peers still read */
-  return min && bytes >= min && local_gpus(op) && g->nranks <= CHORUS_KERN_MAX_RANKS &&
-         !g->tune.algo_named[op->func] && stream_ok(op->cuda_stream) &&
-         !(op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff);
+  return chorus_gpu_ce_coll_fits(&g->tune, op->func, g->nranks, op->count * op->esize,
+                                 op->sendbuff == op->recvbuff) &&
+         local_gpus(op) && stream_ok(op->cuda_stream);
 }
 
 size_t chorus_gpu_ce_coll_group(chorus_op **ops, size_t n, long *lead) {
@@ -217,31 +207,22 @@ size_t chorus_gpu_ce_coll_group(chorus_op **ops, size_t n, long *lead) {
   while (first < n && !coll_candidate(ops[first])) first++;
   if (first == n) return 0;
   uint8_t *cand = chorus_calloc(n, 1);
+  uint64_t *desc = chorus_calloc(n, sizeof *desc);
+  int *nranks = chorus_calloc(n, sizeof *nranks);
   int *match = chorus_calloc(n * CHORUS_KERN_MAX_RANKS, sizeof *match);
   size_t calls = 0;
-  if (cand) cand[first] = 1;
-  for (size_t i = first + 1; cand && i < n; i++) cand[i] = (uint8_t)coll_candidate(ops[i]);
-  if (cand && match && chorus_gpu_group_match(ops, n, cand, match) == 0) {
+  if (cand && desc && nranks && match) {
     for (size_t i = 0; i < n; i++) {
-      if (!cand[i]) continue;
-      const int np = ops[i]->cc->gpu->nranks;
-      const uint64_t desc = chorus_gpu_call_desc(ops[i]);
-      long lo = (long)n, hi = -1;
-      int ok = 1;
-      for (int p = 0; p < np && ok; p++) {
-        const int j = match[i * CHORUS_KERN_MAX_RANKS + (size_t)p];
-        ok = j >= 0 && chorus_gpu_call_desc(ops[j]) == desc;
-        if (ok && j < lo) lo = j;
-        if (ok && j > hi) hi = j;
-      }
-      /* The ranks' calls one after another, so that running them all at
-       * the first keeps every GPU's calls in order. */
-      if (!ok || hi - lo + 1 != np) continue;
-      lead[i] = lo;
-      calls += (long)i == lo;
+      cand[i] = (uint8_t)(i == first || (i > first && coll_candidate(ops[i])));
+      desc[i] = chorus_gpu_call_desc(ops[i]);
+      nranks[i] = ops[i]->cc->gpu->nranks;
     }
+    if (chorus_gpu_group_match(ops, n, cand, match) == 0)
+      calls = chorus_gpu_ce_coll_leads(cand, desc, nranks, match, n, lead);
   }
   chorus_free(cand);
+  chorus_free(desc);
+  chorus_free(nranks);
   chorus_free(match);
   return calls;
 }

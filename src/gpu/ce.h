@@ -22,6 +22,7 @@
 
 #include "coll/op.h"
 #include "device/kernels.h"
+#include "gpu/gpu.h"
 #include "nccl.h"
 
 typedef struct chorus_gpu_ce_step {
@@ -105,6 +106,32 @@ typedef struct chorus_gpu_ce_xchg {
  * overwrite blocks its peers still read). out NULL: only counts. Returns
  * the number of steps. */
 size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out);
+
+/* ---- which collectives (pure) ----------------------------------------------- */
+
+/* The least size at which a collective of function func on nranks GPUs
+ * goes on the copy engine, in bytes of its larger buffer: Broadcast
+ * CHORUS_GPU_BCAST_CE_BYTES (_PAIR on 2 GPUs), AllGather and AlltoAll
+ * CHORUS_GPU_XCHG_CE_BYTES (_PAIR); 0: never (other functions, 1 rank). */
+size_t chorus_gpu_ce_coll_min(const chorus_gpu_tune *t, int func, int nranks);
+/* Whether a call of func on nranks GPUs moving `bytes` per rank (count
+ * times element size) may go on the copy engine as far as its kind, size
+ * and settings go: at least the least size, not named by NCCL_ALGO, at
+ * most CHORUS_KERN_MAX_RANKS ranks, and no AlltoAll in place (a rank
+ * would overwrite blocks its peers still read). */
+int chorus_gpu_ce_coll_fits(const chorus_gpu_tune *t, int func, int nranks, size_t bytes,
+                            int in_place);
+/* Which calls of a group form whole collectives on the copy engine: call
+ * i is a candidate (cand[i]) with description desc[i] on nranks[i] ranks,
+ * and match[i * CHORUS_KERN_MAX_RANKS + p] is the index of rank p's call
+ * of the same collective (-1: none in the group), as
+ * chorus_gpu_group_match fills it. A collective goes when every rank's
+ * call is in the group, all described alike, one right after another in
+ * call order (running them all at the first keeps every GPU's calls in
+ * order): lead[i] gets the index of its first call, else -1. Returns
+ * how many collectives go. */
+size_t chorus_gpu_ce_coll_leads(const uint8_t *cand, const uint64_t *desc, const int *nranks,
+                                const int *match, size_t n, long *lead);
 
 /* ---- one group's calls ---------------------------------------------------- */
 

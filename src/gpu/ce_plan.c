@@ -1,6 +1,7 @@
 /*
  * ce_plan.c - the copy-engine programs (ce.h), pure: which Send/Recv pair
- * up, and the steps that move pairs, Broadcasts, AllGathers and AlltoAlls.
+ * up and which collectives go, and the steps that move pairs, Broadcasts,
+ * AllGathers and AlltoAlls.
  */
 #include <stdint.h>
 
@@ -138,4 +139,48 @@ size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *
   }
   barrier(x, out, &k); /* the inputs have been read */
   return k;
+}
+
+/* ---- which collectives -------------------------------------------------- */
+
+size_t chorus_gpu_ce_coll_min(const chorus_gpu_tune *t, int func, int nranks) {
+  if (nranks < 2) return 0;
+  switch (func) {
+  case CHORUS_FUNC_BROADCAST:
+    return nranks > 2 ? t->bcast_ce_bytes : t->bcast_ce_bytes_pair;
+  case CHORUS_FUNC_ALLGATHER:
+  case CHORUS_FUNC_ALLTOALL:
+    return nranks > 2 ? t->xchg_ce_bytes : t->xchg_ce_bytes_pair;
+  default:
+    return 0;
+  }
+}
+
+int chorus_gpu_ce_coll_fits(const chorus_gpu_tune *t, int func, int nranks, size_t bytes,
+                            int in_place) {
+  const size_t min = chorus_gpu_ce_coll_min(t, func, nranks);
+  const size_t larger = func == CHORUS_FUNC_BROADCAST ? bytes : bytes * (size_t)nranks;
+  return min && larger >= min && nranks <= CHORUS_KERN_MAX_RANKS && !t->algo_named[func] &&
+         !(func == CHORUS_FUNC_ALLTOALL && in_place);
+}
+
+size_t chorus_gpu_ce_coll_leads(const uint8_t *cand, const uint64_t *desc, const int *nranks,
+                                const int *match, size_t n, long *lead) {
+  size_t calls = 0;
+  for (size_t i = 0; i < n; i++) {
+    lead[i] = -1;
+    if (!cand[i] || nranks[i] < 1 || nranks[i] > CHORUS_KERN_MAX_RANKS) continue;
+    long lo = (long)n, hi = -1;
+    int ok = 1;
+    for (int p = 0; p < nranks[i] && ok; p++) {
+      const int j = match[i * CHORUS_KERN_MAX_RANKS + (size_t)p];
+      ok = j >= 0 && (size_t)j < n && cand[j] && desc[j] == desc[i];
+      if (ok && j < lo) lo = j;
+      if (ok && j > hi) hi = j;
+    }
+    if (!ok || hi - lo + 1 != nranks[i]) continue;
+    lead[i] = lo;
+    calls += (long)i == lo;
+  }
+  return calls;
 }

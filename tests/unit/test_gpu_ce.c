@@ -20,6 +20,11 @@
  * chorus_gpu_ce_match; random Broadcasts (1 to 8 ranks, any root, in place
  * or not, chunks of any size), and two in a row, the second sending what
  * the first delivered; random AllGathers (in place or not) and AlltoAlls.
+ * Which copies of a program may run at the same time (a Broadcast's root
+ * copy beside the chain, an own block beside the pulls). Which
+ * collectives of a group go on the copy engine: the size settings per
+ * function and GPU count, and only whole collectives whose calls sit side
+ * by side.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -588,6 +593,112 @@ static void overlap(void) {
   }
 }
 
+/* ---- which collectives go ------------------------------------------------ */
+
+/* The size rules: Broadcast by its buffer, AllGather and AlltoAll by the
+ * larger one (n blocks), the pair settings on 2 GPUs and the others on 3+,
+ * 0 never; no AlltoAll in place, nothing NCCL_ALGO names, nothing else. */
+static void coll_rules(void) {
+  chorus_gpu_tune t;
+  memset(&t, 0, sizeof t);
+  t.bcast_ce_bytes_pair = 1000;
+  t.xchg_ce_bytes_pair = 4000;
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_BROADCAST, 2), 1000);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_BROADCAST, 3), 0);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_ALLTOALL, 2), 4000);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_ALLGATHER, 1), 0);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_ALLREDUCE, 2), 0);
+  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_BROADCAST, 2, 1000, 0));
+  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_BROADCAST, 2, 1000, 1)); /* in place: fine */
+  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_BROADCAST, 2, 999, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_BROADCAST, 4, 1 << 30, 0)); /* 3+: 0, never */
+  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLGATHER, 2, 2000, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLGATHER, 2, 1999, 0));
+  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLGATHER, 2, 2000, 1));
+  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 2, 2000, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 2, 2000, 1));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLREDUCE, 2, 1 << 30, 0));
+  t.xchg_ce_bytes = 4000;
+  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 4, 1000, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 4, 999, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, CHORUS_KERN_MAX_RANKS + 1, 1000, 0));
+  t.algo_named[CHORUS_FUNC_ALLTOALL] = 1;
+  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 4, 1000, 0));
+  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLGATHER, 4, 1000, 0));
+}
+
+/* Which calls go: a collective whose every rank's call is in the group,
+ * described alike, one right after another; its calls get the index of
+ * the first, and it counts once. */
+static void coll_leads(void) {
+  enum { N = 6, R = CHORUS_KERN_MAX_RANKS };
+  uint8_t cand[N];
+  uint64_t desc[N];
+  int nranks[N], match[N * R];
+  long lead[N];
+  /* Calls 0-1: collective A of 2 ranks; 2: a call of another
+   * communicator; 3-5: collective B of 3 ranks. */
+  const int of[N] = {0, 0, -1, 1, 1, 1}, rank[N] = {0, 1, 0, 0, 1, 2};
+  const int first[2] = {0, 3}, size[2] = {2, 3};
+  for (int i = 0; i < N; i++) {
+    cand[i] = of[i] >= 0;
+    desc[i] = of[i] >= 0 ? 100u + (unsigned)of[i] : 7;
+    nranks[i] = of[i] >= 0 ? size[of[i]] : 1;
+  }
+  /* match as chorus_gpu_group_match gives it: each call of a collective
+   * names every rank's call of it */
+#define FILL_MATCH()                                                                               \
+  do {                                                                                             \
+    for (int i = 0; i < N * R; i++) match[i] = -1;                                                 \
+    for (int i = 0; i < N; i++)                                                                    \
+      for (int j = 0; j < N && of[i] >= 0; j++)                                                    \
+        if (of[j] == of[i]) match[i * R + rank[j]] = j;                                            \
+  } while (0)
+  FILL_MATCH();
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, N, lead), 2);
+  for (int i = 0; i < N; i++) EXPECT_EQ_INT(lead[i], of[i] >= 0 ? first[of[i]] : -1);
+  /* a rank's call described differently (another count, say): B stays */
+  desc[4] = 999;
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, N, lead), 1);
+  EXPECT_EQ_INT(lead[0], 0);
+  EXPECT_EQ_INT(lead[3], -1);
+  EXPECT_EQ_INT(lead[5], -1);
+  desc[4] = 101;
+  /* a rank's call not a candidate (a default stream, say): B stays */
+  cand[5] = 0;
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, N, lead), 1);
+  EXPECT_EQ_INT(lead[3], -1);
+  cand[5] = 1;
+  /* a rank's call in a later group: B stays */
+  match[3 * R + 2] = match[4 * R + 2] = -1;
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, N, lead), 1);
+  EXPECT_EQ_INT(lead[4], -1);
+  FILL_MATCH();
+  /* A's calls with a call of another communicator between them (rank 0's
+   * is call 0, rank 1's call 2): A stays, as running both at call 0 would
+   * move rank 1's call ahead of call 1 on its GPU */
+  for (int i = 0; i < N * R; i++) match[i] = -1;
+  memset(cand, 0, sizeof cand);
+  cand[0] = cand[2] = 1;
+  desc[0] = desc[2] = 100;
+  nranks[0] = nranks[2] = 2;
+  match[0 * R + 0] = match[2 * R + 0] = 0;
+  match[0 * R + 1] = match[2 * R + 1] = 2;
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, 3, lead), 0);
+  EXPECT_EQ_INT(lead[0], -1);
+  EXPECT_EQ_INT(lead[2], -1);
+  /* the same two calls side by side go */
+  match[0 * R + 1] = match[1 * R + 1] = 1;
+  match[1 * R + 0] = 0;
+  cand[1] = 1;
+  desc[1] = 100;
+  nranks[1] = 2;
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, 2, lead), 1);
+  EXPECT_EQ_INT(lead[0], 0);
+  EXPECT_EQ_INT(lead[1], 0);
+#undef FILL_MATCH
+}
+
 /* The simulator catches what it is for: a program without the receiver's
  * wait reads junk or races, one that waits in a cycle deadlocks. */
 static void sim_can_fail(void) {
@@ -625,6 +736,8 @@ int main(void) {
   RUN(xchg_worlds);
   RUN(xchg_shape);
   RUN(overlap);
+  RUN(coll_rules);
+  RUN(coll_leads);
   RUN(sim_can_fail);
   return unit_report();
 }
