@@ -77,8 +77,8 @@ typedef struct chorus_gpu_ce_bcast {
  * stream, of a chunk after the previous hop's copy of it; each sender's
  * stream then waits for the copies that read its buffer; the root copies
  * send to recv on its own stream when they differ (at the same time as the
- * first hop: nothing of the chain waits for that copy). out NULL: only counts. Returns the number
- * of steps. */
+ * first hop: nothing of the chain waits for that copy). out NULL: only
+ * counts. Returns the number of steps. */
 size_t chorus_gpu_ce_plan_bcast(const chorus_gpu_ce_bcast *b, chorus_gpu_ce_step *out);
 
 /* ---- AllGather and AlltoAll ---------------------------------------------- */
@@ -111,8 +111,9 @@ size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *
 
 /* The least size at which a collective of function func on nranks GPUs
  * goes on the copy engine, in bytes of its larger buffer: Broadcast
- * CHORUS_GPU_BCAST_CE_BYTES (_PAIR on 2 GPUs), AllGather and AlltoAll
- * CHORUS_GPU_XCHG_CE_BYTES (_PAIR); 0: never (other functions, 1 rank). */
+ * CHORUS_GPU_BCAST_CE_BYTES, AllGather and AlltoAll
+ * CHORUS_GPU_XCHG_CE_BYTES (t read for nranks: the _PAIR settings on 2
+ * GPUs); 0: never (other functions, 1 rank). */
 size_t chorus_gpu_ce_coll_min(const chorus_gpu_tune *t, int func, int nranks);
 /* Whether a call of func on nranks GPUs moving `bytes` per rank (count
  * times element size) may go on the copy engine as far as its kind, size

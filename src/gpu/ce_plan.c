@@ -114,6 +114,15 @@ static void barrier(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out, size_t
   for (int p = 1; p < x->nranks; p++) put(out, k, x->stream[p], x->stream[0], NULL, NULL, 0);
 }
 
+/* Where rank r's block p comes from (rank p's send buffer: all of it for
+ * an AllGather, its block r for an AlltoAll) and goes to. */
+static const char *block_src(const chorus_gpu_ce_xchg *x, int r, int p) {
+  return (const char *)x->send[p] + (x->alltoall ? (size_t)r * x->block : 0);
+}
+static char *block_dst(const chorus_gpu_ce_xchg *x, int r, int p) {
+  return (char *)x->recv[r] + (size_t)p * x->block;
+}
+
 size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out) {
   const int n = x->nranks;
   size_t k = 0;
@@ -122,18 +131,15 @@ size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *
   for (int r = 0; r < n; r++) {
     /* The own block (none in place) on the side stream, if any, at the
      * same time as the pulls; the rank's stream waits for it after them. */
-    const char *own = (const char *)x->send[r] + (x->alltoall ? (size_t)r * x->block : 0);
-    char *own_dst = (char *)x->recv[r] + (size_t)r * x->block;
-    const int side = own != own_dst && x->side[r] >= 0 && x->side[r] != x->stream[r];
-    if (side) {
-      put(out, &k, x->side[r], x->stream[r], NULL, NULL, 0);
-      put(out, &k, x->side[r], -1, own_dst, own, x->block);
-    }
-    for (int d = side ? 1 : 0; d < n; d++) {
+    const int side =
+        block_src(x, r, r) != block_dst(x, r, r) && x->side[r] >= 0 && x->side[r] != x->stream[r];
+    if (side) put(out, &k, x->side[r], x->stream[r], NULL, NULL, 0);
+    for (int d = 0; d < n; d++) {
       const int p = (r + d) % n;
-      const char *src = (const char *)x->send[p] + (x->alltoall ? (size_t)r * x->block : 0);
-      char *dst = (char *)x->recv[r] + (size_t)p * x->block;
-      if (dst != src) put(out, &k, x->stream[r], -1, dst, src, x->block);
+      const char *src = block_src(x, r, p);
+      char *dst = block_dst(x, r, p);
+      if (dst != src)
+        put(out, &k, d == 0 && side ? x->side[r] : x->stream[r], -1, dst, src, x->block);
     }
     if (side) put(out, &k, x->stream[r], x->side[r], NULL, NULL, 0);
   }
@@ -147,10 +153,10 @@ size_t chorus_gpu_ce_coll_min(const chorus_gpu_tune *t, int func, int nranks) {
   if (nranks < 2) return 0;
   switch (func) {
   case CHORUS_FUNC_BROADCAST:
-    return nranks > 2 ? t->bcast_ce_bytes : t->bcast_ce_bytes_pair;
+    return t->bcast_ce_bytes;
   case CHORUS_FUNC_ALLGATHER:
   case CHORUS_FUNC_ALLTOALL:
-    return nranks > 2 ? t->xchg_ce_bytes : t->xchg_ce_bytes_pair;
+    return t->xchg_ce_bytes;
   default:
     return 0;
   }

@@ -94,6 +94,12 @@ _Static_assert(DIRECT_EP + 4 * CHORUS_KERN_MAX_BLOCKS <= TEST_OFF &&
                    DIRECT_OFF + 32 * CHORUS_KERN_MAX_RANKS * CHORUS_KERN_MAX_BLOCKS <= LL_OFF,
                "zero-copy words overlap");
 
+/* The setting that holds on nranks ranks: `pair` on 2 where it is set
+ * above 0 ("0: the same"), else `id`. */
+static chorus_param_id pair_or(chorus_param_id id, chorus_param_id pair, int nranks) {
+  return nranks == 2 && chorus_param_int(pair) > 0 ? pair : id;
+}
+
 /* A step size setting: whole 4 KiB pages, 4 KiB to 16 MiB. */
 static uint32_t step_param(chorus_param_id id) {
   return (uint32_t)CHORUS_CLAMP(chorus_param_int(id), 4096, 1 << 24) / 4096 * 4096;
@@ -156,12 +162,13 @@ void chorus_gpu_tune_read(chorus_gpu_tune *t, int nranks, uint32_t channels, siz
   t->p2p_ll_bytes =
       (size_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, CHORUS_GPU_P2P_LL_MAX);
   t->p2p_ce_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_P2P_CE_BYTES));
-  t->bcast_ce_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_BCAST_CE_BYTES));
-  t->bcast_ce_bytes_pair =
-      (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_BCAST_CE_BYTES_PAIR));
+  t->bcast_ce_bytes =
+      (size_t)CHORUS_MAX(0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_BCAST_CE_BYTES
+                                                        : CHORUS_P_GPU_BCAST_CE_BYTES_PAIR));
   t->bcast_ce_chunk = (size_t)CHORUS_MAX(1 << 20, chorus_param_int(CHORUS_P_GPU_BCAST_CE_CHUNK));
-  t->xchg_ce_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_XCHG_CE_BYTES));
-  t->xchg_ce_bytes_pair = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_XCHG_CE_BYTES_PAIR));
+  t->xchg_ce_bytes =
+      (size_t)CHORUS_MAX(0, chorus_param_int(nranks > 2 ? CHORUS_P_GPU_XCHG_CE_BYTES
+                                                        : CHORUS_P_GPU_XCHG_CE_BYTES_PAIR));
   tune_filters(t);
   if (t->proto_deny[CHORUS_FUNC_SEND] & (1u << CHORUS_PROTO_LL)) t->p2p_ll_bytes = 0;
 }
@@ -239,13 +246,11 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.channels =
       (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_CHANNELS), 1, CHORUS_KERN_MAX_CHANNELS);
   if (staged && g->kc.channels > STAGED_CHANNELS) g->kc.channels = STAGED_CHANNELS;
-  g->kc.chunk_bytes = step_param(CHORUS_P_GPU_CHUNK_BYTES);
-  if (nranks == 2 && chorus_param_int(CHORUS_P_GPU_CHUNK_BYTES_PAIR) > 0)
-    g->kc.chunk_bytes = step_param(CHORUS_P_GPU_CHUNK_BYTES_PAIR);
+  g->kc.chunk_bytes =
+      step_param(pair_or(CHORUS_P_GPU_CHUNK_BYTES, CHORUS_P_GPU_CHUNK_BYTES_PAIR, nranks));
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
-  int64_t fifo = chorus_param_int(CHORUS_P_GPU_FIFO_BYTES);
-  if (nranks == 2 && chorus_param_int(CHORUS_P_GPU_FIFO_BYTES_PAIR) > 0)
-    fifo = chorus_param_int(CHORUS_P_GPU_FIFO_BYTES_PAIR);
+  const int64_t fifo =
+      chorus_param_int(pair_or(CHORUS_P_GPU_FIFO_BYTES, CHORUS_P_GPU_FIFO_BYTES_PAIR, nranks));
   g->kc.fifo_bytes =
       (uint32_t)CHORUS_CLAMP(fifo, 2 * (int64_t)g->kc.chunk_bytes, 1 << 28) / 8192 * 8192;
   /* Rings use the pipeline's FIFOs, so no more channels than it has. */

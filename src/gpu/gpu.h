@@ -51,11 +51,9 @@ typedef struct chorus_gpu_tune {
   int fifo_twoshot;        /* the FIFO two-shot can run (two channels or more) */
   size_t p2p_ll_bytes;     /* Send/Recv up to this many bytes in LL lines (0: none) */
   size_t p2p_ce_bytes;     /* Send/Recv in one process from this many bytes on the copy engine */
-  size_t bcast_ce_bytes;   /* Broadcast in one process on 3+ GPUs: the same (0: never) */
-  size_t bcast_ce_bytes_pair; /* on 2 GPUs */
-  size_t bcast_ce_chunk;      /* bytes per copy of the chain on 3+ GPUs */
-  size_t xchg_ce_bytes;       /* AllGather and AlltoAll in one process: the same (larger buffer) */
-  size_t xchg_ce_bytes_pair;  /* on 2 GPUs */
+  size_t bcast_ce_bytes;   /* Broadcast in one process: the same (0: never; _PAIR on 2 GPUs) */
+  size_t bcast_ce_chunk;   /* bytes per copy of the chain on 3+ GPUs */
+  size_t xchg_ce_bytes;    /* AllGather and AlltoAll in one process: the same (larger buffer) */
   uint32_t algo_deny[CHORUS_FUNC_COUNT];  /* bits of chorus_algo that NCCL_ALGO excludes */
   uint8_t algo_named[CHORUS_FUNC_COUNT];  /* NCCL_ALGO names the function itself */
   uint32_t proto_deny[CHORUS_FUNC_COUNT]; /* bits of chorus_proto that NCCL_PROTO excludes */

@@ -596,35 +596,46 @@ static void overlap(void) {
 /* ---- which collectives go ------------------------------------------------ */
 
 /* The size rules: Broadcast by its buffer, AllGather and AlltoAll by the
- * larger one (n blocks), the pair settings on 2 GPUs and the others on 3+,
- * 0 never; no AlltoAll in place, nothing NCCL_ALGO names, nothing else. */
+ * larger one (n blocks), the pair settings on 2 GPUs and the others on 3+
+ * (as chorus_gpu_tune_read takes them), 0 never; no AlltoAll in place,
+ * nothing NCCL_ALGO names, nothing else. */
 static void coll_rules(void) {
-  chorus_gpu_tune t;
-  memset(&t, 0, sizeof t);
-  t.bcast_ce_bytes_pair = 1000;
-  t.xchg_ce_bytes_pair = 4000;
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_BROADCAST, 2), 1000);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_BROADCAST, 3), 0);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_ALLTOALL, 2), 4000);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_ALLGATHER, 1), 0);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t, CHORUS_FUNC_ALLREDUCE, 2), 0);
-  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_BROADCAST, 2, 1000, 0));
-  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_BROADCAST, 2, 1000, 1)); /* in place: fine */
-  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_BROADCAST, 2, 999, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_BROADCAST, 4, 1 << 30, 0)); /* 3+: 0, never */
-  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLGATHER, 2, 2000, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLGATHER, 2, 1999, 0));
-  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLGATHER, 2, 2000, 1));
-  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 2, 2000, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 2, 2000, 1));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLREDUCE, 2, 1 << 30, 0));
-  t.xchg_ce_bytes = 4000;
-  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 4, 1000, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 4, 999, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, CHORUS_KERN_MAX_RANKS + 1, 1000, 0));
-  t.algo_named[CHORUS_FUNC_ALLTOALL] = 1;
-  EXPECT(!chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLTOALL, 4, 1000, 0));
-  EXPECT(chorus_gpu_ce_coll_fits(&t, CHORUS_FUNC_ALLGATHER, 4, 1000, 0));
+  setenv("CHORUS_GPU_BCAST_CE_BYTES_PAIR", "1000", 1);
+  setenv("CHORUS_GPU_XCHG_CE_BYTES_PAIR", "4000", 1);
+  setenv("CHORUS_GPU_BCAST_CE_BYTES", "0", 1);
+  setenv("CHORUS_GPU_XCHG_CE_BYTES", "0", 1);
+  chorus_gpu_tune t2, t4;
+  chorus_gpu_tune_read(&t2, 2, 64, 131072, 256);
+  chorus_gpu_tune_read(&t4, 4, 64, 131072, 256);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t2, CHORUS_FUNC_BROADCAST, 2), 1000);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t4, CHORUS_FUNC_BROADCAST, 4), 0);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t2, CHORUS_FUNC_ALLTOALL, 2), 4000);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t2, CHORUS_FUNC_ALLGATHER, 1), 0);
+  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t2, CHORUS_FUNC_ALLREDUCE, 2), 0);
+  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_BROADCAST, 2, 1000, 0));
+  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_BROADCAST, 2, 1000, 1)); /* in place: fine */
+  EXPECT(!chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_BROADCAST, 2, 999, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_BROADCAST, 4, 1 << 30, 0)); /* 3+: 0, never */
+  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLGATHER, 2, 2000, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLGATHER, 2, 1999, 0));
+  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLGATHER, 2, 2000, 1));
+  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLTOALL, 2, 2000, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLTOALL, 2, 2000, 1));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLREDUCE, 2, 1 << 30, 0));
+  setenv("CHORUS_GPU_XCHG_CE_BYTES", "4000", 1);
+  chorus_gpu_tune_read(&t4, 4, 64, 131072, 256);
+  chorus_gpu_tune_read(&t2, 2, 64, 131072, 256);
+  EXPECT_EQ_INT(t2.xchg_ce_bytes, 4000); /* the pair setting, not this one */
+  EXPECT(chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLTOALL, 4, 1000, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLTOALL, 4, 999, 0));
+  EXPECT(!chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLTOALL, CHORUS_KERN_MAX_RANKS + 1, 1000, 0));
+  t4.algo_named[CHORUS_FUNC_ALLTOALL] = 1;
+  EXPECT(!chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLTOALL, 4, 1000, 0));
+  EXPECT(chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLGATHER, 4, 1000, 0));
+  unsetenv("CHORUS_GPU_BCAST_CE_BYTES_PAIR");
+  unsetenv("CHORUS_GPU_XCHG_CE_BYTES_PAIR");
+  unsetenv("CHORUS_GPU_BCAST_CE_BYTES");
+  unsetenv("CHORUS_GPU_XCHG_CE_BYTES");
 }
 
 /* Which calls go: a collective whose every rank's call is in the group,

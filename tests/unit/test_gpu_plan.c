@@ -444,6 +444,8 @@ static void tune_defaults(void) {
   EXPECT_EQ_INT(t.ll_cta_lines, 256);
   EXPECT_EQ_INT(t.fifo_twoshot, 1);
   EXPECT_EQ_INT(t.p2p_ll_bytes, 524288);
+  EXPECT_EQ_INT(t.bcast_ce_bytes, 0); /* copy engine on 3+ GPUs: off until timed there */
+  EXPECT_EQ_INT(t.xchg_ce_bytes, 0);
   int pll = -1;
   const int funcs[] = {CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE};
   for (int i = 0; i < 2; i++) {
@@ -464,6 +466,8 @@ static void tune_defaults(void) {
   EXPECT_EQ_INT(t.twoshot_bytes, 262144);
   EXPECT_EQ_INT(t.twoshot_max, 1 << 20);
   EXPECT_EQ_INT(t.pipe_bytes, 1 << 20);
+  EXPECT_EQ_INT(t.bcast_ce_bytes, 64 << 20); /* copy engine on 2 GPUs from 64 MiB */
+  EXPECT_EQ_INT(t.xchg_ce_bytes, 64 << 20);
   chorus_gpu_tune_read(&t, 4, 1, 131072, 256);
   EXPECT_EQ_INT(t.fifo_twoshot, 0);
   setenv("CHORUS_GPU_CHAIN_BYTES", "4096", 1);
