@@ -11,17 +11,18 @@
 #   big:   the benchmarks from 512 MiB to 2 GiB (BIG_E=8G: to 8 GiB) only
 #          (fewer iterations, results not checked: the perf tools check on
 #          the host, which at 2-8 GiB took most of a 90 s limit per run on
-#          2xH100), no sweeps. To 8 GiB one -g 4 run took about 165 s on
-#          4xH200 (2026-11-26): name a few with BENCH=regex
+#          2xH100), no sweeps. On 4xH100 (2026-11-26) every 4-GPU run to
+#          8 GiB, both libraries, took about 110 s in all (two calls split
+#          with BENCH=regex)
 #   tune:  Chorus alone under settings that are being chosen (sweeps)
 # CHECKS=regex runs only the checks whose names match (a targeted re-run,
 # e.g. CHECKS='sendrecv|graph|failures' scripts/gpu.sh check);
 # CHECK_SHARD=i/n runs every n-th check from the i-th (1-based), so that n
 # calls together run them all.
-# On 4xH200 (2026-11-26) the checks take about 800 s: 130 of them took 750
-# s in two calls (build 67 s), so run `CHECK_SHARD=1/2 ... check` and
-# `CHECK_SHARD=2/2 ... check`, then `bench` (262 s), as three calls where a
-# call is limited to 10 minutes. On 2xH200 `quick` took 260 s (build 64 s,
+# On 4 GPUs the checks take about 10 minutes: 181 of them took 295 and 279
+# s in two calls on 4xH100 (2026-11-26, build 60-70 s), so run
+# `CHECK_SHARD=1/2 ... check` and `CHECK_SHARD=2/2 ... check`, then `bench`
+# (200-260 s), as three calls where a call is limited to 10 minutes. On 2xH200 `quick` took 260 s (build 64 s,
 # checks 120 s, bench 80 s; before the zero-copy and copy-engine checks).
 # The output says how long each phase took; bench and big end with the
 # issue's goals checked against NCCL's rows of the same call
@@ -439,6 +440,15 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
     done
     sweep "all_reduce_g4_fifo" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152 nccl" $perf/all_reduce_perf -g 4 -b 128M -e 2G -f 4
     sweep "broadcast_g4_fifo" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152 nccl" $perf/broadcast_perf -g 4 -b 32M -e 2G -f 4
+    # The ring kernel's CTAs and step at 2 GiB, where AllReduce and the
+    # Broadcast chain trail NCCL (0.96x and 0.94x on 4xH100, 2026-11-26):
+    # each CTA waits for a step's flags between its copies, so fewer,
+    # larger steps or more slots may hide more of that wait.
+    for coll in all_reduce broadcast; do
+      sweep "${coll}_g4_ringch_2g" CHORUS_GPU_RING_CHANNELS "16 32 48 64 nccl" $perf/${coll}_perf -g 4 -b 512M -e 2G -f 4
+      sweep "${coll}_g4_ringchunk_2g" CHORUS_GPU_RING_CHUNK_BYTES "131072 262144 524288 1048576" env CHORUS_GPU_FIFO_BYTES=2097152 $perf/${coll}_perf -g 4 -b 512M -e 2G -f 4
+      sweep "${coll}_g4_ringch32_2g" CHORUS_GPU_RING_CHUNK_BYTES "262144 524288 1048576" env CHORUS_GPU_FIFO_BYTES=4194304 CHORUS_GPU_RING_CHANNELS=32 $perf/${coll}_perf -g 4 -b 512M -e 2G -f 4
+    done
   fi
   # The pipelined kernel with and without a system fence before each release.
   for coll in alltoall gather scatter; do
