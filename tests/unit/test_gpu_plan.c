@@ -444,7 +444,7 @@ static void tune_defaults(void) {
   EXPECT_EQ_INT(t.ll_cta_lines, 256);
   EXPECT_EQ_INT(t.fifo_twoshot, 1);
   EXPECT_EQ_INT(t.p2p_ll_bytes, 524288);
-  EXPECT_EQ_INT(t.bcast_ce_bytes, 0); /* copy engine on 3+ GPUs: off until timed there */
+  EXPECT_EQ_INT(t.bcast_ce_bytes, 0); /* copy engine on 3+ GPUs: off (slower on 4xH100) */
   EXPECT_EQ_INT(t.xchg_ce_bytes, 0);
   int pll = -1;
   const int funcs[] = {CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE};
