@@ -22,8 +22,9 @@
 # On 4 GPUs the checks take about 10 minutes: 181 of them took 295 and 279
 # s in two calls on 4xH100 (2026-11-26, build 60-70 s), so run
 # `CHECK_SHARD=1/2 ... check` and `CHECK_SHARD=2/2 ... check`, then `bench`
-# (200-260 s), as three calls where a call is limited to 10 minutes. On 2xH200 `quick` took 260 s (build 64 s,
-# checks 120 s, bench 80 s; before the zero-copy and copy-engine checks).
+# (200-260 s), as three calls where a call is limited to 10 minutes. On
+# 2xH200 `quick` took 260 s (build 64 s, checks 120 s, bench 80 s; before
+# the zero-copy and copy-engine checks).
 # The output says how long each phase took; bench and big end with the
 # issue's goals checked against NCCL's rows of the same call
 # (scripts/gpu_goals.py, which also reads a saved run's logs).
@@ -441,9 +442,10 @@ if [ "$mode" = tune ] && [ "$ngpu" -ge 2 ]; then
     sweep "all_reduce_g4_fifo" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152 nccl" $perf/all_reduce_perf -g 4 -b 128M -e 2G -f 4
     sweep "broadcast_g4_fifo" CHORUS_GPU_FIFO_BYTES "524288 1048576 2097152 nccl" $perf/broadcast_perf -g 4 -b 32M -e 2G -f 4
     # The ring kernel's CTAs and step at 2 GiB, where AllReduce and the
-    # Broadcast chain trail NCCL (0.96x and 0.94x on 4xH100, 2026-11-26):
-    # each CTA waits for a step's flags between its copies, so fewer,
-    # larger steps or more slots may hide more of that wait.
+    # Broadcast chain trail NCCL (0.96x and 0.94x on 4xH100, 2026-11-26).
+    # There busbw rose with every CTA up to 64 while steps of 128 KiB-1
+    # MiB and FIFOs of 512 KiB-4 MiB moved it by 3% at most: the copy
+    # loop, not the handshake between steps, is what is short.
     for coll in all_reduce broadcast; do
       sweep "${coll}_g4_ringch_2g" CHORUS_GPU_RING_CHANNELS "16 32 48 64 nccl" $perf/${coll}_perf -g 4 -b 512M -e 2G -f 4
       sweep "${coll}_g4_ringchunk_2g" CHORUS_GPU_RING_CHUNK_BYTES "131072 262144 524288 1048576" env CHORUS_GPU_FIFO_BYTES=2097152 $perf/${coll}_perf -g 4 -b 512M -e 2G -f 4
