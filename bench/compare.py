@@ -34,11 +34,13 @@ library is not run again on that collective and rank count in later rounds. Ever
 and on expiry its whole process group (started by this script) is killed.
 
 Output: a table per collective and rank count on stdout, and under --out
-(bench/results): <stamp>.md (ready for docs/PERFORMANCE.md), <stamp>.jsonl
-(every row of every library and round, plus meta and status records), and
-<stamp>/ with the PNG plots (gnuplot), the plot data and every raw JSON file
-and log. `compare.py --report <stamp>.jsonl` rebuilds tables and plots from a
-saved run.
+(default <build>/bench-results, outside the source tree): <stamp>.md,
+<stamp>.jsonl (every row of every library and round, plus meta and status
+records), and <stamp>/ with the PNG plots (gnuplot), the plot data and every
+raw JSON file and log. `compare.py --report <stamp>.jsonl` rebuilds tables
+and plots from a saved run. The repository keeps only a run's summary:
+bench/summarize.py host <stamp>.jsonl -o bench/results/host_<stamp>.csv,
+which bench/perf_page.py turns into docs/PERFORMANCE.md.
 
 Standard library only (python3 >= 3.7). Usually started by bench/run.sh,
 which builds what is missing first.
@@ -739,6 +741,21 @@ def machine_text():
                                             platform.release())
 
 
+def git_commit():
+    """The Chorus commit measured, '+' when the tree has changes; None outside git."""
+    try:
+        head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10)
+        if head.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", REPO, "status", "--porcelain",
+                                "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return head.stdout.strip() + ("+" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def versions_text(args, res):
     seen = {}
     for r in res.rows:
@@ -779,7 +796,10 @@ def parse_args(argv):
                    "'--bind-to none' or '--mca mpi_yield_when_idle 1'")
     p.add_argument("--mpi-bench", default=os.path.join(REPO, "bench", "build", "mpi_bench"))
     p.add_argument("--gloo-bench", default=os.path.join(REPO, "bench", "build", "gloo_bench"))
-    p.add_argument("--out", default=os.path.join(REPO, "bench", "results"))
+    p.add_argument("--out", default=os.environ.get("BENCH_OUT"),
+                   help="folder for the raw output (default: $BENCH_OUT, else "
+                        "<build>/bench-results); bench/summarize.py condenses a run for "
+                        "bench/results/")
     p.add_argument("--stamp", default=None, help="name of the outputs (default: date-time)")
     p.add_argument("--quick", action="store_true",
                    help="development run: 8 B..1 MiB, 1 round each, 0.02 s loops")
@@ -792,6 +812,9 @@ def parse_args(argv):
                               ("gloo_rounds", 1, 1), ("target", 0.2, 0.02)):
         if getattr(args, name) is None:
             setattr(args, name, quick if args.quick else full)
+    if args.out is None:  # beside the build, so raw output stays out of the source tree
+        build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
+        args.out = os.path.join(build, "bench-results")
     args.min_bytes = parse_size(args.min_bytes)
     args.max_bytes = parse_size(args.max_bytes)
     args.gloo_cap = parse_size(args.gloo_cap)
@@ -832,6 +855,7 @@ def main(argv):
                "ompi": [args.mpi_bench], "gloo": [args.gloo_bench, runners["chorus"].launcher]}
     colls = [COLL_BY_OPT[c] for c in args.colls]
     res.meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                "commit": git_commit(),
                 "command": os.environ.get("BENCH_COMMAND") or " ".join(["bench/compare.py"] + argv), "machine": machine_text(),
                 "libs": args.libs, "ranks": args.ranks, "colls": args.colls,
                 "rounds": ", ".join("%s %d" % (LIB_TITLE[l], rounds[l]) for l in args.libs),
@@ -868,6 +892,8 @@ def main(argv):
     log("# all runs done in %.0f s; raw rows: %s" % (time.time() - t_start,
                                                       os.path.relpath(jsonl, REPO)))
     report(res, args, outdir, stamp, os.path.join(args.out, stamp + ".md"))
+    log("# summary for the repository: python3 bench/summarize.py host %s "
+        "-o bench/results/host_%s.csv" % (os.path.relpath(jsonl, REPO), stamp))
     return 0
 
 

@@ -4,7 +4,12 @@ performance goals and prints markdown: one line per goal (met, or the
 worst ratio and where), then a compact table of Chorus/OMPI and
 Chorus/Gloo time ratios per collective, rank count and size.
 
-usage: bench/goals.py bench/results/<stamp>.jsonl
+usage: bench/goals.py RUN.jsonl
+       bench/goals.py bench/results/host_<name>.csv [LATER.csv ...]
+
+A run's .jsonl (bench/compare.py), or its summary (bench/summarize.py
+host); with several summaries, a row of a later one replaces the earlier
+rows of the same collective, rank count and size.
 
 The goals (issue 3; float, ranks as processes, same run):
   AllReduce 8 B..4 KiB      >= 1x Open MPI at 2 ranks, >= 2x at 4 ranks
@@ -35,6 +40,30 @@ for coll, title in (("allgather", "AllGather"), ("reducescatter", "ReduceScatter
     for n in (2, 4):
         GOALS.append(("%s from 64 KiB, %d ranks: Open MPI's busbw" % (title, n), coll, n,
                       64 * KIB, 256 * MIB, "ompi", 1.0))
+
+
+def load(paths):
+    """compare.Results of a .jsonl, or of summaries merged in order."""
+    if len(paths) == 1 and paths[0].endswith(".jsonl"):
+        return compare.Results.load(paths[0])
+    import summarize  # only summaries need it
+    merged = {}
+    for path in paths:
+        for r in summarize.read_csv(path)[1]:
+            merged[(r["collective"], r["ranks"], r["bytes"])] = r
+    res = compare.Results()
+    for (name, n, size), r in merged.items():
+        coll = BY_NAME[name]
+        for lib in compare.LIBS:
+            us = r[lib + "_us"]
+            if us is not None:
+                res.add(lib, 1, [{"collective": coll[1], "size": size, "nranks": n,
+                                  "out_of_place": {"time_us": us,
+                                                   "wrong": int(lib in r["wrong"].split())}}])
+        for lib in r["failed"].split():
+            if not res.errors(lib, coll, n):
+                res.fail(lib, name, n, 1, "failed")
+    return res
 
 
 def ratio(res, coll, n, size, ref):
@@ -82,9 +111,9 @@ def ratio_table(res, ref):
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 2:
         sys.exit(__doc__)
-    res = compare.Results.load(sys.argv[1])
+    res = load(sys.argv[1:])
     print("\n".join(goal_lines(res)))
     print("\n#### Chorus/Open MPI (time ratio; above 1 Chorus is faster)\n")
     print("\n".join(ratio_table(res, "ompi")))

@@ -1,10 +1,13 @@
 #!/bin/sh
 # run.sh - the one command: build what is missing, then compare Chorus with
 # Open MPI and Gloo (bench/compare.py) and write tables, markdown and plots
-# to bench/results/.
+# to $BENCH_OUT (default $CHORUS_BUILD/bench-results). Raw output stays out
+# of the source tree; bench/summarize.py condenses a run into the CSV that
+# bench/results/ keeps.
 #
 # usage: bench/run.sh [compare.py options]     e.g. bench/run.sh --quick
 #   CHORUS_BUILD  Chorus build folder, relative to the repository (build)
+#   BENCH_OUT     folder for the raw output (<CHORUS_BUILD>/bench-results)
 #   BENCH_BUILD   where mpi_bench and gloo_bench go (bench/build)
 #   CC_MPI        MPI compiler wrapper (mpicc.openmpi)
 #   CXX           C++ compiler for gloo_bench (g++)

@@ -56,33 +56,50 @@ GOALS = [
 ]
 
 
+def check(goal, c, n):
+    """One goal against Chorus's and NCCL's rows of one mode ({size: (us,
+    busbw)} each, as load() gives): None where no size of the goal has both,
+    else a dict: ok, measure, need, worst (size), ratio ({size: ratio}),
+    short (sizes under the need) and, for goals with a GB/s floor, low (the
+    size where Chorus's busbw is lowest)."""
+    what, coll, lo, hi, measure, need, absolute = goal
+    sizes = sorted(s for s in set(c) & set(n) if lo <= s <= hi)
+    if not sizes:
+        return None
+    ratio = {}
+    for s in sizes:
+        if measure == "time":
+            ratio[s] = n[s][0] / c[s][0] if c[s][0] > 0 else 0.0
+        else:
+            ratio[s] = c[s][1] / n[s][1] if n[s][1] > 0 else 0.0
+    worst = min(sizes, key=lambda s: ratio[s])
+    ok = all(ratio[s] >= need for s in sizes)
+    low = None
+    if absolute is not None:
+        low = min(sizes, key=lambda s: c[s][1])
+        ok = ok and c[low][1] >= absolute
+    return {"ok": ok, "measure": measure, "need": need, "worst": worst, "ratio": ratio,
+            "short": [s for s in sizes if ratio[s] < need], "low": low}
+
+
 def verdicts(logdir, g):
     out = []
-    for what, coll, lo, hi, measure, need, absolute in GOALS:
+    for goal in GOALS:
+        what, coll = goal[0], goal[1]
         c = load(os.path.join(logdir, "bench_%s_g%d_chorus.log" % (coll, g)))
         n = load(os.path.join(logdir, "bench_%s_g%d_nccl.log" % (coll, g)))
-        sizes = sorted(s for s in set(c) & set(n) if lo <= s <= hi)
-        if not sizes:
+        r = check(goal, c, n)
+        if r is None:
             out.append("  %-50s not measured" % what)
             continue
-        ratio = {}
-        for s in sizes:
-            if measure == "time":
-                ratio[s] = n[s][0] / c[s][0] if c[s][0] > 0 else 0.0
-            else:
-                ratio[s] = c[s][1] / n[s][1] if n[s][1] > 0 else 0.0
-        worst = min(sizes, key=lambda s: ratio[s])
-        ok = all(ratio[s] >= need for s in sizes)
         extra = ""
-        if absolute is not None:
-            low = min(sizes, key=lambda s: c[s][1])
-            ok = ok and c[low][1] >= absolute
-            extra = ", Chorus %.1f GB/s (NCCL %.1f)" % (c[low][1], n[low][1])
-        short = [size_name(s) for s in sizes if ratio[s] < need]
+        if r["low"] is not None:
+            extra = ", Chorus %.1f GB/s (NCCL %.1f)" % (c[r["low"]][1], n[r["low"]][1])
+        short = [size_name(s) for s in r["short"]]
         out.append("  %-50s %s: worst %.*fx at %s%s%s" %
-                   (what, "met" if ok else "NOT met", 2 if measure == "time" else 3, ratio[worst],
-                    size_name(worst), extra,
-                    "" if ok or not short else " (short at " + ", ".join(short) + ")"))
+                   (what, "met" if r["ok"] else "NOT met", 2 if r["measure"] == "time" else 3,
+                    r["ratio"][r["worst"]], size_name(r["worst"]), extra,
+                    "" if r["ok"] or not short else " (short at " + ", ".join(short) + ")"))
     return out
 
 
