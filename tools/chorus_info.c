@@ -1,48 +1,266 @@
 /*
- * chorus_info - prints what Chorus is and every environment variable it
- * reads (name, type, default, current value, meaning), from the one table in
- * src/util/param_table.h, plus the algorithms NCCL_ALGO can name.
+ * chorus_info - what Chorus is, every setting it reads on one screen, its
+ * algorithms and rules, and, for a communicator shape, function and size,
+ * which algorithm a call takes and why.
  *
- * usage: chorus_info [--markdown]
+ * usage: chorus_info                    every setting: default, value if set, meaning
+ *        chorus_info --markdown         the same as a markdown table
+ *        chorus_info --algos            the algorithms of both backends
+ *        chorus_info --rules            CHORUS_TUNE's rules, then each backend's defaults
+ *        chorus_info --explain FUNC SIZE [--ranks N] [--gpu|--host] [--hosts H]
+ *                    [--one-process] [--windows] [--type T]
+ *            FUNC as NCCL_ALGO spells it (allreduce, sendrecv, ...); SIZE the
+ *            larger buffer in bytes as nccl-tests reports it (4K, 1M, ...);
+ *            --one-process: a GPU communicator whose ranks are GPUs of one
+ *            process, every rank's call in one group (zero-copy, copy
+ *            engine); --windows: buffers in symmetric windows.
+ * The settings in the environment apply (NCCL_ALGO, NCCL_PROTO,
+ * CHORUS_TUNE and the GPU settings), as they would to a communicator.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-#include "algo/algos.h"
 #include "chorus.h"
+#include "core/comm.h"
 #include "device/device.h"
+#include "gpu/settings.h"
+#include "host/reduce.h"
+#include "plan/plan.h"
 #include "util/param.h"
+#include "util/units.h"
 
-int main(int argc, char **argv) {
-  int md = argc > 1 && strcmp(argv[1], "--markdown") == 0;
+static const char *type_name(chorus_param_type t) {
+  switch (t) {
+  case CHORUS_PARAM_BOOL:
+    return "on/off";
+  case CHORUS_PARAM_SIZE:
+    return "size";
+  case CHORUS_PARAM_INT:
+    return "number";
+  default:
+    return "text";
+  }
+}
+
+/* The ncclConfig_t overrides go on one line: they are NCCL's, and their
+ * meaning is the field they override. */
+static int is_override(chorus_param_id id) {
+  return strncmp(chorus_param_group(id), "ncclConfig_t", 12) == 0;
+}
+
+static void settings(int md) {
   int v = 0;
   ncclGetVersion(&v);
-  printf("Chorus %s, NCCL API %d.%d.%d (ncclGetVersion %d), CUDA support built: %s, "
-         "devices visible: %d\n\n",
-         CHORUS_VERSION_STRING, NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, v,
-         chorus_device_built() ? "yes" : "no", chorus_device_count());
-  if (md) printf("| variable | type | default | meaning |\n|---|---|---|---|\n");
+  printf("Chorus %s (NCCL %d.%d.%d API), CUDA built: %s, GPUs visible: %d\n", CHORUS_VERSION_STRING,
+         NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, chorus_device_built() ? "yes" : "no",
+         chorus_device_count());
+  if (md) printf("\n| variable | type | default | meaning |\n|---|---|---|---|\n");
+  const char *group = NULL;
   for (int i = 0; i < CHORUS_P_COUNT; i++) {
-    const chorus_param_desc *d = chorus_param_desc_get((chorus_param_id)i);
-    char def[32];
-    if (d->type == CHORUS_PARAM_INT)
-      snprintf(def, sizeof def, "%lld", (long long)d->def_int);
-    else
-      snprintf(def, sizeof def, "%s", d->def_str ? d->def_str : "(unset)");
-    if (d->type == CHORUS_PARAM_INT && d->def_int == INT_MIN) snprintf(def, sizeof def, "(unset)");
-    const char *cur = chorus_param_raw((chorus_param_id)i);
-    if (md)
-      printf("| `%s` | %s | %s | %s |\n", d->name, d->type == CHORUS_PARAM_INT ? "int" : "string",
-             def, d->doc);
-    else
-      printf("%-40s %-6s default %-12s%s%s\n    %s\n", d->name,
-             d->type == CHORUS_PARAM_INT ? "int" : "string", def, cur ? " set to " : "",
-             cur ? cur : "", d->doc);
+    const chorus_param_id id = (chorus_param_id)i;
+    const chorus_param_desc *d = chorus_param_desc_get(id);
+    const char *cur = chorus_param_raw(id);
+    if (md) {
+      printf("| `%s` | %s | %s | %s%s |\n", d->name, type_name(d->type), d->def ? d->def : "unset",
+             is_override(id) ? "overrides ncclConfig_t." : "", d->doc);
+      continue;
+    }
+    if (group != chorus_param_group(id)) {
+      group = chorus_param_group(id);
+      if (is_override(id)) {
+        printf("%s:", group);
+        for (int j = i; j < CHORUS_P_COUNT; j++)
+          if (is_override((chorus_param_id)j))
+            printf(" %s%s%s", chorus_param_desc_get((chorus_param_id)j)->name,
+                   chorus_param_raw((chorus_param_id)j) ? "=" : "",
+                   chorus_param_raw((chorus_param_id)j) ? chorus_param_raw((chorus_param_id)j)
+                                                        : "");
+        printf("\n");
+      } else {
+        printf("%s\n", group);
+      }
+    }
+    if (is_override(id)) continue;
+    char val[48];
+    snprintf(val, sizeof val, "%s%s%s", d->def ? d->def : "-", cur ? " =" : "", cur ? cur : "");
+    printf("  %-32s %-12s %s\n", d->name, val, d->doc);
   }
-  printf("\nAlgorithms (NCCL_ALGO):\n");
+}
+
+static void algos(void) {
+  printf("%-11s %-5s %-56s %s\n", "algorithm", "where", "functions", "protocols");
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
-    const chorus_algo_desc *d = chorus_algo_get((chorus_algo)a);
-    printf("  %-10s %s\n", d->name, d->doc);
+    const chorus_algo_info *info = chorus_algo_get(a);
+    for (int b = 0; b < CHORUS_BACKEND_COUNT; b++) {
+      if (!info->on[b].funcs) continue;
+      char funcs[128] = "", protos[32] = "";
+      size_t o = 0;
+      for (int f = 1; f < CHORUS_FUNC_RECV; f++)
+        if (info->on[b].funcs & chorus_func_bit(f))
+          o += (size_t)snprintf(funcs + o, sizeof funcs - o, "%s%s", o ? " " : "",
+                                chorus_func_get(f)->key);
+      o = 0;
+      for (int p = 0; p < CHORUS_PROTO_COUNT; p++)
+        if (info->on[b].protos & CHORUS_PROTO_BIT(p))
+          o += (size_t)snprintf(protos + o, sizeof protos - o, "%s%s", o ? "," : "",
+                                chorus_proto_name(p));
+      printf("%-11s %-5s %-56s %s\n", info->name, chorus_backend_name(b), funcs, protos);
+    }
+    printf("            %s\n", info->doc);
   }
+}
+
+static int rules(void) {
+  chorus_plan_comm c;
+  memset(&c, 0, sizeof c);
+  char err[256];
+  if (chorus_plan_comm_settings(&c, err, sizeof err) != 0) {
+    fprintf(stderr, "chorus_info: %s\n", err);
+    return 2;
+  }
+  char text[192];
+  printf("CHORUS_TUNE (first):%s\n", c.nuser ? "" : " none");
+  for (size_t i = 0; i < c.nuser; i++) {
+    chorus_rule_format(&c.user[i], text, sizeof text);
+    printf("  %2zu  %s\n", i + 1, text);
+  }
+  for (int b = 0; b < CHORUS_BACKEND_COUNT; b++) {
+    size_t n;
+    const chorus_rule *r = chorus_rules_default(b, &n);
+    printf("%s defaults (the first that matches and can run wins; sizes: the larger buffer, "
+           "*n: per rank):\n",
+           chorus_backend_name(b));
+    for (size_t i = 0; i < n; i++) {
+      chorus_rule_format(&r[i], text, sizeof text);
+      printf("  %2zu  %s\n", i + 1, text);
+    }
+  }
+  return 0;
+}
+
+/* Facts of the hypothetical call: what --one-process and --windows say. */
+static uint32_t assumed(void *arg, const chorus_plan_call *c, uint32_t want) {
+  (void)c;
+  return want & *(const uint32_t *)arg;
+}
+
+static int explain(int argc, char **argv) {
+  if (argc < 4) {
+    fprintf(stderr, "usage: chorus_info --explain FUNC SIZE [--ranks N] [--gpu|--host] "
+                    "[--hosts H] [--one-process] [--windows] [--type float|half|double|int8]\n");
+    return 2;
+  }
+  const int func = chorus_func_by_key(argv[2], strlen(argv[2]));
+  uint64_t size;
+  if (!func || chorus_size_parse(argv[3], strlen(argv[3]), &size) != 0) {
+    fprintf(stderr, "chorus_info: \"%s %s\" is not a function and a size (allreduce 1M)\n", argv[2],
+            argv[3]);
+    return 2;
+  }
+  int nranks = 4, nhosts = 1, gpu = chorus_device_count() > 0, one_proc = 0, windows = 0;
+  size_t esize = 4;
+  for (int i = 4; i < argc; i++) {
+    if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
+      nranks = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--hosts") && i + 1 < argc)
+      nhosts = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--gpu"))
+      gpu = 1;
+    else if (!strcmp(argv[i], "--host"))
+      gpu = 0;
+    else if (!strcmp(argv[i], "--one-process"))
+      one_proc = 1;
+    else if (!strcmp(argv[i], "--windows"))
+      windows = 1;
+    else if (!strcmp(argv[i], "--type") && i + 1 < argc) {
+      const char *t = argv[++i];
+      esize = !strcmp(t, "double") ? 8 : !strcmp(t, "int8") ? 1 : !strcmp(t, "half") ? 2 : 4;
+    } else {
+      fprintf(stderr, "chorus_info: unknown option %s\n", argv[i]);
+      return 2;
+    }
+  }
+  if (nranks < 1 || nhosts < 1 || nhosts > nranks) {
+    fprintf(stderr, "chorus_info: --ranks and --hosts must be 1 or more, hosts <= ranks\n");
+    return 2;
+  }
+  chorus_plan_comm c;
+  memset(&c, 0, sizeof c);
+  c.env.backend = gpu ? CHORUS_BACKEND_GPU : CHORUS_BACKEND_HOST;
+  c.env.nranks = nranks;
+  c.env.nhosts = nhosts;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  c.env.node = nhosts == 1 && !chorus_param_int(CHORUS_P_SHM_DISABLE) &&
+               chorus_param_int(CHORUS_P_NODE_CHUNK) > 0 && nranks <= CHORUS_REDUCE_MAX_SRCS;
+  c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
+  c.env.max_msg = chorus_comm_slot_bytes(NULL);
+  char err[320];
+  if (chorus_plan_comm_settings(&c, err, sizeof err) != 0) {
+    fprintf(stderr, "chorus_info: %s\n", err);
+    return 2;
+  }
+  uint32_t facts = 0;
+  if (gpu) {
+    const int staged = (int)chorus_param_int(CHORUS_P_P2P_DISABLE);
+    chorus_gpu_settings st;
+    chorus_gpu_settings_read(&st, nranks, staged);
+    chorus_gpu_settings_plan(&st, &c);
+    c.one_process = one_proc;
+    c.staged = staged;
+    facts =
+        (one_proc ? CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH | CHORUS_FACT_STREAM_OK : 0) |
+        (windows ? CHORUS_FACT_SYM_WINDOWS : 0);
+  }
+  const uint64_t blocks = chorus_func_size(func, 1, 1, nranks);
+  /* Buffers: 16-byte aligned and apart, as cudaMalloc's are; never touched. */
+  chorus_plan_call call = {&c,
+                           func,
+                           (size_t)(size / esize / blocks),
+                           esize,
+                           0,
+                           0,
+                           0,
+                           (void *)0x10000,
+                           (void *)((uintptr_t)1 << 40),
+                           0,
+                           0,
+                           NULL};
+  const chorus_plan_probe probe = {assumed, &facts};
+  char text[4096];
+  chorus_explain ex = {text, sizeof text, 0};
+  chorus_task t;
+  char sz[32];
+  chorus_size_print(size, sz, sizeof sz);
+  printf("%s of %s (larger buffer) on %d %s%s%s on %d host%s%s:\n", chorus_func_name(func), sz,
+         nranks, gpu ? "GPU" : "rank", nranks > 1 ? "s" : "",
+         gpu ? (one_proc ? ", one process, every rank's call in one group" : ", a process each")
+             : "",
+         nhosts, nhosts > 1 ? "s" : "", windows ? ", buffers in symmetric windows" : "");
+  const int rc = chorus_plan_choose(&call, &probe, 0, one_proc, &t, &ex, err, sizeof err);
+  fputs(text, stdout);
+  if (rc != 0) {
+    printf("error: %s\n", err);
+    return 1;
+  }
+  const double us = chorus_cost_us(func, t.algo, t.proto, size, &c.env);
+  if (us >= 0) printf("modelled time: %.1f us\n", us);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--explain")) return explain(argc, argv);
+  if (argc > 1 && !strcmp(argv[1], "--rules")) return rules();
+  if (argc > 1 && !strcmp(argv[1], "--algos")) {
+    algos();
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "--markdown")) {
+    fprintf(stderr, "usage: chorus_info [--markdown | --algos | --rules | --explain FUNC SIZE "
+                    "[options]]\n");
+    return 2;
+  }
+  settings(argc > 1);
   return 0;
 }

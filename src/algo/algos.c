@@ -1,5 +1,6 @@
 /*
- * algos.c - algorithm names and the NCCL_ALGO filter (see algos.h).
+ * algos.c - the algorithm table and the NCCL_ALGO / NCCL_PROTO filters
+ * (algos.h).
  */
 #include "algo/algos.h"
 
@@ -9,97 +10,206 @@
 
 #include "util/log.h"
 
-static const chorus_algo_desc algos[CHORUS_ALGO_COUNT] = {
-    {CHORUS_ALGO_RING, "ring",
-     "pipelined ring over point-to-point connections (any transport, any rank count)"},
-    {CHORUS_ALGO_DIRECT, "direct",
-     "a transfer to or from every peer at once (AlltoAll, Gather, Scatter, Send/Recv)"},
-    {CHORUS_ALGO_ONESHOT, "oneshot",
-     "one host: every rank stages its data once and reads every other rank's (small sizes)"},
-    {CHORUS_ALGO_TWOSHOT, "twoshot",
-     "one host: every rank reduces its share of the staged data, then all gather (large sizes)"},
-    {CHORUS_ALGO_RD, "rd",
-     "recursive doubling: log2(n) pairwise exchanges (small AllReduce across hosts)"},
+#define F(x)    CHORUS_FUNC_BIT(CHORUS_FUNC_##x)
+#define P(x)    CHORUS_PROTO_BIT(CHORUS_PROTO_##x)
+#define NEED(x) CHORUS_NEED_##x
+#define COLLS   CHORUS_FUNC_ALL_COLLS
+
+static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
+    {CHORUS_ALGO_RING,
+     "ring",
+     "each rank streams chunks to the next around the ring (AllReduce: 2(n-1) steps)",
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE), 0},
+      [CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
+                              NEED(RANKS2)}}},
+    {CHORUS_ALGO_CHAIN,
+     "chain",
+     "Broadcast and Reduce: chunks flow along the ring from the root or to it",
+     {[CHORUS_BACKEND_HOST] = {F(BROADCAST) | F(REDUCE), P(SIMPLE), 0},
+      [CHORUS_BACKEND_GPU] = {F(BROADCAST) | F(REDUCE), P(SIMPLE), NEED(RANKS2)}}},
+    {CHORUS_ALGO_DIRECT,
+     "direct",
+     "each rank's transfers go straight to each peer over its pair's channel, all at once",
+     {[CHORUS_BACKEND_HOST] = {F(ALLTOALL) | F(GATHER) | F(SCATTER) | F(SEND), P(SIMPLE), 0},
+      [CHORUS_BACKEND_GPU] = {F(SEND), P(LL) | P(SIMPLE), 0}}},
+    {CHORUS_ALGO_ONESHOT,
+     "oneshot",
+     "every rank hands all its data to every peer at once; each takes what it needs",
+     {[CHORUS_BACKEND_HOST] = {COLLS, P(SIMPLE), NEED(NODE_MEM)},
+      [CHORUS_BACKEND_GPU] = {COLLS, P(LL) | P(SIMPLE), 0}}},
+    {CHORUS_ALGO_TWOSHOT,
+     "twoshot",
+     "AllReduce: each rank reduces its share of everyone's data, then all gather the shares",
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(NODE_MEM)},
+      [CHORUS_BACKEND_GPU] = {F(ALLREDUCE), P(LL) | P(SIMPLE), NEED(RANKS2)}}},
+    {CHORUS_ALGO_RD,
+     "rd",
+     "AllReduce: recursive doubling, log2(n) pairwise exchanges of the whole buffer",
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(FITS_MSG)}}},
+    {CHORUS_ALGO_ZEROCOPY,
+     "zerocopy",
+     "GPU kernels read and write the peers' own buffers, no staging",
+     {[CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
+                              NEED(RANKS2) | NEED(PEER_ACCESS) | NEED(PEER_BUFS)}}},
+    {CHORUS_ALGO_CE,
+     "copyengine",
+     "cudaMemcpyAsync between the ranks' buffers, joined by events; no kernel",
+     {[CHORUS_BACKEND_GPU] = {F(BROADCAST) | F(ALLGATHER) | F(ALLTOALL) | F(SEND), P(SIMPLE),
+                              NEED(RANKS2) | NEED(PEER_ACCESS) | NEED(ONE_PROC)}}},
 };
 
-static const char *const func_names[CHORUS_FUNC_COUNT] = {
-    "?",        "AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
-    "AlltoAll", "Gather",    "Scatter",   "Send",   "Recv"};
+static const char *const proto_names[CHORUS_PROTO_COUNT] = {"LL", "LL128", "Simple"};
+static const char *const backend_names[CHORUS_BACKEND_COUNT] = {"host", "gpu"};
 
-/* NCCL_ALGO's spelling of each function. */
-static const char *const func_keys[CHORUS_FUNC_COUNT] = {
-    "",         "allreduce", "broadcast", "reduce",   "allgather", "reducescatter",
-    "alltoall", "gather",    "scatter",   "sendrecv", "sendrecv"};
+/* NCCL's algorithm names Chorus has no algorithm for: accepted and ignored. */
+static const char *const nccl_only_algos[] = {"tree", "collnetdirect", "collnetchain",
+                                              "nvls", "nvlstree",      "pat"};
 
-const char *chorus_func_name(int func) {
-  return (func > 0 && func < CHORUS_FUNC_COUNT) ? func_names[func] : "?";
+const chorus_algo_info *chorus_algo_get(int algo) {
+  return algo >= 0 && algo < CHORUS_ALGO_COUNT ? &algos[algo] : NULL;
 }
 
-const chorus_algo_desc *chorus_algo_get(chorus_algo id) {
-  return (id >= 0 && id < CHORUS_ALGO_COUNT) ? &algos[id] : NULL;
+const char *chorus_algo_name(int algo) {
+  return algo >= 0 && algo < CHORUS_ALGO_COUNT ? algos[algo].name : "?";
 }
 
-static const char *algo_name(int i) {
-  return algos[i].name;
-}
-static const char *proto_name(int i) {
-  static const char *const names[CHORUS_PROTO_COUNT] = {"LL", "LL128", "Simple"};
-  return names[i];
+const char *chorus_proto_name(int proto) {
+  return proto >= 0 && proto < CHORUS_PROTO_COUNT ? proto_names[proto] : "?";
 }
 
-/* Applies one list ("ring,direct" or "^ring") of name(0..count-1) to the
- * mask; `var` names the variable for the log. */
-static uint32_t apply_list(const char *list, const char *(*name)(int), int count, const char *var) {
+const char *chorus_backend_name(int backend) {
+  return backend >= 0 && backend < CHORUS_BACKEND_COUNT ? backend_names[backend] : "?";
+}
+
+static int word_is(const char *w, size_t len, const char *name) {
+  return strlen(name) == len && strncasecmp(w, name, len) == 0;
+}
+
+int chorus_algo_by_name(const char *name, size_t len) {
+  for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
+    if (word_is(name, len, algos[a].name)) return a;
+  return -1;
+}
+
+int chorus_proto_by_name(const char *name, size_t len) {
+  for (int p = 0; p < CHORUS_PROTO_COUNT; p++)
+    if (word_is(name, len, proto_names[p])) return p;
+  return -1;
+}
+
+int chorus_algo_runs(int algo, int backend, int func) {
+  const chorus_algo_info *a = chorus_algo_get(algo);
+  return a && backend >= 0 && backend < CHORUS_BACKEND_COUNT &&
+         (a->on[backend].funcs & chorus_func_bit(func)) != 0;
+}
+
+/* ---- NCCL_ALGO, NCCL_PROTO --------------------------------------------------- */
+
+typedef struct vocab {
+  const char *var; /* the variable, for messages */
+  int count;
+  int (*lookup)(const char *, size_t);
+  int (*foreign)(const char *, size_t); /* NCCL's word Chorus lacks: ignored */
+  int plain_p2p;                        /* a plain list also binds Send/Recv */
+} vocab;
+
+static int nccl_only_algo(const char *w, size_t len) {
+  for (size_t i = 0; i < sizeof nccl_only_algos / sizeof nccl_only_algos[0]; i++)
+    if (word_is(w, len, nccl_only_algos[i])) return 1;
+  return 0;
+}
+static int nccl_only_proto(const char *w, size_t len) {
+  return word_is(w, len, "LL128");
+}
+
+static const char *skip_space(const char *s, const char *end) {
+  while (s < end && (*s == ' ' || *s == '\t')) s++;
+  return s;
+}
+static const char *trim_end(const char *s, const char *end) {
+  while (end > s && (end[-1] == ' ' || end[-1] == '\t')) end--;
+  return end;
+}
+
+/* One list over [s, end): "a,b" or "^a,b" into *mask (all bits of count
+ * when empty). -1 with err on an unknown word. */
+static int parse_list(const vocab *v, const char *s, const char *end, uint32_t *mask, char *err,
+                      size_t errlen) {
+  const uint32_t all = (1u << v->count) - 1;
+  s = skip_space(s, end);
   int exclude = 0;
-  while (*list == ' ') list++;
-  if (*list == '^') exclude = 1, list++;
-  uint32_t mask = 0;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", list);
-  char *save = NULL;
-  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    while (*tok == ' ') tok++;
-    int found = 0;
-    for (int a = 0; a < count; a++)
-      if (strcasecmp(tok, name(a)) == 0) mask |= 1u << a, found = 1;
-    if (!found) INFO(CHORUS_TUNING, "%s: ignoring unknown name \"%s\"", var, tok);
-  }
-  uint32_t all = (1u << count) - 1;
-  return exclude ? all & ~mask : mask;
-}
-
-/* NCCL_ALGO's and NCCL_PROTO's grammar over name(0..count-1). */
-static uint32_t allowed_ex(const char *spec, int func, int *explicit_out, const char *(*name)(int),
-                           int count, const char *var) {
-  uint32_t all = (1u << count) - 1;
-  if (explicit_out) *explicit_out = 0;
-  if (!spec || !*spec) return all;
-  /* Per-function form: "func:list;func:list". A plain list applies to all. */
-  if (!strchr(spec, ':')) return apply_list(spec, name, count, var);
-  char buf[512];
-  snprintf(buf, sizeof buf, "%s", spec);
-  char *save = NULL;
-  for (char *part = strtok_r(buf, ";", &save); part; part = strtok_r(NULL, ";", &save)) {
-    char *colon = strchr(part, ':');
-    if (!colon) continue;
-    *colon = '\0';
-    while (*part == ' ') part++;
-    if (func > 0 && func < CHORUS_FUNC_COUNT && strcasecmp(part, func_keys[func]) == 0) {
-      if (explicit_out) *explicit_out = 1;
-      return apply_list(colon + 1, name, count, var);
+  if (s < end && *s == '^') exclude = 1, s++;
+  uint32_t m = 0;
+  while (s < end) {
+    const char *comma = memchr(s, ',', (size_t)(end - s));
+    const char *wend = comma ? comma : end;
+    const char *w = skip_space(s, wend), *we = trim_end(w, wend);
+    if (we > w) {
+      const int id = v->lookup(w, (size_t)(we - w));
+      if (id >= 0) {
+        m |= 1u << id;
+      } else if (v->foreign(w, (size_t)(we - w))) {
+        INFO(CHORUS_TUNING | CHORUS_ENV, "%s: \"%.*s\" is NCCL's, not Chorus's; ignoring it",
+             v->var, (int)(we - w), w);
+      } else {
+        snprintf(err, errlen, "%s: unknown name \"%.*s\"", v->var, (int)(we - w), w);
+        return -1;
+      }
     }
+    s = comma ? comma + 1 : end;
   }
-  return all;
+  *mask = exclude ? all & ~m : m;
+  return 0;
 }
 
-uint32_t chorus_algo_allowed(const char *spec, int func) {
-  return chorus_algo_allowed_ex(spec, func, NULL);
+/* The whole variable into out[func] and named[func]. */
+static int parse_var(const vocab *v, const char *spec, uint32_t *out, uint8_t *named, char *err,
+                     size_t errlen) {
+  const uint32_t all = (1u << v->count) - 1;
+  for (int f = 0; f < CHORUS_FUNC_COUNT; f++) out[f] = all, named[f] = 0;
+  if (!spec || !*spec) return 0;
+  const char *end = spec + strlen(spec);
+  if (!strchr(spec, ':')) { /* a plain list: every collective */
+    uint32_t m;
+    if (parse_list(v, spec, end, &m, err, errlen) != 0) return -1;
+    for (int f = 1; f < (v->plain_p2p ? CHORUS_FUNC_COUNT : CHORUS_FUNC_SEND); f++) out[f] = m;
+    return 0;
+  }
+  for (const char *s = spec; s < end;) {
+    const char *semi = memchr(s, ';', (size_t)(end - s));
+    const char *pend = semi ? semi : end;
+    const char *colon = memchr(s, ':', (size_t)(pend - s));
+    const char *k = skip_space(s, pend);
+    if (k < pend) {
+      if (!colon) {
+        snprintf(err, errlen, "%s: \"%.*s\" names no function (use function:list)", v->var,
+                 (int)(pend - k), k);
+        return -1;
+      }
+      const char *ke = trim_end(k, colon);
+      const int f = chorus_func_by_key(k, (size_t)(ke - k));
+      if (!f) {
+        snprintf(err, errlen, "%s: unknown function \"%.*s\"", v->var, (int)(ke - k), k);
+        return -1;
+      }
+      uint32_t m;
+      if (parse_list(v, colon + 1, pend, &m, err, errlen) != 0) return -1;
+      out[f] = m;
+      named[f] = 1;
+      if (f == CHORUS_FUNC_SEND) out[CHORUS_FUNC_RECV] = m, named[CHORUS_FUNC_RECV] = 1;
+    }
+    s = semi ? semi + 1 : end;
+  }
+  return 0;
 }
 
-uint32_t chorus_algo_allowed_ex(const char *spec, int func, int *explicit_out) {
-  return allowed_ex(spec, func, explicit_out, algo_name, CHORUS_ALGO_COUNT, "NCCL_ALGO");
-}
-
-uint32_t chorus_proto_allowed_ex(const char *spec, int func, int *explicit_out) {
-  return allowed_ex(spec, func, explicit_out, proto_name, CHORUS_PROTO_COUNT, "NCCL_PROTO");
+int chorus_algo_filter_parse(chorus_algo_filter *f, const char *algo, const char *proto, char *err,
+                             size_t errlen) {
+  /* NCCL_PROTO's plain list binds Send/Recv as well (whether they may
+   * use LL), NCCL_ALGO's does not (NCCL's algorithms are collective). */
+  const vocab va = {"NCCL_ALGO", CHORUS_ALGO_COUNT, chorus_algo_by_name, nccl_only_algo, 0};
+  const vocab vp = {"NCCL_PROTO", CHORUS_PROTO_COUNT, chorus_proto_by_name, nccl_only_proto, 1};
+  memset(f, 0, sizeof *f);
+  if (parse_var(&va, algo, f->algos, f->algo_named, err, errlen) != 0) return -1;
+  return parse_var(&vp, proto, f->protos, f->proto_named, err, errlen);
 }

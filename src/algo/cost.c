@@ -1,5 +1,5 @@
 /*
- * tune.c - see tune.h.
+ * cost.c - see cost.h.
  *
  * One host. Each fit is t = a * (n / n_cal) + the sum over size bands of
  * (bytes of S in the band) / bw_band, with S the size the perf tools report
@@ -10,7 +10,9 @@
  * (L2, L3, past L3, DRAM), so the modelled time is continuous and grows with
  * size. bench/fit.py fitted the values to bench/calibration-*.txt.
  */
-#include "algo/tune.h"
+#include "algo/cost.h"
+
+#include "algo/rules.h"
 
 #define NBANDS 4
 static const double band_top[NBANDS - 1] = {65536.0, 1048576.0, 8388608.0};
@@ -22,7 +24,7 @@ typedef struct curve {
 
 typedef struct fit {
   int func;
-  chorus_algo algo;
+  int algo;
   curve own;  /* a core per rank (n_cal = 2) */
   curve over; /* ranks outnumber cores (n_cal = 4) */
 } fit;
@@ -61,7 +63,7 @@ static const fit fits[] = {
      {0.133, {9533, 14234, 14452, 5650}},
      {4.453, {7897, 8945, 4218, 6079}}},
     {CHORUS_FUNC_BROADCAST,
-     CHORUS_ALGO_RING,
+     CHORUS_ALGO_CHAIN,
      {0.551, {6355, 19563, 15830, 3672}},
      {1.359, {3664, 12014, 4350, 2596}}},
     {CHORUS_FUNC_GATHER,
@@ -77,7 +79,7 @@ static const fit fits[] = {
      {0.268, {7253, 8176, 8752, 4154}},
      {8.956, {3226, 4361, 3458, 2990}}},
     {CHORUS_FUNC_REDUCE,
-     CHORUS_ALGO_RING,
+     CHORUS_ALGO_CHAIN,
      {0.435, {8052, 38229, 24909, 6974}},
      {1.589, {4833, 13061, 4928, 3973}}},
     {CHORUS_FUNC_REDUCESCATTER,
@@ -109,12 +111,7 @@ static double curve_us(const curve *c, double a_scale, double size) {
   return t;
 }
 
-static int blocks_per_rank(int func) {
-  return func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_REDUCESCATTER ||
-         func == CHORUS_FUNC_ALLTOALL || func == CHORUS_FUNC_GATHER || func == CHORUS_FUNC_SCATTER;
-}
-
-static double one_host(int func, chorus_algo algo, double size, const chorus_tune_env *e) {
+static double one_host(int func, int algo, double size, const chorus_cost_env *e) {
   if ((algo == CHORUS_ALGO_ONESHOT || algo == CHORUS_ALGO_TWOSHOT) && !e->node) return -1;
   for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {
     const fit *f = &fits[i];
@@ -136,42 +133,100 @@ static int log2_floor(int n) {
 #define NET_HOP_US 25.0
 #define NET_BW     1000.0
 
-/* Several hosts: network hops dominate. */
-static double across_hosts(int func, chorus_algo algo, double bytes, const chorus_tune_env *e) {
+/* Point-to-point hops (several hosts, or no node memory): they dominate.
+ * bytes: one rank's buffer (count x element size). */
+static double hops(int func, int algo, double bytes, const chorus_cost_env *e) {
   int n = e->nranks;
   double perhop = NET_HOP_US;
   switch (algo) {
   case CHORUS_ALGO_RING:
-    if (func == CHORUS_FUNC_ALLTOALL || func == CHORUS_FUNC_GATHER || func == CHORUS_FUNC_SCATTER)
-      return -1;
     if (func == CHORUS_FUNC_ALLREDUCE)
       return 2.0 * (n - 1) * perhop + 2.0 * (n - 1) / n * bytes / NET_BW;
-    if (func == CHORUS_FUNC_BROADCAST || func == CHORUS_FUNC_REDUCE)
-      return (n - 1) * perhop + bytes / NET_BW;
     return (n - 1) * (perhop + bytes / NET_BW);
+  case CHORUS_ALGO_CHAIN:
+    return (n - 1) * perhop + bytes / NET_BW;
   case CHORUS_ALGO_RD: {
-    if (func != CHORUS_FUNC_ALLREDUCE || bytes > (double)e->max_msg) return -1;
+    if (bytes > (double)e->max_msg) return -1;
     int p2 = 1 << log2_floor(n);
     int steps = log2_floor(n) + (n > p2 ? 2 : 0);
     return steps * (perhop + bytes / NET_BW);
   }
   case CHORUS_ALGO_DIRECT:
-    if (func != CHORUS_FUNC_ALLTOALL && func != CHORUS_FUNC_GATHER && func != CHORUS_FUNC_SCATTER)
-      return -1;
     return perhop + (n - 1) * bytes / NET_BW;
   default:
     return -1;
   }
 }
 
-double chorus_tune_time_us(int func, chorus_algo algo, size_t bytes, const chorus_tune_env *e) {
-  if (func == CHORUS_FUNC_SEND || func == CHORUS_FUNC_RECV)
-    return algo == CHORUS_ALGO_DIRECT ? 1.0 : -1;
-  if (e->nranks <= 1) return algo == CHORUS_ALGO_RING || algo == CHORUS_ALGO_DIRECT ? 0.1 : -1;
+static double host_us(int func, int algo, uint64_t size, const chorus_cost_env *e) {
+  if (!chorus_algo_runs(algo, CHORUS_BACKEND_HOST, func)) return -1;
+  if (func == CHORUS_FUNC_SEND || func == CHORUS_FUNC_RECV) return 1.0;
+  if (e->nranks <= 1)
+    return algo == CHORUS_ALGO_RING || algo == CHORUS_ALGO_CHAIN || algo == CHORUS_ALGO_DIRECT ? 0.1
+                                                                                               : -1;
+  const double bytes = (double)size / (double)chorus_func_size(func, 1, 1, e->nranks);
   /* Without node memory (several hosts, or shared memory turned off) the
-   * point-to-point hop dominates: price hops. */
-  if (e->nhosts > 1 || !e->node) return across_hosts(func, algo, (double)bytes, e);
-  if (algo == CHORUS_ALGO_RD) return -1;
-  double size = (double)bytes * (blocks_per_rank(func) ? e->nranks : 1);
-  return one_host(func, algo, size, e);
+   * point-to-point hop dominates: price hops. Recursive doubling is priced
+   * that way on one host too, where it never wins. */
+  if (e->nhosts > 1 || !e->node || algo == CHORUS_ALGO_RD) return hops(func, algo, bytes, e);
+  return one_host(func, algo, (double)size, e);
+}
+
+/* ---- GPUs ------------------------------------------------------------------ */
+
+/* Bytes that leave one rank (the busiest) for a call of `size` bytes. */
+static double gpu_traffic(int func, int algo, double size, int n) {
+  const double share = (n - 1.0) / n;
+  switch (func) {
+  case CHORUS_FUNC_ALLREDUCE:
+    return algo == CHORUS_ALGO_ONESHOT ? (n - 1.0) * size : 2.0 * share * size;
+  case CHORUS_FUNC_BROADCAST:
+  case CHORUS_FUNC_REDUCE:
+    return algo == CHORUS_ALGO_ONESHOT ? (n - 1.0) * size : size;
+  case CHORUS_FUNC_SEND:
+  case CHORUS_FUNC_RECV:
+    return size;
+  default: /* blocked functions: n - 1 of n blocks */
+    return share * size;
+  }
+}
+
+/* Latency (us) and link rate (bytes/us) per algorithm and protocol, from
+ * the 4xH100 runs: LL lines carry 8 of every 16 bytes; the SM copies of
+ * FIFO chunks reach about 340 GB/s, the copy engine about 380. */
+static double gpu_us(int func, int algo, int proto, uint64_t size, const chorus_cost_env *e) {
+  if (!chorus_algo_runs(algo, CHORUS_BACKEND_GPU, func)) return -1;
+  const chorus_algo_info *a = chorus_algo_get(algo);
+  if (proto == CHORUS_RULE_ANY)
+    proto = (a->on[CHORUS_BACKEND_GPU].protos & CHORUS_PROTO_BIT(CHORUS_PROTO_LL)) &&
+                    size <= (256u << 10)
+                ? CHORUS_PROTO_LL
+                : CHORUS_PROTO_SIMPLE;
+  if (!(a->on[CHORUS_BACKEND_GPU].protos & CHORUS_PROTO_BIT(proto))) return -1;
+  const int n = e->nranks > 1 ? e->nranks : 1;
+  double lat, rate;
+  switch (algo) {
+  case CHORUS_ALGO_CE:
+    lat = 20.0, rate = 380e3;
+    break;
+  case CHORUS_ALGO_ZEROCOPY:
+    lat = 12.0, rate = 330e3;
+    break;
+  case CHORUS_ALGO_RING:
+  case CHORUS_ALGO_CHAIN:
+    lat = 14.0 + 2.0 * n, rate = 345e3;
+    break;
+  default: /* oneshot, twoshot, direct */
+    lat = proto == CHORUS_PROTO_LL ? 7.0 : 12.0;
+    rate = proto == CHORUS_PROTO_LL ? 120e3 : 320e3;
+    if (algo == CHORUS_ALGO_TWOSHOT) lat += 2.0;
+    break;
+  }
+  return lat + gpu_traffic(func, algo, (double)size, n) / rate;
+}
+
+double chorus_cost_us(int func, int algo, int proto, uint64_t size, const chorus_cost_env *e) {
+  if (e->backend == CHORUS_BACKEND_GPU) return gpu_us(func, algo, proto, size, e);
+  if (proto != CHORUS_RULE_ANY && proto != CHORUS_PROTO_SIMPLE) return -1;
+  return host_us(func, algo, size, e);
 }

@@ -1,36 +1,46 @@
 /*
- * tune.h - the cost model that picks an algorithm per call.
+ * cost.h - modelled time of a call per algorithm and protocol, for both
+ * backends.
  *
- * time(algorithm, bytes) = latency + size over bandwidth, where the
- * bandwidth depends on where the data sits: each algorithm has one
- * bandwidth per size band (in L2, in L3, past L3, DRAM), so the modelled
- * time is continuous and grows with size. On one host the constants of
- * every (function, algorithm) pair were fitted to measurements on the
- * 2-core test machine, separately for ranks that have a core each
- * (calibrated at 2 ranks) and for ranks that outnumber the cores
- * (calibrated at 4); latency scales with the rank count from there. Across
- * hosts the model counts network hops. bench/calibrate.py measured,
- * bench/fit.py fitted; bench/calibration-*.txt keeps both outputs and
- * docs/PERFORMANCE.md the method. Pure arithmetic, unit-tested on its own.
+ * Host memory: time = latency + size over bandwidth, the bandwidth
+ * depending on where the data sits (in L2, in L3, past L3, DRAM), so the
+ * modelled time is continuous and grows with size. On one host the
+ * constants of every (function, algorithm) pair were fitted to
+ * measurements on the 2-core test machine, separately for ranks that have
+ * a core each (calibrated at 2 ranks) and for ranks that outnumber the
+ * cores (calibrated at 4); latency scales with the rank count from there.
+ * bench/calibrate.py measures, bench/fit.py fits. Across hosts the model
+ * counts network hops. The host planner picks by these costs.
+ *
+ * GPUs: latency plus the bytes that cross one rank's links over the link
+ * rate of the protocol, with constants read off the side-by-side runs of
+ * docs/PERFORMANCE.md (4xH100). Rough: the GPU planner chooses by its
+ * measured rules (rules.h) and uses this only where a user's filters
+ * leave those nothing, and for ncclGroupSimulateEnd.
+ *
+ * Pure arithmetic, unit-tested on its own.
  */
-#ifndef CHORUS_ALGO_TUNE_H
-#define CHORUS_ALGO_TUNE_H
+#ifndef CHORUS_ALGO_COST_H
+#define CHORUS_ALGO_COST_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "algo/algos.h"
 
-typedef struct chorus_tune_env {
+typedef struct chorus_cost_env {
+  int backend; /* chorus_backend */
   int nranks;
   int nhosts;
-  int node;           /* node memory available (all ranks on one host, shm on) */
-  int oversubscribed; /* more ranks on this host than cores */
-  size_t max_msg;     /* largest single message (slot size) */
-} chorus_tune_env;
+  int node;           /* host: node memory (every rank on this host, shared memory on) */
+  int oversubscribed; /* host: more ranks on this host than cores */
+  size_t max_msg;     /* host: largest single message (slot size) */
+} chorus_cost_env;
 
-/* Modelled microseconds of func with algo on `bytes` (the call's count times
- * the element size), or a negative value when algo does not apply to func
- * in this setting. */
-double chorus_tune_time_us(int func, chorus_algo algo, size_t bytes, const chorus_tune_env *env);
+/* Modelled microseconds of func with algo in proto (CHORUS_RULE_ANY: the
+ * algorithm's fastest) on a call whose larger buffer is `size` bytes
+ * (chorus_func_size), or a negative value when the model has no price for
+ * it. */
+double chorus_cost_us(int func, int algo, int proto, uint64_t size, const chorus_cost_env *e);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * coll.h - the schedules, and how the core picks one for a call.
+ * coll.h - the host schedules, and how a planned call gets one.
  */
 #ifndef CHORUS_COLL_COLL_H
 #define CHORUS_COLL_COLL_H
@@ -7,10 +7,10 @@
 #include "coll/op.h"
 
 ncclResult_t chorus_allreduce_ring(chorus_op *op);
-ncclResult_t chorus_allreduce_direct(chorus_op *op); /* oneshot and twoshot */
-ncclResult_t chorus_allreduce_rd(chorus_op *op);     /* recursive doubling, small */
+ncclResult_t chorus_allreduce_node(chorus_op *op); /* oneshot and twoshot */
+ncclResult_t chorus_allreduce_rd(chorus_op *op);   /* recursive doubling, small */
 /* Node-memory oneshot for every other collective but Send/Recv. */
-ncclResult_t chorus_coll_direct(chorus_op *op);
+ncclResult_t chorus_coll_node(chorus_op *op);
 ncclResult_t chorus_allgather_ring(chorus_op *op);
 ncclResult_t chorus_reducescatter_ring(chorus_op *op);
 ncclResult_t chorus_broadcast_ring(chorus_op *op);
@@ -19,8 +19,16 @@ ncclResult_t chorus_sendrecv(chorus_op *op);
 ncclResult_t chorus_multi(chorus_op *op); /* AlltoAll, Gather, Scatter */
 void chorus_p2p_take_ticket(chorus_op *op);
 
-/* Chooses op->algo and op->step for op->func (honouring NCCL_ALGO) and
- * stamps op->meta. ncclInvalidUsage when no allowed algorithm exists. */
-ncclResult_t chorus_coll_plan(chorus_op *op);
+typedef ncclResult_t (*chorus_coll_step)(chorus_op *);
+/* The schedule of func with algorithm algo, or NULL (prepare.c). */
+chorus_coll_step chorus_coll_schedule(int func, int algo);
+
+/* What host planning needs of a communicator, at init: its cost-model
+ * inputs (cc->plan.env) and how it stores outputs. */
+void chorus_coll_setup(chorus_coll_comm *cc);
+
+/* Chooses op->algo (the planner, plan/plan.h) and op->step, and stamps
+ * op->meta. ncclInvalidUsage when the filters allow no algorithm. */
+ncclResult_t chorus_coll_prepare(chorus_op *op);
 
 #endif

@@ -1,7 +1,7 @@
 /*
- * direct.c - schedules on node memory (transport.h): every rank of the
- * communicator shares this host, so each rank copies its data once into its
- * stage buffer and the others read it there, in place.
+ * node.c - the one-host schedules (oneshot, twoshot) on node memory (transport.h): every rank of
+ * the communicator shares this host, so each rank copies its data once into its stage buffer and
+ * the others read it there, in place.
  *
  * AllReduce, chunk by chunk (a chunk fills one stage buffer):
  *   oneshot  post our chunk; when every rank has posted, reduce all n stages
@@ -36,7 +36,7 @@
 #include "util/doorbell.h"
 #include "util/misc.h"
 
-#define D (op->u.direct)
+#define D (op->u.node)
 
 enum { POSTED, REDUCED };
 
@@ -160,7 +160,7 @@ static const void *source(const chorus_op *op, int p, uint64_t g, size_t at, con
 
 /* Reduces the stages of every rank at byte offset `at` into dst (already
  * scaled when staged, so no scaling here; SUMPOSTDIV divides here). `mine`
- * is our input at that offset (or NULL); `flags` adds CHORUS_RED_STREAM. */
+ * is our input at that offset (or NULL); `flags` adds CHORUS_RED_NT. */
 static void reduce_stages(chorus_op *op, void *dst, uint64_t g, size_t at, size_t len,
                           const char *mine, unsigned flags) {
   const void *src[CHORUS_REDUCE_MAX_SRCS];
@@ -169,8 +169,8 @@ static void reduce_stages(chorus_op *op, void *dst, uint64_t g, size_t at, size_
   chorus_reduce(&op->red, dst, src, n, len, 0, CHORUS_RED_FINALIZE | flags);
 }
 
-static unsigned stream_flag(const chorus_op *op) {
-  return op->stream ? CHORUS_RED_STREAM : 0;
+static unsigned nt_flag(const chorus_op *op) {
+  return op->nt ? CHORUS_RED_NT : 0;
 }
 
 /* Copies len elements of our input into our stage, applying our PreMulSum
@@ -186,7 +186,7 @@ static void stage_copy(chorus_op *op, void *dst, const void *src, size_t len) {
   size_t bytes = len * op->esize;
   int st = chorus_store_pick(t, bytes);
   int64_t t0 = chorus_now_ns();
-  chorus_reduce(&op->red, dst, s1, 1, len, 1u, st ? CHORUS_RED_STREAM : 0);
+  chorus_reduce(&op->red, dst, s1, 1, len, 1u, st ? CHORUS_RED_NT : 0);
   chorus_store_learn(t, st, bytes, chorus_now_ns() - t0);
 }
 
@@ -197,11 +197,11 @@ static void reduce_to_stage(chorus_op *op, uint64_t g, size_t at, size_t len, co
   size_t bytes = len * op->esize;
   int st = chorus_store_pick(t, bytes);
   int64_t t0 = chorus_now_ns();
-  reduce_stages(op, stage(op, op->cc->rank, g) + at, g, at, len, mine, st ? CHORUS_RED_STREAM : 0);
+  reduce_stages(op, stage(op, op->cc->rank, g) + at, g, at, len, mine, st ? CHORUS_RED_NT : 0);
   chorus_store_learn(t, st, bytes, chorus_now_ns() - t0);
 }
 
-ncclResult_t chorus_allreduce_direct(chorus_op *op) {
+ncclResult_t chorus_allreduce_node(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   chorus_node *nd = cc->node;
   int n = cc->nranks, me = cc->rank;
@@ -220,7 +220,7 @@ ncclResult_t chorus_allreduce_direct(chorus_op *op) {
     len = chunk_len(op, &off);
     if (op->algo == CHORUS_ALGO_ONESHOT) {
       reduce_stages(op, (char *)op->recvbuff + off * op->esize, D.g, 0, len,
-                    (const char *)op->sendbuff + off * op->esize, stream_flag(op));
+                    (const char *)op->sendbuff + off * op->esize, nt_flag(op));
     } else {
       slen = share(op, len, me, &soff);
       reduce_to_stage(op, D.g, soff * op->esize, slen,
@@ -229,14 +229,14 @@ ncclResult_t chorus_allreduce_direct(chorus_op *op) {
       /* Our share goes out while it is still in our cache and before the
        * peers pull it away. */
       chorus_copy((char *)op->recvbuff + (off + soff) * op->esize,
-                  stage(op, me, D.g) + soff * op->esize, slen * op->esize, op->stream);
+                  stage(op, me, D.g) + soff * op->esize, slen * op->esize, op->nt);
       CORO_AWAIT_RES(op->co, res, all_reached(op, REDUCED, D.g + 1));
       len = chunk_len(op, &off);
       for (int p = 0; p < n; p++) {
         if (p == me) continue;
         slen = share(op, len, p, &soff);
         chorus_copy((char *)op->recvbuff + (off + soff) * op->esize,
-                    stage(op, p, D.g) + soff * op->esize, slen * op->esize, op->stream);
+                    stage(op, p, D.g) + soff * op->esize, slen * op->esize, op->nt);
       }
     }
   }
@@ -303,7 +303,7 @@ static void stage_in(chorus_op *op, size_t off, size_t len) {
  * step runs here for every rank; the root's copy-out runs after REDUCED. */
 static void stage_out(chorus_op *op, size_t off, size_t len) {
   chorus_coll_comm *cc = op->cc;
-  int n = cc->nranks, me = cc->rank, st = op->stream;
+  int n = cc->nranks, me = cc->rank, st = op->nt;
   size_t es = op->esize, bytes = len * es;
   char *out = op->recvbuff;
   const char *in = op->sendbuff;
@@ -327,7 +327,7 @@ static void stage_out(chorus_op *op, size_t off, size_t len) {
   case CHORUS_FUNC_REDUCESCATTER:
     for (int p = 0; p < n; p++)
       src[p] = source(op, p, D.g, (size_t)me * D.chunk_elems * es, IN(me));
-    chorus_reduce(&op->red, out + off * es, src, n, len, 0, CHORUS_RED_FINALIZE | stream_flag(op));
+    chorus_reduce(&op->red, out + off * es, src, n, len, 0, CHORUS_RED_FINALIZE | nt_flag(op));
     break;
   case CHORUS_FUNC_ALLTOALL:
     for (int p = 0; p < n; p++)
@@ -371,7 +371,7 @@ static ncclResult_t wait_posted(chorus_op *op, uint64_t target) {
   return all_reached(op, POSTED, target);
 }
 
-ncclResult_t chorus_coll_direct(chorus_op *op) {
+ncclResult_t chorus_coll_node(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   chorus_node *nd = cc->node;
   size_t off, len;
@@ -399,7 +399,7 @@ ncclResult_t chorus_coll_direct(chorus_op *op) {
         for (int p = 0; p < cc->nranks; p++) {
           size_t soff, slen = share(op, len, p, &soff);
           chorus_copy((char *)op->recvbuff + (off + soff) * op->esize,
-                      stage(op, p, D.g) + soff * op->esize, slen * op->esize, op->stream);
+                      stage(op, p, D.g) + soff * op->esize, slen * op->esize, op->nt);
         }
       }
     }

@@ -19,7 +19,7 @@
 
 #include "algo/algos.h"
 #include "algo/ring.h"
-#include "algo/tune.h"
+#include "plan/plan.h"
 #include "host/copy.h"
 #include "host/reduce.h"
 #include "nccl.h"
@@ -45,16 +45,13 @@ typedef struct chorus_coll_comm {
   const chorus_topo *topo;
   /* Set once a call on this communicator failed; later calls are refused. */
   ncclResult_t failed;
-  /* Planning state, filled at the first call (coll/plan.c): cost model
-   * inputs, the NCCL_ALGO filter per function (read once, as NCCL reads its
-   * variables at init), and the last choice per function. */
-  chorus_tune_env tune;
-  int tune_ready;
-  uint32_t algo_allowed[CHORUS_FUNC_COUNT];
-  uint8_t algo_named[CHORUS_FUNC_COUNT];
+  /* What the planner knows of the communicator (filled at init: the
+   * settings by core, the cost model's inputs by coll/prepare.c, the GPU's
+   * shape by gpu/), and the last host choice per function. */
+  chorus_plan_comm plan;
   size_t last_bytes[CHORUS_FUNC_COUNT];
-  int last_entry[CHORUS_FUNC_COUNT]; /* -1: none */
-  size_t stream_bytes;               /* outputs this big take streaming stores */
+  int last_algo[CHORUS_FUNC_COUNT]; /* -1: none */
+  size_t nt_bytes;                  /* outputs this big take non-temporal stores */
   /* How this rank writes what peers read (host/copy.h): copies into its
    * stage, reductions into its stage, copies into FIFO slots. */
   chorus_store_tuner stage_tuner, reduce_tuner, slot_tuner;
@@ -117,7 +114,7 @@ struct chorus_op {
   chorus_msg_meta expect; /* what messages received must carry (= meta, but for Recv) */
   uint64_t ticket;        /* point-to-point: place in its connection's line */
   void *scratch;          /* freed with chorus_free after the op (may be NULL) */
-  int stream;             /* output too big to stay cached: streaming stores (host/copy.h) */
+  int nt;                 /* output too big to stay cached: non-temporal stores (host/copy.h) */
   void *cuda_stream;      /* GPU communicators: the caller's stream */
   /* Schedule state. */
   union {
@@ -137,7 +134,7 @@ struct chorus_op {
     struct {
       size_t chunk_elems, nchunks, c;
       uint64_t g; /* node chunk number of chunk c */
-    } direct;
+    } node;
     struct {
       int p2, rem, v, mask, peer;
       const void *rbuf;

@@ -52,7 +52,7 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
                           "use different NCCL_BUFFSIZE/CHORUS_NSLOTS)",
                           me, x->conn->peer, x->rbytes, want);
     }
-    chorus_copy(x->buf + x->done, x->rbuf, x->rbytes, op->stream);
+    chorus_copy(x->buf + x->done, x->rbuf, x->rbytes, op->nt);
     x->done += x->rbytes;
     CHECK(chorus_prim_release(op, x->conn));
   }

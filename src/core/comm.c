@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "coll/coll.h"
 #include "core/config.h"
 #include "device/device.h"
 #include "transport/transport.h"
@@ -96,6 +97,17 @@ static ncclResult_t choose_device(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+size_t chorus_comm_slot_bytes(int *nslots) {
+  int64_t ns = chorus_param_int(CHORUS_P_NSLOTS);
+  int64_t buff = chorus_param_int(CHORUS_P_BUFFSIZE);
+  if (ns < 2) ns = 2;
+  if (ns > 64) ns = 64;
+  int64_t sb = buff / ns;
+  if (sb < 4096) sb = 4096;
+  if (nslots) *nslots = (int)ns;
+  return (size_t)(sb / 64 * 64);
+}
+
 static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   rank_record *rec = chorus_calloc((size_t)comm->nranks, sizeof *rec);
   chorus_rank_info *info = chorus_calloc((size_t)comm->nranks, sizeof *info);
@@ -104,16 +116,10 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     chorus_free(info);
     return chorus_error(ncclSystemError, "out of memory exchanging rank records");
   }
-  int64_t ns = chorus_param_int(CHORUS_P_NSLOTS);
-  int64_t buff = chorus_param_int(CHORUS_P_BUFFSIZE);
-  if (ns < 2) ns = 2;
-  if (ns > 64) ns = 64;
-  int64_t sb = buff / ns;
-  if (sb < 4096) sb = 4096;
-  sb = sb / 64 * 64;
-  int64_t stage = chorus_param_int(CHORUS_P_NODE_CHUNK),
-          nstage = chorus_param_int(CHORUS_P_NODE_NBUF);
-  if (stage < 0) stage = 0;
+  int ns;
+  const int64_t sb = (int64_t)chorus_comm_slot_bytes(&ns);
+  int64_t stage = chorus_param_int(CHORUS_P_NODE_CHUNK), /* off: 0, no node memory */
+      nstage = chorus_param_int(CHORUS_P_NODE_NBUF);
   stage = stage / 4096 * 4096;
   if (nstage < 2) nstage = 2;
   if (nstage > 16) nstage = 16;
@@ -208,7 +214,7 @@ out:
  * polling steals the time of the rank we wait for, so we yield at once. */
 static int64_t default_spin_ns(const chorus_topo *t) {
   int64_t us = chorus_param_int(CHORUS_P_SPIN_US);
-  if (us >= 0) return us * 1000;
+  if (us != CHORUS_AUTO) return us * 1000;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   return (cpus > 0 && t->nlocal > cpus) ? 0 : 1000000;
 }
@@ -246,6 +252,23 @@ static void print_version_once(void) {
                NCCL_PATCH, "0.1.0", chorus_device_built() ? ", CUDA build" : "");
 }
 
+/* What the planner needs before the first call: its settings (a bad one
+ * fails the init, naming it) and the host's cost-model inputs; the GPU
+ * side adds its shape in chorus_gpu_setup. */
+static ncclResult_t plan_setup(ncclComm_t comm) {
+  chorus_coll_comm *cc = &comm->cc;
+  cc->plan.env.backend = comm->device >= 0 ? CHORUS_BACKEND_GPU : CHORUS_BACKEND_HOST;
+  chorus_coll_setup(cc);
+  char err[256];
+  if (chorus_plan_comm_settings(&cc->plan, err, sizeof err) != 0)
+    return chorus_error(ncclInvalidUsage, "rank %d: %s", comm->rank, err);
+  if (comm->device < 0 && chorus_param_str(CHORUS_P_PROTO) && comm->rank == 0)
+    INFO(CHORUS_TUNING | CHORUS_ENV,
+         "NCCL_PROTO=%s: host communicators have one protocol (Simple); it does not apply",
+         chorus_param_str(CHORUS_P_PROTO));
+  return ncclSuccess;
+}
+
 ncclResult_t chorus_comm_build(ncclComm_t comm) {
   chorus_log_ctx old = chorus_comm_enter(comm);
   print_version_once();
@@ -260,9 +283,10 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   CHECK_GOTO(setup_transports(comm, &geo), res, out);
   CHECK_GOTO(build_ring(comm), res, out);
   fill_coll_comm(comm);
+  CHECK_GOTO(plan_setup(comm), res, out);
   if (comm->device >= 0)
     CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
-                                comm->device),
+                                comm->device, &comm->cc.plan),
                res, out);
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
   INFO(CHORUS_INIT, "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s)", (void *)comm,

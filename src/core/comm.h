@@ -86,6 +86,10 @@ int chorus_comm_pick_device(void);
 /* Builds the communicator (bootstrap, topology, transports). Blocking;
  * sets state/async; records errors. Takes ownership of comm->init. */
 ncclResult_t chorus_comm_build(ncclComm_t comm);
+/* The slot of a host connection as the settings ask for it (NCCL_BUFFSIZE
+ * over CHORUS_NSLOTS, clamped), and the slot count in *nslots (may be
+ * NULL); ranks take the smallest of all. */
+size_t chorus_comm_slot_bytes(int *nslots);
 /* Runs chorus_comm_build on a background thread (nonblocking init). */
 ncclResult_t chorus_comm_build_async(ncclComm_t comm);
 /* Joins a background job if any. */

@@ -84,7 +84,7 @@ static void env_override(ncclConfig_t *c) {
   };
   for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
     int64_t v = chorus_param_int(ints[i].id);
-    if (v != INT_MIN) {
+    if (v != CHORUS_UNSET) {
       int iv = (int)v;
       memcpy((char *)c + ints[i].offset, &iv, sizeof iv);
       INFO(CHORUS_ENV, "%s set by environment to %d", chorus_param_desc_get(ints[i].id)->name, iv);

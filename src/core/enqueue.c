@@ -84,7 +84,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
       continue;
     }
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
-    ncclResult_t pres = chorus_coll_plan(op);
+    ncclResult_t pres = chorus_coll_prepare(op);
     chorus_log_ctx_set(old);
     if (pres != ncclSuccess) {
       res = pres;
@@ -126,21 +126,31 @@ ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op) {
   return chorus_run_ops(op, 0);
 }
 
-float chorus_estimate_ops(const chorus_op *ops) {
-  /* Latency plus size over bandwidth per call, ring constants measured on
-   * shared memory (see docs/PERFORMANCE.md); calls of one group overlap
-   * across communicators, so take the largest per-communicator sum. */
-  const double hop_us = 2.0, bw_bytes_per_us = 4000.0;
-  double best = 0;
-  for (const chorus_op *a = ops; a; a = a->next_op) {
-    double sum = 0;
-    for (const chorus_op *b = ops; b; b = b->next_op) {
-      if (b->cc != a->cc) continue;
-      int n = b->cc->nranks;
-      double bytes = (double)b->count * (double)b->esize;
-      sum += n > 1 ? 2.0 * (n - 1) * hop_us + 2.0 * (n - 1) / n * bytes / bw_bytes_per_us : 0.5;
-    }
-    if (sum > best) best = sum;
+ncclResult_t chorus_estimate_ops(const chorus_op *ops, float *us) {
+  /* The planner's tasks for the calls, priced by its cost model. Nothing
+   * is asked of the device: what needs it (zero-copy through the group,
+   * the copy engine) is priced as the kernels that would run otherwise. */
+  size_t n = 0;
+  *us = 0;
+  for (const chorus_op *a = ops; a; a = a->next_op) n++;
+  if (!n) return ncclSuccess;
+  chorus_plan_call *calls = chorus_calloc(n, sizeof *calls);
+  chorus_task *tasks = chorus_calloc(n, sizeof *tasks);
+  ncclResult_t res = ncclSuccess;
+  char err[256];
+  if (!calls || !tasks) {
+    res = chorus_error(ncclSystemError, "out of memory pricing %zu grouped calls", n);
+  } else {
+    size_t i = 0;
+    for (const chorus_op *a = ops; a; a = a->next_op, i++)
+      calls[i] = (chorus_plan_call){&a->cc->plan, a->func,     a->count, a->esize, a->root,  0, 0,
+                                    a->sendbuff,  a->recvbuff, 0,        0,        (void *)a};
+    if (chorus_plan_group(calls, n, NULL, tasks, err, sizeof err) == 0)
+      *us = (float)chorus_plan_cost_us(calls, tasks, n);
+    else
+      res = chorus_error(ncclInvalidUsage, "ncclGroupSimulateEnd: %s", err);
   }
-  return (float)best;
+  chorus_free(calls);
+  chorus_free(tasks);
+  return res;
 }

@@ -18,7 +18,8 @@ ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op);
  * themselves when free_ops is set (grouped ops are heap copies). */
 ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops);
 
-/* Modelled time in microseconds of a list of ops (ncclGroupSimulateEnd). */
-float chorus_estimate_ops(const chorus_op *ops);
+/* Modelled time in microseconds of a list of ops (ncclGroupSimulateEnd):
+ * the planner's tasks priced by its cost model. */
+ncclResult_t chorus_estimate_ops(const chorus_op *ops, float *us);
 
 #endif

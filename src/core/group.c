@@ -157,8 +157,9 @@ static ncclResult_t close_group(ncclSimInfo_t *sim) {
   ncclResult_t res = jobs ? run_jobs(jobs) : ncclSuccess;
   if (sim) {
     ncclSimInfo_t out = *sim;
-    out.estimatedTime = chorus_estimate_ops(ops);
+    const ncclResult_t eres = chorus_estimate_ops(ops, &out.estimatedTime);
     free_ops(ops);
+    if (eres != ncclSuccess) return eres;
     memcpy(sim, &out, sim->size < sizeof out ? sim->size : sizeof out);
     return res;
   }

@@ -19,21 +19,6 @@
 #include "util/check.h"
 #include "util/log.h"
 
-/* Streams that name a device's default stream (NULL, cudaStreamLegacy,
- * cudaStreamPerThread) are a different stream on each GPU, which the
- * joins cannot tell apart; a stream being captured would need the joins
- * inside its graph. */
-static int stream_ok(void *s) {
-  return (uintptr_t)s > 2 && chorus_dev_stream_capturing(s) == 0;
-}
-
-/* A call of a communicator whose ranks are all GPUs of this process,
- * reaching each other directly. */
-static int local_gpus(const chorus_op *op) {
-  const chorus_gpu *g = op->cc->gpu;
-  return g->all_local && !g->staged && g->nranks > 1;
-}
-
 ncclResult_t chorus_gpu_ce_exec(const chorus_gpu_ce_step *steps, size_t nsteps,
                                 void *const *streams, const int *devices, const char *what) {
   const int saved = chorus_device_current();
@@ -56,63 +41,14 @@ ncclResult_t chorus_gpu_ce_exec(const chorus_gpu_ce_step *steps, size_t nsteps,
 
 /* ---- Send/Recv ------------------------------------------------------------ */
 
-/* Send/Recv ops[i] as programs see it: its stream is named by the call's
- * index (streams_of), so calls on one stream name it twice, which the
- * joins allow (a stream waiting for itself is nothing). */
+/* Call i as a copy program sees it: its stream is its own index
+ * (streams_of), so calls on one stream name it twice, which the joins
+ * allow (a stream waiting for itself is nothing). */
 static chorus_gpu_ce_call call_of(chorus_op **ops, size_t i) {
   const chorus_op *op = ops[i];
-  const chorus_gpu *g = op->cc->gpu;
   const int send = op->func == CHORUS_FUNC_SEND;
-  return (chorus_gpu_ce_call){
-      g->key, g->rank, op->root, send, op->count * op->esize, send ? op->sendbuff : op->recvbuff,
-      (int)i};
-}
-
-/* The calls of ops[] as the matching sees them (the Send/Recv; others
- * zeroed); 0 when none may pair. */
-static size_t p2p_calls(chorus_op **ops, size_t n, chorus_gpu_ce_call *c) {
-  size_t any = 0;
-  for (size_t i = 0; i < n; i++) {
-    const chorus_op *op = ops[i];
-    if (!chorus_gpu_is_p2p(op)) continue;
-    const chorus_gpu *g = op->cc->gpu;
-    /* Every call of the communicator is described (its number among the
-     * calls to a peer counts them all); only ones that may pair get a
-     * key. */
-    c[i] = call_of(ops, i);
-    if (local_gpus(op) && g->tune.p2p_ce_bytes && stream_ok(op->cuda_stream))
-      any++;
-    else
-      c[i].key = 0;
-  }
-  /* A communicator with calls that may not gets none: its calls to one
-   * peer would otherwise be numbered differently at the two ends. */
-  for (size_t i = 0; i < n && any; i++)
-    if (chorus_gpu_is_p2p(ops[i]) && !c[i].key)
-      for (size_t j = 0; j < n; j++)
-        if (ops[j]->cc->gpu->key == ops[i]->cc->gpu->key) c[j].key = 0;
-  return any;
-}
-
-size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair) {
-  for (size_t i = 0; i < n; i++) pair[i] = -1;
-  if (n < 2 || n > 1024) return 0; /* thousands: not worth the quadratic matching */
-  /* Groups of small calls (the latency-bound ones) stop here. */
-  int large = 0;
-  for (size_t i = 0; i < n && !large; i++) {
-    const chorus_gpu *g = ops[i]->cc->gpu;
-    large = chorus_gpu_is_p2p(ops[i]) && g->tune.p2p_ce_bytes &&
-            ops[i]->count * ops[i]->esize >= g->tune.p2p_ce_bytes && local_gpus(ops[i]);
-  }
-  if (!large) return 0;
-  chorus_gpu_ce_call *c = chorus_calloc(n, sizeof *c);
-  if (!c) return 0;
-  size_t pairs = 0;
-  /* Settings are read alike on every rank of the process. */
-  if (p2p_calls(ops, n, c))
-    pairs = chorus_gpu_ce_match(c, n, ops[0]->cc->gpu->tune.p2p_ce_bytes, pair);
-  chorus_free(c);
-  return pairs;
+  return (chorus_gpu_ce_call){send, op->count * op->esize, send ? op->sendbuff : op->recvbuff,
+                              (int)i};
 }
 
 /* The streams and GPUs of ops[] by index: i, ops[i]'s stream; n + i, the
@@ -142,20 +78,23 @@ static ncclResult_t side_stream(chorus_gpu *g) {
                       g->rank, chorus_gpu_device(g), chorus_dev_error());
 }
 
-ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair) {
+ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const chorus_task *tasks) {
   for (size_t i = 0; i < n; i++)
-    if (pair[i] >= 0) CHECK(chorus_gpu_async_error(ops[i]->cc->gpu));
+    if (tasks[i].pair >= 0) CHECK(chorus_gpu_async_error(ops[i]->cc->gpu));
   chorus_gpu_ce_call *c = chorus_calloc(n, sizeof *c);
   chorus_gpu_ce_step *steps = chorus_calloc(3 * n, sizeof *steps);
+  long *pair = chorus_calloc(n, sizeof *pair);
   void **streams = NULL;
   int *devices = NULL;
   ncclResult_t res = ncclSuccess;
-  if (!c || !steps || streams_of(ops, n, &streams, &devices) != 0) {
+  if (!c || !steps || !pair || streams_of(ops, n, &streams, &devices) != 0) {
     res = chorus_error(ncclSystemError, "out of memory queueing %zu Send/Recv", n);
     goto out;
   }
-  for (size_t i = 0; i < n; i++) /* the pairs, as chorus_gpu_ce_group matched them */
+  for (size_t i = 0; i < n; i++) { /* the pairs, as the planner matched them */
+    pair[i] = tasks[i].pair;
     if (pair[i] >= 0) c[i] = call_of(ops, i);
+  }
   const size_t nsteps = chorus_gpu_ce_plan_pairs(c, n, pair, steps);
   res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, "ncclSend/ncclRecv");
   for (size_t i = 0; i < n && res == ncclSuccess; i++) {
@@ -164,11 +103,12 @@ ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair) {
     g->ce_told = 1;
     INFO(CHORUS_P2P | CHORUS_TUNING,
          "rank %d: ncclSend of %zu bytes to rank %d (GPU %d, this process) runs on the copy "
-         "engine; so do later ones from %zu bytes with both ends in one group "
-         "(CHORUS_GPU_P2P_CE_BYTES; 0: never)",
-         g->rank, c[i].bytes, ops[i]->root, devices[pair[i]], g->tune.p2p_ce_bytes);
+         "engine; so do later ones where the rules say so with both ends in one group "
+         "(NCCL_ALGO=sendrecv:^copyengine: never)",
+         g->rank, c[i].bytes, ops[i]->root, devices[pair[i]]);
   }
 out:
+  chorus_free(pair);
   chorus_free(c);
   chorus_free(steps);
   chorus_free(streams);
@@ -178,58 +118,9 @@ out:
 
 /* ---- Broadcast, AllGather, AlltoAll ----------------------------------------- */
 
-/* The least size (of the larger buffer) at which op's collective goes on
- * the copy engine; 0: never. */
-static size_t coll_min(const chorus_op *op) {
-  const chorus_gpu *g = op->cc->gpu;
-  return chorus_gpu_ce_coll_min(&g->tune, op->func, g->nranks);
-}
-
-static const char *coll_setting(const chorus_op *op) {
-  const int pair = op->cc->gpu->nranks == 2;
-  if (op->func != CHORUS_FUNC_BROADCAST)
-    return pair ? "CHORUS_GPU_XCHG_CE_BYTES_PAIR" : "CHORUS_GPU_XCHG_CE_BYTES";
-  return pair ? "CHORUS_GPU_BCAST_CE_BYTES_PAIR" : "CHORUS_GPU_BCAST_CE_BYTES";
-}
-
-/* The kind and size permit it (ce_plan.c), and the ranks and stream. */
-static int coll_candidate(const chorus_op *op) {
-  const chorus_gpu *g = op->cc->gpu;
-  return chorus_gpu_ce_coll_fits(&g->tune, op->func, g->nranks, op->count * op->esize,
-                                 op->sendbuff == op->recvbuff) &&
-         local_gpus(op) && stream_ok(op->cuda_stream);
-}
-
-size_t chorus_gpu_ce_coll_group(chorus_op **ops, size_t n, long *lead) {
-  for (size_t i = 0; i < n; i++) lead[i] = -1;
-  if (n < 2 || n > 1024) return 0;
-  size_t first = 0; /* groups without a candidate (small calls) stop here */
-  while (first < n && !coll_candidate(ops[first])) first++;
-  if (first == n) return 0;
-  uint8_t *cand = chorus_calloc(n, 1);
-  uint64_t *desc = chorus_calloc(n, sizeof *desc);
-  int *nranks = chorus_calloc(n, sizeof *nranks);
-  int *match = chorus_calloc(n * CHORUS_KERN_MAX_RANKS, sizeof *match);
-  size_t calls = 0;
-  if (cand && desc && nranks && match) {
-    for (size_t i = 0; i < n; i++) {
-      cand[i] = (uint8_t)(i == first || (i > first && coll_candidate(ops[i])));
-      desc[i] = chorus_gpu_call_desc(ops[i]);
-      nranks[i] = ops[i]->cc->gpu->nranks;
-    }
-    if (chorus_gpu_group_match(ops, n, cand, match) == 0)
-      calls = chorus_gpu_ce_coll_leads(cand, desc, nranks, match, n, lead);
-  }
-  chorus_free(cand);
-  chorus_free(desc);
-  chorus_free(nranks);
-  chorus_free(match);
-  return calls;
-}
-
 /* The program of the collective whose ranks' calls are ops[i..]: steps
  * (allocated) and their number, or an error. */
-static ncclResult_t coll_program(chorus_op **ops, size_t n, const long *lead, size_t i,
+static ncclResult_t coll_program(chorus_op **ops, size_t n, const chorus_task *tasks, size_t i,
                                  chorus_gpu_ce_step **steps, size_t *nsteps) {
   const chorus_op *first = ops[i];
   const int np = first->cc->gpu->nranks;
@@ -240,11 +131,12 @@ static ncclResult_t coll_program(chorus_op **ops, size_t n, const long *lead, si
   b.nranks = x.nranks = np;
   b.root = first->root;
   b.bytes = x.block = first->count * first->esize;
-  b.chunk = first->cc->gpu->tune.bcast_ce_chunk;
+  b.chunk = first->cc->gpu->ce_chunk;
   x.alltoall = first->func == CHORUS_FUNC_ALLTOALL;
   for (size_t j = i; j < n && j < i + (size_t)np; j++) {
     const int p = ops[j]->cc->gpu->rank;
-    if (lead[j] != (long)i) return chorus_error(ncclInternalError, "copy-engine plan mixed up");
+    if (tasks[j].lead != (int32_t)i)
+      return chorus_error(ncclInternalError, "copy-engine plan mixed up");
     CHECK(chorus_gpu_async_error(ops[j]->cc->gpu));
     b.stream[p] = x.stream[p] = (int)j;
     x.side[p] = -1;
@@ -267,7 +159,7 @@ static ncclResult_t coll_program(chorus_op **ops, size_t n, const long *lead, si
   return ncclSuccess;
 }
 
-ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const long *lead, size_t i) {
+ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const chorus_task *tasks, size_t i) {
   chorus_op *first = ops[i];
   chorus_gpu *g0 = first->cc->gpu;
   const char *name = chorus_func_name(first->func);
@@ -275,7 +167,7 @@ ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const long *lead,
   size_t nsteps = 0;
   void **streams = NULL;
   int *devices = NULL;
-  ncclResult_t res = coll_program(ops, n, lead, i, &steps, &nsteps);
+  ncclResult_t res = coll_program(ops, n, tasks, i, &steps, &nsteps);
   if (res == ncclSuccess && streams_of(ops, n, &streams, &devices) != 0)
     res = chorus_error(ncclSystemError, "out of memory queueing a %s", name);
   if (res == ncclSuccess) res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, name);
@@ -284,10 +176,9 @@ ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const long *lead,
     g0->ce_coll_told |= bit;
     INFO(CHORUS_COLL | CHORUS_TUNING,
          "rank %d: nccl%s of %zu bytes per rank runs on the copy engine (%d GPUs of this "
-         "process); so do later ones from %zu bytes with every rank's call in one group (%s; "
-         "0: never)",
-         g0->rank, name, first->count * first->esize, g0->nranks, coll_min(first),
-         coll_setting(first));
+         "process); so do later ones where the rules say so with every rank's call in one group "
+         "(NCCL_ALGO=^copyengine: never)",
+         g0->rank, name, first->count * first->esize, g0->nranks);
   }
   chorus_free(steps);
   chorus_free(streams);

@@ -35,24 +35,15 @@ typedef struct chorus_gpu_ce_step {
 
 /* ---- Send/Recv ------------------------------------------------------------ */
 
-/* A Send or Recv as the matching sees it: key 0 for one that may not use
- * the copy engine (it still counts among its rank's calls to that peer,
- * and its buffer may clash with a copy's). */
+/* A Send or Recv of a copy-engine pair (the planner pairs them,
+ * plan/plan.h chorus_plan_pair_p2p). */
 typedef struct chorus_gpu_ce_call {
-  uint64_t key;   /* the communicator's name in this process (0: not a candidate) */
-  int rank, peer; /* the caller's rank, and the rank it sends to or receives from */
-  int send;       /* 1 Send, 0 Recv */
+  int send; /* 1 Send, 0 Recv */
   size_t bytes;
   const void *buf;
   int stream; /* the call's stream, as an index into the streams a program runs on */
 } chorus_gpu_ce_call;
 
-/* Pairs each Send of c[] of at least min_bytes (0: none) with the Recv it
- * matches (the k-th send from rank a to b with b's k-th receive from a,
- * calls of 0 bytes aside), of the same size, whose buffers meet no other
- * call's that the copy would race with (pure): pair[i] gets the partner's
- * index, or -1. Returns the number of pairs. */
-size_t chorus_gpu_ce_match(const chorus_gpu_ce_call *c, size_t n, size_t min_bytes, long *pair);
 /* The program that moves the pairs (pure): every copy's stream first waits
  * for its receiver's (so that the copies of two GPUs sending to each other
  * run at once), then the copies on the senders' streams, then each
@@ -107,54 +98,14 @@ typedef struct chorus_gpu_ce_xchg {
  * the number of steps. */
 size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *out);
 
-/* ---- which collectives (pure) ----------------------------------------------- */
-
-/* The least size at which a collective of function func on nranks GPUs
- * goes on the copy engine, in bytes of its larger buffer: Broadcast
- * CHORUS_GPU_BCAST_CE_BYTES, AllGather and AlltoAll
- * CHORUS_GPU_XCHG_CE_BYTES (t read for nranks: the _PAIR settings on 2
- * GPUs); 0: never (other functions, 1 rank). */
-size_t chorus_gpu_ce_coll_min(const chorus_gpu_tune *t, int func, int nranks);
-/* Whether a call of func on nranks GPUs moving `bytes` per rank (count
- * times element size) may go on the copy engine as far as its kind, size
- * and settings go: at least the least size, not named by NCCL_ALGO, at
- * most CHORUS_KERN_MAX_RANKS ranks, and no AlltoAll in place (a rank
- * would overwrite blocks its peers still read). */
-int chorus_gpu_ce_coll_fits(const chorus_gpu_tune *t, int func, int nranks, size_t bytes,
-                            int in_place);
-/* Which calls of a group form whole collectives on the copy engine: call
- * i is a candidate (cand[i]) with description desc[i] on nranks[i] ranks,
- * and match[i * CHORUS_KERN_MAX_RANKS + p] is the index of rank p's call
- * of the same collective (-1: none in the group), as
- * chorus_gpu_group_match fills it. A collective goes when every rank's
- * call is in the group, all described alike, one right after another in
- * call order (running them all at the first keeps every GPU's calls in
- * order): lead[i] gets the index of its first call, else -1. Returns
- * how many collectives go. */
-size_t chorus_gpu_ce_coll_leads(const uint8_t *cand, const uint64_t *desc, const int *nranks,
-                                const int *match, size_t n, long *lead);
-
 /* ---- one group's calls ---------------------------------------------------- */
 
-/* Which Send/Recv of a group's calls (any calls; in call order) pair on
- * the copy engine: a Send/Recv on a communicator whose ranks are all GPUs
- * of this process (peer access), on a stream of its own (not a default
- * stream) that is not being captured, CHORUS_GPU_P2P_CE_BYTES permitting.
- * pair[i] as chorus_gpu_ce_match fills it; returns the number of pairs. */
-size_t chorus_gpu_ce_group(chorus_op **ops, size_t n, long *pair);
-/* Queues the pairs' program. */
-ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const long *pair);
-
-/* Which collectives of a group run on the copy engine: Broadcasts of at
- * least CHORUS_GPU_BCAST_CE_BYTES(_PAIR), AllGathers and AlltoAlls (not in
- * place) of at least CHORUS_GPU_XCHG_CE_BYTES(_PAIR), that every rank of their
- * communicator (all GPUs of this process) calls in this group, one after
- * another in call order, on streams of their own not being captured.
- * lead[i]: the index of the first rank's call of i's collective (i itself
- * for that one), or -1. Returns how many collectives. */
-size_t chorus_gpu_ce_coll_group(chorus_op **ops, size_t n, long *lead);
-/* Queues the program of the collective whose first call is ops[i]. */
-ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const long *lead, size_t i);
+/* Queues the program of the copy-engine pairs of a group (tasks[i].pair:
+ * the partner of Send/Recv i, or -1). */
+ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const chorus_task *tasks);
+/* Queues the program of the collective whose first call is ops[i]
+ * (tasks[j].lead == i for each rank's call j of it). */
+ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const chorus_task *tasks, size_t i);
 
 /* Runs a program: stream k is streams[k] on GPU devices[k]. */
 ncclResult_t chorus_gpu_ce_exec(const chorus_gpu_ce_step *steps, size_t nsteps,

@@ -1,54 +1,12 @@
 /*
- * ce_plan.c - the copy-engine programs (ce.h), pure: which Send/Recv pair
- * up and which collectives go, and the steps that move pairs, Broadcasts,
- * AllGathers and AlltoAlls.
+ * ce_plan.c - the copy-engine programs (ce.h), pure: the steps that move
+ * Send/Recv pairs, Broadcasts, AllGathers and AlltoAlls (which calls go is
+ * the planner's: plan/group.c).
  */
 #include <stdint.h>
 
 #include "gpu/ce.h"
 #include "util/misc.h"
-
-/* The index of the k-th (from 0) call of c[] that is a `send` of rank
- * `rank` with peer `peer` in communicator `key`, moving bytes; -1 if none. */
-static long kth(const chorus_gpu_ce_call *c, size_t n, uint64_t key, int rank, int peer, int send,
-                size_t k) {
-  for (size_t i = 0; i < n; i++)
-    if (c[i].key == key && c[i].rank == rank && c[i].peer == peer && c[i].send == send &&
-        c[i].bytes && k-- == 0)
-      return (long)i;
-  return -1;
-}
-
-size_t chorus_gpu_ce_match(const chorus_gpu_ce_call *c, size_t n, size_t min_bytes, long *pair) {
-  size_t pairs = 0;
-  for (size_t i = 0; i < n; i++) pair[i] = -1;
-  if (!min_bytes) return 0;
-  for (size_t i = 0; i < n; i++) {
-    const chorus_gpu_ce_call *s = &c[i];
-    if (!s->send || !s->key || !s->bytes || s->peer == s->rank) continue;
-    /* This Send's number among its rank's sends to that peer (calls of 0
-     * bytes match nothing, as in the kernels' rounds), and the receive of
-     * the same number there. */
-    size_t k = 0;
-    for (size_t j = 0; j < i; j++)
-      k += c[j].key == s->key && c[j].rank == s->rank && c[j].peer == s->peer && c[j].send &&
-           c[j].bytes;
-    const long r = kth(c, n, s->key, s->peer, s->rank, 0, k);
-    if (r < 0 || c[r].bytes != s->bytes || s->bytes < min_bytes) continue;
-    /* Copies run at once, in no order among themselves: a destination that
-     * another transfer reads, or a source that another writes, is left to
-     * the kernels (an in-place ring shift, say). */
-    int clash = 0;
-    for (size_t j = 0; j < n && !clash; j++)
-      clash = c[j].send ? chorus_ranges_meet(c[r].buf, c[r].bytes, c[j].buf, c[j].bytes)
-                        : chorus_ranges_meet(s->buf, s->bytes, c[j].buf, c[j].bytes);
-    if (clash) continue;
-    pair[i] = r;
-    pair[r] = (long)i;
-    pairs++;
-  }
-  return pairs;
-}
 
 size_t chorus_gpu_ce_plan_pairs(const chorus_gpu_ce_call *c, size_t n, const long *pair,
                                 chorus_gpu_ce_step *out) {
@@ -145,48 +103,4 @@ size_t chorus_gpu_ce_plan_xchg(const chorus_gpu_ce_xchg *x, chorus_gpu_ce_step *
   }
   barrier(x, out, &k); /* the inputs have been read */
   return k;
-}
-
-/* ---- which collectives -------------------------------------------------- */
-
-size_t chorus_gpu_ce_coll_min(const chorus_gpu_tune *t, int func, int nranks) {
-  if (nranks < 2) return 0;
-  switch (func) {
-  case CHORUS_FUNC_BROADCAST:
-    return t->bcast_ce_bytes;
-  case CHORUS_FUNC_ALLGATHER:
-  case CHORUS_FUNC_ALLTOALL:
-    return t->xchg_ce_bytes;
-  default:
-    return 0;
-  }
-}
-
-int chorus_gpu_ce_coll_fits(const chorus_gpu_tune *t, int func, int nranks, size_t bytes,
-                            int in_place) {
-  const size_t min = chorus_gpu_ce_coll_min(t, func, nranks);
-  const size_t larger = func == CHORUS_FUNC_BROADCAST ? bytes : bytes * (size_t)nranks;
-  return min && larger >= min && nranks <= CHORUS_KERN_MAX_RANKS && !t->algo_named[func] &&
-         !(func == CHORUS_FUNC_ALLTOALL && in_place);
-}
-
-size_t chorus_gpu_ce_coll_leads(const uint8_t *cand, const uint64_t *desc, const int *nranks,
-                                const int *match, size_t n, long *lead) {
-  size_t calls = 0;
-  for (size_t i = 0; i < n; i++) {
-    lead[i] = -1;
-    if (!cand[i] || nranks[i] < 1 || nranks[i] > CHORUS_KERN_MAX_RANKS) continue;
-    long lo = (long)n, hi = -1;
-    int ok = 1;
-    for (int p = 0; p < nranks[i] && ok; p++) {
-      const int j = match[i * CHORUS_KERN_MAX_RANKS + (size_t)p];
-      ok = j >= 0 && (size_t)j < n && cand[j] && desc[j] == desc[i];
-      if (ok && j < lo) lo = j;
-      if (ok && j > hi) hi = j;
-    }
-    if (!ok || hi - lo + 1 != nranks[i]) continue;
-    lead[i] = lo;
-    calls += (long)i == lo;
-  }
-  return calls;
 }

@@ -31,83 +31,11 @@
 #include "util/misc.h"
 #include "util/param.h"
 
-void chorus_gpu_direct_read(chorus_gpu_direct_cfg *cfg) {
-  cfg->on = chorus_param_int(CHORUS_P_GPU_DIRECT) != 0;
-  cfg->min_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_DIRECT_BYTES));
-  cfg->max_bytes = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_DIRECT_MAX));
-  cfg->agrs_max = (size_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_DIRECT_AGRS_MAX));
-  cfg->channels = (uint32_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_DIRECT_CHANNELS), 1,
-                                         CHORUS_KERN_MAX_BLOCKS);
-  cfg->cta_bytes =
-      (size_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_DIRECT_CTA_BYTES), 4096, (int64_t)1 << 30);
-}
-
-int chorus_gpu_direct_shape(const chorus_gpu_direct_cfg *cfg, const chorus_gpu_tune *tune,
-                            int nranks, const chorus_op *op, chorus_kern_direct *d) {
-  memset(d, 0, sizeof *d);
-  if (!cfg->on || nranks < 2 || nranks > CHORUS_KERN_MAX_RANKS || op->count == 0) return 0;
-  int kind;
-  switch (op->func) {
-  case CHORUS_FUNC_ALLREDUCE:
-    kind = CHORUS_DIRECT_ALLREDUCE;
-    break;
-  case CHORUS_FUNC_ALLGATHER:
-    kind = CHORUS_DIRECT_ALLGATHER;
-    break;
-  case CHORUS_FUNC_REDUCESCATTER:
-    kind = CHORUS_DIRECT_REDUCESCATTER;
-    break;
-  default:
-    return 0;
-  }
-  /* PreMulSum scales each rank's input by that rank's own scalar, which a
-   * rank reading its peers' inputs does not have; NCCL_ALGO naming the
-   * function asks for the algorithms it names. */
-  if (op->red.kind == CHORUS_RED_PREMULSUM || tune->algo_named[op->func]) return 0;
-  const size_t bytes = op->count * op->esize;
-  const size_t whole = kind == CHORUS_DIRECT_ALLREDUCE ? bytes : bytes * (size_t)nranks;
-  /* Upper limits, where the rings were faster: AllReduce's (it writes into
-   * the peers' buffers while it reads from them); AllGather's and
-   * ReduceScatter's on 3+ GPUs alone (each rank reads or writes n-1 peers
-   * at once there; on 2xH100 zero-copy was faster at every size). */
-  const size_t max = kind == CHORUS_DIRECT_ALLREDUCE ? cfg->max_bytes
-                     : nranks > 2                    ? cfg->agrs_max
-                                                     : 0;
-  if (whole < cfg->min_bytes || (max && whole > max)) return 0;
-  /* Blocks of whole 16-byte units, so that every rank's starts aligned. */
-  size_t per_rank = bytes;
-  if (kind == CHORUS_DIRECT_ALLREDUCE) {
-    d->block = ((bytes + (size_t)nranks - 1) / (size_t)nranks + 15) / 16 * 16;
-    per_rank = d->block;
-  } else if (bytes % 16) {
-    return 0;
-  }
-  size_t grid = (per_rank + cfg->cta_bytes - 1) / cfg->cta_bytes;
-  d->grid = (uint32_t)CHORUS_CLAMP(grid, 1, cfg->channels);
-  d->kind = kind;
-  d->bytes = bytes;
-  d->desc = chorus_gpu_call_desc(op);
-  return kind;
-}
-
-size_t chorus_gpu_direct_match(const uint64_t *key, const uint64_t *seq, const int *rank,
-                               const int *nranks, const uint8_t *cand, size_t n, int *match) {
-  size_t full = 0;
-  for (size_t i = 0; i < n * CHORUS_KERN_MAX_RANKS; i++) match[i] = -1;
-  for (size_t i = 0; i < n; i++) {
-    if (!cand[i] || nranks[i] < 2 || nranks[i] > CHORUS_KERN_MAX_RANKS) continue;
-    int found = 0;
-    for (size_t j = 0; j < n; j++) {
-      const int p = rank[j];
-      if (!cand[j] || key[j] != key[i] || seq[j] != seq[i] || nranks[j] != nranks[i] || p < 0 ||
-          p >= nranks[i] || match[i * CHORUS_KERN_MAX_RANKS + (size_t)p] >= 0)
-        continue;
-      match[i * CHORUS_KERN_MAX_RANKS + (size_t)p] = (int)j;
-      found++;
-    }
-    full += found == nranks[i];
-  }
-  return full;
+static int kind_of(int func) {
+  return func == CHORUS_FUNC_ALLREDUCE       ? CHORUS_DIRECT_ALLREDUCE
+         : func == CHORUS_FUNC_ALLGATHER     ? CHORUS_DIRECT_ALLGATHER
+         : func == CHORUS_FUNC_REDUCESCATTER ? CHORUS_DIRECT_REDUCESCATTER
+                                             : 0;
 }
 
 /* Whether memory at p is 16-byte aligned. */
@@ -125,108 +53,21 @@ static int peers_recv(int kind) {
   return kind != CHORUS_DIRECT_REDUCESCATTER;
 }
 
-/* Whether op may be matched with other ranks' calls of its group (a
- * collective on a communicator of this process's GPUs alone). */
-static int group_candidate(const chorus_op *op) {
-  const chorus_gpu *g = op->cc->gpu;
-  return !chorus_gpu_is_p2p(op) && g->all_local && !g->staged;
-}
-
-int chorus_gpu_group_match(chorus_op **ops, size_t n, const uint8_t *cand, int *match) {
-  uint64_t *key = chorus_calloc(n, sizeof *key), *seq = chorus_calloc(n, sizeof *seq);
-  int *rank = chorus_calloc(n, sizeof *rank), *nr = chorus_calloc(n, sizeof *nr);
-  int res = -1;
-  if (key && seq && rank && nr) {
-    for (size_t i = 0; i < n; i++) {
-      const chorus_gpu *g = ops[i]->cc->gpu;
-      key[i] = g->key;
-      rank[i] = g->rank;
-      nr[i] = g->nranks;
-      /* The call's number among its communicator's collectives (chorus_gpu
-       * _enqueue counts them): the ones before this group, then this
-       * group's before it. */
-      seq[i] = g->coll_seq;
-      for (size_t j = 0; j < i; j++) seq[i] += ops[j]->cc->gpu == g && !chorus_gpu_is_p2p(ops[j]);
-    }
-    chorus_gpu_direct_match(key, seq, rank, nr, cand, n, match);
-    res = 0;
-  } else {
-    for (size_t i = 0; i < n * CHORUS_KERN_MAX_RANKS; i++) match[i] = -1;
-  }
-  chorus_free(key);
-  chorus_free(seq);
-  chorus_free(rank);
-  chorus_free(nr);
-  return res;
-}
-
-void chorus_gpu_direct_group(chorus_op **ops, size_t n, chorus_kern_direct *dir) {
-  memset(dir, 0, n * sizeof *dir);
-  /* Groups of thousands of calls are not worth the quadratic matching. */
-  if (n < 2 || n > 1024) return;
-  size_t any = 0;
-  for (size_t i = 0; i < n; i++) {
-    const chorus_gpu *g = ops[i]->cc->gpu;
-    if (group_candidate(ops[i]) &&
-        chorus_gpu_direct_shape(&g->direct, &g->tune, g->nranks, ops[i], &dir[i]))
-      any++;
-  }
-  if (!any) return;
-  uint8_t *cand = chorus_calloc(n, 1);
-  int *match = chorus_calloc(n * CHORUS_KERN_MAX_RANKS, sizeof *match);
-  if (cand && match) {
-    for (size_t i = 0; i < n; i++) cand[i] = (uint8_t)group_candidate(ops[i]);
-    if (chorus_gpu_group_match(ops, n, cand, match) != 0) any = 0;
-  } else {
-    any = 0;
-  }
-  if (!any) memset(dir, 0, n * sizeof *dir);
-  for (size_t i = 0; i < n && any; i++) {
-    chorus_kern_direct *d = &dir[i];
-    if (!d->kind) continue;
-    const int np = ops[i]->cc->gpu->nranks, me = ops[i]->cc->gpu->rank;
-    int devices[CHORUS_KERN_MAX_RANKS], ok = 1;
-    for (int p = 0; p < np && ok; p++) {
-      const int j = match[i * CHORUS_KERN_MAX_RANKS + (size_t)p];
-      /* every rank's part of the same call, zero-copy on its side too */
-      ok = j >= 0 && dir[j].kind == d->kind && dir[j].desc == d->desc;
-      if (ok) devices[p] = chorus_gpu_device(ops[j]->cc->gpu);
-    }
-    for (int p = 0; p < np && ok; p++) {
-      const chorus_op *o = ops[match[i * CHORUS_KERN_MAX_RANKS + (size_t)p]];
-      const int need_send = peers_send(d->kind) || p == me;
-      const int need_recv = peers_recv(d->kind) || p == me;
-      /* buffers of other ranks must be reachable from every GPU; all aligned */
-      if (need_send)
-        ok = aligned16(o->sendbuff) &&
-             (p == me || chorus_dev_reachable(o->sendbuff, devices, np) == 1);
-      if (ok && need_recv)
-        ok = aligned16(o->recvbuff) &&
-             (p == me || chorus_dev_reachable(o->recvbuff, devices, np) == 1);
-      d->send[p] = o->sendbuff;
-      d->recv[p] = o->recvbuff;
-    }
-    if (!ok) memset(d, 0, sizeof *d);
-  }
-  /* A call goes zero-copy only where all its partners do (each decided the
-   * same from the same facts, but a reachability answer may differ from
-   * GPU to GPU: make sure). */
-  for (int changed = 1; changed && any;) {
-    changed = 0;
-    for (size_t i = 0; i < n; i++) {
-      if (!dir[i].kind) continue;
-      for (int p = 0; p < ops[i]->cc->gpu->nranks; p++) {
-        const int j = match[i * CHORUS_KERN_MAX_RANKS + (size_t)p];
-        if (j < 0 || !dir[j].kind) {
-          memset(&dir[i], 0, sizeof dir[i]);
-          changed = 1;
-          break;
-        }
-      }
-    }
-  }
-  chorus_free(cand);
-  chorus_free(match);
+int chorus_gpu_direct_shape(const chorus_op *op, const chorus_task *t, int nranks,
+                            chorus_kern_direct *d) {
+  memset(d, 0, sizeof *d);
+  const int kind = kind_of(op->func);
+  if (!kind) return 0;
+  const size_t bytes = op->count * op->esize;
+  /* Blocks of whole 16-byte units, so that every rank's starts aligned
+   * (the planner takes AllGather and ReduceScatter only in such blocks). */
+  if (kind == CHORUS_DIRECT_ALLREDUCE)
+    d->block = ((bytes + (size_t)nranks - 1) / (size_t)nranks + 15) / 16 * 16;
+  d->grid = t->channels ? t->channels : 1;
+  d->kind = kind;
+  d->bytes = bytes;
+  d->desc = chorus_gpu_call_desc(op);
+  return kind;
 }
 
 /* ---- windows ------------------------------------------------------------ */
@@ -392,22 +233,42 @@ static const chorus_gpu_window *window_of(const chorus_gpu *g, const void *p, si
   return NULL;
 }
 
-/* Fills d's buffers from the windows holding op's, where all are in ones
- * every rank mapped; 0 (d cleared) otherwise. */
-static int direct_from_windows(const chorus_gpu *g, const chorus_op *op, chorus_kern_direct *d) {
+/* Where op's buffers are in the windows: the windows (NULL where a buffer
+ * is not one peers touch) and offsets; 0 when some buffer is not in one. */
+static int windows_of(const chorus_gpu *g, const chorus_op *op, int kind,
+                      const chorus_gpu_window **ws, size_t *soff, const chorus_gpu_window **wr,
+                      size_t *roff) {
+  *ws = *wr = NULL;
+  *soff = *roff = 0;
   if (!g->all_remote || !g->windows || g->staged) return 0;
-  if (!chorus_gpu_direct_shape(&g->direct, &g->tune, g->nranks, op, d)) return 0;
-  const int n = g->nranks, me = g->rank;
-  const size_t whole = d->kind == CHORUS_DIRECT_ALLREDUCE ? d->bytes : d->bytes * (size_t)n;
-  const size_t send_len = d->kind == CHORUS_DIRECT_ALLGATHER ? d->bytes : whole;
-  const size_t recv_len = d->kind == CHORUS_DIRECT_REDUCESCATTER ? d->bytes : whole;
+  const size_t bytes = op->count * op->esize, n = (size_t)g->nranks;
+  const size_t whole = kind == CHORUS_DIRECT_ALLREDUCE ? bytes : bytes * n;
+  const size_t send_len = kind == CHORUS_DIRECT_ALLGATHER ? bytes : whole;
+  const size_t recv_len = kind == CHORUS_DIRECT_REDUCESCATTER ? bytes : whole;
   /* The buffers peers reach must lie in windows; this rank's own are used
    * as they are. */
-  const chorus_gpu_window *ws = NULL, *wr = NULL;
-  size_t soff = 0, roff = 0;
-  if (peers_send(d->kind) && !(ws = window_of(g, op->sendbuff, send_len, &soff))) goto none;
-  if (peers_recv(d->kind) && !(wr = window_of(g, op->recvbuff, recv_len, &roff))) goto none;
-  if (!aligned16(op->sendbuff) || !aligned16(op->recvbuff) || soff % 16 || roff % 16) goto none;
+  if (peers_send(kind) && !(*ws = window_of(g, op->sendbuff, send_len, soff))) return 0;
+  if (peers_recv(kind) && !(*wr = window_of(g, op->recvbuff, recv_len, roff))) return 0;
+  return aligned16(op->sendbuff) && aligned16(op->recvbuff) && *soff % 16 == 0 && *roff % 16 == 0;
+}
+
+int chorus_gpu_in_windows(const chorus_gpu *g, const chorus_op *op) {
+  const chorus_gpu_window *ws, *wr;
+  size_t soff, roff;
+  const int kind = kind_of(op->func);
+  return kind && windows_of(g, op, kind, &ws, &soff, &wr, &roff);
+}
+
+int chorus_gpu_direct_from_windows(const chorus_gpu *g, const chorus_op *op, const chorus_task *t,
+                                   chorus_kern_direct *d) {
+  const chorus_gpu_window *ws, *wr;
+  size_t soff, roff;
+  if (!chorus_gpu_direct_shape(op, t, g->nranks, d) ||
+      !windows_of(g, op, d->kind, &ws, &soff, &wr, &roff)) {
+    memset(d, 0, sizeof *d);
+    return 0;
+  }
+  const int n = g->nranks, me = g->rank;
   for (int p = 0; p < n; p++) {
     d->send[p] = ws ? ws->peer[p] + soff : NULL;
     d->recv[p] = wr ? wr->peer[p] + roff : NULL;
@@ -417,16 +278,4 @@ static int direct_from_windows(const chorus_gpu *g, const chorus_op *op, chorus_
   d->soff = ws ? soff : 0;
   d->roff = wr ? roff : 0;
   return d->kind;
-none:
-  memset(d, 0, sizeof *d);
-  return 0;
-}
-
-int chorus_gpu_direct_pick(const chorus_gpu *g, const chorus_op *op,
-                           const chorus_kern_direct *given, chorus_kern_direct *d) {
-  if (given && given->kind) {
-    *d = *given;
-    return d->kind;
-  }
-  return direct_from_windows(g, op, d);
 }

@@ -9,15 +9,22 @@
 #include "gpu/window.h"
 #include "util/watch.h"
 
+/* Zero-copy settings (CHORUS_GPU_ZEROCOPY_*). */
+typedef struct chorus_gpu_direct_cfg {
+  uint32_t channels; /* most CTAs */
+  size_t cta_bytes;  /* least of a rank's block per CTA */
+} chorus_gpu_direct_cfg;
+
 struct chorus_gpu {
   int rank, nranks, device;
   chorus_gpu_wins wins;     /* every rank's window, as this GPU reaches it */
   void *ctl_host, *ctl_dev; /* abort, status, status peer (host-mapped) */
   chorus_kern_comm kc;
-  size_t ll_bytes;     /* payload per slot */
-  int reported;        /* a kernel's error was logged (atomic) */
-  chorus_watch *watch; /* the peers' processes (NULL: all in this one) */
-  chorus_gpu_tune tune;
+  size_t ll_bytes;                       /* payload per slot */
+  int reported;                          /* a kernel's error was logged (atomic) */
+  chorus_watch *watch;                   /* the peers' processes (NULL: all in this one) */
+  size_t p2p_ll_bytes;                   /* the largest Send/Recv its LL slots carry (0: none) */
+  int devices[CHORUS_KERN_MAX_RANKS];    /* each rank's GPU ordinal in its process */
   int holds_launchers;                   /* chorus_launchers_hold was called for it */
   uint64_t p2p_send_desc, p2p_recv_desc; /* chorus_gpu_p2p_descs, for every FIFO round */
   int staged;                            /* windows in pinned host memory */
@@ -31,16 +38,19 @@ struct chorus_gpu {
   int ce_told;           /* the first Send on the copy engine was logged (ce.c) */
   unsigned ce_coll_told; /* bit per function: its first call on the copy engine was logged */
   void *side_stream;     /* a second stream of its GPU for the copy engine (ce.c; at first use) */
+  size_t ce_chunk;       /* bytes per copy of a copy-engine Broadcast chain on 3+ GPUs */
   uint64_t coll_seq;     /* collectives enqueued so far (equal on every rank) */
   struct chorus_gpu_window *windows;
 };
 
 /* Frees every window still registered on g (direct.c). */
 void chorus_gpu_windows_free(chorus_gpu *g);
-/* Whether op runs zero-copy on g, and how (*d): as the group decided
- * (given, from chorus_gpu_direct_group), else through the windows holding
- * its buffers. 0 when it does not (then it is staged). */
-int chorus_gpu_direct_pick(const chorus_gpu *g, const chorus_op *op,
-                           const chorus_kern_direct *given, chorus_kern_direct *d);
+/* Fills *d for op (task t) from the symmetric windows holding its
+ * buffers; 0 (d cleared) when they are not in such windows. */
+int chorus_gpu_direct_from_windows(const chorus_gpu *g, const chorus_op *op, const chorus_task *t,
+                                   chorus_kern_direct *d);
+/* Whether op's buffers lie in symmetric windows every rank mapped, at
+ * offsets every rank's window has room for (the planner's fact). */
+int chorus_gpu_in_windows(const chorus_gpu *g, const chorus_op *op);
 
 #endif

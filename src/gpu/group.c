@@ -1,39 +1,98 @@
 /*
  * group.c - the GPU calls of one group (or one call) onto their streams.
  *
- * Per GPU, in call order: the collectives, then each communicator's
- * Send/Recv together (p2p.c), communicators in order of first call. Calls
- * whose every end is in the group may go on the copy engine (ce.h): a
- * Broadcast, AllGather or AlltoAll at its first rank's call, Send/Recv
- * pairs before the kernels' Send/Recv; then the calling thread launches
- * for all GPUs. GPUs are independent, so a group spanning several GPUs of
- * this process gives each GPU's share to its launcher thread
- * (launchers.h) and all launch at once; the calling thread takes the
- * first GPU's share. While any stream of the group is being captured
- * into a CUDA graph, the calling thread launches everything itself:
- * capture then records one thread's launches, and graph replays cost no
- * launches anyway.
+ * The planner (plan/plan.h) decides how every call runs; this file gathers
+ * what it asks (facts only the device can tell: which buffers every GPU
+ * reaches, whether a stream may be joined, whether buffers lie in
+ * symmetric windows) and carries the tasks out. Per GPU, in call order:
+ * the collectives (a copy-engine collective at its first rank's call, its
+ * other calls only counted), then the copy-engine Send/Recv pairs, then
+ * each communicator's Send/Recv in kernels, together, communicators in
+ * order of first call. GPUs are independent, so a group spanning several
+ * GPUs of this process gives each GPU's share to its launcher thread
+ * (launchers.h) and all launch at once; the calling thread takes the first
+ * GPU's share. Copy-engine programs join streams of several GPUs in an
+ * order one thread keeps, and while any stream of the group is being
+ * captured into a CUDA graph capture records one thread's launches: then
+ * the calling thread launches everything itself.
  */
+#include <stdint.h>
 #include <string.h>
 
 #include "device/device.h"
 #include "gpu/ce.h"
 #include "gpu/gpu.h"
+#include "gpu/gpu_impl.h"
 #include "gpu/launchers.h"
 #include "util/alloc.h"
 #include "util/check.h"
 
-/* The share of one GPU: ops[i] whose device is `device` (-1: every op);
- * dir[i]: how op i runs zero-copy (NULL: none does); on the copy engine
- * (NULL: none goes; else the share holds every op): pair[i], the partner
- * of Send/Recv i, and lead[i], the first rank's call of collective i, or
- * -1. */
+/* ---- facts ------------------------------------------------------------------ */
+
+/* Streams that name a device's default stream (NULL, cudaStreamLegacy,
+ * cudaStreamPerThread) are a different stream on each GPU, which the
+ * joins cannot tell apart; a stream being captured would need the joins
+ * inside its graph. */
+static int stream_ok(void *s) {
+  return (uintptr_t)s > 2 && chorus_dev_stream_capturing(s) == 0;
+}
+
+static uint32_t probe_facts(void *arg, const chorus_plan_call *c, uint32_t want) {
+  (void)arg;
+  const chorus_op *op = c->user;
+  const chorus_gpu *g = op->cc->gpu;
+  uint32_t have = 0;
+  if ((want & CHORUS_FACT_STREAM_OK) && stream_ok(op->cuda_stream)) have |= CHORUS_FACT_STREAM_OK;
+  if ((want & CHORUS_FACT_SYM_WINDOWS) && chorus_gpu_in_windows(g, op))
+    have |= CHORUS_FACT_SYM_WINDOWS;
+  /* cudaMalloc or cuMem memory mapped for every GPU of the communicator
+   * (pools and host memory are not). */
+  if ((want & CHORUS_FACT_SEND_REACH) &&
+      chorus_dev_reachable(op->sendbuff, g->devices, g->nranks) == 1)
+    have |= CHORUS_FACT_SEND_REACH;
+  if ((want & CHORUS_FACT_RECV_REACH) &&
+      chorus_dev_reachable(op->recvbuff, g->devices, g->nranks) == 1)
+    have |= CHORUS_FACT_RECV_REACH;
+  return have;
+}
+
+/* The calls as the planner sees them. */
+static void describe(chorus_op **ops, size_t n, chorus_plan_call *calls) {
+  for (size_t i = 0; i < n; i++) {
+    chorus_op *op = ops[i];
+    const chorus_gpu *g = op->cc->gpu;
+    /* The call's number among its communicator's collectives (every rank
+     * counts them alike, chorus_gpu_enqueue): the ones before this group,
+     * then this group's before it. Only matching uses it, which groups of
+     * thousands of calls skip. */
+    uint64_t seq = g->coll_seq;
+    for (size_t j = 0; j < i && n <= 1024; j++)
+      seq += ops[j]->cc->gpu == g && !chorus_gpu_is_p2p(ops[j]);
+    calls[i] = (chorus_plan_call){&op->cc->plan,
+                                  op->func,
+                                  op->count,
+                                  op->esize,
+                                  op->root,
+                                  chorus_gpu_call_desc(op),
+                                  seq,
+                                  op->sendbuff,
+                                  op->recvbuff,
+                                  op->red.kind == CHORUS_RED_PREMULSUM ? CHORUS_FACT_PREMULSUM : 0,
+                                  CHORUS_FACT_PREMULSUM,
+                                  op};
+  }
+}
+
+/* ---- carrying the tasks out --------------------------------------------------- */
+
+/* The share of one GPU: ops[i] whose device is `device` (-1: every op). */
 typedef struct share {
   chorus_op **ops;
+  const chorus_task *tasks;
   size_t n;
   int device;
-  const chorus_kern_direct *dir;
-  const long *pair, *lead;
+  const chorus_kern_direct *zc; /* per call: zero-copy buffers through the group (kind 0: none) */
+  int ce;                       /* the share holds copy-engine work (then: every op) */
 } share;
 
 static int in_share(const share *s, const chorus_op *op) {
@@ -42,13 +101,14 @@ static int in_share(const share *s, const chorus_op *op) {
 
 /* Whether op i is a Send/Recv for the kernels. */
 static int kernel_p2p(const share *s, size_t i) {
-  return chorus_gpu_is_p2p(s->ops[i]) && !(s->pair && s->pair[i] >= 0);
+  return chorus_gpu_is_p2p(s->ops[i]) && s->tasks[i].algo != CHORUS_ALGO_CE;
 }
 
 /* The Send/Recv of each communicator of the share, all of one
  * communicator at once. */
 static ncclResult_t run_p2p(const share *s) {
   chorus_op *stacksel[64], **sel = stacksel;
+  const chorus_task *stackt[64], **tsel = stackt;
   ncclResult_t res = ncclSuccess;
   for (size_t i = 0; i < s->n && res == ncclSuccess; i++) {
     chorus_op *op = s->ops[i];
@@ -57,16 +117,29 @@ static ncclResult_t run_p2p(const share *s) {
     for (size_t j = 0; j < i && first; j++)
       if (kernel_p2p(s, j) && s->ops[j]->cc == op->cc) first = 0;
     if (!first) continue;
-    if (sel == stacksel && s->n > 64 && !(sel = chorus_malloc(s->n * sizeof *sel)))
-      return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", s->n);
+    if (sel == stacksel && s->n > 64) {
+      sel = chorus_malloc(s->n * sizeof *sel);
+      tsel = chorus_malloc(s->n * sizeof *tsel);
+      if (!sel || !tsel) {
+        chorus_free(sel);
+        chorus_free(tsel);
+        return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", s->n);
+      }
+    }
     int nsel = 0;
     for (size_t j = i; j < s->n; j++)
-      if (kernel_p2p(s, j) && s->ops[j]->cc == op->cc) sel[nsel++] = s->ops[j];
+      if (kernel_p2p(s, j) && s->ops[j]->cc == op->cc) {
+        tsel[nsel] = &s->tasks[j];
+        sel[nsel++] = s->ops[j];
+      }
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
-    res = chorus_gpu_enqueue_p2p(op->cc->gpu, sel, nsel);
+    res = chorus_gpu_enqueue_p2p(op->cc->gpu, sel, tsel, nsel);
     chorus_log_ctx_set(old);
   }
-  if (sel != stacksel) chorus_free(sel);
+  if (sel != stacksel) {
+    chorus_free(sel);
+    chorus_free(tsel);
+  }
   return res;
 }
 
@@ -74,72 +147,104 @@ static ncclResult_t run_share(void *arg) {
   const share *s = arg;
   for (size_t i = 0; i < s->n; i++) {
     chorus_op *op = s->ops[i];
+    const chorus_task *t = &s->tasks[i];
     if (chorus_gpu_is_p2p(op) || !in_share(s, op)) continue;
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
     ncclResult_t res;
-    if (s->lead && s->lead[i] >= 0) {
+    if (t->algo == CHORUS_ALGO_CE) {
       res = chorus_gpu_enqueue_elsewhere(op->cc->gpu);
-      if (res == ncclSuccess && s->lead[i] == (long)i)
-        res = chorus_gpu_ce_coll_run(s->ops, s->n, s->lead, i);
+      if (res == ncclSuccess && t->lead == (int32_t)i)
+        res = chorus_gpu_ce_coll_run(s->ops, s->n, s->tasks, i);
     } else {
-      res = chorus_gpu_enqueue(op->cc->gpu, op, s->dir ? &s->dir[i] : NULL);
+      res = chorus_gpu_enqueue(op->cc->gpu, op, t, s->zc && s->zc[i].kind ? &s->zc[i] : NULL);
     }
     chorus_log_ctx_set(old);
     if (res != ncclSuccess) return res;
   }
-  if (s->pair) CHECK(chorus_gpu_ce_run(s->ops, s->n, s->pair));
+  if (s->ce) CHECK(chorus_gpu_ce_run(s->ops, s->n, s->tasks));
   return run_p2p(s);
 }
 
+/* The buffers of every zero-copy call through the group: its partners'. */
+static void zerocopy_buffers(chorus_op **ops, const chorus_task *tasks, size_t n,
+                             chorus_kern_direct *zc) {
+  for (size_t i = 0; i < n; i++) {
+    chorus_kern_direct *d = &zc[i];
+    memset(d, 0, sizeof *d);
+    if (tasks[i].algo != CHORUS_ALGO_ZEROCOPY || tasks[i].peer_call[0] < 0) continue;
+    const chorus_gpu *g = ops[i]->cc->gpu;
+    chorus_gpu_direct_shape(ops[i], &tasks[i], g->nranks, d);
+    for (int p = 0; p < g->nranks; p++) {
+      const chorus_op *o = ops[tasks[i].peer_call[p]];
+      d->send[p] = o->sendbuff;
+      d->recv[p] = o->recvbuff;
+    }
+  }
+}
+
+#define STACK_OPS 8
+
 ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
-  int devices[CHORUS_LAUNCHERS_MAX], ndev = 0, spread = 1;
-  for (size_t i = 0; i < n && spread; i++) {
+  chorus_plan_call stackc[STACK_OPS], *calls = stackc;
+  chorus_task stackt[STACK_OPS], *tasks = stackt;
+  chorus_kern_direct *zc = NULL;
+  ncclResult_t res = ncclSuccess;
+  if (n > STACK_OPS) {
+    calls = chorus_malloc(n * sizeof *calls);
+    tasks = chorus_malloc(n * sizeof *tasks);
+    if (!calls || !tasks) {
+      res = chorus_error(ncclSystemError, "out of memory planning %zu grouped calls", n);
+      goto out;
+    }
+  }
+  describe(ops, n, calls);
+  const chorus_plan_probe probe = {probe_facts, NULL};
+  char err[320];
+  if (chorus_plan_group(calls, n, &probe, tasks, err, sizeof err) != 0) {
+    res = chorus_error(ncclInvalidUsage, "rank %d: %s", chorus_gpu_rank(ops[0]->cc->gpu), err);
+    goto out;
+  }
+  int devices[CHORUS_LAUNCHERS_MAX], ndev = 0, spread = 1, ce = 0, by_group = 0;
+  for (size_t i = 0; i < n; i++) {
+    ce |= tasks[i].algo == CHORUS_ALGO_CE;
+    by_group |= tasks[i].algo == CHORUS_ALGO_ZEROCOPY && tasks[i].peer_call[0] >= 0;
     const int d = chorus_gpu_device(ops[i]->cc->gpu);
     int known = 0;
     for (int k = 0; k < ndev && !known; k++) known = devices[k] == d;
-    if (known) continue;
+    if (known || !spread) continue;
     if (ndev == CHORUS_LAUNCHERS_MAX)
       spread = 0;
     else
       devices[ndev++] = d;
   }
-  /* Several GPUs of this process: calls that every rank of their
-   * communicator makes in this group may go zero-copy. */
-  chorus_kern_direct stackdir[8], *dir = NULL;
-  if (ndev > 1 && (dir = n <= 8 ? stackdir : chorus_malloc(n * sizeof *dir)))
-    chorus_gpu_direct_group(ops, n, dir);
-  /* Copy-engine programs join streams of several GPUs in an order that one
-   * thread keeps (ce.h); they move large calls, so one thread's launches
-   * cost nothing that counts. */
-  long stackce[16], *pair = NULL, *lead = NULL;
-  if (ndev > 1 && (pair = 2 * n <= 16 ? stackce : chorus_malloc(2 * n * sizeof *pair))) {
-    lead = pair + n;
-    const size_t pairs = chorus_gpu_ce_group(ops, n, pair);
-    if (pairs + chorus_gpu_ce_coll_group(ops, n, lead) == 0) {
-      if (pair != stackce) chorus_free(pair);
-      pair = lead = NULL;
+  if (by_group) {
+    if (!(zc = chorus_malloc(n * sizeof *zc))) {
+      res = chorus_error(ncclSystemError, "out of memory running %zu grouped calls", n);
+      goto out;
     }
+    zerocopy_buffers(ops, tasks, n, zc);
   }
-  spread = spread && ndev > 1 && !pair && chorus_launchers_enabled();
+  spread = spread && ndev > 1 && !ce && chorus_launchers_enabled();
   for (size_t i = 0; i < n && spread; i++)
     if (chorus_dev_stream_capturing(ops[i]->cuda_stream) != 0) spread = 0;
-  ncclResult_t res;
   if (!spread) {
-    share all = {ops, n, -1, dir, pair, lead};
+    share all = {ops, tasks, n, -1, zc, ce};
     res = run_share(&all);
   } else {
     share shares[CHORUS_LAUNCHERS_MAX];
     chorus_launch_job jobs[CHORUS_LAUNCHERS_MAX];
     memset(jobs, 0, sizeof jobs);
     for (int k = 0; k < ndev; k++) {
-      shares[k] = (share){ops, n, devices[k], dir, NULL, NULL};
+      shares[k] = (share){ops, tasks, n, devices[k], zc, 0};
       jobs[k].device = devices[k];
       jobs[k].run = run_share;
       jobs[k].arg = &shares[k];
     }
     res = chorus_launchers_run(jobs, ndev);
   }
-  if (dir != stackdir) chorus_free(dir);
-  if (pair != stackce) chorus_free(pair);
+out:
+  if (calls != stackc) chorus_free(calls);
+  if (tasks != stackt) chorus_free(tasks);
+  chorus_free(zc);
   return res;
 }

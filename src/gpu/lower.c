@@ -1,7 +1,7 @@
 /*
- * plan.c - which exchanges run each collective on GPU communicators
- * (gpu.h): pure functions of the call, the rank and the thresholds, the
- * same on every rank, replayed on host memory by the unit tests.
+ * lower.c - the exchanges that run a collective on GPU communicators, as
+ * its task says (gpu.h): pure functions of the call, the rank and the
+ * task, the same on every rank, replayed on host memory by the unit tests.
  */
 #include <string.h>
 
@@ -130,106 +130,29 @@ static int plan_ring_allreduce(int me, int n, const chorus_op *op, chorus_kern_x
   return k + allreduce_tail(me, n, op, main, &out[k]);
 }
 
-/* Whether a block of `bytes` moves in LL lines: below pipe_bytes, unless
- * NCCL_PROTO leaves only one of LL and Simple. */
-static int use_ll(int func, const chorus_gpu_tune *t, size_t bytes) {
-  const uint32_t deny = t->proto_deny[func];
-  if (deny & (1u << CHORUS_PROTO_LL)) return 0;
-  if (deny & (1u << CHORUS_PROTO_SIMPLE)) return 1;
-  return bytes < t->pipe_bytes;
-}
-
-/* Whether an LL two-shot's two shares of `share` bytes fit a slot. */
-static int twoshot_fits_ll(const chorus_gpu_tune *t, size_t share) {
-  const size_t lines = (share + 7) / 8;
-  return t->ll_lines > 0 && t->ll_cta_lines > 0 &&
-         chorus_ll_second(lines, t->ll_cta_lines) + lines <= t->ll_lines;
-}
-
-/* The two-shot's protocol for op (1 LL, 0 FIFO chunks), or -1 when
- * neither is possible. */
-static int twoshot_proto(int n, const chorus_gpu_tune *t, const chorus_op *op) {
-  const uint32_t deny = t->proto_deny[op->func];
-  const int ll = twoshot_fits_ll(t, twoshot_share(n, op)) && !(deny & (1u << CHORUS_PROTO_LL));
-  const int fifo = t->fifo_twoshot && !(deny & (1u << CHORUS_PROTO_SIMPLE));
-  if (ll && (op->count * op->esize <= t->twoshot_ll_bytes || !fifo)) return 1;
-  return fifo ? 0 : -1;
-}
-
-/* Whether algo (CHORUS_ALGO_*) can run op here at all (an AllReduce has
- * at least one element per rank by then: pick). */
-static int feasible(int algo, int n, const chorus_gpu_tune *t, const chorus_op *op) {
-  const int f = op->func;
-  switch (algo) {
-  case CHORUS_ALGO_RING: /* rings and chains stream Simple chunks */
-    if (n < 2 || (t->proto_deny[f] & (1u << CHORUS_PROTO_SIMPLE))) return 0;
-    return f == CHORUS_FUNC_ALLREDUCE || f == CHORUS_FUNC_ALLGATHER ||
-           f == CHORUS_FUNC_REDUCESCATTER || f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE;
-  case CHORUS_ALGO_TWOSHOT:
-    return f == CHORUS_FUNC_ALLREDUCE && n > 1 && twoshot_proto(n, t, op) >= 0;
-  case CHORUS_ALGO_ONESHOT:
-    return 1;
-  default:
-    return 0;
+size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines) {
+  if (!ll_lines || !cta_lines) return 0;
+  /* The two halves fit when the second starts early enough: the largest
+   * share of whole lines for which it does (the fit only shrinks as the
+   * share grows). */
+  size_t lo = 0, hi = ll_lines;
+  while (lo < hi) {
+    const size_t mid = lo + (hi - lo + 1) / 2;
+    if (chorus_ll_second(mid, cta_lines) + mid <= ll_lines)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
-}
-
-/* Whether NCCL_ALGO lets algo run op (an exchange with every peer is
- * "oneshot", and "direct" too for AlltoAll, Gather and Scatter). */
-static int allowed(int algo, const chorus_gpu_tune *t, int func) {
-  const uint32_t deny = t->algo_deny[func];
-  if (!(deny & (1u << algo))) return 1;
-  return algo == CHORUS_ALGO_ONESHOT && !(deny & (1u << CHORUS_ALGO_DIRECT)) &&
-         (func == CHORUS_FUNC_ALLTOALL || func == CHORUS_FUNC_GATHER ||
-          func == CHORUS_FUNC_SCATTER);
-}
-
-/* The algorithm the thresholds pick (measured crossovers, gpu.c). */
-static int default_algo(int n, const chorus_gpu_tune *t, const chorus_op *op) {
-  const size_t bytes = op->count * op->esize;
-  const int ring = feasible(CHORUS_ALGO_RING, n, t, op);
-  switch (op->func) {
-  case CHORUS_FUNC_ALLREDUCE:
-    if (ring && bytes / (size_t)n >= t->ring_bytes) return CHORUS_ALGO_RING;
-    if (bytes >= t->twoshot_bytes && bytes <= t->twoshot_max &&
-        feasible(CHORUS_ALGO_TWOSHOT, n, t, op))
-      return CHORUS_ALGO_TWOSHOT;
-    return CHORUS_ALGO_ONESHOT;
-  case CHORUS_FUNC_ALLGATHER:
-  case CHORUS_FUNC_REDUCESCATTER:
-    return ring && bytes >= t->ring_bytes ? CHORUS_ALGO_RING : CHORUS_ALGO_ONESHOT;
-  case CHORUS_FUNC_BROADCAST:
-  case CHORUS_FUNC_REDUCE:
-    return ring && bytes >= t->chain_bytes ? CHORUS_ALGO_RING : CHORUS_ALGO_ONESHOT;
-  default:
-    return CHORUS_ALGO_ONESHOT;
-  }
-}
-
-/* The default if NCCL_ALGO allows it, else the first allowed of ring,
- * two-shot and one-shot that can run op; -1 when none is and NCCL_ALGO
- * names op's function (a global list naming nothing the function has
- * does not bind it, as in NCCL). */
-static int pick(int n, const chorus_gpu_tune *t, const chorus_op *op) {
-  /* An AllReduce of fewer elements than ranks has no shares to split:
-   * whatever the lists say, it is one exchange (nccl-tests' own result
-   * checks are such calls). */
-  if (op->func == CHORUS_FUNC_ALLREDUCE && op->count < (size_t)n) return CHORUS_ALGO_ONESHOT;
-  const int def = default_algo(n, t, op);
-  if (allowed(def, t, op->func)) return def;
-  static const int order[] = {CHORUS_ALGO_RING, CHORUS_ALGO_TWOSHOT, CHORUS_ALGO_ONESHOT};
-  for (int i = 0; i < 3; i++)
-    if (allowed(order[i], t, op->func) && feasible(order[i], n, t, op)) return order[i];
-  return t->algo_named[op->func] ? -1 : def;
+  return lo * 8;
 }
 
 static int is_rooted(int func) {
-  return func == CHORUS_FUNC_BROADCAST || func == CHORUS_FUNC_REDUCE ||
-         func == CHORUS_FUNC_GATHER || func == CHORUS_FUNC_SCATTER;
+  const chorus_func_info *f = chorus_func_get(func);
+  return f && f->rooted;
 }
 static int is_reduction(int func) {
-  return func == CHORUS_FUNC_ALLREDUCE || func == CHORUS_FUNC_REDUCE ||
-         func == CHORUS_FUNC_REDUCESCATTER;
+  const chorus_func_info *f = chorus_func_get(func);
+  return f && f->reduces;
 }
 
 /* Bits 0-3 function, 4-7 type, 8-10 operator (reductions), 11-14 root
@@ -254,37 +177,46 @@ void chorus_gpu_call_describe(uint64_t desc, char *buf, size_t size) {
   if (seq && seq > buf) seq[-1] = '\0';
 }
 
-int chorus_gpu_plan(int rank, int nranks, const chorus_gpu_tune *tune, const chorus_op *op,
-                    chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]) {
+int chorus_gpu_lower(int rank, int nranks, const chorus_op *op, const chorus_task *t,
+                     chorus_kern_xchg out[CHORUS_GPU_MAX_STEPS]) {
   if (!describe(rank, nranks, op, &out[0])) return 0;
-  const int algo = pick(nranks, tune, op), f = op->func;
+  const int f = op->func, ll = t->proto == CHORUS_PROTO_LL;
   const size_t bytes = op->count * op->esize;
   int k = 1;
-  if (algo < 0) return -1;
-  if (algo == CHORUS_ALGO_TWOSHOT) {
+  switch (t->algo) {
+  case CHORUS_ALGO_ONESHOT:
+    break;
+  case CHORUS_ALGO_TWOSHOT:
+    if (f != CHORUS_FUNC_ALLREDUCE) return 0;
     plan_twoshot(nranks, op, out);
-    out[0].ll = twoshot_proto(nranks, tune, op) == 1;
-    out[0].desc = chorus_gpu_call_desc(op);
-    return 1;
-  }
-  if (algo == CHORUS_ALGO_RING) {
-    if (f == CHORUS_FUNC_ALLREDUCE) {
+    break;
+  case CHORUS_ALGO_RING:
+    if (f == CHORUS_FUNC_ALLREDUCE)
       k = plan_ring_allreduce(rank, nranks, op, out);
-    } else if (f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE) {
-      /* A chain: root, root + 1, ... for Broadcast, root + 1, ..., root
-       * for Reduce; each rank takes from the one before and passes on,
-       * so every link carries the buffer once instead of the root's
-       * links carrying it n - 1 times. */
-      plan_ring(f == CHORUS_FUNC_REDUCE ? CHORUS_RING_REDUCE : CHORUS_RING_BROADCAST, op->sendbuff,
-                op->recvbuff, bytes, out);
-      out[0].root = op->root;
-    } else if (f == CHORUS_FUNC_ALLGATHER || f == CHORUS_FUNC_REDUCESCATTER) {
+    else if (f == CHORUS_FUNC_ALLGATHER || f == CHORUS_FUNC_REDUCESCATTER)
       plan_ring(f == CHORUS_FUNC_ALLGATHER ? CHORUS_RING_ALLGATHER : CHORUS_RING_REDUCESCATTER,
                 op->sendbuff, op->recvbuff, bytes, out);
-    }
+    else
+      return 0;
+    break;
+  case CHORUS_ALGO_CHAIN:
+    /* Root, root + 1, ... for Broadcast, root + 1, ..., root for Reduce;
+     * each rank takes from the one before and passes on, so every link
+     * carries the buffer once instead of the root's links carrying it
+     * n - 1 times. */
+    if (f != CHORUS_FUNC_BROADCAST && f != CHORUS_FUNC_REDUCE) return 0;
+    plan_ring(f == CHORUS_FUNC_REDUCE ? CHORUS_RING_REDUCE : CHORUS_RING_BROADCAST, op->sendbuff,
+              op->recvbuff, bytes, out);
+    out[0].root = op->root;
+    break;
+  default:
+    return 0;
   }
+  /* Rings and chains stream chunks; the rest take the task's protocol, a
+   * ring AllReduce's tail its own. */
   for (int i = 0; i < k; i++) {
-    if (!out[i].ring) out[i].ll = use_ll(f, tune, out[i].bytes);
+    if (!out[i].ring)
+      out[i].ll = t->algo == CHORUS_ALGO_RING ? t->tail_proto == CHORUS_PROTO_LL : ll;
     out[i].desc = chorus_gpu_call_desc(op);
   }
   return k;

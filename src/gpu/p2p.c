@@ -20,62 +20,37 @@
 #include "util/log.h"
 #include "util/misc.h"
 
-int chorus_gpu_p2p_rounds(int rank, int nranks, chorus_op *const *ops, int nops,
-                          chorus_kern_p2p *rounds, char *err, size_t errlen) {
-  int nsend[CHORUS_KERN_MAX_RANKS] = {0}, nrecv[CHORUS_KERN_MAX_RANKS] = {0};
+int chorus_gpu_p2p_rounds(int rank, chorus_op *const *ops, const chorus_task *const *tasks,
+                          int nops, chorus_kern_p2p *ll, chorus_kern_p2p *fifo, char *err,
+                          size_t errlen) {
   int nrounds = 0;
   for (int i = 0; i < nops; i++) {
     const chorus_op *op = ops[i];
     const size_t bytes = op->count * op->esize;
-    const int p = op->root;
-    if (!bytes) continue; /* empty calls move nothing and match nothing */
+    const int p = op->root, k = tasks[i]->round;
+    if (!bytes || k < 0 || k >= nops) continue; /* empty calls move nothing */
+    chorus_kern_p2p *r = tasks[i]->proto == CHORUS_PROTO_LL ? &ll[k] : &fifo[k];
     if (op->func == CHORUS_FUNC_SEND) {
-      chorus_kern_p2p *r = &rounds[nsend[p]++];
       r->send[p] = op->sendbuff;
       r->sbytes[p] = bytes;
     } else {
-      chorus_kern_p2p *r = &rounds[nrecv[p]++];
       r->recv[p] = op->recvbuff;
       r->rbytes[p] = bytes;
     }
-    if (nsend[p] > nrounds) nrounds = nsend[p];
-    if (nrecv[p] > nrounds) nrounds = nrecv[p];
+    if (k + 1 > nrounds) nrounds = k + 1;
   }
-  for (int k = 0; k < nrounds; k++) {
-    const chorus_kern_p2p *r = &rounds[k];
-    if (r->sbytes[rank] != r->rbytes[rank]) {
+  /* A send to itself is a copy inside one launch: its receive must be in
+   * the same one. */
+  for (int k = 0; k < nrounds; k++)
+    if (ll[k].sbytes[rank] != ll[k].rbytes[rank] || fifo[k].sbytes[rank] != fifo[k].rbytes[rank]) {
       snprintf(err, errlen,
                "rank %d: its call %d to itself is ncclSend of %zu bytes but ncclRecv of %zu "
                "bytes in the same group (a send to itself needs a receive of the same size)",
-               rank, k + 1, r->sbytes[rank], r->rbytes[rank]);
+               rank, k + 1, ll[k].sbytes[rank] + fifo[k].sbytes[rank],
+               ll[k].rbytes[rank] + fifo[k].rbytes[rank]);
       return -1;
     }
-  }
-  (void)nranks;
   return nrounds;
-}
-
-int chorus_gpu_p2p_split(const chorus_kern_p2p *round, int nranks, size_t ll_bytes,
-                         chorus_kern_p2p *ll, chorus_kern_p2p *fifo) {
-  memset(ll, 0, sizeof *ll);
-  memset(fifo, 0, sizeof *fifo);
-  int any = 0;
-  for (int q = 0; q < nranks; q++) {
-    const size_t sb = round->sbytes[q], rb = round->rbytes[q];
-    if (sb) {
-      chorus_kern_p2p *to = sb <= ll_bytes ? ll : fifo;
-      to->send[q] = round->send[q];
-      to->sbytes[q] = sb;
-      any |= to == ll ? 1 : 2;
-    }
-    if (rb) {
-      chorus_kern_p2p *to = rb <= ll_bytes ? ll : fifo;
-      to->recv[q] = round->recv[q];
-      to->rbytes[q] = rb;
-      any |= to == ll ? 1 : 2;
-    }
-  }
-  return any;
 }
 
 void chorus_gpu_p2p_descs(uint64_t *send, uint64_t *recv) {
@@ -96,13 +71,15 @@ int chorus_gpu_p2p_overlap(const chorus_kern_p2p *p, int rank, int nranks) {
   return 0;
 }
 
-ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops, int nops) {
-  chorus_kern_p2p *rounds = chorus_calloc((size_t)nops, sizeof *rounds);
-  if (!rounds) return chorus_error(ncclSystemError, "out of memory planning %d Send/Recv", nops);
+ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops,
+                                    const chorus_task *const *tasks, int nops) {
+  chorus_kern_p2p *ll = chorus_calloc(2 * (size_t)nops, sizeof *ll);
+  if (!ll) return chorus_error(ncclSystemError, "out of memory planning %d Send/Recv", nops);
+  chorus_kern_p2p *fifo = ll + nops;
   char err[256];
-  const int rank = chorus_gpu_rank(g), n = chorus_gpu_nranks(g);
+  const int rank = chorus_gpu_rank(g);
   const int saved = chorus_device_current(), device = chorus_gpu_device(g);
-  int nrounds = chorus_gpu_p2p_rounds(rank, n, ops, nops, rounds, err, sizeof err);
+  int nrounds = chorus_gpu_p2p_rounds(rank, ops, tasks, nops, ll, fifo, err, sizeof err);
   ncclResult_t res = ncclSuccess;
   if (nrounds < 0) {
     res = chorus_error(ncclInvalidUsage, "%s", err);
@@ -123,12 +100,12 @@ ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops, int no
       goto out;
     }
   for (int k = 0; k < nrounds && res == ncclSuccess; k++)
-    res = chorus_gpu_sendrecv(g, &rounds[k], stream);
+    res = chorus_gpu_sendrecv(g, &ll[k], &fifo[k], stream);
   for (int i = 1; i < nops && res == ncclSuccess; i++)
     if (chorus_dev_stream_wait(ops[i]->cuda_stream, stream) != 0)
       res = chorus_error(ncclUnhandledCudaError, "ncclSend/ncclRecv: %s", chorus_dev_error());
 out:
   if (saved >= 0 && saved != device) chorus_dev_use(saved);
-  chorus_free(rounds);
+  chorus_free(ll);
   return res;
 }

@@ -11,7 +11,7 @@
 #if defined(__x86_64__) && defined(__SSE2__)
 #include <emmintrin.h>
 
-void chorus_copy_stream_nofence(void *dst, const void *src, size_t bytes) {
+void chorus_copy_nt_nofence(void *dst, const void *src, size_t bytes) {
   char *d = dst;
   const char *s = src;
   /* Head: plain stores up to a 64-byte boundary of the destination, so the
@@ -40,7 +40,7 @@ void chorus_copy_fence(void) {
 
 #else
 
-void chorus_copy_stream_nofence(void *dst, const void *src, size_t bytes) {
+void chorus_copy_nt_nofence(void *dst, const void *src, size_t bytes) {
   memcpy(dst, src, bytes);
 }
 
@@ -48,13 +48,13 @@ void chorus_copy_fence(void) {}
 
 #endif
 
-void chorus_copy(void *dst, const void *src, size_t bytes, int stream) {
+void chorus_copy(void *dst, const void *src, size_t bytes, int nt) {
   /* Below a few pages the set-up and the fence cost more than they save. */
-  if (!stream || bytes < 4096) {
+  if (!nt || bytes < 4096) {
     memcpy(dst, src, bytes);
     return;
   }
-  chorus_copy_stream_nofence(dst, src, bytes);
+  chorus_copy_nt_nofence(dst, src, bytes);
   chorus_copy_fence();
 }
 
@@ -78,9 +78,9 @@ int chorus_store_pick(chorus_store_tuner *t, size_t bytes) {
   return ++t->calls % EXPLORE == 0 ? !best : best;
 }
 
-void chorus_store_learn(chorus_store_tuner *t, int stream, size_t bytes, int64_t ns) {
+void chorus_store_learn(chorus_store_tuner *t, int nt, size_t bytes, int64_t ns) {
   if (t->force >= 0 || bytes < CHORUS_TUNED_MIN_BYTES || ns <= 0) return;
-  double v = (double)ns * 1024.0 / (double)bytes, *avg = &t->ns_per_kib[stream != 0];
+  double v = (double)ns * 1024.0 / (double)bytes, *avg = &t->ns_per_kib[nt != 0];
   /* A write cut by preemption looks slow without being slow: one sample
    * moves the average at most fourfold. */
   if (*avg > 0 && v > 4 * *avg) v = 4 * *avg;
@@ -88,12 +88,12 @@ void chorus_store_learn(chorus_store_tuner *t, int stream, size_t bytes, int64_t
 }
 
 void chorus_copy_tuned(chorus_store_tuner *t, void *dst, const void *src, size_t bytes) {
-  int stream = chorus_store_pick(t, bytes);
+  int nt = chorus_store_pick(t, bytes);
   if (bytes < CHORUS_TUNED_MIN_BYTES || t->force >= 0) {
-    chorus_copy(dst, src, bytes, stream);
+    chorus_copy(dst, src, bytes, nt);
     return;
   }
   int64_t t0 = chorus_now_ns();
-  chorus_copy(dst, src, bytes, stream);
-  chorus_store_learn(t, stream, bytes, chorus_now_ns() - t0);
+  chorus_copy(dst, src, bytes, nt);
+  chorus_store_learn(t, nt, bytes, chorus_now_ns() - t0);
 }

@@ -44,7 +44,7 @@ typedef struct plan {
   int scaled;    /* PREMULSUM with at least one source scaled */
   uint64_t mask; /* which sources are scaled */
   int divide;    /* SUMPOSTDIV's final division is due */
-  int stream;    /* dst takes streaming stores: blocks end in L1, then stream out */
+  int nt;        /* dst takes non-temporal stores: blocks end in L1, then stream out */
   uint64_t divisor;
   alignas(8) unsigned char scalar[8]; /* multiplier of scaled sources, in the kernel's type */
   alignas(8) unsigned char one[8];    /* multiplier of the others */
@@ -110,13 +110,13 @@ static void native_block(const plan *p, void *acc, size_t off, size_t n) {
   /* Streaming: the whole block is finished in the accumulator (in L1) and
    * leaves it in one streamed copy; dst may still be a source, since every
    * source is read before the block is written. */
-  char *out = p->stream ? acc : d;
+  char *out = p->nt ? acc : d;
   if (p->nsrc == 1)
     native_single(p, out, off, n);
   else
     native_groups(p, out, acc, off, n);
   if (p->divide) p->arith->div(out, p->divisor, n);
-  if (p->stream) chorus_copy_stream_nofence(d, acc, n * p->esz);
+  if (p->nt) chorus_copy_nt_nofence(d, acc, n * p->esz);
 }
 
 static void reduce_native(const plan *p, size_t count) {
@@ -173,10 +173,10 @@ static void narrow_block(const plan *p, narrow_bufs *b, size_t off, size_t n) {
     narrow_groups(p, b, off, n);
   }
   if (p->divide) p->arith->div(b->acc, p->divisor, n);
-  if (p->stream) {
+  if (p->nt) {
     /* Encoded into a free decode buffer, then streamed out. */
     p->codec->encode(b->tmp[0], b->acc, n);
-    chorus_copy_stream_nofence(p->dst + off * p->esz, b->tmp[0], n * p->esz);
+    chorus_copy_nt_nofence(p->dst + off * p->esz, b->tmp[0], n * p->esz);
   } else {
     p->codec->encode(p->dst + off * p->esz, b->acc, n);
   }
@@ -229,18 +229,18 @@ void chorus_reduce_with(const chorus_red_kernels *k, const chorus_red *op, void 
   set_multipliers(&p, op);
   p.divide = op->kind == CHORUS_RED_SUMPOSTDIV && (flags & CHORUS_RED_FINALIZE) && op->divisor != 1;
   p.divisor = op->divisor ? op->divisor : 1;
-  int stream = (flags & CHORUS_RED_STREAM) != 0;
+  int nt = (flags & CHORUS_RED_NT) != 0;
   if (nsrc == 1 && !p.scaled && !p.divide) {
     /* A plain copy: bit exact for every type, NaN payloads included. */
-    if (dst != src[0]) chorus_copy(dst, src[0], count * p.esz, stream);
+    if (dst != src[0]) chorus_copy(dst, src[0], count * p.esz, nt);
     return;
   }
-  p.stream = stream;
+  p.nt = nt;
   if (narrow)
     reduce_narrow(&p, count);
   else
     reduce_native(&p, count);
-  if (stream) chorus_copy_fence();
+  if (nt) chorus_copy_fence();
 }
 
 /* __builtin_cpu_supports reads flags the runtime filled in at start-up, so

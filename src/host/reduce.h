@@ -40,8 +40,8 @@ typedef struct chorus_red {
  *   f_s(x) = x * scalar when kind is PREMULSUM and bit s of scale_mask is set,
  *            x otherwise;
  * then, when flags has CHORUS_RED_FINALIZE and kind is SUMPOSTDIV,
- * dst[i] = dst[i] / divisor. With CHORUS_RED_STREAM, dst is written with
- * streaming stores (host/copy.h), for outputs too big to stay cached.
+ * dst[i] = dst[i] / divisor. With CHORUS_RED_NT, dst is written with
+ * non-temporal stores (host/copy.h), for outputs too big to stay cached.
  *
  * 1 <= nsrc <= CHORUS_REDUCE_MAX_SRCS. dst may be the same pointer as any
  * src (in place); partial overlap is not allowed. Integers wrap modulo 2^bits
@@ -52,7 +52,7 @@ typedef struct chorus_red {
  * MAX/MIN on floating types: if either operand is NaN the result is NaN.
  */
 #define CHORUS_RED_FINALIZE 1u
-#define CHORUS_RED_STREAM   2u
+#define CHORUS_RED_NT       2u
 void chorus_reduce(const chorus_red *op, void *dst, const void *const *src, int nsrc, size_t count,
                    uint64_t scale_mask, unsigned flags);
 

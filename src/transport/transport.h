@@ -107,7 +107,7 @@ struct chorus_conn {
  * Node memory: when every rank of a communicator shares one host, the
  * shared-memory transport also gives each rank a staging area that all the
  * others can read, plus three progress counters per rank. Schedules built on
- * it ("direct" algorithms, coll/direct.c) let every rank read the others'
+ * it (the oneshot and twoshot schedules, coll/node.c) let every rank read the others'
  * data in place instead of passing it hop by hop.
  *
  * Counters count chunks since the communicator was created; each is written

@@ -10,17 +10,45 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "util/log.h"
+#include "util/units.h"
 
+#define AUTO  CHORUS_PARAM_AUTO
+#define OFF   CHORUS_PARAM_OFF
+#define AGREE CHORUS_PARAM_AGREE
 static const chorus_param_desc table[CHORUS_P_COUNT] = {
-#define CHORUS_PARAM_DEF_INT(def) (int64_t)(def), NULL
-#define CHORUS_PARAM_DEF_STR(def) 0, (def)
-#define CHORUS_PARAM(id, name, type, def, doc)                                                     \
-  [CHORUS_P_##id] = {name, CHORUS_PARAM_##type, CHORUS_PARAM_DEF_##type(def), doc},
+#define CHORUS_PARAM(id, name, type, def, flags, doc)                                              \
+  [CHORUS_P_##id] = {name, CHORUS_PARAM_##type, def, flags, doc},
+#define CHORUS_PARAM_GROUP(title)
 #include "util/param_table.h"
 #undef CHORUS_PARAM
+#undef CHORUS_PARAM_GROUP
 };
+
+/* The table again, sections included, in order: a section's title names
+ * the variables after it. */
+static const char *const sections[] = {
+#define CHORUS_PARAM(id, name, type, def, flags, doc) NULL,
+#define CHORUS_PARAM_GROUP(title)                     title,
+#include "util/param_table.h"
+#undef CHORUS_PARAM
+#undef CHORUS_PARAM_GROUP
+};
+
+const char *chorus_param_group(chorus_param_id id) {
+  const char *group = "";
+  int k = 0;
+  for (size_t i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+    if (sections[i]) {
+      group = sections[i];
+    } else if (k++ == (int)id) {
+      return group;
+    }
+  }
+  return "";
+}
 
 /* Values found in the config file; loaded once, kept for the process. */
 static char *conf_values[CHORUS_P_COUNT];
@@ -84,22 +112,70 @@ const char *chorus_param_raw(chorus_param_id id) {
   return conf_values[id];
 }
 
-int64_t chorus_param_int(chorus_param_id id) {
-  const char *v = chorus_param_raw(id);
-  if (!v || !*v) return table[id].def_int;
+static int word(const char *v, const char *w) {
+  return strcasecmp(v, w) == 0;
+}
+
+int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *out) {
+  if (d->type == CHORUS_PARAM_STR) return -1;
+  while (isspace((unsigned char)*text)) text++;
+  size_t len = strlen(text);
+  while (len && isspace((unsigned char)text[len - 1])) len--;
+  char v[64];
+  if (len == 0 || len >= sizeof v) return -1;
+  memcpy(v, text, len);
+  v[len] = '\0';
+  if (word(v, "auto")) {
+    if (!(d->flags & CHORUS_PARAM_AUTO)) return -1;
+    *out = CHORUS_AUTO;
+    return 0;
+  }
+  if (word(v, "off") || (d->type == CHORUS_PARAM_BOOL && (word(v, "no") || word(v, "false")))) {
+    if (!(d->flags & CHORUS_PARAM_OFF) && d->type != CHORUS_PARAM_BOOL) return -1;
+    *out = 0;
+    return 0;
+  }
+  if (d->type == CHORUS_PARAM_BOOL) {
+    if (word(v, "on") || word(v, "yes") || word(v, "true") || word(v, "1")) return *out = 1, 0;
+    if (word(v, "0")) return *out = 0, 0;
+    return -1;
+  }
+  if (d->type == CHORUS_PARAM_SIZE) {
+    uint64_t b;
+    if (chorus_size_parse(v, len, &b) != 0 || b > (uint64_t)INT64_MAX) return -1;
+    *out = (int64_t)b;
+    return 0;
+  }
   errno = 0;
   char *end = NULL;
   long long x = strtoll(v, &end, 0);
-  while (end && isspace((unsigned char)*end)) end++;
-  if (errno || end == v || (end && *end)) {
-    WARN("%s=\"%s\" is not an integer; using the default %lld", table[id].name, v,
-         (long long)table[id].def_int);
-    return table[id].def_int;
+  if (errno || end == v || *end || x < 0) return -1; /* special values are words */
+  *out = (int64_t)x;
+  return 0;
+}
+
+/* A bad value is reported once per variable and process. */
+static unsigned char warned[CHORUS_P_COUNT];
+
+int64_t chorus_param_int(chorus_param_id id) {
+  const chorus_param_desc *d = &table[id];
+  int64_t x;
+  const char *v = chorus_param_raw(id);
+  if (v && *v) {
+    if (chorus_param_parse(d, v, &x) == 0) return x;
+    if (!__atomic_exchange_n(&warned[id], 1, __ATOMIC_RELAXED))
+      WARN("%s=\"%s\" is not a valid %s%s%s; using the default %s", d->name, v,
+           d->type == CHORUS_PARAM_BOOL   ? "on/off value"
+           : d->type == CHORUS_PARAM_SIZE ? "size (4096, 512K, 2M, 1G)"
+                                          : "whole number",
+           d->flags & CHORUS_PARAM_AUTO ? " or auto" : "",
+           d->flags & CHORUS_PARAM_OFF ? " or off" : "", d->def ? d->def : "(unset)");
   }
-  return (int64_t)x;
+  if (!d->def) return CHORUS_UNSET;
+  return chorus_param_parse(d, d->def, &x) == 0 ? x : CHORUS_UNSET;
 }
 
 const char *chorus_param_str(chorus_param_id id) {
   const char *v = chorus_param_raw(id);
-  return v ? v : table[id].def_str;
+  return v ? v : table[id].def;
 }

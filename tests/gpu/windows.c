@@ -5,8 +5,9 @@
  *
  * Every rank takes two ncclMemAlloc buffers and registers each as a
  * symmetric window (and a third, default one, that must change nothing).
- * With CHORUS_GPU_DIRECT_BYTES=0 every AllReduce, AllGather and
- * ReduceScatter whose buffers sit in windows runs zero-copy. Checked
+ * With CHORUS_TUNE=allreduce|allgather|reducescatter:zerocopy every
+ * AllReduce, AllGather and ReduceScatter whose buffers sit in windows runs
+ * zero-copy. Checked
  * against exact host references (small integers in floats, so sums are
  * exact): odd counts, buffers at an offset inside their windows, in place
  * and out of place, and an AllReduce captured in a CUDA graph and replayed
@@ -74,9 +75,7 @@ static float gathered(size_t i, void *arg) {
 }
 
 int main(void) {
-  setenv("CHORUS_GPU_DIRECT_BYTES", "0", 1);
-  setenv("CHORUS_GPU_DIRECT_MAX", "0", 1);
-  setenv("CHORUS_GPU_DIRECT_AGRS_MAX", "0", 1);
+  setenv("CHORUS_TUNE", "allreduce|allgather|reducescatter:zerocopy", 1);
   setenv("CHORUS_OP_TIMEOUT", "120", 1);
   int rank, n;
   ncclComm_t comm;

@@ -1,5 +1,5 @@
 /*
- * test_copy.c - chorus_copy (host/copy.h): plain and streaming copies give
+ * test_copy.c - chorus_copy (host/copy.h): plain and non-temporal copies give
  * the source bytes exactly, at every alignment of source and destination
  * and across the head, the 64-byte body and the tail, and write nothing
  * outside the destination; the store tuner measures both kinds, then keeps
@@ -26,15 +26,14 @@ static void test_alignments(void) {
   for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
     for (size_t so = 0; so < 64; so += 7)
       for (size_t dofs = 0; dofs < 64; dofs += 5)
-        for (int stream = 0; stream < 2; stream++) {
+        for (int nt = 0; nt < 2; nt++) {
           size_t len = lens[li];
           memset(dst, 0xA5, max);
           memcpy(want, dst, max);
           memcpy(want + GUARD + dofs, src + so, len);
-          chorus_copy(dst + GUARD + dofs, src + so, len, stream);
+          chorus_copy(dst + GUARD + dofs, src + so, len, nt);
           if (memcmp(dst, want, max) != 0 && bad++ < 5)
-            fprintf(stderr, "  copy len=%zu src+%zu dst+%zu stream=%d differs\n", len, so, dofs,
-                    stream);
+            fprintf(stderr, "  copy len=%zu src+%zu dst+%zu nt=%d differs\n", len, so, dofs, nt);
         }
   EXPECT(bad == 0);
   free(src), free(dst), free(want);
@@ -46,7 +45,7 @@ static void test_nofence_blocks(void) {
   unsigned char *src = malloc(n), *dst = calloc(1, n);
   REQUIRE(src && dst);
   for (size_t i = 0; i < n; i++) src[i] = (unsigned char)(i ^ (i >> 8));
-  for (size_t o = 0; o < n; o += blk) chorus_copy_stream_nofence(dst + o, src + o, blk);
+  for (size_t o = 0; o < n; o += blk) chorus_copy_nt_nofence(dst + o, src + o, blk);
   chorus_copy_fence();
   EXPECT(memcmp(dst, src, n) == 0);
   free(src), free(dst);

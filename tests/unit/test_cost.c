@@ -1,65 +1,105 @@
 /*
- * test_tune.c - the cost model picks what the measurements say is fastest
- * in the settings they cover, refuses algorithms that do not apply, and
- * grows with size.
+ * test_cost.c - the cost model picks what the measurements say is fastest
+ * in the settings they cover, refuses algorithms that do not apply, grows
+ * with size, and prices every GPU algorithm the table has.
  */
-#include "algo/tune.h"
+#include "algo/cost.h"
+#include "algo/rules.h"
 #include "unit.h"
 
-static chorus_algo pick(int func, size_t bytes, const chorus_tune_env *e) {
-  chorus_algo best = CHORUS_ALGO_COUNT;
+/* The cheapest algorithm by the model for func on a call whose larger
+ * buffer is `size` bytes, or -1. */
+static int pick(int func, size_t size, const chorus_cost_env *e) {
+  int best = -1;
   double bt = 0;
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
-    double t = chorus_tune_time_us(func, (chorus_algo)a, bytes, e);
-    if (t >= 0 && (best == CHORUS_ALGO_COUNT || t < bt)) best = (chorus_algo)a, bt = t;
+    double t = chorus_cost_us(func, a, CHORUS_RULE_ANY, size, e);
+    if (t >= 0 && (best < 0 || t < bt)) best = a, bt = t;
   }
   return best;
 }
 
 static void one_host_own_cores(void) {
-  chorus_tune_env e = {2, 1, 1, 0, 131072};
-  chorus_algo small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072};
+  int small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
   EXPECT(small == CHORUS_ALGO_ONESHOT || small == CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_RING);
-  EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 1 << 20, &e), CHORUS_ALGO_DIRECT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 2 << 20, &e), CHORUS_ALGO_DIRECT);
   /* No node memory: only point-to-point algorithms. */
   e.node = 0;
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_RD);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_RING);
-  EXPECT(chorus_tune_time_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, 8, &e) < 0);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 8, &e) < 0);
+  /* Host memory has one protocol. */
+  e.node = 1;
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RING, CHORUS_PROTO_LL, 8, &e) < 0);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RING, CHORUS_PROTO_SIMPLE, 8, &e) > 0);
+  /* Recursive doubling is priced by hops on one host too (never cheaper). */
+  const double rd = chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, CHORUS_RULE_ANY, 8, &e);
+  EXPECT(rd > chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 8, &e));
 }
 
 static void one_host_oversubscribed(void) {
-  chorus_tune_env e = {4, 1, 1, 1, 131072};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_TWOSHOT);
-  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ONESHOT);
-  EXPECT_EQ_INT(pick(CHORUS_FUNC_REDUCE, 8, &e), CHORUS_ALGO_RING);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_REDUCE, 8, &e), CHORUS_ALGO_CHAIN);
 }
 
 static void across_hosts(void) {
-  chorus_tune_env e = {8, 2, 0, 0, 131072};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_RD);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 64 << 20, &e), CHORUS_ALGO_RING);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 64 << 20, &e), CHORUS_ALGO_DIRECT);
   /* RD needs the buffer in one message. */
-  EXPECT(chorus_tune_time_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, 1 << 20, &e) < 0);
-  EXPECT(chorus_tune_time_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, 8, &e) < 0);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, CHORUS_RULE_ANY, 1 << 20, &e) < 0);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, CHORUS_RULE_ANY, 8, &e) < 0);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_RING, CHORUS_RULE_ANY, 8, &e) < 0);
 }
 
 static void monotone_in_size(void) {
-  chorus_tune_env e = {4, 1, 1, 1, 131072};
-  for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
-    for (int f = 1; f < CHORUS_FUNC_COUNT; f++) {
-      double prev = -1;
-      for (size_t b = 8; b <= (64u << 20); b *= 8) {
-        double t = chorus_tune_time_us(f, (chorus_algo)a, b, &e);
-        if (t < 0) break;
-        EXPECT(t >= prev);
-        prev = t;
-      }
-    }
-  chorus_tune_env one = {1, 1, 1, 0, 131072};
+  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072},
+                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072},
+                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0}};
+  for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++)
+    for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
+      for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
+        for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
+          double prev = -1;
+          for (size_t b = 8; b <= (64u << 20); b *= 8) {
+            double t = chorus_cost_us(f, a, p, b, &envs[k]);
+            if (t < 0) break;
+            EXPECT(t >= prev);
+            prev = t;
+          }
+        }
+  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &one), CHORUS_ALGO_RING);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &one), CHORUS_ALGO_CHAIN);
+}
+
+/* Every GPU algorithm the table runs has a price in each of its
+ * protocols, and none outside them; small calls are latency, large ones
+ * bandwidth (LL dearer per byte than Simple). */
+static void gpu_prices(void) {
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0};
+  for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
+    for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
+      for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
+        const chorus_algo_info *info = chorus_algo_get(a);
+        const int runs = (info->on[CHORUS_BACKEND_GPU].funcs & chorus_func_bit(f)) &&
+                         (info->on[CHORUS_BACKEND_GPU].protos & CHORUS_PROTO_BIT(p));
+        EXPECT_EQ_INT(chorus_cost_us(f, a, p, 1 << 20, &e) > 0, runs);
+      }
+  const int AR = CHORUS_FUNC_ALLREDUCE;
+  EXPECT(chorus_cost_us(AR, CHORUS_ALGO_ONESHOT, CHORUS_PROTO_LL, 8, &e) <
+         chorus_cost_us(AR, CHORUS_ALGO_RING, CHORUS_PROTO_SIMPLE, 8, &e));
+  EXPECT(chorus_cost_us(AR, CHORUS_ALGO_RING, CHORUS_PROTO_SIMPLE, 1 << 30, &e) <
+         chorus_cost_us(AR, CHORUS_ALGO_ONESHOT, CHORUS_PROTO_SIMPLE, 1 << 30, &e));
+  EXPECT(chorus_cost_us(AR, CHORUS_ALGO_ONESHOT, CHORUS_PROTO_SIMPLE, 1 << 30, &e) <
+         chorus_cost_us(AR, CHORUS_ALGO_ONESHOT, CHORUS_PROTO_LL, 1 << 30, &e));
 }
 
 int main(void) {
@@ -67,5 +107,6 @@ int main(void) {
   RUN(one_host_oversubscribed);
   RUN(across_hosts);
   RUN(monotone_in_size);
+  RUN(gpu_prices);
   return unit_report();
 }

@@ -16,15 +16,16 @@
  * sent from, which must race no copy still reading them.
  *
  * Programs: random groups of Send/Recv (several ranks, one or two streams
- * each, several messages per pair, some in place) paired by
- * chorus_gpu_ce_match; random Broadcasts (1 to 8 ranks, any root, in place
- * or not, chunks of any size), and two in a row, the second sending what
- * the first delivered; random AllGathers (in place or not) and AlltoAlls.
- * Which copies of a program may run at the same time (a Broadcast's root
- * copy beside the chain, an own block beside the pulls). Which
- * collectives of a group go on the copy engine: the size settings per
- * function and GPU count, and only whole collectives whose calls sit side
- * by side.
+ * each, several messages per pair, some in place, a few calls whose rule
+ * chose the kernels) paired by chorus_plan_pair_p2p; random Broadcasts (1
+ * to 8 ranks, any root, in place or not, chunks of any size), and two in a
+ * row, the second sending what the first delivered; random AllGathers (in
+ * place or not) and AlltoAlls. Which copies of a program may run at the
+ * same time (a Broadcast's root copy beside the chain, an own block beside
+ * the pulls). Which calls of a group go on the copy engine, as the planner
+ * (plan/plan.h) decides: the default rules' sizes per function and GPU
+ * count, CHORUS_TUNE and NCCL_ALGO over them, Send/Recv only in matched
+ * pairs, and only whole collectives whose calls sit side by side.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -175,60 +176,83 @@ static unsigned char *pattern(size_t bytes, unsigned tag) {
 }
 
 /* Which Send/Recv pairs the copy engine may take: matched as NCCL pairs
- * them, of one size, large enough, of candidate communicators, and with
- * buffers no other transfer of the group reads or writes. */
+ * them, of one size, both ends wanting it (their rules chose it), of
+ * candidate communicators, and with buffers no other transfer of the group
+ * reads or writes. */
 static void ce_pairs(void) {
   static char a[4096], b[4096], x[4096], y[4096];
   long pair[8];
-  /* rank 0 sends a to 1 and receives y from 1; rank 1 the other way */
-  chorus_gpu_ce_call c[4] = {{7, 0, 1, 1, 1000, a, 0},
-                             {7, 0, 1, 0, 1000, y, 0},
-                             {7, 1, 0, 0, 1000, b, 1},
-                             {7, 1, 0, 1, 1000, x, 1}};
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 2);
+  /* rank 0 sends a to 1 and receives y from 1; rank 1 the other way
+   * (key, rank, peer, send, want, bytes, buf) */
+  chorus_plan_p2p c[4] = {{7, 0, 1, 1, 1, 1000, a},
+                          {7, 0, 1, 0, 1, 1000, y},
+                          {7, 1, 0, 0, 1, 1000, b},
+                          {7, 1, 0, 1, 1, 1000, x}};
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 2);
   EXPECT_EQ_INT(pair[0], 2);
   EXPECT_EQ_INT(pair[2], 0);
   EXPECT_EQ_INT(pair[1], 3);
   EXPECT_EQ_INT(pair[3], 1);
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 0, pair), 0); /* 0: never */
+  /* no call wants the copy engine: none pairs */
+  for (int i = 0; i < 4; i++) c[i].want = 0;
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 0);
   EXPECT_EQ_INT(pair[0], -1);
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1001, pair), 0); /* too small */
+  /* one end wanting is not enough: the Send 0->1 wants, its Recv does
+   * not; the Recv of 1->0 wants, its Send does not */
+  c[0].want = c[1].want = 1;
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 0);
+  for (int i = 0; i < 4; i++) EXPECT_EQ_INT(pair[i], -1);
+  /* the pair whose two ends want goes, the other stays */
+  c[2].want = 1;
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 1);
+  EXPECT_EQ_INT(pair[0], 2);
+  EXPECT_EQ_INT(pair[2], 0);
+  EXPECT_EQ_INT(pair[1], -1);
+  EXPECT_EQ_INT(pair[3], -1);
+  c[3].want = 1;
   /* sizes that differ are left to the kernels, which report them */
   c[2].bytes = 999;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 1);
   EXPECT_EQ_INT(pair[0], -1);
   EXPECT_EQ_INT(pair[2], -1);
   EXPECT_EQ_INT(pair[3], 1);
   c[2].bytes = 1000;
   /* another communicator's calls do not pair */
   c[2].key = 8;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 1);
   EXPECT_EQ_INT(pair[0], -1);
   c[2].key = 0;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 1);
   EXPECT_EQ_INT(pair[0], -1);
   c[2].key = 7;
   /* an in-place swap (each receives into the buffer it sends) races */
   c[1].buf = a;
   c[2].buf = x;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 0);
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 0);
   /* a receive into part of another send's buffer too, only that pair */
   c[1].buf = y;
   c[2].buf = a + 999;
-  EXPECT_EQ_INT(chorus_gpu_ce_match(c, 4, 1, pair), 1);
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(c, 4, pair), 1);
   EXPECT_EQ_INT(pair[0], -1);
   EXPECT_EQ_INT(pair[3], 1);
   c[2].buf = b;
   /* the second send from 0 to 1 pairs with the second receive, past a
    * call of 0 bytes that matches nothing */
-  chorus_gpu_ce_call d[6] = {{7, 1, 0, 0, 0, b, 1},         {7, 0, 1, 1, 100, a, 0},
-                             {7, 0, 1, 1, 200, a + 100, 0}, {7, 1, 0, 0, 100, b + 300, 1},
-                             {7, 1, 0, 0, 200, b + 500, 1}, {7, 0, 0, 1, 50, x, 0}};
-  EXPECT_EQ_INT(chorus_gpu_ce_match(d, 6, 1, pair), 2);
+  chorus_plan_p2p d[6] = {{7, 1, 0, 0, 1, 0, b},         {7, 0, 1, 1, 1, 100, a},
+                          {7, 0, 1, 1, 1, 200, a + 100}, {7, 1, 0, 0, 1, 100, b + 300},
+                          {7, 1, 0, 0, 1, 200, b + 500}, {7, 0, 0, 1, 1, 50, x}};
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(d, 6, pair), 2);
   EXPECT_EQ_INT(pair[1], 3);
   EXPECT_EQ_INT(pair[2], 4);
   EXPECT_EQ_INT(pair[0], -1);
   EXPECT_EQ_INT(pair[5], -1); /* to itself: the kernels */
+  /* a first send that does not want the copy engine still counts: the
+   * second send pairs with the second receive, not the first */
+  d[1].want = d[3].want = 0;
+  EXPECT_EQ_INT(chorus_plan_pair_p2p(d, 6, pair), 1);
+  EXPECT_EQ_INT(pair[1], -1);
+  EXPECT_EQ_INT(pair[3], -1);
+  EXPECT_EQ_INT(pair[2], 4);
 }
 
 /* ---- Send/Recv groups ----------------------------------------------------- */
@@ -249,7 +273,8 @@ static void p2p_world(unsigned seed) {
     size_t bytes;
     unsigned char *sbuf, *rbuf, *data, *junk;
   } msg[PM];
-  chorus_gpu_ce_call c[2 * PM];
+  chorus_plan_p2p pc[2 * PM];   /* the pairing's view of the calls */
+  chorus_gpu_ce_call c[2 * PM]; /* the program's */
   long pair[2 * PM];
   int nc = 0;
   for (int i = 0; i < nmsg; i++) {
@@ -269,20 +294,23 @@ static void p2p_world(unsigned seed) {
     else
       msg[i].rbuf = malloc(msg[i].bytes + 1);
   }
-  /* Calls in message order (each pair's order is NCCL's), the matching's
-   * view of them. */
+  /* Calls in message order (each pair's order is NCCL's), the pairing's
+   * view of them; one call in 8 does not want the copy engine (its rule
+   * chose the kernels) but still counts in its pair's order. */
   for (int i = 0; i < nmsg; i++) {
-    c[nc++] = (chorus_gpu_ce_call){1,           msg[i].src,    msg[i].dst, 1, msg[i].bytes,
-                                   msg[i].sbuf, msg[i].sstream};
-    c[nc++] = (chorus_gpu_ce_call){1,           msg[i].dst,    msg[i].src, 0, msg[i].bytes,
-                                   msg[i].rbuf, msg[i].rstream};
+    const int swant = rnd(&s) % 8 != 0, rwant = rnd(&s) % 8 != 0;
+    pc[nc] = (chorus_plan_p2p){1, msg[i].src, msg[i].dst, 1, swant, msg[i].bytes, msg[i].sbuf};
+    c[nc++] = (chorus_gpu_ce_call){1, msg[i].bytes, msg[i].sbuf, msg[i].sstream};
+    pc[nc] = (chorus_plan_p2p){1, msg[i].dst, msg[i].src, 0, rwant, msg[i].bytes, msg[i].rbuf};
+    c[nc++] = (chorus_gpu_ce_call){0, msg[i].bytes, msg[i].rbuf, msg[i].rstream};
   }
-  chorus_gpu_ce_match(c, (size_t)nc, 1, pair);
+  chorus_plan_pair_p2p(pc, (size_t)nc, pair);
   for (int i = 0; i < nmsg; i++) {
     const int moved = pair[2 * i] >= 0;
-    /* a pair is always one message's two calls, never a self send or an
-     * in-place receive */
+    /* a pair is always one message's two calls, both wanting the copy
+     * engine, never a self send or an in-place receive */
     if (moved) EXPECT_EQ_INT(pair[2 * i], 2 * i + 1);
+    if (moved) EXPECT(pc[2 * i].want && pc[2 * i + 1].want);
     if (moved) EXPECT(msg[i].src != msg[i].dst && msg[i].bytes > 0);
     for (int j = 0; j < nmsg && moved; j++) EXPECT(msg[i].rbuf != msg[j].sbuf);
   }
@@ -595,54 +623,269 @@ static void overlap(void) {
 
 /* ---- which collectives go ------------------------------------------------ */
 
-/* The size rules: Broadcast by its buffer, AllGather and AlltoAll by the
- * larger one (n blocks), the pair settings on 2 GPUs and the others on 3+
- * (as chorus_gpu_tune_read takes them), 0 never; no AlltoAll in place,
- * nothing NCCL_ALGO names, nothing else. */
+/* A communicator as the planner sees it (plan.h): rank r of n GPUs named
+ * key, all driven by this process, the GPUs reaching each other, shapes
+ * as the GPU settings' defaults give them, and NCCL_ALGO, NCCL_PROTO and
+ * CHORUS_TUNE as the environment holds them now. */
+static void comm_make(chorus_plan_comm *m, int n, int r, uint64_t key) {
+  char err[256] = "";
+  memset(m, 0, sizeof *m);
+  m->env.backend = CHORUS_BACKEND_GPU;
+  m->env.nranks = n;
+  m->env.nhosts = 1;
+  m->rank = r;
+  m->key = key;
+  m->one_process = 1;
+  m->staged = 0;
+  m->twoshot_ll_max = 64 << 10;
+  m->p2p_ll_max = 512 << 10;
+  m->channels = 64;
+  m->chunk_bytes = 64 << 10;
+  m->ring_channels = 32;
+  m->ring_chunk = 512 << 10;
+  m->twoshot_channels = 32;
+  m->twoshot_chunk = 64 << 10;
+  m->zc_channels = 64;
+  m->zc_cta_bytes = 8 << 10;
+  const int rc = chorus_plan_comm_settings(m, err, sizeof err);
+  EXPECT_EQ_INT(rc, 0);
+  if (rc != 0) fprintf(stderr, "settings: %s\n", err);
+}
+
+/* The probe: the facts in arg[rank of the call] hold. */
+static uint32_t probe_facts(void *arg, const chorus_plan_call *c, uint32_t want) {
+  return ((const uint32_t *)arg)[c->comm->rank] & want;
+}
+
+#define FACTS_ALL (CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH)
+
+/* The algorithm the planner chooses for one call of func (count elements
+ * of esize bytes, root 0) on m, planned with its group (every rank's call
+ * in it), the facts `facts` holding; -1 when planning fails. */
+static int algo_of(const chorus_plan_comm *m, int func, size_t count, size_t esize,
+                   const void *send, const void *recv, uint32_t facts) {
+  uint32_t have[CHORUS_PLAN_MAX_RANKS + 8];
+  for (size_t p = 0; p < sizeof have / sizeof have[0]; p++) have[p] = facts;
+  const chorus_plan_probe probe = {probe_facts, have};
+  chorus_plan_call c = {.comm = m,
+                        .func = func,
+                        .count = count,
+                        .esize = esize,
+                        .root = 0,
+                        .desc = 0x100u + (uint64_t)func,
+                        .send = send,
+                        .recv = recv,
+                        .known = CHORUS_FACT_PREMULSUM};
+  chorus_task t;
+  char err[256] = "";
+  if (chorus_plan_choose(&c, &probe, 0, 1, &t, NULL, err, sizeof err) != 0) {
+    fprintf(stderr, "choose: %s\n", err);
+    return -1;
+  }
+  return t.algo;
+}
+
+#define MiB ((size_t)1 << 20)
+
+/* The size rules (the defaults, then CHORUS_TUNE over them): Broadcast by
+ * its buffer, AllGather and AlltoAll by the larger one (n blocks); on 2
+ * GPUs from 64 MiB, never on 3+ (nor on 1, nor on more than
+ * CHORUS_PLAN_MAX_RANKS); no AlltoAll in place, nothing NCCL_ALGO keeps
+ * away, nothing else; only where every rank's stream may be joined, and
+ * every GPU reaches the others. */
 static void coll_rules(void) {
-  setenv("CHORUS_GPU_BCAST_CE_BYTES_PAIR", "1000", 1);
-  setenv("CHORUS_GPU_XCHG_CE_BYTES_PAIR", "4000", 1);
-  setenv("CHORUS_GPU_BCAST_CE_BYTES", "0", 1);
-  setenv("CHORUS_GPU_XCHG_CE_BYTES", "0", 1);
-  chorus_gpu_tune t2, t4;
-  chorus_gpu_tune_read(&t2, 2, 64, 131072, 256);
-  chorus_gpu_tune_read(&t4, 4, 64, 131072, 256);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t2, CHORUS_FUNC_BROADCAST, 2), 1000);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t4, CHORUS_FUNC_BROADCAST, 4), 0);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t2, CHORUS_FUNC_ALLTOALL, 2), 4000);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t2, CHORUS_FUNC_ALLGATHER, 1), 0);
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_min(&t2, CHORUS_FUNC_ALLREDUCE, 2), 0);
-  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_BROADCAST, 2, 1000, 0));
-  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_BROADCAST, 2, 1000, 1)); /* in place: fine */
-  EXPECT(!chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_BROADCAST, 2, 999, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_BROADCAST, 4, 1 << 30, 0)); /* 3+: 0, never */
-  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLGATHER, 2, 2000, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLGATHER, 2, 1999, 0));
-  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLGATHER, 2, 2000, 1));
-  EXPECT(chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLTOALL, 2, 2000, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLTOALL, 2, 2000, 1));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t2, CHORUS_FUNC_ALLREDUCE, 2, 1 << 30, 0));
-  setenv("CHORUS_GPU_XCHG_CE_BYTES", "4000", 1);
-  chorus_gpu_tune_read(&t4, 4, 64, 131072, 256);
-  chorus_gpu_tune_read(&t2, 2, 64, 131072, 256);
-  EXPECT_EQ_INT(t2.xchg_ce_bytes, 4000); /* the pair setting, not this one */
-  EXPECT(chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLTOALL, 4, 1000, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLTOALL, 4, 999, 0));
-  EXPECT(!chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLTOALL, CHORUS_KERN_MAX_RANKS + 1, 1000, 0));
-  t4.algo_named[CHORUS_FUNC_ALLTOALL] = 1;
-  EXPECT(!chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLTOALL, 4, 1000, 0));
-  EXPECT(chorus_gpu_ce_coll_fits(&t4, CHORUS_FUNC_ALLGATHER, 4, 1000, 0));
-  unsetenv("CHORUS_GPU_BCAST_CE_BYTES_PAIR");
-  unsetenv("CHORUS_GPU_XCHG_CE_BYTES_PAIR");
-  unsetenv("CHORUS_GPU_BCAST_CE_BYTES");
-  unsetenv("CHORUS_GPU_XCHG_CE_BYTES");
+  static char buf[2][64];
+  char *snd = buf[0], *rcv = buf[1];
+  unsetenv("CHORUS_TUNE");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  chorus_plan_comm m1, m2, m3, m4, m9;
+  comm_make(&m1, 1, 0, 1);
+  comm_make(&m2, 2, 0, 2);
+  comm_make(&m3, 3, 0, 3);
+  comm_make(&m4, 4, 0, 4);
+  comm_make(&m9, 9, 0, 9);
+  const int CE = CHORUS_ALGO_CE;
+  /* Broadcast: by its buffer, in place or not */
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, rcv, rcv, FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 16 * MiB, 4, snd, rcv, FACTS_ALL), CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB - 1, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m3, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  /* AllGather and AlltoAll: n blocks (32 MiB blocks on 2 GPUs are 64 MiB) */
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB - 1, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB - 16, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, rcv, rcv, FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB - 1, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, rcv, rcv, FACTS_ALL) != CE); /* in place */
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 256 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 256 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m1, CHORUS_FUNC_ALLGATHER, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m1, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  /* nothing else */
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLREDUCE, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_REDUCE, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_REDUCESCATTER, 512 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  /* a stream that may not be joined (a default stream, one being
+   * captured), GPUs that do not reach each other, ranks in other
+   * processes: the kernels */
+  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv,
+                 FACTS_ALL & ~CHORUS_FACT_STREAM_OK) != CE);
+  m2.staged = 1;
+  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  m2.staged = 0;
+  m2.one_process = 0;
+  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  m2.one_process = 1;
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL), CE);
+
+  /* CHORUS_TUNE turns it on at 3+ GPUs from 4000 bytes of the larger
+   * buffer (1000-byte blocks on 4), and Broadcast from 1 KiB; on 2 GPUs
+   * the defaults still hold, and more than CHORUS_PLAN_MAX_RANKS never */
+  setenv("CHORUS_TUNE", "allgather|alltoall:n=3-:4000-inf:copyengine,broadcast:1K-inf:copyengine",
+         1);
+  comm_make(&m2, 2, 0, 2);
+  comm_make(&m4, 4, 0, 4);
+  comm_make(&m9, 9, 0, 9);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 999, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 250, 4, snd, rcv, FACTS_ALL), CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, rcv, rcv, FACTS_ALL) != CE); /* in place */
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 2000, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1023, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT(algo_of(&m9, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m9, CHORUS_FUNC_BROADCAST, 1 << 20, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m9, CHORUS_FUNC_ALLGATHER, 1 << 20, 1, snd, rcv, FACTS_ALL) != CE);
+
+  /* NCCL_ALGO naming a function keeps the copy engine from it, whatever
+   * CHORUS_TUNE or the defaults say; the others keep it */
+  setenv("NCCL_ALGO", "alltoall:^copyengine;broadcast:chain", 1);
+  comm_make(&m2, 2, 0, 2);
+  comm_make(&m4, 4, 0, 4);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, FACTS_ALL),
+                CHORUS_ALGO_CHAIN);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL),
+                CHORUS_ALGO_CHAIN);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 1000, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, snd, rcv, FACTS_ALL), CE);
+  unsetenv("NCCL_ALGO");
+  unsetenv("CHORUS_TUNE");
+}
+
+/* Send/Recv: from 8 MiB on the copy engine, in matched pairs of a group
+ * of one process (rank 0 sends to rank 1: index 0 is rank 0's Send, 1 rank
+ * 1's Recv); below, without its other end, or with an end that may not
+ * go there, in kernel rounds. */
+static void p2p_rules(void) {
+  /* The planner reads no buffer, but pairs only copies whose ranges meet
+   * no other call's: addresses far apart, each as large as its call. */
+  void *const a = (void *)((uintptr_t)1 << 40), *const b = (void *)((uintptr_t)2 << 40);
+  unsetenv("CHORUS_TUNE");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  chorus_plan_comm m[2];
+  for (int r = 0; r < 2; r++) comm_make(&m[r], 2, r, 5);
+  uint32_t have[2] = {FACTS_ALL, FACTS_ALL};
+  const chorus_plan_probe probe = {probe_facts, have};
+  for (int k = 0; k < 5; k++) {
+    /* 0: 8 MiB; 1: a byte less; 2: rank 0 receives from 1 instead (two
+     * Recv, no Send); 3: rank 1's stream may not be joined; 4: NCCL_ALGO
+     * keeps Send/Recv from it */
+    const size_t bytes = k == 1 ? 8 * MiB - 1 : 8 * MiB;
+    have[1] = k == 3 ? FACTS_ALL & ~CHORUS_FACT_STREAM_OK : FACTS_ALL;
+    if (k == 4) {
+      setenv("NCCL_ALGO", "sendrecv:^copyengine", 1);
+      for (int r = 0; r < 2; r++) comm_make(&m[r], 2, r, 5);
+    }
+    chorus_plan_call c[2] = {{.comm = &m[0],
+                              .func = CHORUS_FUNC_SEND,
+                              .count = bytes,
+                              .esize = 1,
+                              .root = 1,
+                              .desc = 1,
+                              .send = a,
+                              .recv = a,
+                              .known = CHORUS_FACT_PREMULSUM},
+                             {.comm = &m[1],
+                              .func = CHORUS_FUNC_RECV,
+                              .count = bytes,
+                              .esize = 1,
+                              .root = 0,
+                              .desc = 2,
+                              .send = b,
+                              .recv = b,
+                              .known = CHORUS_FACT_PREMULSUM}};
+    if (k == 2) c[0].func = CHORUS_FUNC_RECV;
+    chorus_task t[2];
+    char err[256] = "";
+    EXPECT_EQ_INT(chorus_plan_group(c, 2, &probe, t, err, sizeof err), 0);
+    for (size_t i = 0; i < 2; i++) {
+      if (k == 0) {
+        EXPECT_EQ_INT(t[i].algo, CHORUS_ALGO_CE);
+        EXPECT_EQ_INT(t[i].pair, 1 - (int)i);
+        EXPECT_EQ_INT(t[i].round, -1);
+      } else {
+        EXPECT_EQ_INT(t[i].algo, CHORUS_ALGO_DIRECT);
+        EXPECT_EQ_INT(t[i].pair, -1);
+        EXPECT_EQ_INT(t[i].round, 0);
+      }
+    }
+  }
+  unsetenv("NCCL_ALGO");
+}
+
+/* A collective of a group goes on the copy engine only where every rank's
+ * call goes that way: each gets the index of the first, and where one
+ * rank's cannot (its stream may not be joined), or is not in the group,
+ * they all take the kernels, alike. */
+static void coll_group(void) {
+  static char buf[4][64];
+  unsetenv("CHORUS_TUNE");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  chorus_plan_comm m[2];
+  for (int r = 0; r < 2; r++) comm_make(&m[r], 2, r, 6);
+  uint32_t have[2] = {FACTS_ALL, FACTS_ALL};
+  const chorus_plan_probe probe = {probe_facts, have};
+  for (int k = 0; k < 4; k++) {
+    /* 0: both; 1: rank 1's stream may not be joined; 2: rank 0's call
+     * alone; 3: the calls are described differently (another count, say) */
+    have[1] = k == 1 ? FACTS_ALL & ~CHORUS_FACT_STREAM_OK : FACTS_ALL;
+    chorus_plan_call c[2];
+    for (int r = 0; r < 2; r++)
+      c[r] = (chorus_plan_call){.comm = &m[r],
+                                .func = CHORUS_FUNC_BROADCAST,
+                                .count = 64 * MiB,
+                                .esize = 1,
+                                .root = 0,
+                                .desc = k == 3 && r ? 77 : 76,
+                                .seq = 3,
+                                .send = buf[2 * r],
+                                .recv = buf[2 * r + 1],
+                                .known = CHORUS_FACT_PREMULSUM};
+    chorus_task t[2];
+    char err[256] = "";
+    const size_t n = k == 2 ? 1 : 2;
+    EXPECT_EQ_INT(chorus_plan_group(c, n, &probe, t, err, sizeof err), 0);
+    for (size_t i = 0; i < n; i++) {
+      EXPECT_EQ_INT(t[i].algo, k == 0 ? CHORUS_ALGO_CE : CHORUS_ALGO_CHAIN);
+      EXPECT_EQ_INT(t[i].lead, k == 0 ? 0 : -1);
+    }
+  }
 }
 
 /* Which calls go: a collective whose every rank's call is in the group,
  * described alike, one right after another; its calls get the index of
  * the first, and it counts once. */
 static void coll_leads(void) {
-  enum { N = 6, R = CHORUS_KERN_MAX_RANKS };
+  enum { N = 6, R = CHORUS_PLAN_MAX_RANKS };
   uint8_t cand[N];
   uint64_t desc[N];
   int nranks[N], match[N * R];
@@ -656,7 +899,7 @@ static void coll_leads(void) {
     desc[i] = of[i] >= 0 ? 100u + (unsigned)of[i] : 7;
     nranks[i] = of[i] >= 0 ? size[of[i]] : 1;
   }
-  /* match as chorus_gpu_group_match gives it: each call of a collective
+  /* match as chorus_plan_match_colls gives it: each call of a collective
    * names every rank's call of it */
 #define FILL_MATCH()                                                                               \
   do {                                                                                             \
@@ -666,23 +909,23 @@ static void coll_leads(void) {
         if (of[j] == of[i]) match[i * R + rank[j]] = j;                                            \
   } while (0)
   FILL_MATCH();
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, N, lead), 2);
+  EXPECT_EQ_INT(chorus_plan_ce_leads(cand, desc, nranks, match, N, lead), 2);
   for (int i = 0; i < N; i++) EXPECT_EQ_INT(lead[i], of[i] >= 0 ? first[of[i]] : -1);
   /* a rank's call described differently (another count, say): B stays */
   desc[4] = 999;
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, N, lead), 1);
+  EXPECT_EQ_INT(chorus_plan_ce_leads(cand, desc, nranks, match, N, lead), 1);
   EXPECT_EQ_INT(lead[0], 0);
   EXPECT_EQ_INT(lead[3], -1);
   EXPECT_EQ_INT(lead[5], -1);
   desc[4] = 101;
   /* a rank's call not a candidate (a default stream, say): B stays */
   cand[5] = 0;
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, N, lead), 1);
+  EXPECT_EQ_INT(chorus_plan_ce_leads(cand, desc, nranks, match, N, lead), 1);
   EXPECT_EQ_INT(lead[3], -1);
   cand[5] = 1;
   /* a rank's call in a later group: B stays */
   match[3 * R + 2] = match[4 * R + 2] = -1;
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, N, lead), 1);
+  EXPECT_EQ_INT(chorus_plan_ce_leads(cand, desc, nranks, match, N, lead), 1);
   EXPECT_EQ_INT(lead[4], -1);
   FILL_MATCH();
   /* A's calls with a call of another communicator between them (rank 0's
@@ -695,7 +938,7 @@ static void coll_leads(void) {
   nranks[0] = nranks[2] = 2;
   match[0 * R + 0] = match[2 * R + 0] = 0;
   match[0 * R + 1] = match[2 * R + 1] = 2;
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, 3, lead), 0);
+  EXPECT_EQ_INT(chorus_plan_ce_leads(cand, desc, nranks, match, 3, lead), 0);
   EXPECT_EQ_INT(lead[0], -1);
   EXPECT_EQ_INT(lead[2], -1);
   /* the same two calls side by side go */
@@ -704,7 +947,7 @@ static void coll_leads(void) {
   cand[1] = 1;
   desc[1] = 100;
   nranks[1] = 2;
-  EXPECT_EQ_INT(chorus_gpu_ce_coll_leads(cand, desc, nranks, match, 2, lead), 1);
+  EXPECT_EQ_INT(chorus_plan_ce_leads(cand, desc, nranks, match, 2, lead), 1);
   EXPECT_EQ_INT(lead[0], 0);
   EXPECT_EQ_INT(lead[1], 0);
 #undef FILL_MATCH
@@ -748,6 +991,8 @@ int main(void) {
   RUN(xchg_shape);
   RUN(overlap);
   RUN(coll_rules);
+  RUN(p2p_rules);
+  RUN(coll_group);
   RUN(coll_leads);
   RUN(sim_can_fail);
   return unit_report();

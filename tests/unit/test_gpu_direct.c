@@ -1,6 +1,7 @@
 /*
- * test_gpu_direct.c - when GPU collectives run zero-copy (gpu/direct.c),
- * and which calls of a group run together.
+ * test_gpu_direct.c - when GPU collectives run zero-copy (the planner,
+ * plan/plan.h, under the default rules and the settings), their kernel's
+ * shape (gpu/direct.c), and which calls of a group run together.
  *
  * The zero-copy kernel pairs CTA b of every rank with CTA b of the others
  * and cuts every rank's block from the sizes alone, so every rank must
@@ -14,8 +15,14 @@
  * a later group), each rank's calls in order per communicator but
  * interleaved at random with the others'; every call is labelled with its
  * communicator and number in advance, and a match must pair exactly the
- * calls of equal label, one per rank, with every rank present. Shapes: blocks of whole 16-byte
- * units that cover the buffer, CTAs in range, the thresholds and exclusions honoured.
+ * calls of equal label, one per rank, with every rank present. Choice:
+ * the default size ranges per function and GPU count, NCCL_ALGO over them,
+ * what never goes zero-copy (PreMulSum, other functions, 1 or more than
+ * CHORUS_PLAN_MAX_RANKS GPUs, blocks or buffers off 16 bytes, GPUs that do
+ * not reach each other). Shapes: blocks of whole 16-byte units that cover
+ * the buffer, CTAs in range. Groups: zero-copy only where every rank's
+ * call is there, alike, and the GPUs reach the buffers the kernel touches
+ * on other ranks; otherwise every rank's call falls back alike.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -26,7 +33,7 @@
 #include "unit.h"
 
 #define MAXOPS 40
-#define R      CHORUS_KERN_MAX_RANKS
+#define R      CHORUS_PLAN_MAX_RANKS
 
 static unsigned rnd(unsigned *s) {
   *s = *s * 1103515245u + 12345u;
@@ -79,7 +86,7 @@ static void one_group(unsigned seed) {
     n++;
   }
   int match[MAXOPS * R];
-  const size_t full = chorus_gpu_direct_match(key, seq, rank, nr, cand, (size_t)n, match);
+  const size_t full = chorus_plan_match_colls(key, seq, rank, nr, cand, (size_t)n, match);
   size_t want_full = 0;
   for (int i = 0; i < n; i++) {
     if (!cand[i]) {
@@ -106,98 +113,333 @@ static void random_groups(void) {
   for (unsigned seed = 1; seed <= 3000; seed++) one_group(seed);
 }
 
-static chorus_gpu_direct_cfg cfg_default(void) {
-  chorus_gpu_direct_cfg c;
-  memset(&c, 0, sizeof c);
-  c.on = 1;
-  c.min_bytes = 1 << 18;
-  c.max_bytes = 0;
-  c.channels = 32;
-  c.cta_bytes = 1 << 16;
-  return c;
+/* A communicator as the planner sees it (plan.h): rank r of n GPUs named
+ * key, all driven by this process, the GPUs reaching each other, at most
+ * 32 CTAs of at least 64 KiB of a rank's block for zero-copy, and
+ * NCCL_ALGO, NCCL_PROTO and CHORUS_TUNE as the environment holds them
+ * now. */
+static void comm_make(chorus_plan_comm *m, int n, int r, uint64_t key) {
+  char err[256] = "";
+  memset(m, 0, sizeof *m);
+  m->env.backend = CHORUS_BACKEND_GPU;
+  m->env.nranks = n;
+  m->env.nhosts = 1;
+  m->rank = r;
+  m->key = key;
+  m->one_process = 1;
+  m->staged = 0;
+  m->twoshot_ll_max = 64 << 10;
+  m->p2p_ll_max = 512 << 10;
+  m->channels = 64;
+  m->chunk_bytes = 64 << 10;
+  m->ring_channels = 32;
+  m->ring_chunk = 512 << 10;
+  m->twoshot_channels = 32;
+  m->twoshot_chunk = 64 << 10;
+  m->zc_channels = 32;
+  m->zc_cta_bytes = 1 << 16;
+  const int rc = chorus_plan_comm_settings(m, err, sizeof err);
+  EXPECT_EQ_INT(rc, 0);
+  if (rc != 0) fprintf(stderr, "settings: %s\n", err);
 }
 
-static int shape(const chorus_gpu_direct_cfg *c, const chorus_gpu_tune *t, int func, int n,
-                 size_t count, size_t esize, int redkind, chorus_kern_direct *d) {
-  static char buf[16];
+/* The probe: the facts in arg[rank of the call] hold. */
+static uint32_t probe_facts(void *arg, const chorus_plan_call *c, uint32_t want) {
+  return ((const uint32_t *)arg)[c->comm->rank] & want;
+}
+
+#define FACTS_ALL (CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH)
+#define MiB       ((size_t)1 << 20)
+
+static _Alignas(16) char bufs[2][64];
+
+/* The planner's task for one call of func (count elements of esize bytes,
+ * the buffers given; NULL: 16-byte aligned ones) on m, planned with its
+ * group, the facts `facts` holding (PreMulSum among them, or not). */
+static chorus_task choose(const chorus_plan_comm *m, int func, size_t count, size_t esize,
+                          uint32_t facts, const void *send, const void *recv) {
+  uint32_t have[16];
+  for (int p = 0; p < 16; p++) have[p] = facts;
+  const chorus_plan_probe probe = {probe_facts, have};
+  chorus_plan_call c = {.comm = m,
+                        .func = func,
+                        .count = count,
+                        .esize = esize,
+                        .root = 0,
+                        .desc = 0x200u + (uint64_t)func,
+                        .send = send ? send : bufs[0],
+                        .recv = recv ? recv : bufs[1],
+                        .facts = facts & CHORUS_FACT_PREMULSUM,
+                        .known = CHORUS_FACT_PREMULSUM};
+  chorus_task t;
+  char err[256] = "";
+  if (chorus_plan_choose(&c, &probe, 0, 1, &t, NULL, err, sizeof err) != 0) {
+    fprintf(stderr, "choose: %s\n", err);
+    t.algo = -1;
+  }
+  return t;
+}
+
+/* Whether one call of func goes zero-copy, with every fact but PreMulSum. */
+static int zc(const chorus_plan_comm *m, int func, size_t count, size_t esize) {
+  return choose(m, func, count, esize, FACTS_ALL, NULL, NULL).algo == CHORUS_ALGO_ZEROCOPY;
+}
+
+/* The kernel's arguments for a call as task t chose it. */
+static int shape(const chorus_task *t, int func, int n, size_t count, size_t esize,
+                 chorus_kern_direct *d) {
   chorus_op op;
   memset(&op, 0, sizeof op);
   op.func = func;
-  op.sendbuff = op.recvbuff = buf;
+  op.sendbuff = bufs[0];
+  op.recvbuff = bufs[1];
   op.count = count;
   op.esize = esize;
   op.dtype = esize == 8 ? ncclFloat64 : esize == 2 ? ncclFloat16 : ncclFloat32;
-  op.red.kind = (chorus_red_kind)redkind;
-  return chorus_gpu_direct_shape(c, t, n, &op, d);
+  op.red.kind = CHORUS_RED_SUM;
+  return chorus_gpu_direct_shape(&op, t, n, d);
 }
 
+/* Random calls on 2-8 GPUs: zero-copy exactly where the default rules
+ * say (AllReduce of 1-16 MiB; AllGather and ReduceScatter from 1 MiB of
+ * the larger buffer, up to 64 MiB on 3+ GPUs, in blocks of whole 16-byte
+ * units; an AllGather on 2 GPUs from 64 MiB goes on the copy engine,
+ * whose rule comes first), and then blocks that cover the buffer and CTAs
+ * in range. */
 static void shapes(void) {
-  chorus_gpu_tune t;
-  memset(&t, 0, sizeof t);
-  chorus_gpu_direct_cfg c = cfg_default();
+  unsetenv("CHORUS_TUNE");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  chorus_plan_comm m[R + 1];
+  for (int n = 2; n <= R; n++) comm_make(&m[n], n, 0, (uint64_t)n);
   chorus_kern_direct d;
   unsigned s = 7;
+  int seen[3] = {0, 0, 0};
   for (int k = 0; k < 20000; k++) {
     const int n = 2 + (int)(rnd(&s) % 7);
     const size_t esize = (size_t)1 << (rnd(&s) % 4);
     const size_t count = (size_t)rnd(&s) * (1 + rnd(&s) % 512) + rnd(&s) % 17;
-    const size_t bytes = count * esize;
-    if (shape(&c, &t, CHORUS_FUNC_ALLREDUCE, n, count, esize, CHORUS_RED_SUM, &d)) {
-      EXPECT(bytes >= c.min_bytes);
+    const size_t bytes = count * esize, size = bytes * (size_t)n;
+    const chorus_plan_comm *c = &m[n];
+    chorus_task t = choose(c, CHORUS_FUNC_ALLREDUCE, count, esize, FACTS_ALL, NULL, NULL);
+    const int ar = t.algo == CHORUS_ALGO_ZEROCOPY;
+    EXPECT_EQ_INT(ar, bytes >= MiB && bytes <= 16 * MiB);
+    seen[0] += ar;
+    if (ar) {
+      EXPECT_EQ_INT(shape(&t, CHORUS_FUNC_ALLREDUCE, n, count, esize, &d), CHORUS_DIRECT_ALLREDUCE);
       EXPECT_EQ_INT(d.kind, CHORUS_DIRECT_ALLREDUCE);
       EXPECT(d.block % 16 == 0);
       EXPECT(d.block * (size_t)n >= bytes);                       /* the blocks cover the buffer */
       EXPECT(d.block * (size_t)(n - 1) < bytes + 16 * (size_t)n); /* and none is idle */
-      EXPECT(d.grid >= 1 && d.grid <= c.channels);
+      EXPECT(d.grid >= 1 && d.grid <= c->zc_channels);
       EXPECT(d.bytes == bytes);
-    } else {
-      EXPECT(bytes < c.min_bytes);
     }
-    const int ag = shape(&c, &t, CHORUS_FUNC_ALLGATHER, n, count, esize, 0, &d);
-    EXPECT_EQ_INT(ag != 0, bytes * (size_t)n >= c.min_bytes && bytes % 16 == 0);
-    const int rs = shape(&c, &t, CHORUS_FUNC_REDUCESCATTER, n, count, esize, CHORUS_RED_MAX, &d);
-    EXPECT_EQ_INT(rs != 0, bytes * (size_t)n >= c.min_bytes && bytes % 16 == 0);
-    if (rs) EXPECT(d.grid >= 1 && d.grid <= c.channels);
+    const int blocks = size >= MiB && bytes % 16 == 0 && (n == 2 || size <= 64 * MiB);
+    t = choose(c, CHORUS_FUNC_ALLGATHER, count, esize, FACTS_ALL, NULL, NULL);
+    const int ag_ce = n == 2 && size >= 64 * MiB;
+    EXPECT_EQ_INT(t.algo == CHORUS_ALGO_CE, ag_ce);
+    EXPECT_EQ_INT(t.algo == CHORUS_ALGO_ZEROCOPY, blocks && !ag_ce);
+    seen[1] += t.algo == CHORUS_ALGO_ZEROCOPY;
+    if (t.algo == CHORUS_ALGO_ZEROCOPY) {
+      EXPECT_EQ_INT(shape(&t, CHORUS_FUNC_ALLGATHER, n, count, esize, &d), CHORUS_DIRECT_ALLGATHER);
+      EXPECT(d.grid >= 1 && d.grid <= c->zc_channels);
+      EXPECT(d.bytes == bytes);
+    }
+    t = choose(c, CHORUS_FUNC_REDUCESCATTER, count, esize, FACTS_ALL, NULL, NULL);
+    EXPECT_EQ_INT(t.algo == CHORUS_ALGO_ZEROCOPY, blocks);
+    seen[2] += t.algo == CHORUS_ALGO_ZEROCOPY;
+    if (t.algo == CHORUS_ALGO_ZEROCOPY) {
+      EXPECT_EQ_INT(shape(&t, CHORUS_FUNC_REDUCESCATTER, n, count, esize, &d),
+                    CHORUS_DIRECT_REDUCESCATTER);
+      EXPECT(d.grid >= 1 && d.grid <= c->zc_channels);
+      EXPECT(d.bytes == bytes);
+    }
   }
-  /* what never goes zero-copy */
-  const size_t big = 1 << 20;
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big, 4, CHORUS_RED_PREMULSUM, &d));
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_BROADCAST, 4, big, 4, 0, &d));
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_SEND, 2, big, 4, 0, &d));
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 1, big, 4, CHORUS_RED_SUM, &d));
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 9, big, 4, CHORUS_RED_SUM, &d));
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big, 4, CHORUS_RED_SUMPOSTDIV, &d));
-  t.algo_named[CHORUS_FUNC_ALLREDUCE] = 1; /* NCCL_ALGO=allreduce:... */
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big, 4, CHORUS_RED_SUM, &d));
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLGATHER, 4, big, 4, 0, &d));
-  t.algo_named[CHORUS_FUNC_ALLREDUCE] = 0;
-  c.max_bytes = big * 4 - 1;
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big, 4, CHORUS_RED_SUM, &d));
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big / 2, 4, CHORUS_RED_SUM, &d));
-  /* AllReduce's upper limit is its own */
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLGATHER, 4, big, 4, 0, &d));
-  EXPECT(shape(&c, &t, CHORUS_FUNC_REDUCESCATTER, 4, big, 4, CHORUS_RED_SUM, &d));
-  /* AllGather's and ReduceScatter's holds on 3+ ranks alone, on the larger
-   * buffer (n times the AllGather's count) */
-  c.agrs_max = big * 4 * 3;
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLGATHER, 3, big, 4, 0, &d));
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLGATHER, 4, big, 4, 0, &d));
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_REDUCESCATTER, 4, big, 4, CHORUS_RED_SUM, &d));
-  EXPECT(shape(&c, &t, CHORUS_FUNC_REDUCESCATTER, 2, big * 8, 4, CHORUS_RED_SUM, &d));
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLGATHER, 2, big * 8, 4, 0, &d));
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big / 2, 4, CHORUS_RED_SUM, &d));
-  c.on = 0;
-  EXPECT(!shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 4, big / 2, 4, CHORUS_RED_SUM, &d));
+  /* the random calls reached every case */
+  EXPECT(seen[0] > 100 && seen[1] > 100 && seen[2] > 100);
   /* CTAs grow with the block up to the most allowed */
-  c = cfg_default();
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 2, (size_t)1 << 30, 4, CHORUS_RED_SUM, &d));
-  EXPECT_EQ_INT((int)d.grid, 32);
-  EXPECT(shape(&c, &t, CHORUS_FUNC_ALLREDUCE, 2, (size_t)1 << 16, 4, CHORUS_RED_SUM, &d));
-  EXPECT_EQ_INT((int)d.grid, 2); /* 128 KiB blocks of 64 KiB per CTA */
+  chorus_task t = choose(&m[2], CHORUS_FUNC_ALLREDUCE, 4 * MiB, 4, FACTS_ALL, NULL, NULL);
+  EXPECT_EQ_INT(t.algo, CHORUS_ALGO_ZEROCOPY);
+  EXPECT(shape(&t, CHORUS_FUNC_ALLREDUCE, 2, 4 * MiB, 4, &d));
+  EXPECT_EQ_INT((int)d.grid, 32); /* 8 MiB blocks: 128 CTAs of 64 KiB, at most 32 */
+  t = choose(&m[2], CHORUS_FUNC_ALLREDUCE, (size_t)1 << 18, 4, FACTS_ALL, NULL, NULL);
+  EXPECT_EQ_INT(t.algo, CHORUS_ALGO_ZEROCOPY);
+  EXPECT(shape(&t, CHORUS_FUNC_ALLREDUCE, 2, (size_t)1 << 18, 4, &d));
+  EXPECT_EQ_INT((int)d.grid, 8); /* 512 KiB blocks of 64 KiB per CTA */
+  t = choose(&m[4], CHORUS_FUNC_ALLGATHER, (size_t)1 << 16, 4, FACTS_ALL, NULL, NULL);
+  EXPECT_EQ_INT(t.algo, CHORUS_ALGO_ZEROCOPY);
+  EXPECT(shape(&t, CHORUS_FUNC_ALLGATHER, 4, (size_t)1 << 16, 4, &d));
+  EXPECT_EQ_INT((int)d.grid, 4); /* 256 KiB blocks */
+}
+
+/* The edges of the ranges, what never goes zero-copy, and NCCL_ALGO. */
+static void rules(void) {
+  unsetenv("CHORUS_TUNE");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  chorus_plan_comm m1, m2, m3, m4, m8, m9;
+  comm_make(&m1, 1, 0, 1);
+  comm_make(&m2, 2, 0, 2);
+  comm_make(&m3, 3, 0, 3);
+  comm_make(&m4, 4, 0, 4);
+  comm_make(&m8, 8, 0, 8);
+  comm_make(&m9, 9, 0, 9);
+  const int AR = CHORUS_FUNC_ALLREDUCE, AG = CHORUS_FUNC_ALLGATHER, RS = CHORUS_FUNC_REDUCESCATTER;
+  const size_t big = MiB; /* floats: 4 MiB */
+  /* AllReduce: 1-16 MiB, any element count */
+  EXPECT(!zc(&m4, AR, MiB - 16, 1));
+  EXPECT(zc(&m4, AR, MiB, 1));
+  EXPECT(zc(&m4, AR, MiB + 1, 1)); /* not 16-byte units: AllReduce's blocks are its own */
+  EXPECT(zc(&m4, AR, 16 * MiB, 1));
+  EXPECT(!zc(&m4, AR, 16 * MiB + 16, 1));
+  EXPECT(zc(&m8, AR, big, 4));
+  /* AllGather and ReduceScatter: from 1 MiB of the larger buffer (n
+   * blocks), in 16-byte units; up to 64 MiB on 3+ GPUs, where AllReduce's
+   * upper limit is not theirs */
+  EXPECT(zc(&m4, AG, MiB / 4, 1));
+  EXPECT(!zc(&m4, AG, MiB / 4 - 16, 1));
+  EXPECT(zc(&m4, RS, MiB / 4, 1));
+  EXPECT(!zc(&m4, RS, MiB / 4 - 16, 1));
+  EXPECT(!zc(&m4, AG, big + 4, 1)); /* blocks not of 16-byte units */
+  EXPECT(!zc(&m4, RS, big + 4, 1));
+  EXPECT(zc(&m4, AG, 2 * big, 4)); /* 32 MiB */
+  EXPECT(zc(&m4, RS, 2 * big, 4));
+  EXPECT(zc(&m3, AG, 4 * big, 4)); /* 48 MiB */
+  EXPECT(zc(&m4, AG, 4 * big, 4)); /* 64 MiB */
+  EXPECT(!zc(&m4, AG, 4 * big + 4, 4));
+  EXPECT(!zc(&m4, RS, 4 * big + 4, 4));
+  EXPECT(zc(&m2, RS, 16 * big, 4)); /* 2 GPUs: no upper limit (128 MiB) */
+  /* 2 GPUs, 64 MiB and more: an AllGather goes on the copy engine where
+   * the streams may be joined, else zero-copy */
+  EXPECT_EQ_INT(choose(&m2, AG, 8 * big, 4, FACTS_ALL, NULL, NULL).algo, CHORUS_ALGO_CE);
+  EXPECT_EQ_INT(choose(&m2, AG, 8 * big, 4, FACTS_ALL & ~CHORUS_FACT_STREAM_OK, NULL, NULL).algo,
+                CHORUS_ALGO_ZEROCOPY);
+  /* what never goes zero-copy: PreMulSum (each rank's own scalar), other
+   * functions, one GPU, more than CHORUS_PLAN_MAX_RANKS, buffers off 16
+   * bytes, GPUs that do not reach each other */
+  EXPECT(choose(&m4, AR, big, 4, FACTS_ALL | CHORUS_FACT_PREMULSUM, NULL, NULL).algo !=
+         CHORUS_ALGO_ZEROCOPY);
+  EXPECT(zc(&m4, AR, big, 4)); /* the same without PreMulSum (SumPostDiv, say) */
+  EXPECT(!zc(&m4, CHORUS_FUNC_BROADCAST, big, 4));
+  EXPECT(!zc(&m4, CHORUS_FUNC_REDUCE, big, 4));
+  EXPECT(!zc(&m4, CHORUS_FUNC_ALLTOALL, big, 4));
+  EXPECT(!zc(&m2, CHORUS_FUNC_SEND, big, 4));
+  EXPECT(!zc(&m1, AR, big, 4));
+  EXPECT(!zc(&m9, AR, big, 4));
+  EXPECT(!zc(&m9, AG, big, 4));
+  EXPECT(choose(&m4, AR, big, 4, FACTS_ALL, bufs[0] + 8, NULL).algo != CHORUS_ALGO_ZEROCOPY);
+  EXPECT(choose(&m4, AR, big, 4, FACTS_ALL, NULL, bufs[1] + 8).algo != CHORUS_ALGO_ZEROCOPY);
+  EXPECT(choose(&m4, AG, big, 4, FACTS_ALL, NULL, bufs[1] + 16).algo == CHORUS_ALGO_ZEROCOPY);
+  m4.staged = 1;
+  EXPECT(!zc(&m4, AR, big, 4));
+  m4.staged = 0;
+  /* ranks in processes of their own: only through symmetric windows */
+  m4.one_process = 0;
+  EXPECT(!zc(&m4, AR, big, 4));
+  EXPECT(choose(&m4, AR, big, 4, FACTS_ALL | CHORUS_FACT_SYM_WINDOWS, NULL, NULL).algo ==
+         CHORUS_ALGO_ZEROCOPY);
+  m4.one_process = 1;
+  /* NCCL_ALGO: naming AllReduce without zero-copy keeps it away from
+   * AllReduce alone; a plain list without it, from every function */
+  setenv("NCCL_ALGO", "allreduce:ring", 1);
+  comm_make(&m4, 4, 0, 4);
+  EXPECT_EQ_INT(choose(&m4, AR, big, 4, FACTS_ALL, NULL, NULL).algo, CHORUS_ALGO_RING);
+  EXPECT(zc(&m4, AG, big, 4));
+  EXPECT(zc(&m4, RS, big, 4));
+  setenv("NCCL_ALGO", "allreduce:^zerocopy", 1);
+  comm_make(&m4, 4, 0, 4);
+  EXPECT(!zc(&m4, AR, big, 4));
+  EXPECT(zc(&m4, AG, big, 4));
+  setenv("NCCL_ALGO", "^zerocopy", 1);
+  comm_make(&m4, 4, 0, 4);
+  EXPECT(!zc(&m4, AR, big, 4));
+  EXPECT(!zc(&m4, AG, big, 4));
+  EXPECT(!zc(&m4, RS, big, 4));
+  unsetenv("NCCL_ALGO");
+  comm_make(&m4, 4, 0, 4);
+  EXPECT(zc(&m4, AR, big, 4));
+}
+
+/* Zero-copy through a group of one process: every rank's call of the
+ * collective in the group, described alike, and every GPU reaching the
+ * buffers the kernel touches on other ranks (AllReduce: inputs and
+ * outputs; AllGather: outputs; ReduceScatter: inputs). Each call then
+ * names every rank's (peer_call); otherwise every rank's call falls back
+ * to the same algorithm. The calls are in a mixed rank order. */
+static void group(void) {
+  unsetenv("CHORUS_TUNE");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  enum { N = 4 };
+  static const int order[N] = {2, 0, 3, 1}; /* call i is rank order[i]'s */
+  static _Alignas(16) char buf[N][2][64];
+  chorus_plan_comm m[N];
+  for (int r = 0; r < N; r++) comm_make(&m[r], N, r, 0x77);
+  struct {
+    int func;
+    uint32_t lack;  /* facts rank 2 lacks */
+    int ncalls;     /* calls in the group (the first ones) */
+    int other_desc; /* rank 3's call described differently */
+    int premulsum;  /* every rank's call a PreMulSum */
+    int want;       /* zero-copy */
+  } cases[] = {
+      {CHORUS_FUNC_ALLREDUCE, 0, N, 0, 0, 1},
+      {CHORUS_FUNC_ALLREDUCE, CHORUS_FACT_SEND_REACH, N, 0, 0, 0},
+      {CHORUS_FUNC_ALLREDUCE, CHORUS_FACT_RECV_REACH, N, 0, 0, 0},
+      {CHORUS_FUNC_ALLREDUCE, 0, N - 1, 0, 0, 0},
+      {CHORUS_FUNC_ALLREDUCE, 0, N, 1, 0, 0},
+      {CHORUS_FUNC_ALLREDUCE, 0, N, 0, 1, 0},
+      {CHORUS_FUNC_ALLGATHER, 0, N, 0, 0, 1},
+      {CHORUS_FUNC_ALLGATHER, CHORUS_FACT_SEND_REACH, N, 0, 0, 1},
+      {CHORUS_FUNC_ALLGATHER, CHORUS_FACT_RECV_REACH, N, 0, 0, 0},
+      {CHORUS_FUNC_REDUCESCATTER, CHORUS_FACT_RECV_REACH, N, 0, 0, 1},
+      {CHORUS_FUNC_REDUCESCATTER, CHORUS_FACT_SEND_REACH, N, 0, 0, 0},
+      {CHORUS_FUNC_REDUCESCATTER, 0, N - 2, 0, 0, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    const int before = unit_failures;
+    uint32_t have[N];
+    for (int r = 0; r < N; r++) have[r] = FACTS_ALL & ~(r == 2 ? cases[k].lack : 0u);
+    const chorus_plan_probe probe = {probe_facts, have};
+    chorus_plan_call c[N];
+    chorus_task t[N];
+    const size_t count = MiB; /* floats: a 4 MiB AllReduce, 1 MiB blocks */
+    for (int i = 0; i < N; i++) {
+      const int r = order[i];
+      const uint32_t pms = cases[k].premulsum ? CHORUS_FACT_PREMULSUM : 0;
+      c[i] = (chorus_plan_call){.comm = &m[r],
+                                .func = cases[k].func,
+                                .count = count,
+                                .esize = 4,
+                                .root = -1,
+                                .desc = cases[k].other_desc && r == 3 ? 0x901 : 0x900,
+                                .seq = 12,
+                                .send = buf[r][0],
+                                .recv = buf[r][1],
+                                .facts = pms,
+                                .known = CHORUS_FACT_PREMULSUM};
+    }
+    char err[256] = "";
+    const size_t n = (size_t)cases[k].ncalls;
+    EXPECT_EQ_INT(chorus_plan_group(c, n, &probe, t, err, sizeof err), 0);
+    for (size_t i = 0; i < n; i++) {
+      EXPECT_EQ_INT(t[i].algo == CHORUS_ALGO_ZEROCOPY, cases[k].want);
+      EXPECT_EQ_INT(t[i].algo, t[0].algo); /* every rank alike */
+      for (int p = 0; p < R; p++) {
+        int want = -1;
+        for (int j = 0; j < N && cases[k].want && p < N; j++)
+          if (order[j] == p) want = j;
+        EXPECT_EQ_INT(t[i].peer_call[p], want);
+      }
+    }
+    if (unit_failures != before) fprintf(stderr, "group case %zu\n", k);
+  }
 }
 
 int main(void) {
   RUN(random_groups);
   RUN(shapes);
+  RUN(rules);
+  RUN(group);
   return unit_report();
 }

@@ -10,14 +10,17 @@
  * computed, and the rounds are replayed on host memory: for every transfer
  * the other end must hold the matching one in the same round, and every
  * receive buffer must end up with the bytes of the send NCCL matches it
- * with (the k-th send from p to q with the k-th receive of q from p). Each
- * round is replayed as the two launches it is split into (LL lines up to a
- * size, FIFO chunks above), each end's transfer in the same launch as the
- * other end's.
+ * with (the k-th send from p to q with the k-th receive of q from p). The
+ * round of each call and its protocol are the planner's (plan/plan.h,
+ * chorus_plan_group); each round is replayed as its two launches (LL lines
+ * up to the size the LL slots carry, FIFO chunks above), each end's
+ * transfer in the same launch as the other end's.
  *
  * On odd seeds one process drives every rank with all calls in one group,
- * and the pairs the copy engine takes (ce.c) are moved first and left out
- * of the rounds: the bytes still arrive only if those pair alike.
+ * CHORUS_TUNE sends Send/Recv from a size on to the copy engine, and the
+ * pairs the planner gives it are moved first and left out of the rounds:
+ * the bytes still arrive only if those pair alike. On even seeds every
+ * rank is a process of its own, planned alone, and nothing goes there.
  *
  * Also: how an LL transfer is cut into parts (one CTA each; both ends cut
  * from the size alone) covers it exactly and fits the slots sized from the
@@ -30,7 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpu/ce.h"
 #include "gpu/gpu.h"
 #include "unit.h"
 
@@ -49,6 +51,43 @@ static unsigned rnd(unsigned *s) {
 }
 
 static size_t ce_pairs_seen; /* over all worlds */
+
+/* A communicator as the planner sees it (plan.h): rank r of n GPUs named
+ * key, all driven by this process or each by its own, LL Send/Recv up to
+ * ll_max bytes, and NCCL_ALGO, NCCL_PROTO and CHORUS_TUNE as the
+ * environment holds them now. */
+static void comm_make(chorus_plan_comm *m, int n, int r, uint64_t key, int one_process,
+                      size_t ll_max) {
+  char err[256] = "";
+  memset(m, 0, sizeof *m);
+  m->env.backend = CHORUS_BACKEND_GPU;
+  m->env.nranks = n;
+  m->env.nhosts = 1;
+  m->rank = r;
+  m->key = key;
+  m->one_process = one_process;
+  m->staged = 0;
+  m->twoshot_ll_max = 64 << 10;
+  m->p2p_ll_max = ll_max;
+  m->channels = 64;
+  m->chunk_bytes = 64 << 10;
+  m->ring_channels = 32;
+  m->ring_chunk = 512 << 10;
+  m->twoshot_channels = 32;
+  m->twoshot_chunk = 64 << 10;
+  m->zc_channels = 64;
+  m->zc_cta_bytes = 8 << 10;
+  const int rc = chorus_plan_comm_settings(m, err, sizeof err);
+  EXPECT_EQ_INT(rc, 0);
+  if (rc != 0) fprintf(stderr, "settings: %s\n", err);
+}
+
+/* The probe: every stream may be joined, every GPU reaches every buffer. */
+static uint32_t probe_all(void *arg, const chorus_plan_call *c, uint32_t want) {
+  (void)arg;
+  (void)c;
+  return want;
+}
 
 static void one_world(unsigned seed) {
   unsigned s = seed;
@@ -115,80 +154,144 @@ static void one_world(unsigned seed) {
       nops[r]++;
     }
   }
-  /* One process driving every rank, all calls in one group: on odd seeds
-   * the pairs the copy engine takes (ce.c) move first, from a size on, and
-   * leave the rounds; both ends of each must be the two calls of one
-   * message, so the bytes arrive right only if they pair as NCCL does. */
-  if (seed % 2) {
-    chorus_gpu_ce_call c[MAXN * 2 * MAXMSG];
-    long pair[MAXN * 2 * MAXMSG];
-    int at_rank[MAXN * 2 * MAXMSG], at_call[MAXN * 2 * MAXMSG];
-    size_t nc = 0;
-    for (int r = 0; r < n; r++)
-      for (int j = 0; j < nops[r]; j++) {
-        const chorus_op *op = ptr[r][j];
-        const int send = op->func == CHORUS_FUNC_SEND;
-        c[nc] = (chorus_gpu_ce_call){
-            1, r, op->root, send, op->count, send ? op->sendbuff : op->recvbuff, r};
-        at_rank[nc] = r;
-        at_call[nc++] = j;
-      }
-    const size_t pairs = chorus_gpu_ce_match(c, nc, 1 + seed % 100, pair);
-    size_t seen = 0;
-    for (size_t i = 0; i < nc; i++) {
-      if (pair[i] < 0) continue;
-      const long j = pair[i];
-      EXPECT(j >= 0 && (size_t)j < nc && pair[j] == (long)i);
-      EXPECT(c[i].send != c[j].send && c[i].rank != c[i].peer && c[i].bytes == c[j].bytes);
-      EXPECT(c[i].bytes >= 1 + seed % 100);
-      if (c[i].send) {
-        memcpy((void *)c[j].buf, c[i].buf, c[i].bytes);
-        seen++;
-      }
-    }
-    EXPECT_EQ_INT(seen, pairs);
-    ce_pairs_seen += pairs;
-    /* what is left goes to the rounds */
-    int left[MAXN] = {0};
-    for (size_t i = 0; i < nc; i++)
-      if (pair[i] < 0) ptr[at_rank[i]][left[at_rank[i]]++] = ptr[at_rank[i]][at_call[i]];
-    for (int r = 0; r < n; r++) nops[r] = left[r];
-  }
-  chorus_kern_p2p *rounds[MAXN];
-  int nrounds[MAXN];
-  char err[256];
+  /* The planner's view: a communicator per rank. On odd seeds one process
+   * drives every rank and plans all calls in one group, as the group
+   * executor does; from 1 + seed % 100 bytes their rule (CHORUS_TUNE)
+   * chooses the copy engine, which takes the pairs it can match. On even
+   * seeds each rank plans its own calls, with the same CHORUS_TUNE, and no
+   * call may go to the copy engine. The LL slots carry none, 150 bytes, or
+   * all (by seed % 3). */
+  const int one = seed % 2;
+  const size_t min_ce = 1 + seed % 100;
+  const size_t ll_bytes = seed % 3 == 0 ? 0 : seed % 3 == 1 ? 150 : CHORUS_GPU_P2P_LL_MAX;
+  char tune[64];
+  snprintf(tune, sizeof tune, "sendrecv:%zu-inf:copyengine", min_ce);
+  setenv("CHORUS_TUNE", tune, 1);
+  chorus_plan_comm comm[MAXN];
+  for (int r = 0; r < n; r++) comm_make(&comm[r], n, r, 0x5000u + seed, one, ll_bytes);
+  unsetenv("CHORUS_TUNE");
+  enum { MAXC = MAXN * 2 * MAXMSG };
+  chorus_plan_call calls[MAXC];
+  chorus_task tasks[MAXC];
+  int at_rank[MAXC], at_call[MAXC], start[MAXN];
+  size_t nc = 0;
   for (int r = 0; r < n; r++) {
-    rounds[r] = calloc((size_t)nops[r] + 1, sizeof *rounds[r]);
-    nrounds[r] = chorus_gpu_p2p_rounds(r, n, ptr[r], nops[r], rounds[r], err, sizeof err);
+    start[r] = (int)nc;
+    for (int j = 0; j < nops[r]; j++) {
+      chorus_op *op = ptr[r][j];
+      calls[nc] = (chorus_plan_call){.comm = &comm[r],
+                                     .func = op->func,
+                                     .count = op->count,
+                                     .esize = op->esize,
+                                     .root = op->root,
+                                     .desc = (uint64_t)op->func << 32 | op->count,
+                                     .send = op->sendbuff,
+                                     .recv = op->recvbuff,
+                                     .known = CHORUS_FACT_PREMULSUM,
+                                     .user = op};
+      at_rank[nc] = r;
+      at_call[nc++] = j;
+    }
+  }
+  const chorus_plan_probe probe = {probe_all, NULL};
+  char err[256];
+  if (one) {
+    EXPECT_EQ_INT(chorus_plan_group(calls, nc, &probe, tasks, err, sizeof err), 0);
+  } else {
+    for (int r = 0; r < n; r++)
+      EXPECT_EQ_INT(chorus_plan_group(calls + start[r], (size_t)nops[r], &probe, tasks + start[r],
+                                      err, sizeof err),
+                    0);
+  }
+  /* The copy-engine pairs: both ends of each are the two calls of one
+   * message (a Send of rank a to b and b's Recv from a, of one size, from
+   * the rule's size on), so the bytes arrive right only if they pair as
+   * NCCL does; they move first. */
+  size_t seen = 0, ce_calls = 0;
+  for (size_t i = 0; i < nc; i++) {
+    const chorus_plan_call *ci = &calls[i];
+    const size_t bytes = ci->count * ci->esize;
+    if (tasks[i].algo != CHORUS_ALGO_CE) {
+      /* the kernels: in a round, LL up to the size the slots carry */
+      EXPECT_EQ_INT(tasks[i].algo, CHORUS_ALGO_DIRECT);
+      EXPECT_EQ_INT(tasks[i].pair, -1);
+      if (bytes) EXPECT(tasks[i].round >= 0 && tasks[i].round < nops[at_rank[i]]);
+      if (bytes) EXPECT_EQ_INT(tasks[i].proto == CHORUS_PROTO_LL, bytes <= ll_bytes);
+      continue;
+    }
+    ce_calls++;
+    EXPECT(one);
+    EXPECT_EQ_INT(tasks[i].round, -1);
+    const long j = tasks[i].pair;
+    EXPECT(j >= 0 && (size_t)j < nc);
+    if (j < 0 || (size_t)j >= nc) continue;
+    const chorus_plan_call *cj = &calls[j];
+    EXPECT_EQ_INT(tasks[j].algo, CHORUS_ALGO_CE);
+    EXPECT_EQ_INT(tasks[j].pair, (long)i);
+    EXPECT(ci->func != cj->func && ci->root == cj->comm->rank && cj->root == ci->comm->rank);
+    EXPECT(ci->comm->rank != ci->root && ci->count == cj->count);
+    EXPECT(bytes >= min_ce);
+    if (ci->func == CHORUS_FUNC_SEND) {
+      memcpy((void *)cj->recv, ci->send, bytes);
+      seen++;
+    }
+  }
+  EXPECT_EQ_INT(2 * seen, ce_calls);
+  ce_pairs_seen += seen;
+  /* what is left goes to the rounds */
+  const chorus_task *tptr[MAXN][2 * MAXMSG];
+  int left[MAXN] = {0};
+  for (size_t i = 0; i < nc; i++) {
+    if (tasks[i].algo == CHORUS_ALGO_CE) continue;
+    const int r = at_rank[i];
+    tptr[r][left[r]] = &tasks[i];
+    ptr[r][left[r]++] = ptr[r][at_call[i]];
+  }
+  for (int r = 0; r < n; r++) nops[r] = left[r];
+  chorus_kern_p2p *ll[MAXN], *fifo[MAXN];
+  int nrounds[MAXN];
+  for (int r = 0; r < n; r++) {
+    ll[r] = calloc((size_t)nops[r] + 1, sizeof *ll[r]);
+    fifo[r] = calloc((size_t)nops[r] + 1, sizeof *fifo[r]);
+    nrounds[r] =
+        chorus_gpu_p2p_rounds(r, ptr[r], tptr[r], nops[r], ll[r], fifo[r], err, sizeof err);
     EXPECT(nrounds[r] >= 0);
     if (nrounds[r] < 0) fprintf(stderr, "seed %u: %s\n", seed, err);
+    /* every transfer whole in the launch of its round and protocol, in
+     * none of the other kind; as many rounds as the last one used */
+    int last = -1;
+    for (int j = 0; j < nops[r]; j++) {
+      const chorus_op *op = ptr[r][j];
+      const size_t bytes = op->count * op->esize;
+      const int k = tptr[r][j]->round, p = op->root;
+      if (!bytes || k < 0 || k >= nops[r]) continue;
+      last = k > last ? k : last;
+      const int is_ll = tptr[r][j]->proto == CHORUS_PROTO_LL;
+      const chorus_kern_p2p *in = is_ll ? &ll[r][k] : &fifo[r][k];
+      const chorus_kern_p2p *out = is_ll ? &fifo[r][k] : &ll[r][k];
+      if (op->func == CHORUS_FUNC_SEND) {
+        EXPECT(in->send[p] == op->sendbuff && in->sbytes[p] == bytes && out->sbytes[p] == 0);
+      } else {
+        EXPECT(in->recv[p] == op->recvbuff && in->rbytes[p] == bytes && out->rbytes[p] == 0);
+      }
+    }
+    if (nrounds[r] >= 0) EXPECT_EQ_INT(nrounds[r], last + 1);
   }
-  /* Replay: round k of every rank, split into its LL and FIFO launches as
-   * gpu.c does (no LL, some, all), each launch's transfers against the
-   * other end's same launch. */
-  const size_t ll_bytes = seed % 3 == 0 ? 0 : seed % 3 == 1 ? 150 : CHORUS_GPU_P2P_LL_MAX;
+  /* Replay: round k of every rank as its LL and FIFO launches, each
+   * launch's transfers against the other end's same launch. */
   int maxr = 0;
   for (int r = 0; r < n; r++) maxr = nrounds[r] > maxr ? nrounds[r] : maxr;
   for (int k = 0; k < maxr; k++) {
-    chorus_kern_p2p part[MAXN][2];
+    static const chorus_kern_p2p none;
+    const chorus_kern_p2p *part[MAXN][2];
     for (int r = 0; r < n; r++) {
-      static const chorus_kern_p2p none;
-      const chorus_kern_p2p *round = k < nrounds[r] ? &rounds[r][k] : &none;
-      const int any = chorus_gpu_p2p_split(round, n, ll_bytes, &part[r][0], &part[r][1]);
-      int want = 0;
-      for (int p = 0; p < n; p++) {
-        /* every transfer in exactly one launch, whole */
-        EXPECT_EQ_INT(part[r][0].sbytes[p] + part[r][1].sbytes[p], round->sbytes[p]);
-        EXPECT_EQ_INT(part[r][0].rbytes[p] + part[r][1].rbytes[p], round->rbytes[p]);
-        for (int b = 0; b < 2; b++)
-          if (part[r][b].sbytes[p] || part[r][b].rbytes[p]) want |= 1 << b;
-      }
-      EXPECT_EQ_INT(any, want);
+      part[r][0] = k < nrounds[r] ? &ll[r][k] : &none;
+      part[r][1] = k < nrounds[r] ? &fifo[r][k] : &none;
     }
     for (int b = 0; b < 2; b++)
       for (int r = 0; r < n; r++)
         for (int p = 0; p < n; p++) {
-          const chorus_kern_p2p *mine = &part[r][b], *theirs = &part[p][b];
+          const chorus_kern_p2p *mine = part[r][b], *theirs = part[p][b];
           EXPECT_EQ_INT(mine->sbytes[p], theirs->rbytes[r]);
           if (b == 0) EXPECT(mine->sbytes[p] <= ll_bytes);
           if (mine->sbytes[p] && mine->sbytes[p] == theirs->rbytes[r])
@@ -196,7 +299,10 @@ static void one_world(unsigned seed) {
         }
   }
   for (int i = 0; i < nmsg; i++) EXPECT(memcmp(m[i].sbuf, m[i].rbuf, m[i].bytes) == 0);
-  for (int r = 0; r < n; r++) free(rounds[r]);
+  for (int r = 0; r < n; r++) {
+    free(ll[r]);
+    free(fifo[r]);
+  }
   for (int i = 0; i < nmsg; i++) {
     free(m[i].sbuf);
     free(m[i].rbuf);
@@ -204,11 +310,16 @@ static void one_world(unsigned seed) {
 }
 
 static void random_groups(void) {
+  /* the settings are the tests' own */
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
   for (unsigned seed = 1; seed <= 2000; seed++) one_world(seed);
   EXPECT(ce_pairs_seen > 1000); /* the copy-engine pairing was exercised */
 }
 
-/* Rank 0 alone: two sends to itself and one receive of a different size. */
+/* Rank 0 alone: two sends to itself and one receive of a different size.
+ * The planner puts the first send and the receive in round 0, the second
+ * send in round 1, which has no receive. */
 static void self_mismatch(void) {
   char a[16], b[16];
   chorus_op ops[3];
@@ -218,13 +329,39 @@ static void self_mismatch(void) {
   ops[1].func = CHORUS_FUNC_RECV, ops[1].count = 4, ops[1].recvbuff = b;
   ops[2].func = CHORUS_FUNC_SEND, ops[2].count = 2, ops[2].sendbuff = a;
   chorus_op *ptr[3] = {&ops[0], &ops[1], &ops[2]};
-  chorus_kern_p2p rounds[3];
+  unsetenv("CHORUS_TUNE");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  chorus_plan_comm m;
+  comm_make(&m, 1, 0, 0x99, 0, 512 << 10);
+  chorus_plan_call c[3];
+  for (int i = 0; i < 3; i++)
+    c[i] = (chorus_plan_call){.comm = &m,
+                              .func = ops[i].func,
+                              .count = ops[i].count,
+                              .esize = ops[i].esize,
+                              .root = 0,
+                              .desc = (uint64_t)i,
+                              .send = ops[i].sendbuff,
+                              .recv = ops[i].recvbuff,
+                              .known = CHORUS_FACT_PREMULSUM,
+                              .user = &ops[i]};
+  chorus_task t[3];
   char err[256] = "";
-  memset(rounds, 0, sizeof rounds);
-  EXPECT_EQ_INT(chorus_gpu_p2p_rounds(0, 1, ptr, 2, rounds, err, sizeof err), 1);
-  EXPECT_EQ_INT(rounds[0].sbytes[0], 16);
-  memset(rounds, 0, sizeof rounds);
-  EXPECT_EQ_INT(chorus_gpu_p2p_rounds(0, 1, ptr, 3, rounds, err, sizeof err), -1);
+  EXPECT_EQ_INT(chorus_plan_group(c, 3, NULL, t, err, sizeof err), 0);
+  EXPECT_EQ_INT(t[0].round, 0);
+  EXPECT_EQ_INT(t[1].round, 0);
+  EXPECT_EQ_INT(t[2].round, 1);
+  const chorus_task *tp[3] = {&t[0], &t[1], &t[2]};
+  chorus_kern_p2p ll[3], fifo[3];
+  memset(ll, 0, sizeof ll);
+  memset(fifo, 0, sizeof fifo);
+  EXPECT_EQ_INT(chorus_gpu_p2p_rounds(0, ptr, tp, 2, ll, fifo, err, sizeof err), 1);
+  EXPECT_EQ_INT(ll[0].sbytes[0] + fifo[0].sbytes[0], 16);
+  EXPECT_EQ_INT(ll[0].rbytes[0] + fifo[0].rbytes[0], 16);
+  memset(ll, 0, sizeof ll);
+  memset(fifo, 0, sizeof fifo);
+  EXPECT_EQ_INT(chorus_gpu_p2p_rounds(0, ptr, tp, 3, ll, fifo, err, sizeof err), -1);
   EXPECT(strstr(err, "ncclSend of 8 bytes but ncclRecv of 0 bytes") != NULL);
 }
 

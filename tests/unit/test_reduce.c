@@ -303,7 +303,7 @@ static int run_one(const chorus_red_kernels *k, const tcase *tc, const chorus_re
   int t = tc->dtype, n = tc->nsrc, bad = 0;
   size_t bytes = count * type_size[t];
   void *dst = alias < 0 ? sep : src[alias];
-  unsigned flags = (tc->finalize ? CHORUS_RED_FINALIZE : 0) | (stream ? CHORUS_RED_STREAM : 0);
+  unsigned flags = (tc->finalize ? CHORUS_RED_FINALIZE : 0) | (stream ? CHORUS_RED_NT : 0);
   chorus_reduce_with(k, op, dst, (const void *const *)src, n, count, tc->mask, flags);
   for (size_t i = 0; i < count; i++)
     if (!element_ok(t, e, dst, i)) {
@@ -404,7 +404,7 @@ static int run_config(const chorus_red_kernels *const *tables, int ntables, buff
     for (size_t ci = 0; ci < ncounts; ci++)
       for (int ai = 0; ai < (n > 1 ? 3 : 2); ai++) {
         if (counts[ci] > (best ? (aliases[ai] < 0 ? SIZE_MAX : 9000) : 1000)) continue;
-        /* Streaming stores (large outputs) take another path out of
+        /* Non-temporal stores (large outputs) take another path out of
          * every block: run it too, with the table chorus_reduce uses. */
         for (int st = 0; st <= best; st++)
           ok &= run_one(tables[ti], tc, &op, b->src, b->orig, b->sep, &b->e, counts[ci],
