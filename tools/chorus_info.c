@@ -54,8 +54,7 @@ static void settings(int md) {
   int v = 0;
   ncclGetVersion(&v);
   printf("Chorus %s (NCCL %d.%d.%d API), CUDA built: %s, GPUs visible: %d\n", CHORUS_VERSION_STRING,
-         NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, chorus_device_built() ? "yes" : "no",
-         chorus_device_count());
+         NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, chorus_dev_built() ? "yes" : "no", chorus_dev_count());
   if (md) printf("\n| variable | type | default | meaning |\n|---|---|---|---|\n");
   const char *group = NULL;
   for (int i = 0; i < CHORUS_P_COUNT; i++) {
@@ -159,7 +158,7 @@ static int explain(int argc, char **argv) {
             argv[3]);
     return 2;
   }
-  int nranks = 4, nhosts = 1, gpu = chorus_device_count() > 0, one_proc = 0, windows = 0;
+  int nranks = 4, nhosts = 1, gpu = chorus_dev_count() > 0, one_proc = 0, windows = 0;
   size_t esize = 4;
   for (int i = 4; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc)

@@ -64,7 +64,7 @@ chorus_log_ctx chorus_comm_enter(ncclComm_t comm) {
 
 int chorus_comm_pick_device(void) {
   if (chorus_param_int(CHORUS_P_HOST_COMM)) return -1;
-  return chorus_device_current();
+  return chorus_dev_current();
 }
 
 ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const ncclConfig_t *cfg) {
@@ -249,7 +249,7 @@ static void print_version_once(void) {
   if (chorus_param_raw(CHORUS_P_DEBUG) && chorus_log_on(CHORUS_LOG_VERSION, CHORUS_ALL))
     chorus_log(CHORUS_LOG_VERSION, CHORUS_ALL, __FILE__, __LINE__,
                "NCCL version %d.%d.%d+chorus.%s (host memory%s)", NCCL_MAJOR, NCCL_MINOR,
-               NCCL_PATCH, "0.1.0", chorus_device_built() ? ", CUDA build" : "");
+               NCCL_PATCH, "0.1.0", chorus_dev_built() ? ", CUDA build" : "");
 }
 
 /* What the planner needs before the first call: its settings (a bad one

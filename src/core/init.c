@@ -109,7 +109,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *
   if (ndev < 1)
     return chorus_error(ncclInvalidArgument, "ncclCommInitAll: ndev = %d must be at least 1", ndev);
   if (devlist) {
-    int ndevices = chorus_device_count();
+    int ndevices = chorus_dev_count();
     for (int i = 0; i < ndev; i++)
       if (devlist[i] < 0 || (ndevices > 0 && devlist[i] >= ndevices))
         return chorus_error(ncclInvalidArgument,
@@ -122,7 +122,7 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t *comms, int ndev, const int *
   ncclResult_t res = ncclSuccess;
   /* Rank i binds to devlist[i] (or device i), as in NCCL; the caller's
    * current device is restored afterwards. */
-  int saved = chorus_device_current();
+  int saved = chorus_dev_current();
   for (int i = 0; i < ndev; i++) {
     if (saved >= 0 && chorus_dev_use(devlist ? devlist[i] : i) != 0) {
       res = chorus_error(ncclInvalidArgument, "ncclCommInitAll: cannot use GPU %d: %s",

@@ -12,13 +12,13 @@
 
 /* Number of CUDA devices this process can use (0 without CUDA, without a
  * driver, or without a GPU). Never fails. */
-int chorus_device_count(void);
+int chorus_dev_count(void);
 
 /* The calling thread's current CUDA device, or -1 when there is none. */
-int chorus_device_current(void);
+int chorus_dev_current(void);
 
 /* 1 if the library was built with CUDA support. */
-int chorus_device_built(void);
+int chorus_dev_built(void);
 
 /* The functions below return 0 on success, or -1 after recording a message
  * that chorus_dev_error() returns (per thread). */

@@ -9,13 +9,13 @@
 
 static const char no_cuda[] = "this build of Chorus has no CUDA support";
 
-int chorus_device_count(void) {
+int chorus_dev_count(void) {
   return 0;
 }
-int chorus_device_current(void) {
+int chorus_dev_current(void) {
   return -1;
 }
-int chorus_device_built(void) {
+int chorus_dev_built(void) {
   return 0;
 }
 const char *chorus_dev_error(void) {
@@ -148,8 +148,8 @@ int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, vo
   (void)c, (void)p, (void)stream;
   return -1;
 }
-int chorus_kern_direct_run(const chorus_kern_comm *c, const chorus_kern_red *red,
-                           const chorus_kern_direct *d, void *stream) {
+int chorus_kern_zc_run(const chorus_kern_comm *c, const chorus_kern_red *red,
+                       const chorus_kern_zc *d, void *stream) {
   (void)c, (void)red, (void)d, (void)stream;
   return -1;
 }

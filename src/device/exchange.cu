@@ -11,7 +11,7 @@
  * CTA b of every rank owns the same range of 16-byte lines; line j holds
  * bytes [8j, 8j+8) of a block. Phase 1: each thread pushes its lines, the
  * epoch of CTA b folded into both halves, into slot [parity][me] of each
- * destination. Phase 2: the same thread polls its own window for its lines
+ * destination. Phase 2: the same thread polls its own arena for its lines
  * from each source, in rank order. Seeing the epoch in both 8-byte halves
  * of a line proves its data arrived (NVLink and PCIe deliver aligned 8-byte
  * stores whole), so no flag or barrier is needed. At the end every rank
@@ -42,10 +42,10 @@ extern "C" {
 static __host__ __device__ size_t ll_run(const chorus_kern_comm &c) {
   return c.ll_cta_lines ? c.ll_cta_lines : 256;
 }
-/* Header line [parity][src][block] of the window win. */
-static __device__ __forceinline__ char *hdr_line(const chorus_kern_comm &c, char *win,
+/* Header line [parity][src][block] of the arena at `arena`. */
+static __device__ __forceinline__ char *hdr_line(const chorus_kern_comm &c, char *arena,
                                                  uint32_t flag, int src) {
-  return win + c.hdr_off +
+  return arena + c.hdr_off +
          (((size_t)(flag & 1) * CHORUS_KERN_MAX_RANKS + src) * CHORUS_KERN_MAX_BLOCKS +
           blockIdx.x) *
              CHORUS_KERN_LINE;
@@ -64,11 +64,11 @@ static __device__ uint32_t ll_start(const chorus_kern_comm &c, uint32_t to, uint
   }
   __syncthreads();
   const uint32_t flag = *s_epoch;
-  const uint32_t *acks = (const uint32_t *)(c.win[c.rank] + c.ack_off) +
+  const uint32_t *acks = (const uint32_t *)(c.arena[c.rank] + c.ack_off) +
                          (size_t)blockIdx.x * CHORUS_KERN_MAX_RANKS; /* [block][src] */
   const int p = threadIdx.x;
   if (p < c.nranks && ((to >> p) & 1) && wait_at_least(&acks[p], flag - 2, c, p, s_failed))
-    st_line(hdr_line(c, c.win[p], flag, c.rank),
+    st_line(hdr_line(c, c.arena[p], flag, c.rank),
             make_uint4((uint32_t)desc, flag, (uint32_t)(desc >> 32), flag));
   __syncthreads();
   return flag;
@@ -83,7 +83,7 @@ static __device__ void ll_check(const chorus_kern_comm &c, uint32_t flag, uint32
                                 uint64_t desc, volatile int *s_failed) {
   const int src = threadIdx.x;
   if (src >= c.nranks || src == c.rank || !((from >> src) & 1) || *s_failed) return;
-  const uint2 h = poll_line(hdr_line(c, c.win[c.rank], flag, src), flag, c, src, s_failed);
+  const uint2 h = poll_line(hdr_line(c, c.arena[c.rank], flag, src), flag, c, src, s_failed);
   const uint64_t theirs = h.x | (uint64_t)h.y << 32;
   if (!*s_failed && theirs != desc) {
     record_failure(c, CHORUS_KERN_CALL_MISMATCH, src, theirs, desc);
@@ -95,7 +95,7 @@ static __device__ void ll_finish(const chorus_kern_comm &c, uint32_t flag) {
   __syncthreads();
   const int p = threadIdx.x;
   if (p < c.nranks && p != c.rank)
-    *(volatile uint32_t *)((uint32_t *)(c.win[p] + c.ack_off) +
+    *(volatile uint32_t *)((uint32_t *)(c.arena[p] + c.ack_off) +
                            (size_t)blockIdx.x * CHORUS_KERN_MAX_RANKS + c.rank) = flag;
   if (p == 0) c.epochs[blockIdx.x] = flag;
 }
@@ -117,7 +117,7 @@ static __device__ void push_lines(const chorus_kern_comm &c, uint32_t flag, size
         if (!((to >> p) & 1)) continue;
         U d = load_unit<U>(from[p], len[p], j);
         if (premul) d = scaled<T, U>(d, scalar);
-        st_line(c.win[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
+        st_line(c.arena[p] + c.ll_off + my_slot + j * CHORUS_KERN_LINE,
                 make_uint4(d.x, flag, d.y, flag));
       }
 }
@@ -152,7 +152,7 @@ __global__ void __launch_bounds__(THREADS)
    * no sources (Reduce's and Gather's other ranks) the output is not this
    * rank's to touch, and may be NULL. */
   ll_check(c, flag, x.recv_from, x.desc, &s_failed);
-  const char *own = c.win[me] + c.ll_off;
+  const char *own = c.arena[me] + c.ll_off;
   for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed && x.recv_from;
        k0 += CHORUS_KERN_MAX_BLOCKS * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {
@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(THREADS)
   const size_t nunits = (x.bytes + sizeof(U) - 1) / sizeof(U); /* lines of a share: L */
   const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
   const size_t my_slot = (parity * n + me) * slot_bytes;
-  const size_t second = chorus_ll_second(nunits, q) * CHORUS_KERN_LINE;
+  const size_t second = chorus_kern_ll_second(nunits, q) * CHORUS_KERN_LINE;
   const char *send = (const char *)x.send;
   char *recv = (char *)x.recv;
   const bool premul = red.kind == CHORUS_RED_PREMULSUM;
@@ -229,7 +229,7 @@ __global__ void __launch_bounds__(THREADS)
     push_lines<T>(c, flag, q, nunits, all & ~(1u << me), from, len, premul, scalar);
   }
   ll_check(c, flag, all & ~(1u << me), x.desc, &s_failed);
-  const char *own = c.win[me] + c.ll_off;
+  const char *own = c.arena[me] + c.ll_off;
   for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {
       A acc[E];
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(THREADS)
       put_unit<U>(recv + (size_t)me * x.bytes, len[me], j, r);
       for (int k = 1; k < n; k++) {
         const int p = me + k < n ? me + k : me + k - n;
-        st_line(c.win[p] + c.ll_off + my_slot + second + j * CHORUS_KERN_LINE,
+        st_line(c.arena[p] + c.ll_off + my_slot + second + j * CHORUS_KERN_LINE,
                 make_uint4(r.x, flag, r.y, flag));
       }
     }
@@ -301,7 +301,7 @@ extern "C" int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern
                                     const chorus_kern_xchg *x, void *stream) {
   if (x->bytes == 0) return 0;
   const size_t lines = (x->bytes + 7) / 8;
-  if (x->twoshot && chorus_ll_second(lines, ll_run(*c)) + lines > c->ll_lines)
+  if (x->twoshot && chorus_kern_ll_second(lines, ll_run(*c)) + lines > c->ll_lines)
     return chorus_dev_fail((int)cudaErrorInvalidValue, "a two-shot share too large for LL slots");
   return launch_exchange<launcher>::run("launching the LL exchange kernel", c, red, x, stream);
 }

@@ -181,18 +181,18 @@ finish_unit(const typename elem<T>::acc (&acc)[sizeof(U) / sizeof(T)], const cho
   return d;
 }
 
-/* The words at fail_off of win that rank src writes. */
+/* The words at fail_off of the arena at `arena` that rank src writes. */
 static __device__ __forceinline__ volatile uint32_t *fail_words(const chorus_kern_comm &c,
-                                                                char *win, int src) {
-  return (volatile uint32_t *)(win + c.fail_off + (size_t)src * 32);
+                                                                char *arena, int src) {
+  return (volatile uint32_t *)(arena + c.fail_off + (size_t)src * 32);
 }
 
 /* Records the first failure of the communicator's kernels (why, the peer
  * concerned and, for a mismatch, the sizes or calls) where the host reads
- * it. A mismatch is also written into every other rank's window: ranks
+ * it. A mismatch is also written into every other rank's arena: ranks
  * waiting for this one (for data it will never send, say) stop at once with
  * it instead of at their deadline. Other failures are not: their peer may
- * be gone, its window with it, and every waiting rank has its own deadline. */
+ * be gone, its arena with it, and every waiting rank has its own deadline. */
 static __device__ void record_failure(const chorus_kern_comm &c, int why, int peer,
                                       uint64_t info0 = 0, uint64_t info1 = 0, uint64_t info2 = 0) {
   if (*(volatile int32_t *)c.status != 0) return;
@@ -205,22 +205,22 @@ static __device__ void record_failure(const chorus_kern_comm &c, int why, int pe
   if (!CHORUS_KERN_FORWARDED(why)) return;
   for (int r = 0; r < c.nranks; r++) {
     if (r == c.rank) continue;
-    volatile uint32_t *w = fail_words(c, c.win[r], c.rank);
+    volatile uint32_t *w = fail_words(c, c.arena[r], c.rank);
     w[1] = (uint32_t)peer;
     ((volatile uint64_t *)w)[1] = info0;
     ((volatile uint64_t *)w)[2] = info1;
   }
   __threadfence_system();
   for (int r = 0; r < c.nranks; r++)
-    if (r != c.rank) fail_words(c, c.win[r], c.rank)[0] = (uint32_t)why;
+    if (r != c.rank) fail_words(c, c.arena[r], c.rank)[0] = (uint32_t)why;
 }
 
-/* Whether another rank wrote a failure into this rank's window (then it is
+/* Whether another rank wrote a failure into this rank's arena (then it is
  * recorded as CHORUS_KERN_PEER_FAILED). */
 static __device__ bool peer_failed(const chorus_kern_comm &c) {
   for (int r = 0; r < c.nranks; r++) {
     if (r == c.rank) continue;
-    volatile uint32_t *w = fail_words(c, c.win[c.rank], r);
+    volatile uint32_t *w = fail_words(c, c.arena[c.rank], r);
     const uint32_t why = w[0];
     if (!why) continue;
     __threadfence();
@@ -235,7 +235,7 @@ static __device__ bool peer_failed(const chorus_kern_comm &c) {
  * deadline, records why and for which peer (first failure wins), marks the
  * CTA failed and returns true; also when another CTA recorded a failure
  * (a mismatch it saw), which ends the communicator anyway, or another rank
- * wrote one into this rank's window. */
+ * wrote one into this rank's arena. */
 static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, int peer,
                                volatile int *failed) {
   int why = 0;
@@ -270,7 +270,7 @@ static __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
   return v;
 }
 
-/* Waits until *p (a counter in this rank's window that a peer advances)
+/* Waits until *p (a counter in this rank's arena that a peer advances)
  * reaches at least v (in wrap-around order). False when it gave up. */
 static __device__ bool wait_at_least(const uint32_t *p, uint32_t v, const chorus_kern_comm &c,
                                      int peer, volatile int *failed) {

@@ -7,7 +7,7 @@
  * chorus_dev_error().
  *
  * Synchronisation lives in the kernels (GPU_NOTES section 4.3): each rank's
- * window holds per-block epoch counters that only the kernels advance, and
+ * arena holds per-block epoch counters that only the kernels advance, and
  * every 16-byte "LL" line carries its 8 bytes of data together with the
  * epoch twice, so a reader that sees the epoch in both halves has the data.
  * No host sequence number is involved, so launches can be captured in CUDA
@@ -39,27 +39,27 @@ enum {
   CHORUS_KERN_CALL_MISMATCH = 5, /* a launch's header names another call (status_info:
                                     theirs, this rank's; chorus_kern_xchg.desc) */
   CHORUS_KERN_PEER_FAILED = 6,   /* another rank's kernel found a mismatch first and wrote it
-                                    into this rank's window (status_peer: that rank;
+                                    into this rank's arena (status_peer: that rank;
                                     status_info: its two infos, then its why << 32 | its peer) */
   CHORUS_KERN_SEND_OFFSET = 7,   /* a zero-copy launch's send buffer sits at another offset of
                                     its window than the peer's (status_info: theirs, this
                                     rank's) */
   CHORUS_KERN_RECV_OFFSET = 8    /* the same for the receive buffer */
 };
-/* The failures a kernel also writes into the other ranks' windows. */
+/* The failures a kernel also writes into the other ranks' arenas. */
 #define CHORUS_KERN_FORWARDED(why)                                                                 \
   ((why) == CHORUS_KERN_MISMATCH || (why) == CHORUS_KERN_CALL_MISMATCH ||                          \
    (why) == CHORUS_KERN_SEND_OFFSET || (why) == CHORUS_KERN_RECV_OFFSET)
 
-/* One rank's view of the communicator's windows. */
+/* One rank's view of the communicator's arenas. */
 typedef struct chorus_kern_comm {
   int rank, nranks;
-  /* Every rank's window, as mapped in this process. Its LL area starts at
+  /* Every rank's arena, as mapped in this process. Its LL area starts at
    * ll_off: slot [parity][src] at ((parity * nranks + src) * ll_lines) *
    * 16; rank src writes slot [.][src] of a peer, only the owner reads it.
    * Its ack words start at ack_off: [block][src] x 4 B, the last epoch of
    * that block that rank src finished. */
-  char *win[CHORUS_KERN_MAX_RANKS];
+  char *arena[CHORUS_KERN_MAX_RANKS];
   uint32_t ll_off, ack_off;
   /* LL call headers from hdr_off: line [parity][src][block], each LL
    * launch's CTA b sending the call's description (chorus_kern_xchg.desc)
@@ -102,17 +102,16 @@ typedef struct chorus_kern_comm {
   int32_t *status;              /* host-mapped: CHORUS_KERN_* of the first failure */
   int32_t *status_peer;         /* host-mapped: the rank waited for at that failure */
   uint64_t *status_info;        /* host-mapped, 3 words: MISMATCH: bytes sent, bytes expected */
-  /* At fail_off of every window: [src] x 32 B, what rank src's kernel
+  /* At fail_off of every arena: [src] x 32 B, what rank src's kernel
    * found when it failed on a mismatch (why, its peer, its two infos; why
    * written last), so the ranks waiting for it stop at once too. */
   uint32_t fail_off;
-  /* Zero-copy launches (chorus_kern_direct): at direct_off of every window
+  /* Zero-copy launches (chorus_kern_zc): at zc_off of every arena
    * a 32-byte line [CTA][src] that CTA b of rank src writes at each of its
    * barriers (the epoch, then the call's description and the buffers'
-   * window offsets); at direct_ep_off the owner's epoch per CTA. */
-  uint32_t direct_off, direct_ep_off;
-  uint32_t pipe_fence; /* the pipelined kernel fences before each release (CHORUS_GPU_PIPE_FENCE) */
-  /* FIFO Send/Recv: a sender copies each chunk into its own window's FIFO
+   * window offsets); at zc_ep_off the owner's epoch per CTA. */
+  uint32_t zc_off, zc_ep_off;
+  /* FIFO Send/Recv: a sender copies each chunk into its own arena's FIFO
    * [channel][destination] and the receiver loads it from there (a pull),
    * instead of the sender storing into the receiver's FIFO [channel]
    * [source] (CHORUS_GPU_P2P_PULL; every rank alike). */
@@ -164,8 +163,8 @@ typedef struct chorus_kern_xchg {
 
 /* Rings and chains: every rank streams to rank + 1 and takes from rank - 1
  * only, channel b of each rank moving the chunks of positions b, b + G, ...
- * of every block. Per chunk position, step s (0 <= s < chorus_ring_steps)
- * handles block chorus_ring_block(s): step 0 pushes the rank's own input
+ * of every block. Per chunk position, step s (0 <= s < chorus_kern_ring_steps)
+ * handles block chorus_kern_ring_block(s): step 0 pushes the rank's own input
  * (scaled for PreMulSum), each later step takes what the previous rank
  * pushed at its step s - 1, for the same block, and every step but the
  * last pushes its result on. ReduceScatter steps 1..n-1 add the rank's own
@@ -173,66 +172,66 @@ typedef struct chorus_kern_xchg {
  * output of a ReduceScatter); AllReduce goes on with n - 1 AllGather steps
  * that copy and pass the completed blocks; an AllGather copies every block
  * it sees. A chain is the same with one block, where each rank runs only
- * the step of its place in the chain (chorus_ring_first): Broadcast from
+ * the step of its place in the chain (chorus_kern_ring_first): Broadcast from
  * the root (step 0) along root + 1, ... (each copies what it takes),
  * Reduce from root + 1 (step 0) to the root (step n - 1, which alone
  * writes the result). Host and device share these. */
 enum {
-  CHORUS_RING_ALLGATHER = 1,
-  CHORUS_RING_REDUCESCATTER,
-  CHORUS_RING_ALLREDUCE,
-  CHORUS_RING_BROADCAST, /* chain */
-  CHORUS_RING_REDUCE     /* chain */
+  CHORUS_KERN_RING_ALLGATHER = 1,
+  CHORUS_KERN_RING_REDUCESCATTER,
+  CHORUS_KERN_RING_ALLREDUCE,
+  CHORUS_KERN_RING_BROADCAST, /* chain */
+  CHORUS_KERN_RING_REDUCE     /* chain */
 };
 #ifdef __CUDACC__
 #define CHORUS_KERN_HD __host__ __device__
 #else
 #define CHORUS_KERN_HD
 #endif
-static inline CHORUS_KERN_HD int chorus_ring_is_chain(int ring) {
-  return ring >= CHORUS_RING_BROADCAST;
+static inline CHORUS_KERN_HD int chorus_kern_ring_is_chain(int ring) {
+  return ring >= CHORUS_KERN_RING_BROADCAST;
 }
 /* Whether it reduces; whether its input, and its output, hold a block per
  * rank (else one block: the rank's own input, or output). */
-static inline CHORUS_KERN_HD int chorus_ring_is_reduction(int ring) {
-  return ring != CHORUS_RING_ALLGATHER && ring != CHORUS_RING_BROADCAST;
+static inline CHORUS_KERN_HD int chorus_kern_ring_is_reduction(int ring) {
+  return ring != CHORUS_KERN_RING_ALLGATHER && ring != CHORUS_KERN_RING_BROADCAST;
 }
-static inline CHORUS_KERN_HD int chorus_ring_in_blocks(int ring) {
-  return ring == CHORUS_RING_REDUCESCATTER || ring == CHORUS_RING_ALLREDUCE;
+static inline CHORUS_KERN_HD int chorus_kern_ring_in_blocks(int ring) {
+  return ring == CHORUS_KERN_RING_REDUCESCATTER || ring == CHORUS_KERN_RING_ALLREDUCE;
 }
-static inline CHORUS_KERN_HD int chorus_ring_out_blocks(int ring) {
-  return ring == CHORUS_RING_ALLGATHER || ring == CHORUS_RING_ALLREDUCE;
+static inline CHORUS_KERN_HD int chorus_kern_ring_out_blocks(int ring) {
+  return ring == CHORUS_KERN_RING_ALLGATHER || ring == CHORUS_KERN_RING_ALLREDUCE;
 }
-static inline CHORUS_KERN_HD int chorus_ring_steps(int ring, int n) {
-  return ring == CHORUS_RING_ALLREDUCE ? 2 * n - 1 : n;
+static inline CHORUS_KERN_HD int chorus_kern_ring_steps(int ring, int n) {
+  return ring == CHORUS_KERN_RING_ALLREDUCE ? 2 * n - 1 : n;
 }
 /* The steps rank me runs for each chunk position: first .. last. */
-static inline CHORUS_KERN_HD int chorus_ring_first(int ring, int me, int n, int root) {
-  if (!chorus_ring_is_chain(ring)) return 0;
-  const int s = (me - root - (ring == CHORUS_RING_REDUCE ? 1 : 0)) % n;
+static inline CHORUS_KERN_HD int chorus_kern_ring_first(int ring, int me, int n, int root) {
+  if (!chorus_kern_ring_is_chain(ring)) return 0;
+  const int s = (me - root - (ring == CHORUS_KERN_RING_REDUCE ? 1 : 0)) % n;
   return s < 0 ? s + n : s;
 }
-static inline CHORUS_KERN_HD int chorus_ring_last(int ring, int me, int n, int root) {
-  return chorus_ring_is_chain(ring) ? chorus_ring_first(ring, me, n, root)
-                                    : chorus_ring_steps(ring, n) - 1;
+static inline CHORUS_KERN_HD int chorus_kern_ring_last(int ring, int me, int n, int root) {
+  return chorus_kern_ring_is_chain(ring) ? chorus_kern_ring_first(ring, me, n, root)
+                                         : chorus_kern_ring_steps(ring, n) - 1;
 }
 /* Which block step s handles (0 for chains, whose buffers are one block). */
-static inline CHORUS_KERN_HD int chorus_ring_block(int ring, int me, int n, int s) {
-  if (chorus_ring_is_chain(ring)) return 0;
-  const int b = (me - s - (ring == CHORUS_RING_ALLGATHER ? 0 : 1)) % n;
+static inline CHORUS_KERN_HD int chorus_kern_ring_block(int ring, int me, int n, int s) {
+  if (chorus_kern_ring_is_chain(ring)) return 0;
+  const int b = (me - s - (ring == CHORUS_KERN_RING_ALLGATHER ? 0 : 1)) % n;
   return b < 0 ? b + n : b;
 }
 /* Whether step s adds the rank's own input, and whether it writes the
  * output. */
-static inline CHORUS_KERN_HD int chorus_ring_reduces(int ring, int n, int s) {
-  return chorus_ring_is_reduction(ring) && s < n;
+static inline CHORUS_KERN_HD int chorus_kern_ring_reduces(int ring, int n, int s) {
+  return chorus_kern_ring_is_reduction(ring) && s < n;
 }
-static inline CHORUS_KERN_HD int chorus_ring_writes(int ring, int n, int s) {
+static inline CHORUS_KERN_HD int chorus_kern_ring_writes(int ring, int n, int s) {
   switch (ring) {
-  case CHORUS_RING_ALLGATHER:
-  case CHORUS_RING_BROADCAST:
+  case CHORUS_KERN_RING_ALLGATHER:
+  case CHORUS_KERN_RING_BROADCAST:
     return 1;
-  case CHORUS_RING_ALLREDUCE:
+  case CHORUS_KERN_RING_ALLREDUCE:
     return s >= n - 1;
   default:
     return s == n - 1;
@@ -242,7 +241,7 @@ static inline CHORUS_KERN_HD int chorus_ring_writes(int ring, int n, int s) {
 /* Where an LL two-shot's second half starts in a slot: past the first
  * `lines` lines, at a line that the same CTA owns as line 0 (exchange.cu:
  * runs of q lines go to the CTAs in turn). */
-static inline CHORUS_KERN_HD size_t chorus_ll_second(size_t lines, size_t q) {
+static inline CHORUS_KERN_HD size_t chorus_kern_ll_second(size_t lines, size_t q) {
   const size_t round = CHORUS_KERN_MAX_BLOCKS * q;
   return (lines + round - 1) / round * round;
 }
@@ -297,7 +296,7 @@ static inline CHORUS_KERN_HD size_t chorus_kern_p2p_part_cap(size_t ll_bytes, ui
 /* Zero-copy collectives: every rank's buffers are reachable from every GPU
  * of the communicator (GPUs of one process, which map each other's memory,
  * or windows registered with NCCL_WIN_COLL_SYMMETRIC), so data moves
- * between the user buffers themselves, through no window. CTA b of each
+ * between the user buffers themselves, through no arena. CTA b of each
  * rank meets CTA b of every other rank at two barriers: at its start (the
  * peers' kernels have begun, so their inputs are ready and their outputs
  * free; the calls and window offsets are compared there) and at its end
@@ -308,8 +307,8 @@ static inline CHORUS_KERN_HD size_t chorus_kern_p2p_part_cap(size_t ll_bytes, ui
  *   ReduceScatter: rank r reduces block r of every rank's input into its
  *     own output.
  * Every block is reduced by one rank, so all ranks end bitwise equal. */
-enum { CHORUS_DIRECT_ALLREDUCE = 1, CHORUS_DIRECT_ALLGATHER, CHORUS_DIRECT_REDUCESCATTER };
-typedef struct chorus_kern_direct {
+enum { CHORUS_KERN_ZC_ALLREDUCE = 1, CHORUS_KERN_ZC_ALLGATHER, CHORUS_KERN_ZC_REDUCESCATTER };
+typedef struct chorus_kern_zc {
   int kind; /* CHORUS_DIRECT_*, 0: none */
   /* Every rank's buffers as this rank's GPU reaches them (only those the
    * kind reads or writes on other ranks need be set; all 16-byte aligned). */
@@ -321,7 +320,7 @@ typedef struct chorus_kern_direct {
   uint64_t desc; /* the call (chorus_gpu_call_desc) */
   uint64_t soff; /* windows: offsets of the send and receive buffers in theirs */
   uint64_t roff; /* (compared at the first barrier; 0 in one process) */
-} chorus_kern_direct;
+} chorus_kern_zc;
 
 /* Latency: LL lines (8 bytes of data per 16-byte line, the epoch in both
  * halves, no flags or barriers); bytes at most ll_lines * 8, ring 0. A
@@ -350,8 +349,8 @@ int chorus_kern_twoshot(const chorus_kern_comm *c, const chorus_kern_red *red,
 int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
 /* Send/Recv: every transfer of p in FIFO chunks, in one launch. */
 int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, void *stream);
-/* A zero-copy collective (chorus_kern_direct), one launch of d->grid CTAs. */
-int chorus_kern_direct_run(const chorus_kern_comm *c, const chorus_kern_red *red,
-                           const chorus_kern_direct *d, void *stream);
+/* A zero-copy collective (chorus_kern_zc), one launch of d->grid CTAs. */
+int chorus_kern_zc_run(const chorus_kern_comm *c, const chorus_kern_red *red,
+                       const chorus_kern_zc *d, void *stream);
 
 #endif

@@ -11,7 +11,7 @@
  * ordered pair of ranks has its own epoch per part, which only the two ends
  * advance (the sender's send epoch for the peer and the receiver's recv
  * epoch for it step together, as sends and receives pair in call order),
- * and a slot pair per part in the receiver's window. The k-th message goes
+ * and a slot pair per part in the receiver's arena. The k-th message goes
  * to slot parity k % 2 as flagged lines: a header with its size, then 8
  * bytes per line. The receiver takes each line once it carries the epoch,
  * checks the size against its own call, and acks the epoch; a sender reuses
@@ -20,10 +20,10 @@
  * of step; these involve only the pair.
  *
  * With CHORUS_GPU_P2P_PULL the FIFOs are the sender's: the pushing half
- * copies into its own window's FIFO [channel][destination] and the taking
- * half loads from the sender's window (as NCCL's P2P read mode on NVLink
+ * copies into its own arena's FIFO [channel][destination] and the taking
+ * half loads from the sender's arena (as NCCL's P2P read mode on NVLink
  * does; an SM pull measured 366 GB/s against 353 pushing between two
- * H200s). The area [channel][peer] of a window then carries collectives'
+ * H200s). The area [channel][peer] of an arena then carries collectives'
  * data from the peer and Send/Recv data to it, never at once: a rank's
  * kernels run one after another, each takes everything pushed to it
  * before it ends, and a peer pushes into that area only after its own
@@ -98,13 +98,13 @@ static __device__ __forceinline__ void copy_chunk(char *to, const char *from, si
 }
 
 /* Slot k of the FIFO that carries channel b's chunks from `sender` to
- * `receiver`: in the receiver's window, [b][sender] (pushed), or with
+ * `receiver`: in the receiver's arena, [b][sender] (pushed), or with
  * p2p_pull in the sender's, [b][receiver] (pulled). */
 static __device__ __forceinline__ char *pair_slot(const chorus_kern_comm &c, int b, int sender,
                                                   int receiver, uint32_t k, size_t chunk,
                                                   uint32_t nslots) {
-  return c.p2p_pull ? slot(c, c.win[sender], b, receiver, k, chunk, nslots)
-                    : slot(c, c.win[receiver], b, sender, k, chunk, nslots);
+  return c.p2p_pull ? slot(c, c.arena[sender], b, receiver, k, chunk, nslots)
+                    : slot(c, c.arena[receiver], b, sender, k, chunk, nslots);
 }
 
 static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p2p &P,
@@ -113,7 +113,7 @@ static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p
   const int t = threadIdx.x, b = blockIdx.x, C = (int)c.channels, n = c.nranks, me = c.rank;
   for (uint32_t s = 0; s < S.max_steps; s++) {
     if (t < n && s < S.steps[t])
-      wait_at_least(done_word(c, c.win[me], b, t), room_needed(sent[t], s, S.nslots[t]), c, t,
+      wait_at_least(done_word(c, c.arena[me], b, t), room_needed(sent[t], s, S.nslots[t]), c, t,
                     failed);
     if (group_any(BAR_PUSH, *failed)) break;
     for (int k = 0; k < n - 1; k++) { /* channels start on different links */
@@ -128,7 +128,7 @@ static __device__ void push_sends(const chorus_kern_comm &c, const chorus_kern_p
     group_sync(BAR_PUSH);
     if (t < n && s < S.steps[t]) {
       if (s == 0) put_call(c, b, t, sent[t], P.send_desc | (uint64_t)P.sbytes[t] << 15);
-      st_release(head_word(c, c.win[t], b, me), sent[t] + s + 1);
+      st_release(head_word(c, c.arena[t], b, me), sent[t] + s + 1);
     }
     if (t == 0) *pushed = s + 1; /* every pushing thread has read step s */
   }
@@ -157,7 +157,7 @@ static __device__ void take_recvs(const chorus_kern_comm &c, const chorus_kern_p
   const int t = threadIdx.x - GROUP, b = blockIdx.x, C = (int)c.channels, n = c.nranks, me = c.rank;
   for (uint32_t s = 0; s < S.max_steps; s++) {
     if (t < n && t != me && s < S.steps[t] &&
-        wait_at_least(head_word(c, c.win[me], b, t), taken[t] + s + 1, c, t, failed) && s == 0)
+        wait_at_least(head_word(c, c.arena[me], b, t), taken[t] + s + 1, c, t, failed) && s == 0)
       check_transfer(c, P, b, t, taken[t], failed);
     if (t == 64 && sends)
       while (*pushed < s + 1 && !*failed) {
@@ -180,7 +180,7 @@ static __device__ void take_recvs(const chorus_kern_comm &c, const chorus_kern_p
     }
     group_sync(BAR_TAKE);
     if (t < n && t != me && s < S.steps[t])
-      st_release(done_word(c, c.win[t], b, me), taken[t] + s + 1);
+      st_release(done_word(c, c.arena[t], b, me), taken[t] + s + 1);
   }
 }
 
@@ -191,7 +191,7 @@ __global__ void __launch_bounds__(THREADS) sendrecv(chorus_kern_comm c, chorus_k
   __shared__ uint32_t s_pushed;
   const int t = threadIdx.x, b = blockIdx.x, n = c.nranks, me = c.rank;
   /* This rank's totals for channel b: sent [dst], then taken [src]. */
-  uint32_t *sent = (uint32_t *)(c.win[me] + c.cnt_off) + (size_t)b * R;
+  uint32_t *sent = (uint32_t *)(c.arena[me] + c.cnt_off) + (size_t)b * R;
   uint32_t *taken = sent + CHORUS_KERN_MAX_CHANNELS * R;
   if (t < R) {
     s_sent[t] = sent[t];
@@ -227,12 +227,12 @@ __global__ void __launch_bounds__(THREADS) sendrecv(chorus_kern_comm c, chorus_k
 
 #define PARTS CHORUS_KERN_P2P_PARTS
 
-/* Slot [src][parity of epoch][part] in the window win: a header line, then
+/* Slot [src][parity of epoch][part] in the arena at `arena`: a header line, then
  * the part's payload lines. */
-static __device__ __forceinline__ char *p2p_slot(const chorus_kern_comm &c, char *win, int src,
+static __device__ __forceinline__ char *p2p_slot(const chorus_kern_comm &c, char *arena, int src,
                                                  uint32_t epoch, uint32_t part) {
   const size_t k = ((size_t)src * 2 + (epoch & 1)) * c.p2p_ll_parts + part;
-  return win + c.p2p_ll_off + k * ((size_t)c.p2p_ll_lines + 1) * CHORUS_KERN_LINE;
+  return arena + c.p2p_ll_off + k * ((size_t)c.p2p_ll_lines + 1) * CHORUS_KERN_LINE;
 }
 
 static __device__ __forceinline__ uint4 flagged(uint2 d, uint32_t flag) {
@@ -253,17 +253,17 @@ static __device__ __forceinline__ bool part_units(const chorus_kern_comm &c, siz
 }
 
 /* Every CTA of the launch reaches this before any goes on. Words at
- * p2p_bar_off of the own window: the barrier's generation (CTA 0 writes
+ * p2p_bar_off of the own arena: the barrier's generation (CTA 0 writes
  * it), then one arrival word per CTA. CTA b > 0 announces generation g + 1
  * in its word and waits for the generation to become g + 1; CTA 0 waits
  * for every arrival, then advances it. Plain loads and stores, no atomics:
- * a staged window is host memory. The launch's CTAs are few (at most
+ * a staged arena is host memory. The launch's CTAs are few (at most
  * PARTS), so they are resident together. */
 static __device__ void grid_sync(const chorus_kern_comm &c, volatile int *failed) {
   __syncthreads();
   const unsigned nb = gridDim.x;
   if (nb > 1) {
-    volatile uint32_t *gen = (volatile uint32_t *)(c.win[c.rank] + c.p2p_bar_off);
+    volatile uint32_t *gen = (volatile uint32_t *)(c.arena[c.rank] + c.p2p_bar_off);
     volatile uint32_t *arrived = gen + 1;
     const uint32_t g = *gen + 1; /* CTA 0 cannot advance it before this CTA arrives */
     const unsigned t = threadIdx.x, b = blockIdx.x;
@@ -303,8 +303,8 @@ __global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, choru
   volatile int *failed = &s_failed;
   const int t = threadIdx.x, n = c.nranks, me = c.rank;
   const uint32_t b = blockIdx.x;
-  uint32_t *send_ep = (uint32_t *)(c.win[me] + c.p2p_ep_off), *recv_ep = send_ep + R * PARTS;
-  const uint32_t *acks = (const uint32_t *)(c.win[me] + c.p2p_ack_off);
+  uint32_t *send_ep = (uint32_t *)(c.arena[me] + c.p2p_ep_off), *recv_ep = send_ep + R * PARTS;
+  const uint32_t *acks = (const uint32_t *)(c.arena[me] + c.p2p_ack_off);
   size_t j0, j1;
   if (t == 0) *failed = 0;
   if (t < R) {
@@ -320,7 +320,7 @@ __global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, choru
     const size_t nbytes = P.sbytes[q];
     if (q == me || !part_units<uint2>(c, nbytes, b, &j0, &j1)) continue;
     const uint32_t e = s_send[q];
-    char *slot = p2p_slot(c, c.win[q], me, e, b) + CHORUS_KERN_LINE;
+    char *slot = p2p_slot(c, c.arena[q], me, e, b) + CHORUS_KERN_LINE;
     const char *from = (const char *)P.send[q];
     if (t == 0)
       st_line(slot - CHORUS_KERN_LINE,
@@ -342,7 +342,7 @@ __global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, choru
     const size_t nbytes = P.rbytes[q];
     if (q == me || !part_units<uint2>(c, nbytes, b, &j0, &j1)) continue;
     const uint32_t e = s_recv[q];
-    const char *slot = p2p_slot(c, c.win[me], q, e, b) + CHORUS_KERN_LINE;
+    const char *slot = p2p_slot(c, c.arena[me], q, e, b) + CHORUS_KERN_LINE;
     if (t == 0) {
       const uint2 h = poll_line(slot - CHORUS_KERN_LINE, e, c, q, failed);
       const uint64_t sent = h.x | (uint64_t)h.y << 32;
@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, choru
   if (*failed || t >= n || t == me) return;
   if (part_units<uint2>(c, P.sbytes[t], b, &j0, &j1)) send_ep[t * PARTS + b] = s_send[t];
   if (part_units<uint2>(c, P.rbytes[t], b, &j0, &j1)) {
-    *(volatile uint32_t *)((uint32_t *)(c.win[t] + c.p2p_ack_off) + me * PARTS + b) = s_recv[t];
+    *(volatile uint32_t *)((uint32_t *)(c.arena[t] + c.p2p_ack_off) + me * PARTS + b) = s_recv[t];
     recv_ep[t * PARTS + b] = s_recv[t];
   }
 }

@@ -5,7 +5,7 @@
  * It runs the same exchanges as the LL kernel (exchange.cu), but streams
  * them: a block is cut into chunks, chunk k goes to
  * channel (CTA) k % G, and each channel moves its chunks through a FIFO
- * per source in the destination's window, cut into nslots chunk-sized
+ * per source in the destination's arena, cut into nslots chunk-sized
  * slots for this launch (pipe_util.cuh):
  *
  *   pushing warps (first half of the CTA), step s of this channel:
@@ -14,8 +14,7 @@
  *     chunk into slot s % nslots of each destination, then announce it
  *     with a release store of s + 1 into the destination's head word for
  *     this rank (cumulative: it covers the group's copies, which the group
- *     barrier ordered before it; CHORUS_GPU_PIPE_FENCE=1 adds a system
- *     fence before it, as this kernel had until 2026-11-25);
+ *     barrier ordered before it, so no system fence is needed);
  *   taking warps (second half), step s:
  *     wait for every source's head to reach s + 1, read the chunk from
  *     each source's slot (this rank's own from its send buffer), copy or
@@ -52,8 +51,8 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
   const char *send = (const char *)x.send;
   for (size_t s = 0; s < nsteps; s++) {
     if (t < n && ((x.send_to >> t) & 1))
-      wait_at_least(done_word(c, c.win[me], b, t), room_needed(sent[t], (uint32_t)s, nslots), c, t,
-                    failed);
+      wait_at_least(done_word(c, c.arena[me], b, t), room_needed(sent[t], (uint32_t)s, nslots), c,
+                    t, failed);
     if (group_any(BAR_PUSH, *failed)) break;
     const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
     for (int k = 0; k < n - 1; k++) { /* channels start on different links */
@@ -61,7 +60,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
       if (!((x.send_to >> p) & 1)) continue;
       const char *from = send + x.soff[p];
       const bool fast = whole(from, x.bytes, j1);
-      char *to = slot(c, c.win[p], b, me, sent[p] + (uint32_t)s, chunk, nslots) - j0 * sizeof(U);
+      char *to = slot(c, c.arena[p], b, me, sent[p] + (uint32_t)s, chunk, nslots) - j0 * sizeof(U);
       for (size_t j = j0 + t; j < j1; j += GROUP * UNROLL) {
         U d[UNROLL];
         load_units<UNROLL>(d, from, x.bytes, j, j1, fast);
@@ -74,8 +73,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
     group_sync(BAR_PUSH);
     if (t < n && ((x.send_to >> t) & 1)) {
       if (s == 0) put_call(c, b, t, sent[t], x.desc);
-      if (c.pipe_fence) __threadfence_system();
-      st_release(head_word(c, c.win[t], b, me), sent[t] + (uint32_t)s + 1);
+      st_release(head_word(c, c.arena[t], b, me), sent[t] + (uint32_t)s + 1);
     }
     if (t == 0) *pushed = (uint32_t)s + 1; /* every pushing thread has read step s */
   }
@@ -103,7 +101,7 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
   if (!x.recv_from) return;
   for (size_t s = 0; s < nsteps; s++) {
     if (t < n && t != me && ((x.recv_from >> t) & 1) &&
-        wait_at_least(head_word(c, c.win[me], b, t), taken[t] + (uint32_t)s + 1, c, t, failed) &&
+        wait_at_least(head_word(c, c.arena[me], b, t), taken[t] + (uint32_t)s + 1, c, t, failed) &&
         s == 0)
       check_call(c, b, t, taken[t], x.desc, failed);
     if (t == 64 && x.send_to) /* in place: own pushes of this step read the input first */
@@ -125,8 +123,8 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
 #pragma unroll
             for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
         } else {
-          const char *from =
-              slot(c, c.win[me], b, src, taken[src] + (uint32_t)s, chunk, nslots) - j0 * sizeof(U);
+          const char *from = slot(c, c.arena[me], b, src, taken[src] + (uint32_t)s, chunk, nslots) -
+                             j0 * sizeof(U);
 #pragma unroll
           for (int u = 0; u < UR; u++)
             if (j + u * GROUP < j1) d[u] = *(const U *)(from + (j + u * GROUP) * sizeof(U));
@@ -154,7 +152,7 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
     }
     group_sync(BAR_TAKE);
     if (t < n && t != me && ((x.recv_from >> t) & 1))
-      st_release(done_word(c, c.win[t], b, me), taken[t] + (uint32_t)s + 1);
+      st_release(done_word(c, c.arena[t], b, me), taken[t] + (uint32_t)s + 1);
   }
 }
 
@@ -167,7 +165,7 @@ __global__ void __launch_bounds__(THREADS)
   __shared__ uint32_t s_pushed;
   const int b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
   /* This rank's totals for channel b: sent [dst], then taken [src]. */
-  uint32_t *sent = (uint32_t *)(c.win[me] + c.cnt_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
+  uint32_t *sent = (uint32_t *)(c.arena[me] + c.cnt_off) + (size_t)b * CHORUS_KERN_MAX_RANKS;
   uint32_t *taken = sent + CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS;
   if (threadIdx.x < CHORUS_KERN_MAX_RANKS) {
     s_sent[threadIdx.x] = sent[threadIdx.x];

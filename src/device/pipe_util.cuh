@@ -2,7 +2,7 @@
  * pipe_util.cuh - what the FIFO kernels share (pipe.cu for collectives,
  * p2p.cu for Send/Recv): the CTA split into a pushing and a taking half
  * with their own named barriers, where the head/done counters and FIFO
- * slots of a channel sit in a window (kernels.h), the chunk size both
+ * slots of a channel sit in an arena (kernels.h), the chunk size both
  * ends of a pair compute from the size alone, and 16-byte unit copies.
  * Included by the .cu files only.
  */
@@ -35,15 +35,15 @@ static __device__ __forceinline__ bool group_any(int id, bool pred, int nt = GRO
   return r != 0;
 }
 
-/* Counters peers write, in the window of `win`: head[b][src], done[b][dst]. */
-static __device__ __forceinline__ uint32_t *head_word(const chorus_kern_comm &c, char *win, int b,
+/* Counters peers write, in the arena at `arena`: head[b][src], done[b][dst]. */
+static __device__ __forceinline__ uint32_t *head_word(const chorus_kern_comm &c, char *arena, int b,
                                                       int src) {
-  return (uint32_t *)(win + c.ctl_off +
+  return (uint32_t *)(arena + c.ctl_off +
                       ((size_t)b * CHORUS_KERN_MAX_RANKS + src) * CHORUS_KERN_CTL_STRIDE);
 }
-static __device__ __forceinline__ uint32_t *done_word(const chorus_kern_comm &c, char *win, int b,
+static __device__ __forceinline__ uint32_t *done_word(const chorus_kern_comm &c, char *arena, int b,
                                                       int dst) {
-  return (uint32_t *)(win + c.ctl_off +
+  return (uint32_t *)(arena + c.ctl_off +
                       ((size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + dst) *
                           CHORUS_KERN_CTL_STRIDE);
 }
@@ -61,14 +61,14 @@ static __device__ __forceinline__ uint32_t *done_word(const chorus_kern_comm &c,
  * checked (no stale or future header is ever compared). */
 static __device__ __forceinline__ void put_call(const chorus_kern_comm &c, int b, int dst,
                                                 uint32_t start, uint64_t desc) {
-  st_line((char *)head_word(c, c.win[dst], b, c.rank) + 16,
+  st_line((char *)head_word(c, c.arena[dst], b, c.rank) + 16,
           make_uint4(start, 0, (uint32_t)desc, (uint32_t)(desc >> 32)));
 }
 /* Whether src's header on channel b is this launch's (started from start)
  * and describes another call than desc (then *theirs holds it). */
 static __device__ __forceinline__ bool other_call(const chorus_kern_comm &c, int b, int src,
                                                   uint32_t start, uint64_t desc, uint64_t *theirs) {
-  const uint4 v = ld_line((const char *)head_word(c, c.win[c.rank], b, src) + 16);
+  const uint4 v = ld_line((const char *)head_word(c, c.arena[c.rank], b, src) + 16);
   *theirs = v.z | (uint64_t)v.w << 32;
   return v.x == start && *theirs != desc;
 }
@@ -84,10 +84,10 @@ static __device__ __forceinline__ void check_call(const chorus_kern_comm &c, int
   }
 }
 
-/* Slot k of the FIFO from src on channel b, in the window of `win`. */
-static __device__ __forceinline__ char *slot(const chorus_kern_comm &c, char *win, int b, int src,
+/* Slot k of the FIFO from src on channel b, in the arena at `arena`. */
+static __device__ __forceinline__ char *slot(const chorus_kern_comm &c, char *arena, int b, int src,
                                              uint32_t k, size_t chunk, uint32_t nslots) {
-  return win + c.pipe_off + ((size_t)b * c.nranks + src) * c.fifo_bytes + (k % nslots) * chunk;
+  return arena + c.pipe_off + ((size_t)b * c.nranks + src) * c.fifo_bytes + (k % nslots) * chunk;
 }
 /* The done count a destination must have reached before step s (of a
  * launch that started at `sent` chunks and cuts its FIFO into nslots)

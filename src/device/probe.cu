@@ -39,7 +39,7 @@ extern "C" int chorus_dev_fail(int cuda_error, const char *what) {
   return fail((cudaError_t)cuda_error, "%s", what);
 }
 
-extern "C" int chorus_device_count(void) {
+extern "C" int chorus_dev_count(void) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
     cudaGetLastError(); /* clear the sticky "no device" error */
@@ -48,8 +48,8 @@ extern "C" int chorus_device_count(void) {
   return n;
 }
 
-extern "C" int chorus_device_current(void) {
-  if (chorus_device_count() == 0) return -1;
+extern "C" int chorus_dev_current(void) {
+  if (chorus_dev_count() == 0) return -1;
   int d = -1;
   if (cudaGetDevice(&d) != cudaSuccess) {
     cudaGetLastError();
@@ -58,7 +58,7 @@ extern "C" int chorus_device_current(void) {
   return d;
 }
 
-extern "C" int chorus_device_built(void) {
+extern "C" int chorus_dev_built(void) {
   return 1;
 }
 

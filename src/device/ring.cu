@@ -51,14 +51,14 @@ __global__ void __launch_bounds__(NT)
   constexpr int UR = !REDUCE || E <= 8 ? UNROLL : UNROLL / 2; /* 16 1-byte accumulators a unit */
   __shared__ int s_failed;
   const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
-  const int next = (me + 1) % n, prev = (me + n - 1) % n, S = chorus_ring_steps(x.ring, n);
-  const int first = chorus_ring_first(x.ring, me, n, x.root),
-            last = chorus_ring_last(x.ring, me, n, x.root);
+  const int next = (me + 1) % n, prev = (me + n - 1) % n, S = chorus_kern_ring_steps(x.ring, n);
+  const int first = chorus_kern_ring_first(x.ring, me, n, x.root),
+            last = chorus_kern_ring_last(x.ring, me, n, x.root);
   /* Chunks this rank sends to next and takes from prev per position. */
   const uint32_t sends = (uint32_t)((last < S - 1 ? last : S - 2) - first + 1),
                  takes = (uint32_t)(last - (first > 0 ? first : 1) + 1);
-  uint32_t *sent = (uint32_t *)(c.win[me] + c.cnt_off) + (size_t)b * CHORUS_KERN_MAX_RANKS + next;
-  uint32_t *taken = (uint32_t *)(c.win[me] + c.cnt_off) +
+  uint32_t *sent = (uint32_t *)(c.arena[me] + c.cnt_off) + (size_t)b * CHORUS_KERN_MAX_RANKS + next;
+  uint32_t *taken = (uint32_t *)(c.arena[me] + c.cnt_off) +
                     (size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + prev;
   const uint32_t sent0 = *sent, taken0 = *taken;
   if (t == 0) s_failed = 0;
@@ -69,32 +69,33 @@ __global__ void __launch_bounds__(NT)
   const A scalar = premul_scalar<T>(red);
   const char *in = (const char *)x.send;
   char *out = (char *)x.recv;
-  const bool in_blocks = chorus_ring_in_blocks(x.ring), out_blocks = chorus_ring_out_blocks(x.ring);
+  const bool in_blocks = chorus_kern_ring_in_blocks(x.ring),
+             out_blocks = chorus_kern_ring_out_blocks(x.ring);
   uint32_t ks = 0, kr = 0; /* chunks sent and taken so far in this launch */
   for (size_t i = 0; i < npos; i++) {
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
     for (int s = first; s <= last; s++) {
       const bool rx = s > 0, tx = s < S - 1;
       if (t == 0 && rx &&
-          wait_at_least(head_word(c, c.win[me], b, prev), taken0 + kr + 1, c, prev, &s_failed) &&
+          wait_at_least(head_word(c, c.arena[me], b, prev), taken0 + kr + 1, c, prev, &s_failed) &&
           kr == 0)
         check_call(c, b, prev, taken0, x.desc, &s_failed);
       if (t == 32 && tx)
-        wait_at_least(done_word(c, c.win[me], b, next), room_needed(sent0, ks, nslots), c, next,
+        wait_at_least(done_word(c, c.arena[me], b, next), room_needed(sent0, ks, nslots), c, next,
                       &s_failed);
       if (__syncthreads_or(s_failed)) goto out;
       {
-        const int blk = chorus_ring_block(x.ring, me, n, s);
-        const bool red_step = REDUCE && chorus_ring_reduces(x.ring, n, s);
-        const bool write = chorus_ring_writes(x.ring, n, s);
+        const int blk = chorus_kern_ring_block(x.ring, me, n, s);
+        const bool red_step = REDUCE && chorus_kern_ring_reduces(x.ring, n, s);
+        const bool write = chorus_kern_ring_writes(x.ring, n, s);
         /* The final result of a reduction: SUMPOSTDIV divides it once. */
         const bool final = red_step && s == n - 1;
         const char *own = in + (in_blocks ? (size_t)blk * x.bytes : 0);
         char *dst = out + (out_blocks ? (size_t)blk * x.bytes : 0);
         const char *from =
-            rx ? slot(c, c.win[me], b, prev, taken0 + kr, chunk, nslots) - j0 * sizeof(U) : NULL;
+            rx ? slot(c, c.arena[me], b, prev, taken0 + kr, chunk, nslots) - j0 * sizeof(U) : NULL;
         char *to =
-            tx ? slot(c, c.win[next], b, me, sent0 + ks, chunk, nslots) - j0 * sizeof(U) : NULL;
+            tx ? slot(c, c.arena[next], b, me, sent0 + ks, chunk, nslots) - j0 * sizeof(U) : NULL;
         const bool own_fast = whole(own, x.bytes, j1), dst_fast = whole(dst, x.bytes, j1);
         for (size_t j = j0 + t; j < j1; j += NT * UR) {
           U d[UR];
@@ -129,10 +130,10 @@ __global__ void __launch_bounds__(NT)
         }
       }
       __syncthreads();
-      if (t == 0 && rx) st_release(done_word(c, c.win[prev], b, me), taken0 + kr + 1);
+      if (t == 0 && rx) st_release(done_word(c, c.arena[prev], b, me), taken0 + kr + 1);
       if (t == 32 && tx) {
         if (ks == 0) put_call(c, b, next, sent0, x.desc);
-        st_release(head_word(c, c.win[next], b, me), sent0 + ks + 1);
+        st_release(head_word(c, c.arena[next], b, me), sent0 + ks + 1);
       }
       ks += tx;
       kr += rx;

@@ -58,7 +58,7 @@ struct lanes {
 };
 
 static __device__ __forceinline__ uint32_t *sent_total(const chorus_kern_comm &c, int ch) {
-  return (uint32_t *)(c.win[c.rank] + c.cnt_off) + (size_t)ch * CHORUS_KERN_MAX_RANKS;
+  return (uint32_t *)(c.arena[c.rank] + c.cnt_off) + (size_t)ch * CHORUS_KERN_MAX_RANKS;
 }
 static __device__ __forceinline__ uint32_t *taken_total(const chorus_kern_comm &c, int ch) {
   return sent_total(c, CHORUS_KERN_MAX_CHANNELS + ch);
@@ -83,8 +83,8 @@ static __device__ void push(const chorus_kern_comm &c, const chorus_kern_red &re
   const typename elem<T>::acc scalar = premul_scalar<T>(red);
   for (size_t i = 0; i < npos; i++) {
     if (t < n && t != me)
-      wait_at_least(done_word(c, c.win[me], l.rs, t), room_needed(sent[t], (uint32_t)i, nslots), c,
-                    t, failed);
+      wait_at_least(done_word(c, c.arena[me], l.rs, t), room_needed(sent[t], (uint32_t)i, nslots),
+                    c, t, failed);
     if (group_any(BAR_P, *failed, NP)) break;
     const size_t j0 = (b + i * G) * cu;
     for (int k = 0; k < n - 1; k++) { /* channels start on different links */
@@ -92,7 +92,8 @@ static __device__ void push(const chorus_kern_comm &c, const chorus_kern_red &re
       const size_t len = block_len(x, p), nu = units_of(len), j1 = j0 + cu < nu ? j0 + cu : nu;
       const char *from = (const char *)x.send + (size_t)p * x.bytes;
       const bool fast = whole(from, len, j1);
-      char *to = slot(c, c.win[p], l.rs, me, sent[p] + (uint32_t)i, chunk, nslots) - j0 * sizeof(U);
+      char *to =
+          slot(c, c.arena[p], l.rs, me, sent[p] + (uint32_t)i, chunk, nslots) - j0 * sizeof(U);
       for (size_t j = j0 + t; j < j1; j += NP * UNROLL) {
         U d[UNROLL];
         load_units<UNROLL, NP>(d, from, len, j, j1, fast);
@@ -105,7 +106,7 @@ static __device__ void push(const chorus_kern_comm &c, const chorus_kern_red &re
     group_sync(BAR_P, NP);
     if (t < n && t != me) {
       if (i == 0) put_call(c, l.rs, t, sent[t], x.desc);
-      st_release(head_word(c, c.win[t], l.rs, me), sent[t] + (uint32_t)i + 1);
+      st_release(head_word(c, c.arena[t], l.rs, me), sent[t] + (uint32_t)i + 1);
     }
   }
 }
@@ -127,12 +128,12 @@ static __device__ void reduce(const chorus_kern_comm &c, const chorus_kern_red &
   char *out = (char *)x.recv + (size_t)me * x.bytes;
   for (size_t i = 0; i < npos; i++) {
     if (t < n && t != me &&
-        wait_at_least(head_word(c, c.win[me], l.rs, t), taken_rs[t] + (uint32_t)i + 1, c, t,
+        wait_at_least(head_word(c, c.arena[me], l.rs, t), taken_rs[t] + (uint32_t)i + 1, c, t,
                       failed) &&
         i == 0)
       check_call(c, l.rs, t, taken_rs[t], x.desc, failed);
     if (t >= 32 && t < 32 + n && t - 32 != me)
-      wait_at_least(done_word(c, c.win[me], l.ag, t - 32),
+      wait_at_least(done_word(c, c.arena[me], l.ag, t - 32),
                     room_needed(sent_ag[t - 32], (uint32_t)i, nslots), c, t - 32, failed);
     if (group_any(BAR_R, *failed, NR)) break;
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nu ? j0 + cu : nu;
@@ -148,7 +149,7 @@ static __device__ void reduce(const chorus_kern_comm &c, const chorus_kern_red &
             for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
         } else {
           const char *from =
-              slot(c, c.win[me], l.rs, src, taken_rs[src] + (uint32_t)i, chunk, nslots) -
+              slot(c, c.arena[me], l.rs, src, taken_rs[src] + (uint32_t)i, chunk, nslots) -
               j0 * sizeof(U);
 #pragma unroll
           for (int u = 0; u < UR; u++)
@@ -165,17 +166,17 @@ static __device__ void reduce(const chorus_kern_comm &c, const chorus_kern_red &
         store_unit(out, len, j + u * NR, r, out_fast);
         for (int k = 0; k < n - 1; k++) {
           const int p = (me + 1 + (k + b) % (n - 1)) % n;
-          char *to =
-              slot(c, c.win[p], l.ag, me, sent_ag[p] + (uint32_t)i, chunk, nslots) - j0 * sizeof(U);
+          char *to = slot(c, c.arena[p], l.ag, me, sent_ag[p] + (uint32_t)i, chunk, nslots) -
+                     j0 * sizeof(U);
           *(U *)(to + (j + u * NR) * sizeof(U)) = r;
         }
       }
     }
     group_sync(BAR_R, NR);
     if (t < n && t != me)
-      st_release(done_word(c, c.win[t], l.rs, me), taken_rs[t] + (uint32_t)i + 1);
+      st_release(done_word(c, c.arena[t], l.rs, me), taken_rs[t] + (uint32_t)i + 1);
     if (t >= 32 && t < 32 + n && t - 32 != me)
-      st_release(head_word(c, c.win[t - 32], l.ag, me), sent_ag[t - 32] + (uint32_t)i + 1);
+      st_release(head_word(c, c.arena[t - 32], l.ag, me), sent_ag[t - 32] + (uint32_t)i + 1);
   }
 }
 
@@ -186,7 +187,7 @@ static __device__ void gather(const chorus_kern_comm &c, const chorus_kern_xchg 
   const size_t cu = chunk / sizeof(U);
   for (size_t i = 0; i < npos; i++) {
     if (t < n && t != me)
-      wait_at_least(head_word(c, c.win[me], l.ag, t), taken[t] + (uint32_t)i + 1, c, t, failed);
+      wait_at_least(head_word(c, c.arena[me], l.ag, t), taken[t] + (uint32_t)i + 1, c, t, failed);
     if (group_any(BAR_G, *failed, NG)) break;
     const size_t j0 = (b + i * G) * cu;
     for (int k = 0; k < n - 1; k++) {
@@ -195,7 +196,7 @@ static __device__ void gather(const chorus_kern_comm &c, const chorus_kern_xchg 
       char *to = (char *)x.recv + (size_t)src * x.bytes;
       const bool fast = whole(to, len, j1);
       const char *from =
-          slot(c, c.win[me], l.ag, src, taken[src] + (uint32_t)i, chunk, nslots) - j0 * sizeof(U);
+          slot(c, c.arena[me], l.ag, src, taken[src] + (uint32_t)i, chunk, nslots) - j0 * sizeof(U);
       for (size_t j = j0 + t; j < j1; j += NG * UNROLL) {
         U d[UNROLL];
 #pragma unroll
@@ -207,7 +208,8 @@ static __device__ void gather(const chorus_kern_comm &c, const chorus_kern_xchg 
       }
     }
     group_sync(BAR_G, NG);
-    if (t < n && t != me) st_release(done_word(c, c.win[t], l.ag, me), taken[t] + (uint32_t)i + 1);
+    if (t < n && t != me)
+      st_release(done_word(c, c.arena[t], l.ag, me), taken[t] + (uint32_t)i + 1);
   }
 }
 

@@ -33,7 +33,7 @@ struct vmm {
   decltype(&cuMemMap) map;
   decltype(&cuMemUnmap) unmap;
   decltype(&cuMemSetAccess) set_access;
-  /* Sharing (windows handed to other processes), found separately: a
+  /* Sharing (arenas and windows handed to other processes), found separately: a
    * driver without them still serves ncclMemAlloc. */
   decltype(&cuMemRetainAllocationHandle) retain;
   decltype(&cuMemExportToShareableHandle) export_handle;

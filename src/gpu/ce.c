@@ -21,7 +21,7 @@
 
 ncclResult_t chorus_gpu_ce_exec(const chorus_gpu_ce_step *steps, size_t nsteps,
                                 void *const *streams, const int *devices, const char *what) {
-  const int saved = chorus_device_current();
+  const int saved = chorus_dev_current();
   size_t k = 0;
   for (; k < nsteps; k++) {
     const chorus_gpu_ce_step *s = &steps[k];
@@ -68,7 +68,7 @@ static int streams_of(chorus_op **ops, size_t n, void ***streams, int **devices)
 /* Makes g's side stream, once. */
 static ncclResult_t side_stream(chorus_gpu *g) {
   if (g->side_stream) return ncclSuccess;
-  const int saved = chorus_device_current();
+  const int saved = chorus_dev_current();
   int rc = chorus_dev_use(chorus_gpu_device(g));
   if (rc == 0) rc = chorus_dev_stream_new(&g->side_stream);
   if (saved >= 0) chorus_dev_use(saved);

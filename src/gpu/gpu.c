@@ -13,7 +13,7 @@
 #include "gpu/launchers.h"
 #include "gpu/layout.h"
 #include "gpu/settings.h"
-#include "gpu/window.h"
+#include "gpu/arena.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -73,8 +73,8 @@ static void kernel_comm(chorus_gpu *g, const chorus_gpu_settings *st,
   kc->fail_off = (uint32_t)a->failures;
   kc->p2p_pull = st->p2p_pull;
   kc->p2p_slots = st->p2p_slots;
-  kc->direct_off = (uint32_t)a->zc_lines;
-  kc->direct_ep_off = (uint32_t)a->zc_epochs;
+  kc->zc_off = (uint32_t)a->zc_lines;
+  kc->zc_ep_off = (uint32_t)a->zc_epochs;
   kc->pipe_off = a->fifos;
   const int64_t tmo = chorus_param_int(CHORUS_P_OP_TIMEOUT); /* off: 0, none */
   kc->timeout_ns = tmo > 0 ? (uint64_t)tmo * 1000000000ull : 0;
@@ -124,7 +124,7 @@ static ncclResult_t agree(chorus_bootstrap *bs, int rank, int nranks) {
 /* The peers in other processes, watched (util/watch.h): when one exits,
  * its bit rises in the peer-gone word and the kernels waiting for it stop
  * at once instead of at their deadline. */
-static ncclResult_t watch_peers(chorus_gpu *g, const chorus_gpu_win_rec *rec, int nranks) {
+static ncclResult_t watch_peers(chorus_gpu *g, const chorus_gpu_arena_rec *rec, int nranks) {
   int32_t pids[CHORUS_KERN_MAX_RANKS];
   int ranks[CHORUS_KERN_MAX_RANKS], n = 0;
   const int32_t me = (int32_t)getpid();
@@ -144,7 +144,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   CHECK(check_shape(topo, nranks));
   if (chorus_dev_use(device) != 0) return chorus_gpu_cuda_error("selecting the communicator's GPU");
   chorus_gpu *g = chorus_calloc(1, sizeof *g);
-  chorus_gpu_win_rec *rec = chorus_calloc((size_t)nranks, sizeof *rec);
+  chorus_gpu_arena_rec *rec = chorus_calloc((size_t)nranks, sizeof *rec);
   ncclResult_t res = ncclSuccess;
   if (!g || !rec) {
     res = chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
@@ -154,7 +154,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->nranks = nranks;
   g->device = device;
   CHECK_GOTO(agree(bs, rank, nranks), res, fail);
-  CHECK_GOTO(chorus_gpu_wins_need_staging(bs, rank, nranks, device, &g->staged), res, fail);
+  CHECK_GOTO(chorus_gpu_arenas_need_staging(bs, rank, nranks, device, &g->staged), res, fail);
   chorus_gpu_settings st;
   chorus_gpu_settings_read(&st, nranks, g->staged);
   chorus_gpu_arena_layout lay;
@@ -163,20 +163,18 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->ll_bytes = st.ll_bytes;
   g->p2p_ll_bytes = st.p2p_ll_bytes;
   g->ce_chunk = st.ce_chunk;
-  g->direct.channels = st.zc_channels;
-  g->direct.cta_bytes = st.zc_cta_bytes;
   chorus_gpu_p2p_descs(&g->p2p_send_desc, &g->p2p_recv_desc);
 
   /* The arenas: made, described to every rank, mapped, checked. */
-  chorus_gpu_win_rec *me = &rec[rank];
-  CHECK_GOTO(
-      chorus_gpu_wins_create(&g->wins, rank, nranks, device, lay.bytes, g->staged, st.cumem, me),
-      res, fail);
+  chorus_gpu_arena_rec *me = &rec[rank];
+  CHECK_GOTO(chorus_gpu_arenas_create(&g->arenas, rank, nranks, device, lay.bytes, g->staged,
+                                      st.cumem, me),
+             res, fail);
   if (chorus_dev_host_alloc(CTL_BYTES, &g->ctl_host, &g->ctl_dev) != 0) {
     res = chorus_gpu_cuda_error("allocating host-mapped control words");
     goto fail;
   }
-  g->kc.epochs = (uint32_t *)((char *)g->wins.own + lay.epochs);
+  g->kc.epochs = (uint32_t *)((char *)g->arenas.own + lay.epochs);
   g->kc.abort = (volatile int32_t *)g->ctl_dev;
   g->kc.status = (int32_t *)g->ctl_dev + 1;
   g->kc.status_peer = (int32_t *)g->ctl_dev + 2;
@@ -191,9 +189,9 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
                          p < rank ? p : rank, p < rank ? rank : p, me->bus_id);
       goto fail;
     }
-  CHECK_GOTO(chorus_gpu_wins_map(&g->wins, rec, topo, lay.test), res, fail);
+  CHECK_GOTO(chorus_gpu_arenas_map(&g->arenas, rec, topo, lay.test), res, fail);
   for (int p = 0; p < nranks; p++) {
-    g->kc.win[p] = g->wins.base[p];
+    g->kc.arena[p] = g->arenas.base[p];
     g->devices[p] = rec[p].device;
   }
   /* Who shares a process with whom (zero-copy needs all or none), and a
@@ -208,14 +206,14 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
     }
   g->key = (uint64_t)(uint32_t)rec[0].pid << 32 ^ rec[0].addr;
   CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
-  chorus_gpu_wins_settled(&g->wins); /* every peer has mapped every arena */
+  chorus_gpu_arenas_settled(&g->arenas); /* every peer has mapped every arena */
   CHECK_GOTO(watch_peers(g, rec, nranks), res, fail);
   plan_shape(g, &st, plan);
   INFO(CHORUS_INIT,
        "rank %d GPU %d (%s): arena %zu bytes of %s, LL %zu bytes per peer, %u channels x %u FIFO "
        "bytes per peer, exchange steps of %u bytes",
-       rank, device, me->bus_id, g->wins.own_bytes, chorus_gpu_wins_kind(&g->wins), g->ll_bytes,
-       g->kc.channels, g->kc.fifo_bytes, g->kc.chunk_bytes);
+       rank, device, me->bus_id, g->arenas.own_bytes, chorus_gpu_arenas_kind(&g->arenas),
+       g->ll_bytes, g->kc.channels, g->kc.fifo_bytes, g->kc.chunk_bytes);
   log_layout(g, &lay);
   chorus_free(rec);
   chorus_launchers_hold();
@@ -235,7 +233,7 @@ void chorus_gpu_free(chorus_gpu *g) {
   if (g->holds_launchers) chorus_launchers_release();
   chorus_dev_use(g->device);
   chorus_dev_stream_free(g->side_stream);
-  chorus_gpu_wins_free(&g->wins);
+  chorus_gpu_arenas_free(&g->arenas);
   chorus_dev_host_free(g->ctl_host);
   chorus_free(g);
 }
@@ -420,30 +418,30 @@ static void kern_red_of(const chorus_op *op, chorus_kern_red *red) {
 }
 
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task *t,
-                                const chorus_kern_direct *zc) {
+                                const chorus_kern_zc *zc) {
   g->coll_seq++; /* before anything can fail: every rank counts every call */
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
   chorus_kern_red red;
   kern_red_of(op, &red);
   if (t->algo == CHORUS_ALGO_ZEROCOPY) {
-    chorus_kern_direct d;
+    chorus_kern_zc d;
     if (zc)
       d = *zc;
-    else if (!chorus_gpu_direct_from_windows(g, op, t, &d))
+    else if (!chorus_gpu_zc_from_windows(g, op, t, &d))
       return chorus_error(ncclInternalError,
                           "rank %d: nccl%s was planned zero-copy but its buffers are not in "
                           "symmetric windows",
                           g->rank, chorus_func_name(op->func));
-    if (!g->direct_told) { /* once per communicator: that it happens, and how */
-      g->direct_told = 1;
+    if (!g->zc_told) { /* once per communicator: that it happens, and how */
+      g->zc_told = 1;
       INFO(CHORUS_COLL | CHORUS_TUNING,
            "rank %d: nccl%s of %zu bytes runs zero-copy (%s), %u CTAs; later calls too where "
            "the rules say so (NCCL_ALGO=^zerocopy: never)",
            g->rank, chorus_func_name(op->func), d.bytes,
            zc ? "all ranks' buffers in one process" : "symmetric windows", d.grid);
     }
-    if (chorus_kern_direct_run(&g->kc, &red, &d, op->cuda_stream) != 0) {
+    if (chorus_kern_zc_run(&g->kc, &red, &d, op->cuda_stream) != 0) {
       char what[80];
       snprintf(what, sizeof what, "nccl%s (zero-copy)", chorus_func_name(op->func));
       return chorus_gpu_cuda_error(what);

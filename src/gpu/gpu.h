@@ -1,13 +1,14 @@
 /*
  * gpu.h - the device side of a communicator whose ranks are GPUs.
  *
- * Each rank owns one window of device memory: counters, the LL slots and
- * the pipeline FIFOs that peers push into (layout in gpu.c). At init the
- * ranks exchange their windows (raw pointers with peer access inside one
- * process, CUDA IPC handles across processes), verify each mapping with a
- * test write, and from then on a collective is one kernel launch per
- * exchange on the caller's stream (device/kernels.h); the host never waits
- * for it.
+ * Each rank owns one arena of device memory: counters, the LL slots and
+ * the FIFOs that peers push into (layout.h). At init the ranks exchange
+ * their arenas (arena.h: raw pointers with peer access inside one process,
+ * cuMem descriptors or CUDA IPC handles across processes), verify each
+ * mapping with a test write, and from then on the planner's tasks
+ * (plan/plan.h) run as kernels, or copies, on the callers' streams
+ * (device/kernels.h); the host never waits for them. "Window" means a
+ * user's registered window (ncclCommWindowRegister, regwin.h) only.
  */
 #ifndef CHORUS_GPU_GPU_H
 #define CHORUS_GPU_GPU_H
@@ -26,7 +27,7 @@ typedef struct chorus_gpu chorus_gpu;
  * as the planner sees it). */
 ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
                               int rank, int nranks, int device, chorus_plan_comm *plan);
-/* Frees the window and unmaps the peers' (after the device went idle). */
+/* Frees the arena and unmaps the peers' (after the device went idle). */
 void chorus_gpu_free(chorus_gpu *g);
 /* Stops every kernel of this communicator that is waiting (any thread). */
 void chorus_gpu_abort(chorus_gpu *g);
@@ -77,11 +78,10 @@ void chorus_gpu_agree_read(chorus_gpu_agree *a);
  * ranks in err (pure). */
 int chorus_gpu_agree_check(const chorus_gpu_agree *all, int nranks, char *err, size_t errlen);
 
-/* Zero-copy collectives (direct.c, device/kernels.h chorus_kern_direct):
+/* Zero-copy collectives (direct.c, device/kernels.h chorus_kern_zc):
  * the kernel's arguments for op as task t chose it, but the buffers (the
  * kind, sizes, CTAs, call description), 0 when op's function has none. */
-int chorus_gpu_direct_shape(const chorus_op *op, const chorus_task *t, int nranks,
-                            chorus_kern_direct *d);
+int chorus_gpu_zc_shape(const chorus_op *op, const chorus_task *t, int nranks, chorus_kern_zc *d);
 
 /* Windows (ncclCommWindowRegister) on GPU communicators. Collective where
  * every rank has its own process: [buff, buff + size), inside the
@@ -110,7 +110,7 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n);
  * task t says; zero-copy with the buffers in *zc (NULL: through symmetric
  * windows). */
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task *t,
-                                const chorus_kern_direct *zc);
+                                const chorus_kern_zc *zc);
 
 /* Counts collective op as enqueued on g where something else queues it
  * (the copy engine, ce.h); the error a kernel reported, if any. */

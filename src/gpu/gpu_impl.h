@@ -1,23 +1,17 @@
 /*
  * gpu_impl.h - the GPU communicator object, shared by the gpu/ files that
- * need its insides (gpu.c, direct.c). Everything else goes through gpu.h.
+ * need its insides. Everything else goes through gpu.h.
  */
 #ifndef CHORUS_GPU_GPU_IMPL_H
 #define CHORUS_GPU_GPU_IMPL_H
 
 #include "gpu/gpu.h"
-#include "gpu/window.h"
+#include "gpu/arena.h"
 #include "util/watch.h"
-
-/* Zero-copy settings (CHORUS_GPU_ZEROCOPY_*). */
-typedef struct chorus_gpu_direct_cfg {
-  uint32_t channels; /* most CTAs */
-  size_t cta_bytes;  /* least of a rank's block per CTA */
-} chorus_gpu_direct_cfg;
 
 struct chorus_gpu {
   int rank, nranks, device;
-  chorus_gpu_wins wins;     /* every rank's window, as this GPU reaches it */
+  chorus_gpu_arenas arenas; /* every rank's arena, as this GPU reaches it */
   void *ctl_host, *ctl_dev; /* abort, status, status peer (host-mapped) */
   chorus_kern_comm kc;
   size_t ll_bytes;                       /* payload per slot */
@@ -28,27 +22,33 @@ struct chorus_gpu {
   int holds_launchers;                   /* chorus_launchers_hold was called for it */
   uint64_t p2p_send_desc, p2p_recv_desc; /* chorus_gpu_p2p_descs, for every FIFO round */
   int staged;                            /* windows in pinned host memory */
-  /* Zero-copy (direct.c): every rank in this process, or each in its own;
+  /* Zero-copy (zerocopy.c): every rank in this process, or each in its own;
    * the communicator's name among this process's (equal on all its ranks);
    * the settings; the windows registered on it. */
   int all_local, all_remote;
   uint64_t key;
-  chorus_gpu_direct_cfg direct;
-  int direct_told;       /* the first zero-copy call was logged */
+  int zc_told;           /* the first zero-copy call was logged */
   int ce_told;           /* the first Send on the copy engine was logged (ce.c) */
   unsigned ce_coll_told; /* bit per function: its first call on the copy engine was logged */
   void *side_stream;     /* a second stream of its GPU for the copy engine (ce.c; at first use) */
   size_t ce_chunk;       /* bytes per copy of a copy-engine Broadcast chain on 3+ GPUs */
   uint64_t coll_seq;     /* collectives enqueued so far (equal on every rank) */
+  /* The last task of a call made alone, per function, when the planner
+   * asked no fact for it (group.c): calls repeat their shapes, and this
+   * spares the rule walk. */
+  struct {
+    uint64_t key; /* 0: none */
+    chorus_task task;
+  } memo[CHORUS_FUNC_COUNT];
   struct chorus_gpu_window *windows;
 };
 
-/* Frees every window still registered on g (direct.c). */
+/* Frees every window still registered on g (regwin.c). */
 void chorus_gpu_windows_free(chorus_gpu *g);
 /* Fills *d for op (task t) from the symmetric windows holding its
  * buffers; 0 (d cleared) when they are not in such windows. */
-int chorus_gpu_direct_from_windows(const chorus_gpu *g, const chorus_op *op, const chorus_task *t,
-                                   chorus_kern_direct *d);
+int chorus_gpu_zc_from_windows(const chorus_gpu *g, const chorus_op *op, const chorus_task *t,
+                               chorus_kern_zc *d);
 /* Whether op's buffers lie in symmetric windows every rank mapped, at
  * offsets every rank's window has room for (the planner's fact). */
 int chorus_gpu_in_windows(const chorus_gpu *g, const chorus_op *op);

@@ -91,8 +91,8 @@ typedef struct share {
   const chorus_task *tasks;
   size_t n;
   int device;
-  const chorus_kern_direct *zc; /* per call: zero-copy buffers through the group (kind 0: none) */
-  int ce;                       /* the share holds copy-engine work (then: every op) */
+  const chorus_kern_zc *zc; /* per call: zero-copy buffers through the group (kind 0: none) */
+  int ce;                   /* the share holds copy-engine work (then: every op) */
 } share;
 
 static int in_share(const share *s, const chorus_op *op) {
@@ -167,13 +167,13 @@ static ncclResult_t run_share(void *arg) {
 
 /* The buffers of every zero-copy call through the group: its partners'. */
 static void zerocopy_buffers(chorus_op **ops, const chorus_task *tasks, size_t n,
-                             chorus_kern_direct *zc) {
+                             chorus_kern_zc *zc) {
   for (size_t i = 0; i < n; i++) {
-    chorus_kern_direct *d = &zc[i];
+    chorus_kern_zc *d = &zc[i];
     memset(d, 0, sizeof *d);
     if (tasks[i].algo != CHORUS_ALGO_ZEROCOPY || tasks[i].peer_call[0] < 0) continue;
     const chorus_gpu *g = ops[i]->cc->gpu;
-    chorus_gpu_direct_shape(ops[i], &tasks[i], g->nranks, d);
+    chorus_gpu_zc_shape(ops[i], &tasks[i], g->nranks, d);
     for (int p = 0; p < g->nranks; p++) {
       const chorus_op *o = ops[tasks[i].peer_call[p]];
       d->send[p] = o->sendbuff;
@@ -182,12 +182,39 @@ static void zerocopy_buffers(chorus_op **ops, const chorus_task *tasks, size_t n
   }
 }
 
+/* What the planner's choice for a call alone depends on, besides the
+ * communicator's settings: its size and shape, and what its buffers are
+ * (alignment, in place, PreMulSum). Never 0. */
+static uint64_t memo_key(const chorus_plan_call *c) {
+  uint64_t k = (uint64_t)c->count * 131 + c->esize;
+  k = k * 16 + ((uintptr_t)c->send & 15 ? 1 : 0) + ((uintptr_t)c->recv & 15 ? 2 : 0) +
+      (c->send == c->recv ? 4 : 0) + (c->facts & CHORUS_FACT_PREMULSUM ? 8 : 0);
+  return k | 1ull << 63;
+}
+
+/* Plans one call, from the memo where it holds. */
+static int plan_one(chorus_plan_call *c, const chorus_plan_probe *probe, chorus_task *t, char *err,
+                    size_t errlen) {
+  chorus_gpu *g = ((chorus_op *)c->user)->cc->gpu;
+  const uint64_t key = memo_key(c);
+  if (g->memo[c->func].key == key) {
+    *t = g->memo[c->func].task;
+    return 0;
+  }
+  if (chorus_plan_group(c, 1, probe, t, err, errlen) != 0) return -1;
+  /* Facts can change between calls (windows come and go): only a choice
+   * that asked none is kept. */
+  g->memo[c->func].key = c->known == CHORUS_FACT_PREMULSUM ? key : 0;
+  g->memo[c->func].task = *t;
+  return 0;
+}
+
 #define STACK_OPS 8
 
 ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
   chorus_plan_call stackc[STACK_OPS], *calls = stackc;
   chorus_task stackt[STACK_OPS], *tasks = stackt;
-  chorus_kern_direct *zc = NULL;
+  chorus_kern_zc *zc = NULL;
   ncclResult_t res = ncclSuccess;
   if (n > STACK_OPS) {
     calls = chorus_malloc(n * sizeof *calls);
@@ -200,7 +227,8 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
   describe(ops, n, calls);
   const chorus_plan_probe probe = {probe_facts, NULL};
   char err[320];
-  if (chorus_plan_group(calls, n, &probe, tasks, err, sizeof err) != 0) {
+  if (n == 1 ? plan_one(calls, &probe, tasks, err, sizeof err) != 0
+             : chorus_plan_group(calls, n, &probe, tasks, err, sizeof err) != 0) {
     res = chorus_error(ncclInvalidUsage, "rank %d: %s", chorus_gpu_rank(ops[0]->cc->gpu), err);
     goto out;
   }

@@ -15,7 +15,7 @@ static int plan_ring(int kind, const void *send, void *recv, size_t sb, chorus_k
   x->recv = recv;
   x->bytes = sb;
   x->ring = kind;
-  x->reduce = chorus_ring_is_reduction(kind);
+  x->reduce = chorus_kern_ring_is_reduction(kind);
   return 1;
 }
 
@@ -126,7 +126,7 @@ static int plan_twoshot(int n, const chorus_op *op, chorus_kern_xchg *x) {
  * go one-shot. */
 static int plan_ring_allreduce(int me, int n, const chorus_op *op, chorus_kern_xchg *out) {
   const size_t share = op->count / (size_t)n, main = share * (size_t)n;
-  int k = plan_ring(CHORUS_RING_ALLREDUCE, op->sendbuff, op->recvbuff, share * op->esize, out);
+  int k = plan_ring(CHORUS_KERN_RING_ALLREDUCE, op->sendbuff, op->recvbuff, share * op->esize, out);
   return k + allreduce_tail(me, n, op, main, &out[k]);
 }
 
@@ -138,7 +138,7 @@ size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines) {
   size_t lo = 0, hi = ll_lines;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo + 1) / 2;
-    if (chorus_ll_second(mid, cta_lines) + mid <= ll_lines)
+    if (chorus_kern_ll_second(mid, cta_lines) + mid <= ll_lines)
       lo = mid;
     else
       hi = mid - 1;
@@ -194,7 +194,8 @@ int chorus_gpu_lower(int rank, int nranks, const chorus_op *op, const chorus_tas
     if (f == CHORUS_FUNC_ALLREDUCE)
       k = plan_ring_allreduce(rank, nranks, op, out);
     else if (f == CHORUS_FUNC_ALLGATHER || f == CHORUS_FUNC_REDUCESCATTER)
-      plan_ring(f == CHORUS_FUNC_ALLGATHER ? CHORUS_RING_ALLGATHER : CHORUS_RING_REDUCESCATTER,
+      plan_ring(f == CHORUS_FUNC_ALLGATHER ? CHORUS_KERN_RING_ALLGATHER
+                                           : CHORUS_KERN_RING_REDUCESCATTER,
                 op->sendbuff, op->recvbuff, bytes, out);
     else
       return 0;
@@ -205,8 +206,8 @@ int chorus_gpu_lower(int rank, int nranks, const chorus_op *op, const chorus_tas
      * carries the buffer once instead of the root's links carrying it
      * n - 1 times. */
     if (f != CHORUS_FUNC_BROADCAST && f != CHORUS_FUNC_REDUCE) return 0;
-    plan_ring(f == CHORUS_FUNC_REDUCE ? CHORUS_RING_REDUCE : CHORUS_RING_BROADCAST, op->sendbuff,
-              op->recvbuff, bytes, out);
+    plan_ring(f == CHORUS_FUNC_REDUCE ? CHORUS_KERN_RING_REDUCE : CHORUS_KERN_RING_BROADCAST,
+              op->sendbuff, op->recvbuff, bytes, out);
     out[0].root = op->root;
     break;
   default:

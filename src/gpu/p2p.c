@@ -78,7 +78,7 @@ ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops,
   chorus_kern_p2p *fifo = ll + nops;
   char err[256];
   const int rank = chorus_gpu_rank(g);
-  const int saved = chorus_device_current(), device = chorus_gpu_device(g);
+  const int saved = chorus_dev_current(), device = chorus_gpu_device(g);
   int nrounds = chorus_gpu_p2p_rounds(rank, ops, tasks, nops, ll, fifo, err, sizeof err);
   ncclResult_t res = ncclSuccess;
   if (nrounds < 0) {

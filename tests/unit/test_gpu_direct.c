@@ -187,7 +187,7 @@ static int zc(const chorus_plan_comm *m, int func, size_t count, size_t esize) {
 
 /* The kernel's arguments for a call as task t chose it. */
 static int shape(const chorus_task *t, int func, int n, size_t count, size_t esize,
-                 chorus_kern_direct *d) {
+                 chorus_kern_zc *d) {
   chorus_op op;
   memset(&op, 0, sizeof op);
   op.func = func;
@@ -197,7 +197,7 @@ static int shape(const chorus_task *t, int func, int n, size_t count, size_t esi
   op.esize = esize;
   op.dtype = esize == 8 ? ncclFloat64 : esize == 2 ? ncclFloat16 : ncclFloat32;
   op.red.kind = CHORUS_RED_SUM;
-  return chorus_gpu_direct_shape(&op, t, n, d);
+  return chorus_gpu_zc_shape(&op, t, n, d);
 }
 
 /* Random calls on 2-8 GPUs: zero-copy exactly where the default rules
@@ -212,7 +212,7 @@ static void shapes(void) {
   unsetenv("NCCL_PROTO");
   chorus_plan_comm m[R + 1];
   for (int n = 2; n <= R; n++) comm_make(&m[n], n, 0, (uint64_t)n);
-  chorus_kern_direct d;
+  chorus_kern_zc d;
   unsigned s = 7;
   int seen[3] = {0, 0, 0};
   for (int k = 0; k < 20000; k++) {
@@ -226,8 +226,9 @@ static void shapes(void) {
     EXPECT_EQ_INT(ar, bytes >= MiB && bytes <= 16 * MiB);
     seen[0] += ar;
     if (ar) {
-      EXPECT_EQ_INT(shape(&t, CHORUS_FUNC_ALLREDUCE, n, count, esize, &d), CHORUS_DIRECT_ALLREDUCE);
-      EXPECT_EQ_INT(d.kind, CHORUS_DIRECT_ALLREDUCE);
+      EXPECT_EQ_INT(shape(&t, CHORUS_FUNC_ALLREDUCE, n, count, esize, &d),
+                    CHORUS_KERN_ZC_ALLREDUCE);
+      EXPECT_EQ_INT(d.kind, CHORUS_KERN_ZC_ALLREDUCE);
       EXPECT(d.block % 16 == 0);
       EXPECT(d.block * (size_t)n >= bytes);                       /* the blocks cover the buffer */
       EXPECT(d.block * (size_t)(n - 1) < bytes + 16 * (size_t)n); /* and none is idle */
@@ -241,7 +242,8 @@ static void shapes(void) {
     EXPECT_EQ_INT(t.algo == CHORUS_ALGO_ZEROCOPY, blocks && !ag_ce);
     seen[1] += t.algo == CHORUS_ALGO_ZEROCOPY;
     if (t.algo == CHORUS_ALGO_ZEROCOPY) {
-      EXPECT_EQ_INT(shape(&t, CHORUS_FUNC_ALLGATHER, n, count, esize, &d), CHORUS_DIRECT_ALLGATHER);
+      EXPECT_EQ_INT(shape(&t, CHORUS_FUNC_ALLGATHER, n, count, esize, &d),
+                    CHORUS_KERN_ZC_ALLGATHER);
       EXPECT(d.grid >= 1 && d.grid <= c->zc_channels);
       EXPECT(d.bytes == bytes);
     }
@@ -250,7 +252,7 @@ static void shapes(void) {
     seen[2] += t.algo == CHORUS_ALGO_ZEROCOPY;
     if (t.algo == CHORUS_ALGO_ZEROCOPY) {
       EXPECT_EQ_INT(shape(&t, CHORUS_FUNC_REDUCESCATTER, n, count, esize, &d),
-                    CHORUS_DIRECT_REDUCESCATTER);
+                    CHORUS_KERN_ZC_REDUCESCATTER);
       EXPECT(d.grid >= 1 && d.grid <= c->zc_channels);
       EXPECT(d.bytes == bytes);
     }

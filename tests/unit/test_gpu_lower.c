@@ -174,11 +174,11 @@ static void replay(const world *w, chorus_kern_xchg *xs) {
 
 /* A ring or chain of every rank (xs[r]) over bytes [off, off + len) of
  * each block, as ring.cu runs one chunk position: at step s every rank
- * that runs it handles block chorus_ring_block(s), taking what the
+ * that runs it handles block chorus_kern_ring_block(s), taking what the
  * previous rank pushed at step s - 1 (adding its own input where the step
  * reduces) and pushing the result on. */
 static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, size_t len) {
-  const int n = w->n, kind = xs[0].ring, steps = chorus_ring_steps(kind, n);
+  const int n = w->n, kind = xs[0].ring, steps = chorus_kern_ring_steps(kind, n);
   const size_t elems = len / 4;
   int32_t *pushed[MAXN] = {NULL}, *now[MAXN] = {NULL};
   for (int s = 0; s < steps; s++) {
@@ -186,25 +186,26 @@ static void replay_ring(const world *w, const chorus_kern_xchg *xs, size_t off, 
       const chorus_kern_xchg *x = &xs[r];
       EXPECT_EQ_INT(x->ring, kind);
       now[r] = NULL;
-      if (s < chorus_ring_first(kind, r, n, x->root) || s > chorus_ring_last(kind, r, n, x->root))
+      if (s < chorus_kern_ring_first(kind, r, n, x->root) ||
+          s > chorus_kern_ring_last(kind, r, n, x->root))
         continue;
       const int32_t *got = s > 0 ? pushed[(r + n - 1) % n] : NULL;
       EXPECT(s == 0 || got != NULL); /* the previous rank ran step s - 1 */
       if (s > 0 && !got) continue;
-      const size_t blk = (size_t)chorus_ring_block(kind, r, n, s);
+      const size_t blk = (size_t)chorus_kern_ring_block(kind, r, n, s);
       const int32_t *own =
           (const int32_t *)((const char *)x->send +
-                            (chorus_ring_in_blocks(kind) ? blk * x->bytes : 0) + off);
+                            (chorus_kern_ring_in_blocks(kind) ? blk * x->bytes : 0) + off);
       int32_t *d = malloc(len + 4);
       if (s == 0) {
         memcpy(d, own, len);
       } else {
         memcpy(d, got, len);
-        if (chorus_ring_reduces(kind, n, s))
+        if (chorus_kern_ring_reduces(kind, n, s))
           for (size_t e = 0; e < elems; e++) d[e] = (int32_t)((uint32_t)d[e] + (uint32_t)own[e]);
       }
-      if (chorus_ring_writes(kind, n, s))
-        memmove((char *)x->recv + (chorus_ring_out_blocks(kind) ? blk * x->bytes : 0) + off, d,
+      if (chorus_kern_ring_writes(kind, n, s))
+        memmove((char *)x->recv + (chorus_kern_ring_out_blocks(kind) ? blk * x->bytes : 0) + off, d,
                 len);
       now[r] = d;
     }
@@ -366,10 +367,10 @@ static void forced_algorithms(void) {
       {"oneshot/Simple", CHORUS_FUNC_ALLREDUCE, 4, 0, 0, 0},
       {"twoshot/LL", CHORUS_FUNC_ALLREDUCE, 4, 0, 1, 1},
       {"twoshot/Simple", CHORUS_FUNC_ALLREDUCE, 4, 0, 1, 0},
-      {"ring", CHORUS_FUNC_ALLREDUCE, 4, CHORUS_RING_ALLREDUCE, 0, 0},
-      {"ring", CHORUS_FUNC_REDUCESCATTER, 3, CHORUS_RING_REDUCESCATTER, 0, 0},
-      {"chain", CHORUS_FUNC_BROADCAST, 2, CHORUS_RING_BROADCAST, 0, 0},
-      {"chain", CHORUS_FUNC_REDUCE, 4, CHORUS_RING_REDUCE, 0, 0},
+      {"ring", CHORUS_FUNC_ALLREDUCE, 4, CHORUS_KERN_RING_ALLREDUCE, 0, 0},
+      {"ring", CHORUS_FUNC_REDUCESCATTER, 3, CHORUS_KERN_RING_REDUCESCATTER, 0, 0},
+      {"chain", CHORUS_FUNC_BROADCAST, 2, CHORUS_KERN_RING_BROADCAST, 0, 0},
+      {"chain", CHORUS_FUNC_REDUCE, 4, CHORUS_KERN_RING_REDUCE, 0, 0},
       {"twoshot", CHORUS_FUNC_ALLREDUCE, 1, 0, 0, 1}, /* one rank: the defaults, one LL exchange */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -437,8 +438,8 @@ static void settings_read(void) {
   /* The two-shot's LL form fits exactly where its two halves do. */
   const size_t max = chorus_gpu_twoshot_ll_max(131072, 256);
   EXPECT(max > 0 && max % 8 == 0);
-  EXPECT(chorus_ll_second(max / 8, 256) + max / 8 <= 131072);
-  EXPECT(chorus_ll_second(max / 8 + 1, 256) + max / 8 + 1 > 131072);
+  EXPECT(chorus_kern_ll_second(max / 8, 256) + max / 8 <= 131072);
+  EXPECT(chorus_kern_ll_second(max / 8 + 1, 256) + max / 8 + 1 > 131072);
   EXPECT_EQ_INT(chorus_gpu_twoshot_ll_max(0, 256), 0);
 }
 

@@ -1,11 +1,11 @@
 /*
- * direct.cu - zero-copy collectives (kernels.h, chorus_kern_direct):
+ * direct.cu - zero-copy collectives (kernels.h, chorus_kern_zc):
  * AllReduce, AllGather and ReduceScatter between buffers that every GPU of
- * the communicator reaches, with no window in the data's way.
+ * the communicator reaches, with no arena in the data's way.
  *
  * CTA b of every rank takes slice b of its rank's block (the same slices
  * on every rank, from the size alone) and meets CTA b of every other rank
- * twice, through 32-byte lines in the receiver's window ([CTA][src], the
+ * twice, through 32-byte lines in the receiver's arena ([CTA][src], the
  * sender's epoch written last with a system-scope release):
  *   first, before touching any peer's buffer: a peer that arrived has
  *     started its kernel, so everything its stream did before is done (its
@@ -13,10 +13,10 @@
  *     peer's call and window offsets, compared with this rank's: another
  *     call or offset stops the kernel with CHORUS_KERN_CALL_MISMATCH or
  *     CHORUS_KERN_SEND_OFFSET / _RECV_OFFSET, written into every rank's
- *     window (kern_util.cuh), before anything is read or written;
+ *     arena (kern_util.cuh), before anything is read or written;
  *   last, after its slice is done: once every peer's CTA b has arrived,
  *     no one reads or writes slice b of this rank's buffers any more.
- * Each CTA's epoch lives in its own rank's window (direct_ep_off) and only
+ * Each CTA's epoch lives in its own rank's arena (zc_ep_off) and only
  * the kernels advance it, so launches can be captured in CUDA graphs.
  * Every wait watches the abort word, the peers' exits and the deadline.
  */
@@ -34,20 +34,20 @@ extern "C" {
 #define UNROLL_AG 4   /* the same for AllGather, which has one source */
 typedef uint4 V;
 
-/* Line [cta][src] in window win. */
-static __device__ __forceinline__ char *line_of(const chorus_kern_comm &c, char *win, int cta,
+/* Line [cta][src] in the arena at `arena`. */
+static __device__ __forceinline__ char *line_of(const chorus_kern_comm &c, char *arena, int cta,
                                                 int src) {
-  return win + c.direct_off + ((size_t)cta * CHORUS_KERN_MAX_RANKS + (size_t)src) * 32;
+  return arena + c.zc_off + ((size_t)cta * CHORUS_KERN_MAX_RANKS + (size_t)src) * 32;
 }
 
 /* Barrier e of this CTA with CTA b of every other rank; the first one also
  * compares the calls and offsets. False when the kernel must stop. */
-static __device__ bool meet(const chorus_kern_comm &c, const chorus_kern_direct &d, uint32_t e,
+static __device__ bool meet(const chorus_kern_comm &c, const chorus_kern_zc &d, uint32_t e,
                             bool first, volatile int *failed) {
   const int t = threadIdx.x, n = c.nranks, me = c.rank, b = blockIdx.x;
   __syncthreads();
   if (t < n && t != me) {
-    char *theirs = line_of(c, c.win[t], b, me);
+    char *theirs = line_of(c, c.arena[t], b, me);
     if (first) {
       volatile uint64_t *w = (volatile uint64_t *)theirs;
       w[1] = d.desc;
@@ -57,7 +57,7 @@ static __device__ bool meet(const chorus_kern_comm &c, const chorus_kern_direct 
     /* No fence: the release is cumulative, covering this thread's words
      * above and, through the barrier, the CTA's data stores. */
     st_release((uint32_t *)theirs, e);
-    const char *mine = line_of(c, c.win[me], b, t);
+    const char *mine = line_of(c, c.arena[me], b, t);
     if (wait_at_least((const uint32_t *)mine, e, c, t, failed) && first) {
       const volatile uint64_t *w = (const volatile uint64_t *)mine;
       const uint64_t desc = w[1], so = w[2], ro = w[3];
@@ -83,11 +83,11 @@ static __device__ bool meet(const chorus_kern_comm &c, const chorus_kern_direct 
  * which; one instance for both keeps the build short), else AllGather. */
 template <typename T, bool REDUCE>
 __global__ void __launch_bounds__(NT)
-    direct(chorus_kern_comm c, chorus_kern_red red, chorus_kern_direct d) {
+    direct(chorus_kern_comm c, chorus_kern_red red, chorus_kern_zc d) {
   __shared__ int s_failed;
   __shared__ uint32_t s_ep;
   const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
-  uint32_t *ep = (uint32_t *)(c.win[me] + c.direct_ep_off) + b;
+  uint32_t *ep = (uint32_t *)(c.arena[me] + c.zc_ep_off) + b;
   if (t == 0) {
     s_failed = 0;
     s_ep = *ep;
@@ -99,8 +99,8 @@ __global__ void __launch_bounds__(NT)
   /* This rank's block: where it starts in the buffers that hold a block per
    * rank, and how long it is; then this CTA's slice of its units. */
   size_t lo, len;
-  const bool scatter = d.kind == CHORUS_DIRECT_REDUCESCATTER;
-  if (d.kind == CHORUS_DIRECT_ALLREDUCE) {
+  const bool scatter = d.kind == CHORUS_KERN_ZC_REDUCESCATTER;
+  if (d.kind == CHORUS_KERN_ZC_ALLREDUCE) {
     lo = (size_t)me * d.block;
     len = lo >= d.bytes ? 0 : d.bytes - lo < d.block ? d.bytes - lo : d.block;
   } else {
@@ -165,20 +165,20 @@ __global__ void __launch_bounds__(NT)
 namespace {
 template <typename T> struct reducing {
   static cudaError_t run(const chorus_kern_comm *c, const chorus_kern_red *red,
-                         const chorus_kern_direct *d, cudaStream_t stream) {
+                         const chorus_kern_zc *d, cudaStream_t stream) {
     direct<T, true><<<d->grid, NT, 0, stream>>>(*c, *red, *d);
     return cudaGetLastError();
   }
 };
 } // namespace
 
-extern "C" int chorus_kern_direct_run(const chorus_kern_comm *c, const chorus_kern_red *red,
-                                      const chorus_kern_direct *d, void *stream) {
+extern "C" int chorus_kern_zc_run(const chorus_kern_comm *c, const chorus_kern_red *red,
+                                  const chorus_kern_zc *d, void *stream) {
   if (d->grid < 1 || d->grid > CHORUS_KERN_MAX_BLOCKS || c->nranks > CHORUS_KERN_MAX_RANKS)
     return chorus_dev_fail((int)cudaErrorInvalidValue, "a zero-copy launch of a bad shape");
   cudaStream_t s = (cudaStream_t)stream;
   cudaError_t e;
-  if (d->kind == CHORUS_DIRECT_ALLGATHER) {
+  if (d->kind == CHORUS_KERN_ZC_ALLGATHER) {
     direct<uint8_t, false><<<d->grid, NT, 0, s>>>(*c, *red, *d);
     e = cudaGetLastError();
   } else {

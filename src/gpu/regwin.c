@@ -1,21 +1,13 @@
 /*
- * direct.c - zero-copy collectives on GPU communicators (gpu.h; the kernel:
- * device/direct.cu): when a call may run that way, and where every rank's
- * buffers are, as this rank's GPU reaches them.
+ * regwin.c - windows registered on GPU communicators
+ * (ncclCommWindowRegister; gpu.h, regwin.h).
  *
- * Two ways to know the peers' buffers:
- *   one process: all ranks' calls in one group (ncclCommInitAll and
- *     nccl-tests' -g, say). The group holds every rank's pointers, and
- *     cudaMalloc or cuMem memory mapped for every GPU (ncclMemAlloc's) is
- *     reachable from them all; other memory (pools, host) is not used;
- *   one process per rank: windows registered with NCCL_WIN_COLL_SYMMETRIC.
- *     Registering one hands its cuMem allocation to every rank (a POSIX
- *     descriptor over a Unix socket, util/fdpass) and maps theirs; a call
- *     whose buffers lie in windows at the same offsets on every rank (the
- *     kernel checks the offsets before it touches anything) then reaches
- *     the peers' buffers as their window plus that offset.
- * Every rank decides alike: from the call and the settings, and from what
- * all ranks share (the group's calls; a window every rank mapped).
+ * Where every rank has its own process, registering is collective: the
+ * ncclMemAlloc (cuMem) allocation behind a window is handed to every rank
+ * as a POSIX descriptor over a Unix socket (util/fdpass) and mapped there,
+ * so that a symmetric window (NCCL_WIN_COLL_SYMMETRIC) gives every GPU
+ * every rank's buffer at the same offset: what zero-copy collectives
+ * across processes need (zerocopy.c). Elsewhere a window is only recorded.
  */
 #include <stdio.h>
 #include <string.h>
@@ -24,65 +16,17 @@
 #include "device/device.h"
 #include "gpu/gpu.h"
 #include "gpu/gpu_impl.h"
+#include "gpu/regwin.h"
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/log.h"
-#include "util/misc.h"
 #include "util/param.h"
-
-static int kind_of(int func) {
-  return func == CHORUS_FUNC_ALLREDUCE       ? CHORUS_DIRECT_ALLREDUCE
-         : func == CHORUS_FUNC_ALLGATHER     ? CHORUS_DIRECT_ALLGATHER
-         : func == CHORUS_FUNC_REDUCESCATTER ? CHORUS_DIRECT_REDUCESCATTER
-                                             : 0;
-}
 
 /* Whether memory at p is 16-byte aligned. */
 static int aligned16(const void *p) {
   return ((uintptr_t)p & 15u) == 0;
 }
-
-/* Whose buffers a kind touches on other ranks: AllReduce reads every
- * rank's input and writes every rank's output, AllGather only writes the
- * outputs, ReduceScatter only reads the inputs. */
-static int peers_send(int kind) {
-  return kind != CHORUS_DIRECT_ALLGATHER;
-}
-static int peers_recv(int kind) {
-  return kind != CHORUS_DIRECT_REDUCESCATTER;
-}
-
-int chorus_gpu_direct_shape(const chorus_op *op, const chorus_task *t, int nranks,
-                            chorus_kern_direct *d) {
-  memset(d, 0, sizeof *d);
-  const int kind = kind_of(op->func);
-  if (!kind) return 0;
-  const size_t bytes = op->count * op->esize;
-  /* Blocks of whole 16-byte units, so that every rank's starts aligned
-   * (the planner takes AllGather and ReduceScatter only in such blocks). */
-  if (kind == CHORUS_DIRECT_ALLREDUCE)
-    d->block = ((bytes + (size_t)nranks - 1) / (size_t)nranks + 15) / 16 * 16;
-  d->grid = t->channels ? t->channels : 1;
-  d->kind = kind;
-  d->bytes = bytes;
-  d->desc = chorus_gpu_call_desc(op);
-  return kind;
-}
-
-/* ---- windows ------------------------------------------------------------ */
-
-struct chorus_gpu_window {
-  char *buff; /* this rank's */
-  size_t size;
-  int symmetric;
-  int usable;                        /* every rank reaches every rank's: zero-copy may use it */
-  size_t min_size;                   /* the smallest rank's */
-  char *peer[CHORUS_KERN_MAX_RANKS]; /* each rank's buffer as this GPU reaches it */
-  void *imported[CHORUS_KERN_MAX_RANKS];
-  size_t imported_bytes[CHORUS_KERN_MAX_RANKS];
-  struct chorus_gpu_window *next;
-};
 
 /* What each rank tells the others of its window. */
 typedef struct win_rec {
@@ -221,8 +165,8 @@ void chorus_gpu_windows_free(chorus_gpu *g) {
 
 /* The usable symmetric window holding [p, p + len) at an offset every
  * rank's window has room for; NULL if none. */
-static const chorus_gpu_window *window_of(const chorus_gpu *g, const void *p, size_t len,
-                                          size_t *off) {
+const chorus_gpu_window *chorus_gpu_window_find(const chorus_gpu *g, const void *p, size_t len,
+                                                size_t *off) {
   for (const chorus_gpu_window *w = g->windows; w; w = w->next) {
     if (!w->usable || !w->symmetric) continue;
     const uintptr_t a = (uintptr_t)p, b = (uintptr_t)w->buff;
@@ -231,51 +175,4 @@ static const chorus_gpu_window *window_of(const chorus_gpu *g, const void *p, si
     return w;
   }
   return NULL;
-}
-
-/* Where op's buffers are in the windows: the windows (NULL where a buffer
- * is not one peers touch) and offsets; 0 when some buffer is not in one. */
-static int windows_of(const chorus_gpu *g, const chorus_op *op, int kind,
-                      const chorus_gpu_window **ws, size_t *soff, const chorus_gpu_window **wr,
-                      size_t *roff) {
-  *ws = *wr = NULL;
-  *soff = *roff = 0;
-  if (!g->all_remote || !g->windows || g->staged) return 0;
-  const size_t bytes = op->count * op->esize, n = (size_t)g->nranks;
-  const size_t whole = kind == CHORUS_DIRECT_ALLREDUCE ? bytes : bytes * n;
-  const size_t send_len = kind == CHORUS_DIRECT_ALLGATHER ? bytes : whole;
-  const size_t recv_len = kind == CHORUS_DIRECT_REDUCESCATTER ? bytes : whole;
-  /* The buffers peers reach must lie in windows; this rank's own are used
-   * as they are. */
-  if (peers_send(kind) && !(*ws = window_of(g, op->sendbuff, send_len, soff))) return 0;
-  if (peers_recv(kind) && !(*wr = window_of(g, op->recvbuff, recv_len, roff))) return 0;
-  return aligned16(op->sendbuff) && aligned16(op->recvbuff) && *soff % 16 == 0 && *roff % 16 == 0;
-}
-
-int chorus_gpu_in_windows(const chorus_gpu *g, const chorus_op *op) {
-  const chorus_gpu_window *ws, *wr;
-  size_t soff, roff;
-  const int kind = kind_of(op->func);
-  return kind && windows_of(g, op, kind, &ws, &soff, &wr, &roff);
-}
-
-int chorus_gpu_direct_from_windows(const chorus_gpu *g, const chorus_op *op, const chorus_task *t,
-                                   chorus_kern_direct *d) {
-  const chorus_gpu_window *ws, *wr;
-  size_t soff, roff;
-  if (!chorus_gpu_direct_shape(op, t, g->nranks, d) ||
-      !windows_of(g, op, d->kind, &ws, &soff, &wr, &roff)) {
-    memset(d, 0, sizeof *d);
-    return 0;
-  }
-  const int n = g->nranks, me = g->rank;
-  for (int p = 0; p < n; p++) {
-    d->send[p] = ws ? ws->peer[p] + soff : NULL;
-    d->recv[p] = wr ? wr->peer[p] + roff : NULL;
-  }
-  d->send[me] = op->sendbuff;
-  d->recv[me] = op->recvbuff;
-  d->soff = ws ? soff : 0;
-  d->roff = wr ? roff : 0;
-  return d->kind;
 }

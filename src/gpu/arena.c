@@ -1,7 +1,7 @@
 /*
- * window.c - see window.h.
+ * arena.c - see arena.h.
  */
-#include "gpu/window.h"
+#include "gpu/arena.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -22,16 +22,16 @@ static void bus_id_of(int device, char out[32]) {
   if (chorus_dev_bus_id(device, out, 32) != 0) snprintf(out, 32, "device %d", device);
 }
 
-/* Failing to map rank p's window (kind: "", "cuMem "). */
-static ncclResult_t map_error(const char *kind, int p, const chorus_gpu_win_rec *r) {
+/* Failing to map rank p's arena (kind: "", "cuMem "). */
+static ncclResult_t map_error(const char *kind, int p, const chorus_gpu_arena_rec *r) {
   char what[128];
-  snprintf(what, sizeof what, "mapping the %sGPU window of rank %d (pid %d, GPU %s)", kind, p,
+  snprintf(what, sizeof what, "mapping the %sGPU arena of rank %d (pid %d, GPU %s)", kind, p,
            (int)r->pid, r->bus_id);
   return chorus_gpu_cuda_error(what);
 }
 
-ncclResult_t chorus_gpu_wins_need_staging(chorus_bootstrap *bs, int rank, int nranks, int device,
-                                          int *staged) {
+ncclResult_t chorus_gpu_arenas_need_staging(chorus_bootstrap *bs, int rank, int nranks, int device,
+                                            int *staged) {
   *staged = chorus_param_int(CHORUS_P_P2P_DISABLE) != 0;
   if (*staged || nranks < 2) return ncclSuccess;
   typedef struct reach {
@@ -62,26 +62,26 @@ ncclResult_t chorus_gpu_wins_need_staging(chorus_bootstrap *bs, int rank, int nr
 
 /* Staged: maps rank p's segment here (its own is already mapped) and pins
  * it for the GPUs; *dev receives the address they reach it at. */
-static ncclResult_t pin_segment(chorus_gpu_wins *w, int p, const char *shm, size_t bytes, int pid,
+static ncclResult_t pin_segment(chorus_gpu_arenas *w, int p, const char *shm, size_t bytes, int pid,
                                 void **dev) {
   char err[256];
   if (p != w->rank) {
     ncclResult_t r = chorus_shm_open(&w->seg[p], shm, bytes, err, sizeof err);
     if (r != ncclSuccess)
-      return chorus_error(r, "mapping the staged GPU window of rank %d (pid %d): %s", p, pid, err);
+      return chorus_error(r, "mapping the staged GPU arena of rank %d (pid %d): %s", p, pid, err);
   }
   if (chorus_dev_host_register(w->seg[p].base, bytes, dev) != 0) {
     char what[128];
-    snprintf(what, sizeof what, "pinning the staged GPU window of rank %d (%zu bytes)", p, bytes);
+    snprintf(what, sizeof what, "pinning the staged GPU arena of rank %d (%zu bytes)", p, bytes);
     return chorus_gpu_cuda_error(what);
   }
   w->pinned[p] = w->seg[p].base;
   return ncclSuccess;
 }
 
-/* cumem: the window and its descriptor; 0, or -1 (the reason recorded)
+/* cumem: the arena and its descriptor; 0, or -1 (the reason recorded)
  * with nothing left allocated. */
-static int make_cumem(chorus_gpu_wins *w, size_t bytes) {
+static int make_cumem(chorus_gpu_arenas *w, size_t bytes) {
   size_t mapped = 0;
   void *p = NULL;
   if (chorus_dev_vmm_alloc(bytes, &p, &mapped) != 0) return -1;
@@ -96,8 +96,9 @@ static int make_cumem(chorus_gpu_wins *w, size_t bytes) {
   return 0;
 }
 
-ncclResult_t chorus_gpu_wins_create(chorus_gpu_wins *w, int rank, int nranks, int device,
-                                    size_t bytes, int staged, int cumem, chorus_gpu_win_rec *mine) {
+ncclResult_t chorus_gpu_arenas_create(chorus_gpu_arenas *w, int rank, int nranks, int device,
+                                      size_t bytes, int staged, int cumem,
+                                      chorus_gpu_arena_rec *mine) {
   memset(w, 0, sizeof *w);
   w->rank = rank;
   w->nranks = nranks;
@@ -111,26 +112,25 @@ ncclResult_t chorus_gpu_wins_create(chorus_gpu_wins *w, int rank, int nranks, in
   if (staged) {
     ncclResult_t res = chorus_shm_create(&w->seg[rank], "gpuwin", bytes, err, sizeof err);
     if (res != ncclSuccess)
-      return chorus_error(res, "rank %d: the staged GPU window (NCCL_P2P_DISABLE=1, %zu bytes): %s",
+      return chorus_error(res, "rank %d: the staged GPU arena (NCCL_P2P_DISABLE=1, %zu bytes): %s",
                           rank, bytes, err);
-    w->kind = CHORUS_WIN_STAGED;
+    w->kind = CHORUS_ARENA_STAGED;
     w->own_bytes = bytes;
     CHECK(pin_segment(w, rank, NULL, bytes, (int)getpid(), &w->own));
     snprintf(mine->name, sizeof mine->name, "%s", w->seg[rank].name);
   } else if (cumem && make_cumem(w, bytes) == 0) {
-    w->kind = CHORUS_WIN_CUMEM;
+    w->kind = CHORUS_ARENA_CUMEM;
     ncclResult_t res = chorus_fdpass_listen(&w->fp, err, sizeof err);
     if (res != ncclSuccess)
-      return chorus_error(res, "rank %d: a Unix socket to hand out the GPU window: %s", rank, err);
+      return chorus_error(res, "rank %d: a Unix socket to hand out the GPU arena: %s", rank, err);
     snprintf(mine->name, sizeof mine->name, "%s", w->fp.name);
   } else {
     if (cumem)
-      INFO(CHORUS_INIT,
-           "rank %d: no cuMem window with a POSIX descriptor here (%s); using CUDA IPC", rank,
-           chorus_dev_error());
+      INFO(CHORUS_INIT, "rank %d: no cuMem arena with a POSIX descriptor here (%s); using CUDA IPC",
+           rank, chorus_dev_error());
     if (chorus_dev_alloc(bytes, &w->own) != 0)
-      return chorus_gpu_cuda_error("allocating the GPU window");
-    w->kind = CHORUS_WIN_DEVICE;
+      return chorus_gpu_cuda_error("allocating the GPU arena");
+    w->kind = CHORUS_ARENA_DEVICE;
     w->own_bytes = bytes;
     mine->ipc_ok = chorus_dev_ipc_get(w->own, mine->ipc) == 0;
   }
@@ -140,15 +140,15 @@ ncclResult_t chorus_gpu_wins_create(chorus_gpu_wins *w, int rank, int nranks, in
   return ncclSuccess;
 }
 
-/* cumem: fetches the descriptors of the other processes' cuMem windows
+/* cumem: fetches the descriptors of the other processes' cuMem arenas
  * (and hands ours out) in one round, then maps them. */
-static ncclResult_t import_peers(chorus_gpu_wins *w, const chorus_gpu_win_rec *rec,
+static ncclResult_t import_peers(chorus_gpu_arenas *w, const chorus_gpu_arena_rec *rec,
                                  const chorus_topo *topo) {
   chorus_fdpass_peer peers[CHORUS_KERN_MAX_RANKS];
   int rank_of[CHORUS_KERN_MAX_RANKS], fds[CHORUS_KERN_MAX_RANKS], np = 0;
   for (int p = 0; p < w->nranks; p++) {
     if (p == w->rank || chorus_topo_same_proc(topo, p, w->rank)) continue;
-    const int fetch = rec[p].kind == CHORUS_WIN_CUMEM, serve = w->kind == CHORUS_WIN_CUMEM;
+    const int fetch = rec[p].kind == CHORUS_ARENA_CUMEM, serve = w->kind == CHORUS_ARENA_CUMEM;
     if (!fetch && !serve) continue;
     peers[np] = (chorus_fdpass_peer){rec[p].name, rec[p].pid, p, fetch, serve};
     rank_of[np++] = p;
@@ -156,11 +156,11 @@ static ncclResult_t import_peers(chorus_gpu_wins *w, const chorus_gpu_win_rec *r
   if (np == 0) return ncclSuccess;
   const int64_t tmo = chorus_param_int(CHORUS_P_OP_TIMEOUT);
   char err[256];
-  ncclResult_t res =
-      chorus_fdpass_exchange(w->kind == CHORUS_WIN_CUMEM ? &w->fp : NULL, w->own_fd, w->rank, peers,
-                             np, fds, chorus_deadline_in_s(tmo > 0 ? tmo : 120), err, sizeof err);
+  ncclResult_t res = chorus_fdpass_exchange(
+      w->kind == CHORUS_ARENA_CUMEM ? &w->fp : NULL, w->own_fd, w->rank, peers, np, fds,
+      chorus_deadline_in_s(tmo > 0 ? tmo : 120), err, sizeof err);
   if (res != ncclSuccess)
-    return chorus_error(res, "rank %d: handing out cuMem GPU windows: %s", w->rank, err);
+    return chorus_error(res, "rank %d: handing out cuMem GPU arenas: %s", w->rank, err);
   for (int i = 0; i < np; i++) {
     if (fds[i] < 0) continue;
     const int p = rank_of[i];
@@ -179,14 +179,14 @@ static ncclResult_t import_peers(chorus_gpu_wins *w, const chorus_gpu_win_rec *r
   return ncclSuccess;
 }
 
-ncclResult_t chorus_gpu_wins_map(chorus_gpu_wins *w, const chorus_gpu_win_rec *rec,
-                                 const chorus_topo *topo, size_t test_off) {
-  if (w->kind != CHORUS_WIN_STAGED) CHECK(import_peers(w, rec, topo));
+ncclResult_t chorus_gpu_arenas_map(chorus_gpu_arenas *w, const chorus_gpu_arena_rec *rec,
+                                   const chorus_topo *topo, size_t test_off) {
+  if (w->kind != CHORUS_ARENA_STAGED) CHECK(import_peers(w, rec, topo));
   for (int p = 0; p < w->nranks; p++) {
     char *base;
     if (p == w->rank) {
       base = w->own;
-    } else if (w->kind == CHORUS_WIN_STAGED) { /* pinned once per process, by its owner there */
+    } else if (w->kind == CHORUS_ARENA_STAGED) { /* pinned once per process, by its owner there */
       void *dev = (void *)(uintptr_t)rec[p].addr;
       if (!chorus_topo_same_proc(topo, p, w->rank))
         CHECK(pin_segment(w, p, rec[p].name, (size_t)rec[p].bytes, rec[p].pid, &dev));
@@ -205,7 +205,7 @@ ncclResult_t chorus_gpu_wins_map(chorus_gpu_wins *w, const chorus_gpu_win_rec *r
     } else {
       if (!rec[p].ipc_ok)
         return chorus_error(ncclInvalidUsage,
-                            "rank %d (pid %d) could not export its GPU window through CUDA IPC", p,
+                            "rank %d (pid %d) could not export its GPU arena through CUDA IPC", p,
                             (int)rec[p].pid);
       void *ptr = NULL;
       if (chorus_dev_ipc_open(rec[p].ipc, &ptr) != 0) return map_error("", p, &rec[p]);
@@ -223,15 +223,15 @@ ncclResult_t chorus_gpu_wins_map(chorus_gpu_wins *w, const chorus_gpu_win_rec *r
   return ncclSuccess;
 }
 
-void chorus_gpu_wins_settled(chorus_gpu_wins *w) {
+void chorus_gpu_arenas_settled(chorus_gpu_arenas *w) {
   chorus_shm_unlink(&w->seg[w->rank]);
   chorus_fdpass_close(&w->fp);
-  if (w->kind == CHORUS_WIN_CUMEM && w->own_fd >= 0) close(w->own_fd);
+  if (w->kind == CHORUS_ARENA_CUMEM && w->own_fd >= 0) close(w->own_fd);
   w->own_fd = -1;
 }
 
-void chorus_gpu_wins_free(chorus_gpu_wins *w) {
-  chorus_gpu_wins_settled(w);
+void chorus_gpu_arenas_free(chorus_gpu_arenas *w) {
+  chorus_gpu_arenas_settled(w);
   for (int p = 0; p < CHORUS_KERN_MAX_RANKS; p++) {
     if (w->ipc[p]) chorus_dev_ipc_close(w->ipc[p]);
     if (w->imported[p]) chorus_dev_vmm_free(w->imported[p], w->imported_bytes[p]);
@@ -239,16 +239,16 @@ void chorus_gpu_wins_free(chorus_gpu_wins *w) {
     chorus_shm_close(&w->seg[p]);
     w->ipc[p] = w->imported[p] = w->pinned[p] = NULL;
   }
-  if (w->kind == CHORUS_WIN_CUMEM && w->own) chorus_dev_vmm_free(w->own, w->own_bytes);
-  if (w->kind == CHORUS_WIN_DEVICE && w->own) chorus_dev_free(w->own);
+  if (w->kind == CHORUS_ARENA_CUMEM && w->own) chorus_dev_vmm_free(w->own, w->own_bytes);
+  if (w->kind == CHORUS_ARENA_DEVICE && w->own) chorus_dev_free(w->own);
   w->own = NULL;
 }
 
-const char *chorus_gpu_wins_kind(const chorus_gpu_wins *w) {
+const char *chorus_gpu_arenas_kind(const chorus_gpu_arenas *w) {
   switch (w->kind) {
-  case CHORUS_WIN_CUMEM:
+  case CHORUS_ARENA_CUMEM:
     return "cuMem device memory";
-  case CHORUS_WIN_STAGED:
+  case CHORUS_ARENA_STAGED:
     return "pinned host memory (staged)";
   default:
     return "device memory";

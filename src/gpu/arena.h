@@ -1,6 +1,7 @@
 /*
- * window.h - where each rank's GPU window lives and how the other ranks'
- * GPUs reach it (the window's layout: gpu.c).
+ * arena.h - where each rank's GPU arena (the device memory peers push
+ * its slots, FIFOs and counters into) lives and how the other ranks' GPUs
+ * reach it (its layout: layout.h).
  *
  * Three kinds:
  *   device   cudaMalloc'd device memory; peers in the same process use its
@@ -8,15 +9,15 @@
  *   cumem    device memory from cuMem (CHORUS_GPU_CUMEM=1), exported as a
  *            POSIX file descriptor that same-host processes fetch over a
  *            Unix socket (util/fdpass) and map; where the driver cannot
- *            export one, the window is made as `device` instead (CUDA IPC
+ *            export one, the arena is made as `device` instead (CUDA IPC
  *            cannot open cuMem memory);
  *   staged   NCCL_P2P_DISABLE=1, or a GPU that cannot access another
  *            directly: a shared-memory segment pinned for every
  *            GPU of each process that maps it; the kernels reach it over PCIe.
  * Every peer's mapping is checked with a test write from this rank's GPU.
  */
-#ifndef CHORUS_GPU_WINDOW_H
-#define CHORUS_GPU_WINDOW_H
+#ifndef CHORUS_GPU_ARENA_H
+#define CHORUS_GPU_ARENA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -29,23 +30,23 @@
 #include "util/fdpass.h"
 #include "util/shm.h"
 
-enum { CHORUS_WIN_DEVICE = 0, CHORUS_WIN_CUMEM = 1, CHORUS_WIN_STAGED = 2 };
+enum { CHORUS_ARENA_DEVICE = 0, CHORUS_ARENA_CUMEM = 1, CHORUS_ARENA_STAGED = 2 };
 
-/* What every rank tells the others about its window (through the
+/* What every rank tells the others about its arena (through the
  * bootstrap; who shares a process with whom comes from the topology). */
-typedef struct chorus_gpu_win_rec {
+typedef struct chorus_gpu_arena_rec {
   int32_t device; /* ordinal in its process */
   int32_t pid;
   int32_t kind;
   int32_t ipc_ok;
-  uint64_t addr;  /* the window's device address in its process */
+  uint64_t addr;  /* the arena's device address in its process */
   uint64_t bytes; /* its mapped size */
   char bus_id[32];
   unsigned char ipc[CHORUS_DEV_IPC_BYTES];
   char name[CHORUS_SHM_NAME_MAX > CHORUS_FDPASS_NAME ? CHORUS_SHM_NAME_MAX : CHORUS_FDPASS_NAME];
-} chorus_gpu_win_rec;
+} chorus_gpu_arena_rec;
 
-typedef struct chorus_gpu_wins {
+typedef struct chorus_gpu_arenas {
   int rank, nranks, device, kind;
   void *own; /* device address */
   size_t own_bytes;
@@ -53,35 +54,36 @@ typedef struct chorus_gpu_wins {
   chorus_fdpass fp;                      /* cumem: where peers fetch it */
   chorus_shm seg[CHORUS_KERN_MAX_RANKS]; /* staged: own [rank], peers' of other processes */
   void *pinned[CHORUS_KERN_MAX_RANKS];   /* staged: segments pinned here */
-  void *ipc[CHORUS_KERN_MAX_RANKS];      /* device: peers' windows opened through IPC */
-  void *imported[CHORUS_KERN_MAX_RANKS]; /* cumem: peers' windows mapped from descriptors */
+  void *ipc[CHORUS_KERN_MAX_RANKS];      /* device: peers' arenas opened through IPC */
+  void *imported[CHORUS_KERN_MAX_RANKS]; /* cumem: peers' arenas mapped from descriptors */
   size_t imported_bytes[CHORUS_KERN_MAX_RANKS];
-  void *base[CHORUS_KERN_MAX_RANKS]; /* every window as this rank's GPU reaches it */
-} chorus_gpu_wins;
+  void *base[CHORUS_KERN_MAX_RANKS]; /* every arena as this rank's GPU reaches it */
+} chorus_gpu_arenas;
 
 /* A CUDA failure that device.h recorded, as ncclUnhandledCudaError with a
  * WARN line saying what was being done (for gpu.c too). */
 ncclResult_t chorus_gpu_cuda_error(const char *what);
 
-/* Whether the windows must be staged (*staged): NCCL_P2P_DISABLE=1, or
+/* Whether the arenas must be staged (*staged): NCCL_P2P_DISABLE=1, or
  * some rank sees another rank's GPU but cannot access it directly (two
  * allgathers over bs; a GPU a rank cannot see does not decide it, CUDA IPC
  * is tried there). */
-ncclResult_t chorus_gpu_wins_need_staging(chorus_bootstrap *bs, int rank, int nranks, int device,
-                                          int *staged);
-/* Makes this rank's zeroed window of `bytes` on the current device (kind
+ncclResult_t chorus_gpu_arenas_need_staging(chorus_bootstrap *bs, int rank, int nranks, int device,
+                                            int *staged);
+/* Makes this rank's zeroed arena of `bytes` on the current device (kind
  * from staged / cumem) and describes it in *mine. */
-ncclResult_t chorus_gpu_wins_create(chorus_gpu_wins *w, int rank, int nranks, int device,
-                                    size_t bytes, int staged, int cumem, chorus_gpu_win_rec *mine);
-/* Reaches every rank's window (rec: all ranks' records), each checked by
+ncclResult_t chorus_gpu_arenas_create(chorus_gpu_arenas *w, int rank, int nranks, int device,
+                                      size_t bytes, int staged, int cumem,
+                                      chorus_gpu_arena_rec *mine);
+/* Reaches every rank's arena (rec: all ranks' records), each checked by
  * a test write at offset test_off + 4 * rank. */
-ncclResult_t chorus_gpu_wins_map(chorus_gpu_wins *w, const chorus_gpu_win_rec *rec,
-                                 const chorus_topo *topo, size_t test_off);
+ncclResult_t chorus_gpu_arenas_map(chorus_gpu_arenas *w, const chorus_gpu_arena_rec *rec,
+                                   const chorus_topo *topo, size_t test_off);
 /* After every rank has mapped (a barrier): drops the names peers used. */
-void chorus_gpu_wins_settled(chorus_gpu_wins *w);
-/* Unmaps the peers' windows and frees this rank's (the device idle). */
-void chorus_gpu_wins_free(chorus_gpu_wins *w);
+void chorus_gpu_arenas_settled(chorus_gpu_arenas *w);
+/* Unmaps the peers' arenas and frees this rank's (the device idle). */
+void chorus_gpu_arenas_free(chorus_gpu_arenas *w);
 /* "device memory", "cuMem device memory", "pinned host memory (staged)". */
-const char *chorus_gpu_wins_kind(const chorus_gpu_wins *w);
+const char *chorus_gpu_arenas_kind(const chorus_gpu_arenas *w);
 
 #endif
