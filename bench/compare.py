@@ -76,8 +76,8 @@ COLLS = [
     ("sendrecv", "sendrecv_perf", 0, 0, "SendRecv (ring shift: send to rank+1, recv from rank-1)"),
 ]
 COLL_BY_OPT = {c[0]: c for c in COLLS}
-LIBS = ["chorus", "ompi", "gloo"]
-LIB_TITLE = {"chorus": "Chorus", "ompi": "OMPI", "gloo": "Gloo"}
+LIBS = ["chorus", "chorusbase", "ompi", "gloo"]
+LIB_TITLE = {"chorus": "Chorus", "chorusbase": "Base", "ompi": "OMPI", "gloo": "Gloo"}
 
 
 # ---- small helpers ---------------------------------------------------------
@@ -410,6 +410,20 @@ class ChorusRunner(Runner):
         return None
 
 
+class ChorusBaseRunner(ChorusRunner):
+    """The same perf programs on another Chorus build's libnccl.so.2
+    (--base-lib: an earlier commit's), for a before/after in one run."""
+
+    lib = "chorusbase"
+
+    def env(self):
+        env = super().env()
+        lib = self.args.base_lib
+        env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"]
+                                        if env.get("LD_LIBRARY_PATH") else "")
+        return env
+
+
 class OmpiRunner(Runner):
     lib = "ompi"
 
@@ -523,7 +537,7 @@ def table_rows(res, coll, n, libs, sizes):
             else:
                 line += [fmt_time(c and c["time_us"]), fmt_bw(c and c["busbw"])]
         ch = cells.get("chorus")
-        for ref in ("ompi", "gloo"):
+        for ref in ("chorusbase", "ompi", "gloo"):
             if ref not in libs or "chorus" not in libs:
                 continue
             rc = cells[ref]
@@ -539,7 +553,7 @@ def table_header(libs):
     head = ["size"]
     for lib in libs:
         head += ["%s us" % LIB_TITLE[lib], "%s GB/s" % LIB_TITLE[lib]]
-    for ref in ("ompi", "gloo"):
+    for ref in ("chorusbase", "ompi", "gloo"):
         if ref in libs and "chorus" in libs:
             head.append("Chorus/%s" % LIB_TITLE[ref])
     return head
@@ -801,6 +815,9 @@ def parse_args(argv):
                         "<build>/bench-results); bench/summarize.py condenses a run for "
                         "bench/results/")
     p.add_argument("--stamp", default=None, help="name of the outputs (default: date-time)")
+    p.add_argument("--base-lib", default=None,
+                   help="folder of another Chorus build's libnccl.so.2, timed with the same "
+                        "perf programs as library chorusbase (--libs chorus,chorusbase,...)")
     p.add_argument("--quick", action="store_true",
                    help="development run: 8 B..1 MiB, 1 round each, 0.02 s loops")
     p.add_argument("--no-plot", action="store_true")
@@ -847,11 +864,13 @@ def main(argv):
     rawdir = os.path.join(outdir, "raw")
     os.makedirs(rawdir, exist_ok=True)
     res = Results()
-    rounds = {"chorus": args.rounds, "ompi": args.rounds, "gloo": args.gloo_rounds}
-    runners = {"chorus": ChorusRunner(args, rawdir), "ompi": OmpiRunner(args, rawdir),
-               "gloo": GlooRunner(args, rawdir)}
+    rounds = {"chorus": args.rounds, "chorusbase": args.rounds, "ompi": args.rounds,
+              "gloo": args.gloo_rounds}
+    runners = {"chorus": ChorusRunner(args, rawdir), "chorusbase": ChorusBaseRunner(args, rawdir),
+               "ompi": OmpiRunner(args, rawdir), "gloo": GlooRunner(args, rawdir)}
     missing = {"chorus": [runners["chorus"].launcher,
                           os.path.join(runners["chorus"].perfdir, "all_reduce_perf")],
+               "chorusbase": [os.path.join(args.base_lib or "/nonexistent", "libnccl.so.2")],
                "ompi": [args.mpi_bench], "gloo": [args.gloo_bench, runners["chorus"].launcher]}
     colls = [COLL_BY_OPT[c] for c in args.colls]
     res.meta = {"date": datetime.datetime.now().isoformat(timespec="seconds"),

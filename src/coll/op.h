@@ -26,6 +26,8 @@
 #include "transport/transport.h"
 #include "util/log.h"
 
+#define CHORUS_COLL_MEMO 4 /* host choices kept per function */
+
 /* A communicator as seen by schedules and the executor. Filled by core. */
 typedef struct chorus_coll_comm {
   int rank, nranks;
@@ -47,11 +49,16 @@ typedef struct chorus_coll_comm {
   ncclResult_t failed;
   /* What the planner knows of the communicator (filled at init: the
    * settings by core, the cost model's inputs by coll/prepare.c, the GPU's
-   * shape by gpu/), and the last host choice per function. */
+   * shape by gpu/), and the last host choices per function: a few sizes
+   * each, since programs alternate sizes (a small call between large ones
+   * as a barrier, say). */
   chorus_plan_comm plan;
-  size_t last_bytes[CHORUS_FUNC_COUNT];
-  int last_algo[CHORUS_FUNC_COUNT]; /* -1: none */
-  size_t nt_bytes;                  /* outputs this big take non-temporal stores */
+  struct {
+    size_t bytes;
+    int algo; /* -1: none */
+  } last[CHORUS_FUNC_COUNT][CHORUS_COLL_MEMO];
+  uint8_t last_next[CHORUS_FUNC_COUNT]; /* the entry to replace next */
+  size_t nt_bytes;                      /* outputs this big take non-temporal stores */
   /* How this rank writes what peers read (host/copy.h): copies into its
    * stage, reductions into its stage, copies into FIFO slots. */
   chorus_store_tuner stage_tuner, reduce_tuner, slot_tuner;

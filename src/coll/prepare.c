@@ -83,19 +83,21 @@ void chorus_coll_setup(chorus_coll_comm *cc) {
   chorus_store_tuner_init(&cc->stage_tuner, force);
   chorus_store_tuner_init(&cc->reduce_tuner, force);
   chorus_store_tuner_init(&cc->slot_tuner, force);
-  for (int f = 0; f < CHORUS_FUNC_COUNT; f++) cc->last_algo[f] = -1;
+  for (int f = 0; f < CHORUS_FUNC_COUNT; f++)
+    for (int k = 0; k < CHORUS_COLL_MEMO; k++) cc->last[f][k].algo = -1;
 }
 
-/* The algorithm for op: calls repeat their sizes, so the last choice per
- * function is kept. */
+/* The algorithm for op: calls repeat their sizes, so the last choices per
+ * function are kept. */
 static ncclResult_t choose(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   const int f = op->func;
   const size_t bytes = op->count * op->esize;
-  if (cc->last_algo[f] >= 0 && cc->last_bytes[f] == bytes) {
-    op->algo = cc->last_algo[f];
-    return ncclSuccess;
-  }
+  for (int k = 0; k < CHORUS_COLL_MEMO; k++)
+    if (cc->last[f][k].algo >= 0 && cc->last[f][k].bytes == bytes) {
+      op->algo = cc->last[f][k].algo;
+      return ncclSuccess;
+    }
   chorus_plan_call c = {&cc->plan,    f, op->count, op->esize, op->root, 0, 0, op->sendbuff,
                         op->recvbuff, 0, 0,         op};
   chorus_task t;
@@ -104,8 +106,10 @@ static ncclResult_t choose(chorus_op *op) {
     return chorus_error(ncclInvalidUsage, "rank %d: %s", cc->rank, err);
   INFO(CHORUS_TUNING, "%s of %zu bytes: algorithm %s", chorus_func_name(f), bytes,
        chorus_algo_name(t.algo));
-  op->algo = cc->last_algo[f] = t.algo;
-  cc->last_bytes[f] = bytes;
+  const int k = cc->last_next[f];
+  cc->last_next[f] = (uint8_t)((k + 1) % CHORUS_COLL_MEMO);
+  cc->last[f][k].bytes = bytes;
+  cc->last[f][k].algo = op->algo = t.algo;
   return ncclSuccess;
 }
 

@@ -365,11 +365,6 @@ static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
   return ncclSuccess;
 }
 
-ncclResult_t chorus_gpu_enqueue_elsewhere(chorus_gpu *g) {
-  g->coll_seq++; /* every rank counts every call */
-  return chorus_gpu_async_error(g);
-}
-
 int chorus_gpu_rank(const chorus_gpu *g) {
   return g->rank;
 }
@@ -419,7 +414,6 @@ static void kern_red_of(const chorus_op *op, chorus_kern_red *red) {
 
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task *t,
                                 const chorus_kern_zc *zc) {
-  g->coll_seq++; /* before anything can fail: every rank counts every call */
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
   chorus_kern_red red;

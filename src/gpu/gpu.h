@@ -112,10 +112,6 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n);
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task *t,
                                 const chorus_kern_zc *zc);
 
-/* Counts collective op as enqueued on g where something else queues it
- * (the copy engine, ce.h); the error a kernel reported, if any. */
-ncclResult_t chorus_gpu_enqueue_elsewhere(chorus_gpu *g);
-
 int chorus_gpu_rank(const chorus_gpu *g);
 int chorus_gpu_nranks(const chorus_gpu *g);
 int chorus_gpu_device(const chorus_gpu *g);

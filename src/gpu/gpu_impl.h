@@ -32,10 +32,13 @@ struct chorus_gpu {
   unsigned ce_coll_told; /* bit per function: its first call on the copy engine was logged */
   void *side_stream;     /* a second stream of its GPU for the copy engine (ce.c; at first use) */
   size_t ce_chunk;       /* bytes per copy of a copy-engine Broadcast chain on 3+ GPUs */
-  uint64_t coll_seq;     /* collectives enqueued so far (equal on every rank) */
-  /* The last task of a call made alone, per function, when the planner
-   * asked no fact for it (group.c): calls repeat their shapes, and this
-   * spares the rule walk. */
+  /* Collectives planned so far (equal on every rank): counted by the
+   * thread that plans a group (group.c), never by launcher threads, so
+   * that reading it costs the planning thread no cache miss. */
+  uint64_t coll_seq;
+  /* The last task per function whose choice looked at no fact and no
+   * partner (group.c): calls repeat their shapes, and this spares the rule
+   * walk. */
   struct {
     uint64_t key; /* 0: none */
     chorus_task task;

@@ -152,7 +152,7 @@ static ncclResult_t run_share(void *arg) {
     chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
     ncclResult_t res;
     if (t->algo == CHORUS_ALGO_CE) {
-      res = chorus_gpu_enqueue_elsewhere(op->cc->gpu);
+      res = chorus_gpu_async_error(op->cc->gpu); /* its program runs at its lead */
       if (res == ncclSuccess && t->lead == (int32_t)i)
         res = chorus_gpu_ce_coll_run(s->ops, s->n, s->tasks, i);
     } else {
@@ -182,37 +182,48 @@ static void zerocopy_buffers(chorus_op **ops, const chorus_task *tasks, size_t n
   }
 }
 
-/* What the planner's choice for a call alone depends on, besides the
- * communicator's settings: its size and shape, and what its buffers are
- * (alignment, in place, PreMulSum). Never 0. */
-static uint64_t memo_key(const chorus_plan_call *c) {
+/* What the planner's choice for a call depends on, besides the
+ * communicator's settings, when it looked at no fact and no partner
+ * (chorus_task.depends): its size and shape, what its buffers are
+ * (alignment, in place, PreMulSum), and whether it was planned with a
+ * group. Never 0. */
+static uint64_t memo_key(const chorus_plan_call *c, int group) {
   uint64_t k = (uint64_t)c->count * 131 + c->esize;
-  k = k * 16 + ((uintptr_t)c->send & 15 ? 1 : 0) + ((uintptr_t)c->recv & 15 ? 2 : 0) +
-      (c->send == c->recv ? 4 : 0) + (c->facts & CHORUS_FACT_PREMULSUM ? 8 : 0);
+  k = k * 32 + ((uintptr_t)c->send & 15 ? 1 : 0) + ((uintptr_t)c->recv & 15 ? 2 : 0) +
+      (c->send == c->recv ? 4 : 0) + (c->facts & CHORUS_FACT_PREMULSUM ? 8 : 0) + (group ? 16 : 0);
   return k | 1ull << 63;
 }
 
-/* Plans one call, from the memo where it holds. */
-static int plan_one(chorus_plan_call *c, const chorus_plan_probe *probe, chorus_task *t, char *err,
-                    size_t errlen) {
-  chorus_gpu *g = ((chorus_op *)c->user)->cc->gpu;
-  const uint64_t key = memo_key(c);
-  if (g->memo[c->func].key == key) {
-    *t = g->memo[c->func].task;
+/* Plans the calls, from each communicator's memo of its last task per
+ * function where every call has one: calls repeat their shapes, and this
+ * spares the rule walks. */
+static int plan(chorus_plan_call *calls, size_t n, const chorus_plan_probe *probe,
+                chorus_task *tasks, char *err, size_t errlen) {
+  const int group = n >= 2 && n <= 1024; /* as chorus_plan_group decides */
+  size_t hits = 0;
+  for (size_t i = 0; i < n && hits == i; i++) {
+    const chorus_gpu *g = ((chorus_op *)calls[i].user)->cc->gpu;
+    if (g->memo[calls[i].func].key != memo_key(&calls[i], group)) break;
+    tasks[i] = g->memo[calls[i].func].task;
+    hits++;
+  }
+  if (hits == n) {
+    chorus_plan_rounds(calls, n, tasks);
     return 0;
   }
-  if (chorus_plan_group(c, 1, probe, t, err, errlen) != 0) return -1;
-  /* Facts can change between calls (windows come and go): only a choice
-   * that asked none is kept. */
-  g->memo[c->func].key = c->known == CHORUS_FACT_PREMULSUM ? key : 0;
-  g->memo[c->func].task = *t;
+  if (chorus_plan_group(calls, n, probe, tasks, err, errlen) != 0) return -1;
+  for (size_t i = 0; i < n; i++) {
+    chorus_gpu *g = ((chorus_op *)calls[i].user)->cc->gpu;
+    g->memo[calls[i].func].key = tasks[i].depends ? 0 : memo_key(&calls[i], group);
+    g->memo[calls[i].func].task = tasks[i];
+  }
   return 0;
 }
 
 #define STACK_OPS 8
 
 ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
-  chorus_plan_call stackc[STACK_OPS], *calls = stackc;
+  chorus_plan_call stackc[STACK_OPS] = {{0}}, *calls = stackc; /* (all written by describe) */
   chorus_task stackt[STACK_OPS], *tasks = stackt;
   chorus_kern_zc *zc = NULL;
   ncclResult_t res = ncclSuccess;
@@ -225,10 +236,12 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
     }
   }
   describe(ops, n, calls);
+  /* Every rank counts every call, before anything can fail. */
+  for (size_t i = 0; i < n; i++)
+    if (!chorus_gpu_is_p2p(ops[i])) ops[i]->cc->gpu->coll_seq++;
   const chorus_plan_probe probe = {probe_facts, NULL};
   char err[320];
-  if (n == 1 ? plan_one(calls, &probe, tasks, err, sizeof err) != 0
-             : chorus_plan_group(calls, n, &probe, tasks, err, sizeof err) != 0) {
+  if (plan(calls, n, &probe, tasks, err, sizeof err) != 0) {
     res = chorus_error(ncclInvalidUsage, "rank %d: %s", chorus_gpu_rank(ops[0]->cc->gpu), err);
     goto out;
   }

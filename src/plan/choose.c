@@ -177,6 +177,7 @@ static int try_rule(chorus_plan_call *c, const chorus_plan_probe *probe, const c
   const chorus_plan_comm *m = c->comm;
   if (r->algo == CHORUS_RULE_AUTO) { /* the cheapest the cost model prices */
     double best = -1;
+    t->depends = 1; /* it looks at every algorithm */
     for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
       if (!(algos & (1u << a)) || cannot(c, probe, a, group)) continue;
       const int p = pick_proto(protos_of(c, a), protos, default_proto(c, a));
@@ -191,11 +192,17 @@ static int try_rule(chorus_plan_call *c, const chorus_plan_probe *probe, const c
       chorus_explain_put(ex, "  the cost model prices nothing that may run\n");
     return best >= 0;
   }
+  const uint32_t known = c->known;
   const char *why = NULL;
   if (!(algos & (1u << r->algo)))
     why = "NCCL_ALGO (or the group) excludes it";
   else
     why = cannot(c, probe, r->algo, group);
+  /* A rule whose algorithm needs what only facts or the group show makes
+   * the choice depend on them, whatever the outcome. */
+  if (c->known != known || (chorus_algo_get(r->algo)->on[m->env.backend].needs &
+                            (CHORUS_NEED_ONE_PROC | CHORUS_NEED_PEER_BUFS)))
+    t->depends = 1;
   int p = -1;
   const int want = r->proto >= 0 ? r->proto : default_proto(c, r->algo);
   if (!why) {
@@ -245,6 +252,7 @@ int chorus_plan_choose(chorus_plan_call *c, const chorus_plan_probe *probe, uint
   const chorus_algo_filter *f = &m->filter;
   memset(t, 0, sizeof *t);
   t->lead = t->pair = t->round = -1;
+  t->depends = exclude != 0; /* what was ruled out, the group ruled out */
   for (int p = 0; p < CHORUS_PLAN_MAX_RANKS; p++) t->peer_call[p] = -1;
   const uint32_t all_algos = (1u << CHORUS_ALGO_COUNT) - 1;
   const uint32_t all_protos = (1u << CHORUS_PROTO_COUNT) - 1;

@@ -284,6 +284,16 @@ static void rounds(work *w) {
   }
 }
 
+void chorus_plan_rounds(const chorus_plan_call *calls, size_t n, chorus_task *tasks) {
+  work w;
+  memset(&w, 0, sizeof w);
+  w.calls = (chorus_plan_call *)calls; /* rounds() only reads them */
+  w.tasks = tasks;
+  w.n = n;
+  for (size_t i = 0; i < n; i++) tasks[i].round = -1;
+  rounds(&w);
+}
+
 static int choose_all(work *w, int group, char *err, size_t errlen) {
   for (size_t i = 0; i < w->n; i++)
     if (chorus_plan_choose(&w->calls[i], w->probe, w->exclude[i], group, &w->tasks[i], NULL, err,

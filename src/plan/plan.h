@@ -89,6 +89,8 @@ typedef struct chorus_task {
   int8_t tail_proto; /* GPU ring AllReduce: the protocol of its tail (the elements past
                         the last whole share, one exchange) */
   int16_t rule;      /* index of the rule that chose it (users' first), -1: forced */
+  uint8_t depends;   /* the choice looked at facts or at partners in the group: the same
+                        call may be chosen otherwise another time */
   int32_t lead;      /* copy-engine collective: the index of the call that runs it; -1 */
   int32_t pair;      /* copy-engine Send/Recv: its partner's index; -1 */
   int32_t round;     /* Send/Recv in kernels: the launch it moves in; -1 */
@@ -129,6 +131,10 @@ int chorus_plan_choose(chorus_plan_call *c, const chorus_plan_probe *probe, uint
  * Send/Recv in rounds. Returns 0, or -1 with a message in err. */
 int chorus_plan_group(chorus_plan_call *calls, size_t n, const chorus_plan_probe *probe,
                       chorus_task *tasks, char *err, size_t errlen);
+
+/* Fills the round of every Send/Recv of calls[0..n) in kernels (tasks
+ * chosen), as chorus_plan_group does: for executors that reuse tasks. */
+void chorus_plan_rounds(const chorus_plan_call *calls, size_t n, chorus_task *tasks);
 
 /* Modelled microseconds of calls[0..n) planned as tasks: per communicator
  * the sum, across communicators the largest (they run side by side). */

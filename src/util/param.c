@@ -125,6 +125,16 @@ int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *ou
   if (len == 0 || len >= sizeof v) return -1;
   memcpy(v, text, len);
   v[len] = '\0';
+  /* Numbers first: most values, and every hot path's, are. */
+  if (isdigit((unsigned char)v[0]) && d->type != CHORUS_PARAM_SIZE) {
+    errno = 0;
+    char *end = NULL;
+    long long x = strtoll(v, &end, 0);
+    if (errno || *end) return -1;
+    if (d->type == CHORUS_PARAM_BOOL && x != 0 && x != 1) return -1;
+    *out = (int64_t)x;
+    return 0;
+  }
   if (word(v, "auto")) {
     if (!(d->flags & CHORUS_PARAM_AUTO)) return -1;
     *out = CHORUS_AUTO;
@@ -154,6 +164,21 @@ int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *ou
   return 0;
 }
 
+/* Defaults are parsed once (the table is constant; two threads that parse
+ * one at once store the same value). */
+static int64_t def_value[CHORUS_P_COUNT];
+static unsigned char def_ready[CHORUS_P_COUNT];
+
+static int64_t default_of(chorus_param_id id) {
+  if (__atomic_load_n(&def_ready[id], __ATOMIC_ACQUIRE))
+    return __atomic_load_n(&def_value[id], __ATOMIC_RELAXED);
+  int64_t x;
+  if (!table[id].def || chorus_param_parse(&table[id], table[id].def, &x) != 0) x = CHORUS_UNSET;
+  __atomic_store_n(&def_value[id], x, __ATOMIC_RELAXED);
+  __atomic_store_n(&def_ready[id], 1, __ATOMIC_RELEASE);
+  return x;
+}
+
 /* A bad value is reported once per variable and process. */
 static unsigned char warned[CHORUS_P_COUNT];
 
@@ -171,8 +196,7 @@ int64_t chorus_param_int(chorus_param_id id) {
            d->flags & CHORUS_PARAM_AUTO ? " or auto" : "",
            d->flags & CHORUS_PARAM_OFF ? " or off" : "", d->def ? d->def : "(unset)");
   }
-  if (!d->def) return CHORUS_UNSET;
-  return chorus_param_parse(d, d->def, &x) == 0 ? x : CHORUS_UNSET;
+  return default_of(id);
 }
 
 const char *chorus_param_str(chorus_param_id id) {

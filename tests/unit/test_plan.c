@@ -525,6 +525,46 @@ static void group_copy_engine(void) {
   EXPECT_EQ_INT(t[0].round, 0);
 }
 
+/* Whether a choice looked at facts or partners (executors may keep only
+ * choices that did not), and the rounds executors recompute for kept
+ * tasks. */
+static void depends_and_rounds(void) {
+  env(NULL, NULL, NULL);
+  chorus_plan_comm c[2];
+  for (int r = 0; r < 2; r++) gpu_comm(&c[r], 2, 1, r, 77);
+  const uint32_t all = CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH;
+  EXPECT_EQ_INT(choose_facts(&c[0], AR, 8, all, 1).depends, 0);
+  EXPECT_EQ_INT(choose_facts(&c[0], BC, 1 * MB, all, 1).depends, 0);
+  EXPECT_EQ_INT(choose_facts(&c[0], AR, 4 * MB, all, 1).depends, 1); /* zero-copy's range */
+  EXPECT_EQ_INT(choose_facts(&c[0], AR, 4 * MB, all, 0).depends, 1); /* asked for windows */
+  EXPECT_EQ_INT(choose_facts(&c[0], CHORUS_FUNC_SEND, 64 * MB, all, 1).depends, 1);
+  chorus_plan_call k = call_of(&c[0], AR, 8);
+  chorus_task t;
+  char err[200];
+  EXPECT_EQ_INT(chorus_plan_choose(&k, NULL, 1u << CE, 1, &t, NULL, err, sizeof err), 0);
+  EXPECT_EQ_INT(t.depends, 1); /* something was ruled out for it */
+  host_comm(&c[0], 2, 1, 1, 0);
+  EXPECT_EQ_INT(choose(&c[0], AR, 8).depends, 1); /* the cost model looked at everything */
+  /* Rounds as the group planner numbers them, from tasks alone. */
+  for (int r = 0; r < 2; r++) gpu_comm(&c[r], 2, 0, r, 77);
+  chorus_plan_call g[5];
+  chorus_task a[5], b[5];
+  g[0] = gcall(&c[0], CHORUS_FUNC_SEND, 4, 0, 0, BIG(0), NULL, 1, 0);
+  g[1] = gcall(&c[0], AR, 4, 0, 0, BIG(1), BIG(1), -1, 1);
+  g[2] = gcall(&c[0], CHORUS_FUNC_SEND, 0, 0, 0, BIG(2), NULL, 1, 2);
+  g[3] = gcall(&c[0], CHORUS_FUNC_SEND, 8, 0, 0, BIG(3), NULL, 1, 3);
+  g[4] = gcall(&c[0], CHORUS_FUNC_RECV, 8, 0, 0, NULL, BIG(4), 1, 4);
+  EXPECT_EQ_INT(chorus_plan_group(g, 5, NULL, a, err, sizeof err), 0);
+  memcpy(b, a, sizeof b);
+  for (int i = 0; i < 5; i++) b[i].round = 77;
+  chorus_plan_rounds(g, 5, b);
+  const int32_t want[5] = {0, -1, -1, 1, 0};
+  for (int i = 0; i < 5; i++) {
+    EXPECT_EQ_INT(a[i].round, want[i]);
+    EXPECT_EQ_INT(b[i].round, want[i]);
+  }
+}
+
 /* What ncclGroupSimulateEnd reports: per communicator the sum, across
  * communicators the largest. */
 static void simulate(void) {
@@ -554,6 +594,7 @@ int main(void) {
   RUN(explain);
   RUN(group_zero_copy);
   RUN(group_copy_engine);
+  RUN(depends_and_rounds);
   RUN(simulate);
   return unit_report();
 }
