@@ -38,52 +38,28 @@ typedef struct call {
   void *stream;            /* the caller's cudaStream_t (GPU communicators) */
 } call;
 
+/* The extents and in-place form of the call, from the function table. */
 static void describe(call *c, int rank, int n) {
-  size_t k = c->count;
+  const chorus_func_info *f = chorus_func_get(c->func);
+  const size_t k = c->count;
+  c->send_elems = chorus_func_send_elems(c->func, k, rank, c->root, n);
+  c->recv_elems = chorus_func_recv_elems(c->func, k, rank, c->root, n);
   c->inplace_off = 0;
   c->send_is_recv_offset = 1;
-  switch (c->func) {
-  case CHORUS_FUNC_ALLREDUCE:
-    c->send_elems = c->recv_elems = k;
-    break;
-  case CHORUS_FUNC_BROADCAST:
-    c->send_elems = rank == c->root ? k : 0;
-    c->recv_elems = k;
-    break;
-  case CHORUS_FUNC_REDUCE:
-    c->send_elems = k;
-    c->recv_elems = rank == c->root ? k : 0;
-    break;
-  case CHORUS_FUNC_ALLGATHER:
-    c->send_elems = k;
-    c->recv_elems = k * (size_t)n;
+  switch (f ? f->inplace : CHORUS_INPLACE_NONE) {
+  case CHORUS_INPLACE_SEND_AT_RANK:
     c->inplace_off = k * (size_t)rank;
     break;
-  case CHORUS_FUNC_REDUCESCATTER:
-    c->send_elems = k * (size_t)n;
-    c->recv_elems = k;
+  case CHORUS_INPLACE_RECV_AT_RANK:
     c->inplace_off = k * (size_t)rank;
     c->send_is_recv_offset = 0;
     break;
-  case CHORUS_FUNC_ALLTOALL:
-    c->send_elems = c->recv_elems = k * (size_t)n;
-    break;
-  case CHORUS_FUNC_GATHER:
-    c->send_elems = k;
-    c->recv_elems = rank == c->root ? k * (size_t)n : 0;
+  case CHORUS_INPLACE_SEND_AT_ROOT:
     c->inplace_off = k * (size_t)c->root;
     break;
-  case CHORUS_FUNC_SCATTER:
-    c->send_elems = rank == c->root ? k * (size_t)n : 0;
-    c->recv_elems = k;
+  case CHORUS_INPLACE_RECV_AT_ROOT:
     c->inplace_off = k * (size_t)c->root;
     c->send_is_recv_offset = 0;
-    break;
-  case CHORUS_FUNC_SEND:
-    c->send_elems = k, c->recv_elems = 0;
-    break;
-  case CHORUS_FUNC_RECV:
-    c->send_elems = 0, c->recv_elems = k;
     break;
   default:
     break;
@@ -91,8 +67,8 @@ static void describe(call *c, int rank, int n) {
 }
 
 static int needs_root(int func) {
-  return func == CHORUS_FUNC_BROADCAST || func == CHORUS_FUNC_REDUCE ||
-         func == CHORUS_FUNC_GATHER || func == CHORUS_FUNC_SCATTER;
+  const chorus_func_info *f = chorus_func_get(func);
+  return f && f->rooted;
 }
 
 static ncclResult_t check_buffers(const call *c, size_t esize, int n) {
@@ -130,7 +106,7 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   if (needs_root(c->func) && (c->root < 0 || c->root >= n))
     return chorus_error(ncclInvalidArgument, "%s: root = %d is outside 0..%d", c->name, c->root,
                         n - 1);
-  if ((c->func == CHORUS_FUNC_SEND || c->func == CHORUS_FUNC_RECV) && (c->root < 0 || c->root >= n))
+  if (chorus_func_get(c->func)->p2p && (c->root < 0 || c->root >= n))
     return chorus_error(ncclInvalidArgument, "%s: peer = %d is outside 0..%d", c->name, c->root,
                         n - 1);
   chorus_op op;
@@ -146,9 +122,7 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   op.count = c->count;
   op.dtype = c->dtype;
   op.esize = esize;
-  op.root = (needs_root(c->func) || c->func == CHORUS_FUNC_SEND || c->func == CHORUS_FUNC_RECV)
-                ? c->root
-                : -1;
+  op.root = needs_root(c->func) || chorus_func_get(c->func)->p2p ? c->root : -1;
   op.red.dtype = c->dtype;
   op.cuda_stream = c->stream;
   return chorus_enqueue(comm, &op);

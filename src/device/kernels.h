@@ -6,7 +6,7 @@
  * at once. Every launcher returns 0 on success, or -1 with a message for
  * chorus_dev_error().
  *
- * Synchronisation lives in the kernels (GPU_NOTES section 4.3): each rank's
+ * Synchronisation lives in the kernels: each rank's
  * arena holds per-block epoch counters that only the kernels advance, and
  * every 16-byte "LL" line carries its 8 bytes of data together with the
  * epoch twice, so a reader that sees the epoch in both halves has the data.

@@ -32,13 +32,13 @@ static int aligned16(const void *p) {
   return ((uintptr_t)p & 15u) == 0;
 }
 
-/* Whether fact holds for c, asking the probe once. */
-static int fact(chorus_plan_call *c, const chorus_plan_probe *probe, uint32_t fact) {
-  if (!(c->known & fact)) {
-    if (probe && probe->facts) c->facts |= probe->facts(probe->arg, c, fact) & fact;
-    c->known |= fact;
+/* Whether fact f holds for c, asking the probe once. */
+static int fact(chorus_plan_call *c, const chorus_plan_probe *probe, uint32_t f) {
+  if (!(c->known & f)) {
+    if (probe && probe->facts) c->facts |= probe->facts(probe->arg, c, f) & f;
+    c->known |= f;
   }
-  return (c->facts & fact) != 0;
+  return (c->facts & f) != 0;
 }
 
 /* Why algo cannot run c at all (NULL: it can, in some protocol). group:

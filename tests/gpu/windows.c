@@ -37,7 +37,7 @@ static void fill(float *dev, size_t count, int rank, size_t first) {
   /* A copy from pageable memory may return before its last bytes land, and
    * the collectives run on a non-blocking stream: without this, the tail of
    * a 2 MiB fill once landed after an in-place ReduceScatter had written
-   * its result there (2xH200, 2026-11-26). */
+   * its result there (2xH200). */
   CUDA(cudaDeviceSynchronize());
   free(h);
 }
