@@ -55,7 +55,7 @@ def load(paths):
     for (name, n, size), r in merged.items():
         coll = BY_NAME[name]
         for lib in compare.LIBS:
-            us = r[lib + "_us"]
+            us = r.get(summarize.HOST_LIB_COLUMN[lib])
             if us is not None:
                 res.add(lib, 1, [{"collective": coll[1], "size": size, "nranks": n,
                                   "out_of_place": {"time_us": us,

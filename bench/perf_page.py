@@ -28,6 +28,7 @@ Python 3.7+, standard library only.
 """
 import argparse
 import difflib
+import math
 import os
 import re
 import sys
@@ -183,7 +184,7 @@ def host_tables(paths):
                 if mark:
                     marks.add(run)
                 line = [size_text(s) + mark]
-                for lib in compare.LIBS:
+                for lib in ("chorus", "ompi", "gloo"):
                     c = cells[lib]
                     line.append("WRONG" if c and c["wrong"] else
                                 compare.fmt_time(c and c["time_us"]))
@@ -305,12 +306,41 @@ def gpu_tables(path):
     return out
 
 
+def before_after(args):
+    """Per collective and mode of a run with an earlier Chorus beside: the
+    earlier library's time over this one's (above 1: faster now), geometric
+    mean over sizes and the extremes, with NCCL's ratio for scale."""
+    path = args[0]
+    if "gpu_" in os.path.basename(path):
+        data, second = gpu_rows(path), "mode"
+    else:
+        data, second = {}, "ranks"
+        for r in read(path)[1]:
+            data.setdefault((r["collective"], r["ranks"]), {})[r["bytes"]] = r
+    rows = []
+    for (coll, mode), by in sorted(data.items()):
+        pairs = [(s, r["base_us"] / r["chorus_us"]) for s, r in sorted(by.items())
+                 if r.get("base_us") and r.get("chorus_us") and s > 0]
+        if not pairs:
+            continue
+        geo = math.exp(sum(math.log(v) for _, v in pairs) / len(pairs))
+        lo = min(pairs, key=lambda p: p[1])
+        hi = max(pairs, key=lambda p: p[1])
+        big = [v for s, v in pairs if s >= 64 << 20]
+        rows.append([coll, str(mode), "%.3f" % geo, "%.2f (%s)" % (lo[1], size_text(lo[0])),
+                     "%.2f (%s)" % (hi[1], size_text(hi[0])),
+                     "%.3f" % (math.exp(sum(math.log(v) for v in big) / len(big))) if big else "-"])
+    return table(["collective", second, "geomean, every size", "lowest", "highest",
+                  "geomean from 64 MiB"], rows, ["---", "---", "---:", "---:", "---:", "---:"]) + [""]
+
+
 DIRECTIVES = {
     "@run": lambda args: [l for p in args for l in run_paragraph(p)],
     "@host-goals": host_goals,
     "@host-tables": host_tables,
     "@gpu-goals": gpu_goals_tables,
     "@gpu-tables": lambda args: gpu_tables(args[0]),
+    "@before-after": before_after,
 }
 
 

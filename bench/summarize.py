@@ -38,8 +38,13 @@ import tarfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 GPU_COLUMNS = ["collective", "mode", "bytes", "chorus_us", "ref_us", "chorus_busbw", "ref_busbw"]
+# A run with an earlier Chorus beside (gpu_bench.sh BASE_LIB, compare.py
+# --base-lib) adds its columns.
+GPU_BASE_COLUMNS = ["base_us", "base_busbw"]
 HOST_COLUMNS = ["collective", "ranks", "bytes", "chorus_us", "ompi_us", "gloo_us", "wrong",
                 "failed"]
+HOST_LIB_COLUMN = {"chorus": "chorus_us", "chorusbase": "base_us", "ompi": "ompi_us",
+                   "gloo": "gloo_us"}
 
 # An nccl-tests result row: size count type redop root, then out of place
 # time algbw busbw (the in-place columns follow and are not used).
@@ -47,7 +52,7 @@ ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s
 # gpu.sh labels: <collective>_<mode>, mode g<N>, procs<N> or win_procs<N>.
 LABEL = re.compile(r"^([a-z_]+?)_((?:win_)?procs\d+|g\d+)$")
 # big mode prints each row prefixed with its label and library.
-BIG_ROW = re.compile(r"^\s*([a-z_]+\d+) (chorus|nccl):(\s+\d+\s+\d+\s+\S+\s+\S+\s+-?\d+\s+"
+BIG_ROW = re.compile(r"^\s*([a-z_]+\d+) (chorus|chorusbase|nccl):(\s+\d+\s+\d+\s+\S+\s+\S+\s+-?\d+\s+"
                      r"[\d.]+\s+[\d.]+\s+[\d.]+.*)$")
 # gpu.sh's table titles, e.g. "all_reduce, 4 GPUs, -g 4 (float, ...)".
 TABLE_TITLE = re.compile(r"^([a-z_]+), (\d+) GPUs, (-g \d+|1 process each)"
@@ -86,7 +91,7 @@ def graph_key(m):
 def read_log(call, name, text):
     """One gpu.sh log file, by its name."""
     base = os.path.basename(name)
-    m = re.match(r"^bench_(.+)_(chorus|nccl)\.log$", base)
+    m = re.match(r"^bench_(.+)_(chorus|chorusbase|nccl)\.log$", base)
     if m:
         lab = LABEL.match(m.group(1))
         if not lab:
@@ -237,10 +242,15 @@ def write_gpu(args):
     for k, v in head:
         out.write("# %s: %s\n" % (k, v))
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(GPU_COLUMNS)
+    has_base = any("chorusbase" in cell for cell in rows.values())
+    w.writerow(GPU_COLUMNS + (GPU_BASE_COLUMNS if has_base else []))
     for k in sorted(rows, key=key):
         c, n = rows[k].get("chorus", (None, None)), rows[k].get("nccl", (None, None))
-        w.writerow([k[0], k[1], k[2], num(c[0]), num(n[0]), num(c[1]), num(n[1])])
+        line = [k[0], k[1], k[2], num(c[0]), num(n[0]), num(c[1]), num(n[1])]
+        if has_base:
+            b = rows[k].get("chorusbase", (None, None))
+            line += [num(b[0]), num(b[1])]
+        w.writerow(line)
     return out.getvalue(), len(rows)
 
 
@@ -266,7 +276,8 @@ def write_host(args):
     for k, v in head:
         out.write("# %s: %s\n" % (k, v))
     w = csv.writer(out, lineterminator="\n")
-    w.writerow(HOST_COLUMNS)
+    libs = [lib for lib in compare.LIBS if lib != "chorusbase" or lib in meta.get("libs", [])]
+    w.writerow(HOST_COLUMNS[:3] + [HOST_LIB_COLUMN[lib] for lib in libs] + HOST_COLUMNS[-2:])
     count = 0
     for coll in compare.COLLS:
         for n in meta.get("ranks", [2, 4]):
@@ -278,7 +289,7 @@ def write_host(args):
                 wrong = " ".join(lib for lib in compare.LIBS if cells[lib] and cells[lib]["wrong"])
                 w.writerow([coll[0], n, size] +
                            [num(cells[lib]["time_us"], 9) if cells[lib] else ""
-                            for lib in compare.LIBS] + [wrong, failed])
+                            for lib in libs] + [wrong, failed])
                 count += 1
     return out.getvalue(), count
 
