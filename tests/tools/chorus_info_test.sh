@@ -1,0 +1,34 @@
+#!/bin/sh
+# chorus_info_test.sh INFO - what chorus_info prints: every setting on one
+# screen (60 lines), the rules and algorithms of both backends, an
+# explanation naming the rule it took, and bad settings named as errors.
+set -u
+info=$1
+fail() { echo "FAIL: $*"; exit 1; }
+unset NCCL_ALGO NCCL_PROTO CHORUS_TUNE
+out=$("$info") || fail "chorus_info exited $?"
+lines=$(printf '%s\n' "$out" | wc -l)
+[ "$lines" -le 60 ] || fail "the settings take $lines lines"
+for v in NCCL_DEBUG NCCL_ALGO CHORUS_TUNE CHORUS_GPU_FIFO_BYTES CHORUS_OP_TIMEOUT; do
+  printf '%s\n' "$out" | grep -q "^  $v " || fail "no line for $v"
+done
+printf '%s\n' "$out" | grep -q "CHORUS_GPU_FIFO_BYTES  *auto " || fail "FIFO default not auto"
+CHORUS_OP_TIMEOUT=off "$info" | grep -q "CHORUS_OP_TIMEOUT  *600 =off " || fail "a set value not shown"
+"$info" --algos | grep -q "^copyengine  *gpu " || fail "--algos lacks copyengine on gpu"
+"$info" --rules | grep -q "allreduce:gpu:1M-16M:zerocopy" || fail "--rules lacks the zero-copy rule"
+ex=$("$info" --explain allreduce 64K --gpu --ranks 4) || fail "--explain exited $?"
+printf '%s\n' "$ex" | grep -q "default rule 8 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
+  fail "--explain did not name the rule: $ex"
+printf '%s\n' "$ex" | grep -q "^-> twoshot/LL" || fail "--explain did not give the choice: $ex"
+ex=$(CHORUS_TUNE=allreduce:0-256K:oneshot "$info" --explain allreduce 64K --gpu --ranks 4)
+printf '%s\n' "$ex" | grep -q "CHORUS_TUNE rule 1 matches" || fail "CHORUS_TUNE not first: $ex"
+printf '%s\n' "$ex" | grep -q "^-> oneshot/LL" || fail "CHORUS_TUNE not taken: $ex"
+ex=$("$info" --explain allreduce 8M --gpu --ranks 4 --one-process)
+printf '%s\n' "$ex" | grep -q "^-> zerocopy/Simple" || fail "no zero-copy in one process: $ex"
+ex=$("$info" --explain allreduce 1M --host --ranks 2)
+printf '%s\n' "$ex" | grep -q "cost model prices ring/Simple cheapest" || fail "host: $ex"
+err=$(CHORUS_TUNE=allreduce:0-2Q:ring "$info" --rules 2>&1) && fail "a bad CHORUS_TUNE passed"
+printf '%s\n' "$err" | grep -q '"0-2Q"' || fail "the bad token is not named: $err"
+err=$(NCCL_ALGO=allreduce:rnig "$info" --explain allreduce 1M 2>&1) && fail "a bad NCCL_ALGO passed"
+printf '%s\n' "$err" | grep -q '"rnig"' || fail "the bad word is not named: $err"
+echo "chorus_info: ok"
