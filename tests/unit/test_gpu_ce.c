@@ -34,6 +34,7 @@
 
 #include "gpu/ce.h"
 #include "util/misc.h"
+#include "plan_comm.h"
 #include "unit.h"
 
 #define MAXS     16   /* streams */
@@ -628,36 +629,8 @@ static void overlap(void) {
  * as the GPU settings' defaults give them, and NCCL_ALGO, NCCL_PROTO and
  * CHORUS_TUNE as the environment holds them now. */
 static void comm_make(chorus_plan_comm *m, int n, int r, uint64_t key) {
-  char err[256] = "";
-  memset(m, 0, sizeof *m);
-  m->env.backend = CHORUS_BACKEND_GPU;
-  m->env.nranks = n;
-  m->env.nhosts = 1;
-  m->rank = r;
-  m->key = key;
-  m->one_process = 1;
-  m->staged = 0;
-  m->twoshot_ll_max = 64 << 10;
-  m->p2p_ll_max = 512 << 10;
-  m->channels = 64;
-  m->chunk_bytes = 64 << 10;
-  m->ring_channels = 32;
-  m->ring_chunk = 512 << 10;
-  m->twoshot_channels = 32;
-  m->twoshot_chunk = 64 << 10;
-  m->zc_channels = 64;
-  m->zc_cta_bytes = 8 << 10;
-  const int rc = chorus_plan_comm_settings(m, err, sizeof err);
-  EXPECT_EQ_INT(rc, 0);
-  if (rc != 0) fprintf(stderr, "settings: %s\n", err);
+  EXPECT_EQ_INT(plan_comm_gpu(m, n, r, key, 1, 512 << 10, 64, 8 << 10), 0);
 }
-
-/* The probe: the facts in arg[rank of the call] hold. */
-static uint32_t probe_facts(void *arg, const chorus_plan_call *c, uint32_t want) {
-  return ((const uint32_t *)arg)[c->comm->rank] & want;
-}
-
-#define FACTS_ALL (CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH)
 
 /* The algorithm the planner chooses for one call of func (count elements
  * of esize bytes, root 0) on m, planned with its group (every rank's call
@@ -666,7 +639,7 @@ static int algo_of(const chorus_plan_comm *m, int func, size_t count, size_t esi
                    const void *send, const void *recv, uint32_t facts) {
   uint32_t have[CHORUS_PLAN_MAX_RANKS + 8];
   for (size_t p = 0; p < sizeof have / sizeof have[0]; p++) have[p] = facts;
-  const chorus_plan_probe probe = {probe_facts, have};
+  const chorus_plan_probe probe = {plan_probe_by_rank, have};
   chorus_plan_call c = {.comm = m,
                         .func = func,
                         .count = count,
@@ -707,40 +680,41 @@ static void coll_rules(void) {
   comm_make(&m9, 9, 0, 9);
   const int CE = CHORUS_ALGO_CE;
   /* Broadcast: by its buffer, in place or not */
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL), CE);
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, rcv, rcv, FACTS_ALL), CE);
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 16 * MiB, 4, snd, rcv, FACTS_ALL), CE);
-  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB - 1, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m3, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, rcv, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 16 * MiB, 4, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB - 1, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m3, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
   /* AllGather and AlltoAll: n blocks (32 MiB blocks on 2 GPUs are 64 MiB) */
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, snd, rcv, FACTS_ALL), CE);
-  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB - 1, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB - 16, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, rcv, rcv, FACTS_ALL), CE);
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, snd, rcv, FACTS_ALL), CE);
-  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB - 1, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, rcv, rcv, FACTS_ALL) != CE); /* in place */
-  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 256 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 256 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m1, CHORUS_FUNC_ALLGATHER, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m1, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB - 1, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB - 16, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, rcv, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB - 1, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, rcv, rcv, PLAN_FACTS_ALL) !=
+         CE); /* in place */
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 256 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 256 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m1, CHORUS_FUNC_ALLGATHER, 1024 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m1, CHORUS_FUNC_BROADCAST, 1024 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
   /* nothing else */
-  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLREDUCE, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m2, CHORUS_FUNC_REDUCE, 1024 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m2, CHORUS_FUNC_REDUCESCATTER, 512 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLREDUCE, 1024 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_REDUCE, 1024 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_REDUCESCATTER, 512 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
   /* a stream that may not be joined (a default stream, one being
    * captured), GPUs that do not reach each other, ranks in other
    * processes: the kernels */
   EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv,
-                 FACTS_ALL & ~CHORUS_FACT_STREAM_OK) != CE);
+                 PLAN_FACTS_ALL & ~CHORUS_FACT_STREAM_OK) != CE);
   m2.staged = 1;
-  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
   m2.staged = 0;
   m2.one_process = 0;
-  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
   m2.one_process = 1;
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, PLAN_FACTS_ALL), CE);
 
   /* CHORUS_TUNE turns it on at 3+ GPUs from 4000 bytes of the larger
    * buffer (1000-byte blocks on 4), and Broadcast from 1 KiB; on 2 GPUs
@@ -750,31 +724,32 @@ static void coll_rules(void) {
   comm_make(&m2, 2, 0, 2);
   comm_make(&m4, 4, 0, 4);
   comm_make(&m9, 9, 0, 9);
-  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, FACTS_ALL), CE);
-  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 999, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 250, 4, snd, rcv, FACTS_ALL), CE);
-  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, rcv, rcv, FACTS_ALL) != CE); /* in place */
-  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 2000, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, FACTS_ALL), CE);
-  EXPECT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1023, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, FACTS_ALL), CE);
-  EXPECT(algo_of(&m9, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m9, CHORUS_FUNC_BROADCAST, 1 << 20, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m9, CHORUS_FUNC_ALLGATHER, 1 << 20, 1, snd, rcv, FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 999, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 250, 4, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, rcv, rcv, PLAN_FACTS_ALL) !=
+         CE); /* in place */
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 2000, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1023, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT(algo_of(&m9, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m9, CHORUS_FUNC_BROADCAST, 1 << 20, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m9, CHORUS_FUNC_ALLGATHER, 1 << 20, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
 
   /* NCCL_ALGO naming a function keeps the copy engine from it, whatever
    * CHORUS_TUNE or the defaults say; the others keep it */
   setenv("NCCL_ALGO", "alltoall:^copyengine;broadcast:chain", 1);
   comm_make(&m2, 2, 0, 2);
   comm_make(&m4, 4, 0, 4);
-  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, snd, rcv, FACTS_ALL) != CE);
-  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, FACTS_ALL),
+  EXPECT(algo_of(&m4, CHORUS_FUNC_ALLTOALL, 1000, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT(algo_of(&m2, CHORUS_FUNC_ALLTOALL, 32 * MiB, 1, snd, rcv, PLAN_FACTS_ALL) != CE);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_BROADCAST, 1024, 1, snd, rcv, PLAN_FACTS_ALL),
                 CHORUS_ALGO_CHAIN);
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, FACTS_ALL),
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_BROADCAST, 64 * MiB, 1, snd, rcv, PLAN_FACTS_ALL),
                 CHORUS_ALGO_CHAIN);
-  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 1000, 1, snd, rcv, FACTS_ALL), CE);
-  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, snd, rcv, FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m4, CHORUS_FUNC_ALLGATHER, 1000, 1, snd, rcv, PLAN_FACTS_ALL), CE);
+  EXPECT_EQ_INT(algo_of(&m2, CHORUS_FUNC_ALLGATHER, 32 * MiB, 1, snd, rcv, PLAN_FACTS_ALL), CE);
   unsetenv("NCCL_ALGO");
   unsetenv("CHORUS_TUNE");
 }
@@ -792,14 +767,14 @@ static void p2p_rules(void) {
   unsetenv("NCCL_PROTO");
   chorus_plan_comm m[2];
   for (int r = 0; r < 2; r++) comm_make(&m[r], 2, r, 5);
-  uint32_t have[2] = {FACTS_ALL, FACTS_ALL};
-  const chorus_plan_probe probe = {probe_facts, have};
+  uint32_t have[2] = {PLAN_FACTS_ALL, PLAN_FACTS_ALL};
+  const chorus_plan_probe probe = {plan_probe_by_rank, have};
   for (int k = 0; k < 5; k++) {
     /* 0: 8 MiB; 1: a byte less; 2: rank 0 receives from 1 instead (two
      * Recv, no Send); 3: rank 1's stream may not be joined; 4: NCCL_ALGO
      * keeps Send/Recv from it */
     const size_t bytes = k == 1 ? 8 * MiB - 1 : 8 * MiB;
-    have[1] = k == 3 ? FACTS_ALL & ~CHORUS_FACT_STREAM_OK : FACTS_ALL;
+    have[1] = k == 3 ? PLAN_FACTS_ALL & ~CHORUS_FACT_STREAM_OK : PLAN_FACTS_ALL;
     if (k == 4) {
       setenv("NCCL_ALGO", "sendrecv:^copyengine", 1);
       for (int r = 0; r < 2; r++) comm_make(&m[r], 2, r, 5);
@@ -852,12 +827,12 @@ static void coll_group(void) {
   unsetenv("NCCL_PROTO");
   chorus_plan_comm m[2];
   for (int r = 0; r < 2; r++) comm_make(&m[r], 2, r, 6);
-  uint32_t have[2] = {FACTS_ALL, FACTS_ALL};
-  const chorus_plan_probe probe = {probe_facts, have};
+  uint32_t have[2] = {PLAN_FACTS_ALL, PLAN_FACTS_ALL};
+  const chorus_plan_probe probe = {plan_probe_by_rank, have};
   for (int k = 0; k < 4; k++) {
     /* 0: both; 1: rank 1's stream may not be joined; 2: rank 0's call
      * alone; 3: the calls are described differently (another count, say) */
-    have[1] = k == 1 ? FACTS_ALL & ~CHORUS_FACT_STREAM_OK : FACTS_ALL;
+    have[1] = k == 1 ? PLAN_FACTS_ALL & ~CHORUS_FACT_STREAM_OK : PLAN_FACTS_ALL;
     chorus_plan_call c[2];
     for (int r = 0; r < 2; r++)
       c[r] = (chorus_plan_call){.comm = &m[r],

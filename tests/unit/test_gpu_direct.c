@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
+#include "plan_comm.h"
 #include "unit.h"
 
 #define MAXOPS 40
@@ -119,37 +120,10 @@ static void random_groups(void) {
  * NCCL_ALGO, NCCL_PROTO and CHORUS_TUNE as the environment holds them
  * now. */
 static void comm_make(chorus_plan_comm *m, int n, int r, uint64_t key) {
-  char err[256] = "";
-  memset(m, 0, sizeof *m);
-  m->env.backend = CHORUS_BACKEND_GPU;
-  m->env.nranks = n;
-  m->env.nhosts = 1;
-  m->rank = r;
-  m->key = key;
-  m->one_process = 1;
-  m->staged = 0;
-  m->twoshot_ll_max = 64 << 10;
-  m->p2p_ll_max = 512 << 10;
-  m->channels = 64;
-  m->chunk_bytes = 64 << 10;
-  m->ring_channels = 32;
-  m->ring_chunk = 512 << 10;
-  m->twoshot_channels = 32;
-  m->twoshot_chunk = 64 << 10;
-  m->zc_channels = 32;
-  m->zc_cta_bytes = 1 << 16;
-  const int rc = chorus_plan_comm_settings(m, err, sizeof err);
-  EXPECT_EQ_INT(rc, 0);
-  if (rc != 0) fprintf(stderr, "settings: %s\n", err);
+  EXPECT_EQ_INT(plan_comm_gpu(m, n, r, key, 1, 512 << 10, 32, 1 << 16), 0);
 }
 
-/* The probe: the facts in arg[rank of the call] hold. */
-static uint32_t probe_facts(void *arg, const chorus_plan_call *c, uint32_t want) {
-  return ((const uint32_t *)arg)[c->comm->rank] & want;
-}
-
-#define FACTS_ALL (CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH)
-#define MiB       ((size_t)1 << 20)
+#define MiB ((size_t)1 << 20)
 
 static _Alignas(16) char bufs[2][64];
 
@@ -160,7 +134,7 @@ static chorus_task choose(const chorus_plan_comm *m, int func, size_t count, siz
                           uint32_t facts, const void *send, const void *recv) {
   uint32_t have[16];
   for (int p = 0; p < 16; p++) have[p] = facts;
-  const chorus_plan_probe probe = {probe_facts, have};
+  const chorus_plan_probe probe = {plan_probe_by_rank, have};
   chorus_plan_call c = {.comm = m,
                         .func = func,
                         .count = count,
@@ -182,7 +156,7 @@ static chorus_task choose(const chorus_plan_comm *m, int func, size_t count, siz
 
 /* Whether one call of func goes zero-copy, with every fact but PreMulSum. */
 static int zc(const chorus_plan_comm *m, int func, size_t count, size_t esize) {
-  return choose(m, func, count, esize, FACTS_ALL, NULL, NULL).algo == CHORUS_ALGO_ZEROCOPY;
+  return choose(m, func, count, esize, PLAN_FACTS_ALL, NULL, NULL).algo == CHORUS_ALGO_ZEROCOPY;
 }
 
 /* The kernel's arguments for a call as task t chose it. */
@@ -221,7 +195,7 @@ static void shapes(void) {
     const size_t count = (size_t)rnd(&s) * (1 + rnd(&s) % 512) + rnd(&s) % 17;
     const size_t bytes = count * esize, size = bytes * (size_t)n;
     const chorus_plan_comm *c = &m[n];
-    chorus_task t = choose(c, CHORUS_FUNC_ALLREDUCE, count, esize, FACTS_ALL, NULL, NULL);
+    chorus_task t = choose(c, CHORUS_FUNC_ALLREDUCE, count, esize, PLAN_FACTS_ALL, NULL, NULL);
     const int ar = t.algo == CHORUS_ALGO_ZEROCOPY;
     EXPECT_EQ_INT(ar, bytes >= MiB && bytes <= 16 * MiB);
     seen[0] += ar;
@@ -236,7 +210,7 @@ static void shapes(void) {
       EXPECT(d.bytes == bytes);
     }
     const int blocks = size >= MiB && bytes % 16 == 0 && (n == 2 || size <= 64 * MiB);
-    t = choose(c, CHORUS_FUNC_ALLGATHER, count, esize, FACTS_ALL, NULL, NULL);
+    t = choose(c, CHORUS_FUNC_ALLGATHER, count, esize, PLAN_FACTS_ALL, NULL, NULL);
     const int ag_ce = n == 2 && size >= 64 * MiB;
     EXPECT_EQ_INT(t.algo == CHORUS_ALGO_CE, ag_ce);
     EXPECT_EQ_INT(t.algo == CHORUS_ALGO_ZEROCOPY, blocks && !ag_ce);
@@ -247,7 +221,7 @@ static void shapes(void) {
       EXPECT(d.grid >= 1 && d.grid <= c->zc_channels);
       EXPECT(d.bytes == bytes);
     }
-    t = choose(c, CHORUS_FUNC_REDUCESCATTER, count, esize, FACTS_ALL, NULL, NULL);
+    t = choose(c, CHORUS_FUNC_REDUCESCATTER, count, esize, PLAN_FACTS_ALL, NULL, NULL);
     EXPECT_EQ_INT(t.algo == CHORUS_ALGO_ZEROCOPY, blocks);
     seen[2] += t.algo == CHORUS_ALGO_ZEROCOPY;
     if (t.algo == CHORUS_ALGO_ZEROCOPY) {
@@ -260,15 +234,15 @@ static void shapes(void) {
   /* the random calls reached every case */
   EXPECT(seen[0] > 100 && seen[1] > 100 && seen[2] > 100);
   /* CTAs grow with the block up to the most allowed */
-  chorus_task t = choose(&m[2], CHORUS_FUNC_ALLREDUCE, 4 * MiB, 4, FACTS_ALL, NULL, NULL);
+  chorus_task t = choose(&m[2], CHORUS_FUNC_ALLREDUCE, 4 * MiB, 4, PLAN_FACTS_ALL, NULL, NULL);
   EXPECT_EQ_INT(t.algo, CHORUS_ALGO_ZEROCOPY);
   EXPECT(shape(&t, CHORUS_FUNC_ALLREDUCE, 2, 4 * MiB, 4, &d));
   EXPECT_EQ_INT((int)d.grid, 32); /* 8 MiB blocks: 128 CTAs of 64 KiB, at most 32 */
-  t = choose(&m[2], CHORUS_FUNC_ALLREDUCE, (size_t)1 << 18, 4, FACTS_ALL, NULL, NULL);
+  t = choose(&m[2], CHORUS_FUNC_ALLREDUCE, (size_t)1 << 18, 4, PLAN_FACTS_ALL, NULL, NULL);
   EXPECT_EQ_INT(t.algo, CHORUS_ALGO_ZEROCOPY);
   EXPECT(shape(&t, CHORUS_FUNC_ALLREDUCE, 2, (size_t)1 << 18, 4, &d));
   EXPECT_EQ_INT((int)d.grid, 8); /* 512 KiB blocks of 64 KiB per CTA */
-  t = choose(&m[4], CHORUS_FUNC_ALLGATHER, (size_t)1 << 16, 4, FACTS_ALL, NULL, NULL);
+  t = choose(&m[4], CHORUS_FUNC_ALLGATHER, (size_t)1 << 16, 4, PLAN_FACTS_ALL, NULL, NULL);
   EXPECT_EQ_INT(t.algo, CHORUS_ALGO_ZEROCOPY);
   EXPECT(shape(&t, CHORUS_FUNC_ALLGATHER, 4, (size_t)1 << 16, 4, &d));
   EXPECT_EQ_INT((int)d.grid, 4); /* 256 KiB blocks */
@@ -313,13 +287,14 @@ static void rules(void) {
   EXPECT(zc(&m2, RS, 16 * big, 4)); /* 2 GPUs: no upper limit (128 MiB) */
   /* 2 GPUs, 64 MiB and more: an AllGather goes on the copy engine where
    * the streams may be joined, else zero-copy */
-  EXPECT_EQ_INT(choose(&m2, AG, 8 * big, 4, FACTS_ALL, NULL, NULL).algo, CHORUS_ALGO_CE);
-  EXPECT_EQ_INT(choose(&m2, AG, 8 * big, 4, FACTS_ALL & ~CHORUS_FACT_STREAM_OK, NULL, NULL).algo,
-                CHORUS_ALGO_ZEROCOPY);
+  EXPECT_EQ_INT(choose(&m2, AG, 8 * big, 4, PLAN_FACTS_ALL, NULL, NULL).algo, CHORUS_ALGO_CE);
+  EXPECT_EQ_INT(
+      choose(&m2, AG, 8 * big, 4, PLAN_FACTS_ALL & ~CHORUS_FACT_STREAM_OK, NULL, NULL).algo,
+      CHORUS_ALGO_ZEROCOPY);
   /* what never goes zero-copy: PreMulSum (each rank's own scalar), other
    * functions, one GPU, more than CHORUS_PLAN_MAX_RANKS, buffers off 16
    * bytes, GPUs that do not reach each other */
-  EXPECT(choose(&m4, AR, big, 4, FACTS_ALL | CHORUS_FACT_PREMULSUM, NULL, NULL).algo !=
+  EXPECT(choose(&m4, AR, big, 4, PLAN_FACTS_ALL | CHORUS_FACT_PREMULSUM, NULL, NULL).algo !=
          CHORUS_ALGO_ZEROCOPY);
   EXPECT(zc(&m4, AR, big, 4)); /* the same without PreMulSum (SumPostDiv, say) */
   EXPECT(!zc(&m4, CHORUS_FUNC_BROADCAST, big, 4));
@@ -329,23 +304,23 @@ static void rules(void) {
   EXPECT(!zc(&m1, AR, big, 4));
   EXPECT(!zc(&m9, AR, big, 4));
   EXPECT(!zc(&m9, AG, big, 4));
-  EXPECT(choose(&m4, AR, big, 4, FACTS_ALL, bufs[0] + 8, NULL).algo != CHORUS_ALGO_ZEROCOPY);
-  EXPECT(choose(&m4, AR, big, 4, FACTS_ALL, NULL, bufs[1] + 8).algo != CHORUS_ALGO_ZEROCOPY);
-  EXPECT(choose(&m4, AG, big, 4, FACTS_ALL, NULL, bufs[1] + 16).algo == CHORUS_ALGO_ZEROCOPY);
+  EXPECT(choose(&m4, AR, big, 4, PLAN_FACTS_ALL, bufs[0] + 8, NULL).algo != CHORUS_ALGO_ZEROCOPY);
+  EXPECT(choose(&m4, AR, big, 4, PLAN_FACTS_ALL, NULL, bufs[1] + 8).algo != CHORUS_ALGO_ZEROCOPY);
+  EXPECT(choose(&m4, AG, big, 4, PLAN_FACTS_ALL, NULL, bufs[1] + 16).algo == CHORUS_ALGO_ZEROCOPY);
   m4.staged = 1;
   EXPECT(!zc(&m4, AR, big, 4));
   m4.staged = 0;
   /* ranks in processes of their own: only through symmetric windows */
   m4.one_process = 0;
   EXPECT(!zc(&m4, AR, big, 4));
-  EXPECT(choose(&m4, AR, big, 4, FACTS_ALL | CHORUS_FACT_SYM_WINDOWS, NULL, NULL).algo ==
+  EXPECT(choose(&m4, AR, big, 4, PLAN_FACTS_ALL | CHORUS_FACT_SYM_WINDOWS, NULL, NULL).algo ==
          CHORUS_ALGO_ZEROCOPY);
   m4.one_process = 1;
   /* NCCL_ALGO: naming AllReduce without zero-copy keeps it away from
    * AllReduce alone; a plain list without it, from every function */
   setenv("NCCL_ALGO", "allreduce:ring", 1);
   comm_make(&m4, 4, 0, 4);
-  EXPECT_EQ_INT(choose(&m4, AR, big, 4, FACTS_ALL, NULL, NULL).algo, CHORUS_ALGO_RING);
+  EXPECT_EQ_INT(choose(&m4, AR, big, 4, PLAN_FACTS_ALL, NULL, NULL).algo, CHORUS_ALGO_RING);
   EXPECT(zc(&m4, AG, big, 4));
   EXPECT(zc(&m4, RS, big, 4));
   setenv("NCCL_ALGO", "allreduce:^zerocopy", 1);
@@ -401,8 +376,8 @@ static void group(void) {
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     const int before = unit_failures;
     uint32_t have[N];
-    for (int r = 0; r < N; r++) have[r] = FACTS_ALL & ~(r == 2 ? cases[k].lack : 0u);
-    const chorus_plan_probe probe = {probe_facts, have};
+    for (int r = 0; r < N; r++) have[r] = PLAN_FACTS_ALL & ~(r == 2 ? cases[k].lack : 0u);
+    const chorus_plan_probe probe = {plan_probe_by_rank, have};
     chorus_plan_call c[N];
     chorus_task t[N];
     const size_t count = MiB; /* floats: a 4 MiB AllReduce, 1 MiB blocks */

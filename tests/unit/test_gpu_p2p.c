@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
+#include "plan_comm.h"
 #include "unit.h"
 
 #define MAXN   5
@@ -58,28 +59,7 @@ static size_t ce_pairs_seen; /* over all worlds */
  * environment holds them now. */
 static void comm_make(chorus_plan_comm *m, int n, int r, uint64_t key, int one_process,
                       size_t ll_max) {
-  char err[256] = "";
-  memset(m, 0, sizeof *m);
-  m->env.backend = CHORUS_BACKEND_GPU;
-  m->env.nranks = n;
-  m->env.nhosts = 1;
-  m->rank = r;
-  m->key = key;
-  m->one_process = one_process;
-  m->staged = 0;
-  m->twoshot_ll_max = 64 << 10;
-  m->p2p_ll_max = ll_max;
-  m->channels = 64;
-  m->chunk_bytes = 64 << 10;
-  m->ring_channels = 32;
-  m->ring_chunk = 512 << 10;
-  m->twoshot_channels = 32;
-  m->twoshot_chunk = 64 << 10;
-  m->zc_channels = 64;
-  m->zc_cta_bytes = 8 << 10;
-  const int rc = chorus_plan_comm_settings(m, err, sizeof err);
-  EXPECT_EQ_INT(rc, 0);
-  if (rc != 0) fprintf(stderr, "settings: %s\n", err);
+  EXPECT_EQ_INT(plan_comm_gpu(m, n, r, key, one_process, ll_max, 64, 8 << 10), 0);
 }
 
 /* The probe: every stream may be joined, every GPU reaches every buffer. */

@@ -1,0 +1,28 @@
+/*
+ * plan_comm.h - GPU communicators as the planner sees them, for unit tests
+ * of the planner and of what runs its tasks.
+ */
+#ifndef CHORUS_TEST_PLAN_COMM_H
+#define CHORUS_TEST_PLAN_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan/plan.h"
+
+/* Rank r of n GPUs of the communicator named key, the GPUs reaching each
+ * other, every rank in this process or not (one_process), Send/Recv in LL
+ * up to p2p_ll_max bytes, zero-copy over at most zc_channels CTAs of at
+ * least zc_cta_bytes, the other shapes fixed (64 channels of 64 KiB, rings
+ * 32 of 512 KiB, two-shot 32 of 64 KiB and LL shares to 64 KiB), and
+ * NCCL_ALGO, NCCL_PROTO and CHORUS_TUNE as the environment holds them now.
+ * Returns 0, or -1 after printing why the settings were refused. */
+int plan_comm_gpu(chorus_plan_comm *m, int n, int r, uint64_t key, int one_process,
+                  size_t p2p_ll_max, uint32_t zc_channels, size_t zc_cta_bytes);
+
+/* A probe whose facts for a call of rank k are ((uint32_t *)arg)[k]. */
+uint32_t plan_probe_by_rank(void *arg, const chorus_plan_call *c, uint32_t want);
+
+#define PLAN_FACTS_ALL (CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH)
+
+#endif
