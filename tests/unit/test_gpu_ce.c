@@ -816,6 +816,51 @@ static void p2p_rules(void) {
   unsetenv("NCCL_ALGO");
 }
 
+/* The facts of every call but the one whose sendbuff is arg: it may not
+ * join streams. */
+static uint32_t probe_but(void *arg, const chorus_plan_call *c, uint32_t want) {
+  return (c->send == arg ? PLAN_FACTS_ALL & ~CHORUS_FACT_STREAM_OK : PLAN_FACTS_ALL) & want;
+}
+
+/* A communicator's Send/Recv pair on the copy engine only if every one of
+ * them may: rank 0 sends twice to rank 1 (8 MiB each, the buffers far
+ * apart); when the stream of its second Send may not be joined, none of
+ * the four goes there, and the kernels' rounds number both ends alike. */
+static void p2p_comm_wide(void) {
+  void *const buf[4] = {(void *)((uintptr_t)1 << 40), (void *)((uintptr_t)2 << 40),
+                        (void *)((uintptr_t)3 << 40), (void *)((uintptr_t)4 << 40)};
+  unsetenv("CHORUS_TUNE");
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  chorus_plan_comm m[2];
+  for (int r = 0; r < 2; r++) comm_make(&m[r], 2, r, 8);
+  for (int k = 0; k < 2; k++) {
+    /* 0: every stream may be joined; 1: not that of rank 0's second Send */
+    const chorus_plan_probe probe = {probe_but, k ? buf[1] : NULL};
+    chorus_plan_call c[4];
+    for (int i = 0; i < 4; i++) {
+      const int r = i / 2; /* calls 0, 1: rank 0's Sends; 2, 3: rank 1's Recvs */
+      c[i] = (chorus_plan_call){.comm = &m[r],
+                                .func = r ? CHORUS_FUNC_RECV : CHORUS_FUNC_SEND,
+                                .count = 8 * MiB,
+                                .esize = 1,
+                                .root = 1 - r,
+                                .desc = (uint64_t)i + 1,
+                                .send = buf[i],
+                                .recv = buf[i],
+                                .known = CHORUS_FACT_PREMULSUM};
+    }
+    chorus_task t[4];
+    char err[256] = "";
+    EXPECT_EQ_INT(chorus_plan_group(c, 4, &probe, t, err, sizeof err), 0);
+    for (int i = 0; i < 4; i++) {
+      EXPECT_EQ_INT(t[i].algo, k ? CHORUS_ALGO_DIRECT : CHORUS_ALGO_CE);
+      EXPECT_EQ_INT(t[i].pair, k ? -1 : (i + 2) % 4);
+      EXPECT_EQ_INT(t[i].round, k ? i % 2 : -1);
+    }
+  }
+}
+
 /* A collective of a group goes on the copy engine only where every rank's
  * call goes that way: each gets the index of the first, and where one
  * rank's cannot (its stream may not be joined), or is not in the group,
@@ -967,6 +1012,7 @@ int main(void) {
   RUN(overlap);
   RUN(coll_rules);
   RUN(p2p_rules);
+  RUN(p2p_comm_wide);
   RUN(coll_group);
   RUN(coll_leads);
   RUN(sim_can_fail);
