@@ -36,6 +36,21 @@ const char *chorus_func_name(int func) {
   return f ? f->name : "?";
 }
 
+int chorus_func_rooted(int func) {
+  const chorus_func_info *f = chorus_func_get(func);
+  return f && f->rooted;
+}
+
+int chorus_func_p2p(int func) {
+  const chorus_func_info *f = chorus_func_get(func);
+  return f && f->p2p;
+}
+
+int chorus_func_reduces(int func) {
+  const chorus_func_info *f = chorus_func_get(func);
+  return f && f->reduces;
+}
+
 int chorus_func_by_key(const char *key, size_t len) {
   for (int f = 1; f < CHORUS_FUNC_RECV; f++)
     if (strncasecmp(key, funcs[f].key, len) == 0 && funcs[f].key[len] == '\0') return f;

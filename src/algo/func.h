@@ -61,6 +61,10 @@ typedef struct chorus_func_info {
 /* The table entry of func, or NULL outside 1..CHORUS_FUNC_COUNT-1. */
 const chorus_func_info *chorus_func_get(int func);
 const char *chorus_func_name(int func); /* "AllReduce", "?" when unknown */
+/* The table's flags by function (0 when unknown). */
+int chorus_func_rooted(int func);  /* takes a root */
+int chorus_func_p2p(int func);     /* Send or Recv: takes a peer */
+int chorus_func_reduces(int func); /* applies a reduction operator */
 /* The function NCCL_ALGO / CHORUS_TUNE spell `key` (case-insensitive; "sendrecv" is
  * Send), or 0. */
 int chorus_func_by_key(const char *key, size_t len);

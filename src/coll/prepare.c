@@ -122,7 +122,7 @@ ncclResult_t chorus_coll_prepare(chorus_op *op) {
                         chorus_func_name(op->func), chorus_algo_name(op->algo));
   op->co = 0;
   op->nt = chorus_func_out_bytes(op->func, op->count, op->esize, cc->nranks) >= cc->nt_bytes;
-  op->concurrent = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
+  op->concurrent = chorus_func_p2p(op->func);
   if (op->concurrent) chorus_p2p_take_ticket(op);
   chorus_op_stamp(op);
   return ncclSuccess;

@@ -19,8 +19,7 @@ void chorus_meta_describe(const chorus_msg_meta *m, char *buf, size_t size) {
   int n = snprintf(buf, size, "%s(count=%llu, %s", chorus_func_name(func),
                    (unsigned long long)m->count, chorus_type_name(dtype));
   if (n < 0 || (size_t)n >= size) return;
-  if (func == CHORUS_FUNC_ALLREDUCE || func == CHORUS_FUNC_REDUCE ||
-      func == CHORUS_FUNC_REDUCESCATTER)
+  if (chorus_func_reduces(func))
     n += snprintf(buf + n, size - (size_t)n, ", %s", red_name((int)m->redop));
   if (n < 0 || (size_t)n >= size) return;
   if (m->root >= 0) n += snprintf(buf + n, size - (size_t)n, ", root=%d", m->root);

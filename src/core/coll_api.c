@@ -66,11 +66,6 @@ static void describe(call *c, int rank, int n) {
   }
 }
 
-static int needs_root(int func) {
-  const chorus_func_info *f = chorus_func_get(func);
-  return f && f->rooted;
-}
-
 static ncclResult_t check_buffers(const call *c, size_t esize, int n) {
   if (c->count && (size_t)n > SIZE_MAX / c->count / esize)
     return chorus_error(ncclInvalidArgument, "%s: count = %zu overflows the address space", c->name,
@@ -103,10 +98,10 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
                         "%s: datatype = %d is not a valid ncclDataType_t (0..%d)", c->name,
                         (int)c->dtype, ncclNumTypes - 1);
   int n = comm->nranks;
-  if (needs_root(c->func) && (c->root < 0 || c->root >= n))
+  if (chorus_func_rooted(c->func) && (c->root < 0 || c->root >= n))
     return chorus_error(ncclInvalidArgument, "%s: root = %d is outside 0..%d", c->name, c->root,
                         n - 1);
-  if (chorus_func_get(c->func)->p2p && (c->root < 0 || c->root >= n))
+  if (chorus_func_p2p(c->func) && (c->root < 0 || c->root >= n))
     return chorus_error(ncclInvalidArgument, "%s: peer = %d is outside 0..%d", c->name, c->root,
                         n - 1);
   chorus_op op;
@@ -122,7 +117,7 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   op.count = c->count;
   op.dtype = c->dtype;
   op.esize = esize;
-  op.root = needs_root(c->func) || chorus_func_get(c->func)->p2p ? c->root : -1;
+  op.root = chorus_func_rooted(c->func) || chorus_func_p2p(c->func) ? c->root : -1;
   op.red.dtype = c->dtype;
   op.cuda_stream = c->stream;
   return chorus_enqueue(comm, &op);

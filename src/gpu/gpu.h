@@ -97,7 +97,7 @@ void chorus_gpu_window_remove(chorus_gpu *g, chorus_gpu_window *w);
 
 /* Whether op is a Send or Recv (the rest of a group is collectives). */
 static inline int chorus_gpu_is_p2p(const chorus_op *op) {
-  return op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV;
+  return chorus_func_p2p(op->func);
 }
 
 /* Launches the GPU calls of one group, or one call (checked, in call

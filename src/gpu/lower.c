@@ -146,21 +146,12 @@ size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines) {
   return lo * 8;
 }
 
-static int is_rooted(int func) {
-  const chorus_func_info *f = chorus_func_get(func);
-  return f && f->rooted;
-}
-static int is_reduction(int func) {
-  const chorus_func_info *f = chorus_func_get(func);
-  return f && f->reduces;
-}
-
 /* Bits 0-3 function, 4-7 type, 8-10 operator (reductions), 11-14 root
  * (rooted calls), 15-63 count. */
 uint64_t chorus_gpu_call_desc(const chorus_op *op) {
   uint64_t d = (uint64_t)(op->func & 15) | (uint64_t)(op->dtype & 15) << 4;
-  if (is_reduction(op->func)) d |= (uint64_t)(op->nccl_op & 7) << 8;
-  if (is_rooted(op->func)) d |= (uint64_t)(op->root & 15) << 11;
+  if (chorus_func_reduces(op->func)) d |= (uint64_t)(op->nccl_op & 7) << 8;
+  if (chorus_func_rooted(op->func)) d |= (uint64_t)(op->root & 15) << 11;
   return d | (uint64_t)op->count << 15;
 }
 
@@ -170,7 +161,7 @@ void chorus_gpu_call_describe(uint64_t desc, char *buf, size_t size) {
   const int func = (int)(desc & 15);
   m.call = (uint32_t)func | (uint32_t)((desc >> 4) & 15) << 8;
   m.redop = (uint32_t)((desc >> 8) & 7);
-  m.root = is_rooted(func) ? (int32_t)((desc >> 11) & 15) : -1;
+  m.root = chorus_func_rooted(func) ? (int32_t)((desc >> 11) & 15) : -1;
   m.count = desc >> 15;
   chorus_meta_describe(&m, buf, size);
   char *seq = strrchr(buf, '#'); /* no sequence number here */

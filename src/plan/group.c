@@ -120,10 +120,6 @@ typedef struct work {
   chorus_plan_p2p *p2p;
 } work;
 
-static int is_p2p(int func) {
-  return func == CHORUS_FUNC_SEND || func == CHORUS_FUNC_RECV;
-}
-
 /* Whether a zero-copy collective through the group needs this (one
  * process, no symmetric windows, which carry their own buffers). */
 static int zc_by_group(const work *w, size_t i) {
@@ -154,8 +150,9 @@ static void match_colls(work *w) {
   for (size_t i = 0; i < w->n; i++) {
     const chorus_plan_call *c = &w->calls[i];
     const int a = w->tasks[i].algo;
-    w->cand[i] = (uint8_t)(!is_p2p(c->func) && (a == CHORUS_ALGO_CE ||
-                                                (a == CHORUS_ALGO_ZEROCOPY && zc_by_group(w, i))));
+    w->cand[i] =
+        (uint8_t)(!chorus_func_p2p(c->func) &&
+                  (a == CHORUS_ALGO_CE || (a == CHORUS_ALGO_ZEROCOPY && zc_by_group(w, i))));
   }
   chorus_plan_match_colls(w->key, w->seq, w->rank, w->nranks, w->cand, w->n, w->match);
 }
@@ -217,7 +214,7 @@ static int check_ce_p2p(work *w) {
   for (size_t i = 0; i < w->n; i++) {
     chorus_plan_call *c = &w->calls[i];
     memset(&w->p2p[i], 0, sizeof w->p2p[i]);
-    if (!is_p2p(c->func)) continue;
+    if (!chorus_func_p2p(c->func)) continue;
     const int want = w->tasks[i].algo == CHORUS_ALGO_CE;
     any |= want;
     w->p2p[i] = (chorus_plan_p2p){c->comm->key,
@@ -231,7 +228,7 @@ static int check_ce_p2p(work *w) {
   if (!any) return 0;
   for (size_t i = 0; i < w->n; i++) {
     chorus_plan_call *c = &w->calls[i];
-    if (!is_p2p(c->func) || !w->p2p[i].key) continue;
+    if (!chorus_func_p2p(c->func) || !w->p2p[i].key) continue;
     if (c->comm->one_process && fact(w, i, CHORUS_FACT_STREAM_OK)) continue;
     for (size_t j = 0; j < w->n; j++)
       if (w->calls[j].comm == c->comm) w->p2p[j].key = 0;
@@ -261,7 +258,7 @@ static void rounds(work *w) {
   int ncomms = 0;
   for (size_t i = 0; i < w->n; i++) {
     const chorus_plan_call *c = &w->calls[i];
-    if (!is_p2p(c->func) || w->tasks[i].algo == CHORUS_ALGO_CE || !c->count) continue;
+    if (!chorus_func_p2p(c->func) || w->tasks[i].algo == CHORUS_ALGO_CE || !c->count) continue;
     if (c->comm->env.backend != CHORUS_BACKEND_GPU || c->root < 0 || c->root >= MAXR) continue;
     int k = 0;
     while (k < ncomms && comm[k] != c->comm) k++;

@@ -42,11 +42,18 @@ static void functions(void) {
     EXPECT_EQ_INT(chorus_func_by_key(chorus_func_get(f)->key, strlen(chorus_func_get(f)->key)),
                   f == CHORUS_FUNC_RECV ? CHORUS_FUNC_SEND : f);
   }
-  EXPECT(chorus_func_get(CHORUS_FUNC_BROADCAST)->rooted &&
-         !chorus_func_get(CHORUS_FUNC_ALLREDUCE)->rooted);
-  EXPECT(chorus_func_get(CHORUS_FUNC_REDUCESCATTER)->reduces &&
-         !chorus_func_get(CHORUS_FUNC_ALLGATHER)->reduces);
-  EXPECT(chorus_func_get(CHORUS_FUNC_SEND)->p2p && chorus_func_get(CHORUS_FUNC_RECV)->p2p);
+  /* NCCL's signatures: which take a root, a peer, an operator; nothing for
+   * what is not a function. */
+  for (int f = 0; f <= CHORUS_FUNC_COUNT; f++) {
+    const int rooted = f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE ||
+                       f == CHORUS_FUNC_GATHER || f == CHORUS_FUNC_SCATTER;
+    const int p2p = f == CHORUS_FUNC_SEND || f == CHORUS_FUNC_RECV;
+    const int reduces =
+        f == CHORUS_FUNC_ALLREDUCE || f == CHORUS_FUNC_REDUCE || f == CHORUS_FUNC_REDUCESCATTER;
+    EXPECT_EQ_INT(chorus_func_rooted(f), rooted);
+    EXPECT_EQ_INT(chorus_func_p2p(f), p2p);
+    EXPECT_EQ_INT(chorus_func_reduces(f), reduces);
+  }
   EXPECT_STREQ(chorus_func_name(CHORUS_FUNC_ALLREDUCE), "AllReduce");
   EXPECT_STREQ(chorus_func_name(0), "?");
   EXPECT_EQ_INT(chorus_func_by_key("AllReduce", 9), CHORUS_FUNC_ALLREDUCE);
