@@ -6,9 +6,9 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "util/log.h"
+#include "util/misc.h"
 
 #define F(x)    CHORUS_FUNC_BIT(CHORUS_FUNC_##x)
 #define P(x)    CHORUS_PROTO_BIT(CHORUS_PROTO_##x)
@@ -81,19 +81,15 @@ const char *chorus_backend_name(int backend) {
   return backend >= 0 && backend < CHORUS_BACKEND_COUNT ? backend_names[backend] : "?";
 }
 
-static int word_is(const char *w, size_t len, const char *name) {
-  return strlen(name) == len && strncasecmp(w, name, len) == 0;
-}
-
 int chorus_algo_by_name(const char *name, size_t len) {
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
-    if (word_is(name, len, algos[a].name)) return a;
+    if (chorus_word_is(name, len, algos[a].name)) return a;
   return -1;
 }
 
 int chorus_proto_by_name(const char *name, size_t len) {
   for (int p = 0; p < CHORUS_PROTO_COUNT; p++)
-    if (word_is(name, len, proto_names[p])) return p;
+    if (chorus_word_is(name, len, proto_names[p])) return p;
   return -1;
 }
 
@@ -115,11 +111,11 @@ typedef struct vocab {
 
 static int nccl_only_algo(const char *w, size_t len) {
   for (size_t i = 0; i < sizeof nccl_only_algos / sizeof nccl_only_algos[0]; i++)
-    if (word_is(w, len, nccl_only_algos[i])) return 1;
+    if (chorus_word_is(w, len, nccl_only_algos[i])) return 1;
   return 0;
 }
 static int nccl_only_proto(const char *w, size_t len) {
-  return word_is(w, len, "LL128");
+  return chorus_word_is(w, len, "LL128");
 }
 
 static const char *skip_space(const char *s, const char *end) {

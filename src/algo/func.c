@@ -3,7 +3,7 @@
  */
 #include "algo/func.h"
 
-#include <strings.h>
+#include "util/misc.h"
 
 #define N CHORUS_FUNC_N
 #define A CHORUS_BUF_ALL
@@ -53,7 +53,7 @@ int chorus_func_reduces(int func) {
 
 int chorus_func_by_key(const char *key, size_t len) {
   for (int f = 1; f < CHORUS_FUNC_RECV; f++)
-    if (strncasecmp(key, funcs[f].key, len) == 0 && funcs[f].key[len] == '\0') return f;
+    if (chorus_word_is(key, len, funcs[f].key)) return f;
   return 0;
 }
 

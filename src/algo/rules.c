@@ -5,8 +5,8 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
+#include "util/misc.h"
 #include "util/units.h"
 
 #define KB      1024ull
@@ -132,8 +132,8 @@ typedef struct span {
   size_t len;
 } span;
 
-static int span_is(span w, const char *lit) {
-  return strlen(lit) == w.len && strncasecmp(w.s, lit, w.len) == 0;
+static int span_is(span w, const char *word) {
+  return chorus_word_is(w.s, w.len, word);
 }
 
 /* One bound: a size, "inf", with an optional "*n". */

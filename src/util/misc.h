@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <strings.h>
 
 #include "nccl.h"
 
@@ -29,6 +31,11 @@ const char *chorus_type_name(int datatype);
 static inline int chorus_ranges_meet(const void *a, size_t an, const void *b, size_t bn) {
   const uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
   return an && bn && x < y + bn && y < x + an;
+}
+
+/* Whether the len bytes at w spell word, ignoring case (settings' words). */
+static inline int chorus_word_is(const char *w, size_t len, const char *word) {
+  return strlen(word) == len && strncasecmp(w, word, len) == 0;
 }
 
 #define CHORUS_MIN(a, b)        ((a) < (b) ? (a) : (b))
