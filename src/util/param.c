@@ -116,6 +116,17 @@ static int word(const char *v, const char *w) {
   return strcasecmp(v, w) == 0;
 }
 
+/* A whole number, decimal or 0x hex: 0 with *out, or -1 (special values
+ * are words, so nothing negative). */
+static int whole(const char *v, int64_t *out) {
+  errno = 0;
+  char *end = NULL;
+  const long long x = strtoll(v, &end, 0);
+  if (errno || end == v || *end || x < 0) return -1;
+  *out = (int64_t)x;
+  return 0;
+}
+
 int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *out) {
   if (d->type == CHORUS_PARAM_STR) return -1;
   while (isspace((unsigned char)*text)) text++;
@@ -126,14 +137,9 @@ int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *ou
   memcpy(v, text, len);
   v[len] = '\0';
   /* Numbers first: most values, and every hot path's, are. */
-  if (isdigit((unsigned char)v[0]) && d->type != CHORUS_PARAM_SIZE) {
-    errno = 0;
-    char *end = NULL;
-    long long x = strtoll(v, &end, 0);
-    if (errno || *end) return -1;
-    if (d->type == CHORUS_PARAM_BOOL && x != 0 && x != 1) return -1;
-    *out = (int64_t)x;
-    return 0;
+  if (d->type != CHORUS_PARAM_SIZE && isdigit((unsigned char)v[0])) {
+    if (whole(v, out) != 0) return -1;
+    return d->type == CHORUS_PARAM_BOOL && *out != 0 && *out != 1 ? -1 : 0;
   }
   if (word(v, "auto")) {
     if (!(d->flags & CHORUS_PARAM_AUTO)) return -1;
@@ -146,8 +152,7 @@ int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *ou
     return 0;
   }
   if (d->type == CHORUS_PARAM_BOOL) {
-    if (word(v, "on") || word(v, "yes") || word(v, "true") || word(v, "1")) return *out = 1, 0;
-    if (word(v, "0")) return *out = 0, 0;
+    if (word(v, "on") || word(v, "yes") || word(v, "true")) return *out = 1, 0;
     return -1;
   }
   if (d->type == CHORUS_PARAM_SIZE) {
@@ -156,12 +161,7 @@ int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *ou
     *out = (int64_t)b;
     return 0;
   }
-  errno = 0;
-  char *end = NULL;
-  long long x = strtoll(v, &end, 0);
-  if (errno || end == v || *end || x < 0) return -1; /* special values are words */
-  *out = (int64_t)x;
-  return 0;
+  return whole(v, out);
 }
 
 /* Defaults are parsed once (the table is constant; two threads that parse
