@@ -35,3 +35,29 @@ int plan_comm_gpu(chorus_plan_comm *m, int n, int r, uint64_t key, int one_proce
 uint32_t plan_probe_by_rank(void *arg, const chorus_plan_call *c, uint32_t want) {
   return ((const uint32_t *)arg)[c->comm->rank] & want;
 }
+
+uint32_t plan_probe_same(void *arg, const chorus_plan_call *c, uint32_t want) {
+  (void)c;
+  return *(const uint32_t *)arg & want;
+}
+
+chorus_task plan_choose_one(const chorus_plan_comm *m, int func, size_t count, size_t esize,
+                            const void *send, const void *recv, uint32_t facts) {
+  const chorus_plan_probe probe = {plan_probe_same, &facts};
+  chorus_plan_call c = {.comm = m,
+                        .func = func,
+                        .count = count,
+                        .esize = esize,
+                        .root = 0,
+                        .send = send,
+                        .recv = recv,
+                        .facts = facts & CHORUS_FACT_PREMULSUM,
+                        .known = CHORUS_FACT_PREMULSUM};
+  chorus_task t;
+  char err[256] = "";
+  if (chorus_plan_choose(&c, &probe, 0, 1, &t, NULL, err, sizeof err) != 0) {
+    fprintf(stderr, "choose: %s\n", err);
+    t.algo = -1;
+  }
+  return t;
+}

@@ -22,6 +22,15 @@ int plan_comm_gpu(chorus_plan_comm *m, int n, int r, uint64_t key, int one_proce
 
 /* A probe whose facts for a call of rank k are ((uint32_t *)arg)[k]. */
 uint32_t plan_probe_by_rank(void *arg, const chorus_plan_call *c, uint32_t want);
+/* A probe whose facts *(uint32_t *)arg hold for every call. */
+uint32_t plan_probe_same(void *arg, const chorus_plan_call *c, uint32_t want);
+
+/* The task the planner gives one call of func (count elements of esize
+ * bytes, root 0, the buffers given) on m, planned with its group, the
+ * facts `facts` holding for every rank (PreMulSum among them, or not);
+ * algo -1, and the message on stderr, when planning fails. */
+chorus_task plan_choose_one(const chorus_plan_comm *m, int func, size_t count, size_t esize,
+                            const void *send, const void *recv, uint32_t facts);
 
 #define PLAN_FACTS_ALL (CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH)
 

@@ -637,25 +637,7 @@ static void comm_make(chorus_plan_comm *m, int n, int r, uint64_t key) {
  * in it), the facts `facts` holding; -1 when planning fails. */
 static int algo_of(const chorus_plan_comm *m, int func, size_t count, size_t esize,
                    const void *send, const void *recv, uint32_t facts) {
-  uint32_t have[CHORUS_PLAN_MAX_RANKS + 8];
-  for (size_t p = 0; p < sizeof have / sizeof have[0]; p++) have[p] = facts;
-  const chorus_plan_probe probe = {plan_probe_by_rank, have};
-  chorus_plan_call c = {.comm = m,
-                        .func = func,
-                        .count = count,
-                        .esize = esize,
-                        .root = 0,
-                        .desc = 0x100u + (uint64_t)func,
-                        .send = send,
-                        .recv = recv,
-                        .known = CHORUS_FACT_PREMULSUM};
-  chorus_task t;
-  char err[256] = "";
-  if (chorus_plan_choose(&c, &probe, 0, 1, &t, NULL, err, sizeof err) != 0) {
-    fprintf(stderr, "choose: %s\n", err);
-    return -1;
-  }
-  return t.algo;
+  return plan_choose_one(m, func, count, esize, send, recv, facts).algo;
 }
 
 #define MiB ((size_t)1 << 20)

@@ -132,26 +132,8 @@ static _Alignas(16) char bufs[2][64];
  * group, the facts `facts` holding (PreMulSum among them, or not). */
 static chorus_task choose(const chorus_plan_comm *m, int func, size_t count, size_t esize,
                           uint32_t facts, const void *send, const void *recv) {
-  uint32_t have[16];
-  for (int p = 0; p < 16; p++) have[p] = facts;
-  const chorus_plan_probe probe = {plan_probe_by_rank, have};
-  chorus_plan_call c = {.comm = m,
-                        .func = func,
-                        .count = count,
-                        .esize = esize,
-                        .root = 0,
-                        .desc = 0x200u + (uint64_t)func,
-                        .send = send ? send : bufs[0],
-                        .recv = recv ? recv : bufs[1],
-                        .facts = facts & CHORUS_FACT_PREMULSUM,
-                        .known = CHORUS_FACT_PREMULSUM};
-  chorus_task t;
-  char err[256] = "";
-  if (chorus_plan_choose(&c, &probe, 0, 1, &t, NULL, err, sizeof err) != 0) {
-    fprintf(stderr, "choose: %s\n", err);
-    t.algo = -1;
-  }
-  return t;
+  return plan_choose_one(m, func, count, esize, send ? send : bufs[0], recv ? recv : bufs[1],
+                         facts);
 }
 
 /* Whether one call of func goes zero-copy, with every fact but PreMulSum. */

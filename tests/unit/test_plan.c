@@ -10,6 +10,7 @@
 
 #include "gpu/settings.h"
 #include "plan/plan.h"
+#include "plan_comm.h"
 #include "unit.h"
 
 #define AR  CHORUS_FUNC_ALLREDUCE
@@ -72,16 +73,11 @@ static chorus_plan_call call_of(const chorus_plan_comm *c, int func, uint64_t si
                             buf_b, 0,    CHORUS_FACT_PREMULSUM,       NULL};
 }
 
-static uint32_t all_facts(void *arg, const chorus_plan_call *c, uint32_t want) {
-  (void)c;
-  return want & *(const uint32_t *)arg;
-}
-
 /* What one call alone gets: algo, protocol (-1, -1 on error). */
 static chorus_task choose_facts(const chorus_plan_comm *c, int func, uint64_t size, uint32_t facts,
                                 int group) {
   chorus_plan_call k = call_of(c, func, size);
-  chorus_plan_probe probe = {all_facts, &facts};
+  chorus_plan_probe probe = {plan_probe_same, &facts};
   chorus_task t;
   char err[256];
   if (chorus_plan_choose(&k, &probe, 0, group, &t, NULL, err, sizeof err) != 0)
@@ -196,7 +192,7 @@ static void gpu_defaults_2(void) {
   chorus_plan_call k = call_of(&c, A2A, 64 * MB);
   k.recv = k.send;
   uint32_t facts = all;
-  chorus_plan_probe probe = {all_facts, &facts};
+  chorus_plan_probe probe = {plan_probe_same, &facts};
   chorus_task t;
   char err[200];
   EXPECT_EQ_INT(chorus_plan_choose(&k, &probe, 0, 1, &t, NULL, err, sizeof err), 0);
