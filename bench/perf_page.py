@@ -28,9 +28,9 @@ Python 3.7+, standard library only.
 """
 import argparse
 import difflib
-import math
 import os
 import re
+import statistics
 import sys
 import textwrap
 
@@ -323,13 +323,13 @@ def before_after(args):
                  if r.get("base_us") and r.get("chorus_us") and s > 0]
         if not pairs:
             continue
-        geo = math.exp(sum(math.log(v) for _, v in pairs) / len(pairs))
+        geo = statistics.geometric_mean(v for _, v in pairs)
         lo = min(pairs, key=lambda p: p[1])
         hi = max(pairs, key=lambda p: p[1])
         big = [v for s, v in pairs if s >= 64 << 20]
         rows.append([coll, str(mode), "%.3f" % geo, "%.2f (%s)" % (lo[1], size_text(lo[0])),
                      "%.2f (%s)" % (hi[1], size_text(hi[0])),
-                     "%.3f" % (math.exp(sum(math.log(v) for v in big) / len(big))) if big else "-"])
+                     "%.3f" % statistics.geometric_mean(big) if big else "-"])
     return table(["collective", second, "geomean, every size", "lowest", "highest",
                   "geomean from 64 MiB"], rows, ["---", "---", "---:", "---:", "---:", "---:"]) + [""]
 
