@@ -30,6 +30,7 @@ mkdir -p "$out"
 exec > >(tee "$out/summary.txt") 2>&1
 export CHORUS_GPU_TEED=1 # the scripts below print here
 cd "$(dirname "$0")/.." || exit 1
+. scripts/gpu_lib.sh
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 echo "# $(date -u +%FT%TZ) $(hostname): $ngpu GPU(s), mode $mode"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
@@ -47,9 +48,7 @@ echo "# built in $BUILD (${SECONDS} s so far)"
 # BASE_SRC=dir (a source tree of an earlier commit, e.g. from git archive):
 # its library alone, built here, becomes BASE_LIB (bench, tune).
 if [ -n "${BASE_SRC:-}" ] && [ "$mode" != check ] && [ "$mode" != build ]; then
-  if ! { cmake -S "$BASE_SRC" -B build-gpu-base -DCHORUS_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-    -DCHORUS_BUILD_TESTS=OFF -DCHORUS_BUILD_TOOLS=OFF -DCHORUS_WERROR=OFF >"$out/build.log" 2>&1 &&
-    cmake --build build-gpu-base -j "$(nproc)" --target nccl >>"$out/build.log" 2>&1; }; then
+  if ! build_lib "$BASE_SRC" build-gpu-base "$out/build.log"; then
     tail -30 "$out/build.log"
     echo "BASE BUILD FAILED (build.log)"
     exit 1

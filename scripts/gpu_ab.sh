@@ -24,6 +24,7 @@
 #     b=build-src/4081c0f new=.                              # there
 set -u
 cd "$(dirname "$0")/.." || exit 1
+. scripts/gpu_lib.sh
 build=${BUILD:-build-gpu}
 perf=$build/tools/perf
 colls=${COLLS:-broadcast sendrecv all_reduce}
@@ -46,9 +47,7 @@ for spec in "$@"; do
     b=build-ab-$name
     if [ "$(cd "$dir" && pwd)" = "$PWD" ]; then
       b=$build # this tree: its own build
-    elif ! { cmake -S "$dir" -B "$b" -DCHORUS_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-      -DCHORUS_BUILD_TESTS=OFF -DCHORUS_BUILD_TOOLS=OFF -DCHORUS_WERROR=OFF >"$logs/build-$name.log" 2>&1 &&
-      cmake --build "$b" -j "$(nproc)" --target nccl >>"$logs/build-$name.log" 2>&1; }; then
+    elif ! build_lib "$dir" "$b" "$logs/build-$name.log"; then
       tail -20 "$logs/build-$name.log"
       echo "BUILD OF $name FAILED"
       exit 1
@@ -56,8 +55,8 @@ for spec in "$@"; do
     dir=$b
   fi
   dir=$(cd "$dir" && pwd)
-  got=$(env LD_LIBRARY_PATH="$dir" ldd "$perf/all_reduce_perf" | awk '$1 == "libnccl.so.2" { print $3 }')
-  [ "$got" = "$dir/libnccl.so.2" ] || { echo "$name: the perf programs load $got, not $dir/libnccl.so.2"; exit 1; }
+  loads_from "$perf/all_reduce_perf" "$dir" ||
+    { echo "$name: the perf programs load $(loads "$perf/all_reduce_perf" "$dir"), not $dir/libnccl.so.2"; exit 1; }
   names+=("$name") dirs+=("$dir")
   echo "# $name: $dir/libnccl.so.2"
 done

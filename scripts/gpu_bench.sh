@@ -30,6 +30,7 @@ set -u
 mode=${1:-bench}
 case $mode in bench | big | full) ;; *) echo "usage: $0 [bench|big|full]"; exit 2 ;; esac
 cd "$(dirname "$0")/.." || exit 1
+. scripts/gpu_lib.sh
 out=${OUT:-/tmp/chorus-gpu}
 mkdir -p "$out"
 if [ -z "${CHORUS_GPU_TEED:-}" ]; then # not under scripts/gpu.sh, which writes summary.txt
@@ -53,19 +54,13 @@ if [ -n "$base" ] && [ ! -f "$base/libnccl.so.2" ]; then
   echo "BASE_LIB=$base holds no libnccl.so.2"
   exit 1
 fi
-# The binaries must load the library LD_LIBRARY_PATH names (RUNPATH, not
-# RPATH, to the build), or the columns would time one library twice.
-loads() { # dir: the libnccl.so.2 the perf programs load with it first
-  env LD_LIBRARY_PATH="$1" ldd "$perf/all_reduce_perf" | awk '$1 == "libnccl.so.2" { print $3 }'
-}
 libs=chorus
 for lib in chorusbase nccl; do
   dir=$base
   [ "$lib" = nccl ] && dir=$ref
   [ -n "$dir" ] || continue
-  got=$(loads "$dir")
-  if [ "$(readlink -f "$got")" != "$(readlink -f "$dir/libnccl.so.2")" ]; then
-    echo "# $lib: the perf programs load $got, not $dir/libnccl.so.2: left out"
+  if ! loads_from "$perf/all_reduce_perf" "$dir"; then
+    echo "# $lib: the perf programs load $(loads "$perf/all_reduce_perf" "$dir"), not $dir/libnccl.so.2: left out"
     continue
   fi
   libs="$libs $lib"
