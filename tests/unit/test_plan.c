@@ -43,18 +43,10 @@ static void env(const char *algo, const char *proto, const char *tune) {
 /* A GPU communicator of n ranks as the planner sees it, with the settings
  * in the environment; rank r of the communicator named key. */
 static void gpu_comm(chorus_plan_comm *c, int n, int one_process, int rank, uint64_t key) {
-  memset(c, 0, sizeof *c);
-  c->env.backend = CHORUS_BACKEND_GPU;
-  c->env.nranks = n;
-  c->env.nhosts = 1;
-  c->rank = rank;
-  c->key = key;
-  c->one_process = one_process;
+  EXPECT_EQ_INT(plan_comm_gpu(c, n, rank, key, one_process, 0, 0, 0), 0);
   chorus_gpu_settings st;
   chorus_gpu_settings_read(&st, n, 0);
-  chorus_gpu_settings_plan(&st, c);
-  char err[256];
-  EXPECT_EQ_INT(chorus_plan_comm_settings(c, err, sizeof err), 0);
+  chorus_gpu_settings_plan(&st, c); /* every shape field, as the settings give it */
 }
 
 static void host_comm(chorus_plan_comm *c, int n, int nhosts, int node, int over) {
@@ -154,7 +146,7 @@ static void gpu_defaults_4(void) {
   EXPECT_CHOICE(choose_facts(&c, GA, 4 * MB, win, 0), ONESHOT, SIMPLE); /* no zero-copy Gather */
   /* The copy engine stays off on 3+ GPUs. */
   gpu_comm(&c, 4, 1, 0, 1);
-  const uint32_t all = CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH;
+  const uint32_t all = PLAN_FACTS_ALL;
   EXPECT_CHOICE(choose_facts(&c, BC, 1024 * MB, all, 1), CHAIN, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, AG, 1024 * MB, all, 1), RING, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, CHORUS_FUNC_SEND, 8 * MB, all, 1), CE, SIMPLE);
@@ -181,7 +173,7 @@ static void gpu_defaults_2(void) {
   EXPECT_CHOICE(choose(&c, BC, 256 * KB), CHAIN, SIMPLE);
   EXPECT_CHOICE(choose(&c, AG, 2 * MB - 16), ONESHOT, LL);
   EXPECT_CHOICE(choose(&c, AG, 2 * MB), ONESHOT, SIMPLE);
-  const uint32_t all = CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH;
+  const uint32_t all = PLAN_FACTS_ALL;
   EXPECT_CHOICE(choose_facts(&c, BC, 64 * MB - 4, all, 1), CHAIN, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, BC, 64 * MB, all, 1), CE, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, AG, 64 * MB, all, 1), CE, SIMPLE);
@@ -271,7 +263,7 @@ static void gpu_filters(void) {
     EXPECT_CHOICE(choose(&c, CHORUS_FUNC_SEND, 4 * KB), DIRECT, protos[i].ll ? LL : SIMPLE);
   }
   /* Zero-copy and the copy engine are algorithms the lists name too. */
-  const uint32_t all = CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH;
+  const uint32_t all = PLAN_FACTS_ALL;
   env("^zerocopy", NULL, NULL);
   gpu_comm(&c, 2, 1, 0, 1);
   EXPECT_CHOICE(choose_facts(&c, AR, 4 * MB, all, 1), RING, SIMPLE);
@@ -297,7 +289,7 @@ static void gpu_tune(void) {
   EXPECT_CHOICE(choose(&c, AR, 1 * MB), TWOSHOT, LL);
   env(NULL, NULL, "broadcast|allgather:n=3-:copyengine,sendrecv:1-inf:copyengine");
   gpu_comm(&c, 4, 1, 0, 1);
-  const uint32_t all = CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH;
+  const uint32_t all = PLAN_FACTS_ALL;
   EXPECT_CHOICE(choose_facts(&c, BC, 8, all, 1), CE, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, AG, 8 * MB, all, 1), CE, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, CHORUS_FUNC_RECV, 4, all, 1), CE, SIMPLE);
@@ -420,7 +412,7 @@ static void group_zero_copy(void) {
   chorus_plan_comm c[2];
   for (int r = 0; r < 2; r++) gpu_comm(&c[r], 2, 1, r, 77);
   facts_table ft;
-  const uint32_t all = CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH;
+  const uint32_t all = PLAN_FACTS_ALL;
   for (int i = 0; i < 16; i++) ft.of[i] = all;
   chorus_plan_probe probe = {table_facts, &ft};
   chorus_plan_call k[4];
@@ -463,7 +455,7 @@ static void group_copy_engine(void) {
     gpu_comm(&o[r], 2, 1, r, 78);
   }
   facts_table ft;
-  const uint32_t all = CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH;
+  const uint32_t all = PLAN_FACTS_ALL;
   for (int i = 0; i < 16; i++) ft.of[i] = all;
   chorus_plan_probe probe = {table_facts, &ft};
   chorus_plan_call k[6];
@@ -528,7 +520,7 @@ static void depends_and_rounds(void) {
   env(NULL, NULL, NULL);
   chorus_plan_comm c[2];
   for (int r = 0; r < 2; r++) gpu_comm(&c[r], 2, 1, r, 77);
-  const uint32_t all = CHORUS_FACT_STREAM_OK | CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH;
+  const uint32_t all = PLAN_FACTS_ALL;
   EXPECT_EQ_INT(choose_facts(&c[0], AR, 8, all, 1).depends, 0);
   EXPECT_EQ_INT(choose_facts(&c[0], BC, 1 * MB, all, 1).depends, 0);
   EXPECT_EQ_INT(choose_facts(&c[0], AR, 4 * MB, all, 1).depends, 1); /* zero-copy's range */
