@@ -18,10 +18,10 @@
 #
 # Example, the commits since 5d80b9e side by side in one call (after
 # scripts/gpu.sh build):
-#   for r in 5d80b9e defa4d9 4081c0f; do mkdir -p build-src/$r &&
+#   for r in 5d80b9e f3254b8 74104d9; do mkdir -p build-src/$r &&
 #     git archive $r | tar -x -C build-src/$r; done     # here; then carry build-src
-#   scripts/gpu_ab.sh base=build-src/5d80b9e a=build-src/defa4d9 \
-#     b=build-src/4081c0f new=.                              # there
+#   scripts/gpu_ab.sh base=build-src/5d80b9e a=build-src/f3254b8 \
+#     b=build-src/74104d9 new=.                              # there
 set -u
 cd "$(dirname "$0")/.." || exit 1
 . scripts/gpu_lib.sh
