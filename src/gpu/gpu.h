@@ -122,8 +122,9 @@ int chorus_gpu_device(const chorus_gpu *g);
  * call's stream (the others' streams joined through events). */
 ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops,
                                     const chorus_task *const *tasks, int nops);
-/* The launches of the calls (pure; `ll` and `fifo` have nops zeroed
- * entries each): call i moves in round tasks[i]->round (the planner's:
+/* The launches of the calls (pure; `ll` and `fifo` have a zeroed entry
+ * for every round the tasks name below nops): call i moves in round
+ * tasks[i]->round (the planner's:
  * the k-th send to and the k-th receive from each peer in round k; calls
  * of 0 bytes in none), in ll[k] when its protocol is LL, else in fifo[k].
  * Returns how many rounds, or -1 with a message in err when a send to

@@ -105,36 +105,46 @@ static int kernel_p2p(const share *s, size_t i) {
 }
 
 /* The Send/Recv of each communicator of the share, all of one
- * communicator at once. */
+ * communicator at once, communicators in order of first call. */
 static ncclResult_t run_p2p(const share *s) {
   chorus_op *stacksel[64], **sel = stacksel;
   const chorus_task *stackt[64], **tsel = stackt;
-  ncclResult_t res = ncclSuccess;
-  for (size_t i = 0; i < s->n && res == ncclSuccess; i++) {
-    chorus_op *op = s->ops[i];
-    if (!kernel_p2p(s, i) || !in_share(s, op)) continue;
-    int first = 1;
-    for (size_t j = 0; j < i && first; j++)
-      if (kernel_p2p(s, j) && s->ops[j]->cc == op->cc) first = 0;
-    if (!first) continue;
-    if (sel == stacksel && s->n > 64) {
-      sel = chorus_malloc(s->n * sizeof *sel);
-      tsel = chorus_malloc(s->n * sizeof *tsel);
-      if (!sel || !tsel) {
-        chorus_free(sel);
-        chorus_free(tsel);
-        return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", s->n);
+  size_t m = 0;
+  for (size_t i = 0; i < s->n; i++)
+    if (kernel_p2p(s, i) && in_share(s, s->ops[i])) {
+      if (m == 64 && sel == stacksel) {
+        sel = chorus_malloc(s->n * sizeof *sel);
+        tsel = chorus_malloc(s->n * sizeof *tsel);
+        if (!sel || !tsel) {
+          chorus_free(sel);
+          chorus_free(tsel);
+          return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", s->n);
+        }
+        memcpy(sel, stacksel, sizeof stacksel);
+        memcpy(tsel, stackt, sizeof stackt);
       }
+      tsel[m] = &s->tasks[i];
+      sel[m++] = s->ops[i];
     }
-    int nsel = 0;
-    for (size_t j = i; j < s->n; j++)
-      if (kernel_p2p(s, j) && s->ops[j]->cc == op->cc) {
-        tsel[nsel] = &s->tasks[j];
-        sel[nsel++] = s->ops[j];
+  /* Most shares hold one communicator's calls; otherwise each
+   * communicator's are moved to the front in turn, in call order. */
+  ncclResult_t res = ncclSuccess;
+  for (size_t first = 0; first < m && res == ncclSuccess;) {
+    const chorus_coll_comm *cc = sel[first]->cc;
+    size_t end = first;
+    for (size_t j = first; j < m; j++)
+      if (sel[j]->cc == cc) {
+        chorus_op *o = sel[j];
+        const chorus_task *t = tsel[j];
+        memmove(&sel[end + 1], &sel[end], (j - end) * sizeof *sel);
+        memmove(&tsel[end + 1], &tsel[end], (j - end) * sizeof *tsel);
+        sel[end] = o;
+        tsel[end++] = t;
       }
-    chorus_log_ctx old = chorus_log_ctx_set(op->cc->log_ctx);
-    res = chorus_gpu_enqueue_p2p(op->cc->gpu, sel, tsel, nsel);
+    chorus_log_ctx old = chorus_log_ctx_set(cc->log_ctx);
+    res = chorus_gpu_enqueue_p2p(cc->gpu, &sel[first], &tsel[first], (int)(end - first));
     chorus_log_ctx_set(old);
+    first = end;
   }
   if (sel != stacksel) {
     chorus_free(sel);
@@ -266,8 +276,10 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
     zerocopy_buffers(ops, tasks, n, zc);
   }
   spread = spread && ndev > 1 && !ce && chorus_launchers_enabled();
-  for (size_t i = 0; i < n && spread; i++)
-    if (chorus_dev_stream_capturing(ops[i]->cuda_stream) != 0) spread = 0;
+  for (size_t i = 0; i < n && spread; i++) /* once per stream where calls share one */
+    if ((i == 0 || ops[i]->cuda_stream != ops[i - 1]->cuda_stream) &&
+        chorus_dev_stream_capturing(ops[i]->cuda_stream) != 0)
+      spread = 0;
   if (!spread) {
     share all = {ops, tasks, n, -1, zc, ce};
     res = run_share(&all);

@@ -71,11 +71,20 @@ int chorus_gpu_p2p_overlap(const chorus_kern_p2p *p, int rank, int nranks) {
   return 0;
 }
 
+#define P2P_STACK_ROUNDS 4
+
 ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops,
                                     const chorus_task *const *tasks, int nops) {
-  chorus_kern_p2p *ll = chorus_calloc(2 * (size_t)nops, sizeof *ll);
-  if (!ll) return chorus_error(ncclSystemError, "out of memory planning %d Send/Recv", nops);
-  chorus_kern_p2p *fifo = ll + nops;
+  /* Rounds as the planner numbered them (most groups have one or two: a
+   * send and a receive per peer), on the stack where they fit. */
+  int most = 0;
+  for (int i = 0; i < nops; i++)
+    if (tasks[i]->round >= most && tasks[i]->round < nops) most = tasks[i]->round + 1;
+  chorus_kern_p2p stack[2 * P2P_STACK_ROUNDS], *ll = stack;
+  if (most > P2P_STACK_ROUNDS && !(ll = chorus_malloc(2 * (size_t)most * sizeof *ll)))
+    return chorus_error(ncclSystemError, "out of memory planning %d Send/Recv", nops);
+  memset(ll, 0, 2 * (size_t)most * sizeof *ll);
+  chorus_kern_p2p *fifo = ll + most;
   char err[256];
   const int rank = chorus_gpu_rank(g);
   const int saved = chorus_dev_current(), device = chorus_gpu_device(g);
@@ -106,6 +115,6 @@ ncclResult_t chorus_gpu_enqueue_p2p(chorus_gpu *g, chorus_op *const *ops,
       res = chorus_error(ncclUnhandledCudaError, "ncclSend/ncclRecv: %s", chorus_dev_error());
 out:
   if (saved >= 0 && saved != device) chorus_dev_use(saved);
-  chorus_free(ll);
+  if (ll != stack) chorus_free(ll);
   return res;
 }

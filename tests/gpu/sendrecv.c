@@ -9,12 +9,15 @@
  * For each size scale, every rank's group holds: two messages to every
  * peer, itself included, of sizes that differ per pair and per message
  * (some pairs send nothing), the second on a second stream; a ring shift
- * (to rank + 1, from rank - 1); and an AllReduce between them. (In-place
- * shifts are left to sendrecv_perf: NVIDIA's NCCL does not order a send
- * before a receive into the same buffer, so this program, run against it
- * too, keeps them apart.) Every element carries its source, destination, message and index,
- * so data from the wrong peer, in the wrong order, truncated, or stale
- * fails the exact check, as does a wrong AllReduce.
+ * (to rank + 1, from rank - 1); an AllReduce between them; and, on a
+ * second communicator over the same ranks, a shift the other way issued
+ * between the first one's calls (each communicator's calls pair in their
+ * own order). In-place shifts are left to sendrecv_perf: NVIDIA's NCCL
+ * does not order a send before a receive into the same buffer, so this
+ * program, run against it too, keeps them apart. Every element carries
+ * its source, destination, message and index, so data from the wrong
+ * peer, in the wrong order, truncated, or stale fails the exact check, as
+ * does a wrong AllReduce.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -43,10 +46,11 @@ static uint32_t value(int src, int dst, int m, size_t i, int iter) {
 
 typedef struct rank_state {
   int rank, device;
-  ncclComm_t comm;
+  ncclComm_t comm, comm2; /* comm2: the same ranks, for the backward shift */
   cudaStream_t s1, s2;
   uint32_t *send[NMSG][MAXG], *recv[NMSG][MAXG];
   uint32_t *ring, *ring_in; /* ring shift: sent, received */
+  uint32_t *back, *back_in; /* backward shift on comm2: sent, received */
   float *ar;                /* AllReduce buffer */
   size_t ring_count, ar_count;
 } rank_state;
@@ -86,6 +90,8 @@ static void setup(rank_state *r, int n, size_t scale) {
   r->ar_count = scale + 5;
   CUDA(cudaMalloc((void **)&r->ring, r->ring_count * 4));
   CUDA(cudaMalloc((void **)&r->ring_in, r->ring_count * 4));
+  CUDA(cudaMalloc((void **)&r->back, r->ring_count * 4));
+  CUDA(cudaMalloc((void **)&r->back_in, r->ring_count * 4));
   CUDA(cudaMalloc((void **)&r->ar, r->ar_count * 4));
 }
 
@@ -98,6 +104,8 @@ static void teardown(rank_state *r, int n) {
     }
   CUDA(cudaFree(r->ring));
   CUDA(cudaFree(r->ring_in));
+  CUDA(cudaFree(r->back));
+  CUDA(cudaFree(r->back_in));
   CUDA(cudaFree(r->ar));
 }
 
@@ -110,6 +118,8 @@ static void prepare(rank_state *r, int n, size_t scale, int iter) {
     }
   fill(r->ring, r->ring_count, r->rank, (r->rank + 1) % n, 3, iter);
   CUDA(cudaMemset(r->ring_in, 0xee, r->ring_count * 4));
+  fill(r->back, r->ring_count, r->rank, (r->rank + n - 1) % n, 2, iter);
+  CUDA(cudaMemset(r->back_in, 0xee, r->ring_count * 4));
   float *h = malloc(r->ar_count * sizeof *h);
   for (size_t i = 0; i < r->ar_count; i++) h[i] = (float)((r->rank + 1) * (int)(i % 100));
   CUDA(cudaMemcpy(r->ar, h, r->ar_count * sizeof *h, cudaMemcpyHostToDevice));
@@ -131,6 +141,8 @@ static void issue(rank_state *r, int n, size_t scale) {
     }
     if (m == 0) NCCL(ncclAllReduce(r->ar, r->ar, r->ar_count, ncclFloat, ncclSum, r->comm, r->s1));
   }
+  NCCL(ncclSend(r->back, r->ring_count, ncclUint32, (r->rank + n - 1) % n, r->comm2, r->s1));
+  NCCL(ncclRecv(r->back_in, r->ring_count, ncclUint32, (r->rank + 1) % n, r->comm2, r->s1));
   NCCL(ncclSend(r->ring, r->ring_count, ncclUint32, (r->rank + 1) % n, r->comm, r->s1));
   NCCL(ncclRecv(r->ring_in, r->ring_count, ncclUint32, (r->rank + n - 1) % n, r->comm, r->s1));
 }
@@ -144,6 +156,7 @@ static void verify(rank_state *r, int n, size_t scale, int iter) {
       expect(r->recv[m][p], msg_count(p, r->rank, m, scale), p, r->rank, m, iter, "message", scale);
   int prev = (r->rank + n - 1) % n;
   expect(r->ring_in, r->ring_count, prev, r->rank, 3, iter, "ring shift", scale);
+  expect(r->back_in, r->ring_count, (r->rank + 1) % n, r->rank, 2, iter, "backward shift", scale);
   float *h = malloc(r->ar_count * sizeof *h);
   CUDA(cudaMemcpy(h, r->ar, r->ar_count * sizeof *h, cudaMemcpyDeviceToHost));
   for (size_t i = 0; i < r->ar_count; i++)
@@ -172,9 +185,11 @@ int main(int argc, char **argv) {
       return 77;
     }
     n = nlocal = g;
-    ncclComm_t comms[MAXG];
+    ncclComm_t comms[MAXG], comms2[MAXG];
     NCCL(ncclCommInitAll(comms, g, NULL));
-    for (int i = 0; i < g; i++) st[i] = (rank_state){.rank = i, .device = i, .comm = comms[i]};
+    NCCL(ncclCommInitAll(comms2, g, NULL));
+    for (int i = 0; i < g; i++)
+      st[i] = (rank_state){.rank = i, .device = i, .comm = comms[i], .comm2 = comms2[i]};
   } else {
     n = env_int("WORLD_SIZE", 1);
     nlocal = 1;
@@ -184,6 +199,7 @@ int main(int argc, char **argv) {
     ncclUniqueId id;
     NCCL(ncclGetUniqueId(&id));
     NCCL(ncclCommInitRank(&st[0].comm, n, id, st[0].rank));
+    NCCL(ncclCommSplit(st[0].comm, 0, st[0].rank, &st[0].comm2, NULL));
   }
   for (int i = 0; i < nlocal; i++) {
     CUDA(cudaSetDevice(st[i].device));
@@ -212,6 +228,7 @@ int main(int argc, char **argv) {
     CUDA(cudaStreamDestroy(st[i].s1));
     CUDA(cudaStreamDestroy(st[i].s2));
     NCCL(ncclCommDestroy(st[i].comm));
+    NCCL(ncclCommDestroy(st[i].comm2));
   }
   printf("sendrecv: %d ranks%s: %s\n", n, nlocal > 1 ? " in one process" : "",
          failures ? "FAILED" : "all exact");
