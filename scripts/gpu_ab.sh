@@ -15,6 +15,14 @@
 #   ENVS    settings to run each library under, ';'-separated sets of
 #           VAR=value (default: one empty set), e.g.
 #           "CHORUS_GPU_LAUNCH_THREADS=1;CHORUS_GPU_LAUNCH_THREADS=0"
+#   WRAP    a command every run goes through, e.g. "taskset -c 0-15" to
+#           keep the process on one socket (default: none)
+#
+# A run's times move together: one run of a build can sit 20-30% above
+# another of the same build at every size (where the scheduler put the
+# threads), so the table gives per build the spread of its runs (the
+# median over sizes of (slowest run - fastest) / median), and a ratio
+# inside that spread says nothing; add ROUNDS until the spread is small.
 #
 # Example, the commits since 5d80b9e side by side in one call (after
 # scripts/gpu.sh build):
@@ -30,6 +38,7 @@ perf=$build/tools/perf
 colls=${COLLS:-broadcast sendrecv all_reduce}
 read -r -a args <<<"${ARGS:--g 4 -b 8 -e 512K -f 4 -n 200 -w 20 -c 0}"
 rounds=${ROUNDS:-5}
+read -r -a wrap <<<"${WRAP:-}"
 IFS=';' read -r -a envs <<<"${ENVS:-}"
 [ ${#envs[@]} -eq 0 ] && envs=("")
 out=${OUT:-/tmp/chorus-ab}
@@ -66,7 +75,7 @@ for r in $(seq 1 "$rounds"); do
     for e in "${!envs[@]}"; do
       read -r -a set_ <<<"${envs[$e]}"
       for i in "${!names[@]}"; do
-        timeout 120 env LD_LIBRARY_PATH="${dirs[$i]}" "${set_[@]}" "$perf/${coll}_perf" "${args[@]}" \
+        timeout 120 env LD_LIBRARY_PATH="${dirs[$i]}" "${set_[@]}" "${wrap[@]}" "$perf/${coll}_perf" "${args[@]}" \
           >"$logs/$coll.$e.${names[$i]}.$r.log" 2>&1 || echo "# $coll ${names[$i]} round $r: exit $?"
       done
     done
@@ -112,5 +121,9 @@ for coll in colls:
         print("%10s" % "geomean" + " " * 10 * len(names) + "".join(
             "%10.3f" % math.exp(sum(map(math.log, v)) / len(v)) if v else "%10s" % "-"
             for v in ratios.values()))
+        spread = {n: [(max(t[(n, s)]) - min(t[(n, s)])) / statistics.median(t[(n, s)])
+                      for s in sizes if len(t.get((n, s), [])) > 1] for n in names}
+        print("%10s" % "spread" + "".join(
+            "%10s" % ("%.0f%%" % (100 * statistics.median(v)) if v else "-") for v in spread.values()))
 PY
 tar -C "$out" -czf "$out/ab-logs.tgz" ab-logs && rm -rf "$logs"
