@@ -66,6 +66,9 @@ typedef struct chorus_coll_comm {
   struct chorus_gpu *gpu;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
+  /* Calls waiting in open groups, any thread's (atomic): destroying the
+   * communicator under them would leave the group freed memory. */
+  int queued;
   /* Log context of this communicator (rank and last-error buffer). */
   chorus_log_ctx log_ctx;
 } chorus_coll_comm;

@@ -11,6 +11,7 @@
 #include "core/comm.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -68,7 +69,9 @@ int chorus_comm_pick_device(void) {
 }
 
 ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const ncclConfig_t *cfg) {
-  ncclComm_t c = chorus_calloc(1, sizeof *c);
+  /* Outside the allocation counters: its memory outlives it (bury), and
+   * whatever it owns is counted. */
+  ncclComm_t c = calloc(1, sizeof *c);
   if (!c) return chorus_error(ncclSystemError, "out of memory allocating a communicator");
   c->magic = CHORUS_COMM_MAGIC;
   c->rank = rank;
@@ -80,7 +83,7 @@ ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const nccl
   c->device = chorus_comm_pick_device();
   ncclResult_t res = chorus_config_copy(&c->config, cfg);
   if (res != ncclSuccess) {
-    chorus_free(c);
+    free(c);
     return res;
   }
   __atomic_add_fetch(&live_comms, 1, __ATOMIC_RELAXED);
@@ -319,6 +322,25 @@ void chorus_comm_join(ncclComm_t comm) {
   }
 }
 
+/* A freed communicator's memory is kept, its magic cleared, until
+ * GRAVES later ones have gone: a call on it (destroyed twice, used after
+ * ncclCommDestroy) then reads memory that is still this library's and
+ * finds it invalid, instead of reading freed memory. */
+#define GRAVES 64
+static ncclComm_t graves[GRAVES];
+static unsigned next_grave;
+static pthread_mutex_t graves_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void bury(ncclComm_t comm) {
+  __atomic_store_n(&comm->magic, 0, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&graves_lock);
+  ncclComm_t old = graves[next_grave];
+  graves[next_grave] = comm;
+  next_grave = (next_grave + 1) % GRAVES;
+  pthread_mutex_unlock(&graves_lock);
+  free(old);
+}
+
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
   chorus_comm_regs_free(comm); /* windows' mappings, before the GPU side goes */
@@ -335,8 +357,7 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_free(comm->init.uids);
   chorus_free(comm->user_ops);
   chorus_config_free(&comm->config);
-  comm->magic = 0;
-  chorus_free(comm);
+  bury(comm);
   if (__atomic_sub_fetch(&live_comms, 1, __ATOMIC_RELAXED) == 0 &&
       chorus_param_int(CHORUS_P_LEAK_CHECK)) {
     for (int k = 0; k < CHORUS_MEM_KINDS; k++)

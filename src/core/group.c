@@ -34,7 +34,6 @@ void chorus_group_add_job(chorus_job *job) {
 }
 
 ncclResult_t chorus_group_add_op(const chorus_op *op, ncclComm_t comm) {
-  (void)comm;
   chorus_op *copy = chorus_malloc(sizeof *copy);
   if (!copy) {
     ncclResult_t res = chorus_error(ncclSystemError, "out of memory recording a grouped call");
@@ -48,7 +47,34 @@ ncclResult_t chorus_group_add_op(const chorus_op *op, ncclComm_t comm) {
   else
     G.ops = copy;
   G.ops_tail = copy;
+  __atomic_add_fetch(&comm->cc.queued, 1, __ATOMIC_ACQ_REL);
   return ncclSuccess;
+}
+
+int chorus_group_builds(ncclComm_t comm) {
+  for (const chorus_job *j = G.jobs; j; j = j->next)
+    if (j->owner == comm) return 1;
+  return 0;
+}
+
+size_t chorus_group_drop(ncclComm_t comm) {
+  size_t dropped = 0;
+  chorus_op **link = &G.ops;
+  G.ops_tail = NULL;
+  while (*link) {
+    chorus_op *op = *link;
+    if (op->cc != &comm->cc) {
+      G.ops_tail = op;
+      link = &op->next_op;
+      continue;
+    }
+    *link = op->next_op;
+    __atomic_sub_fetch(&comm->cc.queued, 1, __ATOMIC_ACQ_REL);
+    chorus_free(op);
+    dropped++;
+  }
+  if (dropped) chorus_group_record_error(ncclInvalidUsage);
+  return dropped;
 }
 
 void chorus_group_record_error(ncclResult_t res) {
@@ -131,6 +157,8 @@ static void free_ops(chorus_op *ops) {
 static void take(chorus_job **jobs, chorus_op **ops, ncclResult_t *error) {
   *jobs = G.jobs;
   *ops = G.ops;
+  for (chorus_op *op = G.ops; op; op = op->next_op)
+    __atomic_sub_fetch(&op->cc->queued, 1, __ATOMIC_ACQ_REL);
   *error = G.error;
   G.jobs = G.jobs_tail = NULL;
   G.ops = G.ops_tail = NULL;

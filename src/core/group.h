@@ -36,6 +36,12 @@ int chorus_group_depth(void);
 void chorus_group_add_job(chorus_job *job);
 /* Copies op into the group. */
 ncclResult_t chorus_group_add_op(const chorus_op *op, ncclComm_t comm);
+/* Before comm goes (destroy, abort): whether this thread's open group
+ * builds comm (a job it owns: it cannot go yet), else drops the group's
+ * calls on comm and returns how many (the group then ends with
+ * ncclInvalidUsage). */
+int chorus_group_builds(ncclComm_t comm);
+size_t chorus_group_drop(ncclComm_t comm);
 /* Records an error from a call made inside the group. */
 void chorus_group_record_error(ncclResult_t res);
 

@@ -8,9 +8,11 @@
 #include "coll/exec.h"
 #include "core/api.h"
 #include "core/comm.h"
+#include "core/group.h"
 #include "gpu/gpu.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/log.h"
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   CHECK(chorus_comm_check(comm, "ncclCommFinalize"));
@@ -30,6 +32,29 @@ NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
   return res;
 }
 
+/* Whether comm may go now: not while an open group builds it or another
+ * thread's open group holds calls on it; this thread's open group's calls
+ * on it are dropped (that group then fails). */
+static ncclResult_t leave_groups(ncclComm_t comm, const char *what) {
+  if (chorus_group_builds(comm))
+    return chorus_error(ncclInvalidUsage,
+                        "%s: the communicator is created by the open group; call ncclGroupEnd "
+                        "first",
+                        what);
+  const size_t dropped = chorus_group_drop(comm);
+  if (dropped)
+    WARN("%s inside a group: its %zu queued call(s) on this communicator are dropped, and "
+         "ncclGroupEnd returns ncclInvalidUsage",
+         what, dropped);
+  const int elsewhere = __atomic_load_n(&comm->cc.queued, __ATOMIC_ACQUIRE);
+  if (elsewhere > 0)
+    return chorus_error(ncclInvalidUsage,
+                        "%s: %d call(s) on this communicator wait in another thread's open "
+                        "group; end that group first",
+                        what, elsewhere);
+  return ncclSuccess;
+}
+
 /* Waits (bounded) until no call runs on comm in another thread. */
 static void drain(ncclComm_t comm) {
   int64_t dl = chorus_now_ns() + 10ll * 1000000000;
@@ -42,6 +67,7 @@ static void drain(ncclComm_t comm) {
 NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (!comm) return ncclSuccess; /* NCCL accepts NULL here */
   CHECK(chorus_comm_check(comm, "ncclCommDestroy"));
+  CHECK(leave_groups(comm, "ncclCommDestroy"));
   /* Destroying a communicator still being built gives up on it. */
   if (__atomic_load_n(&comm->async, __ATOMIC_ACQUIRE) == ncclInProgress)
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
@@ -55,6 +81,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   if (!comm) return ncclSuccess;
   CHECK(chorus_comm_check(comm, "ncclCommAbort"));
+  CHECK(leave_groups(comm, "ncclCommAbort"));
   chorus_log_ctx old = chorus_comm_enter(comm);
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   chorus_gpu_abort(comm->cc.gpu);
