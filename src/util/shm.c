@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +17,7 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/misc.h"
+#include "util/proc.h"
 
 static void describe_space(char *err, size_t errlen, size_t size, int e) {
   struct statvfs st;
@@ -30,10 +30,8 @@ static void describe_space(char *err, size_t errlen, size_t size, int e) {
                 size, strerror(e), avail >> 20);
 }
 
-/* Our pid namespace, as the inode of /proc/self/ns/pid (0 if unknown). */
 static unsigned long pid_ns(void) {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long)st.st_ino : 0;
+  return (unsigned long)chorus_proc_pid_ns();
 }
 
 int chorus_shm_sweep_stale(void) {
@@ -48,7 +46,7 @@ int chorus_shm_sweep_stale(void) {
     char path[CHORUS_SHM_NAME_MAX + 2];
     if (sscanf(e->d_name, "chorus-%d-%lx-", &pid, &their_ns) != 2 || their_ns != ns || pid <= 0)
       continue;
-    if (kill(pid, 0) == 0 || errno != ESRCH) continue;
+    if (!chorus_proc_exited(pid)) continue;
     snprintf(path, sizeof path, "/%s", e->d_name);
     if (shm_unlink(path) == 0) removed++;
   }

@@ -3,16 +3,13 @@
  */
 #include "util/watch.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdint.h>
-#include <stdio.h>
-#include <string.h>
 #include <time.h>
 
 #include "util/alloc.h"
 #include "util/check.h"
+#include "util/proc.h"
 
 struct chorus_watch {
   int32_t pids[CHORUS_WATCH_MAX];
@@ -30,28 +27,13 @@ static pthread_t thread;
 static int running;    /* a thread watches entries */
 static unsigned epoch; /* a thread runs while the epoch it started in lasts */
 
-/* Gone, or a zombie (exited, its parent has not reaped it yet: a
- * launcher busy elsewhere). */
-static int exited(int32_t pid) {
-  if (kill((pid_t)pid, 0) != 0) return errno == ESRCH;
-  char path[64], buf[256];
-  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  const char *end = strrchr(buf, ')'); /* "pid (name) state ..." */
-  return end && end[1] == ' ' && end[2] == 'Z';
-}
-
 static void *watch_main(void *arg) {
   const unsigned mine = (unsigned)(uintptr_t)arg;
   pthread_mutex_lock(&lock);
   while (entries && epoch == mine) {
     for (chorus_watch *w = entries; w; w = w->next) {
       for (int i = 0; i < w->n; i++)
-        if (!(*w->mask >> w->ranks[i] & 1u) && exited(w->pids[i])) {
+        if (!(*w->mask >> w->ranks[i] & 1u) && chorus_proc_exited(w->pids[i])) {
           if (__atomic_load_n(&w->dead, __ATOMIC_ACQUIRE) < 0)
             __atomic_store_n(&w->dead, i, __ATOMIC_RELEASE);
           __atomic_fetch_or(w->mask, 1u << w->ranks[i], __ATOMIC_RELEASE);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -426,6 +427,146 @@ static int comm_id_repeat(int rank, int nranks, ncclUniqueId unused, const char 
   return 0;
 }
 
+/* A group that another thread opened, holding an AllReduce on comm until
+ * told to end it. */
+typedef struct held_group {
+  ncclComm_t comm;
+  float *buf;
+  int queued, release; /* atomic */
+  ncclResult_t res;
+} held_group;
+
+static void *hold_group(void *arg) {
+  held_group *h = arg;
+  ncclGroupStart();
+  h->res = ncclAllReduce(h->buf, h->buf, 64, ncclFloat, ncclSum, h->comm, NULL);
+  __atomic_store_n(&h->queued, 1, __ATOMIC_RELEASE);
+  for (int i = 0; i < 30000 && !__atomic_load_n(&h->release, __ATOMIC_ACQUIRE); i++) sleep_ms(1);
+  ncclResult_t r = ncclGroupEnd();
+  if (h->res == ncclSuccess) h->res = r;
+  return NULL;
+}
+
+/* Misuse that must not crash: ncclCommDestroy and ncclCommAbort on a
+ * communicator with calls queued in this thread's open group (the calls
+ * are dropped and ncclGroupEnd fails) or in another thread's (refused
+ * until that group ends), a communicator destroyed twice or used after
+ * ncclCommDestroy, and ncclCommFinalize inside a group (the queued call
+ * still runs). Each case on its own child of one parent, which works at
+ * the end. */
+static int misuse(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm, child;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  float x[64] = {0};
+  const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+
+  CHECKR(ncclCommSplit(comm, 0, rank, &child, NULL));
+  CHECKR(ncclGroupStart());
+  CHECKR(ncclAllReduce(x, x, 64, ncclFloat, ncclSum, child, NULL));
+  EXPECTR(ncclCommDestroy(child) == ncclSuccess);
+  EXPECTR(ncclGroupEnd() == ncclInvalidUsage);
+  EXPECTR(ncclCommDestroy(child) == ncclInvalidArgument);
+  EXPECTR(ncclAllReduce(x, x, 64, ncclFloat, ncclSum, child, NULL) == ncclInvalidArgument);
+  EXPECTR(ncclCommAbort(child) == ncclInvalidArgument);
+
+  CHECKR(ncclCommSplit(comm, 0, rank, &child, NULL));
+  CHECKR(ncclGroupStart());
+  CHECKR(ncclSend(x, 8, ncclFloat, next, child, NULL));
+  CHECKR(ncclRecv(x + 8, 8, ncclFloat, prev, child, NULL));
+  CHECKR(ncclAllReduce(x + 16, x + 16, 8, ncclFloat, ncclSum, comm, NULL)); /* not dropped... */
+  EXPECTR(ncclCommAbort(child) == ncclSuccess);
+  EXPECTR(ncclGroupEnd() == ncclInvalidUsage); /* ...but the group fails whole */
+  EXPECTR(ncclCommAbort(child) == ncclInvalidArgument);
+
+  CHECKR(ncclCommSplit(comm, 0, rank, &child, NULL));
+  held_group h = {child, x, 0, 0, ncclSuccess};
+  pthread_t th;
+  EXPECTR(pthread_create(&th, NULL, hold_group, &h) == 0);
+  for (int i = 0; i < 30000 && !__atomic_load_n(&h.queued, __ATOMIC_ACQUIRE); i++) sleep_ms(1);
+  EXPECTR(ncclCommDestroy(child) == ncclInvalidUsage);
+  EXPECTR(strstr(ncclGetLastError(NULL), "another thread's open group") != NULL);
+  __atomic_store_n(&h.release, 1, __ATOMIC_RELEASE);
+  pthread_join(th, NULL);
+  EXPECTR(h.res == ncclSuccess);
+  CHECKR(ncclCommDestroy(child));
+
+  CHECKR(ncclCommSplit(comm, 0, rank, &child, NULL));
+  for (int i = 0; i < 64; i++) x[i] = (float)(rank + 1);
+  CHECKR(ncclGroupStart());
+  CHECKR(ncclAllReduce(x, x, 64, ncclFloat, ncclSum, child, NULL));
+  CHECKR(ncclCommFinalize(child));
+  CHECKR(ncclGroupEnd());
+  EXPECTR(x[0] == (float)(nranks * (nranks + 1) / 2) && x[63] == x[0]);
+  CHECKR(ncclCommDestroy(child));
+
+  if (allreduce_sum_check(comm, rank, 100)) return 1;
+  CHECKR(ncclCommDestroy(comm));
+  return 0;
+}
+
+/* Rank 1 of zombie_peer, in a process of its own (argv: zombie_child ID):
+ * one AllReduce, then it exits without a word. */
+static int zombie_child(const char *hex) {
+  const int rank = 1;
+  ncclUniqueId id;
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
+    unsigned v = 0;
+    if (sscanf(hex + 2 * i, "%2x", &v) != 1) return 2;
+    id.internal[i] = (char)v;
+  }
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, 2, id, rank));
+  if (allreduce_sum_check(comm, rank, 100)) return 1;
+  _exit(0);
+}
+
+/* A peer that has exited but is not reaped: this rank starts rank 1 as its
+ * own child process and, blocked in a collective, cannot reap it, so the
+ * peer stays a zombie (which kill(pid, 0) reports alive). This rank fails
+ * with ncclRemoteError naming rank 1, in seconds. Runs as one thread. */
+static int zombie_peer(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)nranks, (void)param;
+  char hex[2 * NCCL_UNIQUE_ID_BYTES + 1];
+  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++)
+    sprintf(hex + 2 * i, "%02x", (unsigned char)id.internal[i]);
+  char exe[] = "/proc/self/exe", what[] = "zombie_child";
+  char *args[] = {exe, what, hex, NULL};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execv(exe, args);
+    _exit(127);
+  }
+  EXPECTR(pid > 0);
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, 2, id, 0));
+  if (allreduce_sum_check(comm, rank, 100)) return 1;
+  float x[1000] = {0};
+  const double t0 = now_s();
+  const ncclResult_t r = ncclAllReduce(x, x, 1000, ncclFloat, ncclSum, comm, NULL);
+  const double t = now_s() - t0;
+  const char *msg = ncclGetLastError(comm);
+  harness_log(rank, "after %.2f s: %s: %s", t, ncclGetErrorString(r), msg);
+  char path[64], stat[256] = "";
+  snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f) {
+    stat[fread(stat, 1, sizeof stat - 1, f)] = '\0';
+    fclose(f);
+  }
+  const char *end = strrchr(stat, ')');
+  const int zombie = end && end[1] == ' ' && end[2] == 'Z';
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECTR(zombie); /* what this case is about: the peer was not reaped */
+  EXPECTR(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECTR(r == ncclRemoteError);
+  EXPECTR(strstr(msg, "rank 1") && strstr(msg, "has exited")); /* not the op timeout */
+  EXPECTR(t < 5);
+  CHECKR(ncclCommAbort(comm));
+  return 0;
+}
+
 static const harness_case cases[] = {{"init_all", init_all},
                                      {"group_init", group_init},
                                      {"nonblocking", nonblocking},
@@ -440,9 +581,12 @@ static const harness_case cases[] = {{"init_all", init_all},
                                      {"missing_rank", missing_rank},
                                      {"comm_id_repeat", comm_id_repeat},
                                      {"killed_mid_collective", killed_mid_collective},
+                                     {"misuse", misuse},
+                                     {"zombie_peer", zombie_peer},
                                      {NULL, NULL}};
 
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "zombie_child") == 0) return zombie_child(argv[2]);
   harness_init(argc, argv, cases);
   if (argc != 4) {
     fprintf(stderr, "usage: %s CASE threads|procs NRANKS\n", argv[0]);

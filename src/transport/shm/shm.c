@@ -27,8 +27,6 @@
  * every peer mapped it; from then on the memory goes away with the last
  * mapping, however the processes end.
  */
-#include <errno.h>
-#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,6 +35,7 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/misc.h"
+#include "util/proc.h"
 #include "util/shm.h"
 
 #define SEG_MAGIC 0x43484f5253484d31ull /* "CHORSHM1" */
@@ -47,6 +46,7 @@ typedef struct seg_header {
   uint64_t magic;
   int32_t rank;
   int32_t pid;
+  uint64_t pid_ns; /* the PID namespace pid belongs to (chorus_proc_pid_ns) */
   uint32_t nfifo, nslots;
   uint64_t slot_bytes;
   chorus_doorbell db __attribute__((aligned(CACHELINE)));
@@ -76,7 +76,7 @@ typedef struct shm_conn {
   int holding;
   chorus_doorbell *peer_db;
   chorus_doorbell *my_db;
-  pid_t peer_pid;
+  pid_t peer_pid; /* 0: not in this PID namespace, not watched by pid */
 } shm_conn;
 
 typedef struct node_counters {
@@ -237,7 +237,7 @@ static void shm_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
 static ncclResult_t shm_check(chorus_conn *cc) {
   shm_conn *c = (shm_conn *)cc;
   if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
-  if (c->peer_pid > 0 && kill(c->peer_pid, 0) != 0 && errno == ESRCH) {
+  if (chorus_proc_exited(c->peer_pid)) {
     snprintf(c->base.err, sizeof c->base.err, "rank %d (pid %d on this host) has exited",
              c->base.peer, (int)c->peer_pid);
     return ncclRemoteError;
@@ -297,7 +297,8 @@ static void init_conn(shm_state *s, int peer, int ch, int dir) {
   c->dir = dir;
   c->peer_db = &((seg_header *)peer_base)->db;
   c->my_db = &((seg_header *)s->own.base)->db;
-  c->peer_pid = ((seg_header *)peer_base)->pid;
+  const seg_header *ph = peer_base;
+  c->peer_pid = ph->pid_ns == chorus_proc_pid_ns() ? ph->pid : 0;
 }
 
 static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
@@ -344,6 +345,7 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
   hdr->magic = SEG_MAGIC;
   hdr->rank = s->rank;
   hdr->pid = (int32_t)getpid();
+  hdr->pid_ns = chorus_proc_pid_ns();
   hdr->nfifo = s->nfifo;
   hdr->nslots = s->nslots;
   hdr->slot_bytes = s->slot_bytes;
