@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "coll/calls.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/doorbell.h"
@@ -51,11 +52,37 @@ static ncclResult_t step(chorus_op *op, uint64_t *ticks) {
   return res;
 }
 
+/* What the call board (coll/calls.h) shows about collective op, which
+ * waits or failed: a mismatch, or ncclSuccess. */
+static ncclResult_t board_sees(chorus_op *op) {
+  ncclResult_t seen = chorus_calls_check(op->cc, &op->expect, 0);
+  if (seen == ncclSuccess) seen = chorus_calls_catch_up(op->cc, op->expect.seq, 0);
+  return seen == ncclInvalidUsage ? seen : ncclSuccess;
+}
+
+/* Runs a step of collective op with the call board's checks. A mismatch
+ * the board shows is this rank's own finding, so it is reported rather
+ * than a peer's word about a failure. */
+static ncclResult_t step_coll(chorus_op *op, uint64_t *ticks) {
+  if (!chorus_calls_on_board(op)) return step(op, ticks);
+  ncclResult_t res = op->moved ? ncclSuccess : step(op, ticks);
+  if (res == ncclInProgress) return res;
+  if (res != ncclSuccess) {
+    const ncclResult_t seen = board_sees(op);
+    return seen != ncclSuccess ? seen : res;
+  }
+  op->moved = 1;
+  op->wait_conn = NULL;
+  res = chorus_calls_end(op);
+  *ticks += res == ncclSuccess;
+  return res;
+}
+
 /* Progresses a queue's collectives (in order) and point-to-point calls
  * (all). Returns an error when one failed. */
 static ncclResult_t run_queue(chorus_exec_queue *q, uint64_t *ticks) {
   while (q->head) {
-    ncclResult_t res = step(q->head, ticks);
+    ncclResult_t res = step_coll(q->head, ticks);
     if (res == ncclInProgress) break;
     if (res != ncclSuccess) return res;
     q->head = q->head->next_op;
@@ -97,6 +124,7 @@ static int pass(chorus_exec_queue *qs, int nq, uint64_t *ticks) {
 
 /* What a blocked op may be woken by. */
 static void op_wait_info(chorus_op *op, chorus_waitset *ws) {
+  if (op->moved) return; /* peers' posts ring the communicator's doorbell */
   if (op->wait_info)
     op->wait_info(op, ws);
   else if (op->wait_conn)
@@ -138,6 +166,15 @@ static void nap(chorus_exec_queue *qs, int nq, chorus_doorbell *db, uint32_t see
 static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
   chorus_log_ctx old = chorus_log_ctx_set(q->cc->log_ctx);
   char me[160];
+  /* Calls that wait on each other because they differ. */
+  if (q->head && chorus_calls_on_board(q->head)) {
+    const ncclResult_t seen = board_sees(q->head);
+    if (seen != ncclSuccess) {
+      fail_queue(q, seen);
+      chorus_log_ctx_set(old);
+      return;
+    }
+  }
   for (chorus_op *op = q->head ? q->head : q->p2p; op; op = op == q->head ? q->p2p : op->next_op) {
     chorus_conn *c = op->wait_conn;
     if (!c) continue;

@@ -55,18 +55,6 @@ static ncclResult_t peer_failed(chorus_op *op, int p) {
   return chorus_error(ncclRemoteError, "%s failed: rank %d reported a failure: %s", me, p, reason);
 }
 
-/* Rank p's stage for chunk g holds data of another call. */
-static ncclResult_t mismatch(chorus_op *op, int p, const chorus_msg_meta *theirs) {
-  char mine[160], other[160];
-  chorus_meta_describe(&op->expect, mine, sizeof mine);
-  chorus_meta_describe(theirs, other, sizeof other);
-  return chorus_error(ncclInvalidUsage,
-                      "mismatched calls across ranks: this rank called %s but rank %d called %s. "
-                      "Every rank must issue the same collectives, with the same count, type, op "
-                      "and root, in the same order",
-                      mine, p, other);
-}
-
 /* Waits for rank p's counter to reach target: ncclSuccess, ncclInProgress
  * (p recorded as what we wait for) or the error p reported. For POSTED of a
  * chunk of this call (not for FREE, an earlier chunk's post) it also checks
@@ -93,7 +81,8 @@ static ncclResult_t reached(chorus_op *op, int p, int which, uint64_t target) {
         m->redop != op->expect.redop || m->root != op->expect.root)
       /* A peer that failed mid-call left its last call's description:
        * its failure is the news, not the mismatch. */
-      return __atomic_load_n(r->failed, __ATOMIC_ACQUIRE) ? peer_failed(op, p) : mismatch(op, p, m);
+      return __atomic_load_n(r->failed, __ATOMIC_ACQUIRE) ? peer_failed(op, p)
+                                                          : chorus_meta_mismatch(&op->expect, p, m);
   }
   return ncclSuccess;
 }

@@ -66,6 +66,10 @@ typedef struct chorus_coll_comm {
   struct chorus_gpu *gpu;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
+  /* Calls from unchecked_from on were not all compared with every peer on
+   * the call board (coll/calls.h) when they ended; unchecked = 0: none. */
+  int unchecked;
+  uint64_t unchecked_from;
   /* Calls waiting in open groups, any thread's (atomic): destroying the
    * communicator under them would leave the group freed memory. */
   int queued;
@@ -106,6 +110,7 @@ struct chorus_op {
   chorus_coll_comm *cc;
   int co;         /* coroutine resume point */
   int concurrent; /* point-to-point: runs beside other ops */
+  int moved;      /* the schedule finished; the call board's check remains (coll/calls.h) */
   uint64_t ticks; /* bumped whenever the schedule moves */
   chorus_conn *wait_conn;
   int wait_dir;
@@ -168,6 +173,12 @@ void chorus_op_stamp(chorus_op *op);
 /* Human-readable description of a call, e.g.
  * "AllReduce(count=1024, float, sum) #17". */
 void chorus_meta_describe(const chorus_msg_meta *m, char *buf, size_t size);
+/* Whether two descriptions name the same call. */
+int chorus_meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b);
+/* Logs and returns the error for this rank's collective `mine` against
+ * rank peer's `theirs` (ncclInvalidUsage). */
+ncclResult_t chorus_meta_mismatch(const chorus_msg_meta *mine, int peer,
+                                  const chorus_msg_meta *theirs);
 
 /* This rank's call, as the user made it: collectives as above; a point-to-
  * point call by its own side, e.g. "Recv(count=8, int32, peer=0) #2" (the

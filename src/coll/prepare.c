@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
+#include "coll/calls.h"
 #include "coll/coll.h"
 #include "util/check.h"
 #include "util/misc.h"
@@ -121,9 +122,11 @@ ncclResult_t chorus_coll_prepare(chorus_op *op) {
     return chorus_error(ncclInternalError, "%s has no host schedule for algorithm %s",
                         chorus_func_name(op->func), chorus_algo_name(op->algo));
   op->co = 0;
+  op->moved = 0;
   op->nt = chorus_func_out_bytes(op->func, op->count, op->esize, cc->nranks) >= cc->nt_bytes;
   op->concurrent = chorus_func_p2p(op->func);
   if (op->concurrent) chorus_p2p_take_ticket(op);
   chorus_op_stamp(op);
+  chorus_calls_post(op);
   return ncclSuccess;
 }

@@ -56,13 +56,25 @@ void chorus_op_stamp(chorus_op *op) {
   op->expect = *m;
 }
 
+ncclResult_t chorus_meta_mismatch(const chorus_msg_meta *mine, int peer,
+                                  const chorus_msg_meta *theirs) {
+  char a[160], b[160];
+  chorus_meta_describe(mine, a, sizeof a);
+  chorus_meta_describe(theirs, b, sizeof b);
+  return chorus_error(ncclInvalidUsage,
+                      "mismatched calls across ranks: this rank called %s but rank %d called %s. "
+                      "Every rank must issue the same collectives, with the same count, type, op "
+                      "and root, in the same order",
+                      a, peer, b);
+}
+
 ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t res) {
   char me[160];
   chorus_op_describe(op, me, sizeof me);
   return chorus_error(res, "%s failed: %s (%s transport)", me, c->err, c->transport);
 }
 
-static int meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b) {
+int chorus_meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b) {
   return a->seq == b->seq && a->count == b->count && a->call == b->call && a->redop == b->redop &&
          a->root == b->root;
 }
@@ -82,21 +94,16 @@ ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, s
   chorus_msg_meta m;
   ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, c->ops->recv_slot(c, buf, bytes, &m));
   if (res != ncclSuccess) return res;
-  if (!meta_equal(&m, &op->expect)) {
+  if (!chorus_meta_equal(&m, &op->expect)) {
+    if (!op->concurrent) return chorus_meta_mismatch(&op->expect, c->peer, &m);
     char mine[160], theirs[160];
     chorus_meta_describe(&op->expect, mine, sizeof mine);
     chorus_meta_describe(&m, theirs, sizeof theirs);
-    if (op->concurrent)
-      return chorus_error(ncclInvalidUsage,
-                          "mismatched point-to-point calls: this rank's Recv expected rank %d's "
-                          "%s but rank %d sent %s. A send and its receive must have the same "
-                          "count and type, and sends to one peer are matched in call order",
-                          c->peer, mine, c->peer, theirs);
     return chorus_error(ncclInvalidUsage,
-                        "mismatched calls across ranks: this rank called %s but rank %d called "
-                        "%s. Every rank must issue the same collectives, with the same count, "
-                        "type, op and root, in the same order",
-                        mine, c->peer, theirs);
+                        "mismatched point-to-point calls: this rank's Recv expected rank %d's "
+                        "%s but rank %d sent %s. A send and its receive must have the same "
+                        "count and type, and sends to one peer are matched in call order",
+                        c->peer, mine, c->peer, theirs);
   }
   op->ticks++;
   return ncclSuccess;

@@ -121,9 +121,15 @@ struct chorus_conn {
  * counter the owner rings every peer's doorbell.
  */
 #define CHORUS_NODE_MAX_BUFS 16
+#define CHORUS_NODE_CALLS    64
 
 typedef struct chorus_node_rank {
   uint64_t *posted, *reduced;
+  /* The call board (coll/calls.c): the owner's last CHORUS_NODE_CALLS
+   * collectives, call k at calls[k % CHORUS_NODE_CALLS], written before
+   * ncalls moves past k. */
+  uint64_t *ncalls;
+  chorus_msg_meta *calls;
   chorus_msg_meta *meta; /* per stage buffer: the call it holds data of,
                             written before `posted` (so read after it) */
   uint32_t *failed;      /* set (release) by the owner when it fails or aborts */

@@ -281,10 +281,14 @@ static int abort_unblocks(int rank, int nranks, ncclUniqueId id, const char *par
                 ncclGetErrorString(b.r), b.t);
   } else {
     sleep_ms(600);
-    /* The aborted peer poisoned the connections: fail fast, no hang. */
-    float x = 0;
+    /* The aborted peer poisoned the connections: fail fast, no hang.
+     * The same call as the peer's, so that the abort is all that differs;
+     * it may complete with what the peer posted before it aborted, but
+     * the next cannot. */
+    float x[16] = {0};
     double t0 = now_s();
-    ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, NULL);
+    ncclResult_t r = ncclAllReduce(x, x, 16, ncclFloat, ncclSum, comm, NULL);
+    if (r == ncclSuccess) r = ncclAllReduce(x, x, 16, ncclFloat, ncclSum, comm, NULL);
     EXPECTR(r == ncclRemoteError && now_s() - t0 < 10);
     CHECKR(ncclCommDestroy(comm));
   }
