@@ -15,13 +15,16 @@
  * peers posted for that call with its own: calls that wait on each other
  * because they differ are an error at once, on every rank, naming both.
  * A call of a rooted function (Broadcast, Reduce, Gather, Scatter), where
- * a rank may not hear from some peers, is compared with every peer that
- * has posted it when it ends; peers not there yet are compared as later
- * collectives end, without waiting, until CHORUS_CALLS_LAG calls later,
- * when the rank waits for them (a root runs ahead of the slowest rank by
- * at most that many calls), or when a later call waits long or fails.
- * The other functions hear from every rank, directly or around a ring
- * whose every hop compares, and only post.
+ * a rank may not hear from some peers, is compared later, in a batch:
+ * CHORUS_CALLS_LAG calls on (waiting then for peers not there yet, so a
+ * root runs ahead of the slowest rank by at most that many calls), or as
+ * soon as a later call waits long or fails. Each entry also carries a
+ * hash of its owner's whole call history, so a batch reads one entry per
+ * peer; only a difference is looked for call by call. A rank that needed
+ * nothing from the one that differs thus reports the mismatch at most
+ * CHORUS_CALLS_LAG calls later; its own results were what its call
+ * asked for. The other functions hear from every rank, directly or
+ * around a ring whose every hop compares, and only post.
  * (Across hosts, where there is no node memory, messages' descriptions
  * remain the only check.)
  */
@@ -32,7 +35,7 @@
 
 /* Calls a rank may end before every peer's description of an earlier
  * rooted call is compared (below CHORUS_NODE_CALLS, the board's depth). */
-#define CHORUS_CALLS_LAG 16
+#define CHORUS_CALLS_LAG 64
 
 /* Whether op is checked on the board: a collective of a communicator of
  * several ranks in node memory. */
@@ -54,9 +57,9 @@ ncclResult_t chorus_calls_check(const chorus_coll_comm *cc, const chorus_msg_met
  * a peer's post; ncclInvalidUsage on a mismatch. */
 ncclResult_t chorus_calls_end(chorus_op *op);
 
-/* Compares, without waiting, the unchecked calls before upto (this
- * rank's own descriptions, from its board) with every peer that posted
- * them; with wait, ncclInProgress while one has not. */
+/* Compares the unchecked calls before upto with every peer's, through
+ * the hashes of call upto - 1; with wait, ncclInProgress while a peer has
+ * not posted it, else ncclSuccess (compared later). */
 ncclResult_t chorus_calls_catch_up(chorus_coll_comm *cc, uint64_t upto, int wait);
 
 #endif

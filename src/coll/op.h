@@ -70,6 +70,7 @@ typedef struct chorus_coll_comm {
    * the call board (coll/calls.h) when they ended; unchecked = 0: none. */
   int unchecked;
   uint64_t unchecked_from;
+  uint64_t calls_chain; /* the board's hash of this rank's calls so far */
   /* Calls waiting in open groups, any thread's (atomic): destroying the
    * communicator under them would leave the group freed memory. */
   int queued;

@@ -121,20 +121,26 @@ struct chorus_conn {
  * counter the owner rings every peer's doorbell.
  */
 #define CHORUS_NODE_MAX_BUFS 16
-#define CHORUS_NODE_CALLS    64
+#define CHORUS_NODE_CALLS    128
+
+/* An entry of the call board (coll/calls.c): the description of call
+ * k, at calls[k % CHORUS_NODE_CALLS]; `posted` is k + 1 once it is
+ * complete, UINT64_MAX while its owner rewrites it, 0 before any call. A
+ * line of its own: a peer's check of one call reads one line. */
+typedef struct chorus_call_entry {
+  uint64_t posted;
+  uint64_t chain; /* a hash of the owner's calls 0..k, in order */
+  chorus_msg_meta meta;
+} __attribute__((aligned(64))) chorus_call_entry;
 
 typedef struct chorus_node_rank {
   uint64_t *posted, *reduced;
-  /* The call board (coll/calls.c): the owner's last CHORUS_NODE_CALLS
-   * collectives, call k at calls[k % CHORUS_NODE_CALLS], written before
-   * ncalls moves past k. */
-  uint64_t *ncalls;
-  chorus_msg_meta *calls;
-  chorus_msg_meta *meta; /* per stage buffer: the call it holds data of,
-                            written before `posted` (so read after it) */
-  uint32_t *failed;      /* set (release) by the owner when it fails or aborts */
-  char *reason;          /* CHORUS_NODE_REASON bytes, written before `failed` */
-  char *stage;           /* nbuf buffers of `chunk` bytes */
+  chorus_call_entry *calls; /* the owner's last CHORUS_NODE_CALLS collectives */
+  chorus_msg_meta *meta;    /* per stage buffer: the call it holds data of,
+                               written before `posted` (so read after it) */
+  uint32_t *failed;         /* set (release) by the owner when it fails or aborts */
+  char *reason;             /* CHORUS_NODE_REASON bytes, written before `failed` */
+  char *stage;              /* nbuf buffers of `chunk` bytes */
   chorus_doorbell *db;
 } chorus_node_rank;
 

@@ -85,8 +85,7 @@ typedef struct node_counters {
   uint32_t failed __attribute__((aligned(CACHELINE)));
   char reason[CHORUS_NODE_REASON];
   chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
-  uint64_t ncalls __attribute__((aligned(CACHELINE)));
-  chorus_msg_meta calls[CHORUS_NODE_CALLS] __attribute__((aligned(CACHELINE)));
+  chorus_call_entry calls[CHORUS_NODE_CALLS] __attribute__((aligned(CACHELINE)));
 } node_counters;
 
 typedef struct shm_state {
@@ -131,7 +130,6 @@ static void init_node(shm_state *s) {
     node_counters *nc = (node_counters *)(base + fifo_end(s));
     s->node.rank[r] = (chorus_node_rank){&nc->posted,
                                          &nc->reduced,
-                                         &nc->ncalls,
                                          nc->calls,
                                          nc->meta,
                                          &nc->failed,
