@@ -16,10 +16,12 @@
  * every rank (collective), and NCCL_WIN_COLL_SYMMETRIC ones carry zero-copy
  * collectives. No device-side API use yet.
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "core/api.h"
 #include "core/comm.h"
@@ -175,12 +177,31 @@ void chorus_comm_regs_free(ncclComm_t comm) {
   }
 }
 
+/* Whether every page of [p, p + size) is mapped in this process (msync
+ * fails with ENOMEM on a hole; it writes nothing back with MS_ASYNC). */
+static int host_mapped(const void *p, size_t size) {
+  const long ps = sysconf(_SC_PAGESIZE);
+  const uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, a = (uintptr_t)p & ~(page - 1);
+  const uintptr_t end = (uintptr_t)p + size;
+  return msync((void *)a, end - a, MS_ASYNC) == 0 || errno != ENOMEM;
+}
+
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void *buff, size_t size,
          void **handle) {
   CHECK(chorus_comm_check(comm, "ncclCommRegister"));
   if (!handle) return chorus_error(ncclInvalidArgument, "ncclCommRegister: handle is NULL");
   if (!buff && size)
     return chorus_error(ncclInvalidArgument, "ncclCommRegister: buff is NULL (size %zu)", size);
+  if (size && (uintptr_t)buff > UINTPTR_MAX - size)
+    return chorus_error(ncclInvalidArgument,
+                        "ncclCommRegister: buff %p + size %zu runs past the end of the address "
+                        "space",
+                        buff, size);
+  if (size && comm->device < 0 && !host_mapped(buff, size))
+    return chorus_error(ncclInvalidArgument,
+                        "ncclCommRegister: [%p, %p + %zu) is not all memory of this process "
+                        "(size larger than the buffer?)",
+                        buff, buff, size);
   struct ncclWindow_vidmem *r = NULL;
   CHECK(add_reg(comm, buff, size, 0, 0, &r, "ncclCommRegister"));
   *handle = r;

@@ -118,6 +118,9 @@ static int collectives(int rank, int nranks, ncclUniqueId id, const char *param)
   BAD(ncclSuccess, NULL, ncclCommDeregister(comm, h));
   BAD(ncclInvalidArgument, "not registered", ncclCommDeregister(comm, h)); /* twice */
   BAD(ncclInvalidArgument, "not registered", ncclCommDeregister(comm, other));
+  /* Sizes past the buffer: past the address space, or into unmapped pages. */
+  BAD(ncclInvalidArgument, "address space", ncclCommRegister(comm, buf, SIZE_MAX, &h));
+  BAD(ncclInvalidArgument, "not all memory", ncclCommRegister(comm, buf, (size_t)1 << 46, &h));
   void *kept = NULL; /* left registered: freed with the communicator */
   BAD(ncclSuccess, NULL, ncclCommRegister(comm, buf, sizeof buf, &kept));
   /* Windows: a range of one ncclMemAlloc allocation; collectives on it are
