@@ -25,6 +25,7 @@
 #include "util/clock.h"
 #include "util/misc.h"
 #include "util/param.h"
+#include "util/shm.h"
 
 enum { T_SHM = 0, T_NET = 1 };
 static const chorus_transport *const transports[2] = {&chorus_transport_shm, &chorus_transport_net};
@@ -272,6 +273,15 @@ static ncclResult_t plan_setup(ncclComm_t comm) {
   return ncclSuccess;
 }
 
+/* A build that failed leaves no names in /dev/shm, whether or not the
+ * program destroys the communicator: this rank's segment is unlinked now
+ * (shm finish() does only that; its memory stays mapped until destroy),
+ * and segments of peers that died in the build are swept. */
+static void forget_names(ncclComm_t comm) {
+  if (comm->tstate[T_SHM]) (void)transports[T_SHM]->finish(comm->tstate[T_SHM]);
+  (void)chorus_shm_sweep_stale();
+}
+
 ncclResult_t chorus_comm_build(ncclComm_t comm) {
   chorus_log_ctx old = chorus_comm_enter(comm);
   print_version_once();
@@ -296,6 +306,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
        comm->rank, comm->nranks, comm->topo.nhosts, (chorus_now_ns() - t0) / 1e6,
        comm->config.commName ? comm->config.commName : "unnamed");
 out:
+  if (res != ncclSuccess) forget_names(comm);
   chorus_free(comm->init.uids);
   comm->init.uids = NULL;
   __atomic_store_n(&comm->async, res, __ATOMIC_RELEASE);
@@ -357,6 +368,7 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_free(comm->init.uids);
   chorus_free(comm->user_ops);
   chorus_config_free(&comm->config);
+  (void)chorus_shm_sweep_stale(); /* peers that died before unlinking theirs */
   bury(comm);
   if (__atomic_sub_fetch(&live_comms, 1, __ATOMIC_RELAXED) == 0 &&
       chorus_param_int(CHORUS_P_LEAK_CHECK)) {

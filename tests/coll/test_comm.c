@@ -571,6 +571,39 @@ static int zombie_peer(int rank, int nranks, ncclUniqueId id, const char *param)
   return 0;
 }
 
+/* Rank 2 is killed (SIGKILL, from a timer thread) at a moment of its init
+ * that varies with its pid. Every rank's process must leave nothing in
+ * /dev/shm (the harness looks for each child's segments), whether its
+ * init failed or not, and the survivors here exit without destroying a
+ * communicator whose init failed, as many programs do. Processes only. */
+static void *kill_me_in_init(void *arg) {
+  sleep_ms(*(int *)arg);
+  raise(SIGKILL);
+  return NULL;
+}
+
+static int killed_in_init(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  static int delay_ms;
+  if (rank == 2) {
+    delay_ms = (int)(getpid() % 40);
+    pthread_t th;
+    pthread_create(&th, NULL, kill_me_in_init, &delay_ms);
+  }
+  ncclComm_t comm = NULL;
+  const ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
+  if (rank == 2) {
+    sleep_ms(5000); /* killed long before */
+    return 1;
+  }
+  harness_log(rank, "init: %s", ncclGetErrorString(r));
+  if (r == ncclSuccess) {
+    sleep_ms(100); /* rank 2 is dead by now */
+    ncclCommAbort(comm);
+  }
+  return 0;
+}
+
 static const harness_case cases[] = {{"init_all", init_all},
                                      {"group_init", group_init},
                                      {"nonblocking", nonblocking},
@@ -587,6 +620,7 @@ static const harness_case cases[] = {{"init_all", init_all},
                                      {"killed_mid_collective", killed_mid_collective},
                                      {"misuse", misuse},
                                      {"zombie_peer", zombie_peer},
+                                     {"killed_in_init", killed_in_init},
                                      {NULL, NULL}};
 
 int main(int argc, char **argv) {
@@ -609,7 +643,9 @@ int main(int argc, char **argv) {
     snprintf(param, sizeof param, "%s", argv[2]);
   }
   if (strcmp(name, "op_timeout") == 0) setenv("CHORUS_OP_TIMEOUT", "1", 1);
-  if (strcmp(name, "missing_rank") == 0) setenv("CHORUS_BOOTSTRAP_TIMEOUT", "2", 1);
+  /* A rank killed before it joins is missing: the others wait this long. */
+  if (strcmp(name, "missing_rank") == 0 || strcmp(name, "killed_in_init") == 0)
+    setenv("CHORUS_BOOTSTRAP_TIMEOUT", "2", 1);
   if (strcmp(name, "init_all") == 0) n = 1; /* one thread drives all ranks */
   if (strcmp(name, "comm_id_repeat") == 0) {
     char addr[64];
@@ -619,7 +655,13 @@ int main(int argc, char **argv) {
     setenv("NCCL_COMM_ID", addr, 1);
   }
   int own_ids = strcmp(name, "init_all") == 0 || strcmp(name, "comm_id_repeat") == 0;
-  int failed = harness_spawn_ex(mode, n, name, param, 120, !own_ids);
+  int failed = 0;
+  if (strcmp(name, "killed_in_init") == 0) {
+    /* Trials at different moments; the victim's death is no failure. */
+    for (int t = 0; t < 8; t++) failed += harness_spawn_ex(mode, n, name, param, 120, 1) - 1;
+  } else {
+    failed = harness_spawn_ex(mode, n, name, param, 120, !own_ids);
+  }
   /* The victim of killed_mid_collective is meant to die (by SIGKILL). */
   if (strcmp(name, "killed_mid_collective") == 0) failed -= 1;
   printf("%s %s x%s: %s\n", name, argv[2], argv[3], failed ? "FAILED" : "passed");
