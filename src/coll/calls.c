@@ -9,17 +9,17 @@
 #include "util/check.h"
 
 static int board(const chorus_coll_comm *cc) {
-  return cc->node != NULL && cc->nranks > 1;
+  return cc->mine != NULL && cc->nranks > 1;
 }
 
 int chorus_calls_on_board(const chorus_op *op) {
   return !op->concurrent && board(op->cc);
 }
 
-/* An entry is rewritten as a sequence lock: `posted` is set busy, the
- * description written, then `posted` set to the call's; a reader copies
- * the description between two reads of `posted` that agree. */
-#define BUSY UINT64_MAX
+/* Which calls are posted (calls.h): every one where a post is a store. */
+static int posted(const chorus_coll_comm *cc, int func) {
+  return cc->node != NULL || chorus_func_rooted(func);
+}
 
 /* The hash of a call history extended by call m. */
 static uint64_t chain(uint64_t h, const chorus_msg_meta *m) {
@@ -34,26 +34,32 @@ static uint64_t chain(uint64_t h, const chorus_msg_meta *m) {
 
 void chorus_calls_post(const chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
-  if (!chorus_calls_on_board(op)) return;
+  if (!chorus_calls_on_board(op) || !posted(cc, op->func)) return;
   const uint64_t k = op->meta.seq;
-  chorus_call_entry *e = &cc->node->rank[cc->rank].calls[k % CHORUS_NODE_CALLS];
-  __atomic_store_n(&e->posted, BUSY, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  e->meta = op->meta;
-  e->chain = cc->calls_chain = chain(cc->calls_chain, &op->meta);
-  /* No doorbell: a rank waits for a post only calls later (calls.h), by
-   * when it is there, and naps are short. */
-  __atomic_store_n(&e->posted, k + 1, __ATOMIC_RELEASE);
+  chorus_call_entry e;
+  memset(&e, 0, sizeof e);
+  e.posted = k + 1;
+  e.chain = cc->calls_chain = chain(cc->calls_chain, &op->meta);
+  e.meta = op->meta;
+  cc->mine[k % CHORUS_NODE_CALLS] = e;
+  for (int t = 0; t < cc->ntransports; t++) cc->transports[t]->post_call(cc->tstates[t], &e);
 }
 
-/* Peer p's description of call k into *out: 1, or 0 while p has not
- * posted it (or rewrites its entry), -1 when p has moved so far on that
- * the entry holds a later call. */
-static int peer_call(const chorus_node_rank *r, uint64_t k, chorus_msg_meta *out,
-                     uint64_t *chain_out) {
-  const chorus_call_entry *e = &r->calls[k % CHORUS_NODE_CALLS];
+/* The board of peer p: the calls it posted, or NULL. */
+static chorus_conn *board_of(const chorus_coll_comm *cc, int p) {
+  chorus_conn *c = chorus_cc_conn(cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+  return c && c->heard ? c : NULL;
+}
+
+/* A board's description of call k into *out (read as a sequence lock,
+ * see the transports' post_call): 1, or 0 while it holds no post of k
+ * (not yet, or never: calls.h), -1 when its owner has moved so far on
+ * that the entry holds a later call. */
+static int board_call(const chorus_call_entry *calls, uint64_t k, chorus_msg_meta *out,
+                      uint64_t *chain_out) {
+  const chorus_call_entry *e = &calls[k % CHORUS_NODE_CALLS];
   const uint64_t before = __atomic_load_n(&e->posted, __ATOMIC_ACQUIRE);
-  if (before == BUSY || before < k + 1) return 0;
+  if (before == UINT64_MAX || before < k + 1) return 0;
   if (before > k + 1) return -1;
   memcpy(out, (const void *)&e->meta, sizeof *out);
   *chain_out = e->chain;
@@ -61,32 +67,37 @@ static int peer_call(const chorus_node_rank *r, uint64_t k, chorus_msg_meta *out
   return __atomic_load_n(&e->posted, __ATOMIC_RELAXED) == before ? 1 : -1;
 }
 
-ncclResult_t chorus_calls_check(const chorus_coll_comm *cc, const chorus_msg_meta *call, int wait) {
-  ncclResult_t res = ncclSuccess;
-  for (int p = 0; p < cc->node->nranks; p++) {
-    if (p == cc->rank) continue;
+ncclResult_t chorus_calls_check(const chorus_coll_comm *cc, const chorus_msg_meta *call,
+                                chorus_conn **failed) {
+  *failed = NULL;
+  for (int p = 0; p < cc->nranks; p++) {
+    chorus_conn *c = p == cc->rank ? NULL : board_of(cc, p);
+    if (!c) continue;
+    /* What a peer posted before it failed still counts: a mismatch is
+     * the root cause. */
+    if (c->ops->hear(c) != ncclSuccess && !*failed) *failed = c;
     chorus_msg_meta theirs;
     uint64_t h;
-    const int got = peer_call(&cc->node->rank[p], call->seq, &theirs, &h);
-    if (got == 0 && wait) res = ncclInProgress;
-    if (got == 1 && !chorus_meta_equal(&theirs, call))
+    if (board_call(c->heard, call->seq, &theirs, &h) == 1 && !chorus_meta_equal(&theirs, call))
       return chorus_meta_mismatch(call, p, &theirs);
   }
-  return res;
+  return *failed ? ncclRemoteError : ncclSuccess;
 }
 
-/* The first of this rank's calls from..last that peer p posted otherwise,
- * reported; ncclSuccess when none is left on both boards to tell (the
- * histories differ before). */
+/* The first of this rank's posted calls from..last that peer p posted
+ * otherwise, reported; when none is left on both boards to tell (the
+ * histories differ before, or in calls only one of them posted), a
+ * mismatch without the calls. */
 static ncclResult_t first_difference(const chorus_coll_comm *cc, int p, uint64_t from,
                                      uint64_t last) {
-  const chorus_node_rank *me = &cc->node->rank[cc->rank];
+  const chorus_conn *c = board_of(cc, p);
   for (uint64_t k = from; k <= last; k++) {
-    const chorus_msg_meta mine = me->calls[k % CHORUS_NODE_CALLS].meta;
+    const chorus_call_entry *mine = &cc->mine[k % CHORUS_NODE_CALLS];
+    if (mine->posted != k + 1) continue;
     chorus_msg_meta theirs;
     uint64_t h;
-    if (peer_call(&cc->node->rank[p], k, &theirs, &h) == 1 && !chorus_meta_equal(&theirs, &mine))
-      return chorus_meta_mismatch(&mine, p, &theirs);
+    if (board_call(c->heard, k, &theirs, &h) == 1 && !chorus_meta_equal(&theirs, &mine->meta))
+      return chorus_meta_mismatch(&mine->meta, p, &theirs);
   }
   return chorus_error(ncclInvalidUsage,
                       "mismatched calls across ranks: rank %d's collectives up to #%llu differ "
@@ -95,31 +106,47 @@ static ncclResult_t first_difference(const chorus_coll_comm *cc, int p, uint64_t
                       p, (unsigned long long)last);
 }
 
-ncclResult_t chorus_calls_catch_up(chorus_coll_comm *cc, uint64_t upto, int wait) {
+/* Compares the unchecked calls before upto; *waiting: the board of a
+ * peer that has not posted the last of them yet, or NULL. */
+static ncclResult_t catch_up(chorus_coll_comm *cc, uint64_t upto, chorus_conn **waiting) {
+  *waiting = NULL;
   if (!cc->unchecked || cc->unchecked_from >= upto) return ncclSuccess;
-  /* The chains of call upto - 1 cover every call before it. */
-  const uint64_t last = upto - 1;
-  const uint64_t mine = cc->node->rank[cc->rank].calls[last % CHORUS_NODE_CALLS].chain;
-  ncclResult_t res = ncclSuccess;
-  for (int p = 0; p < cc->node->nranks; p++) {
-    if (p == cc->rank) continue;
+  /* The last call before upto that this rank posted: its hash covers
+   * every posted call before it (unchecked_from was posted). */
+  uint64_t last = upto - 1;
+  while (last > cc->unchecked_from && cc->mine[last % CHORUS_NODE_CALLS].posted != last + 1) last--;
+  const uint64_t mine = cc->mine[last % CHORUS_NODE_CALLS].chain;
+  for (int p = 0; p < cc->nranks; p++) {
+    chorus_conn *c = p == cc->rank ? NULL : board_of(cc, p);
+    if (!c) continue;
+    (void)c->ops->hear(c); /* a failure shows where the op waits */
     chorus_msg_meta theirs;
     uint64_t h;
-    const int got = peer_call(&cc->node->rank[p], last, &theirs, &h);
-    if (got == 0) res = ncclInProgress;
+    const int got = board_call(c->heard, last, &theirs, &h);
+    if (got == 0 && !*waiting) *waiting = c;
     if (got == 1 && h != mine) return first_difference(cc, p, cc->unchecked_from, last);
   }
-  if (res == ncclInProgress) return wait ? res : ncclSuccess;
-  cc->unchecked = 0;
+  if (!*waiting) cc->unchecked = 0;
   return ncclSuccess;
+}
+
+ncclResult_t chorus_calls_catch_up(chorus_coll_comm *cc, uint64_t upto) {
+  chorus_conn *waiting;
+  return catch_up(cc, upto, &waiting);
 }
 
 ncclResult_t chorus_calls_end(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   const uint64_t k = op->expect.seq;
   if (cc->unchecked && k - cc->unchecked_from >= CHORUS_CALLS_LAG) {
-    const ncclResult_t res = chorus_calls_catch_up(cc, k, 1);
+    chorus_conn *waiting;
+    const ncclResult_t res = catch_up(cc, k, &waiting);
     if (res != ncclSuccess) return res;
+    if (waiting) {
+      op->wait_conn = waiting;
+      op->wait_dir = CHORUS_DIR_RECV;
+      return ncclInProgress;
+    }
   }
   if (chorus_func_rooted(op->func) && !cc->unchecked) {
     cc->unchecked = 1;

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "coll/calls.h"
+#include "coll/prims.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/doorbell.h"
@@ -37,9 +38,13 @@ void chorus_exec_fail_comm(chorus_coll_comm *cc, ncclResult_t res, const char *r
       }
 }
 
+/* Fails q's communicator, passing on the first cause: a peer's failure
+ * that reached this rank, else this rank's own. */
 static void fail_queue(chorus_exec_queue *q, ncclResult_t res) {
   q->result = res;
-  chorus_exec_fail_comm(q->cc, res, chorus_last_error(NULL));
+  chorus_coll_comm *cc = q->cc;
+  /* The last error names this rank ("rank R of N on host: ..."). */
+  chorus_exec_fail_comm(cc, res, cc->cause[0] ? cc->cause : chorus_last_error(NULL));
   q->head = q->p2p = NULL;
 }
 
@@ -53,10 +58,12 @@ static ncclResult_t step(chorus_op *op, uint64_t *ticks) {
 }
 
 /* What the call board (coll/calls.h) shows about collective op, which
- * waits or failed: a mismatch, or ncclSuccess. */
+ * waits or failed: a mismatch, a peer's failure, or ncclSuccess. */
 static ncclResult_t board_sees(chorus_op *op) {
-  ncclResult_t seen = chorus_calls_check(op->cc, &op->expect, 0);
-  if (seen == ncclSuccess) seen = chorus_calls_catch_up(op->cc, op->expect.seq, 0);
+  chorus_conn *failed = NULL;
+  ncclResult_t seen = chorus_calls_check(op->cc, &op->expect, &failed);
+  if (seen == ncclRemoteError) return chorus_prim_conn_error(op, failed, seen);
+  if (seen == ncclSuccess) seen = chorus_calls_catch_up(op->cc, op->expect.seq);
   return seen == ncclInvalidUsage ? seen : ncclSuccess;
 }
 
@@ -68,8 +75,11 @@ static ncclResult_t step_coll(chorus_op *op, uint64_t *ticks) {
   ncclResult_t res = op->moved ? ncclSuccess : step(op, ticks);
   if (res == ncclInProgress) return res;
   if (res != ncclSuccess) {
-    const ncclResult_t seen = board_sees(op);
-    return seen != ncclSuccess ? seen : res;
+    /* A mismatch is the root cause; a peer's failure only another word for what res says. */
+    chorus_conn *failed = NULL;
+    ncclResult_t seen = chorus_calls_check(op->cc, &op->expect, &failed);
+    if (seen == ncclSuccess) seen = chorus_calls_catch_up(op->cc, op->expect.seq);
+    return seen == ncclInvalidUsage ? seen : res;
   }
   op->moved = 1;
   op->wait_conn = NULL;
@@ -124,7 +134,10 @@ static int pass(chorus_exec_queue *qs, int nq, uint64_t *ticks) {
 
 /* What a blocked op may be woken by. */
 static void op_wait_info(chorus_op *op, chorus_waitset *ws) {
-  if (op->moved) return; /* peers' posts ring the communicator's doorbell */
+  if (op->moved) { /* waits for a peer's post (calls.h) */
+    if (op->wait_conn) op->wait_conn->ops->wait_info(op->wait_conn, op->wait_dir, ws);
+    return;
+  }
   if (op->wait_info)
     op->wait_info(op, ws);
   else if (op->wait_conn)
@@ -180,8 +193,7 @@ static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
     if (!c) continue;
     ncclResult_t res = c->ops->check(c);
     if (res != ncclSuccess) {
-      chorus_op_describe(op, me, sizeof me);
-      fail_queue(q, chorus_error(res, "%s failed: %s", me, c->err));
+      fail_queue(q, chorus_prim_conn_error(op, c, res));
       chorus_log_ctx_set(old);
       return;
     }

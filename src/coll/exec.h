@@ -33,7 +33,9 @@ typedef struct chorus_exec_queue {
 /* Runs every queue to completion or failure; returns the first error. */
 ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq);
 
-/* Marks cc failed with res and poisons its connections with reason. */
+/* Marks cc failed with res and poisons its connections with reason: the
+ * first cause, which peers show as it is, so it names the rank it is
+ * about ("rank R ..."). */
 void chorus_exec_fail_comm(chorus_coll_comm *cc, ncclResult_t res, const char *reason);
 
 #endif

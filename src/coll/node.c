@@ -26,6 +26,7 @@
  * shared-memory connection as what it waits for, so the executor also checks
  * the peer is alive.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -52,7 +53,9 @@ static ncclResult_t peer_failed(chorus_op *op, int p) {
   memcpy(reason, op->cc->node->rank[p].reason, sizeof reason);
   reason[sizeof reason - 1] = '\0';
   chorus_op_describe(op, me, sizeof me);
-  return chorus_error(ncclRemoteError, "%s failed: rank %d reported a failure: %s", me, p, reason);
+  if (!reason[0]) return chorus_error(ncclRemoteError, "%s failed: rank %d failed", me, p);
+  if (!op->cc->cause[0]) snprintf(op->cc->cause, sizeof op->cc->cause, "%s", reason);
+  return chorus_error(ncclRemoteError, "%s failed: %s", me, reason);
 }
 
 /* Waits for rank p's counter to reach target: ncclSuccess, ncclInProgress

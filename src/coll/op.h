@@ -66,11 +66,16 @@ typedef struct chorus_coll_comm {
   struct chorus_gpu *gpu;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
-  /* Calls from unchecked_from on were not all compared with every peer on
-   * the call board (coll/calls.h) when they ended; unchecked = 0: none. */
+  /* The call board (coll/calls.h): this rank's last posted calls (NULL:
+   * no board); calls from unchecked_from on were not all compared with
+   * every peer's when they ended (unchecked = 0: none). */
+  chorus_call_entry *mine;
   int unchecked;
   uint64_t unchecked_from;
-  uint64_t calls_chain; /* the board's hash of this rank's calls so far */
+  uint64_t calls_chain; /* the hash of this rank's posted calls so far */
+  /* The first failure a peer passed on to this rank, verbatim ("rank R
+   * ..."), which this rank passes on in turn; empty: none. */
+  char cause[CHORUS_REASON_MAX];
   /* Calls waiting in open groups, any thread's (atomic): destroying the
    * communicator under them would leave the group freed memory. */
   int queued;

@@ -70,6 +70,7 @@ ncclResult_t chorus_meta_mismatch(const chorus_msg_meta *mine, int peer,
 
 ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t res) {
   char me[160];
+  if (c->relayed && !op->cc->cause[0]) snprintf(op->cc->cause, sizeof op->cc->cause, "%s", c->err);
   chorus_op_describe(op, me, sizeof me);
   return chorus_error(res, "%s failed: %s (%s transport)", me, c->err, c->transport);
 }

@@ -296,6 +296,11 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   CHECK_GOTO(setup_transports(comm, &geo), res, out);
   CHECK_GOTO(build_ring(comm), res, out);
   fill_coll_comm(comm);
+  if (comm->nranks > 1 &&
+      !(comm->cc.mine = chorus_calloc(CHORUS_NODE_CALLS, sizeof(chorus_call_entry)))) {
+    res = chorus_error(ncclSystemError, "out of memory");
+    goto out;
+  }
   CHECK_GOTO(plan_setup(comm), res, out);
   if (comm->device >= 0)
     CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
@@ -364,6 +369,7 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_bootstrap_destroy(comm->bs);
   chorus_topo_free(&comm->topo);
   chorus_free(comm->conns);
+  chorus_free(comm->cc.mine);
   chorus_free(comm->ring);
   chorus_free(comm->init.uids);
   chorus_free(comm->user_ops);

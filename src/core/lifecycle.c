@@ -2,6 +2,7 @@
  * lifecycle.c - finalize, destroy, abort, revoke, and the queries.
  */
 #include <sched.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -87,8 +88,11 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   chorus_gpu_abort(comm->cc.gpu);
   chorus_comm_join(comm);
   drain(comm);
-  if (comm->conns)
-    chorus_exec_fail_comm(&comm->cc, ncclRemoteError, "the rank called ncclCommAbort");
+  if (comm->conns) {
+    char why[64];
+    snprintf(why, sizeof why, "rank %d called ncclCommAbort", comm->rank);
+    chorus_exec_fail_comm(&comm->cc, ncclRemoteError, why);
+  }
   INFO(CHORUS_INIT, "comm %p rank %d aborted", (void *)comm, comm->rank);
   chorus_log_ctx_set(old);
   chorus_comm_free(comm);

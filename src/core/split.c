@@ -9,6 +9,7 @@
  * Shrink: only survivors call, so no allgather over the parent is possible;
  * the first survivor creates the id and sends it to each other survivor.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "coll/exec.h"
@@ -204,8 +205,11 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
-    if (comm->conns)
-      chorus_exec_fail_comm(&comm->cc, ncclRemoteError, "the communicator was shrunk");
+    if (comm->conns) {
+      char why[64];
+      snprintf(why, sizeof why, "rank %d shrank the communicator", comm->rank);
+      chorus_exec_fail_comm(&comm->cc, ncclRemoteError, why);
+    }
     __atomic_store_n(&comm->abort_flag, 0, __ATOMIC_RELEASE);
   }
   CHECK_GOTO(chorus_config_parse(config, &comm->config, &cfg, what), res, out);

@@ -55,6 +55,20 @@ typedef struct chorus_msg_meta {
   uint32_t flags;
 } chorus_msg_meta;
 
+/* Calls a call board holds (coll/calls.h): a rank's last posted calls. */
+#define CHORUS_NODE_CALLS 128
+
+/* An entry of the call board (coll/calls.c): the description of call
+ * k, at calls[k % CHORUS_NODE_CALLS]; `posted` is k + 1 once it is
+ * complete, UINT64_MAX while its owner rewrites it, 0 before any call. A
+ * line of its own: a peer's check of one call reads one line. */
+typedef struct chorus_call_entry {
+  uint64_t posted;
+  uint64_t chain; /* a hash of the owner's posted calls 0..k, in order */
+  chorus_msg_meta meta;
+  uint64_t pad[2]; /* 64 bytes: one line in a page-aligned board */
+} chorus_call_entry;
+
 #define CHORUS_WAIT_MAX_FDS 64
 #define CHORUS_WAIT_MAX_DBS 4
 
@@ -68,6 +82,9 @@ typedef struct chorus_waitset {
 
 void chorus_waitset_add_db(chorus_waitset *ws, chorus_doorbell *db);
 void chorus_waitset_add_fd(chorus_waitset *ws, int fd, short events);
+
+/* Bytes of a failure's description passed between ranks. */
+#define CHORUS_REASON_MAX 320
 
 typedef struct chorus_conn chorus_conn;
 
@@ -86,8 +103,13 @@ typedef struct chorus_conn_ops {
   ncclResult_t (*check)(chorus_conn *c);
   /* Marks the connection failed and lets the peer know (best effort), so a
    * rank that fails a collective makes its peers fail fast instead of
-   * waiting for their timeouts. reason is shown on the peer. */
+   * waiting for their timeouts. reason is shown on the peer verbatim: the
+   * first cause (see `relayed`). */
   void (*fail)(chorus_conn *c, const char *reason);
+  /* Receiving collective connections: takes in what the peer sent so far,
+   * as far as there is room, so that its posted calls reach `heard`
+   * (cheap; no liveness check). ncclRemoteError once the peer failed. */
+  ncclResult_t (*hear)(chorus_conn *c);
 } chorus_conn_ops;
 
 struct chorus_conn {
@@ -97,7 +119,14 @@ struct chorus_conn {
   int peer;
   int channel;
   size_t slot_bytes;
-  char err[256];
+  char err[CHORUS_REASON_MAX];
+  /* err is a failure the peer passed on (its `fail` reason), not one of
+   * this connection: the first cause, to be passed on unchanged. */
+  int relayed;
+  /* Receiving collective connections: the calls the peer posted on its
+   * call board (coll/calls.h), read in place (shared memory) or as its
+   * notes arrived (TCP). */
+  const chorus_call_entry *heard;
   /* Owned by the schedules, not the transport: point-to-point calls on one
    * connection take tickets in call order and use it one after another. */
   uint64_t tickets_issued, ticket_serving;
@@ -121,30 +150,18 @@ struct chorus_conn {
  * counter the owner rings every peer's doorbell.
  */
 #define CHORUS_NODE_MAX_BUFS 16
-#define CHORUS_NODE_CALLS    128
-
-/* An entry of the call board (coll/calls.c): the description of call
- * k, at calls[k % CHORUS_NODE_CALLS]; `posted` is k + 1 once it is
- * complete, UINT64_MAX while its owner rewrites it, 0 before any call. A
- * line of its own: a peer's check of one call reads one line. */
-typedef struct chorus_call_entry {
-  uint64_t posted;
-  uint64_t chain; /* a hash of the owner's calls 0..k, in order */
-  chorus_msg_meta meta;
-} __attribute__((aligned(64))) chorus_call_entry;
 
 typedef struct chorus_node_rank {
   uint64_t *posted, *reduced;
-  chorus_call_entry *calls; /* the owner's last CHORUS_NODE_CALLS collectives */
-  chorus_msg_meta *meta;    /* per stage buffer: the call it holds data of,
-                               written before `posted` (so read after it) */
-  uint32_t *failed;         /* set (release) by the owner when it fails or aborts */
-  char *reason;             /* CHORUS_NODE_REASON bytes, written before `failed` */
-  char *stage;              /* nbuf buffers of `chunk` bytes */
+  chorus_msg_meta *meta; /* per stage buffer: the call it holds data of,
+                            written before `posted` (so read after it) */
+  uint32_t *failed;      /* set (release) by the owner when it fails or aborts */
+  char *reason;          /* CHORUS_NODE_REASON bytes, written before `failed` */
+  char *stage;           /* nbuf buffers of `chunk` bytes */
   chorus_doorbell *db;
 } chorus_node_rank;
 
-#define CHORUS_NODE_REASON 192
+#define CHORUS_NODE_REASON CHORUS_REASON_MAX
 
 typedef struct chorus_node {
   int nranks; /* every rank of the communicator, indexed by rank */
@@ -188,6 +205,10 @@ typedef struct chorus_transport {
   void (*wait_info)(void *state, chorus_waitset *ws);
   /* The doorbell peers ring to wake this rank, if the transport has one. */
   chorus_doorbell *(*doorbell)(void *state);
+  /* Posts e, this rank's entry for one call, on its call board for the
+   * peers this transport reaches (coll/calls.h): in shared memory, or as a
+   * note sent ahead of the data. Never blocks. */
+  void (*post_call)(void *state, const chorus_call_entry *e);
   /* Node memory (see above) when this transport reaches every rank through
    * shared memory, else NULL. */
   chorus_node *(*node)(void *state);

@@ -8,14 +8,15 @@
  * all ranks agree on, then one rank, also drawn, changes one thing of it:
  * the function, the count, the type, the op or the root. Each rank makes
  * its call on a fresh communicator split from one parent; every rank must
- * return an error (ncclInvalidUsage, or ncclRemoteError when a peer's
- * failure reached it first) within LIMIT_S. A rank that needs no data of
- * the rank that differs (a root of a Broadcast, Scatter) may complete the
- * call; one of its next FOLLOW calls must then fail, naming the mismatch,
- * within the same time. The parent must still work after all trials. The op timeout is set far
- * above LIMIT_S, so only detection passes. Counts run from 1 element to 1 MiB, over every schedule
- * the planner picks (node memory, rings, chains); CTest runs it over shared memory and over TCP
- * (NCCL_SHM_DISABLE=1).
+ * return an error naming the mismatch (ncclInvalidUsage, or
+ * ncclRemoteError with the words of the rank that found it) within
+ * LIMIT_S. A rank that needs no data of the rank that differs (a root of
+ * a Broadcast, Scatter) may complete the call; one of its next FOLLOW
+ * calls must then fail the same way, within the same time. The parent must still work after all
+ * trials. The op timeout is set far above LIMIT_S, so only detection passes. Counts run from 1
+ * element to 1 MiB, over every schedule the planner picks (node memory, rings, chains); CTest runs
+ * it over shared memory, over TCP (NCCL_SHM_DISABLE=1) and over both (procs, MISMATCH_HOSTS=2: two
+ * hosts).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -153,6 +154,14 @@ static int body(int rank, int nranks, ncclUniqueId id, const char *param) {
   unsigned long long seed = 0;
   int trials = 0;
   if (sscanf(param, "%llu %d", &seed, &trials) != 2) return 1;
+  /* procs: MISMATCH_HOSTS=H makes the ranks H hosts (blocks of ranks), so
+   * shared memory and TCP mix and no rank has node memory. */
+  const char *hosts = getenv("MISMATCH_HOSTS");
+  if (hosts && atoi(hosts) > 1) {
+    char hid[32];
+    snprintf(hid, sizeof hid, "mismatch-host-%d", rank * atoi(hosts) / nranks);
+    setenv("NCCL_HOSTID", hid, 1);
+  }
   ncclComm_t parent;
   if (ncclCommInitRank(&parent, nranks, id, rank) != ncclSuccess) return 1;
   /* Room for the largest call: a count of 2 x 1 MiB elements per rank. */
@@ -177,8 +186,8 @@ static int body(int rank, int nranks, ncclUniqueId id, const char *param) {
     }
     const double took = now_s() - t0;
     const char *msg = ncclGetLastError(comm);
-    if (r == ncclSuccess || took > LIMIT_S ||
-        (r == ncclInvalidUsage && !strstr(msg, "mismatched")) || (next && r != ncclInvalidUsage)) {
+    if (r == ncclSuccess || took > LIMIT_S || !strstr(msg, "mismatched") ||
+        (r != ncclInvalidUsage && r != ncclRemoteError)) {
       char a[96], o[96];
       describe(&tr.agreed, a, sizeof a);
       describe(&tr.odd, o, sizeof o);

@@ -17,8 +17,23 @@
  * Receiving: on demand, each stream reads its next message into its slot as
  * soon as that slot is free; the schedule reads slots in order, in place.
  *
- * Wire format of a message: net_wire_hdr (magic, payload bytes, meta), then
- * the payload. A wrong magic or an oversized length fails the connection.
+ * Wire format: frames of a net_wire_hdr (magic, kind, payload bytes,
+ * meta), then the payload. A wrong magic, kind or length fails the
+ * connection. Besides messages (DATA), two kinds of frames:
+ *   NOTE  an entry of the sender's call board (coll/calls.h): a call's
+ *         description and the hash of the sender's calls so far. Notes
+ *         have a socket of their own per pair of ranks, which carries no
+ *         data: a rank that closes a socket with input it has not read
+ *         resets the connection, which throws away its own output the
+ *         peer has not received yet, and notes come unasked (a Gather's
+ *         non-root may finish and close while its root, behind, still
+ *         posts). The receiver keeps the last CHORUS_NODE_CALLS in the
+ *         collective channel's `heard`.
+ *   FAIL  the sender failed: the payload is why (its first cause), which
+ *         the receiver reports as it is. Sent on every socket that is
+ *         between frames when the sender fails, before it shuts them
+ *         down; a stream that ends without one ends with "closed" (and
+ *         the receiver looks for the reason on the peer's other sockets).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -34,13 +49,18 @@
 #include "util/param.h"
 #include "util/socket.h"
 
-#define WIRE_MAGIC  0x4e455431u /* "NET1" */
+#define WIRE_MAGIC  0x4e455432u /* "NET2" */
 #define MAX_STREAMS 8
+#define NOTE_QUEUE  256 /* notes held for a peer until its socket takes them */
+#define NOTES_TAG   (CHORUS_NCHANNELS * MAX_STREAMS) /* the notes socket's connection tag */
+
+enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2 };
 
 typedef struct net_wire_hdr {
   uint32_t magic;
-  uint32_t pad;
-  uint64_t bytes;
+  uint32_t kind;  /* FRAME_* */
+  uint64_t bytes; /* payload */
+  uint64_t chain; /* NOTE: the sender's call-history hash */
   chorus_msg_meta meta;
 } net_wire_hdr;
 
@@ -48,8 +68,8 @@ typedef struct net_wire_hdr {
 typedef struct net_stream {
   int fd;        /* shared by the send and receive conns of a (peer, channel) */
   uint64_t next; /* next message index this stream carries (s, s+k, s+2k...) */
-  size_t off;    /* bytes of that message moved so far */
-  int closed;    /* recv: the peer ended the stream at a message boundary */
+  size_t off;    /* bytes of the frame being moved, so far */
+  int closed;    /* recv: the peer ended the stream at a frame boundary */
 } net_stream;
 
 typedef struct net_conn {
@@ -68,13 +88,31 @@ typedef struct net_conn {
    * missing: a peer that finished its part of a call may close before we
    * read ahead. */
   char rx_reason[96];
+  int peer_failed; /* recv: a FAIL frame arrived; base.err holds its reason */
+  struct net_state *state;
 } net_conn;
+
+/* The notes socket of one peer (both directions). */
+typedef struct net_notes {
+  int fd;
+  net_wire_hdr *out; /* notes not yet written, [head, tail) */
+  uint32_t head, tail;
+  size_t out_off; /* bytes of the first one written */
+  int out_closed; /* the peer takes no more (push_notes) */
+  net_wire_hdr in;
+  size_t in_off;
+  char fail[CHORUS_REASON_MAX]; /* a FAIL frame's payload being read */
+  int in_closed;                /* ended, or carried garbage: nothing more to hear */
+  int peer_failed;              /* a FAIL frame came: fail is why */
+  chorus_call_entry *board;     /* what the peer posted (the collective conn's `heard`) */
+} net_notes;
 
 typedef struct net_state {
   int rank, nranks, nstreams;
   net_conn *conns; /* [peer][channel][dir] */
   uint8_t *is_peer;
-  int *fds; /* [peer][channel][stream] */
+  int *fds;         /* [peer][channel][stream] */
+  net_notes *notes; /* [peer] */
   size_t slot_bytes;
 } net_state;
 
@@ -87,7 +125,7 @@ static int *fd_of(net_state *s, int peer, int ch, int stream) {
 }
 
 static ncclResult_t broken(net_conn *c, const char *what, const char *detail) {
-  if (!c->broken)
+  if (!c->broken && !c->peer_failed)
     snprintf(c->base.err, sizeof c->base.err, "connection to rank %d %s: %s", c->base.peer, what,
              detail);
   c->broken = 1;
@@ -126,14 +164,44 @@ static ncclResult_t push_stream(net_conn *c, net_stream *st) {
   return ncclSuccess;
 }
 
+static ncclResult_t pull_stream(net_conn *c, net_stream *st);
+static void pull_notes(net_notes *nt);
+
+/* c broke without the peer's word: if the peer said why on another of its
+ * sockets (its FAIL frames go on every stream between frames, and the
+ * point-to-point channel is mostly idle), that is the news. */
+static ncclResult_t borrow_cause(net_conn *c, ncclResult_t res) {
+  net_notes *nt = &c->state->notes[c->base.peer];
+  pull_notes(nt);
+  if (nt->peer_failed) {
+    snprintf(c->base.err, sizeof c->base.err, "%s", nt->fail);
+    c->base.relayed = 1;
+  }
+  for (int ch = 0; ch < CHORUS_NCHANNELS && !c->base.relayed; ch++) {
+    net_conn *o = conn_of(c->state, c->base.peer, ch, CHORUS_DIR_RECV);
+    if (o == c) continue;
+    for (int k = 0; k < o->nstreams && !o->peer_failed && !o->broken; k++)
+      (void)pull_stream(o, &o->st[k]);
+    if (o->peer_failed) {
+      memcpy(c->base.err, o->base.err, sizeof c->base.err);
+      c->base.relayed = 1;
+    }
+  }
+  return res;
+}
+
 static ncclResult_t push(net_conn *c) {
   if (c->broken) return ncclRemoteError;
-  for (int s = 0; s < c->nstreams; s++) CHECK(push_stream(c, &c->st[s]));
+  for (int s = 0; s < c->nstreams; s++) {
+    ncclResult_t res = push_stream(c, &c->st[s]);
+    if (res != ncclSuccess) return borrow_cause(c, res);
+  }
   while (c->done < c->posted && c->ready[c->done % c->nslots]) c->ready[c->done++ % c->nslots] = 0;
   return ncclSuccess;
 }
 
-/* Reads one stream's messages into their slots while those are free. */
+/* Reads one stream's frames, messages into their slots while those are
+ * free. */
 static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
   while (!st->closed && st->next < c->done + c->nslots) {
     uint32_t i = (uint32_t)(st->next % c->nslots);
@@ -158,8 +226,19 @@ static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
       return ncclSuccess;
     }
     st->off += (size_t)r;
-    if (st->off == sizeof *h && (h->magic != WIRE_MAGIC || h->bytes > c->base.slot_bytes))
+    if (st->off == sizeof *h && (h->magic != WIRE_MAGIC || h->bytes > c->base.slot_bytes ||
+                                 (h->kind != FRAME_DATA && h->kind != FRAME_FAIL) ||
+                                 (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX)))
       return broken(c, "carried garbage", "bad message header");
+    if (st->off >= sizeof *h && st->off == sizeof *h + h->bytes && h->kind == FRAME_FAIL) {
+      /* The stream ends here, with the peer's reason. */
+      st->off = 0;
+      const char *why = slot_data(c, st->next);
+      snprintf(c->base.err, sizeof c->base.err, "%.*s", (int)h->bytes, why);
+      c->base.relayed = c->peer_failed = 1;
+      st->closed = 1;
+      return ncclSuccess;
+    }
     if (st->off >= sizeof *h && st->off == sizeof *h + h->bytes) {
       st->off = 0;
       c->ready[i] = 1;
@@ -171,13 +250,21 @@ static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
 
 /* Is the next message here? Reads what it can first. ncclSuccess: yes;
  * ncclInProgress: not yet; error: its stream ended or broke. */
-static ncclResult_t next_arrived(net_conn *c) {
+static ncclResult_t arrived(net_conn *c) {
   if (c->broken) return ncclRemoteError;
   if (c->ready[c->done % c->nslots]) return ncclSuccess;
   for (int s = 0; s < c->nstreams; s++) CHECK(pull_stream(c, &c->st[s]));
   if (c->ready[c->done % c->nslots]) return ncclSuccess;
-  if (c->st[c->done % (uint64_t)c->nstreams].closed) return broken(c, "was closed", c->rx_reason);
+  if (c->st[c->done % (uint64_t)c->nstreams].closed) {
+    if (c->peer_failed) return ncclRemoteError;
+    return broken(c, "was closed", c->rx_reason);
+  }
   return ncclInProgress;
+}
+
+static ncclResult_t next_arrived(net_conn *c) {
+  ncclResult_t res = arrived(c);
+  return res == ncclRemoteError && !c->base.relayed ? borrow_cause(c, res) : res;
 }
 
 static ncclResult_t net_send_slot(chorus_conn *cc, void **buf, size_t *cap) {
@@ -192,7 +279,7 @@ static ncclResult_t net_send_slot(chorus_conn *cc, void **buf, size_t *cap) {
 static ncclResult_t net_send_post(chorus_conn *cc, size_t bytes, const chorus_msg_meta *meta) {
   net_conn *c = (net_conn *)cc;
   uint32_t i = (uint32_t)(c->posted % c->nslots);
-  c->hdr[i] = (net_wire_hdr){WIRE_MAGIC, 0, bytes, *meta};
+  c->hdr[i] = (net_wire_hdr){WIRE_MAGIC, FRAME_DATA, bytes, 0, *meta};
   c->ready[i] = 0;
   c->posted++;
   return push(c);
@@ -229,6 +316,60 @@ static void net_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
       chorus_waitset_add_fd(ws, c->st[s].fd, dir == CHORUS_DIR_SEND ? POLLOUT : POLLIN);
 }
 
+/* Reads a peer's notes socket: notes onto its board, a FAIL frame's
+ * reason into fail. */
+static void pull_notes(net_notes *nt) {
+  while (!nt->in_closed) {
+    net_wire_hdr *h = &nt->in;
+    char *dst =
+        nt->in_off < sizeof *h ? (char *)h + nt->in_off : nt->fail + (nt->in_off - sizeof *h);
+    size_t want =
+        nt->in_off < sizeof *h ? sizeof *h - nt->in_off : sizeof *h + h->bytes - nt->in_off;
+    ssize_t r = want ? recv(nt->fd, dst, want, MSG_DONTWAIT) : 0;
+    if (want && r <= 0) {
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (r < 0 && errno == EINTR) continue;
+      nt->in_closed = 1; /* the data streams report how the peer went */
+      return;
+    }
+    nt->in_off += (size_t)r;
+    if (nt->in_off == sizeof *h &&
+        (h->magic != WIRE_MAGIC || (h->kind == FRAME_NOTE && h->bytes != 0) ||
+         (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX) ||
+         (h->kind != FRAME_NOTE && h->kind != FRAME_FAIL))) {
+      nt->in_closed = 1;
+      return;
+    }
+    if (nt->in_off < sizeof *h + h->bytes) continue;
+    nt->in_off = 0;
+    if (h->kind == FRAME_FAIL) {
+      nt->fail[h->bytes] = '\0';
+      nt->peer_failed = nt->in_closed = 1;
+      return;
+    }
+    chorus_call_entry *e = &nt->board[h->meta.seq % CHORUS_NODE_CALLS];
+    e->chain = h->chain;
+    e->meta = h->meta;
+    __atomic_store_n(&e->posted, h->meta.seq + 1, __ATOMIC_RELEASE);
+  }
+}
+
+static ncclResult_t hear(net_conn *c) {
+  if (c->broken || c->peer_failed) return ncclRemoteError;
+  net_notes *nt = &c->state->notes[c->base.peer];
+  if (c->base.channel == CHORUS_CH_COLL) pull_notes(nt);
+  if (nt->peer_failed) {
+    snprintf(c->base.err, sizeof c->base.err, "%s", nt->fail);
+    c->base.relayed = c->peer_failed = 1;
+  }
+  for (int s = 0; s < c->nstreams && !c->peer_failed; s++) CHECK(pull_stream(c, &c->st[s]));
+  return c->peer_failed ? ncclRemoteError : ncclSuccess;
+}
+
+static ncclResult_t net_hear(chorus_conn *cc) {
+  return hear((net_conn *)cc);
+}
+
 static ncclResult_t net_check(chorus_conn *cc) {
   net_conn *c = (net_conn *)cc;
   if (c->dir == CHORUS_DIR_RECV && !c->broken) {
@@ -238,8 +379,28 @@ static ncclResult_t net_check(chorus_conn *cc) {
   return c->broken ? ncclRemoteError : ncclSuccess;
 }
 
+/* Writes a FAIL frame saying why on fd (best effort: a frame the socket
+ * takes in part leaves the stream cut mid-frame, which the peer reports
+ * as a closed connection). */
+static void send_fail(int fd, const char *reason) {
+  const size_t n = CHORUS_MIN(strlen(reason), (size_t)CHORUS_REASON_MAX - 1);
+  net_wire_hdr h = {WIRE_MAGIC, FRAME_FAIL, n, 0, {0}};
+  struct iovec iov[2] = {{&h, sizeof h}, {(void *)reason, n}};
+  struct msghdr mh = {.msg_iov = iov, .msg_iovlen = 2};
+  (void)sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static void net_fail(chorus_conn *cc, const char *reason) {
   net_conn *c = (net_conn *)cc;
+  if (c->dir == CHORUS_DIR_SEND && !c->broken) {
+    for (int s = 0; s < c->nstreams; s++)
+      if (c->st[s].fd >= 0 && c->st[s].off == 0) send_fail(c->st[s].fd, reason);
+    net_notes *nt = &c->state->notes[c->base.peer];
+    if (c->base.channel == CHORUS_CH_COLL && nt->fd >= 0 && nt->out_off == 0) {
+      send_fail(nt->fd, reason);
+      shutdown(nt->fd, SHUT_RDWR);
+    }
+  }
   for (int s = 0; s < c->nstreams; s++)
     if (c->st[s].fd >= 0) shutdown(c->st[s].fd, SHUT_RDWR);
   if (!c->broken) broken(c, "was shut down", reason);
@@ -254,6 +415,7 @@ static const chorus_conn_ops net_ops = {
     .wait_info = net_wait_info,
     .check = net_check,
     .fail = net_fail,
+    .hear = net_hear,
 };
 
 static void net_destroy(void *p) {
@@ -268,6 +430,13 @@ static void net_destroy(void *p) {
   if (s->fds)
     for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS * MAX_STREAMS; i++)
       if (s->fds[i] >= 0) close(s->fds[i]);
+  if (s->notes)
+    for (int r = 0; r < s->nranks; r++) {
+      if (s->notes[r].fd >= 0) close(s->notes[r].fd);
+      chorus_free(s->notes[r].out);
+      chorus_free(s->notes[r].board);
+    }
+  chorus_free(s->notes);
   chorus_free(s->conns);
   chorus_free(s->is_peer);
   chorus_free(s->fds);
@@ -283,6 +452,7 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
   c->base.channel = ch;
   c->base.slot_bytes = s->slot_bytes;
   c->dir = dir;
+  c->state = s;
   c->nstreams = s->nstreams;
   for (int k = 0; k < s->nstreams; k++)
     c->st[k] = (net_stream){*fd_of(s, peer, ch, k), (uint64_t)k, 0, 0};
@@ -290,6 +460,7 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
   c->slots = chorus_malloc((size_t)c->nslots * s->slot_bytes);
   c->hdr = chorus_calloc(c->nslots, sizeof *c->hdr);
   c->ready = chorus_calloc(c->nslots, 1);
+  if (ch == CHORUS_CH_COLL && dir == CHORUS_DIR_RECV) c->base.heard = s->notes[peer].board;
   if (!c->slots || !c->hdr || !c->ready)
     return chorus_error(ncclSystemError, "NET transport: out of memory");
   return ncclSuccess;
@@ -309,11 +480,22 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
   s->conns = chorus_calloc((size_t)s->nranks * CHORUS_NCHANNELS * 2, sizeof *s->conns);
   s->is_peer = chorus_calloc((size_t)s->nranks, 1);
   s->fds = chorus_malloc(nfds * sizeof(int));
-  if (!s->conns || !s->is_peer || !s->fds) {
+  s->notes = chorus_calloc((size_t)s->nranks, sizeof *s->notes);
+  if (!s->conns || !s->is_peer || !s->fds || !s->notes) {
     res = chorus_error(ncclSystemError, "NET transport: out of memory");
     goto fail;
   }
   for (size_t i = 0; i < nfds; i++) s->fds[i] = -1;
+  for (int p = 0; p < s->nranks; p++) s->notes[p].fd = -1;
+  for (int i = 0; i < npeers; i++) {
+    net_notes *nt = &s->notes[peers[i]];
+    nt->out = chorus_calloc(NOTE_QUEUE, sizeof *nt->out);
+    nt->board = chorus_calloc(CHORUS_NODE_CALLS, sizeof *nt->board);
+    if (!nt->out || !nt->board) {
+      res = chorus_error(ncclSystemError, "NET transport: out of memory");
+      goto fail;
+    }
+  }
   /* Connect to higher ranks first, then accept from lower ones: connects
    * complete in the kernel before the peer accepts, so no order deadlocks. */
   for (int i = 0; i < npeers; i++) {
@@ -325,6 +507,7 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
         CHECK_GOTO(chorus_bootstrap_connect(ctx->bs, p, (uint64_t)(ch * MAX_STREAMS + k),
                                             fd_of(s, p, ch, k)),
                    res, fail);
+    CHECK_GOTO(chorus_bootstrap_connect(ctx->bs, p, NOTES_TAG, &s->notes[p].fd), res, fail);
   }
   for (int i = 0; i < npeers; i++) {
     int p = peers[i];
@@ -334,6 +517,7 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
         CHECK_GOTO(chorus_bootstrap_accept(ctx->bs, p, (uint64_t)(ch * MAX_STREAMS + k),
                                            fd_of(s, p, ch, k)),
                    res, fail);
+    CHECK_GOTO(chorus_bootstrap_accept(ctx->bs, p, NOTES_TAG, &s->notes[p].fd), res, fail);
   }
   for (int i = 0; i < npeers; i++) {
     if (peers[i] == s->rank) {
@@ -365,6 +549,55 @@ static chorus_conn *net_conn_get(void *p, int peer, int ch, int dir) {
   return &conn_of(s, peer, ch, dir)->base;
 }
 
+static int has_output(const net_conn *c) {
+  return c->done < c->posted;
+}
+
+static int has_notes(const net_notes *nt) {
+  return !nt->out_closed && nt->head != nt->tail;
+}
+
+/* Writes peer's queued notes until its socket is full. A peer that has
+ * closed its end takes no more notes, and that is no error: a rank that
+ * needs nothing more from this one may finish its calls and destroy its
+ * communicator first (a Gather's non-root, say). */
+static void push_notes(net_notes *nt) {
+  while (!nt->out_closed && nt->head != nt->tail) {
+    const net_wire_hdr *h = &nt->out[nt->head % NOTE_QUEUE];
+    ssize_t w = send(nt->fd, (const char *)h + nt->out_off, sizeof *h - nt->out_off,
+                     MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      if (errno == EINTR) continue;
+      nt->out_closed = 1;
+      return;
+    }
+    nt->out_off += (size_t)w;
+    if (nt->out_off == sizeof *h) {
+      nt->out_off = 0;
+      nt->head++;
+    }
+  }
+}
+
+/* Queues e as a note to every peer. A queue full of notes the socket
+ * will not take drops its oldest one not in flight: a peer that reads
+ * nothing of ours for that long is stuck on an earlier call, which the
+ * checks report. */
+static void net_post_call(void *p, const chorus_call_entry *e) {
+  net_state *s = p;
+  for (int peer = 0; peer < s->nranks; peer++) {
+    net_notes *nt = &s->notes[peer];
+    if (!s->is_peer[peer] || nt->out_closed) continue;
+    if (nt->tail - nt->head == NOTE_QUEUE) {
+      if (nt->out_off) continue;
+      nt->head++;
+    }
+    nt->out[nt->tail++ % NOTE_QUEUE] = (net_wire_hdr){WIRE_MAGIC, FRAME_NOTE, 0, e->chain, e->meta};
+    push_notes(nt);
+  }
+}
+
 /* Pushes pending output on every connection. */
 static ncclResult_t net_progress(void *p) {
   net_state *s = p;
@@ -372,7 +605,8 @@ static ncclResult_t net_progress(void *p) {
     if (!s->is_peer[peer]) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       net_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
-      if (c->done < c->posted) {
+      if (ch == CHORUS_CH_COLL && has_notes(&s->notes[peer])) push_notes(&s->notes[peer]);
+      if (has_output(c)) {
         ncclResult_t res = push(c);
         if (res != ncclSuccess) return chorus_error(res, "NET: %s", c->base.err);
       }
@@ -387,7 +621,9 @@ static void net_state_wait_info(void *p, chorus_waitset *ws) {
     if (!s->is_peer[peer]) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       net_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
-      if (c->done < c->posted) net_wait_info(&c->base, CHORUS_DIR_SEND, ws);
+      if (has_output(c)) net_wait_info(&c->base, CHORUS_DIR_SEND, ws);
+      if (ch == CHORUS_CH_COLL && has_notes(&s->notes[peer]))
+        chorus_waitset_add_fd(ws, s->notes[peer].fd, POLLOUT);
     }
   }
 }
@@ -410,6 +646,7 @@ const chorus_transport chorus_transport_net = {
     .progress = net_progress,
     .wait_info = net_state_wait_info,
     .doorbell = net_doorbell,
+    .post_call = net_post_call,
     .node = net_node,
     .destroy = net_destroy,
 };

@@ -4,7 +4,8 @@
  * shared memory.
  *
  * Layout. Every rank creates one segment: a header page (identity and the
- * rank's doorbell), then one FIFO control block per (sending rank, channel),
+ * rank's doorbell), its call board (the calls it posted, coll/calls.h,
+ * read in place by its peers), then one FIFO control block per (sending rank, channel),
  * then the FIFOs' slots. The FIFO that carries S -> R on channel c lives in
  * R's segment at index pos(S) * CHORUS_NCHANNELS + c, where pos is S's index
  * among the ranks that share memory (all ranks of the host, or only itself
@@ -61,7 +62,7 @@ typedef struct fifo_ctrl {
   uint64_t tail __attribute__((aligned(CACHELINE)));
   uint64_t head __attribute__((aligned(CACHELINE)));
   uint32_t error __attribute__((aligned(CACHELINE)));
-  char reason[188];
+  char reason[CHORUS_REASON_MAX];
   slot_header slot[MAX_SLOTS] __attribute__((aligned(CACHELINE)));
 } fifo_ctrl;
 
@@ -85,7 +86,6 @@ typedef struct node_counters {
   uint32_t failed __attribute__((aligned(CACHELINE)));
   char reason[CHORUS_NODE_REASON];
   chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
-  chorus_call_entry calls[CHORUS_NODE_CALLS] __attribute__((aligned(CACHELINE)));
 } node_counters;
 
 typedef struct shm_state {
@@ -113,8 +113,17 @@ static size_t page_up(size_t x) {
   return CHORUS_ALIGN_UP(x, (size_t)4096);
 }
 
+/* The rank's call board (coll/calls.h) follows the header page. */
+static chorus_call_entry *board_at(void *base) {
+  return (chorus_call_entry *)((char *)base + page_up(sizeof(seg_header)));
+}
+
+static size_t fifo_start(void) {
+  return page_up(sizeof(seg_header)) + page_up(CHORUS_NODE_CALLS * sizeof(chorus_call_entry));
+}
+
 static size_t fifo_end(const shm_state *s) {
-  return page_up(sizeof(seg_header)) + s->ctrl_bytes + (size_t)s->nfifo * s->nslots * s->slot_bytes;
+  return fifo_start() + s->ctrl_bytes + (size_t)s->nfifo * s->nslots * s->slot_bytes;
 }
 
 static size_t seg_size(const shm_state *s) {
@@ -130,7 +139,6 @@ static void init_node(shm_state *s) {
     node_counters *nc = (node_counters *)(base + fifo_end(s));
     s->node.rank[r] = (chorus_node_rank){&nc->posted,
                                          &nc->reduced,
-                                         nc->calls,
                                          nc->meta,
                                          &nc->failed,
                                          nc->reason,
@@ -144,13 +152,12 @@ static void init_node(shm_state *s) {
 }
 
 static fifo_ctrl *fifo_at(const shm_state *s, void *base, uint32_t idx) {
-  return (fifo_ctrl *)((char *)base + page_up(sizeof(seg_header)) +
-                       (size_t)idx * sizeof(fifo_ctrl));
+  (void)s;
+  return (fifo_ctrl *)((char *)base + fifo_start() + (size_t)idx * sizeof(fifo_ctrl));
 }
 
 static char *data_at(const shm_state *s, void *base, uint32_t idx) {
-  return (char *)base + page_up(sizeof(seg_header)) + s->ctrl_bytes +
-         (size_t)idx * s->nslots * s->slot_bytes;
+  return (char *)base + fifo_start() + s->ctrl_bytes + (size_t)idx * s->nslots * s->slot_bytes;
 }
 
 static int pos_of(const shm_state *s, int rank) {
@@ -165,8 +172,12 @@ static ncclResult_t peer_failed(shm_conn *c) {
   char reason[sizeof c->ctrl->reason];
   memcpy(reason, c->ctrl->reason, sizeof reason);
   reason[sizeof reason - 1] = '\0';
-  snprintf(c->base.err, sizeof c->base.err, "rank %d reported a failure: %s", c->base.peer,
-           reason[0] ? reason : "(no reason given)");
+  if (reason[0]) {
+    snprintf(c->base.err, sizeof c->base.err, "%s", reason);
+    c->base.relayed = 1;
+  } else {
+    snprintf(c->base.err, sizeof c->base.err, "rank %d failed (no reason given)", c->base.peer);
+  }
   return ncclRemoteError;
 }
 
@@ -247,6 +258,11 @@ static ncclResult_t shm_check(chorus_conn *cc) {
   return ncclSuccess;
 }
 
+static ncclResult_t shm_hear(chorus_conn *cc) {
+  shm_conn *c = (shm_conn *)cc;
+  return __atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE) ? peer_failed(c) : ncclSuccess;
+}
+
 static void shm_fail(chorus_conn *cc, const char *reason) {
   shm_conn *c = (shm_conn *)cc;
   if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return;
@@ -264,6 +280,7 @@ static const chorus_conn_ops shm_ops = {
     .wait_info = shm_wait_info,
     .check = shm_check,
     .fail = shm_fail,
+    .hear = shm_hear,
 };
 
 static void shm_destroy(void *p) {
@@ -301,6 +318,8 @@ static void init_conn(shm_state *s, int peer, int ch, int dir) {
   c->my_db = &((seg_header *)s->own.base)->db;
   const seg_header *ph = peer_base;
   c->peer_pid = ph->pid_ns == chorus_proc_pid_ns() ? ph->pid : 0;
+  if (dir == CHORUS_DIR_RECV && ch == CHORUS_CH_COLL && peer != s->rank)
+    c->base.heard = board_at(peer_base);
 }
 
 static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
@@ -401,6 +420,20 @@ static chorus_conn *shm_conn_get(void *p, int peer, int ch, int dir) {
   return &conn_of(s, peer, ch, dir)->base;
 }
 
+/* A sequence lock (coll/calls.c reads it): `posted` is set busy, the
+ * entry written, then `posted` set. */
+static void shm_post_call(void *p, const chorus_call_entry *e) {
+  shm_state *s = p;
+  chorus_call_entry *mine = &board_at(s->own.base)[(e->posted - 1) % CHORUS_NODE_CALLS];
+  __atomic_store_n(&mine->posted, UINT64_MAX, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+  mine->chain = e->chain;
+  mine->meta = e->meta;
+  /* No doorbell: a rank waits for a post only calls later (calls.h), by
+   * when it is there, and naps are short. */
+  __atomic_store_n(&mine->posted, e->posted, __ATOMIC_RELEASE);
+}
+
 static ncclResult_t shm_progress(void *p) {
   (void)p;
   return ncclSuccess;
@@ -429,6 +462,7 @@ const chorus_transport chorus_transport_shm = {
     .progress = shm_progress,
     .wait_info = shm_state_wait_info,
     .doorbell = shm_doorbell,
+    .post_call = shm_post_call,
     .node = shm_node,
     .destroy = shm_destroy,
 };
