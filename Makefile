@@ -10,7 +10,7 @@ CMAKE_FLAGS ?=
 RANKS ?=
 PREFIX ?= /usr/local
 
-.PHONY: all build run test check asan-test tsan-test install format format-check clean
+.PHONY: all build run test check asan-test tsan-test fuzz-test install format format-check clean
 
 all: build
 
@@ -32,8 +32,18 @@ asan-test:
 tsan-test:
 	$(MAKE) test BUILD=$(BUILD)-tsan CMAKE_FLAGS="-DCHORUS_SANITIZE=thread $(CMAKE_FLAGS) -DCHORUS_CUDA=OFF"
 
-# Every test, then the same suite built with AddressSanitizer and UBSan.
-check: test asan-test
+# The libFuzzer harnesses (clang), a few seconds each (FUZZ_SECONDS).
+FUZZ_SECONDS ?= 5
+fuzz-test:
+	CC=clang cmake -S . -B $(BUILD)-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_FUZZ=ON \
+	  -DCHORUS_CUDA=OFF -DCHORUS_BUILD_TESTS=OFF -DCHORUS_BUILD_TOOLS=OFF \
+	  -DCHORUS_FUZZ_SECONDS=$(FUZZ_SECONDS)
+	cmake --build $(BUILD)-fuzz -j $(JOBS)
+	cd $(BUILD)-fuzz && ctest --output-on-failure -L fuzz
+
+# Every test, the same suite built with AddressSanitizer and UBSan, and the
+# fuzzers.
+check: test asan-test fuzz-test
 
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -45,4 +55,4 @@ format-check:
 	clang-format --dry-run -Werror $$(git ls-files '*.c' '*.h' '*.cu' '*.cc')
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

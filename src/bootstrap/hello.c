@@ -37,7 +37,7 @@ static void drop(chorus_acceptor *a, int i, const char *why) {
   a->pending[i] = a->pending[--a->npending];
 }
 
-static ncclResult_t add_pending(chorus_acceptor *a, int fd) {
+ncclResult_t chorus_acceptor_adopt(chorus_acceptor *a, int fd) {
   if (a->npending == a->cap) {
     int cap = a->cap ? 2 * a->cap : 16;
     chorus_pending *p = chorus_calloc((size_t)cap, sizeof *p);
@@ -118,7 +118,7 @@ ncclResult_t chorus_acceptor_poll(chorus_acceptor *a, int64_t deadline, const in
       int fd;
       char err[128];
       if (chorus_sock_accept(a->listen_fd, 0, &fd, err, sizeof err) != ncclSuccess) break;
-      CHECK(add_pending(a, fd));
+      CHECK(chorus_acceptor_adopt(a, fd));
     }
     int64_t now = chorus_now_ns();
     for (int i = 0; i < a->npending;) {

@@ -49,6 +49,9 @@ void chorus_acceptor_init(chorus_acceptor *a, int listen_fd, const uint64_t secr
  * *abort_flag) stops the wait first; ncclSystemError on a local failure. */
 ncclResult_t chorus_acceptor_poll(chorus_acceptor *a, int64_t deadline, const int *abort_flag,
                                   chorus_arrival *out);
+/* Takes fd, a connected socket (non-blocking), as if accepted: its hello
+ * is read by the next polls. On failure fd is closed. */
+ncclResult_t chorus_acceptor_adopt(chorus_acceptor *a, int fd);
 /* Closes pending connections (not the listener). */
 void chorus_acceptor_fini(chorus_acceptor *a);
 

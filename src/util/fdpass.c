@@ -39,10 +39,7 @@ static int fail(char *err, size_t errlen, const char *fmt, ...) {
 typedef struct fd_msg {
   hello h;
   struct iovec iov;
-  union {
-    struct cmsghdr align;
-    char buf[CMSG_SPACE(sizeof(int))];
-  } ctl;
+  _Alignas(struct cmsghdr) char ctl[CMSG_SPACE(sizeof(int))];
   struct msghdr m;
 } fd_msg;
 
@@ -52,8 +49,8 @@ static void fd_msg_init(fd_msg *x) {
   x->iov.iov_len = sizeof x->h;
   x->m.msg_iov = &x->iov;
   x->m.msg_iovlen = 1;
-  x->m.msg_control = x->ctl.buf;
-  x->m.msg_controllen = sizeof x->ctl.buf;
+  x->m.msg_control = x->ctl;
+  x->m.msg_controllen = sizeof x->ctl;
 }
 
 socklen_t chorus_fdpass_addr(const char *name, struct sockaddr_un *sa) {

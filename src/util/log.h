@@ -57,7 +57,7 @@ void chorus_log_reset(void);
 void chorus_log(chorus_log_level level, uint32_t subsys, const char *file, int line,
                 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void chorus_vlog(chorus_log_level level, uint32_t subsys, const char *file, int line,
-                 const char *fmt, va_list ap);
+                 const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 
 /* Per-thread context: the rank shown in the prefix and where the messages of
  * chorus_error() are also recorded (a communicator's last-error buffer). */

@@ -65,20 +65,26 @@ static char *trim(char *s) {
   return s;
 }
 
-/* Reads NAME=value lines; '#' starts a comment. The first file to set a
- * variable wins, so the user's file beats /etc/nccl.conf. */
+int chorus_param_conf_line(char *line, const char **name, const char **value) {
+  char *hash = strchr(line, '#');
+  if (hash) *hash = '\0';
+  char *eq = strchr(line, '=');
+  if (!eq) return -1;
+  *eq = '\0';
+  *name = trim(line);
+  *value = trim(eq + 1);
+  return **name ? 0 : -1;
+}
+
+/* Reads NAME=value lines. The first file to set a variable wins, so the
+ * user's file beats /etc/nccl.conf. */
 static void load_conf_file(const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return;
   char line[1024];
   while (fgets(line, sizeof line, f)) {
-    char *hash = strchr(line, '#');
-    if (hash) *hash = '\0';
-    char *eq = strchr(line, '=');
-    if (!eq) continue;
-    *eq = '\0';
-    const char *name = trim(line);
-    const char *value = trim(eq + 1);
+    const char *name, *value;
+    if (chorus_param_conf_line(line, &name, &value) != 0) continue;
     for (int i = 0; i < CHORUS_P_COUNT; i++) {
       if (strcmp(table[i].name, name) == 0 && conf_values[i] == NULL) {
         conf_values[i] = strdup(value);

@@ -70,4 +70,9 @@ const char *chorus_param_str(chorus_param_id id);
  * 0 with *out, or -1. */
 int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *out);
 
+/* One line of a config file (NCCL_CONF_FILE, ~/.nccl.conf): NAME=value,
+ * '#' starts a comment. 0 with *name and *value (trimmed, within line,
+ * which is modified), or -1 when the line sets nothing. */
+int chorus_param_conf_line(char *line, const char **name, const char **value);
+
 #endif

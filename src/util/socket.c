@@ -49,29 +49,39 @@ const char *chorus_sock_str(const chorus_sockaddr *a, char *buf, size_t len) {
   return buf;
 }
 
-ncclResult_t chorus_sock_parse(const char *text, chorus_sockaddr *out, char *err, size_t errlen) {
-  memset(out, 0, sizeof *out);
-  char host[256];
+ncclResult_t chorus_sock_split(const char *text, char host[CHORUS_HOST_MAX], int *port, char *err,
+                               size_t errlen) {
   const char *port_s;
   if (text[0] == '[') {
     const char *close = strchr(text, ']');
-    if (!close || close[1] != ':' || (size_t)(close - text - 1) >= sizeof host)
+    if (!close || close[1] != ':' || (size_t)(close - text - 1) >= CHORUS_HOST_MAX)
       return chorus_errmsg(err, errlen, ncclInvalidArgument, "\"%s\" is not [<ipv6>]:<port>", text);
     memcpy(host, text + 1, (size_t)(close - text - 1));
     host[close - text - 1] = '\0';
     port_s = close + 2;
   } else {
     const char *colon = strrchr(text, ':');
-    if (!colon || (size_t)(colon - text) >= sizeof host)
+    if (!colon || (size_t)(colon - text) >= CHORUS_HOST_MAX)
       return chorus_errmsg(err, errlen, ncclInvalidArgument, "\"%s\" is not <host>:<port>", text);
     memcpy(host, text, (size_t)(colon - text));
     host[colon - text] = '\0';
     port_s = colon + 1;
   }
   char *end = NULL;
-  long port = strtol(port_s, &end, 10);
-  if (!*port_s || *end || port < 0 || port > 65535)
+  errno = 0;
+  long p = strtol(port_s, &end, 10);
+  if (!*port_s || *end || errno || p < 0 || p > 65535)
     return chorus_errmsg(err, errlen, ncclInvalidArgument, "bad port in \"%s\"", text);
+  *port = (int)p;
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_sock_parse(const char *text, chorus_sockaddr *out, char *err, size_t errlen) {
+  memset(out, 0, sizeof *out);
+  char host[CHORUS_HOST_MAX];
+  int port = 0;
+  ncclResult_t sres = chorus_sock_split(text, host, &port, err, errlen);
+  if (sres != ncclSuccess) return sres;
   struct addrinfo hints = {0}, *res = NULL;
   hints.ai_socktype = SOCK_STREAM;
   int rc = getaddrinfo(host, NULL, &hints, &res);
@@ -93,6 +103,13 @@ static int list_matches(const char *list, const char *name, int exact) {
     if (exact ? strcmp(tok, name) == 0 : strncmp(tok, name, strlen(tok)) == 0) return 1;
   }
   return 0;
+}
+
+int chorus_sock_ifname_allowed(const char *spec, const char *name) {
+  int exclude = 0, exact = 0;
+  if (*spec == '^') exclude = 1, spec++;
+  if (*spec == '=') exact = 1, spec++;
+  return list_matches(spec, name, exact) != exclude;
 }
 
 static int family_allowed(int fam) {
@@ -130,17 +147,13 @@ ncclResult_t chorus_sock_pick_local(chorus_sockaddr *out, char ifname[IF_NAMESIZ
   if (getifaddrs(&ifs) != 0)
     return chorus_errmsg(err, errlen, ncclSystemError, "getifaddrs failed: %s", strerror(errno));
   const char *spec = chorus_param_str(CHORUS_P_SOCKET_IFNAME);
-  int exclude = 0, exact = 0;
-  if (spec && *spec == '^') exclude = 1, spec++;
-  if (spec && *spec == '=') exact = 1, spec++;
   const struct ifaddrs *best = NULL;
   int best_rank = 1 << 30;
   for (const struct ifaddrs *ifa = ifs; ifa; ifa = ifa->ifa_next) {
     if (!usable_addr(ifa)) continue;
     int rank;
     if (spec && *spec) {
-      int m = list_matches(spec, ifa->ifa_name, exact);
-      if (m == exclude) continue;
+      if (!chorus_sock_ifname_allowed(spec, ifa->ifa_name)) continue;
       rank = 0;
     } else {
       rank = default_pass(ifa->ifa_name) * 2;

@@ -29,6 +29,14 @@ typedef union chorus_sockaddr {
 
 /* Parses "<ipv4>:<port>", "[<ipv6>]:<port>" or "<hostname>:<port>". */
 ncclResult_t chorus_sock_parse(const char *text, chorus_sockaddr *out, char *err, size_t errlen);
+/* Its first half, without resolving: host and port of text. */
+#define CHORUS_HOST_MAX 256
+ncclResult_t chorus_sock_split(const char *text, char host[CHORUS_HOST_MAX], int *port, char *err,
+                               size_t errlen);
+/* Whether NCCL_SOCKET_IFNAME's value spec (not empty) lets interface name
+ * be used: a comma list of prefixes, "^" first to exclude them, "=" for
+ * whole names. */
+int chorus_sock_ifname_allowed(const char *spec, const char *name);
 /* "1.2.3.4:5678" or "[::1]:5678". */
 const char *chorus_sock_str(const chorus_sockaddr *addr, char *buf, size_t len);
 socklen_t chorus_sock_len(const chorus_sockaddr *addr);

@@ -1,0 +1,68 @@
+/*
+ * fuzz_hello.c - bytes on a bootstrap connection (a stranger, a port
+ * scanner, a peer of another job, a real rank's hello cut short) read by
+ * the acceptor that guards every Chorus listener.
+ *
+ * Input: a flag byte, then what the connection carries. Flags 1 and 2
+ * stamp the right magic and the listener's secret on the hello, so the
+ * fuzzer also reaches what comes after them (kinds, payload lengths);
+ * flag 4 keeps the connection open after the bytes (a slow talker).
+ * Property: the acceptor hands over a connection only with the right
+ * magic and secret, a known kind and its whole payload.
+ */
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bootstrap/hello.h"
+#include "fuzz.h"
+#include "util/clock.h"
+
+FUZZ_QUIET_INIT
+
+static const uint64_t secret[2] = {0x0123456789abcdefull, 0xfedcba9876543210ull};
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1 || size > 4096) return 0;
+  const unsigned flags = data[0];
+  unsigned char buf[4096];
+  size--;
+  memcpy(buf, data + 1, size);
+  if ((flags & 1) && size >= sizeof(chorus_hello)) {
+    chorus_hello h;
+    memcpy(&h, buf, sizeof h);
+    h.magic = CHORUS_HELLO_MAGIC;
+    if (flags & 2) memcpy(h.secret, secret, sizeof h.secret);
+    memcpy(buf, &h, sizeof h);
+  }
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) return 0;
+  size_t off = 0;
+  while (off < size) {
+    const ssize_t w = write(sv[1], buf + off, size - off);
+    if (w <= 0) break;
+    off += (size_t)w;
+  }
+  if (!(flags & 4)) {
+    close(sv[1]);
+    sv[1] = -1;
+  }
+  chorus_acceptor a;
+  chorus_acceptor_init(&a, -1, secret);
+  a.payload_size[CHORUS_HELLO_ROOT_RANK] = sizeof(chorus_root_join);
+  a.payload_size[CHORUS_HELLO_ROOT_SUBROOT] = 3 * sizeof(int32_t);
+  FUZZ_REQUIRE(chorus_acceptor_adopt(&a, sv[0]) == ncclSuccess);
+  chorus_arrival out;
+  /* A deadline already past: one pass over what has arrived. */
+  if (chorus_acceptor_poll(&a, chorus_now_ns(), NULL, &out) == ncclSuccess) {
+    FUZZ_REQUIRE(out.hello.magic == CHORUS_HELLO_MAGIC);
+    FUZZ_REQUIRE(memcmp(out.hello.secret, secret, sizeof secret) == 0);
+    FUZZ_REQUIRE(out.hello.kind >= 1 && out.hello.kind < 8);
+    FUZZ_REQUIRE(size >= sizeof(chorus_hello) + a.payload_size[out.hello.kind]);
+    FUZZ_REQUIRE(memcmp(out.payload, buf + sizeof(chorus_hello), a.payload_size[out.hello.kind]) ==
+                 0);
+    close(out.fd);
+  }
+  chorus_acceptor_fini(&a);
+  if (sv[1] >= 0) close(sv[1]);
+  return 0;
+}
