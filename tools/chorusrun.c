@@ -227,6 +227,18 @@ int main(int argc, char **argv) {
     snprintf(buf, sizeof buf, "127.0.0.1:%d", port);
     setenv("NCCL_COMM_ID", buf, 1);
   }
+  /* The rendezvous' key: only the ranks started here know it. */
+  const char *key = getenv("CHORUS_JOB_KEY");
+  if (!key || !*key) {
+    unsigned char r[16];
+    char hex[33];
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (!f || fread(r, 1, sizeof r, f) != sizeof r)
+      return fprintf(stderr, "chorusrun: cannot read /dev/urandom\n"), 1;
+    fclose(f);
+    for (int i = 0; i < 16; i++) snprintf(hex + 2 * i, 3, "%02x", r[i]);
+    setenv("CHORUS_JOB_KEY", hex, 1);
+  }
   install_handlers();
   state s = {calloc((size_t)o.n, sizeof(child)), o.n, 0, 0, 0};
   if (!s.c) return fprintf(stderr, "chorusrun: out of memory\n"), 1;

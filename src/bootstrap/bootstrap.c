@@ -15,6 +15,7 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/misc.h"
 #include "util/param.h"
 
 static int aborted(const chorus_bootstrap *bs) {
@@ -70,10 +71,23 @@ static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int 
   memcpy(join.root0_secret, uids[0].secret, sizeof join.root0_secret);
   int fd = -1;
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
-  ncclResult_t res = chorus_sock_connect(&uid->root, dl, &fd, err, sizeof err);
-  if (res == ncclSuccess)
+  /* A unique id's root listens before the id exists: a refusal means it is
+   * gone (its process exited), and waiting cannot help. A fixed address
+   * (NCCL_COMM_ID) may simply not be up yet. */
+  const int64_t refused_dl =
+      (uid->flags & CHORUS_UID_FIXED_ROOT) ? dl : CHORUS_MIN(dl, chorus_now_ns() + 1000000000ll);
+  ncclResult_t res = chorus_sock_connect_ex(&uid->root, dl, refused_dl, &fd, err, sizeof err);
+  if (res == ncclSuccess) {
     res = chorus_hello_send(fd, CHORUS_HELLO_ROOT_RANK, uid->secret, bs->rank, bs->nranks, 0, &join,
                             sizeof join, dl, err, sizeof err);
+    if (res != ncclSuccess && (uid->flags & CHORUS_UID_FIXED_ROOT)) {
+      /* Closed before its challenge: the previous communicator's root
+       * going away, as below. */
+      chorus_sock_close(&fd);
+      *silent_close = 1;
+      return res;
+    }
+  }
   if (res != ncclSuccess) {
     chorus_sock_close(&fd);
     return chorus_error(res,
@@ -137,6 +151,29 @@ static ncclResult_t join_root(chorus_bootstrap *bs, const chorus_uid *uids, int 
   }
 }
 
+/* Keeps an arrival for whoever claims it; drops one that is not of this
+ * communicator. */
+static ncclResult_t stash(chorus_bootstrap *bs, chorus_arrival *a) {
+  if (a->hello.nranks != bs->nranks || a->hello.from < 0 || a->hello.from >= bs->nranks) {
+    close(a->fd);
+    return ncclSuccess;
+  }
+  if (bs->nunexpected == bs->cap_unexpected) {
+    int cap = bs->cap_unexpected ? 2 * bs->cap_unexpected : 8;
+    chorus_arrival *u = chorus_calloc((size_t)cap, sizeof *u);
+    if (!u) {
+      close(a->fd);
+      return chorus_error(ncclSystemError, "bootstrap: out of memory");
+    }
+    if (bs->nunexpected) memcpy(u, bs->unexpected, (size_t)bs->nunexpected * sizeof *u);
+    chorus_free(bs->unexpected);
+    bs->unexpected = u;
+    bs->cap_unexpected = cap;
+  }
+  bs->unexpected[bs->nunexpected++] = *a;
+  return ncclSuccess;
+}
+
 /* Takes a matching arrival from the unexpected list, or waits for one. */
 static ncclResult_t claim(chorus_bootstrap *bs, uint32_t kind, int from, uint64_t tag, int *fd,
                           const char *what) {
@@ -163,27 +200,37 @@ static ncclResult_t claim(chorus_bootstrap *bs, uint32_t kind, int from, uint64_
                           chorus_sock_str(&bs->addrs[from], addr, sizeof addr));
     }
     CHECK(res);
-    if (a.hello.nranks != bs->nranks || a.hello.from < 0 || a.hello.from >= bs->nranks) {
-      close(a.fd);
-      continue;
-    }
-    if (a.hello.kind == kind && a.hello.from == from && a.hello.tag == tag) {
+    if (a.hello.nranks == bs->nranks && a.hello.kind == kind && a.hello.from == from &&
+        a.hello.tag == tag) {
       *fd = a.fd;
       return ncclSuccess;
     }
-    if (bs->nunexpected == bs->cap_unexpected) {
-      int cap = bs->cap_unexpected ? 2 * bs->cap_unexpected : 8;
-      chorus_arrival *u = chorus_calloc((size_t)cap, sizeof *u);
-      if (!u) {
-        close(a.fd);
-        return chorus_error(ncclSystemError, "bootstrap: out of memory");
-      }
-      if (bs->nunexpected) memcpy(u, bs->unexpected, (size_t)bs->nunexpected * sizeof *u);
-      chorus_free(bs->unexpected);
-      bs->unexpected = u;
-      bs->cap_unexpected = cap;
+    CHECK(stash(bs, &a));
+  }
+}
+
+/* Reads the challenge on a connection to a peer. The peer sends it once
+ * it serves its listener, which it may not do while it waits for our
+ * challenge in turn (the ring's connects, say): so this rank serves its
+ * own listener meanwhile, keeping what arrives for later claims. */
+static ncclResult_t await_challenge(chorus_bootstrap *bs, int fd, uint8_t *nonce, int64_t dl,
+                                    char *err, size_t errlen) {
+  size_t got = 0;
+  for (;;) {
+    ncclResult_t res = chorus_sock_recv_some(fd, nonce, CHORUS_NONCE_BYTES, &got, err, errlen);
+    if (res != ncclSuccess || got == CHORUS_NONCE_BYTES) return res;
+    if (aborted(bs)) return abort_error();
+    if (chorus_expired(dl))
+      return chorus_errmsg(err, errlen, ncclRemoteError, "no challenge came (the peer is stuck)");
+    chorus_arrival a;
+    res = chorus_acceptor_poll(&bs->acc, chorus_now_ns(), bs->abort_flag, &a);
+    if (res == ncclSuccess) {
+      CHECK(stash(bs, &a));
+      continue;
     }
-    bs->unexpected[bs->nunexpected++] = a;
+    if (res != ncclInProgress) return res;
+    struct pollfd p = {fd, POLLIN, 0};
+    poll(&p, 1, 1);
   }
 }
 
@@ -193,9 +240,11 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
   *fd = -1;
   ncclResult_t res = chorus_sock_connect(&bs->addrs[peer], dl, fd, err, sizeof err);
+  uint8_t nonce[CHORUS_NONCE_BYTES];
+  if (res == ncclSuccess) res = await_challenge(bs, *fd, nonce, dl, err, sizeof err);
   if (res == ncclSuccess)
-    res = chorus_hello_send(*fd, kind, bs->secret, bs->rank, bs->nranks, tag, NULL, 0, dl, err,
-                            sizeof err);
+    res = chorus_hello_answer(*fd, nonce, kind, bs->secret, bs->rank, bs->nranks, tag, NULL, 0, dl,
+                              err, sizeof err);
   if (res != ncclSuccess) {
     chorus_sock_close(fd);
     return chorus_error(res, "bootstrap: cannot connect to rank %d at %s for %s: %s", peer,

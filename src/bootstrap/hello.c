@@ -12,6 +12,8 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/misc.h"
+#include "util/siphash.h"
 #include "util/socket.h"
 
 /* How long a new connection may take to deliver its hello. */
@@ -31,13 +33,38 @@ void chorus_acceptor_fini(chorus_acceptor *a) {
   a->npending = a->cap = 0;
 }
 
+/* Dropped connections are news (a stranger, a port scanner, another job
+ * with a stale id), but a flood of them must not flood the log: one WARN
+ * at most every 10 s per process, counting those it did not show. */
+#define DROP_WARN_EVERY_NS (10ll * 1000000000)
+static int64_t drop_warned_at;
+static uint64_t drops_unshown;
+
 static void drop(chorus_acceptor *a, int i, const char *why) {
-  INFO(CHORUS_BOOTSTRAP, "bootstrap: dropped an incoming connection: %s", why);
+  const int64_t now = chorus_now_ns();
+  int64_t last = __atomic_load_n(&drop_warned_at, __ATOMIC_RELAXED);
+  if ((last == 0 || now - last >= DROP_WARN_EVERY_NS) &&
+      __atomic_compare_exchange_n(&drop_warned_at, &last, now, 0, __ATOMIC_RELAXED,
+                                  __ATOMIC_RELAXED)) {
+    const uint64_t more = __atomic_exchange_n(&drops_unshown, 0, __ATOMIC_RELAXED);
+    WARN("bootstrap: dropped an incoming connection that did not prove it belongs to this job: "
+         "%s%s",
+         why, more ? " (and more since the last such message)" : "");
+    if (more) INFO(CHORUS_BOOTSTRAP, "bootstrap: %llu more dropped", (unsigned long long)more);
+  } else {
+    __atomic_add_fetch(&drops_unshown, 1, __ATOMIC_RELAXED);
+  }
   close(a->pending[i].fd);
   a->pending[i] = a->pending[--a->npending];
 }
 
 ncclResult_t chorus_acceptor_adopt(chorus_acceptor *a, int fd) {
+  if (a->npending == CHORUS_ACCEPT_MAX_PENDING) {
+    int oldest = 0;
+    for (int i = 1; i < a->npending; i++)
+      if (a->pending[i].deadline < a->pending[oldest].deadline) oldest = i;
+    drop(a, oldest, "too many connections waiting for their hello");
+  }
   if (a->npending == a->cap) {
     int cap = a->cap ? 2 * a->cap : 16;
     chorus_pending *p = chorus_calloc((size_t)cap, sizeof *p);
@@ -54,7 +81,34 @@ ncclResult_t chorus_acceptor_adopt(chorus_acceptor *a, int fd) {
   p->fd = fd;
   p->got = 0;
   p->deadline = chorus_now_ns() + HELLO_LIMIT_NS;
+  /* The challenge: a fresh socket takes these few bytes at once. */
+  ncclResult_t res = chorus_random_bytes(p->nonce, sizeof p->nonce);
+  if (res != ncclSuccess) {
+    close(fd);
+    a->npending--;
+    return res;
+  }
+  if (send(fd, p->nonce, sizeof p->nonce, MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof p->nonce)
+    drop(a, a->npending - 1, "gone before its challenge");
   return ncclSuccess;
+}
+
+uint64_t chorus_hello_mac(const uint64_t secret[2], const uint8_t nonce[CHORUS_NONCE_BYTES],
+                          const chorus_hello *h) {
+  struct {
+    uint8_t nonce[CHORUS_NONCE_BYTES];
+    uint32_t magic, kind;
+    int32_t from, nranks;
+    uint64_t tag;
+  } m;
+  memset(&m, 0, sizeof m);
+  memcpy(m.nonce, nonce, sizeof m.nonce);
+  m.magic = h->magic;
+  m.kind = h->kind;
+  m.from = h->from;
+  m.nranks = h->nranks;
+  m.tag = h->tag;
+  return chorus_siphash(secret, &m, sizeof m);
 }
 
 /* Reads what is available on pending[i]. Returns 1 when complete and valid
@@ -89,8 +143,8 @@ static int advance(chorus_acceptor *a, int i, chorus_arrival *out) {
         drop(a, i, "not a Chorus hello (wrong magic)");
         return -1;
       }
-      if (h.secret[0] != a->secret[0] || h.secret[1] != a->secret[1]) {
-        drop(a, i, "wrong secret (another job or a stale id)");
+      if (h.mac != chorus_hello_mac(a->secret, p->nonce, &h)) {
+        drop(a, i, "wrong answer to its challenge (another job, a stale id or a replay)");
         return -1;
       }
       if (h.kind == 0 || h.kind >= 8 || a->payload_size[h.kind] > CHORUS_HELLO_MAX_PAYLOAD) {
@@ -145,8 +199,20 @@ ncclResult_t chorus_acceptor_poll(chorus_acceptor *a, int64_t deadline, const in
 ncclResult_t chorus_hello_send(int fd, uint32_t kind, const uint64_t secret[2], int from,
                                int nranks, uint64_t tag, const void *payload, size_t size,
                                int64_t deadline, char *err, size_t errlen) {
+  uint8_t nonce[CHORUS_NONCE_BYTES];
+  ncclResult_t res = chorus_sock_recv_all(fd, nonce, sizeof nonce, deadline, err, errlen);
+  if (res != ncclSuccess) return res;
+  return chorus_hello_answer(fd, nonce, kind, secret, from, nranks, tag, payload, size, deadline,
+                             err, errlen);
+}
+
+ncclResult_t chorus_hello_answer(int fd, const uint8_t nonce[CHORUS_NONCE_BYTES], uint32_t kind,
+                                 const uint64_t secret[2], int from, int nranks, uint64_t tag,
+                                 const void *payload, size_t size, int64_t deadline, char *err,
+                                 size_t errlen) {
   unsigned char buf[sizeof(chorus_hello) + CHORUS_HELLO_MAX_PAYLOAD];
-  chorus_hello h = {CHORUS_HELLO_MAGIC, kind, {secret[0], secret[1]}, from, nranks, tag};
+  chorus_hello h = {CHORUS_HELLO_MAGIC, kind, 0, 0, from, nranks, tag};
+  h.mac = chorus_hello_mac(secret, nonce, &h);
   memcpy(buf, &h, sizeof h);
   if (size) memcpy(buf + sizeof h, payload, size);
   return chorus_sock_send_all(fd, buf, sizeof h + size, deadline, err, errlen);

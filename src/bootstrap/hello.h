@@ -5,9 +5,10 @@
  * A chorus_acceptor owns a listening socket and the connections accepted from
  * it that have not finished their hello yet. chorus_acceptor_poll waits (up
  * to a deadline) until one connection has delivered a complete, valid hello
- * and payload, and hands it over. Connections with a wrong magic or secret,
- * or that stay silent past the per-connection limit, are closed and logged at
- * INFO; they never surface as errors.
+ * and payload, and hands it over. Connections with a wrong magic or mac,
+ * that stay silent past the per-connection limit, or that the pending limit
+ * pushes out are closed with a WARN (at most one per 10 s per process,
+ * counting the others); they never surface as errors.
  */
 #ifndef CHORUS_BOOTSTRAP_HELLO_H
 #define CHORUS_BOOTSTRAP_HELLO_H
@@ -19,11 +20,15 @@
 #include "nccl.h"
 
 #define CHORUS_HELLO_MAX_PAYLOAD 256
+/* Connections an acceptor keeps waiting for their hello; a newer one
+ * pushes out the oldest (strangers cannot exhaust descriptors). */
+#define CHORUS_ACCEPT_MAX_PENDING 128
 
 typedef struct chorus_pending {
   int fd;
   size_t got;
   int64_t deadline;
+  uint8_t nonce[CHORUS_NONCE_BYTES]; /* the challenge sent to it */
   unsigned char buf[sizeof(chorus_hello) + CHORUS_HELLO_MAX_PAYLOAD];
 } chorus_pending;
 
@@ -55,7 +60,19 @@ ncclResult_t chorus_acceptor_adopt(chorus_acceptor *a, int fd);
 /* Closes pending connections (not the listener). */
 void chorus_acceptor_fini(chorus_acceptor *a);
 
-/* Writes a hello (plus payload) on a fresh connection. */
+/* The mac a hello carries: SipHash keyed by secret of the challenge and
+ * the hello's kind, from, nranks and tag. */
+uint64_t chorus_hello_mac(const uint64_t secret[2], const uint8_t nonce[CHORUS_NONCE_BYTES],
+                          const chorus_hello *h);
+
+/* Writes a hello (plus payload) that answers the challenge nonce. */
+ncclResult_t chorus_hello_answer(int fd, const uint8_t nonce[CHORUS_NONCE_BYTES], uint32_t kind,
+                                 const uint64_t secret[2], int from, int nranks, uint64_t tag,
+                                 const void *payload, size_t size, int64_t deadline, char *err,
+                                 size_t errlen);
+
+/* On a fresh connection: reads the challenge, then answers it (for a
+ * listener that is always served, such as a root's). */
 ncclResult_t chorus_hello_send(int fd, uint32_t kind, const uint64_t secret[2], int from,
                                int nranks, uint64_t tag, const void *payload, size_t size,
                                int64_t deadline, char *err, size_t errlen);

@@ -14,6 +14,7 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/misc.h"
 #include "util/param.h"
 
 typedef struct root {
@@ -33,6 +34,7 @@ typedef struct root {
   int *subroot_fd;
   chorus_sockaddr *table; /* nranks entries */
   char failure[300];      /* set when the rendezvous must fail */
+  int fixed;              /* bound to a fixed address (NCCL_COMM_ID) */
 } root;
 
 static void root_free(root *r) {
@@ -218,6 +220,25 @@ static int exchange_with_root0(root *r) {
   return res == ncclSuccess ? 0 : fail(r, "root 0 failed while sending the table: %s", err);
 }
 
+/* After a failed rendezvous the root stays a while to tell ranks that come
+ * late that it failed, at once, instead of leaving them to retry until
+ * their own timeout. A fixed address (NCCL_COMM_ID) is released sooner:
+ * the program's next communicator needs it. */
+#define LINGER_NS       (30ll * 1000000000)
+#define LINGER_FIXED_NS (2ll * 1000000000)
+
+static void linger(root *r) {
+  const int64_t dl =
+      chorus_now_ns() + CHORUS_MIN(r->timeout_ns, r->fixed ? LINGER_FIXED_NS : LINGER_NS);
+  for (;;) {
+    chorus_arrival a;
+    if (chorus_acceptor_poll(&r->acc, dl, NULL, &a) != ncclSuccess) return;
+    if (a.hello.kind == CHORUS_HELLO_ROOT_RANK || a.hello.kind == CHORUS_HELLO_ROOT_SUBROOT)
+      reply(r, a.fd, ncclRemoteError);
+    close(a.fd);
+  }
+}
+
 static void *root_main(void *arg) {
   root *r = arg;
   chorus_log_ctx_set((chorus_log_ctx){-1, 0, NULL, 0});
@@ -246,6 +267,7 @@ static void *root_main(void *arg) {
   if (!failed && r->index != 0) failed = exchange_with_root0(r) != 0;
   if (failed) WARN("bootstrap root: %s", r->failure);
   if (r->rank_fd) reply_all(r, failed ? ncclRemoteError : ncclSuccess);
+  if (failed) linger(r);
   INFO(CHORUS_BOOTSTRAP, "bootstrap root %d of %d: rendezvous of %d ranks %s", r->index, r->nroots,
        r->nranks, failed ? "failed" : "done");
   root_free(r);
@@ -261,6 +283,7 @@ ncclResult_t chorus_root_start(const chorus_sockaddr *bind_addr, const uint64_t 
   r->secret[0] = secret[0];
   r->secret[1] = secret[1];
   r->timeout_ns = chorus_param_int(CHORUS_P_BOOTSTRAP_TIMEOUT) * 1000000000ll;
+  r->fixed = chorus_sock_port(bind_addr) != 0;
   if (r->timeout_ns <= 0) r->timeout_ns = 300ll * 1000000000;
   /* A fixed address (NCCL_COMM_ID) may still be held by the previous
    * communicator's root for a moment: retry the bind briefly. */

@@ -2,10 +2,14 @@
  * wire.h - the bootstrap's messages on the wire.
  *
  * Every TCP connection Chorus opens, to a root or to a peer, begins with a
- * chorus_hello. The receiver checks magic and secret before reading anything
- * else, so a stray or hostile connection is closed after at most
- * sizeof(chorus_hello) bytes. Integers are in host byte order: all ranks of
- * a job are assumed to share one byte order.
+ * challenge and a chorus_hello: the accepting side sends CHORUS_NONCE_BYTES
+ * of fresh randomness, the connecting side answers with a hello whose mac
+ * is SipHash, keyed by the job's secret, of the nonce and the hello's
+ * fields (chorus_hello_mac). The secret never travels, a recorded hello
+ * does not open another connection, and the receiver checks magic and mac
+ * before reading anything else, so a stray or hostile connection is closed
+ * after at most sizeof(chorus_hello) bytes. Integers are in host byte
+ * order: all ranks of a job are assumed to share one byte order.
  */
 #ifndef CHORUS_BOOTSTRAP_WIRE_H
 #define CHORUS_BOOTSTRAP_WIRE_H
@@ -25,10 +29,13 @@ enum {
   CHORUS_HELLO_PEER_DATA = 5  /* rank -> rank: a transport connection, tag = channel/stream */
 };
 
+#define CHORUS_NONCE_BYTES 16
+
 typedef struct chorus_hello {
   uint32_t magic;
   uint32_t kind;
-  uint64_t secret[2];
+  uint64_t mac; /* chorus_hello_mac of the fields below and the challenge */
+  uint64_t reserved;
   int32_t from;   /* sending rank (root index for SUBROOT) */
   int32_t nranks; /* communicator size as the sender sees it */
   uint64_t tag;

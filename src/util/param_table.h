@@ -26,6 +26,7 @@ CHORUS_PARAM(DEBUG_FILE,       "NCCL_DEBUG_FILE",       STR, NULL, 0, "Log to th
 CHORUS_PARAM(CONF_FILE,        "NCCL_CONF_FILE",        STR, NULL, 0, "File of NAME=value lines (default ~/.nccl.conf, then /etc/nccl.conf)")
 CHORUS_PARAM_GROUP("bootstrap")
 CHORUS_PARAM(COMM_ID,          "NCCL_COMM_ID",          STR, NULL, 0, "Rendezvous at <host>:<port>, hosted by rank 0")
+CHORUS_PARAM(JOB_KEY,          "CHORUS_JOB_KEY",        STR, NULL, 0, "A secret all ranks share; keys an NCCL_COMM_ID rendezvous (default: launcher's job id)")
 CHORUS_PARAM(SOCKET_IFNAME,    "NCCL_SOCKET_IFNAME",    STR, NULL, 0, "Interfaces: prefixes, ^ excludes, = exact (default: not lo/docker, else lo)")
 CHORUS_PARAM(SOCKET_FAMILY,    "NCCL_SOCKET_FAMILY",    STR, NULL, 0, "AF_INET or AF_INET6 only")
 CHORUS_PARAM(HOSTID,           "NCCL_HOSTID",           STR, NULL, 0, "Host identity (ranks with equal ids share memory)")

@@ -248,6 +248,12 @@ static int wait_fd(int fd, short events, int64_t deadline) {
 
 ncclResult_t chorus_sock_connect(const chorus_sockaddr *addr, int64_t deadline, int *fd_out,
                                  char *err, size_t errlen) {
+  return chorus_sock_connect_ex(addr, deadline, deadline, fd_out, err, errlen);
+}
+
+ncclResult_t chorus_sock_connect_ex(const chorus_sockaddr *addr, int64_t deadline,
+                                    int64_t refused_deadline, int *fd_out, char *err,
+                                    size_t errlen) {
   char a[CHORUS_ADDR_STRLEN];
   chorus_sock_str(addr, a, sizeof a);
   int delay_ms = 10;
@@ -277,7 +283,7 @@ ncclResult_t chorus_sock_connect(const chorus_sockaddr *addr, int64_t deadline, 
     int retryable = e == ECONNREFUSED || e == ETIMEDOUT || e == EHOSTUNREACH || e == ENETUNREACH ||
                     e == ECONNRESET || e == EAGAIN || e == EINTR;
     if (!retryable) break;
-    if (chorus_expired(deadline)) break;
+    if (chorus_expired(deadline) || (e == ECONNREFUSED && chorus_expired(refused_deadline))) break;
     struct timespec ts = {0, (long)delay_ms * 1000000};
     nanosleep(&ts, NULL);
     if (delay_ms < 200) delay_ms *= 2;

@@ -58,6 +58,10 @@ ncclResult_t chorus_sock_local_for(const chorus_sockaddr *remote, chorus_sockadd
 ncclResult_t chorus_sock_listen(const chorus_sockaddr *addr, int *fd, chorus_sockaddr *bound,
                                 char *err, size_t errlen);
 /* Connects, retrying refused/unreachable attempts until the deadline. */
+/* As chorus_sock_connect, but a refusal (nobody listens) stops the retries
+ * at refused_deadline. */
+ncclResult_t chorus_sock_connect_ex(const chorus_sockaddr *addr, int64_t deadline,
+                                    int64_t refused_deadline, int *fd, char *err, size_t errlen);
 ncclResult_t chorus_sock_connect(const chorus_sockaddr *addr, int64_t deadline, int *fd, char *err,
                                  size_t errlen);
 /* Accepts one connection, waiting until the deadline. */

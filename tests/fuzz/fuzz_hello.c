@@ -3,12 +3,13 @@
  * scanner, a peer of another job, a real rank's hello cut short) read by
  * the acceptor that guards every Chorus listener.
  *
- * Input: a flag byte, then what the connection carries. Flags 1 and 2
- * stamp the right magic and the listener's secret on the hello, so the
- * fuzzer also reaches what comes after them (kinds, payload lengths);
- * flag 4 keeps the connection open after the bytes (a slow talker).
- * Property: the acceptor hands over a connection only with the right
- * magic and secret, a known kind and its whole payload.
+ * Input: a flag byte, then what the connection carries after the
+ * acceptor's challenge. Flags 1 and 2 stamp the right magic and the mac
+ * that answers the challenge, so the fuzzer also reaches what comes after
+ * them (kinds, payload lengths); flag 4 keeps the connection open after
+ * the bytes (a slow talker). Property: the acceptor hands over a
+ * connection only with the right magic and mac, a known kind and its
+ * whole payload.
  */
 #include <sys/socket.h>
 #include <unistd.h>
@@ -27,15 +28,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   unsigned char buf[4096];
   size--;
   memcpy(buf, data + 1, size);
+  int sv[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) return 0;
+  chorus_acceptor a;
+  chorus_acceptor_init(&a, -1, secret);
+  a.payload_size[CHORUS_HELLO_ROOT_RANK] = sizeof(chorus_root_join);
+  a.payload_size[CHORUS_HELLO_ROOT_SUBROOT] = 3 * sizeof(int32_t);
+  FUZZ_REQUIRE(chorus_acceptor_adopt(&a, sv[0]) == ncclSuccess);
+  uint8_t nonce[CHORUS_NONCE_BYTES];
+  FUZZ_REQUIRE(read(sv[1], nonce, sizeof nonce) == (ssize_t)sizeof nonce);
   if ((flags & 1) && size >= sizeof(chorus_hello)) {
     chorus_hello h;
     memcpy(&h, buf, sizeof h);
     h.magic = CHORUS_HELLO_MAGIC;
-    if (flags & 2) memcpy(h.secret, secret, sizeof h.secret);
+    if (flags & 2) h.mac = chorus_hello_mac(secret, nonce, &h);
     memcpy(buf, &h, sizeof h);
   }
-  int sv[2];
-  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) != 0) return 0;
   size_t off = 0;
   while (off < size) {
     const ssize_t w = write(sv[1], buf + off, size - off);
@@ -46,16 +54,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     close(sv[1]);
     sv[1] = -1;
   }
-  chorus_acceptor a;
-  chorus_acceptor_init(&a, -1, secret);
-  a.payload_size[CHORUS_HELLO_ROOT_RANK] = sizeof(chorus_root_join);
-  a.payload_size[CHORUS_HELLO_ROOT_SUBROOT] = 3 * sizeof(int32_t);
-  FUZZ_REQUIRE(chorus_acceptor_adopt(&a, sv[0]) == ncclSuccess);
   chorus_arrival out;
   /* A deadline already past: one pass over what has arrived. */
   if (chorus_acceptor_poll(&a, chorus_now_ns(), NULL, &out) == ncclSuccess) {
     FUZZ_REQUIRE(out.hello.magic == CHORUS_HELLO_MAGIC);
-    FUZZ_REQUIRE(memcmp(out.hello.secret, secret, sizeof secret) == 0);
+    FUZZ_REQUIRE(out.hello.mac == chorus_hello_mac(secret, nonce, &out.hello));
     FUZZ_REQUIRE(out.hello.kind >= 1 && out.hello.kind < 8);
     FUZZ_REQUIRE(size >= sizeof(chorus_hello) + a.payload_size[out.hello.kind]);
     FUZZ_REQUIRE(memcmp(out.payload, buf + sizeof(chorus_hello), a.payload_size[out.hello.kind]) ==

@@ -248,8 +248,10 @@ def spawn_ranks(a, n, env_of, args):
 
 def case_torchrun_env(a):
     port = free_port()  # NCCL_COMM_ID will use MASTER_PORT + 1
+    # torchrun gives every rank the job's run id, which keys the rendezvous.
     env_of = lambda r: base_env(RANK=r, WORLD_SIZE=3, LOCAL_RANK=r, LOCAL_WORLD_SIZE=3,
-                                MASTER_ADDR="127.0.0.1", MASTER_PORT=port - 1)
+                                MASTER_ADDR="127.0.0.1", MASTER_PORT=port - 1,
+                                TORCHELASTIC_RUN_ID="perf-test-%d" % port)
     rc, out, err = spawn_ranks(a, 3, env_of, ["-b", "8", "-e", "64K", "-f", "8", "-n", "2"])
     expect_clean(rc, out, err, 3, nsizes(8, 64 << 10, 8))
 

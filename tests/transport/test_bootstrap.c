@@ -27,7 +27,7 @@ typedef struct {
 static int silent_fds[16], nsilent;
 
 /* Opens connections that misbehave: random bytes, a hello with a wrong
- * secret, and one that never says anything (kept open during the test). */
+ * mac, and one that never says anything (kept open during the test). */
 static void misbehave(const chorus_sockaddr *addr) {
   char err[128];
   int fd;
@@ -40,7 +40,7 @@ static void misbehave(const chorus_sockaddr *addr) {
   }
   if (chorus_sock_connect(addr, chorus_now_ns() + 1000000000ll, &fd, err, sizeof err) ==
       ncclSuccess) {
-    chorus_hello h = {CHORUS_HELLO_MAGIC, CHORUS_HELLO_ROOT_RANK, {1, 2}, 0, 2, 0};
+    chorus_hello h = {CHORUS_HELLO_MAGIC, CHORUS_HELLO_ROOT_RANK, 12345, 0, 0, 2, 0};
     chorus_sock_send_all(fd, &h, sizeof h, chorus_now_ns() + 1000000000ll, err, sizeof err);
     close(fd);
   }

@@ -1,6 +1,7 @@
 /*
  * test_uid.c - unique ids: packing round-trips, garbage is rejected,
- * NCCL_COMM_ID gives every process the same id, and address parsing.
+ * NCCL_COMM_ID gives every process the same id (keyed by the job's key),
+ * and address parsing.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,24 @@ static void comm_id_is_deterministic(void) {
   EXPECT(memcmp(&a, &b, sizeof a) == 0);
   EXPECT(a.flags & CHORUS_UID_FIXED_ROOT);
   EXPECT_EQ_INT(chorus_sock_port(&a.root), 45678);
+  /* The job's key enters the secret: the same key, the same secret;
+   * another key (another job at the same address), another secret. */
+  setenv("CHORUS_JOB_KEY", "job-one", 1);
+  chorus_uid k1, k1b, k2;
+  REQUIRE(chorus_uid_create(&k1) == ncclSuccess);
+  REQUIRE(chorus_uid_create(&k1b) == ncclSuccess);
+  setenv("CHORUS_JOB_KEY", "job-two", 1);
+  REQUIRE(chorus_uid_create(&k2) == ncclSuccess);
+  EXPECT(memcmp(k1.secret, k1b.secret, sizeof k1.secret) == 0);
+  EXPECT(memcmp(k1.secret, k2.secret, sizeof k1.secret) != 0);
+  EXPECT(memcmp(k1.secret, a.secret, sizeof k1.secret) != 0);
+  unsetenv("CHORUS_JOB_KEY");
+  /* A launcher's job id serves when there is no key. */
+  setenv("SLURM_JOB_ID", "4242", 1);
+  chorus_uid s1;
+  REQUIRE(chorus_uid_create(&s1) == ncclSuccess);
+  EXPECT(memcmp(s1.secret, a.secret, sizeof s1.secret) != 0);
+  unsetenv("SLURM_JOB_ID");
   setenv("NCCL_COMM_ID", "no-port", 1);
   EXPECT(chorus_uid_create(&a) == ncclInvalidArgument);
   unsetenv("NCCL_COMM_ID");
