@@ -91,7 +91,6 @@ static ncclResult_t check_buffers(const call *c, size_t esize, int n) {
 }
 
 static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
-  CHECK(chorus_comm_check(comm, c->name));
   CHECK(chorus_comm_usable(comm, c->name));
   if ((int)c->dtype < 0 || (int)c->dtype >= ncclNumTypes)
     return chorus_error(ncclInvalidArgument,
@@ -124,9 +123,14 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
 }
 
 static ncclResult_t check_and_enqueue(ncclComm_t comm, call *c) {
-  chorus_log_ctx old =
-      comm && comm->magic == CHORUS_COMM_MAGIC ? chorus_comm_enter(comm) : chorus_log_ctx_get();
-  ncclResult_t res = check_and_enqueue_inner(comm, c);
+  chorus_log_ctx old = comm && __atomic_load_n(&comm->magic, __ATOMIC_ACQUIRE) == CHORUS_COMM_MAGIC
+                           ? chorus_comm_enter(comm)
+                           : chorus_log_ctx_get();
+  ncclResult_t res = chorus_comm_enter_call(comm, c->name);
+  if (res == ncclSuccess) {
+    res = check_and_enqueue_inner(comm, c);
+    chorus_comm_leave_call(comm);
+  }
   if (res != ncclSuccess) chorus_group_record_error(res);
   chorus_log_ctx_set(old);
   return res;

@@ -52,11 +52,30 @@ static int live_comms;
 
 ncclResult_t chorus_comm_check(ncclComm_t comm, const char *what) {
   if (!comm) return chorus_error(ncclInvalidArgument, "%s: comm is NULL", what);
-  if (comm->magic != CHORUS_COMM_MAGIC)
+  if (__atomic_load_n(&comm->magic, __ATOMIC_ACQUIRE) != CHORUS_COMM_MAGIC)
     return chorus_error(ncclInvalidArgument,
                         "%s: comm %p is not a valid communicator (destroyed, or never created)",
                         what, (void *)comm);
   return ncclSuccess;
+}
+
+ncclResult_t chorus_comm_enter_call(ncclComm_t comm, const char *what) {
+  CHECK(chorus_comm_check(comm, what));
+  /* Counted in busy before the abort flag is read, and ncclCommAbort sets
+   * the flag before it waits for busy to drain: one of the two sees the
+   * other (both sequentially consistent), so an abort from another thread
+   * never frees what a call entering now will use. */
+  __atomic_add_fetch(&comm->cc.busy, 1, __ATOMIC_SEQ_CST);
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_SEQ_CST) ||
+      __atomic_load_n(&comm->magic, __ATOMIC_ACQUIRE) != CHORUS_COMM_MAGIC) {
+    __atomic_sub_fetch(&comm->cc.busy, 1, __ATOMIC_SEQ_CST);
+    return chorus_error(ncclInvalidUsage, "%s: the communicator is being aborted", what);
+  }
+  return ncclSuccess;
+}
+
+void chorus_comm_leave_call(ncclComm_t comm) {
+  __atomic_sub_fetch(&comm->cc.busy, 1, __ATOMIC_SEQ_CST);
 }
 
 chorus_log_ctx chorus_comm_enter(ncclComm_t comm) {
@@ -280,6 +299,23 @@ static ncclResult_t plan_setup(ncclComm_t comm) {
 static void forget_names(ncclComm_t comm) {
   if (comm->tstate[T_SHM]) (void)transports[T_SHM]->finish(comm->tstate[T_SHM]);
   (void)chorus_shm_sweep_stale();
+  /* A peer killed in the build closes its sockets (which is how this rank
+   * failed) before it is a zombie, and only then can its segments be
+   * swept: wait for that a little. Live peers remove their own as they
+   * fail too. */
+  const chorus_topo *t = &comm->topo;
+  if (!t->info || !t->host_of) return;
+  const int64_t dl = chorus_now_ns() + 500ll * 1000000;
+  for (;;) {
+    int left = 0;
+    for (int p = 0; p < t->nranks; p++)
+      if (p != comm->rank && t->host_of[p] == t->host_of[comm->rank] && t->info[p].pid > 0)
+        left += chorus_shm_count_of(t->info[p].pid);
+    if (!left || chorus_expired(dl)) return;
+    struct timespec ts = {0, 10000000};
+    nanosleep(&ts, NULL);
+    (void)chorus_shm_sweep_stale();
+  }
 }
 
 ncclResult_t chorus_comm_build(ncclComm_t comm) {

@@ -73,6 +73,11 @@ struct ncclComm {
 
 /* Validates a handle from the user; `what` names the API call. */
 ncclResult_t chorus_comm_check(ncclComm_t comm, const char *what);
+/* A call on comm begins: checked as above, and refused while the
+ * communicator is being aborted; on success the caller must end it with
+ * chorus_comm_leave_call, and ncclCommAbort waits until it has. */
+ncclResult_t chorus_comm_enter_call(ncclComm_t comm, const char *what);
+void chorus_comm_leave_call(ncclComm_t comm);
 /* Sets the thread's log context to comm and returns the previous one. */
 chorus_log_ctx chorus_comm_enter(ncclComm_t comm);
 

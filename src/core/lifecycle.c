@@ -59,7 +59,7 @@ static ncclResult_t leave_groups(ncclComm_t comm, const char *what) {
 /* Waits (bounded) until no call runs on comm in another thread. */
 static void drain(ncclComm_t comm) {
   int64_t dl = chorus_now_ns() + 10ll * 1000000000;
-  while (__atomic_load_n(&comm->cc.busy, __ATOMIC_ACQUIRE) > 0 && !chorus_expired(dl)) {
+  while (__atomic_load_n(&comm->cc.busy, __ATOMIC_SEQ_CST) > 0 && !chorus_expired(dl)) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
@@ -84,7 +84,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   CHECK(chorus_comm_check(comm, "ncclCommAbort"));
   CHECK(leave_groups(comm, "ncclCommAbort"));
   chorus_log_ctx old = chorus_comm_enter(comm);
-  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST); /* see chorus_comm_enter_call */
   chorus_gpu_abort(comm->cc.gpu);
   chorus_comm_join(comm);
   drain(comm);

@@ -34,6 +34,17 @@ static unsigned long pid_ns(void) {
   return (unsigned long)chorus_proc_pid_ns();
 }
 
+int chorus_shm_count_of(int pid) {
+  DIR *d = opendir("/dev/shm");
+  if (!d) return 0;
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "chorus-%d-%lx-", pid, pid_ns());
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  closedir(d);
+  return n;
+}
+
 int chorus_shm_sweep_stale(void) {
   DIR *d = opendir("/dev/shm");
   if (!d) return 0;

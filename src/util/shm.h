@@ -41,5 +41,7 @@ void chorus_shm_close(chorus_shm *shm);
  * and pid namespace; only names of our namespace are judged. Returns how
  * many were removed. */
 int chorus_shm_sweep_stale(void);
+/* How many segments process pid (of this PID namespace) has in /dev/shm. */
+int chorus_shm_count_of(int pid);
 
 #endif
