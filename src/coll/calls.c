@@ -36,13 +36,11 @@ void chorus_calls_post(const chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   if (!chorus_calls_on_board(op) || !posted(cc, op->func)) return;
   const uint64_t k = op->meta.seq;
-  chorus_call_entry e;
-  memset(&e, 0, sizeof e);
-  e.posted = k + 1;
-  e.chain = cc->calls_chain = chain(cc->calls_chain, &op->meta);
-  e.meta = op->meta;
-  cc->mine[k % CHORUS_NODE_CALLS] = e;
-  for (int t = 0; t < cc->ntransports; t++) cc->transports[t]->post_call(cc->tstates[t], &e);
+  chorus_call_entry *e = &cc->mine[k % CHORUS_NODE_CALLS];
+  e->posted = k + 1;
+  e->chain = cc->calls_chain = chain(cc->calls_chain, &op->meta);
+  e->meta = op->meta;
+  for (int t = 0; t < cc->ntransports; t++) cc->transports[t]->post_call(cc->tstates[t], e);
 }
 
 /* The board of peer p: the calls it posted, or NULL. */

@@ -73,14 +73,14 @@ typedef struct chorus_coll_comm {
   int unchecked;
   uint64_t unchecked_from;
   uint64_t calls_chain; /* the hash of this rank's posted calls so far */
-  /* The first failure a peer passed on to this rank, verbatim ("rank R
-   * ..."), which this rank passes on in turn; empty: none. */
-  char cause[CHORUS_REASON_MAX];
   /* Calls waiting in open groups, any thread's (atomic): destroying the
    * communicator under them would leave the group freed memory. */
   int queued;
   /* Log context of this communicator (rank and last-error buffer). */
   chorus_log_ctx log_ctx;
+  /* The first failure a peer passed on to this rank, verbatim ("rank R
+   * ..."), which this rank passes on in turn; empty: none. Last: cold. */
+  char cause[CHORUS_REASON_MAX];
 } chorus_coll_comm;
 
 static inline chorus_conn *chorus_cc_conn(const chorus_coll_comm *cc, int peer, int ch, int dir) {

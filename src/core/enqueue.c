@@ -45,7 +45,8 @@ static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *ca
   return (*nq)++;
 }
 
-ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
+ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
+  const int free_ops = flags & CHORUS_RUN_FREE;
   chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
   chorus_op *stackt[2 * MAX_QUEUES_ON_STACK], *stacko[MAX_OPS_ON_STACK], *stackg[MAX_OPS_ON_STACK];
   chorus_exec_queue *qs = stackq;
@@ -101,9 +102,10 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops) {
   }
   if (res == ncclSuccess && ng) res = chorus_gpu_run_ops(gpu, ng);
   if (res == ncclSuccess) {
-    for (int i = 0; i < nq; i++) __atomic_add_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
+    const int count = !(flags & CHORUS_RUN_COUNTED);
+    for (int i = 0; i < nq && count; i++) __atomic_add_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
     res = chorus_exec_run(qs, nq);
-    for (int i = 0; i < nq; i++) __atomic_sub_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
+    for (int i = 0; i < nq && count; i++) __atomic_sub_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
   }
   for (size_t j = 0; j < k; j++) {
     chorus_free(all[j]->scratch);
@@ -123,7 +125,8 @@ ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op) {
   op->cc = &comm->cc;
   op->next_op = NULL;
   if (chorus_group_depth() > 0) return chorus_group_add_op(op, comm);
-  return chorus_run_ops(op, 0);
+  /* The call entered through chorus_comm_enter_call: counted already. */
+  return chorus_run_ops(op, CHORUS_RUN_COUNTED);
 }
 
 ncclResult_t chorus_estimate_ops(const chorus_op *ops, float *us) {

@@ -14,9 +14,12 @@
 ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op);
 
 /* Plans and runs a list of ops (linked by next_op, each with op->cc set),
- * queued per communicator in list order. Frees the ops' scratch, and the ops
- * themselves when free_ops is set (grouped ops are heap copies). */
-ncclResult_t chorus_run_ops(chorus_op *ops, int free_ops);
+ * queued per communicator in list order. Frees the ops' scratch, and with
+ * CHORUS_RUN_FREE the ops themselves (grouped ops are heap copies); with
+ * CHORUS_RUN_COUNTED the caller has counted the call in its communicator's
+ * busy count already (chorus_comm_enter_call). */
+enum { CHORUS_RUN_FREE = 1, CHORUS_RUN_COUNTED = 2 };
+ncclResult_t chorus_run_ops(chorus_op *ops, int flags);
 
 /* Modelled time in microseconds of a list of ops (ncclGroupSimulateEnd):
  * the planner's tasks priced by its cost model. */

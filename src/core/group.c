@@ -195,7 +195,7 @@ static ncclResult_t close_group(ncclSimInfo_t *sim) {
     free_ops(ops);
     return res;
   }
-  ncclResult_t ores = chorus_run_ops(ops, 1);
+  ncclResult_t ores = chorus_run_ops(ops, CHORUS_RUN_FREE);
   return ores != ncclSuccess ? ores : res;
 }
 
