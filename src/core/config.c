@@ -34,6 +34,31 @@ static void reset_newer_fields(ncclConfig_t *c, unsigned version) {
   if (version < 22800) c->nChannelsPerNetPeer = c->nvlinkCentricSched = UNDEF;
 }
 
+/* A caller's size may end inside a field (a struct of another layout, or
+ * garbage): a field it does not cover whole is unset, never half the
+ * caller's bytes beside half the default's (half a pointer is a crash). */
+static void keep_whole_fields(ncclConfig_t *c, size_t size) {
+  ncclConfig_t undef;
+  set_undef(&undef);
+#define FIELD(f)                                                                                   \
+  if (offsetof(ncclConfig_t, f) + sizeof c->f > size) c->f = undef.f
+  FIELD(blocking);
+  FIELD(cgaClusterSize);
+  FIELD(minCTAs);
+  FIELD(maxCTAs);
+  FIELD(netName);
+  FIELD(splitShare);
+  FIELD(trafficClass);
+  FIELD(commName);
+  FIELD(collnetEnable);
+  FIELD(CTAPolicy);
+  FIELD(shrinkShare);
+  FIELD(nvlsCTAs);
+  FIELD(nChannelsPerNetPeer);
+  FIELD(nvlinkCentricSched);
+#undef FIELD
+}
+
 static ncclResult_t bad(const char *what, const char *field, int value, const char *valid) {
   return chorus_error(ncclInvalidArgument, "%s: ncclConfig_t.%s = %d is invalid (%s)", what, field,
                       value, valid);
@@ -151,6 +176,7 @@ ncclResult_t chorus_config_parse(const ncclConfig_t *user, const ncclConfig_t *i
                           "(magic 0x%x, size %zu)",
                           what, magic, size);
     memcpy(&c, user, size < sizeof c ? size : sizeof c);
+    keep_whole_fields(&c, size);
     reset_newer_fields(&c, version);
     CHECK(validate(&c, what));
   }

@@ -88,10 +88,20 @@ static void env_overrides(void) {
   EXPECT(init_with(NULL) == ncclSuccess);
 }
 
+/* A size that ends inside a field (here half of netName) leaves that
+ * field unset: never half the caller's pointer (fuzz_config found it). */
+static void size_cuts_a_field(void) {
+  ncclConfig_t user = NCCL_CONFIG_INITIALIZER;
+  memset((char *)&user + offsetof(ncclConfig_t, netName), 0x5a, sizeof user.netName);
+  user.size = offsetof(ncclConfig_t, netName) + 4;
+  EXPECT(init_with(&user) == ncclSuccess);
+}
+
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   RUN(basic);
   RUN(older_and_newer_headers);
   RUN(env_overrides);
+  RUN(size_cuts_a_field);
   return unit_report();
 }
