@@ -108,7 +108,8 @@ def fuzz_class(args, tally, name, runs):
     found = os.path.join("/tmp", "campaign-fuzz-" + name)
     os.makedirs(found, exist_ok=True)
     rc, out, err, took = run([exe, "-runs=%d" % runs, "-timeout=10", "-rss_limit_mb=2048",
-                              "-print_final_stats=1", found, corpus], {}, 3 * 3600)
+                              "-print_final_stats=1", "-artifact_prefix=%s/" % found, found,
+                              corpus], {}, 3 * 3600)
     m = re.search(r"stat::number_of_executed_units:\s*(\d+)", err)
     tally.trials += int(m.group(1)) if m else 0
     if rc is None:
