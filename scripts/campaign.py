@@ -18,6 +18,7 @@ import argparse
 import datetime
 import os
 import re
+import signal
 import socket
 import statistics
 import subprocess
@@ -31,11 +32,20 @@ def run(cmd, env, limit):
     e = dict(os.environ)
     e.update({k: str(v) for k, v in env.items()})
     t0 = time.time()
+    # Its own process group: a trial that does not end is ended with every
+    # process it started, so none is left to load the next trials.
+    p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
     try:
-        p = subprocess.run(cmd, env=e, capture_output=True, text=True, timeout=limit)
-        return p.returncode, p.stdout, p.stderr, time.time() - t0
-    except subprocess.TimeoutExpired as x:
-        return None, x.stdout or "", x.stderr or "", time.time() - t0
+        out, err = p.communicate(timeout=limit)
+        return p.returncode, out, err, time.time() - t0
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        out, err = p.communicate()
+        return None, out or "", err or "", time.time() - t0
 
 
 class Tally:
