@@ -38,18 +38,6 @@
 #include "gpu_test.h"
 #include "nccl.h"
 
-/* Waits for stream s, at most limit seconds; returns the seconds waited,
- * or -1 if it was still busy at the limit. */
-static double wait_stream(cudaStream_t s, double limit) {
-  double t0 = now();
-  while (cudaStreamQuery(s) == cudaErrorNotReady) {
-    if (now() - t0 > limit) return -1;
-    struct timespec ts = {0, 1000000};
-    nanosleep(&ts, NULL);
-  }
-  return now() - t0;
-}
-
 typedef struct lone {
   ncclComm_t comms[2];
   cudaStream_t s;

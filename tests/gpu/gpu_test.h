@@ -54,6 +54,18 @@ static int failures __attribute__((unused));
     }                                                                                              \
   } while (0)
 
+/* Waits for stream s, at most limit seconds; returns the seconds waited,
+ * or -1 if it was still busy at the limit. */
+static inline double wait_stream(cudaStream_t s, double limit) {
+  double t0 = now();
+  while (cudaStreamQuery(s) == cudaErrorNotReady) {
+    if (now() - t0 > limit) return -1;
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, NULL);
+  }
+  return now() - t0;
+}
+
 /* An integer from the environment, dflt when unset or empty. */
 static inline int env_int(const char *name, int dflt) {
   const char *v = getenv(name);

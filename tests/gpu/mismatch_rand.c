@@ -76,17 +76,6 @@ static void describe(const call *c, char *b, size_t n) {
            c->op == ncclSum ? "sum" : "max", c->root);
 }
 
-/* Seconds until stream s is idle, or -1 past limit. */
-static double wait_stream(cudaStream_t s, double limit) {
-  double t0 = now();
-  while (cudaStreamQuery(s) == cudaErrorNotReady) {
-    if (now() - t0 > limit) return -1;
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, NULL);
-  }
-  return now() - t0;
-}
-
 int main(int argc, char **argv) {
   int ndev = 0;
   if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < 2) {
