@@ -72,11 +72,20 @@ typedef struct report {
   char msg[200];
 } report;
 
+/* The unique id, made by the parent after it forked the ranks: a process
+ * that forks while it has other threads (ncclGetUniqueId starts the root
+ * thread) may fork one holding a lock of the allocator, and the child
+ * then blocks in its first allocation (seen under ASan). */
+typedef struct shared_id {
+  int ready; /* 1: id is there; -1: the parent could not make one */
+  ncclUniqueId id;
+} shared_id;
+
 typedef struct plan {
   const char *mode;
   int n, victim;
   uint64_t seed;
-  ncclUniqueId id;
+  shared_id *sid;
   report *rep;
 } plan;
 
@@ -139,8 +148,11 @@ static int rank_body(const plan *p, int rank) {
     snprintf(hid, sizeof hid, "trial-host-%d", rank * atoi(hosts) / p->n);
     setenv("NCCL_HOSTID", hid, 1);
   }
+  const int64_t id_by = now_ns() + 20ll * 1000000000;
+  while (!__atomic_load_n(&p->sid->ready, __ATOMIC_ACQUIRE) && now_ns() < id_by) sleep_ns(1000000);
+  if (__atomic_load_n(&p->sid->ready, __ATOMIC_ACQUIRE) != 1) return 2;
   ncclComm_t comm;
-  ncclResult_t res = ncclCommInitRank(&comm, p->n, p->id, rank);
+  ncclResult_t res = ncclCommInitRank(&comm, p->n, p->sid->id, rank);
   __atomic_store_n(&r->ready, 1, __ATOMIC_RELEASE);
   if (res != ncclSuccess) {
     fail_note(r, res, NULL, p->victim);
@@ -208,7 +220,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s kill|stop|abort|soak NRANKS SEED\n", argv[0]);
     return 2;
   }
-  plan p = {argv[1], atoi(argv[2]), 0, strtoull(argv[3], NULL, 10), {{0}}, NULL};
+  plan p = {argv[1], atoi(argv[2]), 0, strtoull(argv[3], NULL, 10), NULL, NULL};
   const char *m = p.mode;
   if (p.n < 2 || p.n > MAXR ||
       (strcmp(m, "kill") && strcmp(m, "stop") && strcmp(m, "abort") && strcmp(m, "soak"))) {
@@ -219,8 +231,10 @@ int main(int argc, char **argv) {
   p.victim = (int)(s % (uint64_t)p.n);
   p.rep =
       mmap(NULL, MAXR * sizeof(report), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p.rep == MAP_FAILED || ncclGetUniqueId(&p.id) != ncclSuccess) return 2;
+  p.sid = mmap(NULL, sizeof *p.sid, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p.rep == MAP_FAILED || p.sid == MAP_FAILED) return 2;
   memset(p.rep, 0, MAXR * sizeof(report));
+  memset(p.sid, 0, sizeof *p.sid);
   /* stop: below or above the op timeout, by the seed. */
   const char *ot = getenv("CHORUS_OP_TIMEOUT");
   const int64_t op_timeout = (ot ? atoll(ot) : 600) * 1000000000ll;
@@ -231,6 +245,8 @@ int main(int argc, char **argv) {
     pid[r] = fork();
     if (pid[r] == 0) _exit(rank_body(&p, r));
   }
+  __atomic_store_n(&p.sid->ready, ncclGetUniqueId(&p.sid->id) == ncclSuccess ? 1 : -1,
+                   __ATOMIC_RELEASE);
   /* The fault, at a random moment once every rank is in (a rank lost in
    * init is the rendezvous' business: test_comm killed_in_init). */
   const int64_t ready_by = now_ns() + 20ll * 1000000000;
