@@ -43,7 +43,8 @@ void chorus_calls_post(const chorus_op *op) {
   for (int t = 0; t < cc->ntransports; t++) cc->transports[t]->post_call(cc->tstates[t], e);
 }
 
-/* The board of peer p: the calls it posted, or NULL. */
+/* The board of peer p: the calls it posted, or NULL (this rank's own
+ * connection to itself has none). */
 static chorus_conn *board_of(const chorus_coll_comm *cc, int p) {
   chorus_conn *c = chorus_cc_conn(cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
   return c && c->heard ? c : NULL;
@@ -69,7 +70,7 @@ ncclResult_t chorus_calls_check(const chorus_coll_comm *cc, const chorus_msg_met
                                 chorus_conn **failed) {
   *failed = NULL;
   for (int p = 0; p < cc->nranks; p++) {
-    chorus_conn *c = p == cc->rank ? NULL : board_of(cc, p);
+    chorus_conn *c = board_of(cc, p);
     if (!c) continue;
     /* What a peer posted before it failed still counts: a mismatch is
      * the root cause. */
@@ -115,7 +116,7 @@ static ncclResult_t catch_up(chorus_coll_comm *cc, uint64_t upto, chorus_conn **
   while (last > cc->unchecked_from && cc->mine[last % CHORUS_NODE_CALLS].posted != last + 1) last--;
   const uint64_t mine = cc->mine[last % CHORUS_NODE_CALLS].chain;
   for (int p = 0; p < cc->nranks; p++) {
-    chorus_conn *c = p == cc->rank ? NULL : board_of(cc, p);
+    chorus_conn *c = board_of(cc, p);
     if (!c) continue;
     (void)c->ops->hear(c); /* a failure shows where the op waits */
     chorus_msg_meta theirs;

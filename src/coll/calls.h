@@ -11,7 +11,7 @@
  * So each rank also posts the description of its calls, in call order, on
  * a board its peers read (no message of its own, no wait): in shared
  * memory for the peers on its host, where a post is a store, and as a
- * note sent ahead of the call's data to the peers over the network
+ * note, on a socket beside the data's, to the peers over the network
  * (transport.h: post_call, heard). With node memory (every rank on one
  * host) every collective is posted; otherwise only the calls of rooted
  * functions (Broadcast, Reduce, Gather, Scatter): the other functions

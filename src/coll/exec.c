@@ -57,14 +57,23 @@ static ncclResult_t step(chorus_op *op, uint64_t *ticks) {
   return res;
 }
 
-/* What the call board (coll/calls.h) shows about collective op, which
- * waits or failed: a mismatch, a peer's failure, or ncclSuccess. */
-static ncclResult_t board_sees(chorus_op *op) {
-  chorus_conn *failed = NULL;
-  ncclResult_t seen = chorus_calls_check(op->cc, &op->expect, &failed);
-  if (seen == ncclRemoteError) return chorus_prim_conn_error(op, failed, seen);
+/* Whether the call board (coll/calls.h) shows collective op's call, or
+ * an earlier unchecked one, differing from a peer's: ncclInvalidUsage
+ * (reported), else ncclSuccess with *failed set to the connection of a
+ * peer that reported a failure, or NULL. */
+static ncclResult_t board_mismatch(chorus_op *op, chorus_conn **failed) {
+  ncclResult_t seen = chorus_calls_check(op->cc, &op->expect, failed);
   if (seen == ncclSuccess) seen = chorus_calls_catch_up(op->cc, op->expect.seq);
   return seen == ncclInvalidUsage ? seen : ncclSuccess;
+}
+
+/* What the board shows about op, which waits: a mismatch, a peer's
+ * failure, or ncclSuccess. */
+static ncclResult_t board_sees(chorus_op *op) {
+  chorus_conn *failed;
+  const ncclResult_t seen = board_mismatch(op, &failed);
+  if (seen == ncclSuccess && failed) return chorus_prim_conn_error(op, failed, ncclRemoteError);
+  return seen;
 }
 
 /* Runs a step of collective op with the call board's checks. A mismatch
@@ -76,10 +85,8 @@ static ncclResult_t step_coll(chorus_op *op, uint64_t *ticks) {
   if (res == ncclInProgress) return res;
   if (res != ncclSuccess) {
     /* A mismatch is the root cause; a peer's failure only another word for what res says. */
-    chorus_conn *failed = NULL;
-    ncclResult_t seen = chorus_calls_check(op->cc, &op->expect, &failed);
-    if (seen == ncclSuccess) seen = chorus_calls_catch_up(op->cc, op->expect.seq);
-    return seen == ncclInvalidUsage ? seen : res;
+    chorus_conn *failed;
+    return board_mismatch(op, &failed) == ncclInvalidUsage ? ncclInvalidUsage : res;
   }
   op->moved = 1;
   op->wait_conn = NULL;

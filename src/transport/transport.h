@@ -207,7 +207,7 @@ typedef struct chorus_transport {
   chorus_doorbell *(*doorbell)(void *state);
   /* Posts e, this rank's entry for one call, on its call board for the
    * peers this transport reaches (coll/calls.h): in shared memory, or as a
-   * note sent ahead of the data. Never blocks. */
+   * note on a socket beside the data's. Never blocks. */
   void (*post_call)(void *state, const chorus_call_entry *e);
   /* Node memory (see above) when this transport reaches every rank through
    * shared memory, else NULL. */

@@ -109,6 +109,7 @@ typedef struct net_notes {
 
 typedef struct net_state {
   int rank, nranks, nstreams;
+  int npeers;
   net_conn *conns; /* [peer][channel][dir] */
   uint8_t *is_peer;
   int *fds;         /* [peer][channel][stream] */
@@ -167,16 +168,22 @@ static ncclResult_t push_stream(net_conn *c, net_stream *st) {
 static ncclResult_t pull_stream(net_conn *c, net_stream *st);
 static void pull_notes(net_notes *nt);
 
+/* Reads the peer's notes socket; a FAIL frame there becomes c's news.
+ * Returns whether it did. */
+static int notes_tell_failure(net_conn *c) {
+  net_notes *nt = &c->state->notes[c->base.peer];
+  pull_notes(nt);
+  if (!nt->peer_failed) return 0;
+  snprintf(c->base.err, sizeof c->base.err, "%s", nt->fail);
+  c->base.relayed = 1;
+  return 1;
+}
+
 /* c broke without the peer's word: if the peer said why on another of its
  * sockets (its FAIL frames go on every stream between frames, and the
  * point-to-point channel is mostly idle), that is the news. */
 static ncclResult_t borrow_cause(net_conn *c, ncclResult_t res) {
-  net_notes *nt = &c->state->notes[c->base.peer];
-  pull_notes(nt);
-  if (nt->peer_failed) {
-    snprintf(c->base.err, sizeof c->base.err, "%s", nt->fail);
-    c->base.relayed = 1;
-  }
+  (void)notes_tell_failure(c);
   for (int ch = 0; ch < CHORUS_NCHANNELS && !c->base.relayed; ch++) {
     net_conn *o = conn_of(c->state, c->base.peer, ch, CHORUS_DIR_RECV);
     if (o == c) continue;
@@ -356,12 +363,7 @@ static void pull_notes(net_notes *nt) {
 
 static ncclResult_t hear(net_conn *c) {
   if (c->broken || c->peer_failed) return ncclRemoteError;
-  net_notes *nt = &c->state->notes[c->base.peer];
-  if (c->base.channel == CHORUS_CH_COLL) pull_notes(nt);
-  if (nt->peer_failed) {
-    snprintf(c->base.err, sizeof c->base.err, "%s", nt->fail);
-    c->base.relayed = c->peer_failed = 1;
-  }
+  if (notes_tell_failure(c)) c->peer_failed = 1;
   for (int s = 0; s < c->nstreams && !c->peer_failed; s++) CHECK(pull_stream(c, &c->st[s]));
   return c->peer_failed ? ncclRemoteError : ncclSuccess;
 }
@@ -501,6 +503,7 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
   for (int i = 0; i < npeers; i++) {
     int p = peers[i];
     s->is_peer[p] = 1;
+    s->npeers++;
     if (p <= s->rank) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
       for (int k = 0; k < s->nstreams; k++)
@@ -586,6 +589,7 @@ static void push_notes(net_notes *nt) {
  * checks report. */
 static void net_post_call(void *p, const chorus_call_entry *e) {
   net_state *s = p;
+  if (!s->npeers) return; /* every peer on this host: nothing to send per call */
   for (int peer = 0; peer < s->nranks; peer++) {
     net_notes *nt = &s->notes[peer];
     if (!s->is_peer[peer] || nt->out_closed) continue;

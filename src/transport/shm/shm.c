@@ -152,7 +152,6 @@ static void init_node(shm_state *s) {
 }
 
 static fifo_ctrl *fifo_at(const shm_state *s, void *base, uint32_t idx) {
-  (void)s;
   return (fifo_ctrl *)((char *)base + fifo_start() + (size_t)idx * sizeof(fifo_ctrl));
 }
 
