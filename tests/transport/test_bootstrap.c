@@ -2,7 +2,8 @@
  * test_bootstrap.c - the bootstrap on its own: rendezvous with one and with
  * several roots, allgather/barrier/tagged messages/connection service for
  * 1..8 ranks, and robustness: garbage, silent and wrong-secret connections
- * to the root and to rank listeners are dropped without disturbing the job.
+ * to the root and to rank listeners are dropped without disturbing the job;
+ * a unique id whose root is gone fails at once.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -141,10 +142,37 @@ static void garbage_is_ignored(void) {
   EXPECT(run(3, 2, 1));
 }
 
+/* A unique id whose root is gone (nobody listens at its address any
+ * more): a rank fails within seconds, not after CHORUS_BOOTSTRAP_TIMEOUT,
+ * since such a root listened before the id existed. */
+static void refused_root_is_final(void) {
+  chorus_uid u;
+  memset(&u, 0, sizeof u);
+  u.tag = CHORUS_UID_TAG;
+  u.version = CHORUS_UID_VERSION;
+  u.secret[0] = 1, u.secret[1] = 2;
+  char err[128];
+  chorus_sockaddr any;
+  int fd = -1;
+  REQUIRE(chorus_sock_parse("127.0.0.1:0", &any, err, sizeof err) == ncclSuccess);
+  REQUIRE(chorus_sock_listen(&any, &fd, &u.root, err, sizeof err) == ncclSuccess);
+  close(fd); /* the root's process is gone */
+  setenv("CHORUS_BOOTSTRAP_TIMEOUT", "30", 1);
+  chorus_bootstrap *bs = NULL;
+  const int64_t t0 = chorus_now_ns();
+  ncclResult_t r = chorus_bootstrap_init(&bs, &u, 1, 2, 1, NULL);
+  const double took = (double)(chorus_now_ns() - t0) / 1e9;
+  unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
+  EXPECT(r != ncclSuccess);
+  EXPECT(took < 5);
+  if (bs) chorus_bootstrap_destroy(bs);
+}
+
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   RUN(one_root);
   RUN(several_roots);
   RUN(garbage_is_ignored);
+  RUN(refused_root_is_final);
   return unit_report();
 }

@@ -6,8 +6,11 @@
  *   - a sender that runs ahead is held back (ncclInProgress), never loses or
  *     overwrites data;
  *   - channels are independent: a full channel does not block another;
- *   - fail() on one side surfaces as ncclRemoteError with the reason on the
- *     other side, on both directions;
+ *   - fail() on one side surfaces as ncclRemoteError with the reason, as
+ *     given (relayed), on the other side;
+ *   - post_call() on one side shows on the other's collective receive
+ *     connection (heard) after hear(), in call order, and a later post of
+ *     the same board slot replaces an earlier one;
  *   - destroying with undelivered messages is clean.
  * Ranks are threads; every wait is bounded.
  */
@@ -189,10 +192,50 @@ static void failure_propagates(rank_arg *a, chorus_bootstrap *bs, void *st) {
     ncclResult_t r;
     RETRY(r, st, t, c->ops->recv_slot(c, &buf, &sz, &m));
     FAILIF(r != ncclRemoteError, "recv after peer failure returned %d", (int)r);
-    FAILIF(strcmp(t->name, "SHM") == 0 && !strstr(c->err, "conformance test failure"),
-           "reason missing: %s", c->err);
+    FAILIF(strcmp(c->err, "conformance test failure") != 0 || !c->relayed,
+           "reason not passed on as given: \"%s\" (relayed %d)", c->err, c->relayed);
     FAILIF(c->ops->check(c) != ncclRemoteError, "check() did not report the failure");
   }
+}
+
+/* Every rank posts calls 0..N-1 (a board entry each); every other rank
+ * must then read each peer's last CHORUS_NODE_CALLS of them, as posted,
+ * through its connection's heard entries. */
+static void board_posts(rank_arg *a, chorus_bootstrap *bs, void *st) {
+  const chorus_transport *t = a->t;
+  enum { N = CHORUS_NODE_CALLS + 40 };
+  for (uint64_t k = 0; k < N; k++) {
+    chorus_call_entry e;
+    memset(&e, 0, sizeof e);
+    e.posted = k + 1;
+    e.chain = k * 1000 + (uint64_t)a->rank;
+    e.meta.seq = k;
+    e.meta.count = k + 7;
+    e.meta.root = a->rank;
+    t->post_call(st, &e);
+    t->progress(st);
+  }
+  chorus_bootstrap_barrier(bs);
+  for (int q = 0; q < a->nranks; q++) {
+    if (q == a->rank) continue;
+    chorus_conn *c = t->conn(st, q, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+    FAILIF(!c || !c->heard, "no board for rank %d", q);
+    if (!c || !c->heard) continue;
+    const chorus_call_entry *last = &c->heard[(N - 1) % CHORUS_NODE_CALLS];
+    int64_t dl = chorus_now_ns() + 10000000000ll;
+    while (__atomic_load_n(&last->posted, __ATOMIC_ACQUIRE) != N && !chorus_expired(dl)) {
+      t->progress(st);
+      FAILIF(c->ops->hear(c) != ncclSuccess, "hear() failed: %s", c->err);
+    }
+    for (uint64_t k = N - CHORUS_NODE_CALLS; k < N; k++) {
+      const chorus_call_entry *e = &c->heard[k % CHORUS_NODE_CALLS];
+      FAILIF(e->posted != k + 1 || e->chain != k * 1000 + (uint64_t)q || e->meta.seq != k ||
+                 e->meta.count != k + 7 || e->meta.root != q,
+             "rank %d's post of call %llu reads back as posted %llu chain %llu", q,
+             (unsigned long long)k, (unsigned long long)e->posted, (unsigned long long)e->chain);
+    }
+  }
+  chorus_bootstrap_barrier(bs);
 }
 
 static void *rank_main(void *p) {
@@ -222,6 +265,7 @@ static void *rank_main(void *p) {
     stream(a, st, CHORUS_CH_P2P, 50);
     chorus_bootstrap_barrier(bs);
     if (a->nranks >= 2) {
+      board_posts(a, bs, st);
       channels_independent(a, bs, st);
       failure_propagates(a, bs, st);
     }
