@@ -88,6 +88,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   chorus_gpu_abort(comm->cc.gpu);
   chorus_comm_join(comm);
   drain(comm);
+  chorus_gpu_tell_aborted(comm->cc.gpu);
   if (comm->conns) {
     char why[64];
     snprintf(why, sizeof why, "rank %d called ncclCommAbort", comm->rank);

@@ -95,6 +95,11 @@ int chorus_dev_stream_wait(void *waiter, void *waited);
  * this process, as the stream's GPU reaches it) on stream: the copy
  * engine, cudaMemcpyAsync. */
 int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *stream);
+/* Copies bytes of host memory to dst (device memory of any GPU of this
+ * process, as the current device reaches it) on a stream of its own that
+ * waits for nothing else, and waits for the copy: for words that other
+ * GPUs' kernels poll while this process's streams may be stuck. */
+int chorus_dev_put(void *dst, const void *src, size_t bytes);
 /* Is the stream being captured into a CUDA graph? 1 yes, 0 no, -1 error. */
 int chorus_dev_stream_capturing(void *stream);
 /* Is p device memory (or managed, or mapped host memory)? 1/0, -1 error. */

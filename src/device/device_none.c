@@ -116,6 +116,10 @@ int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *stream) {
   (void)dst, (void)src, (void)bytes, (void)stream;
   return chorus_dev_fail(1, "copying on a GPU: built without CUDA");
 }
+int chorus_dev_put(void *dst, const void *src, size_t bytes) {
+  (void)dst, (void)src, (void)bytes;
+  return chorus_dev_fail(1, "copying to a GPU: built without CUDA");
+}
 int chorus_dev_stream_capturing(void *stream) {
   (void)stream;
   return 0;

@@ -78,17 +78,21 @@ static __device__ uint32_t ll_start(const chorus_kern_comm &c, uint32_t to, uint
  * call; another call (a different function, count, type, operator or
  * root) is recorded and fails the launch, whose other threads and CTAs
  * then stop waiting. The header travels ahead of the lines, so this costs
- * little. */
+ * little. CTA 0 also compares the calls before this one on the call board
+ * (board_post), its loads in flight while the header comes. */
 static __device__ void ll_check(const chorus_kern_comm &c, uint32_t flag, uint32_t from,
-                                uint64_t desc, volatile int *s_failed) {
+                                uint64_t desc, uint32_t seq, volatile int *s_failed) {
   const int src = threadIdx.x;
   if (src >= c.nranks || src == c.rank || !((from >> src) & 1) || *s_failed) return;
+  board_history past;
+  if (blockIdx.x == 0) board_load(c, src, seq, &past);
   const uint2 h = poll_line(hdr_line(c, c.arena[c.rank], flag, src), flag, c, src, s_failed);
   const uint64_t theirs = h.x | (uint64_t)h.y << 32;
   if (!*s_failed && theirs != desc) {
     record_failure(c, CHORUS_KERN_CALL_MISMATCH, src, theirs, desc);
     *s_failed = 1;
   }
+  if (blockIdx.x == 0 && !*s_failed) board_compare(c, src, &past);
 }
 /* And last: tells every peer this rank is done with epoch flag of CTA b. */
 static __device__ void ll_finish(const chorus_kern_comm &c, uint32_t flag) {
@@ -125,6 +129,7 @@ static __device__ void push_lines(const chorus_kern_comm &c, uint32_t flag, size
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     exchange(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t q) {
+  board_post(c, x.seq, x.desc, false);
   typedef uint2 U; /* 8 data bytes per 16-byte line */
   typedef typename elem<T>::acc A;
   constexpr int E = sizeof(U) / sizeof(T);
@@ -151,7 +156,7 @@ __global__ void __launch_bounds__(THREADS)
   /* Phase 2: take the sources' units in rank order; copy or reduce. With
    * no sources (Reduce's and Gather's other ranks) the output is not this
    * rank's to touch, and may be NULL. */
-  ll_check(c, flag, x.recv_from, x.desc, &s_failed);
+  ll_check(c, flag, x.recv_from, x.desc, x.seq, &s_failed);
   const char *own = c.arena[me] + c.ll_off;
   for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed && x.recv_from;
        k0 += CHORUS_KERN_MAX_BLOCKS * q)
@@ -200,6 +205,7 @@ __global__ void __launch_bounds__(THREADS)
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     twoshot_ll(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t q) {
+  board_post(c, x.seq, x.desc, false);
   typedef uint2 U;
   typedef typename elem<T>::acc A;
   constexpr int E = sizeof(U) / sizeof(T);
@@ -228,7 +234,7 @@ __global__ void __launch_bounds__(THREADS)
     for (int p = 0; p < n; p++) from[p] = send + (size_t)p * x.bytes;
     push_lines<T>(c, flag, q, nunits, all & ~(1u << me), from, len, premul, scalar);
   }
-  ll_check(c, flag, all & ~(1u << me), x.desc, &s_failed);
+  ll_check(c, flag, all & ~(1u << me), x.desc, x.seq, &s_failed);
   const char *own = c.arena[me] + c.ll_off;
   for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {

@@ -230,13 +230,102 @@ static __device__ bool peer_failed(const chorus_kern_comm &c) {
   }
   return false;
 }
+/* ---- the call board (kernels.h: board_off) ------------------------------ */
+
+/* Rank src's line for call seq on the board in the arena at `arena`. */
+static __device__ __forceinline__ char *board_line(const chorus_kern_comm &c, char *arena, int src,
+                                                   uint32_t seq) {
+  return arena + c.board_off +
+         ((size_t)src * CHORUS_KERN_BOARD_SLOTS + seq % CHORUS_KERN_BOARD_SLOTS) * CHORUS_KERN_LINE;
+}
+/* An entry (board_line's contents): false when there is none (never
+ * posted; or torn, being rewritten). */
+static __device__ __forceinline__ bool board_entry(uint4 v, uint32_t *seq, uint64_t *desc) {
+  if (v.y != v.w || v.y == 0) return false;
+  *seq = v.y - 1;
+  *desc = v.x | (uint64_t)v.z << 32;
+  return true;
+}
+/* Whether rank src's entry (theirs) and this rank's (mine), both read from
+ * one slot, name the same call number but another call; then records the
+ * mismatch, naming both calls. */
+static __device__ bool board_differs(const chorus_kern_comm &c, int src, uint4 theirs, uint4 mine) {
+  uint32_t ts, ms;
+  uint64_t td, md;
+  if (!board_entry(theirs, &ts, &td) || !board_entry(mine, &ms, &md) || ts != ms || td == md)
+    return false;
+  record_failure(c, CHORUS_KERN_CALL_MISMATCH, src, td, md);
+  return true;
+}
+/* Rank src's entries and this rank's for the calls before call seq, loaded
+ * ahead (board_load) and compared later (board_compare), so that the loads
+ * overlap a wait. */
+#define BOARD_BACK (CHORUS_KERN_BOARD_SLOTS - 1)
+typedef struct board_history {
+  uint4 theirs[BOARD_BACK], mine[BOARD_BACK];
+} board_history;
+static __device__ __forceinline__ void board_load(const chorus_kern_comm &c, int src, uint32_t seq,
+                                                  board_history *h) {
+#pragma unroll
+  for (uint32_t k = 0; k < BOARD_BACK; k++) {
+    h->theirs[k] = ld_line(board_line(c, c.arena[c.rank], src, seq - 1 - k));
+    h->mine[k] = ld_line(board_line(c, c.arena[c.rank], c.rank, seq - 1 - k));
+  }
+}
+static __device__ __forceinline__ bool board_compare(const chorus_kern_comm &c, int src,
+                                                     const board_history *h) {
+  bool differs = false;
+#pragma unroll
+  for (uint32_t k = 0; k < BOARD_BACK; k++)
+    differs = differs || board_differs(c, src, h->theirs[k], h->mine[k]);
+  return differs;
+}
+/* What every collective launch does first, in the last warp of CTA 0 (the
+ * least busy at small sizes): posts call seq (desc) on every rank's board,
+ * its own included; with `compare`, also compares the calls before it
+ * with what the peers posted (launches that wait for a header of every
+ * peer do that during the wait instead: ll_check). A difference is
+ * recorded (the host reports it) and forwarded to the peers; this launch
+ * runs on. */
+static __device__ void board_post(const chorus_kern_comm &c, uint32_t seq, uint64_t desc,
+                                  bool compare) {
+  if (blockIdx.x != 0 || threadIdx.x + 32 < blockDim.x) return;
+  const int lane = (int)(threadIdx.x & 31);
+  if (lane < c.nranks)
+    st_line(board_line(c, c.arena[lane], c.rank, seq),
+            make_uint4((uint32_t)desc, seq + 1, (uint32_t)(desc >> 32), seq + 1));
+  if (compare && lane < c.nranks && lane != c.rank) {
+    board_history h;
+    board_load(c, lane, seq, &h);
+    board_compare(c, lane, &h);
+  }
+}
+/* Whether any peer posted another call under a number this rank posted
+ * too (recorded): the calls that wait on each other without exchanging
+ * anything, compared while they wait. */
+static __device__ bool board_mismatch(const chorus_kern_comm &c) {
+  for (int src = 0; src < c.nranks; src++) {
+    if (src == c.rank) continue;
+    for (uint32_t k = 0; k < CHORUS_KERN_BOARD_SLOTS; k++)
+      if (board_differs(c, src, ld_line(board_line(c, c.arena[c.rank], src, k)),
+                        ld_line(board_line(c, c.arena[c.rank], c.rank, k))))
+        return true;
+  }
+  return false;
+}
+
+/* How long a wait goes on before it compares the board (a wait that long
+ * is rare for calls that match, and the comparison costs microseconds). */
+#define BOARD_AFTER_NS 1000000ull
+
 /* Called now and then by a waiting thread: when the communicator is
  * aborted, the peer's process exited (util/watch.h) or the wait passed its
  * deadline, records why and for which peer (first failure wins), marks the
  * CTA failed and returns true; also when another CTA recorded a failure
- * (a mismatch it saw), which ends the communicator anyway, or another rank
- * wrote one into this rank's arena. */
-static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, int peer,
+ * (a mismatch it saw), which ends the communicator anyway, another rank
+ * wrote one into this rank's arena, or the board shows a peer in another
+ * call. *since: when the wait began (0 before the first call). */
+static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *since, int peer,
                                volatile int *failed) {
   int why = 0;
   if (*c.abort) {
@@ -249,12 +338,16 @@ static __device__ bool gave_up(const chorus_kern_comm &c, uint64_t *deadline, in
   } else if (peer_failed(c)) { /* another rank's, written here */
     *failed = 1;
     return true;
-  } else if (c.timeout_ns) {
-    uint64_t t = now_ns();
-    if (!*deadline)
-      *deadline = t + c.timeout_ns;
-    else if (t > *deadline)
+  } else {
+    const uint64_t t = now_ns();
+    if (!*since) {
+      *since = t;
+    } else if (t - *since > BOARD_AFTER_NS && board_mismatch(c)) {
+      *failed = 1;
+      return true;
+    } else if (c.timeout_ns && t - *since > c.timeout_ns) {
       why = CHORUS_KERN_TIMEOUT;
+    }
   }
   if (!why) return false;
   record_failure(c, why, peer);
@@ -274,12 +367,12 @@ static __device__ __forceinline__ uint32_t ld_acquire(const uint32_t *p) {
  * reaches at least v (in wrap-around order). False when it gave up. */
 static __device__ bool wait_at_least(const uint32_t *p, uint32_t v, const chorus_kern_comm &c,
                                      int peer, volatile int *failed) {
-  uint64_t deadline = 0;
+  uint64_t since = 0;
   for (unsigned spins = 0;; spins++) {
     uint32_t a = ld_acquire(p);
     if ((int32_t)(a - v) >= 0) return true;
     if (*failed) return false;
-    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, peer, failed)) return false;
+    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &since, peer, failed)) return false;
   }
 }
 
@@ -287,12 +380,12 @@ static __device__ bool wait_at_least(const uint32_t *p, uint32_t v, const chorus
  * sets *failed (after recording why) and returns zeros. */
 static __device__ uint2 poll_line(const char *p, uint32_t flag, const chorus_kern_comm &c, int src,
                                   volatile int *failed) {
-  uint64_t deadline = 0;
+  uint64_t since = 0;
   for (unsigned spins = 0;; spins++) {
     uint4 v = ld_line(p);
     if (v.y == flag && v.w == flag) return make_uint2(v.x, v.z);
     if (*failed) return make_uint2(0, 0);
-    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, src, failed))
+    if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &since, src, failed))
       return make_uint2(0, 0);
   }
 }

@@ -28,6 +28,7 @@
 #define CHORUS_KERN_CTL_STRIDE   128  /* bytes between pipeline counters peers write */
 #define CHORUS_KERN_P2P_PARTS    32   /* most CTAs of an LL Send/Recv launch */
 #define CHORUS_KERN_P2P_PART_MIN 4096 /* bytes of an LL Send/Recv each CTA moves at least */
+#define CHORUS_KERN_BOARD_SLOTS  4    /* calls of each rank its peers can read back */
 
 /* What a kernel reports in the status word (host-mapped), first error wins. */
 enum {
@@ -106,6 +107,16 @@ typedef struct chorus_kern_comm {
    * found when it failed on a mismatch (why, its peer, its two infos; why
    * written last), so the ranks waiting for it stop at once too. */
   uint32_t fail_off;
+  /* The call board, at board_off of every arena: [src][slot] x 16 B,
+   * CHORUS_KERN_BOARD_SLOTS lines per rank that rank src writes at the
+   * start of each collective launch, slot seq % CHORUS_KERN_BOARD_SLOTS:
+   * its call's description and number as an LL line (description halves
+   * flagged with seq + 1). Ranks whose calls wait on each other without
+   * exchanging any data (both think they are a Broadcast's root, say)
+   * compare the board while they wait; a launch also compares the calls
+   * before its own, so a call that differed yet moved no data (both ranks
+   * roots) fails the next launch of either rank. */
+  uint32_t board_off;
   /* Zero-copy launches (chorus_kern_zc): at zc_off of every arena
    * a 32-byte line [CTA][src] that CTA b of rank src writes at each of its
    * barriers (the epoch, then the call's description and the buffers'
@@ -159,6 +170,7 @@ typedef struct chorus_kern_xchg {
   /* The call, the same on every rank for matching calls (gpu.h,
    * chorus_gpu_call_desc); LL launches compare the senders' with their own. */
   uint64_t desc;
+  uint32_t seq; /* the call's number among the communicator's collectives (the board) */
 } chorus_kern_xchg;
 
 /* Rings and chains: every rank streams to rank + 1 and takes from rank - 1
@@ -318,6 +330,7 @@ typedef struct chorus_kern_zc {
   size_t block;  /* AllReduce: the bytes each rank reduces (a multiple of 16) */
   uint32_t grid; /* CTAs, the same on every rank (at most CHORUS_KERN_MAX_BLOCKS) */
   uint64_t desc; /* the call (chorus_gpu_call_desc) */
+  uint32_t seq;  /* its number among the communicator's collectives (the board) */
   uint64_t soff; /* windows: offsets of the send and receive buffers in theirs */
   uint64_t roff; /* (compared at the first barrier; 0 in one process) */
 } chorus_kern_zc;

@@ -267,15 +267,15 @@ static __device__ void grid_sync(const chorus_kern_comm &c, volatile int *failed
     volatile uint32_t *arrived = gen + 1;
     const uint32_t g = *gen + 1; /* CTA 0 cannot advance it before this CTA arrives */
     const unsigned t = threadIdx.x, b = blockIdx.x;
-    uint64_t deadline = 0;
+    uint64_t since = 0;
     __threadfence_system();
     if (b > 0 && t == 0) {
       arrived[b] = g;
       for (unsigned spins = 0; *gen != g && !*failed; spins++)
-        if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, -1, failed)) break;
+        if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &since, -1, failed)) break;
     } else if (b == 0 && t > 0 && t < nb) {
       for (unsigned spins = 0; arrived[t] != g && !*failed; spins++)
-        if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &deadline, -1, failed)) break;
+        if (spins % CHECK_EVERY == CHECK_EVERY - 1 && gave_up(c, &since, -1, failed)) break;
     }
     if (b == 0) {
       __syncthreads();

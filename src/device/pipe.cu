@@ -160,6 +160,7 @@ template <typename T, bool REDUCE>
 __global__ void __launch_bounds__(THREADS)
     pipe(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk, uint32_t nslots,
          size_t nchunks) {
+  board_post(c, x.seq, x.desc, true);
   __shared__ uint32_t s_sent[CHORUS_KERN_MAX_RANKS], s_taken[CHORUS_KERN_MAX_RANKS];
   __shared__ int s_failed;
   __shared__ uint32_t s_pushed;

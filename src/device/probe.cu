@@ -241,6 +241,16 @@ extern "C" int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *s
   return 0;
 }
 
+extern "C" int chorus_dev_put(void *dst, const void *src, size_t bytes) {
+  cudaStream_t s;
+  TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+  if (e != cudaSuccess) return fail(e, "copying %zu bytes to %p", bytes, dst);
+  return 0;
+}
+
 extern "C" int chorus_dev_stream_capturing(void *stream) {
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   TRY(cudaStreamIsCapturing((cudaStream_t)stream, &st), "cudaStreamIsCapturing");

@@ -46,6 +46,7 @@ template <typename T, bool REDUCE>
 __global__ void __launch_bounds__(NT)
     ring(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk, uint32_t nslots,
          size_t nchunks) {
+  board_post(c, x.seq, x.desc, true);
   typedef typename elem<T>::acc A;
   constexpr int E = sizeof(U) / sizeof(T);
   constexpr int UR = !REDUCE || E <= 8 ? UNROLL : UNROLL / 2; /* 16 1-byte accumulators a unit */

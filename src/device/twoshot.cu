@@ -217,6 +217,7 @@ template <typename T>
 __global__ void __launch_bounds__(NT)
     twoshot(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk,
             uint32_t nslots, size_t nchunks, int half) {
+  board_post(c, x.seq, x.desc, true);
   __shared__ uint32_t s_cnt[4][CHORUS_KERN_MAX_RANKS];
   __shared__ int s_failed;
   const int b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;

@@ -84,6 +84,7 @@ static __device__ bool meet(const chorus_kern_comm &c, const chorus_kern_zc &d, 
 template <typename T, bool REDUCE>
 __global__ void __launch_bounds__(NT)
     direct(chorus_kern_comm c, chorus_kern_red red, chorus_kern_zc d) {
+  board_post(c, d.seq, d.desc, true);
   __shared__ int s_failed;
   __shared__ uint32_t s_ep;
   const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;

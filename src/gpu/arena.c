@@ -3,6 +3,7 @@
  */
 #include "gpu/arena.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -230,7 +231,67 @@ void chorus_gpu_arenas_settled(chorus_gpu_arenas *w) {
   w->own_fd = -1;
 }
 
+/* The arenas of ranks of one communicator in this process that went while
+ * others of them still run (chorus_gpu_arenas_share). */
+typedef struct arena_group {
+  uint64_t key;
+  int live; /* ranks that shared and are not freed yet */
+  int nheld;
+  chorus_gpu_arenas held[CHORUS_KERN_MAX_RANKS];
+  struct arena_group *next;
+} arena_group;
+static arena_group *groups;
+static pthread_mutex_t groups_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void chorus_gpu_arenas_share(chorus_gpu_arenas *w, uint64_t key) {
+  pthread_mutex_lock(&groups_lock);
+  arena_group *g = groups;
+  while (g && g->key != key) g = g->next;
+  if (!g && (g = chorus_calloc(1, sizeof *g))) {
+    g->key = key;
+    g->next = groups;
+    groups = g;
+  }
+  if (g) { /* else (no memory): freed alone, as before sharing existed */
+    g->live++;
+    w->shared_key = key;
+  }
+  pthread_mutex_unlock(&groups_lock);
+}
+
+static void free_now(chorus_gpu_arenas *w);
+
 void chorus_gpu_arenas_free(chorus_gpu_arenas *w) {
+  if (!w->shared_key) {
+    free_now(w);
+    return;
+  }
+  chorus_gpu_arenas_settled(w);
+  pthread_mutex_lock(&groups_lock);
+  arena_group **link = &groups;
+  while (*link && (*link)->key != w->shared_key) link = &(*link)->next;
+  arena_group *g = *link;
+  w->shared_key = 0;
+  if (g && --g->live > 0 && g->nheld < CHORUS_KERN_MAX_RANKS) {
+    g->held[g->nheld++] = *w; /* its peers' kernels may still touch it */
+    memset(w, 0, sizeof *w);
+    pthread_mutex_unlock(&groups_lock);
+    return;
+  }
+  if (g && g->live <= 0) *link = g->next;
+  pthread_mutex_unlock(&groups_lock);
+  free_now(w);
+  if (g && g->live <= 0) {
+    for (int i = 0; i < g->nheld; i++) {
+      chorus_dev_use(g->held[i].device);
+      free_now(&g->held[i]);
+    }
+    chorus_dev_use(w->device);
+    chorus_free(g);
+  }
+}
+
+static void free_now(chorus_gpu_arenas *w) {
   chorus_gpu_arenas_settled(w);
   for (int p = 0; p < CHORUS_KERN_MAX_RANKS; p++) {
     if (w->ipc[p]) chorus_dev_ipc_close(w->ipc[p]);

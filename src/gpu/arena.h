@@ -58,6 +58,7 @@ typedef struct chorus_gpu_arenas {
   void *imported[CHORUS_KERN_MAX_RANKS]; /* cumem: peers' arenas mapped from descriptors */
   size_t imported_bytes[CHORUS_KERN_MAX_RANKS];
   void *base[CHORUS_KERN_MAX_RANKS]; /* every arena as this rank's GPU reaches it */
+  uint64_t shared_key;               /* chorus_gpu_arenas_share's key (0: not shared) */
 } chorus_gpu_arenas;
 
 /* A CUDA failure that device.h recorded, as ncclUnhandledCudaError with a
@@ -81,7 +82,15 @@ ncclResult_t chorus_gpu_arenas_map(chorus_gpu_arenas *w, const chorus_gpu_arena_
                                    const chorus_topo *topo, size_t test_off);
 /* After every rank has mapped (a barrier): drops the names peers used. */
 void chorus_gpu_arenas_settled(chorus_gpu_arenas *w);
-/* Unmaps the peers' arenas and frees this rank's (the device idle). */
+/* Ranks of one communicator in one process reach each other's arenas
+ * directly, and a rank's kernel may run on after a peer's communicator is
+ * aborted (until it notices, or its deadline passes): so their arenas go
+ * together, when the last of them is freed. Each such rank calls this once
+ * after mapping, before any of them can finish its init; key names the
+ * communicator in this process (nonzero, the same on all its ranks here). */
+void chorus_gpu_arenas_share(chorus_gpu_arenas *w, uint64_t key);
+/* Unmaps the peers' arenas and frees this rank's (its device idle), or,
+ * when shared, hands them to the last of its process's ranks to go. */
 void chorus_gpu_arenas_free(chorus_gpu_arenas *w);
 /* "device memory", "cuMem device memory", "pinned host memory (staged)". */
 const char *chorus_gpu_arenas_kind(const chorus_gpu_arenas *w);

@@ -71,6 +71,7 @@ static void kernel_comm(chorus_gpu *g, const chorus_gpu_settings *st,
   kc->p2p_ll_parts = st->p2p_ll_parts;
   kc->p2p_ll_lines = st->p2p_ll_lines;
   kc->fail_off = (uint32_t)a->failures;
+  kc->board_off = (uint32_t)a->board;
   kc->p2p_pull = st->p2p_pull;
   kc->p2p_slots = st->p2p_slots;
   kc->zc_off = (uint32_t)a->zc_lines;
@@ -205,6 +206,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
         g->all_local = 0;
     }
   g->key = (uint64_t)(uint32_t)rec[0].pid << 32 ^ rec[0].addr;
+  if (!g->all_remote) chorus_gpu_arenas_share(&g->arenas, g->key | 1);
   CHECK_GOTO(chorus_bootstrap_barrier(bs), res, fail);
   chorus_gpu_arenas_settled(&g->arenas); /* every peer has mapped every arena */
   CHECK_GOTO(watch_peers(g, rec, nranks), res, fail);
@@ -240,6 +242,37 @@ void chorus_gpu_free(chorus_gpu *g) {
 
 void chorus_gpu_abort(chorus_gpu *g) {
   if (g && g->ctl_host) __atomic_store_n((int32_t *)g->ctl_host, 1, __ATOMIC_RELEASE);
+}
+
+void chorus_gpu_tell_aborted(chorus_gpu *g) {
+  if (!g || !g->arenas.base[g->rank]) return;
+  /* This rank's failure words in each peer's arena (kern_util.cuh,
+   * fail_words: why, its peer, two infos), the reason last: the peer's
+   * waiting kernels stop with it as they do with a mismatch another rank
+   * found. A rank aborting because its kernel failed passes that first
+   * cause on (rank V exited, say), so that the peers name V, not the
+   * messenger. */
+  uint32_t words[8] = {CHORUS_KERN_ABORTED, (uint32_t)g->rank};
+  const volatile int32_t *ctl = g->ctl_host;
+  const volatile uint64_t *info =
+      (const volatile uint64_t *)((const char *)g->ctl_host + STATUS_INFO_OFF);
+  const int32_t st = ctl[1];
+  if (st != CHORUS_KERN_OK && st != CHORUS_KERN_ABORTED) {
+    const int forwarded = st == CHORUS_KERN_PEER_FAILED;
+    words[0] = forwarded ? (uint32_t)(info[2] >> 32) : (uint32_t)st;
+    words[1] = forwarded ? (uint32_t)info[2] : (uint32_t)ctl[2];
+    memcpy(&words[2], (const void *)&info[0], 8);
+    memcpy(&words[4], (const void *)&info[1], 8);
+  }
+  chorus_dev_use(g->device);
+  for (int p = 0; p < g->nranks; p++) {
+    if (p == g->rank || !g->arenas.base[p]) continue;
+    char *at = (char *)g->arenas.base[p] + g->kc.fail_off + (size_t)g->rank * 32;
+    if (chorus_dev_put(at + 4, &words[1], sizeof words - 4) != 0 ||
+        chorus_dev_put(at, &words[0], 4) != 0)
+      INFO(CHORUS_INIT, "rank %d: could not tell rank %d's GPU of the abort (%s)", g->rank, p,
+           chorus_dev_error());
+  }
 }
 
 /* What kernel status `why` means, in words (into buf), and its result
@@ -327,6 +360,12 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
           : status_words(g, st, g->rank, g->device, peer, info[0], info[1], words, sizeof words);
   if (__atomic_exchange_n(&g->reported, 1, __ATOMIC_ACQ_REL)) return code;
   if (st == CHORUS_KERN_ABORTED) return chorus_error(code, "%s", words);
+  if (st == CHORUS_KERN_PEER_FAILED && why == CHORUS_KERN_ABORTED)
+    return chorus_error(ncclRemoteError,
+                        "rank %d (GPU %d): rank %d called ncclCommAbort while a GPU kernel here "
+                        "waited for it; the communicator cannot be used any more (ncclCommAbort "
+                        "it)",
+                        g->rank, g->device, peer);
   if (st == CHORUS_KERN_PEER_FAILED)
     return chorus_error(
         code,

@@ -31,6 +31,10 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
 void chorus_gpu_free(chorus_gpu *g);
 /* Stops every kernel of this communicator that is waiting (any thread). */
 void chorus_gpu_abort(chorus_gpu *g);
+/* After chorus_gpu_abort, for ncclCommAbort: tells the peers' GPUs, so
+ * that their kernels waiting for this rank stop at once (with "rank R
+ * called ncclCommAbort") instead of at their deadline. */
+void chorus_gpu_tell_aborted(chorus_gpu *g);
 /* ncclSuccess, or the error a kernel reported (a peer that never came, an
  * abort), with a message naming the peer. */
 ncclResult_t chorus_gpu_async_error(chorus_gpu *g);

@@ -60,14 +60,14 @@ static uint32_t probe_facts(void *arg, const chorus_plan_call *c, uint32_t want)
 static void describe(chorus_op **ops, size_t n, chorus_plan_call *calls) {
   for (size_t i = 0; i < n; i++) {
     chorus_op *op = ops[i];
-    const chorus_gpu *g = op->cc->gpu;
+    chorus_gpu *g = op->cc->gpu;
     /* The call's number among its communicator's collectives (every rank
-     * counts them alike, chorus_gpu_enqueue): the ones before this group,
-     * then this group's before it. Only matching uses it, which groups of
-     * thousands of calls skip. */
-    uint64_t seq = g->coll_seq;
-    for (size_t j = 0; j < i && n <= 1024; j++)
-      seq += ops[j]->cc->gpu == g && !chorus_gpu_is_p2p(ops[j]);
+     * counts them alike, before anything can fail): the planner matches
+     * calls by it, the kernels post it on the call board (a Send/Recv
+     * carries the number of the next collective). */
+    const uint64_t seq = g->coll_seq;
+    if (!chorus_gpu_is_p2p(op)) g->coll_seq++;
+    op->meta.seq = seq;
     calls[i] = (chorus_plan_call){&op->cc->plan,
                                   op->func,
                                   op->count,
@@ -246,9 +246,6 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n) {
     }
   }
   describe(ops, n, calls);
-  /* Every rank counts every call, before anything can fail. */
-  for (size_t i = 0; i < n; i++)
-    if (!chorus_gpu_is_p2p(ops[i])) ops[i]->cc->gpu->coll_seq++;
   const chorus_plan_probe probe = {probe_facts, NULL};
   char err[320];
   if (plan(calls, n, &probe, tasks, err, sizeof err) != 0) {

@@ -36,6 +36,8 @@ void chorus_gpu_arena_layout_make(const chorus_gpu_settings *s, int nranks,
   a->p2p_acks = chorus_layout_add(l, "Send/Recv LL acks", 4 * (size_t)R * P, 1024);
   a->p2p_barrier = chorus_layout_add(l, "Send/Recv LL barrier", 4 * (1 + (size_t)P), 1024);
   a->failures = chorus_layout_add(l, "failures", 32 * (size_t)R, 1024);
+  a->board = chorus_layout_add(l, "call board",
+                               (size_t)R * CHORUS_KERN_BOARD_SLOTS * CHORUS_KERN_LINE, 1024);
   a->ll_headers =
       chorus_layout_add(l, "LL call headers", 2 * (size_t)R * B * CHORUS_KERN_LINE, 65536);
   a->zc_lines = chorus_layout_add(l, "zero-copy barrier lines", 32 * (size_t)B * R, 16384);

@@ -45,6 +45,7 @@ typedef struct chorus_gpu_arena_layout {
   size_t p2p_acks;    /* Send/Recv LL acks [dst][part] (peers) */
   size_t p2p_barrier; /* Send/Recv LL barrier across CTAs: generation, arrivals [part] */
   size_t failures;    /* failures other ranks found: [src] x 32 B (peers) */
+  size_t board;       /* the call board [source rank][slot] x 16 B (peers) */
   size_t ll_headers;  /* LL call headers [parity 2][source rank][block] x 16 B (peers) */
   size_t zc_lines;    /* zero-copy barrier lines [CTA][source rank] x 32 B (peers) */
   size_t ll_slots;    /* LL slots [parity 2][source rank n][ll lines] x 16 B (peers) */

@@ -210,6 +210,7 @@ int chorus_gpu_lower(int rank, int nranks, const chorus_op *op, const chorus_tas
     if (!out[i].ring)
       out[i].ll = t->algo == CHORUS_ALGO_RING ? t->tail_proto == CHORUS_PROTO_LL : ll;
     out[i].desc = chorus_gpu_call_desc(op);
+    out[i].seq = (uint32_t)op->meta.seq;
   }
   return k;
 }

@@ -60,6 +60,7 @@ int chorus_gpu_zc_shape(const chorus_op *op, const chorus_task *t, int nranks, c
   d->kind = kind;
   d->bytes = bytes;
   d->desc = chorus_gpu_call_desc(op);
+  d->seq = (uint32_t)op->meta.seq;
   return kind;
 }
 

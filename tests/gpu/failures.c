@@ -11,6 +11,10 @@
  *   abort:        no deadline; rank 0's kernel waits for rank 1 until
  *                 another thread calls ncclCommAbort, which must return and
  *                 leave the stream idle.
+ *   abort frees the peer: no deadline; rank 0's kernel waits for rank 1,
+ *                 which calls ncclCommAbort instead: rank 0's kernel must
+ *                 end within 1 s, its async error ncclRemoteError saying
+ *                 that rank 1 called ncclCommAbort.
  *   size mismatch: an ncclSend and its ncclRecv of another size (LL lines,
  *                 in one part or many; FIFO chunks): the receiver's kernel
  *                 ends at once and its async error is ncclInvalidUsage
@@ -146,6 +150,38 @@ static void abort_waiting(size_t count, const char *what) {
     l.comms[0] = NULL;
   }
   ncclCommAbort(l.comms[1]);
+  lone_free(&l);
+  unsetenv("CHORUS_OP_TIMEOUT");
+}
+
+/* No deadline: rank 1, which rank 0's kernel waits for, aborts its
+ * communicator; that must end rank 0's wait at once. */
+static void abort_frees_peer(size_t count, const char *what) {
+  setenv("CHORUS_OP_TIMEOUT", "0", 1);
+  lone l = {0};
+  if (lone_start(&l, count, 0) == 0) {
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    EXPECT(cudaStreamQuery(l.s) == cudaErrorNotReady,
+           "%s: rank 0's kernel finished although rank 1 never joined", what);
+    const double t0 = now();
+    EXPECT(ncclCommAbort(l.comms[1]) == ncclSuccess, "%s: rank 1's ncclCommAbort failed", what);
+    l.comms[1] = NULL;
+    const double waited = wait_stream(l.s, 5);
+    const double took = now() - t0;
+    EXPECT(waited >= 0 && took < 1.0,
+           "%s: rank 0's kernel still waited %.2f s after rank 1's ncclCommAbort", what, took);
+    ncclResult_t async = ncclSuccess;
+    EXPECT(ncclCommGetAsyncError(l.comms[0], &async) == ncclSuccess, "ncclCommGetAsyncError");
+    const char *msg = ncclGetLastError(l.comms[0]);
+    EXPECT(async == ncclRemoteError && msg && strstr(msg, "rank 1 called ncclCommAbort"),
+           "%s: rank 0's async error is %s: \"%s\"", what, ncclGetErrorString(async),
+           msg ? msg : "");
+    printf("abort frees the peer (%s): rank 0's kernel ended %.3f s after it: %s\n", what, took,
+           msg ? msg : "");
+  }
+  ncclCommAbort(l.comms[0]);
+  if (l.comms[1]) ncclCommAbort(l.comms[1]);
   lone_free(&l);
   unsetenv("CHORUS_OP_TIMEOUT");
 }
@@ -313,6 +349,8 @@ int main(void) {
   silent_peer(1 << 20, "Recv, 4 MiB", 1);
   abort_waiting(256, "LL, 1 KiB");
   abort_waiting(4 << 20, "Simple, 16 MiB");
+  abort_frees_peer(256, "LL, 1 KiB");
+  abort_frees_peer(4 << 20, "Simple, 16 MiB");
   size_mismatch(100, 200, "LL Send/Recv, 400 B sent, 800 B expected");
   size_mismatch(200, 100, "LL Send/Recv, 800 B sent, 400 B expected");
   /* In parts of 4 KiB, a CTA each: 10 parts sent where 20 are awaited. */
@@ -352,6 +390,7 @@ int main(void) {
   setenv("NCCL_P2P_DISABLE", "1", 1);
   silent_peer(256, "staged LL, 1 KiB", 0);
   abort_waiting(4 << 20, "staged Simple, 16 MiB");
+  abort_frees_peer(256, "staged LL, 1 KiB");
   unsetenv("NCCL_P2P_DISABLE");
 
   const int same[2] = {0, 0};

@@ -452,7 +452,7 @@ static void arena_layout(void) {
       chorus_gpu_settings_read(&s, n, staged);
       chorus_gpu_arena_layout a;
       chorus_gpu_arena_layout_make(&s, n, &a);
-      EXPECT_EQ_INT(a.regions.n, 15);
+      EXPECT_EQ_INT(a.regions.n, 16);
       for (int i = 0; i < a.regions.n; i++) {
         const chorus_layout_region *r = &a.regions.region[i];
         EXPECT_EQ_INT(r->off % r->align, 0);
@@ -468,11 +468,11 @@ static void arena_layout(void) {
   chorus_gpu_settings_read(&s, 4, 0);
   chorus_gpu_arena_layout a;
   chorus_gpu_arena_layout_make(&s, 4, &a);
-  const size_t want[] = {0,      256,    512,    1024,   4096,   8192,  139264,
-                         141312, 142336, 143360, 196608, 212992, 262144};
-  const size_t got[] = {a.epochs,     a.zc_epochs,  a.test,     a.acks,        a.totals,
-                        a.counters,   a.p2p_epochs, a.p2p_acks, a.p2p_barrier, a.failures,
-                        a.ll_headers, a.zc_lines,   a.ll_slots};
+  const size_t want[] = {0,      256,    512,    1024,   4096,   8192,   139264,
+                         141312, 142336, 143360, 144384, 196608, 212992, 262144};
+  const size_t got[] = {a.epochs,   a.zc_epochs,  a.test,     a.acks,        a.totals,
+                        a.counters, a.p2p_epochs, a.p2p_acks, a.p2p_barrier, a.failures,
+                        a.board,    a.ll_headers, a.zc_lines, a.ll_slots};
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) EXPECT_EQ_INT(got[i], want[i]);
   EXPECT_EQ_INT(a.fifos % 65536, 0);
   chorus_layout l;
