@@ -10,9 +10,16 @@ million calls, and the libFuzzer harnesses (--fuzzers DIR, from
 build-fuzz). Each trial is a process tree with its own deadline; a trial
 that does not end is a hang.
 
+On the GPU machine, --gpu-only runs the GPU classes alone and rewrites
+the GPU section of the report (the host's stays): SIGKILL of a random rank
+of 2-4 processes, one per GPU (campaign_trial_gpu), and random mismatches
+on 2-4 GPUs driven by one process (gpu_mismatch_rand).
+
 usage: campaign.py [--short] --trial BIN --mismatch BIN [--fuzzers DIR]
                    [--kills N] [--aborts N] [--stops N] [--mismatches N]
                    [--soak-calls N] [--fuzz-runs N] [--out FILE]
+       campaign.py --gpu-only --gpu-trial BIN --gpu-mismatch BIN
+                   [--gpu-kills N] [--gpu-mismatches N] [--out FILE]
 """
 import argparse
 import datetime
@@ -64,11 +71,11 @@ class Tally:
             self.leftovers, med, mx)
 
 
-def trial_class(args, tally, mode, n_of, env, count, limit=60):
+def trial_class(args, tally, mode, n_of, env, count, limit=60, trial=None):
     for i in range(count):
         seed = 1000 * len(tally.name) + i + args.seed
         n = n_of(i)
-        rc, out, err, _ = run([args.trial, mode, str(n), str(seed)], env, limit)
+        rc, out, err, _ = run([trial or args.trial, mode, str(n), str(seed)], env, limit)
         tally.trials += 1
         line = next((l for l in out.splitlines() if l.startswith("trial ")), "")
         kv = dict(re.findall(r"(\w+)=(\S+)", line))
@@ -112,6 +119,97 @@ def mismatch_class(args, tally, mode, n, env, trials):
         tally.extra.append(max(worst))
 
 
+def gpu_mismatch_class(args, tally, trials):
+    rc, out, err, took = run([args.gpu_mismatch, str(trials), str(args.seed)], {}, 1800)
+    m = re.search(r"(\d+) of (\d+) ranks' trials caught within [\d.]+ s, worst ([\d.]+) s", out)
+    tally.trials += int(m.group(2)) if m else 0
+    if rc is None:
+        tally.hangs += 1
+    elif m:
+        tally.failures += int(m.group(2)) - int(m.group(1))
+        tally.times.append(float(m.group(3)) * 1000)
+    elif rc != 0:
+        tally.failures += 1
+    if rc not in (0, None) and len(tally.examples) < 3:
+        tally.examples.append("\n".join(l for l in err.splitlines() if l.startswith("FAIL"))[:600])
+
+
+def gpu_count():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
+        return sum(1 for l in out.splitlines() if l.startswith("GPU"))
+    except OSError:
+        return 0
+
+
+def replace_section(path, title, body):
+    """The report with section `## title` (up to the next `## `) replaced by
+    body, or added at the end."""
+    old = open(path).read().splitlines() if os.path.exists(path) else ["# Reliability"]
+    head = "## " + title
+    if head in old:
+        i = old.index(head)
+        j = next((k for k in range(i + 1, len(old)) if old[k].startswith("## ")), len(old))
+        new = old[:i] + body + ([""] + old[j:] if j < len(old) else [])
+    else:
+        new = old + [""] + body
+    while new and new[-1] == "":
+        new.pop()
+    with open(path, "w") as f:
+        f.write("\n".join(new) + "\n")
+
+
+HEADER = [
+    "| class | fault | trials | failures | hangs | crashes | leftovers | detection median (ms) | max (ms) |",
+    "|---|---|---|---|---|---|---|---|---|",
+]
+
+
+def gpu_main(args):
+    ngpu = min(gpu_count(), 4)
+    if ngpu < 2:
+        print("campaign --gpu-only: fewer than two GPUs")
+        return 1
+    t0 = time.time()
+    k = Tally("gpu-kill", "SIGKILL of a random rank, 2-%d processes, one per GPU" % ngpu)
+    trial_class(args, k, "kill", lambda i: 2 + i % (ngpu - 1), {"CHORUS_OP_TIMEOUT": 20,
+                "NCCL_NVLS_ENABLE": 0}, args.gpu_kills, trial=args.gpu_trial)
+    m = Tally("gpu-mismatch", "one rank changes function, count, op or root; 2-%d GPUs, one "
+              "process (max: the worst trial)" % ngpu)
+    gpu_mismatch_class(args, m, args.gpu_mismatches)
+    tallies = [k, m]
+    took = time.time() - t0
+    bad = sum(t.failures + t.hangs + t.crashes + t.leftovers for t in tallies)
+    for t in tallies:
+        print(t.row())
+        for ex in t.examples:
+            print("   e.g. " + ex.replace("\n", "\n        "))
+    print("campaign (GPUs): %d problem(s) in %.0f s" % (bad, took))
+    gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
+                          capture_output=True, text=True).stdout.splitlines()
+    body = [
+        "## GPUs",
+        "",
+        "What `scripts/campaign.py --gpu-only` measured on %dx %s, commit %s, %s, in %.0f s. "
+        "Regenerate there with `python3 scripts/campaign.py --gpu-only --gpu-trial "
+        "build-gpu/tests/campaign/campaign_trial_gpu --gpu-mismatch "
+        "build-gpu/tests/gpu/gpu_mismatch_rand`. A kill's survivors wait for their stream and "
+        "must then fail, naming the dead rank, within 1 s of the kill; a mismatch must reach "
+        "every rank within 1 s (through its call or, where its call ended cleanly, the next)."
+        % (len(gpus), gpus[0] if gpus else "?", commit_of(), datetime.date.today().isoformat(),
+           took),
+        "",
+    ] + HEADER + [t.row() for t in tallies]
+    replace_section(args.out, "GPUs", body)
+    print("wrote the GPU section of " + args.out)
+    return 1 if bad else 0
+
+
+def commit_of():
+    return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip() or "?"
+
+
 def fuzz_class(args, tally, name, runs):
     exe = os.path.join(args.fuzzers, name)
     corpus = os.path.join(ROOT, "tests", "fuzz", "corpus", name)
@@ -133,8 +231,13 @@ def fuzz_class(args, tally, name, runs):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--short", action="store_true")
-    ap.add_argument("--trial", required=True)
-    ap.add_argument("--mismatch", required=True)
+    ap.add_argument("--trial")
+    ap.add_argument("--mismatch")
+    ap.add_argument("--gpu-only", action="store_true")
+    ap.add_argument("--gpu-trial")
+    ap.add_argument("--gpu-mismatch")
+    ap.add_argument("--gpu-kills", type=int, default=100)
+    ap.add_argument("--gpu-mismatches", type=int, default=100)
     ap.add_argument("--fuzzers")
     ap.add_argument("--kills", type=int, default=1000)
     ap.add_argument("--stops", type=int, default=40)
@@ -145,6 +248,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs", "RELIABILITY.md"))
     args = ap.parse_args()
+    if args.gpu_only:
+        if not (args.gpu_trial and args.gpu_mismatch):
+            ap.error("--gpu-only needs --gpu-trial and --gpu-mismatch")
+        return gpu_main(args)
+    if not (args.trial and args.mismatch):
+        ap.error("--trial and --mismatch are needed")
     if args.short:
         args.kills, args.stops, args.aborts, args.mismatches = 6, 2, 3, 60
         args.soak_calls, args.fuzz_runs = 20000, 20000
@@ -195,10 +304,9 @@ def main():
     if args.short:
         return 1 if bad else 0
 
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    commit = commit_of()
     lines = [
-        "# Reliability",
+        "## Host memory",
         "",
         "What `scripts/campaign.py` measured, on %s (%d cores), commit %s, %s, in %.0f s. "
         "Regenerate with `python3 scripts/campaign.py --trial build/tests/campaign/campaign_trial "
@@ -212,9 +320,7 @@ def main():
         "is per survivor, from the fault (for a stop above the op timeout: from the timeout) to "
         "its call's return; for mismatches, per rank and trial, from its call to its error.",
         "",
-        "| class | fault | trials | failures | hangs | crashes | leftovers | detection median (ms) | max (ms) |",
-        "|---|---|---|---|---|---|---|---|---|",
-    ]
+    ] + HEADER
     lines += [t.row() for t in tallies]
     ab = next(t for t in tallies if t.name == "abort")
     if ab.extra:
@@ -226,14 +332,12 @@ def main():
         lines += ["", "Soak: `%s`." % so.extra[0]]
     lines += [
         "",
-        "Not measured yet: kills on GPUs (one process per GPU and one for all), allocation "
-        "failures injected (malloc, shared memory, cudaMalloc) and a full /dev/shm, strangers "
-        "on every port as a campaign class (the bootstrap's acceptor is fuzzed and unit-tested: "
-        "`fuzz_hello`, `test_hello`).",
+        "Not measured yet: allocation failures injected (malloc, shared memory, cudaMalloc) "
+        "and a full /dev/shm, strangers on every port as a campaign class (the bootstrap's "
+        "acceptor is fuzzed and unit-tested: `fuzz_hello`, `test_hello`).",
     ]
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("wrote " + args.out)
+    replace_section(args.out, "Host memory", lines)
+    print("wrote the host section of " + args.out)
     return 1 if bad else 0
 
 

@@ -14,7 +14,10 @@
  *   soak   SOAK_CALLS calls (default 1,000,000) over sizes from 4 B to
  *          256 KiB; memory, descriptors and /dev/shm must stay flat
  * Transport by environment: TRIAL_HOSTS=H makes H hosts of the ranks
- * (NCCL_HOSTID), NCCL_SHM_DISABLE=1 TCP only. Ranks stop together: every
+ * (NCCL_HOSTID), NCCL_SHM_DISABLE=1 TCP only. Built with TRIAL_GPU
+ * (campaign_trial_gpu), rank r drives GPU r: its buffers are device memory
+ * on a stream of its own, each round waits for the stream, and a failure
+ * is what ncclCommGetAsyncError says after the wait (kill only). Ranks stop together: every
  * round starts with an AllReduce of rank 0's "stop" flag.
  *
  * Prints one line: "trial mode=... key=value ..." and exits 0 when the
@@ -34,6 +37,9 @@
 #include <unistd.h>
 
 #include "nccl.h"
+#ifdef TRIAL_GPU
+#include <cuda_runtime.h>
+#endif
 
 #define MAXR     16
 #define LIMIT_NS (1000ll * 1000000) /* detection within 1 s */
@@ -140,6 +146,27 @@ static void fail_note(report *r, ncclResult_t res, ncclComm_t comm, int victim) 
   r->named = msg && strstr(msg, want) != NULL;
 }
 
+#ifdef TRIAL_GPU
+/* One round on the GPU: the stop flag's AllReduce, then (not stopping) a
+ * data AllReduce of count floats; waits for the stream and returns the
+ * communicator's state. */
+static ncclResult_t gpu_round(ncclComm_t comm, cudaStream_t st, float *dstop, float *dbuf,
+                              size_t count, float *stop) {
+  if (cudaMemcpyAsync(dstop, stop, sizeof *stop, cudaMemcpyHostToDevice, st) != cudaSuccess)
+    return ncclUnhandledCudaError;
+  ncclResult_t res = ncclAllReduce(dstop, dstop, 1, ncclFloat, ncclMax, comm, st);
+  if (res == ncclSuccess &&
+      (cudaMemcpyAsync(stop, dstop, sizeof *stop, cudaMemcpyDeviceToHost, st) != cudaSuccess ||
+       cudaStreamSynchronize(st) != cudaSuccess))
+    return ncclUnhandledCudaError;
+  if (res == ncclSuccess && *stop == 0)
+    res = ncclAllReduce(dbuf, dbuf, count, ncclFloat, ncclSum, comm, st);
+  ncclResult_t async = ncclSuccess;
+  if (res == ncclSuccess && ncclCommGetAsyncError(comm, &async) == ncclSuccess) res = async;
+  return res;
+}
+#endif
+
 static int rank_body(const plan *p, int rank) {
   report *r = &p->rep[rank];
   const char *hosts = getenv("TRIAL_HOSTS");
@@ -148,6 +175,13 @@ static int rank_body(const plan *p, int rank) {
     snprintf(hid, sizeof hid, "trial-host-%d", rank * atoi(hosts) / p->n);
     setenv("NCCL_HOSTID", hid, 1);
   }
+#ifdef TRIAL_GPU
+  float *dstop = NULL, *dbuf = NULL;
+  cudaStream_t st = NULL;
+  if (cudaSetDevice(rank) != cudaSuccess || cudaMalloc((void **)&dstop, sizeof *dstop) ||
+      cudaMalloc((void **)&dbuf, 262144 * sizeof *dbuf) || cudaStreamCreate(&st))
+    return 2;
+#endif
   const int64_t id_by = now_ns() + 20ll * 1000000000;
   while (!__atomic_load_n(&p->sid->ready, __ATOMIC_ACQUIRE) && now_ns() < id_by) sleep_ns(1000000);
   if (__atomic_load_n(&p->sid->ready, __ATOMIC_ACQUIRE) != 1) return 2;
@@ -175,13 +209,17 @@ static int rank_body(const plan *p, int rank) {
   for (long i = 0;; i++) {
     float stop = 0;
     if (rank == 0) stop = soak ? (float)(i >= soak_calls / 2) : (float)(now_ns() - t0 > RUN_NS);
+    s = mix(s);
+    const size_t count = (size_t)1 << (s % 17); /* 4 B .. 256 KiB (64 KiB soaking) */
+#ifdef TRIAL_GPU
+    res = gpu_round(comm, st, dstop, dbuf, count, &stop);
+    if (res == ncclSuccess && stop > 0) break;
+#else
     res = ncclAllReduce(&stop, &stop, 1, ncclFloat, ncclMax, comm, NULL);
     if (res == ncclSuccess && stop > 0) break;
-    if (res == ncclSuccess) {
-      s = mix(s);
-      const size_t count = (size_t)1 << (s % 17); /* 4 B .. 256 KiB (64 KiB soaking) */
+    if (res == ncclSuccess)
       res = ncclAllReduce(buf, buf, count < maxc ? count : maxc, ncclFloat, ncclSum, comm, NULL);
-    }
+#endif
     if (res != ncclSuccess) {
       fail_note(r, res, aborts ? NULL : comm, p->victim);
       if (aborts) r->returned_ns = r->fail_ns;
@@ -207,6 +245,12 @@ static int rank_body(const plan *p, int rank) {
     ncclCommDestroy(comm);
   }
   free(buf);
+#ifdef TRIAL_GPU
+  cudaStreamSynchronize(st); /* an aborted stream may still end a kernel */
+  cudaFree(dstop);
+  cudaFree(dbuf);
+  cudaStreamDestroy(st);
+#endif
   r->done = 1;
   return 0;
 }
@@ -222,7 +266,12 @@ int main(int argc, char **argv) {
   }
   plan p = {argv[1], atoi(argv[2]), 0, strtoull(argv[3], NULL, 10), NULL, NULL};
   const char *m = p.mode;
-  if (p.n < 2 || p.n > MAXR ||
+#ifdef TRIAL_GPU
+  const int gpu_only_kills = strcmp(m, "kill") != 0;
+#else
+  const int gpu_only_kills = 0;
+#endif
+  if (p.n < 2 || p.n > MAXR || gpu_only_kills ||
       (strcmp(m, "kill") && strcmp(m, "stop") && strcmp(m, "abort") && strcmp(m, "soak"))) {
     fprintf(stderr, "usage: %s kill|stop|abort|soak NRANKS(2..%d) SEED\n", argv[0], MAXR);
     return 2;
@@ -316,7 +365,11 @@ int main(int argc, char **argv) {
       bad++;
     }
   }
+#ifdef TRIAL_GPU
+  printf("trial gpu=1 mode=%s n=%d seed=%llu victim=%d hosts=%s shm=%s", m, p.n,
+#else
   printf("trial mode=%s n=%d seed=%llu victim=%d hosts=%s shm=%s", m, p.n,
+#endif
          (unsigned long long)p.seed, p.victim, getenv("TRIAL_HOSTS") ? getenv("TRIAL_HOSTS") : "1",
          getenv("NCCL_SHM_DISABLE") && atoi(getenv("NCCL_SHM_DISABLE")) ? "off" : "on");
   if (!strcmp(m, "stop")) printf(" stop_ms=%.0f above=%d", ms(stop_ns), above);
