@@ -206,7 +206,8 @@ def gpu_main(args):
 
 
 def commit_of():
-    return subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+    # "-dirty": what ran is not the commit alone, and the report says so.
+    return subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=7"],
                           capture_output=True, text=True).stdout.strip() or "?"
 
 
