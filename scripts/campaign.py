@@ -15,7 +15,7 @@ the GPU section of the report (the host's stays): SIGKILL of a random rank
 of 2-4 processes, one per GPU (campaign_trial_gpu), and random mismatches
 on 2-4 GPUs driven by one process (gpu_mismatch_rand).
 
-usage: campaign.py [--short] --trial BIN --mismatch BIN [--fuzzers DIR]
+usage: campaign.py [--short] --trial BIN --mismatch BIN [--fuzzers DIR] [--badtable BIN]
                    [--kills N] [--aborts N] [--stops N] [--mismatches N]
                    [--soak-calls N] [--fuzz-runs N] [--out FILE]
        campaign.py --gpu-only --gpu-trial BIN --gpu-mismatch BIN
@@ -117,6 +117,25 @@ def mismatch_class(args, tally, mode, n, env, trials):
     tally.times += [float(m[2]) for m in got]
     if worst:
         tally.extra.append(max(worst))
+
+
+def badtable_class(args, tally):
+    rc, out, err, took = run([args.badtable], {}, 900)
+    m = re.search(r"badtable: (\d+) cases, (\d+) right, (\d+) crashes, (\d+) hangs, (\d+) wrong",
+                  out)
+    if not m:
+        tally.trials += 1
+        tally.hangs += rc is None
+        tally.failures += rc is not None
+        return
+    cases, right, crashes, hangs, wrong = (int(g) for g in m.groups())
+    tally.trials += cases
+    tally.failures += wrong
+    tally.crashes += crashes
+    tally.hangs += hangs
+    if wrong and len(tally.examples) < 3:
+        tally.examples.append("\n".join(l for l in out.splitlines()
+                                        if l.startswith(("WRONG", "CRASH", "HANG")))[:600])
 
 
 def gpu_mismatch_class(args, tally, trials):
@@ -240,6 +259,7 @@ def main():
     ap.add_argument("--gpu-kills", type=int, default=100)
     ap.add_argument("--gpu-mismatches", type=int, default=100)
     ap.add_argument("--fuzzers")
+    ap.add_argument("--badtable")
     ap.add_argument("--kills", type=int, default=1000)
     ap.add_argument("--stops", type=int, default=40)
     ap.add_argument("--aborts", type=int, default=1000)
@@ -289,6 +309,11 @@ def main():
     trial_class(args, so, "soak", lambda i: 2, dict(quick, SOAK_CALLS=args.soak_calls), 1,
                 limit=3600)
     tallies.append(so)
+    if args.badtable:
+        b = Tally("bad-arguments", "every public function x every class of bad argument, a "
+                  "process per case (trials: cases)")
+        badtable_class(args, b)
+        tallies.append(b)
     if args.fuzzers:
         for name in ("fuzz_uid", "fuzz_hello", "fuzz_config", "fuzz_settings"):
             f = Tally(name, "libFuzzer, executions")
@@ -311,7 +336,8 @@ def main():
         "",
         "What `scripts/campaign.py` measured, on %s (%d cores), commit %s, %s, in %.0f s. "
         "Regenerate with `python3 scripts/campaign.py --trial build/tests/campaign/campaign_trial "
-        "--mismatch build/tests/coll/test_mismatch --fuzzers build-fuzz/tests/fuzz`."
+        "--mismatch build/tests/coll/test_mismatch --badtable build/tests/coll/test_badtable "
+        "--fuzzers build-fuzz/tests/fuzz`."
         % (socket.gethostname(), os.cpu_count(), commit,
            datetime.date.today().isoformat(), took),
         "",

@@ -43,10 +43,11 @@ static ncclResult_t leave_groups(ncclComm_t comm, const char *what) {
                         "first",
                         what);
   const size_t dropped = chorus_group_drop(comm);
-  if (dropped)
-    WARN("%s inside a group: its %zu queued call(s) on this communicator are dropped, and "
-         "ncclGroupEnd returns ncclInvalidUsage",
-         what, dropped);
+  if (dropped) /* the group's failure; ncclGetLastError says why after ncclGroupEnd */
+    (void)chorus_error(ncclInvalidUsage,
+                       "%s inside a group: its %zu queued call(s) on this communicator are "
+                       "dropped, and ncclGroupEnd returns ncclInvalidUsage",
+                       what, dropped);
   const int elsewhere = __atomic_load_n(&comm->cc.queued, __ATOMIC_ACQUIRE);
   if (elsewhere > 0)
     return chorus_error(ncclInvalidUsage,
