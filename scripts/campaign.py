@@ -5,9 +5,11 @@ each, no report; CTest runs that as campaign.short).
 
 Classes: SIGKILL of a random rank at a random moment (shared memory, TCP,
 two hosts), SIGSTOP below and above the op timeout, ncclCommAbort from
-another thread, random mismatches (tests/coll/test_mismatch), a soak of a
-million calls, and the libFuzzer harnesses (--fuzzers DIR, from
-build-fuzz). Each trial is a process tree with its own deadline; a trial
+another thread, random mismatches (tests/coll/test_mismatch), strangers on
+every port, a host allocation that fails, a /dev/shm too small (a tmpfs
+of its own in a mount namespace, where unshare works), the bad-argument
+table (--badtable), a soak of a million calls, and the libFuzzer harnesses
+(--fuzzers DIR, from build-fuzz). Each trial is a process tree with its own deadline; a trial
 that does not end is a hang.
 
 On the GPU machine, --gpu-only runs the GPU classes alone and rewrites
@@ -71,11 +73,25 @@ class Tally:
             self.leftovers, med, mx)
 
 
-def trial_class(args, tally, mode, n_of, env, count, limit=60, trial=None):
+def small_shm(i, seed):
+    """A command prefix that runs a trial where /dev/shm is a tmpfs of its
+    own (a mount namespace), from 256 KiB to 40 MiB: too small for every
+    rank's segment in most trials, enough in some."""
+    kib = 256 + (seed * 7919 + i * 104729) % (40 * 1024 - 256)
+    return ["unshare", "-m", "sh", "-c",
+            'mount -t tmpfs -o size=%dk tmpfs /dev/shm && exec "$0" "$@"' % kib]
+
+
+def can_unshare():
+    return subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode == 0
+
+
+def trial_class(args, tally, mode, n_of, env, count, limit=60, trial=None, prefix=None):
     for i in range(count):
         seed = 1000 * len(tally.name) + i + args.seed
         n = n_of(i)
-        rc, out, err, _ = run([trial or args.trial, mode, str(n), str(seed)], env, limit)
+        pre = prefix(i, seed) if prefix else []
+        rc, out, err, _ = run(pre + [trial or args.trial, mode, str(n), str(seed)], env, limit)
         tally.trials += 1
         line = next((l for l in out.splitlines() if l.startswith("trial ")), "")
         kv = dict(re.findall(r"(\w+)=(\S+)", line))
@@ -264,6 +280,9 @@ def main():
     ap.add_argument("--stops", type=int, default=40)
     ap.add_argument("--aborts", type=int, default=1000)
     ap.add_argument("--mismatches", type=int, default=1000)
+    ap.add_argument("--allocs", type=int, default=300)
+    ap.add_argument("--strangers", type=int, default=100)
+    ap.add_argument("--shmfulls", type=int, default=100)
     ap.add_argument("--soak-calls", type=int, default=1000000)
     ap.add_argument("--fuzz-runs", type=int, default=10000000)
     ap.add_argument("--seed", type=int, default=1)
@@ -277,6 +296,7 @@ def main():
         ap.error("--trial and --mismatch are needed")
     if args.short:
         args.kills, args.stops, args.aborts, args.mismatches = 6, 2, 3, 60
+        args.allocs, args.shmfulls, args.strangers = 6, 3, 4
         args.soak_calls, args.fuzz_runs = 20000, 20000
     t0 = time.time()
     tallies = []
@@ -305,6 +325,21 @@ def main():
         env = {"NCCL_SHM_DISABLE": 1} if how == "tcp" else ({"MISMATCH_HOSTS": 2} if how == "hosts" else {})
         mismatch_class(args, m, mode, n, env, per)
     tallies.append(m)
+    st = Tally("strangers", "junk on every listening port (the root's, the ranks') during "
+               "init and after: random bytes, huge lengths, bad hellos, idle connections")
+    trial_class(args, st, "strangers", lambda i: 2 + i % 3,
+                quick, args.strangers // 2)
+    trial_class(args, st, "strangers", lambda i: 2 + i % 3, dict(quick, NCCL_SHM_DISABLE=1),
+                args.strangers - args.strangers // 2)
+    tallies.append(st)
+    al = Tally("alloc", "a random rank's n-th host allocation fails, n up to 60 (its init)")
+    trial_class(args, al, "alloc", lambda i: 2 + i % 3, dict(quick, ALLOC_MAX=60), args.allocs)
+    tallies.append(al)
+    if can_unshare():
+        sf = Tally("shm-full", "/dev/shm of 256 KiB-40 MiB (a tmpfs of its own), 2-4 ranks")
+        trial_class(args, sf, "shmfull", lambda i: 2 + i % 3, quick, args.shmfulls,
+                    prefix=small_shm)
+        tallies.append(sf)
     so = Tally("soak", "%d calls, 4 B-256 KiB, 2 ranks" % args.soak_calls)
     trial_class(args, so, "soak", lambda i: 2, dict(quick, SOAK_CALLS=args.soak_calls), 1,
                 limit=3600)
@@ -343,9 +378,12 @@ def main():
         "",
         "Host memory, ranks as processes (mismatches: threads and processes). A failure is a "
         "trial that broke its promise: a survivor that did not fail within 1 s naming the dead "
-        "rank, a rank that ran on wrongly, an abort that did not return within 1 s. Detection "
-        "is per survivor, from the fault (for a stop above the op timeout: from the timeout) to "
-        "its call's return; for mismatches, per rank and trial, from its call to its error.",
+        "rank, a rank that ran on wrongly, an abort that did not return within 1 s; for "
+        "allocation failures and a full /dev/shm, ranks that did not all fail within 1 s of the "
+        "first failure (or all finish, where nothing failed). Detection is per survivor, from "
+        "the fault (for a stop above the op timeout: from the timeout; allocation and /dev/shm: "
+        "from the first rank's failure) to its call's return; for mismatches, per rank and "
+        "trial, from its call to its error.",
         "",
     ] + HEADER
     lines += [t.row() for t in tallies]
@@ -359,9 +397,8 @@ def main():
         lines += ["", "Soak: `%s`." % so.extra[0]]
     lines += [
         "",
-        "Not measured yet: allocation failures injected (malloc, shared memory, cudaMalloc) "
-        "and a full /dev/shm, strangers on every port as a campaign class (the bootstrap's "
-        "acceptor is fuzzed and unit-tested: `fuzz_hello`, `test_hello`).",
+        "Not measured yet: allocation failures of shared memory and cudaMalloc injected (host "
+        "allocations are, and a full /dev/shm is real).",
     ]
     replace_section(args.out, "Host memory", lines)
     print("wrote the host section of " + args.out)

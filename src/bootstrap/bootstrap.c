@@ -7,6 +7,7 @@
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
+#include "util/log.h"
 #include "util/misc.h"
 #include "util/param.h"
 
@@ -253,11 +255,37 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
   return ncclSuccess;
 }
 
+void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int rank) {
+  if (uids[0].flags & CHORUS_UID_FIXED_ROOT) nids = 1;
+  const chorus_uid *uid = &uids[chorus_root_of_rank(nranks, nids, rank)];
+  char why[CHORUS_ROOT_FAIL_BYTES] = "", err[128];
+  const chorus_log_ctx ctx = chorus_log_ctx_get();
+  snprintf(why, sizeof why, "%s", ctx.err_buf && ctx.err_buf[0] ? ctx.err_buf : "its init failed");
+  const int64_t dl = chorus_now_ns() + 1000000000ll;
+  int fd = -1;
+  if (chorus_sock_connect_ex(&uid->root, dl, dl, &fd, err, sizeof err) == ncclSuccess)
+    (void)chorus_hello_send(fd, CHORUS_HELLO_ROOT_FAIL, uid->secret, rank, nranks, 0, why,
+                            sizeof why, dl, err, sizeof err);
+  chorus_sock_close(&fd);
+}
+
+void chorus_bootstrap_shutdown(chorus_bootstrap *bs) {
+  if (!bs) return;
+  if (bs->next_fd >= 0) shutdown(bs->next_fd, SHUT_RDWR);
+  if (bs->prev_fd >= 0) shutdown(bs->prev_fd, SHUT_RDWR);
+  if (bs->listen_fd >= 0) shutdown(bs->listen_fd, SHUT_RDWR);
+}
+
 ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uids, int nids,
                                    int nranks, int rank, const int *abort_flag) {
   *out = NULL;
   chorus_bootstrap *bs = chorus_calloc(1, sizeof *bs);
-  if (!bs) return chorus_error(ncclSystemError, "bootstrap: out of memory");
+  if (!bs) {
+    ncclResult_t res = chorus_error(ncclSystemError, "bootstrap: out of memory");
+    chorus_bootstrap_give_up(uids, nids, nranks, rank);
+    return res;
+  }
+  int reached_root = 0; /* from here on the root learns of a failure by itself */
   bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
   bs->rank = rank;
   bs->nranks = nranks;
@@ -285,6 +313,7 @@ ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uid
     goto fail;
   }
   chorus_acceptor_init(&bs->acc, bs->listen_fd, bs->secret);
+  reached_root = 1;
   CHECK_GOTO(join_root(bs, uids, nids, k), res, fail);
   if (nranks > 1) {
     CHECK_GOTO(open_to(bs, (rank + 1) % nranks, CHORUS_HELLO_PEER_RING, 0, &bs->next_fd,
@@ -301,6 +330,8 @@ ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uid
   return ncclSuccess;
 fail:
   chorus_bootstrap_destroy(bs);
+  if (!reached_root && !((uids[0].flags & CHORUS_UID_FIXED_ROOT) && rank == 0))
+    chorus_bootstrap_give_up(uids, nids, nranks, rank);
   return res;
 }
 

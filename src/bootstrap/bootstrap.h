@@ -47,6 +47,16 @@ typedef struct chorus_bootstrap {
 ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uids, int nids,
                                    int nranks, int rank, const int *abort_flag);
 void chorus_bootstrap_destroy(chorus_bootstrap *bs);
+/* A rank that fails before it reached the rendezvous (or before it began
+ * the bootstrap at all) tells its root, best effort and within 1 s, with
+ * the reason recorded as this thread's last error: the root then fails
+ * the rendezvous for every rank at once, naming this one, instead of
+ * waiting for it until the bootstrap timeout. */
+void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int rank);
+/* The communicator's init failed: shuts the ring down now (peers blocked
+ * on it see the end at once), before the slower cleanup; destroy still
+ * frees it. */
+void chorus_bootstrap_shutdown(chorus_bootstrap *bs);
 
 /* data holds nranks blocks of `size` bytes; this rank's block is filled in;
  * on return all are. */

@@ -257,12 +257,19 @@ static void *root_main(void *arg) {
       failed = 1;
       break;
     }
-    if (a.hello.kind == CHORUS_HELLO_ROOT_RANK)
+    if (a.hello.kind == CHORUS_HELLO_ROOT_RANK) {
       failed = add_rank(r, &a) != 0;
-    else if (a.hello.kind == CHORUS_HELLO_ROOT_SUBROOT)
+    } else if (a.hello.kind == CHORUS_HELLO_ROOT_SUBROOT) {
       failed = add_subroot(r, &a) != 0;
-    else
+    } else if (a.hello.kind == CHORUS_HELLO_ROOT_FAIL) {
+      char why[CHORUS_ROOT_FAIL_BYTES];
+      memcpy(why, a.payload, sizeof why);
+      why[sizeof why - 1] = '\0';
       close(a.fd);
+      failed = fail(r, "rank %d gave up before the rendezvous ended: %s", a.hello.from, why);
+    } else {
+      close(a.fd);
+    }
   }
   if (!failed && r->index != 0) failed = exchange_with_root0(r) != 0;
   if (failed) WARN("bootstrap root: %s", r->failure);
@@ -302,6 +309,7 @@ ncclResult_t chorus_root_start(const chorus_sockaddr *bind_addr, const uint64_t 
   chorus_acceptor_init(&r->acc, r->listen_fd, secret);
   r->acc.payload_size[CHORUS_HELLO_ROOT_RANK] = sizeof(chorus_root_join);
   r->acc.payload_size[CHORUS_HELLO_ROOT_SUBROOT] = 3 * sizeof(int32_t);
+  r->acc.payload_size[CHORUS_HELLO_ROOT_FAIL] = CHORUS_ROOT_FAIL_BYTES;
   *bound = r->addr;
   pthread_t th;
   pthread_attr_t attr;

@@ -264,6 +264,20 @@ static void fill_coll_comm(ncclComm_t comm) {
       (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error, sizeof comm->last_error};
 }
 
+/* Fault injection for the campaign (scripts/campaign.py, class alloc):
+ * armed once per process, at its first init, so that it lands somewhere
+ * in that init or the calls after it. */
+static void arm_faults_once(void) {
+  static int armed;
+  if (__atomic_exchange_n(&armed, 1, __ATOMIC_RELAXED)) return;
+  const int64_t fail_after = chorus_param_int(CHORUS_P_FAULT_ALLOC);
+  if (fail_after > 0 && fail_after != CHORUS_UNSET) {
+    WARN("CHORUS_FAULT_ALLOC=%lld: host allocation %lld from now will fail (fault injection)",
+         (long long)fail_after, (long long)fail_after);
+    chorus_alloc_fail_after(fail_after);
+  }
+}
+
 static void print_version_once(void) {
   static int printed;
   if (__atomic_exchange_n(&printed, 1, __ATOMIC_RELAXED)) return;
@@ -321,10 +335,15 @@ static void forget_names(ncclComm_t comm) {
 ncclResult_t chorus_comm_build(ncclComm_t comm) {
   chorus_log_ctx old = chorus_comm_enter(comm);
   print_version_once();
+  arm_faults_once();
   int64_t t0 = chorus_now_ns();
   ncclResult_t res;
   geometry geo = {0, 0, 0, 0, 0};
-  CHECK_GOTO(choose_device(comm), res, out);
+  res = choose_device(comm);
+  if (res != ncclSuccess) {
+    chorus_bootstrap_give_up(comm->init.uids, comm->init.nuids, comm->nranks, comm->rank);
+    goto out;
+  }
   CHECK_GOTO(chorus_bootstrap_init(&comm->bs, comm->init.uids, comm->init.nuids, comm->nranks,
                                    comm->rank, &comm->abort_flag),
              res, out);
@@ -347,7 +366,10 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
        comm->rank, comm->nranks, comm->topo.nhosts, (chorus_now_ns() - t0) / 1e6,
        comm->config.commName ? comm->config.commName : "unnamed");
 out:
-  if (res != ncclSuccess) forget_names(comm);
+  if (res != ncclSuccess) {
+    chorus_bootstrap_shutdown(comm->bs); /* the peers learn at once, not after the sweep */
+    forget_names(comm);
+  }
   chorus_free(comm->init.uids);
   comm->init.uids = NULL;
   __atomic_store_n(&comm->async, res, __ATOMIC_RELEASE);

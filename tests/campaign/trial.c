@@ -13,6 +13,17 @@
  *          fail
  *   soak   SOAK_CALLS calls (default 1,000,000) over sizes from 4 B to
  *          256 KiB; memory, descriptors and /dev/shm must stay flat
+ *   alloc  a random rank's n-th host allocation fails (CHORUS_FAULT_ALLOC,
+ *          n random up to ALLOC_MAX, default 3000): in its init or in a
+ *          call; then every rank must fail within LIMIT of the first
+ *          failure, else every rank finish
+ *   strangers while the ranks run, the parent connects to every TCP port
+ *          they listen on (found in /proc) and sends junk: random bytes,
+ *          huge lengths, a hello with a wrong mac, idle connections; every
+ *          rank must finish as if nothing happened
+ *   shmfull no fault of its own: run where /dev/shm is too small for every
+ *          rank's segment (scripts/campaign.py mounts a small one in a
+ *          mount namespace); the same criteria as alloc
  * Transport by environment: TRIAL_HOSTS=H makes H hosts of the ranks
  * (NCCL_HOSTID), NCCL_SHM_DISABLE=1 TCP only. Built with TRIAL_GPU
  * (campaign_trial_gpu), rank r drives GPU r: its buffers are device memory
@@ -24,7 +35,9 @@
  * trial met its criteria, 1 when not, 2 on a usage error. All times are
  * CLOCK_MONOTONIC (one clock for all processes of the host).
  */
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -32,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -182,6 +196,13 @@ static int rank_body(const plan *p, int rank) {
       cudaMalloc((void **)&dbuf, 262144 * sizeof *dbuf) || cudaStreamCreate(&st))
     return 2;
 #endif
+  if (!strcmp(p->mode, "alloc") && rank == p->victim) {
+    const char *mx = getenv("ALLOC_MAX");
+    const uint64_t most = mx && atoll(mx) > 0 ? (uint64_t)atoll(mx) : 3000;
+    char n[32];
+    snprintf(n, sizeof n, "%llu", (unsigned long long)(1 + mix(p->seed ^ 0xa11c) % most));
+    setenv("CHORUS_FAULT_ALLOC", n, 1);
+  }
   const int64_t id_by = now_ns() + 20ll * 1000000000;
   while (!__atomic_load_n(&p->sid->ready, __ATOMIC_ACQUIRE) && now_ns() < id_by) sleep_ns(1000000);
   if (__atomic_load_n(&p->sid->ready, __ATOMIC_ACQUIRE) != 1) return 2;
@@ -255,13 +276,111 @@ static int rank_body(const plan *p, int rank) {
   return 0;
 }
 
+/* The IPv4 TCP ports process pid listens on (its socket inodes matched
+ * against its /proc net table): at most max, their count. */
+static int listeners(pid_t pid, struct sockaddr_in *out, int max) {
+  unsigned long inodes[256];
+  int ni = 0, n = 0;
+  char path[64], link[64];
+  snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(path);
+  if (!d) return 0;
+  for (struct dirent *e; (e = readdir(d)) && ni < 256;) {
+    char fd[400];
+    snprintf(fd, sizeof fd, "%s/%s", path, e->d_name);
+    ssize_t k = readlink(fd, link, sizeof link - 1);
+    if (k <= 0) continue;
+    link[k] = '\0';
+    unsigned long ino;
+    if (sscanf(link, "socket:[%lu]", &ino) == 1) inodes[ni++] = ino;
+  }
+  closedir(d);
+  snprintf(path, sizeof path, "/proc/%d/net/tcp", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return 0;
+  char line[512];
+  while (fgets(line, sizeof line, f) && n < max) {
+    unsigned addr, port, st;
+    unsigned long ino;
+    if (sscanf(line, " %*d: %x:%x %*x:%*x %x %*s %*s %*s %*d %*d %lu", &addr, &port, &st, &ino) !=
+            4 ||
+        st != 0x0A)
+      continue;
+    for (int i = 0; i < ni; i++)
+      if (inodes[i] == ino) {
+        memset(&out[n], 0, sizeof out[n]);
+        out[n].sin_family = AF_INET;
+        out[n].sin_addr.s_addr = addr; /* the table prints the address as stored */
+        out[n].sin_port = htons((uint16_t)port);
+        n++;
+        break;
+      }
+  }
+  fclose(f);
+  return n;
+}
+
+/* Strangers on every port of every rank: per listener, connections that
+ * send random bytes, a huge length, a hello-shaped header with a wrong
+ * mac, or nothing (kept open until the trial ends, in idle[]). Returns
+ * the connections made. */
+typedef struct port_set {
+  uint32_t addr[512];
+  uint16_t port[512];
+  int n;
+} port_set;
+
+/* Whether l was attacked already (else it is noted as attacked). */
+static int seen_port(port_set *done, const struct sockaddr_in *l) {
+  for (int i = 0; i < done->n; i++)
+    if (done->addr[i] == l->sin_addr.s_addr && done->port[i] == l->sin_port) return 1;
+  if (done->n < 512) {
+    done->addr[done->n] = l->sin_addr.s_addr;
+    done->port[done->n++] = l->sin_port;
+  }
+  return 0;
+}
+
+static int strangers(const pid_t *pid, int n, uint64_t seed, port_set *done, int *idle,
+                     int *nidle) {
+  int made = 0;
+  uint64_t s = mix(seed ^ 0x5712 ^ (uint64_t)done->n);
+  for (int r = 0; r < n; r++) {
+    struct sockaddr_in ls[64];
+    const int nl = listeners(pid[r], ls, 64);
+    for (int l = 0; l < nl; l++)
+      for (int k = 0; k < 8 && (k > 0 || !seen_port(done, &ls[l])); k++) {
+        const int fd = socket(AF_INET, SOCK_STREAM, 0);
+        if (fd < 0) continue;
+        if (connect(fd, (const struct sockaddr *)&ls[l], sizeof ls[l]) != 0) {
+          close(fd);
+          continue;
+        }
+        made++;
+        unsigned char junk[256];
+        for (size_t i = 0; i < sizeof junk; i++) junk[i] = (unsigned char)(s = mix(s));
+        if (k % 4 == 1) memset(junk, 0xff, 16);          /* a huge length, or counts */
+        if (k % 4 == 2) memcpy(junk, "1SHC\1\0\0\0", 8); /* hello magic, kind 1, bad mac */
+        if (k % 4 == 3 && *nidle < 256) {
+          idle[(*nidle)++] = fd;
+          continue;
+        }
+        if (send(fd, junk, k % 4 == 0 ? sizeof junk : 64, MSG_NOSIGNAL) < 0) {
+        }
+        close(fd);
+      }
+  }
+  return made;
+}
+
 static double ms(int64_t ns) {
   return (double)ns / 1e6;
 }
 
 int main(int argc, char **argv) {
   if (argc != 4) {
-    fprintf(stderr, "usage: %s kill|stop|abort|soak NRANKS SEED\n", argv[0]);
+    fprintf(stderr, "usage: %s kill|stop|abort|soak|alloc|shmfull|strangers NRANKS SEED\n",
+            argv[0]);
     return 2;
   }
   plan p = {argv[1], atoi(argv[2]), 0, strtoull(argv[3], NULL, 10), NULL, NULL};
@@ -272,8 +391,10 @@ int main(int argc, char **argv) {
   const int gpu_only_kills = 0;
 #endif
   if (p.n < 2 || p.n > MAXR || gpu_only_kills ||
-      (strcmp(m, "kill") && strcmp(m, "stop") && strcmp(m, "abort") && strcmp(m, "soak"))) {
-    fprintf(stderr, "usage: %s kill|stop|abort|soak NRANKS(2..%d) SEED\n", argv[0], MAXR);
+      (strcmp(m, "kill") && strcmp(m, "stop") && strcmp(m, "abort") && strcmp(m, "soak") &&
+       strcmp(m, "alloc") && strcmp(m, "shmfull") && strcmp(m, "strangers"))) {
+    fprintf(stderr, "usage: %s kill|stop|abort|soak|alloc|shmfull|strangers NRANKS(2..%d) SEED\n",
+            argv[0], MAXR);
     return 2;
   }
   const uint64_t s = mix(p.seed);
@@ -296,12 +417,22 @@ int main(int argc, char **argv) {
   }
   __atomic_store_n(&p.sid->ready, ncclGetUniqueId(&p.sid->id) == ncclSuccess ? 1 : -1,
                    __ATOMIC_RELEASE);
+  /* strangers: on every port during the rendezvous too (the root's, here
+   * in the parent, and the ranks' as they open), each attacked once. */
+  const int attack = !strcmp(m, "strangers");
+  int idle[256], nidle = 0, made = 0;
+  port_set done = {.n = 0};
+  pid_t all[MAXR + 1];
+  memcpy(all, pid, (size_t)p.n * sizeof *pid);
+  all[p.n] = getpid();
   /* The fault, at a random moment once every rank is in (a rank lost in
    * init is the rendezvous' business: test_comm killed_in_init). */
   const int64_t ready_by = now_ns() + 20ll * 1000000000;
   for (int r = 0; r < p.n && now_ns() < ready_by; r++)
-    while (!__atomic_load_n(&p.rep[r].ready, __ATOMIC_ACQUIRE) && now_ns() < ready_by)
+    while (!__atomic_load_n(&p.rep[r].ready, __ATOMIC_ACQUIRE) && now_ns() < ready_by) {
+      if (attack) made += strangers(all, p.n + 1, p.seed, &done, idle, &nidle);
       sleep_ns(1000000);
+    }
   const int64_t delay = (int64_t)((s >> 16) % 300) * 1000000;
   int64_t fault_ns = 0;
   if (!strcmp(m, "kill") || !strcmp(m, "stop")) {
@@ -312,6 +443,10 @@ int main(int argc, char **argv) {
       sleep_ns(stop_ns);
       kill(pid[p.victim], SIGCONT);
     }
+  }
+  if (attack) { /* and the ports open after init */
+    done.n = 0;
+    made += strangers(all, p.n + 1, p.seed, &done, idle, &nidle);
   }
   /* Every rank must be done well within its limits; the others are hung. */
   const int64_t end = now_ns() + (strcmp(m, "soak") ? 20ll : 600ll) * 1000000000ll +
@@ -329,6 +464,7 @@ int main(int argc, char **argv) {
     kill(pid[r], SIGKILL);
     waitpid(pid[r], &status[r], 0);
   }
+  for (int i = 0; i < nidle; i++) close(idle[i]);
   /* Leftovers: shared memory of any of the ranks. */
   int leftovers = 0;
   for (int r = 0; r < p.n; r++) {
@@ -342,10 +478,30 @@ int main(int argc, char **argv) {
   int64_t worst = 0;
   char times[256] = "";
   size_t o = 0;
-  for (int r = 0; r < p.n; r++) {
+  /* alloc, shmfull: all fail together (from the first failure) or none. */
+  const int together = !strcmp(m, "alloc") || !strcmp(m, "shmfull");
+  int64_t first = INT64_MAX;
+  for (int r = 0; r < p.n && together; r++)
+    if (p.rep[r].code && p.rep[r].fail_ns < first) first = p.rep[r].fail_ns;
+  for (int r = 0; r < p.n && together; r++) {
     const report *rp = &p.rep[r];
-    const int faulty = r == p.victim && strcmp(m, "soak");
-    const int signaled = WIFSIGNALED(status[r]);
+    if (reaped[r] && WIFSIGNALED(status[r])) crashes++; /* not the hung ones killed above */
+    survivors++;
+    if (rp->code) failed++;
+    if (first == INT64_MAX) {
+      if (!rp->done) bad++;
+      continue;
+    }
+    const int64_t took = rp->code ? rp->fail_ns - first : -1;
+    if (took > worst) worst = took;
+    if (o < sizeof times - 16)
+      o += (size_t)snprintf(times + o, sizeof times - o, "%s%.1f", o ? "," : "", ms(took));
+    if (!rp->code || took > LIMIT_NS || !rp->msg[0]) bad++;
+  }
+  for (int r = 0; r < p.n && !together; r++) {
+    const report *rp = &p.rep[r];
+    const int faulty = r == p.victim && strcmp(m, "soak") && strcmp(m, "strangers");
+    const int signaled = reaped[r] && WIFSIGNALED(status[r]); /* not the hung ones killed above */
     if (signaled && !(faulty && !strcmp(m, "kill"))) crashes++;
     if (faulty) continue;
     survivors++;
@@ -373,6 +529,10 @@ int main(int argc, char **argv) {
          (unsigned long long)p.seed, p.victim, getenv("TRIAL_HOSTS") ? getenv("TRIAL_HOSTS") : "1",
          getenv("NCCL_SHM_DISABLE") && atoi(getenv("NCCL_SHM_DISABLE")) ? "off" : "on");
   if (!strcmp(m, "stop")) printf(" stop_ms=%.0f above=%d", ms(stop_ns), above);
+  if (!strcmp(m, "strangers")) {
+    printf(" strangers=%d", made);
+    if (made == 0) bad++; /* found no port: the trial tested nothing */
+  }
   if (!strcmp(m, "abort")) {
     const report *v = &p.rep[p.victim];
     const int64_t ret = v->returned_ns ? v->returned_ns - v->abort_ns : -1;
@@ -392,6 +552,7 @@ int main(int argc, char **argv) {
            dshm);
     if (drss > 4096 || dfd > 0 || dshm > 0) bad++;
   }
+  if (together) printf(" failed_first_ms=%s", first == INT64_MAX ? "-" : "0");
   printf(" survivors=%d failed=%d named=%d hangs=%d crashes=%d leftovers=%d detect_max_ms=%.1f "
          "detect_ms=%s ok=%d\n",
          survivors, failed, named, hangs, crashes, leftovers, ms(worst), times[0] ? times : "-",

@@ -284,7 +284,7 @@ static ncclResult_t destroy_in_group(ctx *x) {
     split_bad_color(x))                                                                            \
   X(split_dead, "ncclCommSplit", "destroyed comm", ncclInvalidArgument, "not a valid",             \
     ncclCommSplit(x->dead, 0, 0, &(ncclComm_t){NULL}, NULL))                                       \
-  X(shrink_null_list, "ncclCommShrink", "NULL buffer", ncclInvalidArgument, "excludeRanksCount",    \
+  X(shrink_null_list, "ncclCommShrink", "NULL buffer", ncclInvalidArgument, "excludeRanksCount",   \
     ncclCommShrink(x->comm, NULL, 1, &(ncclComm_t){NULL}, NULL, 0))                                \
   X(shrink_rank, "ncclCommShrink", "rank out of range", ncclInvalidArgument, "exclude",            \
     ncclCommShrink(x->comm, (int[]){7}, 1, &(ncclComm_t){NULL}, NULL, 0))                          \
@@ -310,16 +310,15 @@ static ncclResult_t destroy_in_group(ctx *x) {
     ncclCommWindowDeregister(x->comm, NULL))                                                       \
   X(init_null_out, "ncclCommInitRank", "NULL output", ncclInvalidArgument, "output pointer",       \
     ncclCommInitRank(NULL, 1, (ncclUniqueId){{0}}, 0))                                             \
-  X(init_zero_ranks, "ncclCommInitRank", "nranks out of range", ncclInvalidArgument, "nranks",         \
+  X(init_zero_ranks, "ncclCommInitRank", "nranks out of range", ncclInvalidArgument, "nranks",     \
     init_nranks(x))                                                                                \
   X(init_rank, "ncclCommInitRank", "rank out of range", ncclInvalidArgument, "rank = 2",           \
     init_rank_range(x))                                                                            \
-  X(init_config, "ncclCommInitRankConfig", "uninitialised config", ncclInvalidArgument,               \
-    "NCCL_CONFIG_INITIALIZER",  \
-    init_config_garbage(x))                                                                        \
+  X(init_config, "ncclCommInitRankConfig", "uninitialised config", ncclInvalidArgument,            \
+    "NCCL_CONFIG_INITIALIZER", init_config_garbage(x))                                             \
   X(init_scalable, "ncclCommInitRankScalable", "no ids", ncclInvalidArgument, "nId",               \
     init_scalable_none(x))                                                                         \
-  X(initall_null, "ncclCommInitAll", "NULL output", ncclInvalidArgument, "comm array",                  \
+  X(initall_null, "ncclCommInitAll", "NULL output", ncclInvalidArgument, "comm array",             \
     ncclCommInitAll(NULL, 1, NULL))                                                                \
   X(initall_ndev, "ncclCommInitAll", "count out of range", ncclInvalidArgument, "ndev",            \
     ncclCommInitAll(&(ncclComm_t){NULL}, -1, NULL))                                                \
@@ -343,12 +342,12 @@ static ncclResult_t destroy_in_group(ctx *x) {
                              ncclScalarHostImmediate, x->dead))                                    \
   X(opdestroy_builtin, "ncclRedOpDestroy", "built-in op", ncclInvalidArgument, "built-in",         \
     ncclRedOpDestroy(ncclSum, x->comm))                                                            \
-  X(opdestroy_unknown, "ncclRedOpDestroy", "op never created", ncclInvalidArgument,                \
-    "not created", redop_not_created(x))                                                           \
+  X(opdestroy_unknown, "ncclRedOpDestroy", "op never created", ncclInvalidArgument, "not created", \
+    redop_not_created(x))                                                                          \
   X(memalloc_null, "ncclMemAlloc", "NULL output", ncclInvalidArgument, "ptr",                      \
     ncclMemAlloc(NULL, 64))                                                                        \
-  X(simulate_no_info, "ncclGroupSimulateEnd", "NULL output", ncclInvalidArgument, "simInfo",          \
-    simulate_null(x))                                                                    \
+  X(simulate_no_info, "ncclGroupSimulateEnd", "NULL output", ncclInvalidArgument, "simInfo",       \
+    simulate_null(x))                                                                              \
   X(simulate_init, "ncclGroupSimulateEnd", "uninitialised struct", ncclInvalidArgument,            \
     "NCCL_SIM_INFO_INITIALIZER", simulate_garbage(x))                                              \
   X(groupend_unopened, "ncclGroupEnd", "no group open", ncclInvalidUsage, "without a matching",    \

@@ -3,7 +3,8 @@
  * several roots, allgather/barrier/tagged messages/connection service for
  * 1..8 ranks, and robustness: garbage, silent and wrong-secret connections
  * to the root and to rank listeners are dropped without disturbing the job;
- * a unique id whose root is gone fails at once.
+ * a unique id whose root is gone fails at once; a rank that gives up
+ * before the rendezvous fails it for the others at once.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -168,11 +169,58 @@ static void refused_root_is_final(void) {
   if (bs) chorus_bootstrap_destroy(bs);
 }
 
+typedef struct joiner {
+  chorus_uid uid;
+  int rank, nranks;
+  ncclResult_t res;
+  double took;
+  char err[512];
+} joiner;
+
+static void *join_main(void *p) {
+  joiner *j = p;
+  chorus_log_ctx_set((chorus_log_ctx){j->rank, j->nranks, j->err, sizeof j->err});
+  chorus_bootstrap *bs = NULL;
+  const int64_t t0 = chorus_now_ns();
+  j->res = chorus_bootstrap_init(&bs, &j->uid, 1, j->nranks, j->rank, NULL);
+  j->took = (double)(chorus_now_ns() - t0) / 1e9;
+  chorus_bootstrap_destroy(bs);
+  return NULL;
+}
+
+/* A rank that fails before it reaches the rendezvous tells the root: the
+ * others fail at once, told which rank gave up and why, instead of
+ * waiting for it until the bootstrap timeout. */
+static void give_up_fails_the_rendezvous(void) {
+  chorus_uid u;
+  REQUIRE(chorus_uid_create(&u) == ncclSuccess);
+  setenv("CHORUS_BOOTSTRAP_TIMEOUT", "30", 1);
+  joiner j[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    memset(&j[r], 0, sizeof j[r]);
+    j[r].uid = u, j[r].rank = r, j[r].nranks = 3;
+    pthread_create(&th[r], NULL, join_main, &j[r]);
+  }
+  char why[256] = "rank 2 of 3: out of memory (a test)";
+  chorus_log_ctx old = chorus_log_ctx_set((chorus_log_ctx){2, 3, why, sizeof why});
+  chorus_bootstrap_give_up(&u, 1, 3, 2);
+  chorus_log_ctx_set(old);
+  for (int r = 0; r < 2; r++) {
+    pthread_join(th[r], NULL);
+    EXPECT(j[r].res == ncclRemoteError);
+    EXPECT(j[r].took < 5);
+    EXPECT(strstr(j[r].err, "rank 2 gave up") && strstr(j[r].err, "out of memory (a test)"));
+  }
+  unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
+}
+
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   RUN(one_root);
   RUN(several_roots);
   RUN(garbage_is_ignored);
   RUN(refused_root_is_final);
+  RUN(give_up_fails_the_rendezvous);
   return unit_report();
 }
