@@ -27,9 +27,17 @@
  * Lifetime. The creator unlinks the segment's name in finish(), i.e. after
  * every peer mapped it; from then on the memory goes away with the last
  * mapping, however the processes end.
+ *
+ * Death. A peer's exit is seen by its pid (util/proc.h: exited, zombies
+ * included) where it shares this rank's PID namespace. A peer of another
+ * namespace (another container on the host) has no pid here: each such
+ * pair holds a life line instead, a socket that carries nothing, which
+ * the kernel closes when either process ends, however it ends.
  */
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "transport/transport.h"
@@ -78,6 +86,7 @@ typedef struct shm_conn {
   chorus_doorbell *peer_db;
   chorus_doorbell *my_db;
   pid_t peer_pid; /* 0: not in this PID namespace, not watched by pid */
+  int life_fd;    /* peers of another PID namespace: the pair's life line (else -1) */
 } shm_conn;
 
 typedef struct node_counters {
@@ -100,6 +109,7 @@ typedef struct shm_state {
   chorus_shm *peer_seg; /* indexed by rank; base NULL when not mapped */
   shm_conn *conns;      /* [rank][channel][dir], only shm peers valid */
   uint8_t *is_peer;
+  int *life_fd; /* per rank: the life line to a peer of another PID namespace, else -1 */
   uint32_t nfifo, nslots;
   size_t slot_bytes, ctrl_bytes;
 } shm_state;
@@ -254,6 +264,16 @@ static ncclResult_t shm_check(chorus_conn *cc) {
              c->base.peer, (int)c->peer_pid);
     return ncclRemoteError;
   }
+  if (c->life_fd >= 0) { /* nothing ever arrives on it: readable means closed */
+    struct pollfd pf = {c->life_fd, POLLIN, 0};
+    if (poll(&pf, 1, 0) > 0) {
+      snprintf(c->base.err, sizeof c->base.err,
+               "rank %d (in another PID namespace on this host) has exited: its life line "
+               "closed",
+               c->base.peer);
+      return ncclRemoteError;
+    }
+  }
   return ncclSuccess;
 }
 
@@ -289,6 +309,10 @@ static void shm_destroy(void *p) {
     for (int r = 0; r < s->nranks; r++)
       if (r != s->rank) chorus_shm_close(&s->peer_seg[r]);
   chorus_shm_close(&s->own);
+  if (s->life_fd)
+    for (int r = 0; r < s->nranks; r++)
+      if (s->life_fd[r] >= 0) close(s->life_fd[r]);
+  chorus_free(s->life_fd);
   chorus_free(s->peer_seg);
   chorus_free(s->conns);
   chorus_free(s->is_peer);
@@ -317,8 +341,29 @@ static void init_conn(shm_state *s, int peer, int ch, int dir) {
   c->my_db = &((seg_header *)s->own.base)->db;
   const seg_header *ph = peer_base;
   c->peer_pid = ph->pid_ns == chorus_proc_pid_ns() ? ph->pid : 0;
+  c->life_fd = s->life_fd[peer];
   if (dir == CHORUS_DIR_RECV && ch == CHORUS_CH_COLL && peer != s->rank)
     c->base.heard = board_at(peer_base);
+}
+
+/* The bootstrap tag of a life line (no other connection uses it). */
+#define LIFE_TAG 0x6c6966656c696e65ull /* "lifeline" */
+
+/* A life line to every peer of another PID namespace (the test is
+ * symmetric, so both ends make it): the lower rank connects. */
+static ncclResult_t life_lines(shm_state *s, const chorus_transport_ctx *ctx, const int *peers,
+                               int npeers) {
+  const uint64_t my_ns = chorus_proc_pid_ns();
+  for (int pass = 0; pass < 2; pass++) /* connects to higher ranks first, then accepts */
+    for (int i = 0; i < npeers; i++) {
+      const int p = peers[i];
+      if (p == s->rank || ((const seg_header *)s->peer_seg[p].base)->pid_ns == my_ns) continue;
+      if (pass == 0 && p > s->rank)
+        CHECK(chorus_bootstrap_connect(ctx->bs, p, LIFE_TAG, &s->life_fd[p]));
+      if (pass == 1 && p < s->rank)
+        CHECK(chorus_bootstrap_accept(ctx->bs, p, LIFE_TAG, &s->life_fd[p]));
+    }
+  return ncclSuccess;
 }
 
 static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
@@ -348,8 +393,11 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
   s->conns = chorus_calloc((size_t)s->nranks * CHORUS_NCHANNELS * 2, sizeof *s->conns);
   s->is_peer = chorus_calloc((size_t)s->nranks, 1);
   s->node.rank = chorus_calloc((size_t)s->nranks, sizeof *s->node.rank);
+  s->life_fd = chorus_malloc((size_t)s->nranks * sizeof *s->life_fd);
   rec = chorus_calloc((size_t)s->nranks, sizeof *rec);
-  if (!s->peer_seg || !s->conns || !s->is_peer || !s->node.rank || !rec) {
+  if (s->life_fd)
+    for (int r = 0; r < s->nranks; r++) s->life_fd[r] = -1;
+  if (!s->peer_seg || !s->conns || !s->is_peer || !s->node.rank || !s->life_fd || !rec) {
     res = chorus_error(ncclSystemError, "SHM transport: out of memory");
     goto fail;
   }
@@ -389,6 +437,7 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
       goto fail;
     }
   }
+  CHECK_GOTO(life_lines(s, ctx, peers, npeers), res, fail);
   for (int i = 0; i < npeers; i++)
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       init_conn(s, peers[i], ch, CHORUS_DIR_SEND);
