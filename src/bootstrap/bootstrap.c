@@ -153,9 +153,22 @@ static ncclResult_t join_root(chorus_bootstrap *bs, const chorus_uid *uids, int 
   }
 }
 
+/* A neighbour's word that its init failed (the first one is kept): an
+ * error carrying that first cause. */
+static ncclResult_t heard_failure(chorus_bootstrap *bs, chorus_arrival *a) {
+  if (!bs->cause[0]) {
+    memcpy(bs->cause, a->payload, sizeof bs->cause);
+    bs->cause[sizeof bs->cause - 1] = '\0';
+  }
+  close(a->fd);
+  return chorus_error(ncclRemoteError, "bootstrap: the init failed on another rank: %s", bs->cause);
+}
+
 /* Keeps an arrival for whoever claims it; drops one that is not of this
- * communicator. */
+ * communicator; a neighbour's failure ends the wait with its cause. */
 static ncclResult_t stash(chorus_bootstrap *bs, chorus_arrival *a) {
+  if (a->hello.kind == CHORUS_HELLO_PEER_FAIL && a->hello.nranks == bs->nranks)
+    return heard_failure(bs, a);
   if (a->hello.nranks != bs->nranks || a->hello.from < 0 || a->hello.from >= bs->nranks) {
     close(a->fd);
     return ncclSuccess;
@@ -174,6 +187,23 @@ static ncclResult_t stash(chorus_bootstrap *bs, chorus_arrival *a) {
   }
   bs->unexpected[bs->nunexpected++] = *a;
   return ncclSuccess;
+}
+
+/* How long a failing rank tries to tell a neighbour, and how long a rank
+ * whose ring ended waits for that word. */
+#define TELL_NS (200ll * 1000000)
+#define HEAR_NS (300ll * 1000000)
+
+/* Serves the listener until `until`: arrivals are kept for their claims,
+ * a neighbour's failure is returned as this rank's error (ncclInProgress:
+ * nothing of that kind came). */
+static ncclResult_t serve_until(chorus_bootstrap *bs, int64_t until) {
+  for (;;) {
+    chorus_arrival a;
+    ncclResult_t res = chorus_acceptor_poll(&bs->acc, until, bs->abort_flag, &a);
+    if (res != ncclSuccess) return res == ncclInProgress ? ncclInProgress : res;
+    CHECK(stash(bs, &a));
+  }
 }
 
 /* Takes a matching arrival from the unexpected list, or waits for one. */
@@ -249,6 +279,10 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
                               err, sizeof err);
   if (res != ncclSuccess) {
     chorus_sock_close(fd);
+    /* The peer failed, or one before it: its word of why comes in a
+     * moment. */
+    const ncclResult_t heard = serve_until(bs, chorus_now_ns() + HEAR_NS);
+    if (heard != ncclInProgress) return heard;
     return chorus_error(res, "bootstrap: cannot connect to rank %d at %s for %s: %s", peer,
                         chorus_sock_str(&bs->addrs[peer], a, sizeof a), what, err);
   }
@@ -258,7 +292,7 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
 void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int rank) {
   if (uids[0].flags & CHORUS_UID_FIXED_ROOT) nids = 1;
   const chorus_uid *uid = &uids[chorus_root_of_rank(nranks, nids, rank)];
-  char why[CHORUS_ROOT_FAIL_BYTES] = "", err[128];
+  char why[CHORUS_FAIL_BYTES] = "", err[128];
   const chorus_log_ctx ctx = chorus_log_ctx_get();
   snprintf(why, sizeof why, "%s", ctx.err_buf && ctx.err_buf[0] ? ctx.err_buf : "its init failed");
   const int64_t dl = chorus_now_ns() + 1000000000ll;
@@ -269,10 +303,27 @@ void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int 
   chorus_sock_close(&fd);
 }
 
-void chorus_bootstrap_shutdown(chorus_bootstrap *bs) {
+void chorus_bootstrap_fail(chorus_bootstrap *bs) {
   if (!bs) return;
   if (bs->next_fd >= 0) shutdown(bs->next_fd, SHUT_RDWR);
   if (bs->prev_fd >= 0) shutdown(bs->prev_fd, SHUT_RDWR);
+  char why[CHORUS_FAIL_BYTES], err[128];
+  const chorus_log_ctx ctx = chorus_log_ctx_get();
+  snprintf(why, sizeof why, "%s",
+           bs->cause[0] ? bs->cause
+                        : (ctx.err_buf && ctx.err_buf[0] ? ctx.err_buf : "its init failed"));
+  const int n = bs->nranks, next = (bs->rank + 1) % n, prev = (bs->rank + n - 1) % n;
+  for (int k = 0; k < 2 && n > 1 && bs->addrs; k++) {
+    const int peer = k ? prev : next;
+    if (k && prev == next) break;
+    const int64_t dl = chorus_now_ns() + TELL_NS;
+    int fd = -1;
+    if (chorus_sock_connect_ex(&bs->addrs[peer], dl, chorus_now_ns(), &fd, err, sizeof err) ==
+        ncclSuccess)
+      (void)chorus_hello_send(fd, CHORUS_HELLO_PEER_FAIL, bs->secret, bs->rank, n, 0, why,
+                              sizeof why, dl, err, sizeof err);
+    chorus_sock_close(&fd);
+  }
   if (bs->listen_fd >= 0) shutdown(bs->listen_fd, SHUT_RDWR);
 }
 
@@ -286,6 +337,7 @@ ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uid
     return res;
   }
   int reached_root = 0; /* from here on the root learns of a failure by itself */
+  int joined = 0;       /* and from here on the ranks have each other's addresses */
   bs->listen_fd = bs->next_fd = bs->prev_fd = -1;
   bs->rank = rank;
   bs->nranks = nranks;
@@ -313,8 +365,10 @@ ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uid
     goto fail;
   }
   chorus_acceptor_init(&bs->acc, bs->listen_fd, bs->secret);
+  bs->acc.payload_size[CHORUS_HELLO_PEER_FAIL] = CHORUS_FAIL_BYTES;
   reached_root = 1;
   CHECK_GOTO(join_root(bs, uids, nids, k), res, fail);
+  joined = 1;
   if (nranks > 1) {
     CHECK_GOTO(open_to(bs, (rank + 1) % nranks, CHORUS_HELLO_PEER_RING, 0, &bs->next_fd,
                        "the bootstrap ring"),
@@ -329,14 +383,25 @@ ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uid
   *out = bs;
   return ncclSuccess;
 fail:
+  if (joined) chorus_bootstrap_fail(bs); /* the others learn why, not only that */
   chorus_bootstrap_destroy(bs);
   if (!reached_root && !((uids[0].flags & CHORUS_UID_FIXED_ROOT) && rank == 0))
     chorus_bootstrap_give_up(uids, nids, nranks, rank);
   return res;
 }
 
+/* The ring ended under this rank: the neighbour's word of why, when it
+ * comes in a moment, else what the socket said. */
+static ncclResult_t ring_broke(chorus_bootstrap *bs, ncclResult_t res, const char *what, int peer,
+                               const char *err) {
+  const ncclResult_t heard = serve_until(bs, chorus_now_ns() + HEAR_NS);
+  if (heard != ncclInProgress) return heard;
+  return chorus_error(res, "bootstrap: %s rank %d failed: %s", what, peer, err);
+}
+
 /* Sends sbuf to next and receives rbuf from prev at the same time, so large
- * blocks cannot deadlock on full socket buffers. */
+ * blocks cannot deadlock on full socket buffers; serves the listener
+ * meanwhile (a neighbour's failure ends the wait with its cause). */
 static ncclResult_t ring_exchange(chorus_bootstrap *bs, const void *sbuf, void *rbuf, size_t size) {
   size_t sent = 0, got = 0;
   char err[256];
@@ -344,12 +409,10 @@ static ncclResult_t ring_exchange(chorus_bootstrap *bs, const void *sbuf, void *
   while (sent < size || got < size) {
     ncclResult_t res = chorus_sock_send_some(bs->next_fd, sbuf, size, &sent, err, sizeof err);
     if (res != ncclSuccess)
-      return chorus_error(res, "bootstrap: sending to rank %d failed: %s",
-                          (bs->rank + 1) % bs->nranks, err);
+      return ring_broke(bs, res, "sending to", (bs->rank + 1) % bs->nranks, err);
     res = chorus_sock_recv_some(bs->prev_fd, rbuf, size, &got, err, sizeof err);
     if (res != ncclSuccess)
-      return chorus_error(res, "bootstrap: receiving from rank %d failed: %s",
-                          (bs->rank + bs->nranks - 1) % bs->nranks, err);
+      return ring_broke(bs, res, "receiving from", (bs->rank + bs->nranks - 1) % bs->nranks, err);
     if (sent == size && got == size) break;
     if (aborted(bs)) return abort_error();
     if (chorus_expired(dl))
@@ -358,9 +421,12 @@ static ncclResult_t ring_exchange(chorus_bootstrap *bs, const void *sbuf, void *
                           "may have died or stopped calling the same init/split)",
                           (bs->rank + bs->nranks - 1) % bs->nranks, (bs->rank + 1) % bs->nranks,
                           (long long)(bs->timeout_ns / 1000000000));
-    struct pollfd p[2] = {{bs->next_fd, sent < size ? POLLOUT : 0, 0},
-                          {bs->prev_fd, got < size ? POLLIN : 0, 0}};
-    poll(p, 2, chorus_ms_left(dl, 100));
+    struct pollfd p[3] = {{bs->next_fd, sent < size ? POLLOUT : 0, 0},
+                          {bs->prev_fd, got < size ? POLLIN : 0, 0},
+                          {bs->listen_fd, POLLIN, 0}};
+    poll(p, 3, chorus_ms_left(dl, 100));
+    res = serve_until(bs, chorus_now_ns());
+    if (res != ncclInProgress) return res;
   }
   return ncclSuccess;
 }

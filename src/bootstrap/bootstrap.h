@@ -40,6 +40,7 @@ typedef struct chorus_bootstrap {
   int nunexpected, cap_unexpected;
   int64_t timeout_ns;
   const int *abort_flag; /* may be NULL */
+  char cause[200];       /* a neighbour's init failed: its first cause (CHORUS_HELLO_PEER_FAIL) */
 } chorus_bootstrap;
 
 /* Joins the rendezvous of `uids` (nids of them; ncclCommInitRankScalable
@@ -54,9 +55,13 @@ void chorus_bootstrap_destroy(chorus_bootstrap *bs);
  * waiting for it until the bootstrap timeout. */
 void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int rank);
 /* The communicator's init failed: shuts the ring down now (peers blocked
- * on it see the end at once), before the slower cleanup; destroy still
- * frees it. */
-void chorus_bootstrap_shutdown(chorus_bootstrap *bs);
+ * on it see the end at once), then tells both ring neighbours the first
+ * cause (a neighbour's, when one came, else this thread's last error),
+ * best effort and briefly, before the slower cleanup: a rank that sees
+ * the ring end waits a moment for that word, fails with it, and passes
+ * it on, so every rank names the rank that failed first, not the
+ * neighbour that told it. Destroy still frees bs. */
+void chorus_bootstrap_fail(chorus_bootstrap *bs);
 
 /* data holds nranks blocks of `size` bytes; this rank's block is filled in;
  * on return all are. */

@@ -262,7 +262,7 @@ static void *root_main(void *arg) {
     } else if (a.hello.kind == CHORUS_HELLO_ROOT_SUBROOT) {
       failed = add_subroot(r, &a) != 0;
     } else if (a.hello.kind == CHORUS_HELLO_ROOT_FAIL) {
-      char why[CHORUS_ROOT_FAIL_BYTES];
+      char why[CHORUS_FAIL_BYTES];
       memcpy(why, a.payload, sizeof why);
       why[sizeof why - 1] = '\0';
       close(a.fd);
@@ -309,7 +309,7 @@ ncclResult_t chorus_root_start(const chorus_sockaddr *bind_addr, const uint64_t 
   chorus_acceptor_init(&r->acc, r->listen_fd, secret);
   r->acc.payload_size[CHORUS_HELLO_ROOT_RANK] = sizeof(chorus_root_join);
   r->acc.payload_size[CHORUS_HELLO_ROOT_SUBROOT] = 3 * sizeof(int32_t);
-  r->acc.payload_size[CHORUS_HELLO_ROOT_FAIL] = CHORUS_ROOT_FAIL_BYTES;
+  r->acc.payload_size[CHORUS_HELLO_ROOT_FAIL] = CHORUS_FAIL_BYTES;
   *bound = r->addr;
   pthread_t th;
   pthread_attr_t attr;

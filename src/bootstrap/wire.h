@@ -27,10 +27,12 @@ enum {
   CHORUS_HELLO_PEER_RING = 3, /* rank -> next rank: bootstrap ring */
   CHORUS_HELLO_PEER_P2P = 4,  /* rank -> rank: one bootstrap message, tag chosen by caller */
   CHORUS_HELLO_PEER_DATA = 5, /* rank -> rank: a transport connection, tag = channel/stream */
-  CHORUS_HELLO_ROOT_FAIL = 6  /* rank -> its root: it gives up before the rendezvous ended;
-                                 payload: why, CHORUS_ROOT_FAIL_BYTES of text */
+  CHORUS_HELLO_ROOT_FAIL = 6, /* rank -> its root: it gives up before the rendezvous ended;
+                                 payload: why, CHORUS_FAIL_BYTES of text */
+  CHORUS_HELLO_PEER_FAIL = 7  /* rank -> its ring neighbours: its init failed; payload: the
+                                 first cause, CHORUS_FAIL_BYTES of text */
 };
-#define CHORUS_ROOT_FAIL_BYTES 200
+#define CHORUS_FAIL_BYTES 200
 
 #define CHORUS_NONCE_BYTES 16
 

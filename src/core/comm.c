@@ -367,7 +367,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
        comm->config.commName ? comm->config.commName : "unnamed");
 out:
   if (res != ncclSuccess) {
-    chorus_bootstrap_shutdown(comm->bs); /* the peers learn at once, not after the sweep */
+    chorus_bootstrap_fail(comm->bs); /* the peers learn at once, not after the sweep */
     forget_names(comm);
   }
   chorus_free(comm->init.uids);

@@ -496,7 +496,9 @@ int main(int argc, char **argv) {
     if (took > worst) worst = took;
     if (o < sizeof times - 16)
       o += (size_t)snprintf(times + o, sizeof times - o, "%s%.1f", o ? "," : "", ms(took));
-    if (!rp->code || took > LIMIT_NS || !rp->msg[0]) bad++;
+    /* alloc: every message names the rank whose allocation failed. */
+    if (!rp->code || took > LIMIT_NS || !rp->msg[0] || (!strcmp(m, "alloc") && !rp->named)) bad++;
+    if (rp->named) named++;
   }
   for (int r = 0; r < p.n && !together; r++) {
     const report *rp = &p.rep[r];
