@@ -43,8 +43,10 @@ def run(cmd, env, limit):
     t0 = time.time()
     # Its own process group: a trial that does not end is ended with every
     # process it started, so none is left to load the next trials.
+    # Bytes that are not UTF-8 become U+FFFD, which trial_class counts as
+    # a failure: a message of the library's with garbage in it.
     p = subprocess.Popen(cmd, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True)
+                         errors="replace", start_new_session=True)
     try:
         out, err = p.communicate(timeout=limit)
         return p.returncode, out, err, time.time() - t0
@@ -101,10 +103,12 @@ def trial_class(args, tally, mode, n_of, env, count, limit=60, trial=None, prefi
             tally.hangs += int(kv.get("hangs", 0))
             tally.crashes += int(kv.get("crashes", 0))
             tally.leftovers += int(kv.get("leftovers", 0))
-        if rc != 0:
+        garbage = "\ufffd" in out or "\ufffd" in err
+        if rc != 0 or garbage:
             tally.failures += 1
             if len(tally.examples) < 3:
-                tally.examples.append((line or "(no result line)") + "\n" + err.strip()[-600:])
+                tally.examples.append(("garbage in the output: " if garbage else "") +
+                                      (line or "(no result line)") + "\n" + err.strip()[-600:])
         for t in kv.get("detect_ms", "-").split(","):
             if t not in ("-", "") and float(t) >= 0:
                 tally.times.append(float(t))

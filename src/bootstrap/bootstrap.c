@@ -45,7 +45,7 @@ void chorus_bootstrap_destroy(chorus_bootstrap *bs) {
  * job on loopback stays on loopback, and hosts pick the interface that can
  * actually reach the others). */
 static ncclResult_t pick_listen_addr(const chorus_sockaddr *root, chorus_sockaddr *out) {
-  char err[256], ifname[IF_NAMESIZE];
+  char err[256] = "", ifname[IF_NAMESIZE];
   const char *ifs = chorus_param_str(CHORUS_P_SOCKET_IFNAME);
   ncclResult_t res = (ifs && *ifs) ? chorus_sock_pick_local(out, ifname, err, sizeof err)
                                    : chorus_sock_local_for(root, out, err, sizeof err);
@@ -60,7 +60,7 @@ static ncclResult_t pick_listen_addr(const chorus_sockaddr *root, chorus_sockadd
  * communicator's root going away, and the caller tries again. */
 static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int nids, int k,
                               int *silent_close) {
-  char err[256], a[CHORUS_ADDR_STRLEN];
+  char err[256] = "", a[CHORUS_ADDR_STRLEN];
   *silent_close = 0;
   const chorus_uid *uid = &uids[k];
   chorus_sock_str(&uid->root, a, sizeof a);
@@ -256,11 +256,11 @@ static ncclResult_t await_challenge(chorus_bootstrap *bs, int fd, uint8_t *nonce
       return chorus_errmsg(err, errlen, ncclRemoteError, "no challenge came (the peer is stuck)");
     chorus_arrival a;
     res = chorus_acceptor_poll(&bs->acc, chorus_now_ns(), bs->abort_flag, &a);
-    if (res == ncclSuccess) {
-      CHECK(stash(bs, &a));
-      continue;
-    }
-    if (res != ncclInProgress) return res;
+    if (res == ncclSuccess) res = stash(bs, &a);
+    if (res == ncclSuccess) continue;
+    if (res != ncclInProgress)
+      return chorus_errmsg(err, errlen, res, "%s",
+                           bs->cause[0] ? bs->cause : "serving this rank's listener failed");
     struct pollfd p = {fd, POLLIN, 0};
     poll(&p, 1, 1);
   }
@@ -268,7 +268,7 @@ static ncclResult_t await_challenge(chorus_bootstrap *bs, int fd, uint8_t *nonce
 
 static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint64_t tag, int *fd,
                             const char *what) {
-  char err[256], a[CHORUS_ADDR_STRLEN];
+  char err[256] = "", a[CHORUS_ADDR_STRLEN];
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
   *fd = -1;
   ncclResult_t res = chorus_sock_connect(&bs->addrs[peer], dl, fd, err, sizeof err);
@@ -279,6 +279,8 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
                               err, sizeof err);
   if (res != ncclSuccess) {
     chorus_sock_close(fd);
+    if (bs->cause[0]) /* a neighbour's failure came while this rank waited (recorded) */
+      return ncclRemoteError;
     /* The peer failed, or one before it: its word of why comes in a
      * moment. */
     const ncclResult_t heard = serve_until(bs, chorus_now_ns() + HEAR_NS);
@@ -348,7 +350,7 @@ ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uid
   int k = chorus_root_of_rank(nranks, nids, rank);
   memcpy(bs->secret, uids[0].secret, sizeof bs->secret);
   ncclResult_t res = ncclSuccess;
-  char err[256];
+  char err[256] = "";
   bs->addrs = chorus_calloc((size_t)nranks, sizeof *bs->addrs);
   if (!bs->addrs) {
     res = chorus_error(ncclSystemError, "bootstrap: out of memory");
@@ -404,7 +406,7 @@ static ncclResult_t ring_broke(chorus_bootstrap *bs, ncclResult_t res, const cha
  * meanwhile (a neighbour's failure ends the wait with its cause). */
 static ncclResult_t ring_exchange(chorus_bootstrap *bs, const void *sbuf, void *rbuf, size_t size) {
   size_t sent = 0, got = 0;
-  char err[256];
+  char err[256] = "";
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
   while (sent < size || got < size) {
     ncclResult_t res = chorus_sock_send_some(bs->next_fd, sbuf, size, &sent, err, sizeof err);
@@ -453,7 +455,7 @@ ncclResult_t chorus_bootstrap_barrier(chorus_bootstrap *bs) {
 ncclResult_t chorus_bootstrap_send(chorus_bootstrap *bs, int peer, uint64_t tag, const void *data,
                                    size_t size) {
   int fd;
-  char err[256];
+  char err[256] = "";
   CHECK(open_to(bs, peer, CHORUS_HELLO_PEER_P2P, tag, &fd, "a bootstrap message"));
   uint64_t len = size;
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
@@ -468,7 +470,7 @@ ncclResult_t chorus_bootstrap_send(chorus_bootstrap *bs, int peer, uint64_t tag,
 ncclResult_t chorus_bootstrap_recv(chorus_bootstrap *bs, int peer, uint64_t tag, void *data,
                                    size_t size) {
   int fd;
-  char err[256];
+  char err[256] = "";
   CHECK(claim(bs, CHORUS_HELLO_PEER_P2P, peer, tag, &fd, "a bootstrap message"));
   uint64_t len = 0;
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
