@@ -173,6 +173,17 @@ def gpu_mismatch_class(args, tally, trials):
         tally.examples.append("\n".join(l for l in err.splitlines() if l.startswith("FAIL"))[:600])
 
 
+def print_tallies(tallies, label, took):
+    """Prints each class's row and examples; returns the problems."""
+    bad = sum(t.failures + t.hangs + t.crashes + t.leftovers for t in tallies)
+    for t in tallies:
+        print(t.row())
+        for ex in t.examples:
+            print("   e.g. " + ex.replace("\n", "\n        "))
+    print("%s: %d problem(s) in %.0f s" % (label, bad, took))
+    return bad
+
+
 def gpu_count():
     try:
         out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True).stdout
@@ -218,12 +229,7 @@ def gpu_main(args):
     gpu_mismatch_class(args, m, args.gpu_mismatches)
     tallies = [k, m]
     took = time.time() - t0
-    bad = sum(t.failures + t.hangs + t.crashes + t.leftovers for t in tallies)
-    for t in tallies:
-        print(t.row())
-        for ex in t.examples:
-            print("   e.g. " + ex.replace("\n", "\n        "))
-    print("campaign (GPUs): %d problem(s) in %.0f s" % (bad, took))
+    bad = print_tallies(tallies, "campaign (GPUs)", took)
     gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
                           capture_output=True, text=True).stdout.splitlines()
     body = [
@@ -359,13 +365,7 @@ def main():
             fuzz_class(args, f, name, args.fuzz_runs)
             tallies.append(f)
     took = time.time() - t0
-
-    bad = sum(t.failures + t.hangs + t.crashes + t.leftovers for t in tallies)
-    for t in tallies:
-        print(t.row())
-        for ex in t.examples:
-            print("   e.g. " + ex.replace("\n", "\n        "))
-    print("campaign: %d problem(s) in %.0f s" % (bad, took))
+    bad = print_tallies(tallies, "campaign", took)
     if args.short:
         return 1 if bad else 0
 

@@ -171,35 +171,32 @@ static ncclResult_t split_bad_color(ctx *x) {
   ncclComm_t c = NULL;
   return ncclCommSplit(x->comm, -5, 0, &c, NULL);
 }
+/* A fresh unique id for the init cases (their rank is alone). */
+static ncclUniqueId fresh_id(void) {
+  ncclUniqueId id;
+  memset(&id, 0, sizeof id);
+  (void)ncclGetUniqueId(&id);
+  return id;
+}
 static ncclResult_t init_config_garbage(ctx *x) {
   (void)x;
-  ncclUniqueId id;
   ncclComm_t c = NULL;
   ncclConfig_t cfg;
   memset(&cfg, 0x5a, sizeof cfg); /* never NCCL_CONFIG_INITIALIZER */
-  if (ncclGetUniqueId(&id) != ncclSuccess) return ncclInternalError;
-  return ncclCommInitRankConfig(&c, 1, id, 0, &cfg);
+  return ncclCommInitRankConfig(&c, 1, fresh_id(), 0, &cfg);
 }
 static ncclResult_t init_rank_range(ctx *x) {
   (void)x;
-  ncclUniqueId id;
-  ncclComm_t c = NULL;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return ncclInternalError;
-  return ncclCommInitRank(&c, 2, id, 2);
+  return ncclCommInitRank(&(ncclComm_t){NULL}, 2, fresh_id(), 2);
 }
 static ncclResult_t init_nranks(ctx *x) {
   (void)x;
-  ncclUniqueId id;
-  ncclComm_t c = NULL;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return ncclInternalError;
-  return ncclCommInitRank(&c, 0, id, 0);
+  return ncclCommInitRank(&(ncclComm_t){NULL}, 0, fresh_id(), 0);
 }
 static ncclResult_t init_scalable_none(ctx *x) {
   (void)x;
-  ncclUniqueId id;
-  ncclComm_t c = NULL;
-  if (ncclGetUniqueId(&id) != ncclSuccess) return ncclInternalError;
-  return ncclCommInitRankScalable(&c, 1, 0, 0, &id, NULL);
+  ncclUniqueId id = fresh_id();
+  return ncclCommInitRankScalable(&(ncclComm_t){NULL}, 1, 0, 0, &id, NULL);
 }
 static ncclResult_t dereg_twice(ctx *x) {
   void *h = NULL;

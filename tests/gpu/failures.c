@@ -129,15 +129,22 @@ static void *abort_main(void *arg) {
   return NULL;
 }
 
+/* With no deadline (CHORUS_OP_TIMEOUT=0), lone_start, then checks that
+ * rank 0's kernel is still waiting 0.3 s later. 0 when started. */
+static int lone_waiting(lone *l, size_t count, const char *what) {
+  setenv("CHORUS_OP_TIMEOUT", "0", 1);
+  if (lone_start(l, count, 0) != 0) return -1;
+  struct timespec ts = {0, 300000000};
+  nanosleep(&ts, NULL);
+  EXPECT(cudaStreamQuery(l->s) == cudaErrorNotReady,
+         "%s: rank 0's kernel finished although rank 1 never joined", what);
+  return 0;
+}
+
 /* No deadline: only ncclCommAbort (from another thread) ends the wait. */
 static void abort_waiting(size_t count, const char *what) {
-  setenv("CHORUS_OP_TIMEOUT", "0", 1);
   lone l = {0};
-  if (lone_start(&l, count, 0) == 0) {
-    struct timespec ts = {0, 300000000};
-    nanosleep(&ts, NULL);
-    EXPECT(cudaStreamQuery(l.s) == cudaErrorNotReady,
-           "%s: rank 0's kernel finished although rank 1 never joined", what);
+  if (lone_waiting(&l, count, what) == 0) {
     aborter a = {l.comms[0], 0, ncclInternalError};
     pthread_t t;
     pthread_create(&t, NULL, abort_main, &a);
@@ -157,13 +164,8 @@ static void abort_waiting(size_t count, const char *what) {
 /* No deadline: rank 1, which rank 0's kernel waits for, aborts its
  * communicator; that must end rank 0's wait at once. */
 static void abort_frees_peer(size_t count, const char *what) {
-  setenv("CHORUS_OP_TIMEOUT", "0", 1);
   lone l = {0};
-  if (lone_start(&l, count, 0) == 0) {
-    struct timespec ts = {0, 300000000};
-    nanosleep(&ts, NULL);
-    EXPECT(cudaStreamQuery(l.s) == cudaErrorNotReady,
-           "%s: rank 0's kernel finished although rank 1 never joined", what);
+  if (lone_waiting(&l, count, what) == 0) {
     const double t0 = now();
     EXPECT(ncclCommAbort(l.comms[1]) == ncclSuccess, "%s: rank 1's ncclCommAbort failed", what);
     l.comms[1] = NULL;
