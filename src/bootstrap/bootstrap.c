@@ -201,7 +201,7 @@ static ncclResult_t serve_until(chorus_bootstrap *bs, int64_t until) {
   for (;;) {
     chorus_arrival a;
     ncclResult_t res = chorus_acceptor_poll(&bs->acc, until, bs->abort_flag, &a);
-    if (res != ncclSuccess) return res == ncclInProgress ? ncclInProgress : res;
+    if (res != ncclSuccess) return res; /* ncclInProgress: until came */
     CHECK(stash(bs, &a));
   }
 }
@@ -291,40 +291,43 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
   return ncclSuccess;
 }
 
+/* Tells the listener at `to` (a root, or a ring neighbour) that this rank
+ * failed, and why: `cause` when given (a neighbour's, passed on), else
+ * this thread's last error. Best effort, until `within` ns from now; a
+ * refused connection is final after `refused_within`. */
+static void tell_failure(const chorus_sockaddr *to, const uint64_t secret[2], uint32_t kind,
+                         int rank, int nranks, const char *cause, int64_t within,
+                         int64_t refused_within) {
+  char why[CHORUS_FAIL_BYTES], err[128];
+  const chorus_log_ctx ctx = chorus_log_ctx_get();
+  snprintf(why, sizeof why, "%s",
+           cause && cause[0] ? cause
+                             : (ctx.err_buf && ctx.err_buf[0] ? ctx.err_buf : "its init failed"));
+  const int64_t now = chorus_now_ns();
+  int fd = -1;
+  if (chorus_sock_connect_ex(to, now + within, now + refused_within, &fd, err, sizeof err) ==
+      ncclSuccess)
+    (void)chorus_hello_send(fd, kind, secret, rank, nranks, 0, why, sizeof why, now + within, err,
+                            sizeof err);
+  chorus_sock_close(&fd);
+}
+
 void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int rank) {
   if (uids[0].flags & CHORUS_UID_FIXED_ROOT) nids = 1;
   const chorus_uid *uid = &uids[chorus_root_of_rank(nranks, nids, rank)];
-  char why[CHORUS_FAIL_BYTES] = "", err[128];
-  const chorus_log_ctx ctx = chorus_log_ctx_get();
-  snprintf(why, sizeof why, "%s", ctx.err_buf && ctx.err_buf[0] ? ctx.err_buf : "its init failed");
-  const int64_t dl = chorus_now_ns() + 1000000000ll;
-  int fd = -1;
-  if (chorus_sock_connect_ex(&uid->root, dl, dl, &fd, err, sizeof err) == ncclSuccess)
-    (void)chorus_hello_send(fd, CHORUS_HELLO_ROOT_FAIL, uid->secret, rank, nranks, 0, why,
-                            sizeof why, dl, err, sizeof err);
-  chorus_sock_close(&fd);
+  tell_failure(&uid->root, uid->secret, CHORUS_HELLO_ROOT_FAIL, rank, nranks, NULL, 1000000000ll,
+               1000000000ll);
 }
 
 void chorus_bootstrap_fail(chorus_bootstrap *bs) {
   if (!bs) return;
   if (bs->next_fd >= 0) shutdown(bs->next_fd, SHUT_RDWR);
   if (bs->prev_fd >= 0) shutdown(bs->prev_fd, SHUT_RDWR);
-  char why[CHORUS_FAIL_BYTES], err[128];
-  const chorus_log_ctx ctx = chorus_log_ctx_get();
-  snprintf(why, sizeof why, "%s",
-           bs->cause[0] ? bs->cause
-                        : (ctx.err_buf && ctx.err_buf[0] ? ctx.err_buf : "its init failed"));
   const int n = bs->nranks, next = (bs->rank + 1) % n, prev = (bs->rank + n - 1) % n;
   for (int k = 0; k < 2 && n > 1 && bs->addrs; k++) {
-    const int peer = k ? prev : next;
     if (k && prev == next) break;
-    const int64_t dl = chorus_now_ns() + TELL_NS;
-    int fd = -1;
-    if (chorus_sock_connect_ex(&bs->addrs[peer], dl, chorus_now_ns(), &fd, err, sizeof err) ==
-        ncclSuccess)
-      (void)chorus_hello_send(fd, CHORUS_HELLO_PEER_FAIL, bs->secret, bs->rank, n, 0, why,
-                              sizeof why, dl, err, sizeof err);
-    chorus_sock_close(&fd);
+    tell_failure(&bs->addrs[k ? prev : next], bs->secret, CHORUS_HELLO_PEER_FAIL, bs->rank, n,
+                 bs->cause, TELL_NS, 0);
   }
   if (bs->listen_fd >= 0) shutdown(bs->listen_fd, SHUT_RDWR);
 }

@@ -39,8 +39,8 @@ typedef struct chorus_bootstrap {
   chorus_arrival *unexpected; /* arrived, not yet claimed */
   int nunexpected, cap_unexpected;
   int64_t timeout_ns;
-  const int *abort_flag; /* may be NULL */
-  char cause[200];       /* a neighbour's init failed: its first cause (CHORUS_HELLO_PEER_FAIL) */
+  const int *abort_flag;         /* may be NULL */
+  char cause[CHORUS_FAIL_BYTES]; /* a neighbour's init failed: its first cause (PEER_FAIL) */
 } chorus_bootstrap;
 
 /* Joins the rendezvous of `uids` (nids of them; ncclCommInitRankScalable
