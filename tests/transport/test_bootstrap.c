@@ -4,7 +4,8 @@
  * 1..8 ranks, and robustness: garbage, silent and wrong-secret connections
  * to the root and to rank listeners are dropped without disturbing the job;
  * a unique id whose root is gone fails at once; a rank that gives up
- * before the rendezvous fails it for the others at once.
+ * before the rendezvous fails it for the others at once; a rank whose
+ * init fails after it is named, with its cause, by every other rank.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -215,6 +216,60 @@ static void give_up_fails_the_rendezvous(void) {
   unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
 }
 
+typedef struct failer {
+  chorus_uid uid;
+  int rank, nranks;
+  ncclResult_t res;
+  double took;
+  char err[512];
+} failer;
+
+/* After init, the last rank fails (its last error says why) and the
+ * others, in an allgather, fail as a communicator's init does: each with
+ * the first cause, passed on along the ring (every rank, then, the
+ * failing one's neighbours included, calls chorus_bootstrap_fail). */
+static void *fail_main(void *p) {
+  failer *f = p;
+  chorus_log_ctx_set((chorus_log_ctx){f->rank, f->nranks, f->err, sizeof f->err});
+  chorus_bootstrap *bs = NULL;
+  f->res = chorus_bootstrap_init(&bs, &f->uid, 1, f->nranks, f->rank, NULL);
+  if (f->res == ncclSuccess) f->res = chorus_bootstrap_barrier(bs);
+  if (f->res != ncclSuccess) return NULL;
+  const int64_t t0 = chorus_now_ns();
+  if (f->rank == f->nranks - 1) {
+    snprintf(f->err, sizeof f->err, "rank %d of %d: a test cause", f->rank, f->nranks);
+    f->res = ncclSystemError;
+  } else {
+    int data[8] = {0};
+    f->res = chorus_bootstrap_allgather(bs, data, sizeof data[0]);
+  }
+  if (f->res != ncclSuccess) chorus_bootstrap_fail(bs);
+  f->took = (double)(chorus_now_ns() - t0) / 1e9;
+  chorus_bootstrap_destroy(bs);
+  return NULL;
+}
+
+static void init_failure_names_its_rank(void) {
+  enum { N = 4 };
+  chorus_uid u;
+  REQUIRE(chorus_uid_create(&u) == ncclSuccess);
+  setenv("CHORUS_BOOTSTRAP_TIMEOUT", "30", 1);
+  failer f[N];
+  pthread_t th[N];
+  for (int r = 0; r < N; r++) {
+    memset(&f[r], 0, sizeof f[r]);
+    f[r].uid = u, f[r].rank = r, f[r].nranks = N;
+    pthread_create(&th[r], NULL, fail_main, &f[r]);
+  }
+  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < N - 1; r++) {
+    EXPECT(f[r].res == ncclRemoteError);
+    EXPECT(f[r].took < 2);
+    EXPECT(strstr(f[r].err, "rank 3 of 4: a test cause") != NULL);
+  }
+  unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
+}
+
 int main(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   RUN(one_root);
@@ -222,5 +277,6 @@ int main(void) {
   RUN(garbage_is_ignored);
   RUN(refused_root_is_final);
   RUN(give_up_fails_the_rendezvous);
+  RUN(init_failure_names_its_rank);
   return unit_report();
 }
