@@ -270,11 +270,22 @@ static void fill_coll_comm(ncclComm_t comm) {
 static void arm_faults_once(void) {
   static int armed;
   if (__atomic_exchange_n(&armed, 1, __ATOMIC_RELAXED)) return;
-  const int64_t fail_after = chorus_param_int(CHORUS_P_FAULT_ALLOC);
-  if (fail_after > 0 && fail_after != CHORUS_UNSET) {
-    WARN("CHORUS_FAULT_ALLOC=%lld: host allocation %lld from now will fail (fault injection)",
-         (long long)fail_after, (long long)fail_after);
-    chorus_alloc_fail_after(fail_after);
+  static const struct {
+    chorus_param_id id;
+    int kind; /* chorus_mem_kind; -1: device memory, armed in the device layer */
+    const char *what;
+  } faults[] = {{CHORUS_P_FAULT_ALLOC, CHORUS_MEM_HOST, "host allocation"},
+                {CHORUS_P_FAULT_SHM, CHORUS_MEM_SHM, "shared-memory segment"},
+                {CHORUS_P_FAULT_DEVICE, -1, "device allocation"}};
+  for (size_t i = 0; i < sizeof faults / sizeof faults[0]; i++) {
+    const int64_t n = chorus_param_int(faults[i].id);
+    if (n <= 0 || n == CHORUS_UNSET) continue;
+    WARN("%s=%lld: %s %lld from now will fail (fault injection)",
+         chorus_param_desc_get(faults[i].id)->name, (long long)n, faults[i].what, (long long)n);
+    if (faults[i].kind < 0)
+      chorus_dev_fail_after(n);
+    else
+      chorus_alloc_fail_after((chorus_mem_kind)faults[i].kind, n);
   }
 }
 

@@ -26,6 +26,14 @@ const char *chorus_dev_error(void);
 /* Records a CUDA error code with what failed and returns -1 (for .cu files). */
 int chorus_dev_fail(int cuda_error, const char *what);
 
+/* Fault injection (the campaign's, CHORUS_FAULT_DEVICE): the n-th
+ * allocation from now by chorus_dev_alloc, chorus_dev_vmm_alloc or
+ * chorus_dev_host_alloc fails as if the GPU were out of memory (n >= 1;
+ * 0 disarms); chorus_dev_fault_due is the allocators' question, whether
+ * this one is it (for .cu files). */
+void chorus_dev_fail_after(long long n);
+int chorus_dev_fault_due(void);
+
 /* Makes device the calling thread's current device. */
 int chorus_dev_use(int device);
 /* PCI bus id of device ("0000:19:00.0"). */

@@ -34,6 +34,12 @@ int chorus_dev_bus_id(int device, char *out, size_t len) {
   if (len) out[0] = '\0';
   return -1;
 }
+void chorus_dev_fail_after(long long n) {
+  (void)n;
+}
+int chorus_dev_fault_due(void) {
+  return 0;
+}
 int chorus_dev_alloc(size_t bytes, void **out) {
   (void)bytes;
   *out = NULL;

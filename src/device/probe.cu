@@ -39,6 +39,21 @@ extern "C" int chorus_dev_fail(int cuda_error, const char *what) {
   return fail((cudaError_t)cuda_error, "%s", what);
 }
 
+static long long fault_countdown; /* 0: disarmed */
+
+extern "C" void chorus_dev_fail_after(long long n) {
+  __atomic_store_n(&fault_countdown, n, __ATOMIC_RELAXED);
+}
+
+extern "C" int chorus_dev_fault_due(void) {
+  long long c = __atomic_load_n(&fault_countdown, __ATOMIC_RELAXED);
+  while (c > 0)
+    if (__atomic_compare_exchange_n(&fault_countdown, &c, c - 1, false, __ATOMIC_RELAXED,
+                                    __ATOMIC_RELAXED))
+      return c == 1;
+  return 0;
+}
+
 extern "C" int chorus_dev_count(void) {
   int n = 0;
   if (cudaGetDeviceCount(&n) != cudaSuccess) {
@@ -81,6 +96,9 @@ extern "C" int chorus_dev_zero(void *p, size_t bytes) {
 
 extern "C" int chorus_dev_alloc(size_t bytes, void **out) {
   *out = NULL;
+  if (chorus_dev_fault_due())
+    return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu bytes), failed by CHORUS_FAULT_DEVICE",
+                bytes);
   TRY(cudaMalloc(out, bytes), "cudaMalloc(%zu bytes)", bytes);
   int rc = chorus_dev_zero(*out, bytes);
   if (rc != 0) {
@@ -97,6 +115,9 @@ extern "C" int chorus_dev_free(void *p) {
 
 extern "C" int chorus_dev_host_alloc(size_t bytes, void **host, void **dev) {
   *host = *dev = NULL;
+  if (chorus_dev_fault_due())
+    return fail(cudaErrorMemoryAllocation,
+                "cudaHostAlloc(%zu bytes, mapped), failed by CHORUS_FAULT_DEVICE", bytes);
   TRY(cudaHostAlloc(host, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
       "cudaHostAlloc(%zu bytes, mapped)", bytes);
   memset(*host, 0, bytes);

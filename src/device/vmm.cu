@@ -166,6 +166,9 @@ extern "C" int chorus_dev_vmm_alloc(size_t bytes, void **out, size_t *mapped) {
   const vmm *vp = load();
   if (!vp) return -1;
   const vmm &v = *vp;
+  if (chorus_dev_fault_due())
+    return chorus_dev_fail((int)cudaErrorMemoryAllocation,
+                           "cuMemCreate, failed by CHORUS_FAULT_DEVICE");
   int dev = 0, ndev = 0;
   cudaError_t e = cudaGetDevice(&dev);
   if (e == cudaSuccess) e = cudaGetDeviceCount(&ndev);

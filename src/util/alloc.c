@@ -13,7 +13,7 @@
 
 static int64_t bytes[CHORUS_MEM_KINDS];
 static int64_t blocks[CHORUS_MEM_KINDS];
-static int64_t fail_countdown; /* 0: disarmed */
+static int64_t fail_countdown[CHORUS_MEM_KINDS]; /* 0: disarmed */
 
 void chorus_alloc_account(chorus_mem_kind kind, int64_t delta) {
   __atomic_add_fetch(&bytes[kind], delta, __ATOMIC_RELAXED);
@@ -28,14 +28,14 @@ int64_t chorus_alloc_blocks(chorus_mem_kind kind) {
   return __atomic_load_n(&blocks[kind], __ATOMIC_RELAXED);
 }
 
-void chorus_alloc_fail_after(int64_t n) {
-  __atomic_store_n(&fail_countdown, n, __ATOMIC_RELAXED);
+void chorus_alloc_fail_after(chorus_mem_kind kind, int64_t n) {
+  __atomic_store_n(&fail_countdown[kind], n, __ATOMIC_RELAXED);
 }
 
-static int injected_failure(void) {
-  int64_t c = __atomic_load_n(&fail_countdown, __ATOMIC_RELAXED);
+int chorus_alloc_injected(chorus_mem_kind kind) {
+  int64_t c = __atomic_load_n(&fail_countdown[kind], __ATOMIC_RELAXED);
   while (c > 0) {
-    if (__atomic_compare_exchange_n(&fail_countdown, &c, c - 1, 0, __ATOMIC_RELAXED,
+    if (__atomic_compare_exchange_n(&fail_countdown[kind], &c, c - 1, 0, __ATOMIC_RELAXED,
                                     __ATOMIC_RELAXED))
       return c == 1;
   }
@@ -43,7 +43,7 @@ static int injected_failure(void) {
 }
 
 void *chorus_malloc(size_t size) {
-  if (size > SIZE_MAX - HEADER || injected_failure()) return NULL;
+  if (size > SIZE_MAX - HEADER || chorus_alloc_injected(CHORUS_MEM_HOST)) return NULL;
   unsigned char *p = malloc(size + HEADER);
   if (!p) return NULL;
   memcpy(p, &size, sizeof size);

@@ -6,7 +6,8 @@
  * device memory) are allocated by their own modules, which report them with
  * chorus_alloc_account so the totals cover everything. Tests read the
  * counters to prove nothing leaks and arm chorus_alloc_fail_after to make a
- * chosen allocation fail.
+ * chosen allocation fail (host memory here; shared memory in util/shm.c;
+ * device memory has its own in the device layer).
  */
 #ifndef CHORUS_UTIL_ALLOC_H
 #define CHORUS_UTIL_ALLOC_H
@@ -38,7 +39,11 @@ void chorus_alloc_account(chorus_mem_kind kind, int64_t delta);
 int64_t chorus_alloc_bytes(chorus_mem_kind kind);
 int64_t chorus_alloc_blocks(chorus_mem_kind kind);
 
-/* Makes the n-th chorus_malloc/calloc from now return NULL (n >= 1); 0 disarms. */
-void chorus_alloc_fail_after(int64_t n);
+/* Makes the n-th allocation of kind from now fail (n >= 1; 0 disarms):
+ * chorus_malloc/calloc return NULL, chorus_shm_create fails as if
+ * /dev/shm refused it. */
+void chorus_alloc_fail_after(chorus_mem_kind kind, int64_t n);
+/* For allocators of kind: whether this allocation is the one to fail. */
+int chorus_alloc_injected(chorus_mem_kind kind);
 
 #endif

@@ -71,6 +71,8 @@ CHORUS_PARAM(GPU_ZEROCOPY_CTA_BYTES,"CHORUS_GPU_ZEROCOPY_CTA_BYTES", SIZE, "8K",
 CHORUS_PARAM(GPU_CE_CHUNK_BYTES,"CHORUS_GPU_CE_CHUNK_BYTES", SIZE, "32M", 0, "Copy of a copy-engine Broadcast chain on 3+ GPUs (1M at least)")
 CHORUS_PARAM_GROUP("testing")
 CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, NULL, 0, "Fault injection: the n-th host allocation after the first init starts fails")
+CHORUS_PARAM(FAULT_SHM,        "CHORUS_FAULT_SHM",      INT, NULL, 0, "Fault injection: the n-th shared-memory segment made after the first init starts fails")
+CHORUS_PARAM(FAULT_DEVICE,     "CHORUS_FAULT_DEVICE",   INT, NULL, 0, "Fault injection: the n-th device or pinned allocation after the first init starts fails")
 CHORUS_PARAM_GROUP("ncclConfig_t overrides (unset: the config's value)")
 CHORUS_PARAM(COMM_BLOCKING,    "NCCL_COMM_BLOCKING",    INT, NULL, 0, "blocking")
 CHORUS_PARAM(CGA_CLUSTER_SIZE, "NCCL_CGA_CLUSTER_SIZE", INT, NULL, 0, "cgaClusterSize")

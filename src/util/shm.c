@@ -68,6 +68,10 @@ int chorus_shm_sweep_stale(void) {
 ncclResult_t chorus_shm_create(chorus_shm *shm, const char *tag, size_t size, char *err,
                                size_t errlen) {
   memset(shm, 0, sizeof *shm);
+  if (chorus_alloc_injected(CHORUS_MEM_SHM))
+    return chorus_errmsg(err, errlen, ncclSystemError,
+                         "shm_open(%s) failed: %s (failed by CHORUS_FAULT_SHM)", tag,
+                         strerror(ENOSPC));
   uint64_t rnd = 0;
   if (chorus_random_bytes(&rnd, sizeof rnd) != ncclSuccess)
     return chorus_errmsg(err, errlen, ncclSystemError, "getrandom failed: %s", strerror(errno));
