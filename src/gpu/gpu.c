@@ -244,6 +244,31 @@ void chorus_gpu_abort(chorus_gpu *g) {
   if (g && g->ctl_host) __atomic_store_n((int32_t *)g->ctl_host, 1, __ATOMIC_RELEASE);
 }
 
+/* A kernel failure as the control words say it: `why` is the failure
+ * itself, `who` the rank that saw it and `peer` the rank it is about; a
+ * failure another rank wrote here (CHORUS_KERN_PEER_FAILED) carries its
+ * own why and peer. 0 when there is none (one word read). */
+typedef struct gpu_failure {
+  int32_t status;
+  int why, who, peer;
+  uint64_t info[2];
+} gpu_failure;
+
+static int read_failure(const chorus_gpu *g, gpu_failure *f) {
+  const volatile int32_t *ctl = g->ctl_host;
+  f->status = ctl[1];
+  if (f->status == CHORUS_KERN_OK) return 0;
+  const volatile uint64_t *info =
+      (const volatile uint64_t *)((const char *)g->ctl_host + STATUS_INFO_OFF);
+  const int forwarded = f->status == CHORUS_KERN_PEER_FAILED;
+  f->why = forwarded ? (int)(info[2] >> 32) : f->status;
+  f->who = forwarded ? ctl[2] : g->rank;
+  f->peer = forwarded ? (int)(uint32_t)info[2] : ctl[2];
+  f->info[0] = info[0];
+  f->info[1] = info[1];
+  return 1;
+}
+
 void chorus_gpu_tell_aborted(chorus_gpu *g) {
   if (!g || !g->arenas.base[g->rank]) return;
   /* This rank's failure words in each peer's arena (kern_util.cuh,
@@ -253,16 +278,12 @@ void chorus_gpu_tell_aborted(chorus_gpu *g) {
    * cause on (rank V exited, say), so that the peers name V, not the
    * messenger. */
   uint32_t words[8] = {CHORUS_KERN_ABORTED, (uint32_t)g->rank};
-  const volatile int32_t *ctl = g->ctl_host;
-  const volatile uint64_t *info =
-      (const volatile uint64_t *)((const char *)g->ctl_host + STATUS_INFO_OFF);
-  const int32_t st = ctl[1];
-  if (st != CHORUS_KERN_OK && st != CHORUS_KERN_ABORTED) {
-    const int forwarded = st == CHORUS_KERN_PEER_FAILED;
-    words[0] = forwarded ? (uint32_t)(info[2] >> 32) : (uint32_t)st;
-    words[1] = forwarded ? (uint32_t)info[2] : (uint32_t)ctl[2];
-    memcpy(&words[2], (const void *)&info[0], 8);
-    memcpy(&words[4], (const void *)&info[1], 8);
+  gpu_failure f;
+  if (read_failure(g, &f) && f.status != CHORUS_KERN_ABORTED) {
+    words[0] = (uint32_t)f.why;
+    words[1] = (uint32_t)f.peer;
+    memcpy(&words[2], &f.info[0], 8);
+    memcpy(&words[4], &f.info[1], 8);
   }
   chorus_dev_use(g->device);
   for (int p = 0; p < g->nranks; p++) {
@@ -343,35 +364,26 @@ static ncclResult_t status_words(const chorus_gpu *g, int why, int who, int devi
 }
 
 ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
-  if (!g) return ncclSuccess;
-  volatile int32_t *ctl = g->ctl_host;
-  const int32_t st = ctl[1];
-  if (st == CHORUS_KERN_OK) return ncclSuccess;
-  const int peer = ctl[2];
-  const volatile uint64_t *info =
-      (const volatile uint64_t *)((char *)g->ctl_host + STATUS_INFO_OFF);
-  /* A failure another rank wrote here: its words, its code. */
-  const int why = st == CHORUS_KERN_PEER_FAILED ? (int)(info[2] >> 32) : st;
+  gpu_failure f;
+  if (!g || !read_failure(g, &f)) return ncclSuccess;
+  const int forwarded = f.status == CHORUS_KERN_PEER_FAILED;
   char words[512];
-  const ncclResult_t code =
-      st == CHORUS_KERN_PEER_FAILED
-          ? status_words(g, why, peer, -1, (int)(uint32_t)info[2], info[0], info[1], words,
-                         sizeof words)
-          : status_words(g, st, g->rank, g->device, peer, info[0], info[1], words, sizeof words);
+  const ncclResult_t code = status_words(g, f.why, f.who, forwarded ? -1 : g->device, f.peer,
+                                         f.info[0], f.info[1], words, sizeof words);
   if (__atomic_exchange_n(&g->reported, 1, __ATOMIC_ACQ_REL)) return code;
-  if (st == CHORUS_KERN_ABORTED) return chorus_error(code, "%s", words);
-  if (st == CHORUS_KERN_PEER_FAILED && why == CHORUS_KERN_ABORTED)
+  if (f.status == CHORUS_KERN_ABORTED) return chorus_error(code, "%s", words);
+  if (forwarded && f.why == CHORUS_KERN_ABORTED)
     return chorus_error(ncclRemoteError,
                         "rank %d (GPU %d): rank %d called ncclCommAbort while a GPU kernel here "
                         "waited for it; the communicator cannot be used any more (ncclCommAbort "
                         "it)",
-                        g->rank, g->device, peer);
-  if (st == CHORUS_KERN_PEER_FAILED)
+                        g->rank, g->device, f.who);
+  if (forwarded)
     return chorus_error(
         code,
         "rank %d (GPU %d): a GPU kernel stopped because rank %d's kernel failed first: "
         "%s; the communicator cannot be used any more (ncclCommAbort it)",
-        g->rank, g->device, peer, words);
+        g->rank, g->device, f.who, words);
   return chorus_error(code, "%s; the communicator cannot be used any more (ncclCommAbort it)",
                       words);
 }
