@@ -4,18 +4,21 @@ writes docs/RELIABILITY.md from what it measured (--short: a few trials of
 each, no report; CTest runs that as campaign.short).
 
 Classes: SIGKILL of a random rank at a random moment (shared memory, TCP,
-two hosts), SIGSTOP below and above the op timeout, ncclCommAbort from
-another thread, random mismatches (tests/coll/test_mismatch), strangers on
-every port, a host allocation that fails, a /dev/shm too small (a tmpfs
-of its own in a mount namespace, where unshare works), the bad-argument
-table (--badtable), a soak of a million calls, and the libFuzzer harnesses
-(--fuzzers DIR, from build-fuzz). Each trial is a process tree with its own deadline; a trial
-that does not end is a hang.
+two hosts, a process of two ranks), SIGSTOP below and above the op
+timeout, ncclCommAbort from another thread, random mismatches
+(tests/coll/test_mismatch), strangers on every port, a host allocation or
+shared-memory segment that fails, a /dev/shm too small (a tmpfs of its own
+in a mount namespace, where unshare works), the bad-argument table
+(--badtable), a soak of a million calls, and the libFuzzer harnesses
+(--fuzzers DIR, from build-fuzz). Each trial is a process tree with its
+own deadline; a trial that does not end is a hang.
 
 On the GPU machine, --gpu-only runs the GPU classes alone and rewrites
 the GPU section of the report (the host's stays): SIGKILL of a random rank
-of 2-4 processes, one per GPU (campaign_trial_gpu), and random mismatches
-on 2-4 GPUs driven by one process (gpu_mismatch_rand).
+of 2-4 processes, one per GPU, and of a process driving 2 GPUs
+(campaign_trial_gpu), a failed device allocation or shared-memory
+segment, and random mismatches on 2-4 GPUs driven by one process
+(gpu_mismatch_rand).
 
 usage: campaign.py [--short] --trial BIN --mismatch BIN [--fuzzers DIR] [--badtable BIN]
                    [--kills N] [--aborts N] [--stops N] [--mismatches N]
@@ -221,13 +224,31 @@ def gpu_main(args):
         print("campaign --gpu-only: fewer than two GPUs")
         return 1
     t0 = time.time()
+    env = {"CHORUS_OP_TIMEOUT": 20, "NCCL_NVLS_ENABLE": 0}
     k = Tally("gpu-kill", "SIGKILL of a random rank, 2-%d processes, one per GPU" % ngpu)
-    trial_class(args, k, "kill", lambda i: 2 + i % (ngpu - 1), {"CHORUS_OP_TIMEOUT": 20,
-                "NCCL_NVLS_ENABLE": 0}, args.gpu_kills, trial=args.gpu_trial)
+    trial_class(args, k, "kill", lambda i: 2 + i % (ngpu - 1), env, args.gpu_kills,
+                trial=args.gpu_trial)
+    tallies = [k]
+    if ngpu >= 3:
+        k2 = Tally("gpu-kill-shared", "SIGKILL of a process driving 2 GPUs (a thread per rank), "
+                   "3-%d GPUs" % ngpu)
+        trial_class(args, k2, "kill", lambda i: 3 + i % (ngpu - 2),
+                    dict(env, TRIAL_RANKS_PER_PROC=2), args.gpu_kills // 2, trial=args.gpu_trial)
+        tallies.append(k2)
+    al = Tally("gpu-alloc", "a random rank's n-th device allocation fails (CHORUS_FAULT_DEVICE: "
+               "cudaMalloc, cuMemCreate, cudaHostAlloc), n up to 3, 2-%d GPUs" % ngpu)
+    trial_class(args, al, "alloc", lambda i: 2 + i % (ngpu - 1), dict(env, ALLOC_KIND="device"),
+                args.gpu_kills // 2, trial=args.gpu_trial)
+    tallies.append(al)
+    al = Tally("gpu-alloc-shm", "a random rank's shared-memory segment cannot be made "
+               "(CHORUS_FAULT_SHM), 2-%d GPUs" % ngpu)
+    trial_class(args, al, "alloc", lambda i: 2 + i % (ngpu - 1),
+                dict(env, ALLOC_KIND="shm", ALLOC_MAX=1), args.gpu_kills // 4, trial=args.gpu_trial)
+    tallies.append(al)
     m = Tally("gpu-mismatch", "one rank changes function, count, op or root; 2-%d GPUs, one "
               "process (max: the worst trial)" % ngpu)
     gpu_mismatch_class(args, m, args.gpu_mismatches)
-    tallies = [k, m]
+    tallies.append(m)
     took = time.time() - t0
     bad = print_tallies(tallies, "campaign (GPUs)", took)
     gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
@@ -239,8 +260,10 @@ def gpu_main(args):
         "Regenerate there with `python3 scripts/campaign.py --gpu-only --gpu-trial "
         "build-gpu/tests/campaign/campaign_trial_gpu --gpu-mismatch "
         "build-gpu/tests/gpu/gpu_mismatch_rand`. A kill's survivors wait for their stream and "
-        "must then fail, naming the dead rank, within 1 s of the kill; a mismatch must reach "
-        "every rank within 1 s (through its call or, where its call ended cleanly, the next)."
+        "must then fail, naming the dead rank, within 1 s of the kill; a failed allocation "
+        "must fail every rank within 1 s of the first failure, naming the rank it struck (or "
+        "none fails, where n was past the last allocation); a mismatch must reach every rank "
+        "within 1 s (through its call or, where its call ended cleanly, the next)."
         % (len(gpus), gpus[0] if gpus else "?", commit_of(), datetime.date.today().isoformat(),
            took),
         "",
@@ -322,6 +345,13 @@ def main():
     k = Tally("kill-hosts", "SIGKILL, 4 ranks on 2 hosts")
     trial_class(args, k, "kill", lambda i: 4, dict(quick, TRIAL_HOSTS=2), args.kills // 3)
     tallies.append(k)
+    k = Tally("kill-threads", "SIGKILL of a process of 2 ranks (threads), 3-4 ranks, shared "
+              "memory and TCP")
+    trial_class(args, k, "kill", lambda i: 3 + i % 2,
+                dict(quick, TRIAL_RANKS_PER_PROC=2), max(1, args.kills // 20))
+    trial_class(args, k, "kill", lambda i: 3 + i % 2,
+                dict(quick, TRIAL_RANKS_PER_PROC=2, NCCL_SHM_DISABLE=1), max(1, args.kills // 20))
+    tallies.append(k)
     s = Tally("stop", "SIGSTOP for 0.5 s or 3.5 s, op timeout 2 s")
     trial_class(args, s, "stop", lambda i: 3, {"CHORUS_OP_TIMEOUT": 2}, args.stops)
     tallies.append(s)
@@ -344,6 +374,13 @@ def main():
     tallies.append(st)
     al = Tally("alloc", "a random rank's n-th host allocation fails, n up to 60 (its init)")
     trial_class(args, al, "alloc", lambda i: 2 + i % 3, dict(quick, ALLOC_MAX=60), args.allocs)
+    tallies.append(al)
+    al = Tally("alloc-shm", "a random rank's shared-memory segment cannot be made "
+               "(CHORUS_FAULT_SHM; a process of 2 ranks in a third of the trials)")
+    trial_class(args, al, "alloc", lambda i: 2 + i % 3, dict(quick, ALLOC_KIND="shm", ALLOC_MAX=1),
+                args.allocs // 3 - args.allocs // 9)
+    trial_class(args, al, "alloc", lambda i: 4, dict(quick, ALLOC_KIND="shm", ALLOC_MAX=2,
+                TRIAL_RANKS_PER_PROC=2), args.allocs // 9)
     tallies.append(al)
     if can_unshare():
         sf = Tally("shm-full", "/dev/shm of 256 KiB-40 MiB (a tmpfs of its own), 2-4 ranks")
@@ -399,11 +436,6 @@ def main():
     so = next(t for t in tallies if t.name == "soak")
     if so.extra:
         lines += ["", "Soak: `%s`." % so.extra[0]]
-    lines += [
-        "",
-        "Not measured yet: allocation failures of shared memory and cudaMalloc injected (host "
-        "allocations are, and a full /dev/shm is real).",
-    ]
     replace_section(args.out, "Host memory", lines)
     print("wrote the host section of " + args.out)
     return 1 if bad else 0

@@ -13,10 +13,13 @@
  *          fail
  *   soak   SOAK_CALLS calls (default 1,000,000) over sizes from 4 B to
  *          256 KiB; memory, descriptors and /dev/shm must stay flat
- *   alloc  a random rank's n-th host allocation fails (CHORUS_FAULT_ALLOC,
- *          n random up to ALLOC_MAX, default 3000): in its init or in a
- *          call; then every rank must fail within LIMIT of the first
- *          failure, else every rank finish
+ *   alloc  a random rank's n-th allocation fails, n random up to ALLOC_MAX:
+ *          by ALLOC_KIND, host memory (CHORUS_FAULT_ALLOC, the default;
+ *          ALLOC_MAX default 3000), a shared-memory segment
+ *          (CHORUS_FAULT_SHM, 2) or device memory (CHORUS_FAULT_DEVICE, 3);
+ *          in its init or in a call; then every rank must fail within
+ *          LIMIT of the first failure naming the rank, else every rank
+ *          finish
  *   strangers while the ranks run, the parent connects to every TCP port
  *          they listen on (found in /proc) and sends junk: random bytes,
  *          huge lengths, a hello with a wrong mac, idle connections; every
@@ -25,10 +28,13 @@
  *          rank's segment (scripts/campaign.py mounts a small one in a
  *          mount namespace); the same criteria as alloc
  * Transport by environment: TRIAL_HOSTS=H makes H hosts of the ranks
- * (NCCL_HOSTID), NCCL_SHM_DISABLE=1 TCP only. Built with TRIAL_GPU
- * (campaign_trial_gpu), rank r drives GPU r: its buffers are device memory
- * on a stream of its own, each round waits for the stream, and a failure
- * is what ncclCommGetAsyncError says after the wait (kill only). Ranks stop together: every
+ * (NCCL_HOSTID), NCCL_SHM_DISABLE=1 TCP only. TRIAL_RANKS_PER_PROC=G runs
+ * G ranks as threads of each process (ranks 0..G-1 in the first): a kill
+ * or stop then hits every rank of the victim's process, and a survivor may
+ * name any of them. Built with TRIAL_GPU (campaign_trial_gpu; kill and
+ * alloc), rank r drives GPU r: its buffers are device memory on a stream
+ * of its own, each round waits for the stream, and a failure is what
+ * ncclCommGetAsyncError says after the wait. Ranks stop together: every
  * round starts with an AllReduce of rank 0's "stop" flag.
  *
  * Prints one line: "trial mode=... key=value ..." and exits 0 when the
@@ -50,6 +56,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mix.h"
 #include "nccl.h"
 #ifdef TRIAL_GPU
 #include <cuda_runtime.h>
@@ -69,13 +76,6 @@ static void sleep_ns(int64_t ns) {
   struct timespec ts = {(time_t)(ns / 1000000000ll), (long)(ns % 1000000000ll)};
   while (nanosleep(&ts, &ts) != 0) {
   }
-}
-
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
 }
 
 /* What each rank reports, in shared memory the parent reads after. */
@@ -104,6 +104,8 @@ typedef struct shared_id {
 typedef struct plan {
   const char *mode;
   int n, victim;
+  int per;      /* ranks per process */
+  int vlo, vhi; /* the ranks of the victim's process: [vlo, vhi) */
   uint64_t seed;
   shared_id *sid;
   report *rep;
@@ -149,15 +151,20 @@ static void *abort_later(void *p) {
   return NULL;
 }
 
-static void fail_note(report *r, ncclResult_t res, ncclComm_t comm, int victim) {
+/* Notes a rank's first failure and whether its message names one of the
+ * faulty ranks, p->vlo..vhi-1 (a whole word: "rank 1" is not "rank 12"). */
+static void fail_note(report *r, ncclResult_t res, ncclComm_t comm, const plan *p) {
   if (r->code) return;
   r->code = res;
   r->fail_ns = now_ns();
   const char *msg = ncclGetLastError(comm);
   snprintf(r->msg, sizeof r->msg, "%s", msg ? msg : "");
-  char want[32];
-  snprintf(want, sizeof want, "rank %d", victim);
-  r->named = msg && strstr(msg, want) != NULL;
+  for (int v = p->vlo; v < p->vhi && msg; v++) {
+    char want[32];
+    snprintf(want, sizeof want, "rank %d", v);
+    for (const char *at = strstr(msg, want); at && !r->named; at = strstr(at + 1, want))
+      r->named = at[strlen(want)] < '0' || at[strlen(want)] > '9';
+  }
 }
 
 #ifdef TRIAL_GPU
@@ -196,13 +203,6 @@ static int rank_body(const plan *p, int rank) {
       cudaMalloc((void **)&dbuf, 262144 * sizeof *dbuf) || cudaStreamCreate(&st))
     return 2;
 #endif
-  if (!strcmp(p->mode, "alloc") && rank == p->victim) {
-    const char *mx = getenv("ALLOC_MAX");
-    const uint64_t most = mx && atoll(mx) > 0 ? (uint64_t)atoll(mx) : 3000;
-    char n[32];
-    snprintf(n, sizeof n, "%llu", (unsigned long long)(1 + mix(p->seed ^ 0xa11c) % most));
-    setenv("CHORUS_FAULT_ALLOC", n, 1);
-  }
   const int64_t id_by = now_ns() + 20ll * 1000000000;
   while (!__atomic_load_n(&p->sid->ready, __ATOMIC_ACQUIRE) && now_ns() < id_by) sleep_ns(1000000);
   if (__atomic_load_n(&p->sid->ready, __ATOMIC_ACQUIRE) != 1) return 2;
@@ -210,7 +210,7 @@ static int rank_body(const plan *p, int rank) {
   ncclResult_t res = ncclCommInitRank(&comm, p->n, p->sid->id, rank);
   __atomic_store_n(&r->ready, 1, __ATOMIC_RELEASE);
   if (res != ncclSuccess) {
-    fail_note(r, res, NULL, p->victim);
+    fail_note(r, res, NULL, p);
     r->done = 1;
     return 0;
   }
@@ -242,7 +242,7 @@ static int rank_body(const plan *p, int rank) {
       res = ncclAllReduce(buf, buf, count < maxc ? count : maxc, ncclFloat, ncclSum, comm, NULL);
 #endif
     if (res != ncclSuccess) {
-      fail_note(r, res, aborts ? NULL : comm, p->victim);
+      fail_note(r, res, aborts ? NULL : comm, p);
       if (aborts) r->returned_ns = r->fail_ns;
       break;
     }
@@ -274,6 +274,48 @@ static int rank_body(const plan *p, int rank) {
 #endif
   r->done = 1;
   return 0;
+}
+
+typedef struct rank_arg {
+  const plan *p;
+  int rank, rc;
+} rank_arg;
+
+static void *rank_thread(void *a) {
+  rank_arg *ra = a;
+  ra->rc = rank_body(ra->p, ra->rank);
+  return NULL;
+}
+
+/* Process q: its ranks, as threads when there are several; the fault's
+ * setting armed before any of them starts (setenv is not thread-safe). */
+static int proc_body(const plan *p, int q) {
+  const int lo = q * p->per, hi = lo + p->per < p->n ? lo + p->per : p->n;
+  if (!strcmp(p->mode, "alloc") && lo == p->vlo) {
+    const char *kind = getenv("ALLOC_KIND") ? getenv("ALLOC_KIND") : "host";
+    const char *var = !strcmp(kind, "shm")      ? "CHORUS_FAULT_SHM"
+                      : !strcmp(kind, "device") ? "CHORUS_FAULT_DEVICE"
+                                                : "CHORUS_FAULT_ALLOC";
+    const char *mx = getenv("ALLOC_MAX");
+    const uint64_t dflt = !strcmp(kind, "shm") ? 2 : !strcmp(kind, "device") ? 3 : 3000;
+    const uint64_t most = mx && atoll(mx) > 0 ? (uint64_t)atoll(mx) : dflt;
+    char n[32];
+    snprintf(n, sizeof n, "%llu", (unsigned long long)(1 + mix(p->seed ^ 0xa11c) % most));
+    setenv(var, n, 1);
+  }
+  if (hi - lo == 1) return rank_body(p, lo);
+  rank_arg a[MAXR];
+  pthread_t th[MAXR];
+  int rc = 0;
+  for (int r = lo; r < hi; r++) {
+    a[r - lo] = (rank_arg){p, r, 2};
+    if (pthread_create(&th[r - lo], NULL, rank_thread, &a[r - lo]) != 0) return 2;
+  }
+  for (int r = lo; r < hi; r++) {
+    pthread_join(th[r - lo], NULL);
+    if (a[r - lo].rc > rc) rc = a[r - lo].rc;
+  }
+  return rc;
 }
 
 /* The IPv4 TCP ports process pid listens on (its socket inodes matched
@@ -383,14 +425,16 @@ int main(int argc, char **argv) {
             argv[0]);
     return 2;
   }
-  plan p = {argv[1], atoi(argv[2]), 0, strtoull(argv[3], NULL, 10), NULL, NULL};
+  plan p = {.mode = argv[1], .n = atoi(argv[2]), .seed = strtoull(argv[3], NULL, 10)};
   const char *m = p.mode;
 #ifdef TRIAL_GPU
-  const int gpu_only_kills = strcmp(m, "kill") != 0;
+  const int gpu_lacks = strcmp(m, "kill") && strcmp(m, "alloc");
 #else
-  const int gpu_only_kills = 0;
+  const int gpu_lacks = 0;
 #endif
-  if (p.n < 2 || p.n > MAXR || gpu_only_kills ||
+  const char *per = getenv("TRIAL_RANKS_PER_PROC");
+  p.per = per && atoi(per) > 1 ? atoi(per) : 1;
+  if (p.n < 2 || p.n > MAXR || gpu_lacks ||
       (strcmp(m, "kill") && strcmp(m, "stop") && strcmp(m, "abort") && strcmp(m, "soak") &&
        strcmp(m, "alloc") && strcmp(m, "shmfull") && strcmp(m, "strangers"))) {
     fprintf(stderr, "usage: %s kill|stop|abort|soak|alloc|shmfull|strangers NRANKS(2..%d) SEED\n",
@@ -399,6 +443,11 @@ int main(int argc, char **argv) {
   }
   const uint64_t s = mix(p.seed);
   p.victim = (int)(s % (uint64_t)p.n);
+  /* kill, stop, alloc: the victim's process is faulty; abort: the rank. */
+  const int whole = strcmp(m, "abort") != 0;
+  p.vlo = whole ? p.victim / p.per * p.per : p.victim;
+  p.vhi = whole ? (p.vlo + p.per < p.n ? p.vlo + p.per : p.n) : p.victim + 1;
+  const int nproc = (p.n + p.per - 1) / p.per;
   p.rep =
       mmap(NULL, MAXR * sizeof(report), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   p.sid = mmap(NULL, sizeof *p.sid, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -410,10 +459,10 @@ int main(int argc, char **argv) {
   const int64_t op_timeout = (ot ? atoll(ot) : 600) * 1000000000ll;
   const int above = (s >> 8) & 1;
   const int64_t stop_ns = above ? op_timeout + 1500ll * 1000000 : op_timeout / 4;
-  pid_t pid[MAXR];
-  for (int r = 0; r < p.n; r++) {
-    pid[r] = fork();
-    if (pid[r] == 0) _exit(rank_body(&p, r));
+  pid_t pid[MAXR]; /* per process */
+  for (int q = 0; q < nproc; q++) {
+    pid[q] = fork();
+    if (pid[q] == 0) _exit(proc_body(&p, q));
   }
   __atomic_store_n(&p.sid->ready, ncclGetUniqueId(&p.sid->id) == ncclSuccess ? 1 : -1,
                    __ATOMIC_RELEASE);
@@ -423,14 +472,14 @@ int main(int argc, char **argv) {
   int idle[256], nidle = 0, made = 0;
   port_set done = {.n = 0};
   pid_t all[MAXR + 1];
-  memcpy(all, pid, (size_t)p.n * sizeof *pid);
-  all[p.n] = getpid();
+  memcpy(all, pid, (size_t)nproc * sizeof *pid);
+  all[nproc] = getpid();
   /* The fault, at a random moment once every rank is in (a rank lost in
    * init is the rendezvous' business: test_comm killed_in_init). */
   const int64_t ready_by = now_ns() + 20ll * 1000000000;
   for (int r = 0; r < p.n && now_ns() < ready_by; r++)
     while (!__atomic_load_n(&p.rep[r].ready, __ATOMIC_ACQUIRE) && now_ns() < ready_by) {
-      if (attack) made += strangers(all, p.n + 1, p.seed, &done, idle, &nidle);
+      if (attack) made += strangers(all, nproc + 1, p.seed, &done, idle, &nidle);
       sleep_ns(1000000);
     }
   const int64_t delay = (int64_t)((s >> 16) % 300) * 1000000;
@@ -438,38 +487,38 @@ int main(int argc, char **argv) {
   if (!strcmp(m, "kill") || !strcmp(m, "stop")) {
     sleep_ns(delay);
     fault_ns = now_ns();
-    kill(pid[p.victim], !strcmp(m, "kill") ? SIGKILL : SIGSTOP);
+    kill(pid[p.victim / p.per], !strcmp(m, "kill") ? SIGKILL : SIGSTOP);
     if (!strcmp(m, "stop")) {
       sleep_ns(stop_ns);
-      kill(pid[p.victim], SIGCONT);
+      kill(pid[p.victim / p.per], SIGCONT);
     }
   }
   if (attack) { /* and the ports open after init */
     done.n = 0;
-    made += strangers(all, p.n + 1, p.seed, &done, idle, &nidle);
+    made += strangers(all, nproc + 1, p.seed, &done, idle, &nidle);
   }
   /* Every rank must be done well within its limits; the others are hung. */
   const int64_t end = now_ns() + (strcmp(m, "soak") ? 20ll : 600ll) * 1000000000ll +
                       (op_timeout < 60ll * 1000000000 ? op_timeout : 0);
-  int hangs = 0, crashes = 0, left = p.n;
-  int status[MAXR] = {0}, reaped[MAXR] = {0};
+  int hangs = 0, crashes = 0, left = nproc;
+  int status[MAXR] = {0}, reaped[MAXR] = {0}; /* per process */
   while (left > 0 && now_ns() < end) {
-    for (int r = 0; r < p.n; r++)
-      if (!reaped[r] && waitpid(pid[r], &status[r], WNOHANG) == pid[r]) reaped[r] = 1, left--;
+    for (int q = 0; q < nproc; q++)
+      if (!reaped[q] && waitpid(pid[q], &status[q], WNOHANG) == pid[q]) reaped[q] = 1, left--;
     sleep_ns(2000000);
   }
-  for (int r = 0; r < p.n; r++) {
-    if (reaped[r]) continue;
+  for (int q = 0; q < nproc; q++) {
+    if (reaped[q]) continue;
     hangs++;
-    kill(pid[r], SIGKILL);
-    waitpid(pid[r], &status[r], 0);
+    kill(pid[q], SIGKILL);
+    waitpid(pid[q], &status[q], 0);
   }
   for (int i = 0; i < nidle; i++) close(idle[i]);
-  /* Leftovers: shared memory of any of the ranks. */
+  /* Leftovers: shared memory of any of the processes. */
   int leftovers = 0;
-  for (int r = 0; r < p.n; r++) {
+  for (int q = 0; q < nproc; q++) {
     char prefix[64];
-    snprintf(prefix, sizeof prefix, "chorus-%d-", (int)pid[r]);
+    snprintf(prefix, sizeof prefix, "chorus-%d-", (int)pid[q]);
     long k = count_dir("/dev/shm", prefix);
     if (k > 0) leftovers += (int)k;
   }
@@ -485,7 +534,8 @@ int main(int argc, char **argv) {
     if (p.rep[r].code && p.rep[r].fail_ns < first) first = p.rep[r].fail_ns;
   for (int r = 0; r < p.n && together; r++) {
     const report *rp = &p.rep[r];
-    if (reaped[r] && WIFSIGNALED(status[r])) crashes++; /* not the hung ones killed above */
+    const int q = r / p.per;
+    if (reaped[q] && WIFSIGNALED(status[q]) && r % p.per == 0) crashes++; /* not the hung */
     survivors++;
     if (rp->code) failed++;
     if (first == INT64_MAX) {
@@ -502,8 +552,10 @@ int main(int argc, char **argv) {
   }
   for (int r = 0; r < p.n && !together; r++) {
     const report *rp = &p.rep[r];
-    const int faulty = r == p.victim && strcmp(m, "soak") && strcmp(m, "strangers");
-    const int signaled = reaped[r] && WIFSIGNALED(status[r]); /* not the hung ones killed above */
+    const int q = r / p.per;
+    const int faulty = r >= p.vlo && r < p.vhi && strcmp(m, "soak") && strcmp(m, "strangers");
+    /* once per process; not the hung ones killed above */
+    const int signaled = reaped[q] && WIFSIGNALED(status[q]) && r % p.per == 0;
     if (signaled && !(faulty && !strcmp(m, "kill"))) crashes++;
     if (faulty) continue;
     survivors++;
@@ -524,9 +576,9 @@ int main(int argc, char **argv) {
     }
   }
 #ifdef TRIAL_GPU
-  printf("trial gpu=1 mode=%s n=%d seed=%llu victim=%d hosts=%s shm=%s", m, p.n,
+  printf("trial gpu=1 mode=%s n=%d per=%d seed=%llu victim=%d hosts=%s shm=%s", m, p.n, p.per,
 #else
-  printf("trial mode=%s n=%d seed=%llu victim=%d hosts=%s shm=%s", m, p.n,
+  printf("trial mode=%s n=%d per=%d seed=%llu victim=%d hosts=%s shm=%s", m, p.n, p.per,
 #endif
          (unsigned long long)p.seed, p.victim, getenv("TRIAL_HOSTS") ? getenv("TRIAL_HOSTS") : "1",
          getenv("NCCL_SHM_DISABLE") && atoi(getenv("NCCL_SHM_DISABLE")) ? "off" : "on");
@@ -554,7 +606,9 @@ int main(int argc, char **argv) {
            dshm);
     if (drss > 4096 || dfd > 0 || dshm > 0) bad++;
   }
-  if (together) printf(" failed_first_ms=%s", first == INT64_MAX ? "-" : "0");
+  if (together)
+    printf(" kind=%s failed_first_ms=%s", getenv("ALLOC_KIND") ? getenv("ALLOC_KIND") : "host",
+           first == INT64_MAX ? "-" : "0");
   printf(" survivors=%d failed=%d named=%d hangs=%d crashes=%d leftovers=%d detect_max_ms=%.1f "
          "detect_ms=%s ok=%d\n",
          survivors, failed, named, hangs, crashes, leftovers, ms(worst), times[0] ? times : "-",

@@ -323,6 +323,40 @@ static int op_timeout(int rank, int nranks, ncclUniqueId id, const char *param) 
   return 0;
 }
 
+/* A lone receive and a lone send that no receiver makes room for: rank 1
+ * never calls. Rank 0's ncclRecv from rank 1 and rank 2's ncclSend of
+ * 64 MiB to it (more than the buffers hold) each fail after
+ * CHORUS_OP_TIMEOUT, saying which call waits for which rank, and for what. */
+static int lone_p2p(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  if (rank == 1) {
+    sleep_ms(2500);
+    CHECKR(ncclCommAbort(comm));
+    return 0;
+  }
+  const size_t count = rank == 0 ? 1024 : (size_t)16 << 20;
+  float *buf = calloc(count, sizeof *buf);
+  EXPECTR(buf != NULL);
+  double t0 = now_s();
+  ncclResult_t r = rank == 0 ? ncclRecv(buf, count, ncclFloat, 1, comm, NULL)
+                             : ncclSend(buf, count, ncclFloat, 1, comm, NULL);
+  double t = now_s() - t0;
+  const char *msg = ncclGetLastError(comm);
+  harness_log(rank, "after %.2f s: %s: %s", t, ncclGetErrorString(r), msg);
+  free(buf);
+  EXPECTR(r == ncclRemoteError);
+  EXPECTR(t >= 0.9 && t < 10);
+  EXPECTR(strstr(msg, rank == 0 ? "Recv(count=1024, float, peer=1)"
+                                : "Send(count=16777216, float, peer=1)") != NULL);
+  EXPECTR(strstr(msg, rank == 0 ? "waiting for data from rank 1" : "waiting for room at rank 1") !=
+          NULL);
+  EXPECTR(strstr(msg, "CHORUS_OP_TIMEOUT") != NULL);
+  CHECKR(ncclCommAbort(comm));
+  return 0;
+}
+
 /* Rank 1 dies (processes) or vanishes (threads: abort without a word); the
  * others fail with ncclRemoteError naming it, well before any timeout. */
 static int dead_peer(int rank, int nranks, ncclUniqueId id, const char *param) {
@@ -621,6 +655,7 @@ static const harness_case cases[] = {{"init_all", init_all},
                                      {"finalize_revoke", finalize_revoke},
                                      {"abort_unblocks", abort_unblocks},
                                      {"op_timeout", op_timeout},
+                                     {"lone_p2p", lone_p2p},
                                      {"dead_peer", dead_peer},
                                      {"mismatch", mismatch},
                                      {"missing_rank", missing_rank},
@@ -650,7 +685,8 @@ int main(int argc, char **argv) {
   } else {
     snprintf(param, sizeof param, "%s", argv[2]);
   }
-  if (strcmp(name, "op_timeout") == 0) setenv("CHORUS_OP_TIMEOUT", "1", 1);
+  if (strcmp(name, "op_timeout") == 0 || strcmp(name, "lone_p2p") == 0)
+    setenv("CHORUS_OP_TIMEOUT", "1", 1);
   /* A rank killed before it joins is missing: the others wait this long. */
   if (strcmp(name, "missing_rank") == 0 || strcmp(name, "killed_in_init") == 0)
     setenv("CHORUS_BOOTSTRAP_TIMEOUT", "2", 1);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "mix.h"
 #include "nccl.h"
 #include "spawn.h"
 
@@ -61,13 +62,6 @@ typedef struct trial {
   call agreed, odd;
   int victim, what;
 } trial;
-
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 static size_t draw_count(uint64_t *s) {
   static const size_t counts[] = {1, 3, 100, 1000, 4096, 16384, 65536, 262144};

@@ -27,6 +27,7 @@
 #include <time.h>
 
 #include "gpu_test.h"
+#include "mix.h"
 #include "nccl.h"
 
 #define LIMIT 1.0 /* seconds: the issue's bound for detection on every rank */
@@ -42,13 +43,6 @@ typedef struct call {
   ncclRedOp_t op;
   int root;
 } call;
-
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 static ncclResult_t issue(const call *c, float *sbuf, float *rbuf, ncclComm_t comm,
                           cudaStream_t s) {
