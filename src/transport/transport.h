@@ -219,4 +219,8 @@ typedef struct chorus_transport {
 extern const chorus_transport chorus_transport_shm;
 extern const chorus_transport chorus_transport_net;
 
+/* For tests: the socket of a TCP state (chorus_transport_net's) that
+ * carries notes to and from peer, or -1. */
+int chorus_net_notes_fd(void *state, int peer);
+
 #endif

@@ -11,13 +11,16 @@
  *   - post_call() on one side shows on the other's collective receive
  *     connection (heard) after hear(), in call order, and a later post of
  *     the same board slot replaces an earlier one;
- *   - destroying with undelivered messages is clean.
+ *   - destroying with undelivered messages is clean;
+ *   - TCP: a malformed frame on a notes socket fails the pair's connection
+ *     with ncclRemoteError naming the peer, not silently.
  * Ranks are threads; every wait is bounded.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "bootstrap/bootstrap.h"
 #include "transport/transport.h"
@@ -34,6 +37,7 @@ typedef struct {
   chorus_uid uid;
   int rank, nranks;
   int nstreams;
+  int garbage; /* run garbage_notes alone */
   int failures;
 } rank_arg;
 
@@ -238,6 +242,32 @@ static void board_posts(rank_arg *a, chorus_bootstrap *bs, void *st) {
   chorus_bootstrap_barrier(bs);
 }
 
+/* Rank 1 writes bytes no rank sends on its notes socket to rank 0; rank
+ * 0's hear() must fail the connection naming rank 1 (not relayed: rank 1
+ * said no such thing). */
+static void garbage_notes(rank_arg *a, chorus_bootstrap *bs, void *st) {
+  const chorus_transport *t = a->t;
+  if (a->rank == 1) {
+    unsigned char junk[64];
+    memset(junk, 0xab, sizeof junk);
+    const int fd = chorus_net_notes_fd(st, 0);
+    FAILIF(fd < 0, "no notes socket to rank 0");
+    FAILIF(fd >= 0 && send(fd, junk, sizeof junk, MSG_NOSIGNAL) != (ssize_t)sizeof junk,
+           "could not write the junk");
+  }
+  chorus_bootstrap_barrier(bs);
+  if (a->rank == 0) {
+    chorus_conn *c = t->conn(st, 1, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+    ncclResult_t r = ncclSuccess;
+    const int64_t dl = chorus_now_ns() + 10000000000ll;
+    while ((r = c->ops->hear(c)) == ncclSuccess && !chorus_expired(dl)) t->progress(st);
+    FAILIF(r != ncclRemoteError, "hear() after junk returned %d", (int)r);
+    FAILIF(!strstr(c->err, "rank 1") || !strstr(c->err, "malformed") || c->relayed,
+           "junk reported as \"%s\" (relayed %d)", c->err, c->relayed);
+  }
+  chorus_bootstrap_barrier(bs);
+}
+
 static void *rank_main(void *p) {
   rank_arg *a = p;
   chorus_log_ctx_set((chorus_log_ctx){a->rank, a->nranks, NULL, 0});
@@ -260,6 +290,8 @@ static void *rank_main(void *p) {
   if (a->t->setup(&ctx, peers, np, &st) != ncclSuccess || chorus_bootstrap_barrier(bs) ||
       a->t->finish(st) != ncclSuccess) {
     a->failures++;
+  } else if (a->garbage) {
+    garbage_notes(a, bs, st);
   } else {
     stream(a, st, CHORUS_CH_COLL, 200);
     stream(a, st, CHORUS_CH_P2P, 50);
@@ -277,13 +309,13 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static int run(const chorus_transport *t, int nranks, int nstreams) {
+static int run_ex(const chorus_transport *t, int nranks, int nstreams, int garbage) {
   rank_arg a[8];
   pthread_t th[8];
   chorus_uid uid;
   if (chorus_uid_create(&uid) != ncclSuccess) return 0;
   for (int r = 0; r < nranks; r++) {
-    a[r] = (rank_arg){t, uid, r, nranks, nstreams, 0};
+    a[r] = (rank_arg){t, uid, r, nranks, nstreams, garbage, 0};
     pthread_create(&th[r], NULL, rank_main, &a[r]);
   }
   int failures = 0;
@@ -292,6 +324,10 @@ static int run(const chorus_transport *t, int nranks, int nstreams) {
     failures += a[r].failures;
   }
   return failures == 0;
+}
+
+static int run(const chorus_transport *t, int nranks, int nstreams) {
+  return run_ex(t, nranks, nstreams, 0);
 }
 
 static void shm_conformance(void) {
@@ -303,6 +339,7 @@ static void net_conformance(void) {
   /* Several sockets per peer: messages alternate between streams. */
   EXPECT(run(&chorus_transport_net, 2, 3));
   EXPECT(run(&chorus_transport_net, 3, 8));
+  EXPECT(run_ex(&chorus_transport_net, 2, 1, 1));
 }
 
 static void nothing_leaks(void) {

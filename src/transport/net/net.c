@@ -101,9 +101,10 @@ typedef struct net_notes {
   int out_closed; /* the peer takes no more (push_notes) */
   net_wire_hdr in;
   size_t in_off;
-  char fail[CHORUS_REASON_MAX]; /* a FAIL frame's payload being read */
+  char fail[CHORUS_REASON_MAX]; /* a FAIL frame's payload being read; what garbage was */
   int in_closed;                /* ended, or carried garbage: nothing more to hear */
   int peer_failed;              /* a FAIL frame came: fail is why */
+  int garbage;                  /* a frame no rank sends came: fail says what */
   chorus_call_entry *board;     /* what the peer posted (the collective conn's `heard`) */
 } net_notes;
 
@@ -173,6 +174,10 @@ static void pull_notes(net_notes *nt);
 static int notes_tell_failure(net_conn *c) {
   net_notes *nt = &c->state->notes[c->base.peer];
   pull_notes(nt);
+  if (nt->garbage) { /* authenticated, so a bug or corruption: the pair cannot go on */
+    (void)broken(c, "sent a malformed frame on its notes socket", nt->fail);
+    return 1;
+  }
   if (!nt->peer_failed) return 0;
   snprintf(c->base.err, sizeof c->base.err, "%s", nt->fail);
   c->base.relayed = 1;
@@ -344,7 +349,9 @@ static void pull_notes(net_notes *nt) {
         (h->magic != WIRE_MAGIC || (h->kind == FRAME_NOTE && h->bytes != 0) ||
          (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX) ||
          (h->kind != FRAME_NOTE && h->kind != FRAME_FAIL))) {
-      nt->in_closed = 1;
+      snprintf(nt->fail, sizeof nt->fail, "magic %#x, kind %u, %u bytes", (unsigned)h->magic,
+               (unsigned)h->kind, (unsigned)h->bytes);
+      nt->garbage = nt->in_closed = 1;
       return;
     }
     if (nt->in_off < sizeof *h + h->bytes) continue;
@@ -640,6 +647,11 @@ static chorus_doorbell *net_doorbell(void *p) {
 static chorus_node *net_node(void *p) {
   (void)p;
   return NULL;
+}
+
+int chorus_net_notes_fd(void *state, int peer) {
+  net_state *s = state;
+  return s && s->notes && peer >= 0 && peer < s->nranks ? s->notes[peer].fd : -1;
 }
 
 const chorus_transport chorus_transport_net = {
