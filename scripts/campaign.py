@@ -397,7 +397,7 @@ def main():
         badtable_class(args, b)
         tallies.append(b)
     if args.fuzzers:
-        for name in ("fuzz_uid", "fuzz_hello", "fuzz_config", "fuzz_settings"):
+        for name in ("fuzz_uid", "fuzz_hello", "fuzz_config", "fuzz_settings", "fuzz_netplug"):
             f = Tally(name, "libFuzzer, executions")
             fuzz_class(args, f, name, args.fuzz_runs)
             tallies.append(f)

@@ -36,6 +36,7 @@ CHORUS_PARAM(SHM_DISABLE,      "NCCL_SHM_DISABLE",      BOOL, "0", 0, "1: TCP be
 CHORUS_PARAM(BUFFSIZE,         "NCCL_BUFFSIZE",         SIZE, "1M", 0, "FIFO per peer and channel, cut into CHORUS_NSLOTS slots")
 CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, "8", 0, "Slots per FIFO (pipeline depth)")
 CHORUS_PARAM(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", INT, "1", 0, "TCP streams per peer and channel (1..8)")
+CHORUS_PARAM(NET_PLUGIN,       "NCCL_NET_PLUGIN",       STR, NULL, 0, "Network plugins: names or paths, comma-separated, each also tried as libnccl-net-NAME.so (none: no plugin; unset: libnccl-net.so)")
 CHORUS_PARAM(NODE_CHUNK,       "CHORUS_NODE_CHUNK",     SIZE, "512K", OFF, "Stage buffer of the one-host schedules (off: no node memory)")
 CHORUS_PARAM(NODE_NBUF,        "CHORUS_NODE_NBUF",      INT, "2", 0, "Stage buffers per rank (pipeline depth)")
 CHORUS_PARAM(NT_STORE_BYTES,   "CHORUS_NT_STORE_BYTES", SIZE, "auto", AUTO, "Outputs this big take non-temporal stores (auto: half the LLC per rank)")
