@@ -132,12 +132,15 @@ static int usable_addr(const struct ifaddrs *ifa) {
   return 1;
 }
 
-/* Default search order: pass 0 ib*, pass 1 anything but lo/docker, pass 2 lo.
- * IPv4 before IPv6 within a pass. */
-static int default_pass(const char *name) {
+int chorus_sock_default_pass(const char *name) {
   if (strncmp(name, "ib", 2) == 0) return 0;
-  if (strncmp(name, "lo", 2) == 0) return 2;
-  if (strncmp(name, "docker", 6) == 0) return 3;
+  /* Bridges and container ends: on a host they lead to its own containers,
+   * not to other hosts; inside a network namespace they may be all there
+   * is, and still beat loopback. */
+  static const char *const virt[] = {"docker", "veth", "virbr", "br-"};
+  for (size_t i = 0; i < sizeof virt / sizeof virt[0]; i++)
+    if (strncmp(name, virt[i], strlen(virt[i])) == 0) return 2;
+  if (strncmp(name, "lo", 2) == 0) return 3;
   return 1;
 }
 
@@ -156,7 +159,7 @@ ncclResult_t chorus_sock_pick_local(chorus_sockaddr *out, char ifname[IF_NAMESIZ
       if (!chorus_sock_ifname_allowed(spec, ifa->ifa_name)) continue;
       rank = 0;
     } else {
-      rank = default_pass(ifa->ifa_name) * 2;
+      rank = chorus_sock_default_pass(ifa->ifa_name) * 2;
     }
     if (ifa->ifa_addr->sa_family == AF_INET6) rank += 1;
     if (rank < best_rank) best = ifa, best_rank = rank;

@@ -43,10 +43,14 @@ socklen_t chorus_sock_len(const chorus_sockaddr *addr);
 int chorus_sock_port(const chorus_sockaddr *addr);
 void chorus_sock_set_port(chorus_sockaddr *addr, int port);
 
-/* Picks the local address to listen on, as NCCL does: NCCL_SOCKET_IFNAME
- * (prefixes, "^" to exclude, "=" for exact names) and NCCL_SOCKET_FAMILY;
- * by default InfiniBand-named interfaces first, then any but lo and docker*,
- * then lo. ifname receives the interface name. */
+/* Picks the local address to listen on: NCCL_SOCKET_IFNAME (prefixes, "^"
+ * to exclude, "=" for exact names) and NCCL_SOCKET_FAMILY; by default the
+ * lowest pass of chorus_sock_default_pass, IPv4 before IPv6 within one.
+ * ifname receives the interface name. */
+/* Where an interface comes in the default choice: 0 InfiniBand (ib*),
+ * 1 any other, 2 bridges and container links (docker*, veth*, virbr*,
+ * br-*), 3 loopback (lo*). */
+int chorus_sock_default_pass(const char *name);
 ncclResult_t chorus_sock_pick_local(chorus_sockaddr *out, char ifname[IF_NAMESIZE], char *err,
                                     size_t errlen);
 /* The local interface address in the same family that can reach `remote`
