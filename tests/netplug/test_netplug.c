@@ -19,6 +19,11 @@
  *               plugin gets an init per communicator; closing one leaves
  *               the other working
  * usage: test_netplug PLUGIN_DIR
+ *        test_netplug --probe    the plugin NCCL_NET_PLUGIN names (a
+ *                                third party's, aws-ofi-nccl say): loads
+ *                                it, prints its devices and carries the
+ *                                same messages over its device 0 (one
+ *                                buffer per receive where it takes one)
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -74,8 +79,9 @@ static int pair(chorus_net *n, void **lc, void **sc, void **rc) {
 }
 
 /* Sends 0 B, 1000 B and 3 MiB (tags 1, 2, 3) and receives them, the last
- * two in one grouped receive; checks bytes and sizes. */
-static void carry(chorus_net *n, void *sc, void *rc) {
+ * two in one grouped receive (grouped) or one each; checks bytes and
+ * sizes. */
+static void carry(chorus_net *n, void *sc, void *rc, int grouped) {
   const size_t big = 3u << 20;
   unsigned char *src = malloc(big), *dst1 = malloc(1000), *dst2 = malloc(big), zero = 0;
   REQUIRE(src && dst1 && dst2);
@@ -90,7 +96,7 @@ static void carry(chorus_net *n, void *sc, void *rc) {
   for (int i = 0; i < 3; i++)
     while (!s[i] && !chorus_expired(dl))
       EXPECT(chorus_net_isend(n, sc, src, ssize[i], i + 1, smh, &s[i]) == ncclSuccess);
-  void *r0 = NULL, *r12 = NULL;
+  void *r0 = NULL, *r12 = NULL, *r2 = NULL;
   size_t one = 1;
   int tag1 = 1;
   void *d0 = &zero, *mh0 = rmh1;
@@ -100,14 +106,16 @@ static void carry(chorus_net *n, void *sc, void *rc) {
   size_t sz[2] = {1000, big};
   int tags[2] = {2, 3};
   while (!r12 && !chorus_expired(dl))
-    EXPECT(chorus_net_irecv(n, rc, 2, d, sz, tags, mh, &r12) == ncclSuccess);
-  void *req[5] = {s[0], s[1], s[2], r0, r12};
-  int got[5][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
-  EXPECT(s[0] && s[1] && s[2] && r0 && r12);
-  EXPECT(wait_all(n, req, 5, got));
+    EXPECT(chorus_net_irecv(n, rc, grouped ? 2 : 1, d, sz, tags, mh, &r12) == ncclSuccess);
+  while (!grouped && !r2 && !chorus_expired(dl))
+    EXPECT(chorus_net_irecv(n, rc, 1, &d[1], &sz[1], &tags[1], &mh[1], &r2) == ncclSuccess);
+  void *req[6] = {s[0], s[1], s[2], r0, r12, r2};
+  int got[6][2] = {{-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}, {-1, -1}};
+  EXPECT(s[0] && s[1] && s[2] && r0 && r12 && (grouped || r2));
+  EXPECT(wait_all(n, req, grouped ? 5 : 6, got));
   EXPECT_EQ_INT(got[3][0], 0);
   EXPECT_EQ_INT(got[4][0], 1000);
-  EXPECT_EQ_INT(got[4][1], (long long)big);
+  EXPECT_EQ_INT(grouped ? got[4][1] : got[5][0], (long long)big);
   EXPECT(memcmp(dst1, src, 1000) == 0);
   EXPECT(memcmp(dst2, src, big) == 0);
   EXPECT(chorus_net_dereg(n, sc, smh) == ncclSuccess);
@@ -142,7 +150,7 @@ static void versions(void) {
     EXPECT(chorus_net_properties(n, 1, &p) == ncclInvalidArgument);
     void *lc = NULL, *sc = NULL, *rc = NULL;
     EXPECT(pair(n, &lc, &sc, &rc));
-    if (sc && rc) carry(n, sc, rc);
+    if (sc && rc) carry(n, sc, rc, 1);
     if (sc && v <= 8) { /* narrowed to int: refused before the plugin */
       void *req = NULL;
       char b = 0;
@@ -215,7 +223,7 @@ static void shared(void) {
   chorus_net_close(a);
   void *lc = NULL, *sc = NULL, *rc = NULL;
   EXPECT(pair(b, &lc, &sc, &rc));
-  if (sc && rc) carry(b, sc, rc);
+  if (sc && rc) carry(b, sc, rc, 1);
   chorus_net_close_send(b, sc);
   chorus_net_close_recv(b, rc);
   chorus_net_close_listen(b, lc);
@@ -224,7 +232,36 @@ static void shared(void) {
   EXPECT(open_as("loop6", NULL, &v) == ncclSuccess && v == 6); /* unloaded: read again */
 }
 
+/* A third party's plugin, as NCCL_NET_PLUGIN names it. */
+static void probe(void) {
+  chorus_net *n = NULL;
+  EXPECT(chorus_net_open(0x5eed, NCCL_NET_TRAFFIC_CLASS_UNDEF, NULL, &n) == ncclSuccess);
+  REQUIRE(n != NULL);
+  printf("probe: network %s from %s, ABI v%d, %d device(s)\n", chorus_net_name(n),
+         chorus_net_path(n), chorus_net_version(n), chorus_net_ndev(n));
+  chorus_net_props p;
+  for (int d = 0; d < chorus_net_ndev(n); d++)
+    if (chorus_net_properties(n, d, &p) == ncclSuccess)
+      printf("probe: device %d %s (%s): ptr %#x, %d Mb/s, latency %.1f us, max recvs %d, max "
+             "message %zu\n",
+             d, p.name, p.pci_path, (unsigned)p.ptr_support, p.speed_mbps, p.latency_us,
+             p.max_recvs, p.max_p2p_bytes);
+  EXPECT(chorus_net_properties(n, 0, &p) == ncclSuccess);
+  void *lc = NULL, *sc = NULL, *rc = NULL;
+  EXPECT(pair(n, &lc, &sc, &rc));
+  if (sc && rc) carry(n, sc, rc, p.max_recvs >= 2);
+  printf("probe: carried 0 B, 1000 B and 3 MiB over device 0\n");
+  EXPECT(chorus_net_close_send(n, sc) == ncclSuccess);
+  EXPECT(chorus_net_close_recv(n, rc) == ncclSuccess);
+  EXPECT(chorus_net_close_listen(n, lc) == ncclSuccess);
+  chorus_net_close(n);
+}
+
 int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "--probe") == 0) {
+    RUN(probe);
+    return unit_report();
+  }
   if (argc != 2) {
     fprintf(stderr, "usage: %s PLUGIN_DIR\n", argv[0]);
     return 2;

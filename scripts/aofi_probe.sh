@@ -1,0 +1,41 @@
+#!/bin/bash
+# aofi_probe.sh - readies AWS's aws-ofi-nccl network plugin (a third
+# party's libnccl-net.so, ext-net v6, over libfabric) for Chorus's loader
+# on the GPU machine, where its init finds the CUDA devices it insists on.
+#   here:  scripts/aofi_probe.sh prepare
+#          builds ../shared/third_party/aws-ofi-nccl-1.7.4 in /tmp (as its
+#          README says; needs libfabric-dev, libhwloc-dev, autotools) and
+#          puts into build-aofi/ the plugin, the shared libraries it needs
+#          that a bare machine may lack, and build/'s test_netplug
+#   there: scripts/aofi_probe.sh run   (with build-aofi carried)
+#          loads the plugin through Chorus (FI_PROVIDER=tcp: libfabric's
+#          tcp;ofi_rxm) and carries 0 B, 1000 B and 3 MiB over its device 0
+set -eu
+cd "$(dirname "$0")/.."
+case ${1:-} in
+prepare)
+  src=../shared/third_party/aws-ofi-nccl-1.7.4
+  work=$(mktemp -d /tmp/aofi.XXXXXX)
+  cp -r "$src"/. "$work"
+  (cd "$work" && ./autogen.sh && ./configure --with-cuda=/usr/local/cuda --with-libfabric=/usr \
+    --with-hwloc=/usr --disable-tests --prefix="$work/inst" && make -j2 && make install) \
+    >"$work/build.log" 2>&1 || { tail -20 "$work/build.log"; exit 1; }
+  rm -rf build-aofi && mkdir -p build-aofi/lib
+  cp -L "$work/inst/lib/libnccl-net.so" build-aofi/lib/
+  ldd "$work/inst/lib/libnccl-net.so" | awk '/=>/ {print $3}' | grep -v -E '/lib(c|m)\.so' |
+    xargs -r -I{} cp -L {} build-aofi/lib/
+  cp build/tests/netplug/test_netplug build-aofi/
+  rm -rf "$work"
+  echo "build-aofi ready: $(du -sh build-aofi | cut -f1); carry it and run: $0 run"
+  ;;
+run)
+  export LD_LIBRARY_PATH=$PWD/build-aofi/lib FI_PROVIDER=${FI_PROVIDER:-tcp}
+  export NCCL_NET_PLUGIN=$PWD/build-aofi/lib/libnccl-net.so
+  if ldd "$NCCL_NET_PLUGIN" | grep "not found"; then exit 1; fi
+  timeout 120 build-aofi/test_netplug --probe
+  ;;
+*)
+  echo "usage: $0 prepare|run"
+  exit 2
+  ;;
+esac
