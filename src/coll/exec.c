@@ -166,11 +166,15 @@ static void nap(chorus_exec_queue *qs, int nq, chorus_doorbell *db, uint32_t see
     for (int t = 0; t < q->cc->ntransports; t++)
       q->cc->transports[t]->wait_info(q->cc->tstates[t], &ws);
   }
-  if (db && ws.nfds == 0 && ws.ndb == 1 && db == ws.db[0]) {
+  if (db && ws.nfds == 0 && ws.ndb == 1 && db == ws.db[0] && !ws.must_poll) {
     chorus_doorbell_sleep(db, seen, SLEEP_CAP_NS);
     return;
   }
-  if (ws.nfds > 0) {
+  if (ws.must_poll) { /* a network plugin moves bytes only when asked */
+    if (ws.nfds > 0) (void)poll(ws.fds, (nfds_t)ws.nfds, 0);
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+  } else if (ws.nfds > 0) {
     /* Sockets and (maybe) doorbells: poll briefly so a doorbell ring is
      * never missed for long. */
     poll(ws.fds, (nfds_t)ws.nfds, ws.ndb ? 1 : (int)(SLEEP_CAP_NS / 1000000));

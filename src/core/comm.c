@@ -18,17 +18,73 @@
 #include "coll/coll.h"
 #include "core/config.h"
 #include "device/device.h"
-#include "transport/transport.h"
 #include "gpu/gpu.h"
+#include "transport/plugin/netplug.h"
+#include "transport/transport.h"
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/misc.h"
 #include "util/param.h"
 #include "util/shm.h"
+#include "util/siphash.h"
 
 enum { T_SHM = 0, T_NET = 1 };
-static const chorus_transport *const transports[2] = {&chorus_transport_shm, &chorus_transport_net};
+/* The communicator's transports: shared memory, and the built-in TCP one
+ * unless setup_transports chose a network plugin's. */
+static const chorus_transport *const *transports_of(ncclComm_t comm) {
+  if (!comm->transports[0]) {
+    comm->transports[0] = &chorus_transport_shm;
+    comm->transports[1] = &chorus_transport_net;
+  }
+  return comm->transports;
+}
+
+/* The network for ranks on other hosts: a plugin's when one loads (every
+ * rank must make the same choice: the settings and libraries may differ
+ * between hosts, so the choices are compared), else NULL for the
+ * built-in TCP transport. */
+static ncclResult_t choose_network(ncclComm_t comm, int needed, chorus_net **out) {
+  *out = NULL;
+  typedef struct choice {
+    char name[48];
+    int32_t version; /* 0: the built-in network */
+    int32_t needed;
+  } choice;
+  choice *all = chorus_calloc((size_t)comm->nranks, sizeof *all);
+  if (!all) return chorus_error(ncclSystemError, "out of memory");
+  ncclResult_t res = ncclSuccess;
+  if (needed) {
+    const uint64_t key[2] = {comm->init.uids[0].secret[0], comm->init.uids[0].secret[1]};
+    const uint64_t id = chorus_siphash(key, "network plugin comm id", 22);
+    const int tc =
+        comm->config.trafficClass == NCCL_CONFIG_UNDEF_INT ? -1 : comm->config.trafficClass;
+    res = chorus_net_open(id, tc, comm->config.netName, out);
+  }
+  choice *mine = &all[comm->rank];
+  snprintf(mine->name, sizeof mine->name, "%s", *out ? chorus_net_name(*out) : "Socket");
+  mine->version = *out ? chorus_net_version(*out) : 0;
+  mine->needed = needed;
+  /* A rank that failed to open still takes part, so that none waits. */
+  ncclResult_t ag = chorus_bootstrap_allgather(comm->bs, all, sizeof *all);
+  if (res == ncclSuccess) res = ag;
+  for (int r = 0; r < comm->nranks && res == ncclSuccess; r++) {
+    const choice *c = &all[r];
+    if (!c->needed || !needed) continue;
+    if (strcmp(c->name, mine->name) != 0 || c->version != mine->version)
+      res = chorus_error(ncclInvalidUsage,
+                         "ranks chose different networks: rank %d uses %s (ABI v%d) but rank %d "
+                         "%s (ABI v%d); set NCCL_NET_PLUGIN and NCCL_NET alike on every host, and "
+                         "install the same plugin",
+                         comm->rank, mine->name, (int)mine->version, r, c->name, (int)c->version);
+  }
+  if (res != ncclSuccess) {
+    chorus_net_close(*out);
+    *out = NULL;
+  }
+  chorus_free(all);
+  return res;
+}
 
 /* Rank record exchanged at init: topology plus the buffer geometry, which
  * must agree across ranks (the smallest wins). */
@@ -206,7 +262,16 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
   }
   chorus_transport_ctx ctx = {comm->bs,        &comm->topo, comm->rank,       n,
                               geo->slot_bytes, geo->nslots, geo->stage_bytes, geo->nstages,
-                              geo->nstreams};
+                              geo->nstreams,   NULL};
+  const chorus_transport *const *transports = transports_of(comm);
+  /* Every rank has peers over the network, or none has (the split is
+   * symmetric): all choose one together, or none does. */
+  chorus_net *plugin = NULL;
+  if (npeers[T_NET] > 0) CHECK_GOTO(choose_network(comm, 1, &plugin), res, out);
+  if (plugin) {
+    comm->transports[T_NET] = &chorus_transport_pnet;
+    ctx.net = plugin; /* its setup takes it over */
+  }
   for (int t = 0; t < 2; t++)
     CHECK_GOTO(transports[t]->setup(&ctx, peers[t], npeers[t], &comm->tstate[t]), res, out);
   CHECK_GOTO(chorus_bootstrap_barrier(comm->bs), res, out);
@@ -247,11 +312,11 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->rank = comm->rank;
   cc->nranks = comm->nranks;
   cc->conns = comm->conns;
-  cc->transports = transports;
+  cc->transports = transports_of(comm);
   cc->tstates = comm->tstate;
   cc->ntransports = 2;
-  cc->doorbell = transports[T_SHM]->doorbell(comm->tstate[T_SHM]);
-  cc->node = transports[T_SHM]->node(comm->tstate[T_SHM]);
+  cc->doorbell = chorus_transport_shm.doorbell(comm->tstate[T_SHM]);
+  cc->node = chorus_transport_shm.node(comm->tstate[T_SHM]);
   cc->abort_flag = &comm->abort_flag;
   cc->timeout_ns = chorus_param_int(CHORUS_P_OP_TIMEOUT) * 1000000000ll;
   cc->spin_ns = default_spin_ns(&comm->topo);
@@ -322,7 +387,7 @@ static ncclResult_t plan_setup(ncclComm_t comm) {
  * (shm finish() does only that; its memory stays mapped until destroy),
  * and segments of peers that died in the build are swept. */
 static void forget_names(ncclComm_t comm) {
-  if (comm->tstate[T_SHM]) (void)transports[T_SHM]->finish(comm->tstate[T_SHM]);
+  if (comm->tstate[T_SHM]) (void)chorus_transport_shm.finish(comm->tstate[T_SHM]);
   (void)chorus_shm_sweep_stale();
   /* A peer killed in the build closes its sockets (which is how this rank
    * failed) before it is a zombie, and only then can its segments be
@@ -432,7 +497,7 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_gpu_free(comm->cc.gpu);
   comm->cc.gpu = NULL;
   for (int t = 1; t >= 0; t--) {
-    transports[t]->destroy(comm->tstate[t]);
+    transports_of(comm)[t]->destroy(comm->tstate[t]);
     comm->tstate[t] = NULL;
   }
   chorus_bootstrap_destroy(comm->bs);

@@ -59,6 +59,9 @@ struct ncclComm {
   chorus_bootstrap *bs;
   chorus_topo topo;
   void *tstate[2]; /* shm, net */
+  /* shm, then the built-in TCP transport or a network plugin's; NULL
+   * until chosen (comm.c, transports_of) */
+  const chorus_transport *transports[2];
   chorus_conn **conns;
   int *ring;
   chorus_coll_comm cc;

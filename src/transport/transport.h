@@ -78,6 +78,7 @@ typedef struct chorus_waitset {
   int ndb;
   struct pollfd fds[CHORUS_WAIT_MAX_FDS];
   int nfds;
+  int must_poll; /* something moves only when polled (a network plugin): nap briefly */
 } chorus_waitset;
 
 void chorus_waitset_add_db(chorus_waitset *ws, chorus_doorbell *db);
@@ -182,6 +183,9 @@ typedef struct chorus_transport_ctx {
   size_t stage_bytes; /* node memory: bytes per stage buffer (0: none) */
   int nstages;        /* node memory: buffers per rank */
   int nstreams;       /* TCP sockets per peer and channel */
+  /* A network plugin's network (transport/plugin/netplug.h) for
+   * chorus_transport_pnet, which takes it over; NULL for the others. */
+  struct chorus_net *net;
 } chorus_transport_ctx;
 
 typedef struct chorus_transport {
@@ -218,6 +222,9 @@ typedef struct chorus_transport {
 
 extern const chorus_transport chorus_transport_shm;
 extern const chorus_transport chorus_transport_net;
+/* Ranks on other hosts through a network plugin (transport/plugin/pnet.c),
+ * in the NET transport's place when one is in use. */
+extern const chorus_transport chorus_transport_pnet;
 
 /* For tests: the socket of a TCP state (chorus_transport_net's) that
  * carries notes to and from peer, or -1. */

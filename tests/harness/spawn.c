@@ -64,6 +64,14 @@ void harness_init(int argc, char **argv, const harness_case *cases) {
       fprintf(stderr, "harness: bad child arguments\n");
       _exit(2);
     }
+    /* HARNESS_HOSTS=H: the rank processes form H hosts (blocks of ranks),
+     * so traffic between blocks takes the network path. */
+    const char *hosts = getenv("HARNESS_HOSTS");
+    if (hosts && atoi(hosts) > 1) {
+      char hid[48];
+      snprintf(hid, sizeof hid, "harness-host-%d", atoi(argv[3]) * atoi(hosts) / atoi(argv[4]));
+      setenv("NCCL_HOSTID", hid, 1);
+    }
     int rc = c->fn(atoi(argv[3]), atoi(argv[4]), id, argv[6]);
     fflush(NULL);
     exit(rc == 0 ? 0 : 1);

@@ -14,6 +14,7 @@
  *   - destroying with undelivered messages is clean;
  *   - TCP: a malformed frame on a notes socket fails the pair's connection
  *     with ncclRemoteError naming the peer, not silently.
+ * `test_transport pnet` runs the suite over a network plugin instead.
  * Ranks are threads; every wait is bounded.
  */
 #include <pthread.h>
@@ -23,6 +24,8 @@
 #include <sys/socket.h>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/plugin/ext_net.h"
+#include "transport/plugin/netplug.h"
 #include "transport/transport.h"
 #include "unit.h"
 #include "util/alloc.h"
@@ -286,7 +289,11 @@ static void *rank_main(void *p) {
   int peers[8], np = 0;
   for (int q = 0; q < a->nranks; q++)
     if (q != a->rank || a->t == &chorus_transport_shm) peers[np++] = q;
-  chorus_transport_ctx ctx = {bs, &topo, a->rank, a->nranks, SLOT, NSLOTS, 0, 0, a->nstreams};
+  chorus_transport_ctx ctx = {bs, &topo, a->rank, a->nranks, SLOT, NSLOTS, 0, 0, a->nstreams, NULL};
+  /* The plugin transport takes a network over (NCCL_NET_PLUGIN names it). */
+  if (a->t == &chorus_transport_pnet &&
+      chorus_net_open(7, NCCL_NET_TRAFFIC_CLASS_UNDEF, NULL, &ctx.net) != ncclSuccess)
+    a->failures++;
   if (a->t->setup(&ctx, peers, np, &st) != ncclSuccess || chorus_bootstrap_barrier(bs) ||
       a->t->finish(st) != ncclSuccess) {
     a->failures++;
@@ -342,11 +349,22 @@ static void net_conformance(void) {
   EXPECT(run_ex(&chorus_transport_net, 2, 1, 1));
 }
 
+/* The same suite over a network plugin (test_transport pnet, with
+ * NCCL_NET_PLUGIN set: CTest netplug.transport). */
+static void pnet_conformance(void) {
+  REQUIRE(getenv("NCCL_NET_PLUGIN") != NULL);
+  for (int n = 2; n <= 4; n++) EXPECT(run(&chorus_transport_pnet, n, 1));
+}
+
 static void nothing_leaks(void) {
   EXPECT_EQ_INT(chorus_alloc_blocks(CHORUS_MEM_SHM), 0);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 2 && strcmp(argv[1], "pnet") == 0) {
+    RUN(pnet_conformance);
+    return unit_report();
+  }
   RUN(shm_conformance);
   RUN(net_conformance);
   RUN(nothing_leaks);

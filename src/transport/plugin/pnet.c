@@ -1,0 +1,669 @@
+/*
+ * pnet.c - the transport over a network plugin (netplug.h): ranks on
+ * other hosts exchange messages through whatever network NCCL's plugin
+ * drives (InfiniBand, EFA, libfabric ...), in place of the built-in TCP
+ * transport (net/).
+ *
+ * Each pair of ranks has, per channel and direction, one plugin
+ * connection, and one more each way for notes. The receiving side
+ * listens; listen handles travel over the bootstrap; connect and accept
+ * are non-blocking and driven together for all peers until every
+ * connection is up.
+ *
+ * Slots: each connection has nslots slots of one header (pnet_hdr) and
+ * slot_bytes of payload, registered once; a message is one isend of its
+ * header and payload. Receivers keep a receive posted on every free slot,
+ * so messages land in place and are read there. Plugins move bytes only
+ * while their requests are tested: progress() tests every send in flight.
+ *   NOTE  a call board entry (coll/calls.h) on the notes connection;
+ *   FAIL  the sender failed: the payload is why, passed on unchanged.
+ * A plugin error on a request breaks the connection, naming the peer and
+ * the network. Nothing here has a descriptor to sleep on: wait_info asks
+ * the executor to poll.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "transport/plugin/ext_net.h"
+#include "transport/plugin/netplug.h"
+#include "transport/transport.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/misc.h"
+
+#define PNET_MAGIC   0x504e4554u /* "PNET" */
+#define PNET_TAG     0x706e6574u /* bootstrap tag of the handle exchange */
+#define MAX_INFLIGHT 8           /* requests per plugin connection (version 6 allows 8) */
+#define NOTE_QUEUE   256
+#define NCOMMS       (CHORUS_NCHANNELS + 1) /* per peer and direction: channels, then notes */
+#define NOTE_BYTES   (sizeof(pnet_hdr) + CHORUS_REASON_MAX) /* a note, or a FAIL with its reason */
+
+enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2 };
+
+typedef struct pnet_hdr {
+  uint32_t magic, kind;
+  uint64_t bytes;
+  uint64_t chain; /* NOTE: the sender's call-history hash */
+  chorus_msg_meta meta;
+  uint64_t pad;
+} pnet_hdr;
+
+typedef struct pnet_conn {
+  chorus_conn base;
+  int dir;
+  struct pnet_state *s;
+  void *comm;  /* the plugin's send or receive communicator */
+  void *mh;    /* registration of slots */
+  char *slots; /* nslots x stride: header, then payload */
+  size_t stride;
+  uint32_t nslots;
+  void **req;          /* per slot: the request in flight */
+  uint64_t posted;     /* send: messages the schedule posted */
+  uint64_t issued;     /* send: handed to the plugin; recv: receives posted */
+  uint64_t done;       /* send: completed; recv: released */
+  int arrived;         /* recv: the slot at done has arrived */
+  ncclResult_t rx_err; /* recv: the plugin refused a receive; an error once none is left */
+  int broken, peer_failed;
+  int failing; /* fail() was called: no more use, but a FAIL frame still to push out */
+} pnet_conn;
+
+/* The notes of one peer: headers out (queued, then in flight) and in. */
+typedef struct pnet_notes {
+  void *send, *recv;
+  void *smh, *rmh;
+  pnet_hdr *out; /* NOTE_QUEUE, [head, tail) queued; [done, head) in flight */
+  void *oreq[MAX_INFLIGHT];
+  uint64_t head, tail, done;
+  char (*in)[NOTE_BYTES]; /* MAX_INFLIGHT receives */
+  int no_more;            /* the plugin refused a receive: test those posted, then stop */
+  void *ireq[MAX_INFLIGHT];
+  uint64_t iposted, idone;
+  char fail_out[NOTE_BYTES];
+  void *fail_req, *fail_mh;
+  char fail[CHORUS_REASON_MAX];
+  int peer_failed, broken, out_closed, garbage;
+  chorus_call_entry *board;
+} pnet_notes;
+
+typedef struct pnet_state {
+  int rank, nranks, npeers;
+  chorus_net *net;
+  void **listen;     /* [peer][NCOMMS] */
+  pnet_conn *conns;  /* [peer][channel][dir] */
+  pnet_notes *notes; /* [peer] */
+  uint8_t *is_peer;
+  size_t slot_bytes;
+  int nslots;
+  pnet_hdr fail_frame; /* what fail() sends on data connections */
+} pnet_state;
+
+static pnet_conn *conn_of(pnet_state *s, int peer, int ch, int dir) {
+  return &s->conns[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)dir];
+}
+
+static pnet_hdr *slot_hdr(pnet_conn *c, uint64_t i) {
+  return (pnet_hdr *)(c->slots + (size_t)(i % c->nslots) * c->stride);
+}
+
+static void notes_pull(pnet_state *s, pnet_notes *nt);
+
+/* c broke. If the peer said why on its notes (it failed first and closed),
+ * that is the news, passed on unchanged; else what broke. */
+static ncclResult_t broken(pnet_conn *c, const char *what, ncclResult_t res) {
+  if (!c->broken && !c->peer_failed && !c->failing) {
+    pnet_notes *nt = &c->s->notes[c->base.peer];
+    if (nt->recv) notes_pull(c->s, nt);
+    if (nt->peer_failed) {
+      snprintf(c->base.err, sizeof c->base.err, "%s", nt->fail);
+      c->base.relayed = 1;
+    } else {
+      snprintf(c->base.err, sizeof c->base.err, "connection to rank %d over network %s %s (%s)",
+               c->base.peer, chorus_net_name(c->s->net), what, ncclGetErrorString(res));
+    }
+  }
+  c->broken = 1;
+  return ncclRemoteError;
+}
+
+/* Sends: hands posted messages to the plugin, tests those in flight. */
+static ncclResult_t push(pnet_conn *c) {
+  if (c->broken) return ncclRemoteError;
+  while (c->issued < c->posted && c->issued - c->done < MAX_INFLIGHT) {
+    pnet_hdr *h = slot_hdr(c, c->issued);
+    void **req = &c->req[c->issued % c->nslots];
+    ncclResult_t res = chorus_net_isend(c->s->net, c->comm, h, sizeof *h + h->bytes, 0, c->mh, req);
+    if (res != ncclSuccess) return broken(c, "failed a send", res);
+    if (!*req) break; /* the plugin is full: later */
+    c->issued++;
+  }
+  while (c->done < c->issued) {
+    int done = 0, size = 0;
+    ncclResult_t res = chorus_net_test(c->s->net, c->req[c->done % c->nslots], &done, &size);
+    if (res != ncclSuccess) return broken(c, "failed a send", res);
+    if (!done) break;
+    c->req[c->done++ % c->nslots] = NULL;
+  }
+  return ncclSuccess;
+}
+
+/* Receives: posts a receive on every free slot. A refusal is kept until
+ * the receives already posted are used up: a peer that sent its last
+ * message and closed ends the connection, and a plugin may then refuse
+ * receives while messages that came before are still to be tested. */
+static ncclResult_t arm(pnet_conn *c) {
+  while (!c->rx_err && c->issued < c->done + c->nslots && c->issued - c->done < MAX_INFLIGHT) {
+    void *data = slot_hdr(c, c->issued);
+    size_t size = c->stride;
+    int tag = 0;
+    void **req = &c->req[c->issued % c->nslots];
+    ncclResult_t res = chorus_net_irecv(c->s->net, c->comm, 1, &data, &size, &tag, &c->mh, req);
+    if (res != ncclSuccess) {
+      c->rx_err = res;
+      break;
+    }
+    if (!*req) break;
+    c->issued++;
+  }
+  return ncclSuccess;
+}
+
+/* Is the next message here? ncclSuccess: yes; ncclInProgress: not yet. */
+static ncclResult_t next_arrived(pnet_conn *c) {
+  if (c->broken || c->peer_failed || c->failing) return ncclRemoteError;
+  if (c->arrived) return ncclSuccess;
+  CHECK(arm(c));
+  if (c->done == c->issued)
+    return c->rx_err ? broken(c, "failed a receive", c->rx_err) : ncclInProgress;
+  int done = 0, size = 0;
+  ncclResult_t res = chorus_net_test(c->s->net, c->req[c->done % c->nslots], &done, &size);
+  if (res != ncclSuccess) return broken(c, "failed a receive", res);
+  if (!done) return ncclInProgress;
+  c->req[c->done % c->nslots] = NULL;
+  const pnet_hdr *h = slot_hdr(c, c->done);
+  if ((size_t)size < sizeof *h || h->magic != PNET_MAGIC || h->bytes != (size_t)size - sizeof *h ||
+      h->bytes > c->base.slot_bytes || (h->kind != FRAME_DATA && h->kind != FRAME_FAIL))
+    return broken(c, "carried a malformed message", ncclRemoteError);
+  if (h->kind == FRAME_FAIL) {
+    snprintf(c->base.err, sizeof c->base.err, "%.*s",
+             (int)CHORUS_MIN(h->bytes, (uint64_t)CHORUS_REASON_MAX - 1), (const char *)(h + 1));
+    c->base.relayed = c->peer_failed = 1;
+    return ncclRemoteError;
+  }
+  c->arrived = 1;
+  return ncclSuccess;
+}
+
+/* Notes: queued headers out, and what arrived onto the board. */
+static void notes_push(pnet_state *s, pnet_notes *nt) {
+  while (!nt->out_closed && nt->head < nt->tail && nt->head - nt->done < MAX_INFLIGHT) {
+    void **req = &nt->oreq[nt->head % MAX_INFLIGHT];
+    if (chorus_net_isend(s->net, nt->send, &nt->out[nt->head % NOTE_QUEUE], sizeof(pnet_hdr), 0,
+                         nt->smh, req) != ncclSuccess) {
+      nt->out_closed = 1; /* the peer may have finished and gone: no error of ours */
+      return;
+    }
+    if (!*req) return;
+    nt->head++;
+  }
+  while (!nt->out_closed && nt->done < nt->head) {
+    int done = 0, size = 0;
+    if (chorus_net_test(s->net, nt->oreq[nt->done % MAX_INFLIGHT], &done, &size) != ncclSuccess) {
+      nt->out_closed = 1;
+      return;
+    }
+    if (!done) return;
+    nt->done++;
+  }
+}
+
+static void notes_pull(pnet_state *s, pnet_notes *nt) {
+  while (!nt->broken && !nt->peer_failed) {
+    while (!nt->no_more && nt->iposted < nt->idone + MAX_INFLIGHT) {
+      void *data = nt->in[nt->iposted % MAX_INFLIGHT];
+      size_t size = NOTE_BYTES;
+      int tag = 0;
+      void **req = &nt->ireq[nt->iposted % MAX_INFLIGHT];
+      if (chorus_net_irecv(s->net, nt->recv, 1, &data, &size, &tag, &nt->rmh, req) != ncclSuccess)
+        nt->no_more = 1;
+      if (!*req) break;
+      nt->iposted++;
+    }
+    if (nt->idone == nt->iposted) {
+      nt->broken = nt->no_more; /* ended, without a word */
+      return;
+    }
+    int done = 0, size = 0;
+    if (chorus_net_test(s->net, nt->ireq[nt->idone % MAX_INFLIGHT], &done, &size) != ncclSuccess) {
+      nt->broken = 1;
+      return;
+    }
+    if (!done) return;
+    const char *raw = nt->in[nt->idone++ % MAX_INFLIGHT];
+    pnet_hdr h;
+    memcpy(&h, raw, sizeof h);
+    const int ok = (size_t)size >= sizeof h && h.magic == PNET_MAGIC &&
+                   ((h.kind == FRAME_NOTE && (size_t)size == sizeof h) ||
+                    (h.kind == FRAME_FAIL && h.bytes < CHORUS_REASON_MAX &&
+                     (size_t)size == sizeof h + h.bytes));
+    if (!ok) {
+      snprintf(nt->fail, sizeof nt->fail, "a malformed note (kind %u, %d bytes)", (unsigned)h.kind,
+               size);
+      nt->garbage = nt->broken = 1;
+      return;
+    }
+    if (h.kind == FRAME_FAIL) { /* the peer failed: why, its first cause */
+      snprintf(nt->fail, sizeof nt->fail, "%.*s", (int)h.bytes, raw + sizeof h);
+      nt->peer_failed = 1;
+      return;
+    }
+    chorus_call_entry *e = &nt->board[h.meta.seq % CHORUS_NODE_CALLS];
+    e->chain = h.chain;
+    e->meta = h.meta;
+    __atomic_store_n(&e->posted, h.meta.seq + 1, __ATOMIC_RELEASE);
+  }
+}
+
+static ncclResult_t pnet_send_slot(chorus_conn *cc, void **buf, size_t *cap) {
+  pnet_conn *c = (pnet_conn *)cc;
+  if (c->failing) return ncclRemoteError;
+  CHECK(push(c));
+  if (c->posted - c->done >= c->nslots) return ncclInProgress;
+  *buf = slot_hdr(c, c->posted) + 1;
+  *cap = c->base.slot_bytes;
+  return ncclSuccess;
+}
+
+static ncclResult_t pnet_send_post(chorus_conn *cc, size_t bytes, const chorus_msg_meta *meta) {
+  pnet_conn *c = (pnet_conn *)cc;
+  if (c->failing) return ncclRemoteError;
+  *slot_hdr(c, c->posted) = (pnet_hdr){PNET_MAGIC, FRAME_DATA, bytes, 0, *meta, 0};
+  c->posted++;
+  return push(c);
+}
+
+static ncclResult_t pnet_send_flush(chorus_conn *cc) {
+  pnet_conn *c = (pnet_conn *)cc;
+  if (c->failing) return ncclRemoteError;
+  CHECK(push(c));
+  return c->done == c->posted ? ncclSuccess : ncclInProgress;
+}
+
+static ncclResult_t pnet_recv_slot(chorus_conn *cc, const void **buf, size_t *bytes,
+                                   chorus_msg_meta *meta) {
+  pnet_conn *c = (pnet_conn *)cc;
+  ncclResult_t res = next_arrived(c);
+  if (res != ncclSuccess) return res;
+  const pnet_hdr *h = slot_hdr(c, c->done);
+  *buf = h + 1;
+  *bytes = h->bytes;
+  *meta = h->meta;
+  return ncclSuccess;
+}
+
+static ncclResult_t pnet_recv_release(chorus_conn *cc) {
+  pnet_conn *c = (pnet_conn *)cc;
+  c->arrived = 0;
+  c->done++;
+  return arm(c);
+}
+
+static void pnet_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
+  (void)cc;
+  (void)dir;
+  ws->must_poll = 1; /* a plugin has nothing to sleep on */
+}
+
+static ncclResult_t pnet_check(chorus_conn *cc) {
+  pnet_conn *c = (pnet_conn *)cc;
+  if (c->failing) return ncclRemoteError;
+  if (c->dir == CHORUS_DIR_SEND) return push(c);
+  ncclResult_t res = next_arrived(c);
+  return res == ncclInProgress ? ncclSuccess : res;
+}
+
+static ncclResult_t pnet_hear(chorus_conn *cc) {
+  pnet_conn *c = (pnet_conn *)cc;
+  if (c->broken || c->peer_failed || c->failing) return ncclRemoteError;
+  pnet_notes *nt = &c->s->notes[c->base.peer];
+  notes_pull(c->s, nt);
+  if (nt->garbage) {
+    snprintf(c->base.err, sizeof c->base.err, "connection to rank %d over network %s: %s",
+             c->base.peer, chorus_net_name(c->s->net), nt->fail);
+    c->broken = 1;
+    return ncclRemoteError;
+  }
+  if (nt->peer_failed) {
+    snprintf(c->base.err, sizeof c->base.err, "%s", nt->fail);
+    c->base.relayed = c->peer_failed = 1;
+    return ncclRemoteError;
+  }
+  return ncclSuccess;
+}
+
+/* Best effort: a FAIL frame with the reason on the connection (pushed
+ * out by progress() from here on), and on the notes, so the peer stops at
+ * once with the first cause. */
+static void pnet_fail(chorus_conn *cc, const char *reason) {
+  pnet_conn *c = (pnet_conn *)cc;
+  if (c->failing) return;
+  if (c->dir == CHORUS_DIR_SEND && !c->broken && c->posted - c->done < c->nslots) {
+    const size_t n =
+        CHORUS_MIN(strlen(reason), CHORUS_MIN(c->base.slot_bytes, (size_t)CHORUS_REASON_MAX - 1));
+    pnet_hdr *h = slot_hdr(c, c->posted);
+    *h = (pnet_hdr){PNET_MAGIC, FRAME_FAIL, n, 0, {0}, 0};
+    memcpy(h + 1, reason, n);
+    c->posted++;
+    (void)push(c);
+    pnet_notes *nt = &c->s->notes[c->base.peer];
+    if (c->base.channel == CHORUS_CH_COLL && !nt->fail_req && !nt->out_closed) {
+      const size_t k = CHORUS_MIN(strlen(reason), (size_t)CHORUS_REASON_MAX - 1);
+      const pnet_hdr fh = {PNET_MAGIC, FRAME_FAIL, k, 0, {0}, 0};
+      memcpy(nt->fail_out, &fh, sizeof fh);
+      memcpy(nt->fail_out + sizeof fh, reason, k);
+      (void)chorus_net_isend(c->s->net, nt->send, nt->fail_out, sizeof fh + k, 0, nt->fail_mh,
+                             &nt->fail_req);
+      /* A plugin moves bytes while tested: a few tests, the rank may close soon. */
+      for (int i = 0, done = 0, size = 0; i < 100 && nt->fail_req && !done; i++)
+        if (chorus_net_test(c->s->net, nt->fail_req, &done, &size) != ncclSuccess) break;
+    }
+  }
+  if (!c->broken && !c->peer_failed)
+    snprintf(c->base.err, sizeof c->base.err, "connection to rank %d was shut down: %s",
+             c->base.peer, reason);
+  c->failing = 1;
+}
+
+static const chorus_conn_ops pnet_ops = {
+    .send_slot = pnet_send_slot,
+    .send_post = pnet_send_post,
+    .send_flush = pnet_send_flush,
+    .recv_slot = pnet_recv_slot,
+    .recv_release = pnet_recv_release,
+    .wait_info = pnet_wait_info,
+    .check = pnet_check,
+    .fail = pnet_fail,
+    .hear = pnet_hear,
+};
+
+static void pnet_destroy(void *p) {
+  pnet_state *s = p;
+  if (!s) return;
+  chorus_net *n = s->net;
+  for (int peer = 0; peer < s->nranks && n; peer++) {
+    for (int ch = 0; ch < CHORUS_NCHANNELS && s->conns; ch++)
+      for (int d = 0; d < 2; d++) {
+        pnet_conn *c = conn_of(s, peer, ch, d);
+        if (c->mh) (void)chorus_net_dereg(n, c->comm, c->mh);
+        if (d == CHORUS_DIR_SEND)
+          (void)chorus_net_close_send(n, c->comm);
+        else
+          (void)chorus_net_close_recv(n, c->comm);
+        chorus_free(c->slots);
+        chorus_free(c->req);
+      }
+    if (s->notes) {
+      pnet_notes *nt = &s->notes[peer];
+      if (nt->smh) (void)chorus_net_dereg(n, nt->send, nt->smh);
+      if (nt->rmh) (void)chorus_net_dereg(n, nt->recv, nt->rmh);
+      if (nt->fail_mh) (void)chorus_net_dereg(n, nt->send, nt->fail_mh);
+      (void)chorus_net_close_send(n, nt->send);
+      (void)chorus_net_close_recv(n, nt->recv);
+      chorus_free(nt->out);
+      chorus_free(nt->board);
+      chorus_free(nt->in);
+    }
+    for (int k = 0; k < NCOMMS && s->listen; k++)
+      (void)chorus_net_close_listen(n, s->listen[(size_t)peer * NCOMMS + (size_t)k]);
+  }
+  chorus_net_close(n);
+  chorus_free(s->listen);
+  chorus_free(s->conns);
+  chorus_free(s->notes);
+  chorus_free(s->is_peer);
+  chorus_free(s);
+}
+
+/* Slots and their registration for a connection that is up. */
+static ncclResult_t init_conn(pnet_state *s, int peer, int ch, int dir, void *comm) {
+  pnet_conn *c = conn_of(s, peer, ch, dir);
+  c->base.ops = &pnet_ops;
+  c->base.transport = "NET";
+  c->base.peer = peer;
+  c->base.channel = ch;
+  c->base.slot_bytes = s->slot_bytes;
+  c->dir = dir;
+  c->s = s;
+  c->comm = comm;
+  c->nslots = (uint32_t)s->nslots;
+  c->stride = (sizeof(pnet_hdr) + s->slot_bytes + 63) & ~(size_t)63;
+  c->slots = chorus_malloc((size_t)c->nslots * c->stride);
+  c->req = chorus_calloc(c->nslots, sizeof *c->req);
+  if (!c->slots || !c->req) return chorus_error(ncclSystemError, "NET transport: out of memory");
+  if (ch == CHORUS_CH_COLL && dir == CHORUS_DIR_RECV) c->base.heard = s->notes[peer].board;
+  ncclResult_t res =
+      chorus_net_reg(s->net, comm, c->slots, (size_t)c->nslots * c->stride, NCCL_PTR_HOST, &c->mh);
+  if (res != ncclSuccess)
+    return chorus_error(res, "NET/%s: registering %zu bytes of slots for rank %d failed",
+                        chorus_net_name(s->net), (size_t)c->nslots * c->stride, peer);
+  return dir == CHORUS_DIR_RECV ? arm(c) : ncclSuccess;
+}
+
+static ncclResult_t init_notes(pnet_state *s, int peer) {
+  pnet_notes *nt = &s->notes[peer];
+  nt->out = chorus_calloc(NOTE_QUEUE, sizeof *nt->out);
+  nt->board = chorus_calloc(CHORUS_NODE_CALLS, sizeof *nt->board);
+  nt->in = chorus_calloc(MAX_INFLIGHT, sizeof *nt->in);
+  if (!nt->out || !nt->board || !nt->in)
+    return chorus_error(ncclSystemError, "NET transport: out of memory");
+  ncclResult_t res = chorus_net_reg(s->net, nt->send, nt->out, NOTE_QUEUE * sizeof *nt->out,
+                                    NCCL_PTR_HOST, &nt->smh);
+  if (res == ncclSuccess)
+    res = chorus_net_reg(s->net, nt->recv, nt->in, MAX_INFLIGHT * sizeof *nt->in, NCCL_PTR_HOST,
+                         &nt->rmh);
+  if (res == ncclSuccess)
+    res = chorus_net_reg(s->net, nt->send, nt->fail_out, sizeof nt->fail_out, NCCL_PTR_HOST,
+                         &nt->fail_mh);
+  if (res != ncclSuccess)
+    return chorus_error(res, "NET/%s: registering the notes for rank %d failed",
+                        chorus_net_name(s->net), peer);
+  return ncclSuccess;
+}
+
+/* Handles of this rank's listens to peer, and peer's to this rank. */
+static ncclResult_t swap_handles(const chorus_transport_ctx *ctx, int peer, const char *mine,
+                                 char *theirs) {
+  const size_t len = (size_t)NCOMMS * CHORUS_NET_HANDLE_BYTES;
+  if (peer > ctx->rank) {
+    CHECK(chorus_bootstrap_send(ctx->bs, peer, PNET_TAG, mine, len));
+    return chorus_bootstrap_recv(ctx->bs, peer, PNET_TAG, theirs, len);
+  }
+  CHECK(chorus_bootstrap_recv(ctx->bs, peer, PNET_TAG, theirs, len));
+  return chorus_bootstrap_send(ctx->bs, peer, PNET_TAG, mine, len);
+}
+
+/* Takes ctx->net over: closed with the state, or at once on failure. */
+static ncclResult_t pnet_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
+                               void **out) {
+  *out = NULL;
+  chorus_net *net = ctx->net;
+  if (!net) return chorus_error(ncclInternalError, "the plugin transport without a network");
+  ncclResult_t res = ncclSuccess;
+  pnet_state *s = chorus_calloc(1, sizeof *s);
+  char *handles = NULL;
+  void **send = NULL, **recv = NULL;
+  if (!s) {
+    chorus_net_close(net);
+    return chorus_error(ncclSystemError, "NET transport: out of memory");
+  }
+  s->net = net;
+  s->rank = ctx->rank;
+  s->nranks = ctx->nranks;
+  s->slot_bytes = ctx->slot_bytes;
+  s->nslots = (int)CHORUS_MAX(2, CHORUS_MIN(ctx->nslots, 64));
+  const size_t per = (size_t)NCOMMS;
+  s->listen = chorus_calloc((size_t)s->nranks * per, sizeof *s->listen);
+  s->conns = chorus_calloc((size_t)s->nranks * CHORUS_NCHANNELS * 2, sizeof *s->conns);
+  s->notes = chorus_calloc((size_t)s->nranks, sizeof *s->notes);
+  s->is_peer = chorus_calloc((size_t)s->nranks, 1);
+  handles = chorus_calloc((size_t)npeers * per * 2, CHORUS_NET_HANDLE_BYTES);
+  send = chorus_calloc((size_t)s->nranks * per, sizeof *send);
+  recv = chorus_calloc((size_t)s->nranks * per, sizeof *recv);
+  if (!s->listen || !s->conns || !s->notes || !s->is_peer || !handles || !send || !recv) {
+    res = chorus_error(ncclSystemError, "NET transport: out of memory");
+    goto out;
+  }
+  chorus_net_props props;
+  CHECK_GOTO(chorus_net_properties(net, 0, &props), res, out);
+  /* Listen for each peer's connections to this rank, swap handles. */
+  for (int i = 0; i < npeers; i++) {
+    const int p = peers[i];
+    if (p == s->rank) {
+      res = chorus_error(ncclInternalError, "NET transport cannot connect a rank to itself");
+      goto out;
+    }
+    s->is_peer[p] = 1;
+    s->npeers++;
+    char *mine = handles + (size_t)i * per * 2 * CHORUS_NET_HANDLE_BYTES;
+    for (size_t k = 0; k < per; k++) {
+      res = chorus_net_listen(net, 0, mine + k * CHORUS_NET_HANDLE_BYTES,
+                              &s->listen[(size_t)p * per + k]);
+      if (res != ncclSuccess) {
+        res = chorus_error(res, "NET/%s: listen failed", chorus_net_name(net));
+        goto out;
+      }
+    }
+    CHECK_GOTO(swap_handles(ctx, p, mine, mine + per * CHORUS_NET_HANDLE_BYTES), res, out);
+  }
+  /* Connect and accept, all at once, none blocking. */
+  const int64_t deadline = chorus_now_ns() + 120ll * 1000000000;
+  for (int left = 1; left;) {
+    left = 0;
+    for (int i = 0; i < npeers; i++) {
+      const int p = peers[i];
+      char *theirs = handles + ((size_t)i * per * 2 + per) * CHORUS_NET_HANDLE_BYTES;
+      for (size_t k = 0; k < per; k++) {
+        void **sc = &send[(size_t)p * per + k], **rc = &recv[(size_t)p * per + k];
+        if (!*sc) {
+          res = chorus_net_connect(net, 0, theirs + k * CHORUS_NET_HANDLE_BYTES, sc);
+          if (res != ncclSuccess) {
+            res =
+                chorus_error(res, "NET/%s: connecting to rank %d failed", chorus_net_name(net), p);
+            goto out;
+          }
+        }
+        if (!*rc) {
+          res = chorus_net_accept(net, s->listen[(size_t)p * per + k], rc);
+          if (res != ncclSuccess) {
+            res = chorus_error(res, "NET/%s: accepting rank %d failed", chorus_net_name(net), p);
+            goto out;
+          }
+        }
+        left += !*sc + !*rc;
+      }
+    }
+    if (left && chorus_expired(deadline)) {
+      res = chorus_error(ncclRemoteError,
+                         "NET/%s: %d connection(s) with other hosts did not come up within 120 s",
+                         chorus_net_name(net), left);
+      goto out;
+    }
+  }
+  for (int i = 0; i < npeers; i++) {
+    const int p = peers[i];
+    pnet_notes *nt = &s->notes[p];
+    nt->send = send[(size_t)p * per + CHORUS_NCHANNELS];
+    nt->recv = recv[(size_t)p * per + CHORUS_NCHANNELS];
+    send[(size_t)p * per + CHORUS_NCHANNELS] = recv[(size_t)p * per + CHORUS_NCHANNELS] = NULL;
+    CHECK_GOTO(init_notes(s, p), res, out);
+    for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
+      void *sc = send[(size_t)p * per + (size_t)ch], *rc = recv[(size_t)p * per + (size_t)ch];
+      send[(size_t)p * per + (size_t)ch] = recv[(size_t)p * per + (size_t)ch] = NULL;
+      CHECK_GOTO(init_conn(s, p, ch, CHORUS_DIR_SEND, sc), res, out);
+      CHECK_GOTO(init_conn(s, p, ch, CHORUS_DIR_RECV, rc), res, out);
+    }
+  }
+  INFO(CHORUS_NET | CHORUS_INIT, "NET/%s transport: %d peer(s), %d channels, %d slots of %zu bytes",
+       chorus_net_name(net), npeers, CHORUS_NCHANNELS, s->nslots, s->slot_bytes);
+out:
+  for (size_t i = 0; send && recv && i < (size_t)s->nranks * per; i++) {
+    (void)chorus_net_close_send(net, send[i]);
+    (void)chorus_net_close_recv(net, recv[i]);
+  }
+  chorus_free(send);
+  chorus_free(recv);
+  chorus_free(handles);
+  if (res != ncclSuccess) {
+    pnet_destroy(s);
+    return res;
+  }
+  *out = s;
+  return ncclSuccess;
+}
+
+static ncclResult_t pnet_finish(void *p) {
+  (void)p;
+  return ncclSuccess;
+}
+
+static chorus_conn *pnet_conn_get(void *p, int peer, int ch, int dir) {
+  pnet_state *s = p;
+  if (!s || !s->is_peer[peer]) return NULL;
+  return &conn_of(s, peer, ch, dir)->base;
+}
+
+static void pnet_post_call(void *p, const chorus_call_entry *e) {
+  pnet_state *s = p;
+  for (int peer = 0; peer < s->nranks && s->npeers; peer++) {
+    pnet_notes *nt = &s->notes[peer];
+    if (!s->is_peer[peer] || nt->out_closed) continue;
+    /* A peer that took none of the last NOTE_QUEUE notes is stuck on an
+     * earlier call, which the checks report: this one is dropped. */
+    if (nt->tail - nt->done == NOTE_QUEUE) continue;
+    nt->out[nt->tail++ % NOTE_QUEUE] = (pnet_hdr){PNET_MAGIC, FRAME_NOTE, 0, e->chain, e->meta, 0};
+    notes_push(s, nt);
+  }
+}
+
+static ncclResult_t pnet_progress(void *p) {
+  pnet_state *s = p;
+  for (int peer = 0; peer < s->nranks; peer++) {
+    if (!s->is_peer[peer]) continue;
+    notes_push(s, &s->notes[peer]);
+    for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
+      pnet_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
+      if (c->done < c->posted && push(c) != ncclSuccess && !c->failing)
+        return chorus_error(ncclRemoteError, "NET: %s", c->base.err);
+    }
+  }
+  return ncclSuccess;
+}
+
+static void pnet_state_wait_info(void *p, chorus_waitset *ws) {
+  pnet_state *s = p;
+  if (s && s->npeers) ws->must_poll = 1;
+}
+
+static chorus_doorbell *pnet_doorbell(void *p) {
+  (void)p;
+  return NULL;
+}
+
+static chorus_node *pnet_node(void *p) {
+  (void)p;
+  return NULL;
+}
+
+const chorus_transport chorus_transport_pnet = {
+    .name = "NET",
+    .setup = pnet_setup,
+    .finish = pnet_finish,
+    .conn = pnet_conn_get,
+    .progress = pnet_progress,
+    .wait_info = pnet_state_wait_info,
+    .doorbell = pnet_doorbell,
+    .post_call = pnet_post_call,
+    .node = pnet_node,
+    .destroy = pnet_destroy,
+};
