@@ -9,7 +9,10 @@
 #          that a bare machine may lack, and build/'s test_netplug
 #   there: scripts/aofi_probe.sh run   (with build-aofi carried)
 #          loads the plugin through Chorus (FI_PROVIDER=tcp: libfabric's
-#          tcp;ofi_rxm) and carries 0 B, 1000 B and 3 MiB over its device 0
+#          tcp;ofi_rxm) and carries 0 B, 1000 B and 3 MiB over its device 0;
+#          then every collective's correctness matrix (test_colls) on 4
+#          host-memory ranks as 2 hosts (NCCL_HOSTID), their traffic
+#          between the hosts through the plugin (NCCL_NET forces it)
 set -eu
 cd "$(dirname "$0")/.."
 case ${1:-} in
@@ -24,7 +27,7 @@ prepare)
   cp -L "$work/inst/lib/libnccl-net.so" build-aofi/lib/
   ldd "$work/inst/lib/libnccl-net.so" | awk '/=>/ {print $3}' | grep -v -E '/lib(c|m)\.so' |
     xargs -r -I{} cp -L {} build-aofi/lib/
-  cp build/tests/netplug/test_netplug build-aofi/
+  cp build/tests/netplug/test_netplug build/tests/coll/test_colls build-aofi/
   rm -rf "$work"
   echo "build-aofi ready: $(du -sh build-aofi | cut -f1); carry it and run: $0 run"
   ;;
@@ -33,6 +36,13 @@ run)
   export NCCL_NET_PLUGIN=$PWD/build-aofi/lib/libnccl-net.so
   if ldd "$NCCL_NET_PLUGIN" | grep "not found"; then exit 1; fi
   timeout 120 build-aofi/test_netplug --probe
+  fail=0
+  for coll in allreduce allgather reducescatter broadcast reduce alltoall gather scatter; do
+    CHORUS_HOST_COMM=1 HARNESS_HOSTS=2 NCCL_NET="AWS Libfabric" timeout 300 \
+      build-aofi/test_colls "$coll" procs 4 >"/tmp/aofi-$coll.log" 2>&1 || fail=1
+    tail -1 "/tmp/aofi-$coll.log"
+  done
+  [ $fail = 0 ] || { grep -h "WARN" /tmp/aofi-*.log | sort | uniq -c | head -20; exit 1; }
   ;;
 *)
   echo "usage: $0 prepare|run"
