@@ -50,20 +50,13 @@ static chorus_conn *board_of(const chorus_coll_comm *cc, int p) {
   return c && c->heard ? c : NULL;
 }
 
-/* A board's description of call k into *out (read as a sequence lock,
- * see the transports' post_call): 1, or 0 while it holds no post of k
- * (not yet, or never: calls.h), -1 when its owner has moved so far on
- * that the entry holds a later call. */
+/* A board's description of call k into *out (transport.h's sequence
+ * lock): 1, or 0 while it holds no post of k (not yet, or never:
+ * calls.h), -1 when its owner has moved so far on that the entry holds a
+ * later call. */
 static int board_call(const chorus_call_entry *calls, uint64_t k, chorus_msg_meta *out,
                       uint64_t *chain_out) {
-  const chorus_call_entry *e = &calls[k % CHORUS_NODE_CALLS];
-  const uint64_t before = __atomic_load_n(&e->posted, __ATOMIC_ACQUIRE);
-  if (before == UINT64_MAX || before < k + 1) return 0;
-  if (before > k + 1) return -1;
-  memcpy(out, (const void *)&e->meta, sizeof *out);
-  *chain_out = e->chain;
-  __atomic_thread_fence(__ATOMIC_ACQUIRE);
-  return __atomic_load_n(&e->posted, __ATOMIC_RELAXED) == before ? 1 : -1;
+  return chorus_call_entry_read(&calls[k % CHORUS_NODE_CALLS], k, out, chain_out);
 }
 
 ncclResult_t chorus_calls_check(const chorus_coll_comm *cc, const chorus_msg_meta *call,

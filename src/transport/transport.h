@@ -69,6 +69,55 @@ typedef struct chorus_call_entry {
   uint64_t pad[2]; /* 64 bytes: one line in a page-aligned board */
 } chorus_call_entry;
 
+/* A board entry is a sequence lock: the writer marks `posted` busy, writes
+ * the words, then sets `posted` (release); a reader reads `posted`, the
+ * words, and `posted` again, and believes the words only if it did not
+ * move. The words are accessed as relaxed atomics, so a reader racing a
+ * writer gets stale words, never undefined ones. ThreadSanitizer models
+ * no fences (GCC refuses them under it): its builds order with a
+ * read-modify-write and a sequentially consistent load instead. */
+static inline void chorus_call_entry_write(chorus_call_entry *e, uint64_t posted, uint64_t chain,
+                                           const chorus_msg_meta *m) {
+#if defined(__SANITIZE_THREAD__)
+  (void)__atomic_exchange_n(&e->posted, UINT64_MAX, __ATOMIC_ACQ_REL);
+#else
+  __atomic_store_n(&e->posted, UINT64_MAX, __ATOMIC_RELAXED);
+  __atomic_thread_fence(__ATOMIC_RELEASE);
+#endif
+  __atomic_store_n(&e->chain, chain, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->meta.seq, m->seq, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->meta.count, m->count, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->meta.call, m->call, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->meta.redop, m->redop, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->meta.root, m->root, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->meta.flags, m->flags, __ATOMIC_RELAXED);
+  __atomic_store_n(&e->posted, posted, __ATOMIC_RELEASE);
+}
+
+/* Call k from entry e: 1 (into *m and *chain), 0 while e holds no post of
+ * k (not yet, or being rewritten), -1 when its owner has moved on to a
+ * later call there. */
+static inline int chorus_call_entry_read(const chorus_call_entry *e, uint64_t k, chorus_msg_meta *m,
+                                         uint64_t *chain) {
+  const uint64_t before = __atomic_load_n(&e->posted, __ATOMIC_ACQUIRE);
+  if (before == UINT64_MAX || before < k + 1) return 0;
+  if (before > k + 1) return -1;
+  *chain = __atomic_load_n(&e->chain, __ATOMIC_RELAXED);
+  m->seq = __atomic_load_n(&e->meta.seq, __ATOMIC_RELAXED);
+  m->count = __atomic_load_n(&e->meta.count, __ATOMIC_RELAXED);
+  m->call = __atomic_load_n(&e->meta.call, __ATOMIC_RELAXED);
+  m->redop = __atomic_load_n(&e->meta.redop, __ATOMIC_RELAXED);
+  m->root = __atomic_load_n(&e->meta.root, __ATOMIC_RELAXED);
+  m->flags = __atomic_load_n(&e->meta.flags, __ATOMIC_RELAXED);
+#if defined(__SANITIZE_THREAD__)
+  const uint64_t after = __atomic_load_n(&e->posted, __ATOMIC_SEQ_CST);
+#else
+  __atomic_thread_fence(__ATOMIC_ACQUIRE);
+  const uint64_t after = __atomic_load_n(&e->posted, __ATOMIC_RELAXED);
+#endif
+  return after == before ? 1 : -1;
+}
+
 #define CHORUS_WAIT_MAX_FDS 64
 #define CHORUS_WAIT_MAX_DBS 4
 

@@ -151,6 +151,8 @@ struct loop_ctx {
 };
 #endif
 
+/* Set by every init (version 11: one per communicator, while others'
+ * communicators run), read by everything: atomics. */
 static ncclDebugLogger_t loop_logger;
 static int loop_ndev = 1;
 static int loop_ptr_support = NCCL_PTR_HOST;
@@ -158,7 +160,8 @@ static char loop_dev_name[] = "loop0";
 
 #define LOOP_LOG(level, flags, ...)                                                                \
   do {                                                                                             \
-    if (loop_logger) loop_logger(level, flags, __FILE__, __LINE__, __VA_ARGS__);                   \
+    ncclDebugLogger_t log_ = __atomic_load_n(&loop_logger, __ATOMIC_ACQUIRE);                      \
+    if (log_) log_(level, flags, __FILE__, __LINE__, __VA_ARGS__);                                 \
   } while (0)
 #define LOOP_WARN(...) LOOP_LOG(NCCL_LOG_WARN, NCCL_NET_LOG_NET, __VA_ARGS__)
 
@@ -168,13 +171,14 @@ static int env_is(const char *name, const char *value) {
 }
 
 static ncclResult_t loop_init_common(ncclDebugLogger_t logger) {
-  loop_logger = logger;
+  __atomic_store_n(&loop_logger, logger, __ATOMIC_RELEASE);
   if (env_is("LOOP_FAIL_INIT", "1")) {
     LOOP_WARN("NET/Loop: init fails on purpose (LOOP_FAIL_INIT=1)");
     return ncclSystemError;
   }
-  loop_ndev = env_is("LOOP_NDEV", "0") ? 0 : 1;
-  loop_ptr_support = env_is("LOOP_NO_HOST", "1") ? NCCL_PTR_CUDA : NCCL_PTR_HOST;
+  __atomic_store_n(&loop_ndev, env_is("LOOP_NDEV", "0") ? 0 : 1, __ATOMIC_RELAXED);
+  __atomic_store_n(&loop_ptr_support, env_is("LOOP_NO_HOST", "1") ? NCCL_PTR_CUDA : NCCL_PTR_HOST,
+                   __ATOMIC_RELAXED);
   LOOP_LOG(NCCL_LOG_INFO, NCCL_NET_LOG_INIT, "NET/Loop v%d initialised", LOOP_VERSION);
   return ncclSuccess;
 }
@@ -211,12 +215,12 @@ static ncclResult_t loop_finalize(void *ctx) {
 
 static ncclResult_t loop_devices(int *ndev) {
   if (ndev == NULL) return ncclInternalError;
-  *ndev = loop_ndev;
+  *ndev = __atomic_load_n(&loop_ndev, __ATOMIC_RELAXED);
   return ncclSuccess;
 }
 
 static int dev_ok(int dev) {
-  return dev >= 0 && dev < loop_ndev;
+  return dev >= 0 && dev < __atomic_load_n(&loop_ndev, __ATOMIC_RELAXED);
 }
 
 static ncclResult_t loop_get_properties(int dev, LOOP_PROPS_T *props) {
@@ -225,7 +229,7 @@ static ncclResult_t loop_get_properties(int dev, LOOP_PROPS_T *props) {
   props->name = loop_dev_name;
   props->pciPath = NULL;
   props->guid = 0x10c0;
-  props->ptrSupport = loop_ptr_support;
+  props->ptrSupport = __atomic_load_n(&loop_ptr_support, __ATOMIC_RELAXED);
   props->speed = 10000;
   props->port = 0;
   props->latency = 0;

@@ -361,10 +361,8 @@ static void pull_notes(net_notes *nt) {
       nt->peer_failed = nt->in_closed = 1;
       return;
     }
-    chorus_call_entry *e = &nt->board[h->meta.seq % CHORUS_NODE_CALLS];
-    e->chain = h->chain;
-    e->meta = h->meta;
-    __atomic_store_n(&e->posted, h->meta.seq + 1, __ATOMIC_RELEASE);
+    chorus_call_entry_write(&nt->board[h->meta.seq % CHORUS_NODE_CALLS], h->meta.seq + 1, h->chain,
+                            &h->meta);
   }
 }
 

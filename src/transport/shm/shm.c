@@ -473,13 +473,9 @@ static chorus_conn *shm_conn_get(void *p, int peer, int ch, int dir) {
 static void shm_post_call(void *p, const chorus_call_entry *e) {
   shm_state *s = p;
   chorus_call_entry *mine = &board_at(s->own.base)[(e->posted - 1) % CHORUS_NODE_CALLS];
-  __atomic_store_n(&mine->posted, UINT64_MAX, __ATOMIC_RELAXED);
-  __atomic_thread_fence(__ATOMIC_RELEASE);
-  mine->chain = e->chain;
-  mine->meta = e->meta;
   /* No doorbell: a rank waits for a post only calls later (calls.h), by
    * when it is there, and naps are short. */
-  __atomic_store_n(&mine->posted, e->posted, __ATOMIC_RELEASE);
+  chorus_call_entry_write(mine, e->posted, e->chain, &e->meta);
 }
 
 static ncclResult_t shm_progress(void *p) {
