@@ -362,7 +362,7 @@ def main():
     per = max(20, args.mismatches // 6)
     for how, mode, n in (("shm", "threads", 3), ("shm", "procs", 4), ("tcp", "threads", 4),
                          ("tcp", "procs", 3), ("hosts", "procs", 4), ("shm", "threads", 8)):
-        env = {"NCCL_SHM_DISABLE": 1} if how == "tcp" else ({"MISMATCH_HOSTS": 2} if how == "hosts" else {})
+        env = {"NCCL_SHM_DISABLE": 1} if how == "tcp" else ({"HARNESS_HOSTS": 2} if how == "hosts" else {})
         mismatch_class(args, m, mode, n, env, per)
     tallies.append(m)
     st = Tally("strangers", "junk on every listening port (the root's, the ranks') during "

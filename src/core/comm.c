@@ -44,33 +44,27 @@ static const chorus_transport *const *transports_of(ncclComm_t comm) {
  * rank must make the same choice: the settings and libraries may differ
  * between hosts, so the choices are compared), else NULL for the
  * built-in TCP transport. */
-static ncclResult_t choose_network(ncclComm_t comm, int needed, chorus_net **out) {
+static ncclResult_t choose_network(ncclComm_t comm, chorus_net **out) {
   *out = NULL;
   typedef struct choice {
     char name[48];
     int32_t version; /* 0: the built-in network */
-    int32_t needed;
   } choice;
   choice *all = chorus_calloc((size_t)comm->nranks, sizeof *all);
   if (!all) return chorus_error(ncclSystemError, "out of memory");
-  ncclResult_t res = ncclSuccess;
-  if (needed) {
-    const uint64_t key[2] = {comm->init.uids[0].secret[0], comm->init.uids[0].secret[1]};
-    const uint64_t id = chorus_siphash(key, "network plugin comm id", 22);
-    const int tc =
-        comm->config.trafficClass == NCCL_CONFIG_UNDEF_INT ? -1 : comm->config.trafficClass;
-    res = chorus_net_open(id, tc, comm->config.netName, out);
-  }
+  const uint64_t key[2] = {comm->init.uids[0].secret[0], comm->init.uids[0].secret[1]};
+  const uint64_t id = chorus_siphash(key, "network plugin comm id", 22);
+  const int tc =
+      comm->config.trafficClass == NCCL_CONFIG_UNDEF_INT ? -1 : comm->config.trafficClass;
+  ncclResult_t res = chorus_net_open(id, tc, comm->config.netName, out);
   choice *mine = &all[comm->rank];
   snprintf(mine->name, sizeof mine->name, "%s", *out ? chorus_net_name(*out) : "Socket");
   mine->version = *out ? chorus_net_version(*out) : 0;
-  mine->needed = needed;
   /* A rank that failed to open still takes part, so that none waits. */
   ncclResult_t ag = chorus_bootstrap_allgather(comm->bs, all, sizeof *all);
   if (res == ncclSuccess) res = ag;
   for (int r = 0; r < comm->nranks && res == ncclSuccess; r++) {
     const choice *c = &all[r];
-    if (!c->needed || !needed) continue;
     if (strcmp(c->name, mine->name) != 0 || c->version != mine->version)
       res = chorus_error(ncclInvalidUsage,
                          "ranks chose different networks: rank %d uses %s (ABI v%d) but rank %d "
@@ -267,7 +261,7 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
   /* Every rank has peers over the network, or none has (the split is
    * symmetric): all choose one together, or none does. */
   chorus_net *plugin = NULL;
-  if (npeers[T_NET] > 0) CHECK_GOTO(choose_network(comm, 1, &plugin), res, out);
+  if (npeers[T_NET] > 0) CHECK_GOTO(choose_network(comm, &plugin), res, out);
   if (plugin) {
     comm->transports[T_NET] = &chorus_transport_pnet;
     ctx.net = plugin; /* its setup takes it over */

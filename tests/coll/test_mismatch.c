@@ -15,7 +15,7 @@
  * calls must then fail the same way, within the same time. The parent must still work after all
  * trials. The op timeout is set far above LIMIT_S, so only detection passes. Counts run from 1
  * element to 1 MiB, over every schedule the planner picks (node memory, rings, chains); CTest runs
- * it over shared memory, over TCP (NCCL_SHM_DISABLE=1) and over both (procs, MISMATCH_HOSTS=2: two
+ * it over shared memory, over TCP (NCCL_SHM_DISABLE=1) and over both (procs, HARNESS_HOSTS=2: two
  * hosts).
  */
 #include <stdint.h>
@@ -153,14 +153,6 @@ static int body(int rank, int nranks, ncclUniqueId id, const char *param) {
   unsigned long long seed = 0;
   int trials = 0;
   if (sscanf(param, "%llu %d", &seed, &trials) != 2) return 1;
-  /* procs: MISMATCH_HOSTS=H makes the ranks H hosts (blocks of ranks), so
-   * shared memory and TCP mix and no rank has node memory. */
-  const char *hosts = getenv("MISMATCH_HOSTS");
-  if (hosts && atoi(hosts) > 1) {
-    char hid[32];
-    snprintf(hid, sizeof hid, "mismatch-host-%d", rank * atoi(hosts) / nranks);
-    setenv("NCCL_HOSTID", hid, 1);
-  }
   ncclComm_t parent;
   if (ncclCommInitRank(&parent, nranks, id, rank) != ncclSuccess) return 1;
   /* Room for the largest call: a count of 2 x 1 MiB elements per rank. */

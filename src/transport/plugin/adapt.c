@@ -126,50 +126,50 @@ int chorus_net_props_adapt(int version, const void *raw, size_t raw_len, chorus_
     snprintf(err, errlen, "ABI version %d properties of %zu bytes", version, raw_len);
     return -1;
   }
-#define TAKE(T)                                                                                    \
-  do {                                                                                             \
-    T p;                                                                                           \
-    memcpy(&p, raw, sizeof p);                                                                     \
-    name = p.name, pci = p.pciPath, guid = p.guid, ptr = p.ptrSupport, speed = p.speed;            \
-    port = p.port, lat = p.latency, comms = p.maxComms, recvs = p.maxRecvs;                        \
-  } while (0)
+  /* The fields every version has, at its own places. */
+#define COMMON(p)                                                                                  \
+  (name = (p).name, pci = (p).pciPath, guid = (p).guid, ptr = (p).ptrSupport, speed = (p).speed,   \
+   port = (p).port, lat = (p).latency, comms = (p).maxComms, recvs = (p).maxRecvs)
   switch (version) {
-  case 6:
-    TAKE(ncclNetProperties_v6_t);
+  case 6: {
+    ncclNetProperties_v6_t p;
+    memcpy(&p, raw, sizeof p);
+    COMMON(p);
     break;
+  }
   case 7: {
-    TAKE(ncclNetProperties_v7_t);
     ncclNetProperties_v7_t p;
     memcpy(&p, raw, sizeof p);
+    COMMON(p);
     dtype = (int)p.netDeviceType;
     break;
   }
   case 8: {
-    TAKE(ncclNetProperties_v8_t);
     ncclNetProperties_v8_t p;
     memcpy(&p, raw, sizeof p);
+    COMMON(p);
     dtype = (int)p.netDeviceType, reg_global = p.regIsGlobal;
     break;
   }
   case 9:
   case 10: {
-    TAKE(ncclNetProperties_v9_t);
     ncclNetProperties_v9_t p;
     memcpy(&p, raw, sizeof p);
+    COMMON(p);
     dtype = (int)p.netDeviceType, reg_global = p.regIsGlobal, flush = p.forceFlush;
     p2p = p.maxP2pBytes;
     break;
   }
   default: {
-    TAKE(ncclNetProperties_v11_t);
     ncclNetProperties_v11_t p;
     memcpy(&p, raw, sizeof p);
+    COMMON(p);
     dtype = (int)p.netDeviceType, reg_global = p.regIsGlobal, flush = p.forceFlush;
     p2p = p.maxP2pBytes, multi = p.maxMultiRequestSize;
     break;
   }
   }
-#undef TAKE
+#undef COMMON
   memset(out, 0, sizeof *out);
   copy_str(out->name, sizeof out->name, name, "(unnamed)");
   copy_str(out->pci_path, sizeof out->pci_path, pci, "");
@@ -271,7 +271,6 @@ ncclResult_t chorus_net_listen(chorus_net *n, int dev, void *handle, void **list
   const plugin_lib *lib = n->lib;
   *listen_comm = NULL;
   memset(handle, 0, CHORUS_NET_HANDLE_BYTES);
-  if (lib->version == 11) return lib->t.v11->listen(n->ctx, dev, handle, listen_comm);
   switch (lib->version) {
   case 6:
     return lib->t.v6->listen(dev, handle, listen_comm);
@@ -281,8 +280,10 @@ ncclResult_t chorus_net_listen(chorus_net *n, int dev, void *handle, void **list
     return lib->t.v8->listen(dev, handle, listen_comm);
   case 9:
     return lib->t.v9->listen(dev, handle, listen_comm);
-  default:
+  case 10:
     return lib->t.v10->listen(dev, handle, listen_comm);
+  default:
+    return lib->t.v11->listen(n->ctx, dev, handle, listen_comm);
   }
 }
 

@@ -96,7 +96,6 @@ typedef struct pnet_state {
   uint8_t *is_peer;
   size_t slot_bytes;
   int nslots;
-  pnet_hdr fail_frame; /* what fail() sends on data connections */
 } pnet_state;
 
 static pnet_conn *conn_of(pnet_state *s, int peer, int ch, int dir) {
@@ -512,8 +511,6 @@ static ncclResult_t pnet_setup(const chorus_transport_ctx *ctx, const int *peers
     res = chorus_error(ncclSystemError, "NET transport: out of memory");
     goto out;
   }
-  chorus_net_props props;
-  CHECK_GOTO(chorus_net_properties(net, 0, &props), res, out);
   /* Listen for each peer's connections to this rank, swap handles. */
   for (int i = 0; i < npeers; i++) {
     const int p = peers[i];
@@ -638,9 +635,18 @@ static ncclResult_t pnet_progress(void *p) {
   return ncclSuccess;
 }
 
+/* Output that moves only while this rank tests it: the executor polls. */
 static void pnet_state_wait_info(void *p, chorus_waitset *ws) {
   pnet_state *s = p;
-  if (s && s->npeers) ws->must_poll = 1;
+  for (int peer = 0; s && peer < s->nranks && !ws->must_poll; peer++) {
+    if (!s->is_peer[peer]) continue;
+    const pnet_notes *nt = &s->notes[peer];
+    if (!nt->out_closed && nt->done < nt->tail) ws->must_poll = 1;
+    for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
+      const pnet_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
+      if (c->done < c->posted) ws->must_poll = 1;
+    }
+  }
 }
 
 static chorus_doorbell *pnet_doorbell(void *p) {
