@@ -1,13 +1,20 @@
 /*
  * chorusrun.c - a tiny launcher for multi-process runs on one host.
  *
- *   chorusrun -n N [--timeout SEC] [--grace SEC] [--] program [args...]
+ *   chorusrun -n N [--hosts H] [--timeout SEC] [--grace SEC] [--] program [args...]
  *
  * Picks a free loopback port (bind 127.0.0.1:0, read it, close) and starts
  * N copies of program with RANK, WORLD_SIZE, LOCAL_RANK and
  * LOCAL_WORLD_SIZE set (torchrun's variables), and with
  * NCCL_COMM_ID=127.0.0.1:<port> unless NCCL_COMM_ID is already set, so that
  * rank 0 hosts the NCCL rendezvous there.
+ *
+ * --hosts H makes the ranks H hosts of one job: rank r gets NCCL_HOSTID
+ * chorusrun-host-<r / ceil(N / H)>, which Chorus and NCCL both read as the
+ * host's identity, so ranks of different blocks talk over the network
+ * (loopback) as ranks of different machines would. LOCAL_RANK stays the
+ * rank on this machine, so programs that pick GPU LOCAL_RANK % GPUs deal
+ * the GPUs out across all ranks (two hosts may share one, as NCCL allows).
  *
  * Each child runs in its own process group (with its descendants), which
  * chorusrun signals by id. When a child exits non-zero or is killed by a
@@ -48,13 +55,15 @@ static double now(void) {
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: chorusrun -n N [--timeout SEC] [--grace SEC] [--] program [args...]\n"
+  fprintf(f, "usage: chorusrun -n N [--hosts H] [--timeout SEC] [--grace SEC] [--] program "
+             "[args...]\n"
              "  starts N processes of program with RANK, WORLD_SIZE, LOCAL_RANK,\n"
-             "  LOCAL_WORLD_SIZE and NCCL_COMM_ID=127.0.0.1:<free port> (unless set)\n");
+             "  LOCAL_WORLD_SIZE and NCCL_COMM_ID=127.0.0.1:<free port> (unless set);\n"
+             "  --hosts H: NCCL_HOSTID per block of N/H ranks (H hosts on loopback)\n");
 }
 
 typedef struct opts {
-  int n;
+  int n, hosts;
   double timeout, grace;
   char **argv; /* the program and its arguments */
 } opts;
@@ -68,8 +77,8 @@ static int parse_num(const char *s, double *out) {
 }
 
 static int parse(int argc, char **argv, opts *o) {
-  *o = (opts){0, 0, 3, NULL};
-  double n = 0;
+  *o = (opts){0, 0, 0, 3, NULL};
+  double n = 0, hosts = 0;
   int i = 1;
   for (; i < argc && argv[i][0] == '-'; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -81,6 +90,9 @@ static int parse(int argc, char **argv, opts *o) {
       exit(0);
     } else if (!strcmp(a, "-n") || !strcmp(a, "-np")) {
       if (parse_num(v, &n) || n < 1 || n != (int)n) return -1;
+      i++;
+    } else if (!strcmp(a, "--hosts")) {
+      if (parse_num(v, &hosts) || hosts < 1 || hosts != (int)hosts) return -1;
       i++;
     } else if (!strcmp(a, "--timeout")) {
       if (parse_num(v, &o->timeout)) return -1;
@@ -94,7 +106,8 @@ static int parse(int argc, char **argv, opts *o) {
     }
   }
   o->n = (int)n;
-  if (o->n < 1 || i >= argc) return -1;
+  o->hosts = (int)hosts;
+  if (o->n < 1 || i >= argc || o->hosts > o->n) return -1;
   o->argv = argv + i;
   return 0;
 }
@@ -131,6 +144,12 @@ static void exec_child(const opts *o, int rank, pid_t parent) {
   set_int_env("WORLD_SIZE", o->n);
   set_int_env("LOCAL_RANK", rank);
   set_int_env("LOCAL_WORLD_SIZE", o->n);
+  if (o->hosts > 0) {
+    const int per = (o->n + o->hosts - 1) / o->hosts;
+    char id[48];
+    snprintf(id, sizeof id, "chorusrun-host-%d", rank / per);
+    setenv("NCCL_HOSTID", id, 1);
+  }
   execvp(o->argv[0], o->argv);
   fprintf(stderr, "chorusrun: cannot run %s: %s\n", o->argv[0], strerror(errno));
   _exit(127);

@@ -341,6 +341,15 @@ def case_chorusrun_env(a):
     check(rc == 0 and out.split() == ["10.1.2.3:4567"] * 2, "NCCL_COMM_ID not kept: " + out)
     rc, _, _ = run([a.chorusrun], base_env(), 30)
     check(rc == 2, "no arguments: exit status %d" % rc)
+    # --hosts: a host identity per block of ceil(n / H) ranks, LOCAL_RANK kept
+    rc, out, err = run([a.chorusrun, "-n", "5", "--hosts", "2", "sh", "-c",
+                        'echo "$RANK $LOCAL_RANK $NCCL_HOSTID"'], base_env(), 30)
+    check(rc == 0, "--hosts: exit status %d: %s" % (rc, err))
+    got = sorted(line.split() for line in out.splitlines())
+    want = [[str(r), str(r), "chorusrun-host-%d" % (r // 3)] for r in range(5)]
+    check(got == want, "--hosts 2 of 5 ranks: " + out)
+    rc, _, _ = run([a.chorusrun, "-n", "2", "--hosts", "3", "true"], base_env(), 30)
+    check(rc == 2, "more hosts than ranks: exit status %d" % rc)
 
 
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
