@@ -62,8 +62,11 @@ typedef struct chorus_coll_comm {
   /* How this rank writes what peers read (host/copy.h): copies into its
    * stage, reductions into its stage, copies into FIFO slots. */
   chorus_store_tuner stage_tuner, reduce_tuner, slot_tuner;
-  /* GPU communicators: the device side (gpu/gpu.h), else NULL. */
+  /* GPU communicators: the device side (gpu/gpu.h) where every rank
+   * shares this host, else the host-staged side (gpu/proxy.h); NULL on
+   * host-memory communicators. */
   struct chorus_gpu *gpu;
+  struct chorus_proxy *proxy;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
   /* The call board (coll/calls.h): this rank's last posted calls (NULL:

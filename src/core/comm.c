@@ -19,6 +19,7 @@
 #include "core/config.h"
 #include "device/device.h"
 #include "gpu/gpu.h"
+#include "gpu/proxy.h"
 #include "transport/plugin/netplug.h"
 #include "transport/transport.h"
 #include "util/alloc.h"
@@ -364,7 +365,10 @@ static void print_version_once(void) {
  * side adds its shape in chorus_gpu_setup. */
 static ncclResult_t plan_setup(ncclComm_t comm) {
   chorus_coll_comm *cc = &comm->cc;
-  cc->plan.env.backend = comm->device >= 0 ? CHORUS_BACKEND_GPU : CHORUS_BACKEND_HOST;
+  /* Calls of GPU communicators across hosts run as host calls on staged
+   * buffers (gpu/proxy.h), so the host's planner chooses for them. */
+  cc->plan.env.backend =
+      comm->device >= 0 && comm->topo.nhosts == 1 ? CHORUS_BACKEND_GPU : CHORUS_BACKEND_HOST;
   chorus_coll_setup(cc);
   char err[256];
   if (chorus_plan_comm_settings(&cc->plan, err, sizeof err) != 0)
@@ -427,7 +431,13 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
     goto out;
   }
   CHECK_GOTO(plan_setup(comm), res, out);
-  if (comm->device >= 0)
+  if (comm->device >= 0 && comm->topo.nhosts > 1) {
+    CHECK_GOTO(chorus_proxy_setup(&comm->cc.proxy, &comm->cc, comm->device), res, out);
+    CHECK_GOTO(chorus_comm_build_parts(comm), res, out);
+    if (comm->part_local)
+      chorus_proxy_set_parts(comm->cc.proxy, comm->part_local->cc.gpu, &comm->part_local->cc,
+                             &comm->part_cross->cc);
+  } else if (comm->device >= 0)
     CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
                                 comm->device, &comm->cc.plan),
                res, out);
@@ -490,6 +500,9 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_regs_free(comm); /* windows' mappings, before the GPU side goes */
   chorus_gpu_free(comm->cc.gpu);
   comm->cc.gpu = NULL;
+  chorus_proxy_free(comm->cc.proxy); /* its thread, before the connections and parts go */
+  comm->cc.proxy = NULL;
+  chorus_comm_free_parts(comm);
   for (int t = 1; t >= 0; t--) {
     transports_of(comm)[t]->destroy(comm->tstate[t]);
     comm->tstate[t] = NULL;

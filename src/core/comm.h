@@ -66,6 +66,10 @@ struct ncclComm {
   int *ring;
   chorus_coll_comm cc;
   uint64_t ctl_seq; /* split/shrink counter, same on every rank */
+  /* GPU communicators across hosts (hier.c): this host's ranks (a GPU
+   * communicator) and this rank's place on every host (host memory);
+   * NULL when hosts hold different numbers of ranks, or one each. */
+  struct ncclComm *part_local, *part_cross;
 
   chorus_user_op *user_ops;
   int nuser_ops;
@@ -94,6 +98,11 @@ int chorus_comm_pick_device(void);
 /* Builds the communicator (bootstrap, topology, transports). Blocking;
  * sets state/async; records errors. Takes ownership of comm->init. */
 ncclResult_t chorus_comm_build(ncclComm_t comm);
+/* The parts of a GPU communicator across hosts (hier.c): collective over
+ * its bootstrap once its own connections exist; nothing when hosts hold
+ * different numbers of ranks or one each. Freed by chorus_comm_free_parts. */
+ncclResult_t chorus_comm_build_parts(ncclComm_t comm);
+void chorus_comm_free_parts(ncclComm_t comm);
 /* The slot of a host connection as the settings ask for it (NCCL_BUFFSIZE
  * over CHORUS_NSLOTS, clamped), and the slot count in *nslots (may be
  * NULL); ranks take the smallest of all. */

@@ -10,6 +10,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "gpu/gpu.h"
+#include "gpu/proxy.h"
 #include "util/alloc.h"
 #include "util/check.h"
 
@@ -45,6 +46,25 @@ static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *ca
   return (*nq)++;
 }
 
+/* GPU calls: those of communicators within one host as kernels, those of
+ * communicators across hosts staged through the host (gpu/proxy.h). A
+ * group holding both queues the kernels first. */
+static ncclResult_t run_gpu_ops(chorus_op **gpu, size_t n) {
+  size_t nk = 0;
+  for (size_t i = 0; i < n; i++) nk += gpu[i]->cc->gpu != NULL;
+  if (nk == n) return chorus_gpu_run_ops(gpu, n);
+  if (nk == 0) return chorus_proxy_run_ops(gpu, n);
+  /* Stable partition: kernels' calls first, in call order. */
+  chorus_op **tmp = chorus_malloc(n * sizeof *tmp);
+  if (!tmp) return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", n);
+  size_t a = 0, b = nk;
+  for (size_t i = 0; i < n; i++) tmp[gpu[i]->cc->gpu ? a++ : b++] = gpu[i];
+  ncclResult_t res = chorus_gpu_run_ops(tmp, nk);
+  if (res == ncclSuccess) res = chorus_proxy_run_ops(tmp + nk, n - nk);
+  chorus_free(tmp);
+  return res;
+}
+
 ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
   const int free_ops = flags & CHORUS_RUN_FREE;
   chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
@@ -75,7 +95,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     op->next_op = NULL;
     all[k++] = op;
     if (res != ncclSuccess) continue;
-    if (op->cc->gpu) { /* GPU communicators: kernels on the caller's streams, below */
+    if (op->cc->gpu || op->cc->proxy) { /* GPU communicators: on the caller's streams, below */
       gpu[ng++] = op;
       continue;
     }
@@ -100,7 +120,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
       qs[i].head = op;
     *tail = op;
   }
-  if (res == ncclSuccess && ng) res = chorus_gpu_run_ops(gpu, ng);
+  if (res == ncclSuccess && ng) res = run_gpu_ops(gpu, ng);
   if (res == ncclSuccess) {
     const int count = !(flags & CHORUS_RUN_COUNTED);
     for (int i = 0; i < nq && count; i++) __atomic_add_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);

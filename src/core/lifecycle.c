@@ -11,6 +11,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "gpu/gpu.h"
+#include "gpu/proxy.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/log.h"
@@ -74,10 +75,29 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   if (__atomic_load_n(&comm->async, __ATOMIC_ACQUIRE) == ncclInProgress)
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
   chorus_gpu_abort(comm->cc.gpu);
+  chorus_proxy_abort(comm->cc.proxy);
   chorus_comm_join(comm);
   drain(comm);
   chorus_comm_free(comm);
   return ncclSuccess;
+}
+
+/* The parts of a communicator across hosts (hier.c) stop with it: first
+ * their waits end (any thread may be in one), then, once the calls have
+ * drained (`why` set), their peers learn why. */
+static void abort_parts(ncclComm_t comm, const char *why) {
+  ncclComm_t parts[2] = {comm->part_local, comm->part_cross};
+  for (int i = 0; i < 2; i++) {
+    ncclComm_t c = parts[i];
+    if (!c) continue;
+    if (!why) {
+      __atomic_store_n(&c->abort_flag, 1, __ATOMIC_SEQ_CST);
+      chorus_gpu_abort(c->cc.gpu);
+      continue;
+    }
+    chorus_gpu_tell_aborted(c->cc.gpu);
+    if (c->conns) chorus_exec_fail_comm(&c->cc, ncclRemoteError, why);
+  }
 }
 
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
@@ -87,14 +107,15 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   chorus_log_ctx old = chorus_comm_enter(comm);
   __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST); /* see chorus_comm_enter_call */
   chorus_gpu_abort(comm->cc.gpu);
+  chorus_proxy_abort(comm->cc.proxy);
+  abort_parts(comm, NULL);
   chorus_comm_join(comm);
   drain(comm);
+  char why[64];
+  snprintf(why, sizeof why, "rank %d called ncclCommAbort", comm->rank);
+  abort_parts(comm, why);
   chorus_gpu_tell_aborted(comm->cc.gpu);
-  if (comm->conns) {
-    char why[64];
-    snprintf(why, sizeof why, "rank %d called ncclCommAbort", comm->rank);
-    chorus_exec_fail_comm(&comm->cc, ncclRemoteError, why);
-  }
+  if (comm->conns) chorus_exec_fail_comm(&comm->cc, ncclRemoteError, why);
   INFO(CHORUS_INIT, "comm %p rank %d aborted", (void *)comm, comm->rank);
   chorus_log_ctx_set(old);
   chorus_comm_free(comm);
@@ -120,8 +141,9 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *asy
     return chorus_error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
   ncclResult_t r = __atomic_load_n(&comm->async, __ATOMIC_ACQUIRE);
   if (r == ncclSuccess && comm->cc.failed != ncclSuccess) r = comm->cc.failed;
-  if (r == ncclSuccess && comm->cc.gpu) {
-    r = chorus_gpu_async_error(comm->cc.gpu);
+  if (r == ncclSuccess && (comm->cc.gpu || comm->cc.proxy)) {
+    r = comm->cc.gpu ? chorus_gpu_async_error(comm->cc.gpu)
+                     : chorus_proxy_async_error(comm->cc.proxy);
     if (r != ncclSuccess) __atomic_store_n(&comm->cc.failed, r, __ATOMIC_RELEASE);
   }
   *asyncError = r;

@@ -113,4 +113,14 @@ int chorus_dev_stream_capturing(void *stream);
 /* Is p device memory (or managed, or mapped host memory)? 1/0, -1 error. */
 int chorus_dev_pointer_is_device(const void *p);
 
+/* Events (no timing): one made, recorded on a stream (capturable), asked
+ * whether the work before its record has finished (1 yes, 0 not yet, -1
+ * error; an event never recorded has), and freed. */
+int chorus_dev_event_new(void **out);
+int chorus_dev_event_record(void *ev, void *stream);
+int chorus_dev_event_done(void *ev);
+int chorus_dev_event_free(void *ev);
+/* Makes stream wait for the work before ev's last record (capturable). */
+int chorus_dev_stream_wait_event(void *stream, void *ev);
+
 #endif

@@ -181,3 +181,26 @@ int chorus_dev_vmm_free(void *p, size_t mapped) {
   (void)p, (void)mapped;
   return -1;
 }
+int chorus_kern_proxy_run(const chorus_kern_proxy *p, void *stream) {
+  (void)p, (void)stream;
+  return -1;
+}
+int chorus_dev_event_new(void **out) {
+  *out = NULL;
+  return -1;
+}
+int chorus_dev_event_record(void *ev, void *stream) {
+  (void)ev, (void)stream;
+  return -1;
+}
+int chorus_dev_event_done(void *ev) {
+  (void)ev;
+  return -1;
+}
+int chorus_dev_event_free(void *ev) {
+  return ev ? -1 : 0;
+}
+int chorus_dev_stream_wait_event(void *stream, void *ev) {
+  (void)stream, (void)ev;
+  return -1;
+}

@@ -366,4 +366,29 @@ int chorus_kern_sendrecv(const chorus_kern_comm *c, const chorus_kern_p2p *p, vo
 int chorus_kern_zc_run(const chorus_kern_comm *c, const chorus_kern_red *red,
                        const chorus_kern_zc *d, void *stream);
 
+/* Host-staged calls (gpu/proxy.h): a launch of one block copies the
+ * call's small inputs to host memory (copies[0, nin)), posts
+ * ((number + 1) << 32 | batch) at ring[number % CHORUS_KERN_PROXY_RING],
+ * number taken from *issued (device memory, one per communicator), waits
+ * until the host's *done count passes it, and copies the small outputs
+ * back (copies[nin, ncopies)). A nonzero *abort or *failed ends the wait
+ * (outputs not copied). Larger buffers move as copies queued around the
+ * launch. */
+#define CHORUS_KERN_PROXY_RING 256
+typedef struct chorus_kern_copy {
+  void *dst;
+  const void *src;
+  uint64_t bytes;
+} chorus_kern_copy;
+typedef struct chorus_kern_proxy {
+  volatile uint64_t *ring;        /* host-mapped */
+  volatile uint32_t *done;        /* host-mapped: batches the host finished */
+  volatile uint32_t *failed;      /* host-mapped: the host's calls failed */
+  volatile int32_t *abort;        /* host-mapped */
+  uint32_t *issued;               /* device memory */
+  const chorus_kern_copy *copies; /* host-mapped */
+  uint32_t batch, nin, ncopies;
+} chorus_kern_proxy;
+int chorus_kern_proxy_run(const chorus_kern_proxy *p, void *stream);
+
 #endif

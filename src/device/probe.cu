@@ -113,7 +113,18 @@ extern "C" int chorus_dev_free(void *p) {
   return 0;
 }
 
+/* Allocations and event queries are refused on a thread whose stream is
+ * being captured in the global mode; staging memory is made while calls
+ * are captured, so these run in the relaxed mode (the capture is not
+ * disturbed: nothing is queued on a stream). */
+struct relaxed_capture {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  relaxed_capture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+  ~relaxed_capture() { cudaThreadExchangeStreamCaptureMode(&mode); }
+};
+
 extern "C" int chorus_dev_host_alloc(size_t bytes, void **host, void **dev) {
+  relaxed_capture relaxed;
   *host = *dev = NULL;
   if (chorus_dev_fault_due())
     return fail(cudaErrorMemoryAllocation,
@@ -131,6 +142,7 @@ extern "C" int chorus_dev_host_alloc(size_t bytes, void **host, void **dev) {
 }
 
 extern "C" int chorus_dev_host_free(void *host) {
+  relaxed_capture relaxed;
   if (host) TRY(cudaFreeHost(host), "cudaFreeHost");
   return 0;
 }
@@ -283,4 +295,36 @@ extern "C" int chorus_dev_pointer_is_device(const void *p) {
   TRY(cudaPointerGetAttributes(&a, p), "cudaPointerGetAttributes(%p)", p);
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged ||
          (a.type == cudaMemoryTypeHost && a.devicePointer != NULL);
+}
+
+extern "C" int chorus_dev_event_new(void **out) {
+  relaxed_capture relaxed;
+  cudaEvent_t ev;
+  *out = NULL;
+  TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  *out = (void *)ev;
+  return 0;
+}
+
+extern "C" int chorus_dev_event_record(void *ev, void *stream) {
+  TRY(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream), "cudaEventRecord");
+  return 0;
+}
+
+extern "C" int chorus_dev_event_done(void *ev) {
+  relaxed_capture relaxed;
+  cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+  if (e == cudaSuccess) return 1;
+  if (e == cudaErrorNotReady) return 0;
+  return fail(e, "cudaEventQuery");
+}
+
+extern "C" int chorus_dev_event_free(void *ev) {
+  if (ev) TRY(cudaEventDestroy((cudaEvent_t)ev), "cudaEventDestroy");
+  return 0;
+}
+
+extern "C" int chorus_dev_stream_wait_event(void *stream, void *ev) {
+  TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, 0), "cudaStreamWaitEvent");
+  return 0;
 }

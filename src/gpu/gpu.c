@@ -110,7 +110,7 @@ static ncclResult_t check_shape(const chorus_topo *topo, int nranks) {
 
 /* Settings that ranks read differently would make them cut FIFOs and
  * choose algorithms differently: every rank fails instead. */
-static ncclResult_t agree(chorus_bootstrap *bs, int rank, int nranks) {
+ncclResult_t chorus_gpu_agree_all(chorus_bootstrap *bs, int rank, int nranks) {
   chorus_gpu_agree *all = chorus_calloc((size_t)nranks, sizeof *all);
   if (!all) return chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
   chorus_gpu_agree_read(&all[rank]);
@@ -154,7 +154,7 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->rank = rank;
   g->nranks = nranks;
   g->device = device;
-  CHECK_GOTO(agree(bs, rank, nranks), res, fail);
+  CHECK_GOTO(chorus_gpu_agree_all(bs, rank, nranks), res, fail);
   CHECK_GOTO(chorus_gpu_arenas_need_staging(bs, rank, nranks, device, &g->staged), res, fail);
   chorus_gpu_settings st;
   chorus_gpu_settings_read(&st, nranks, g->staged);

@@ -81,6 +81,9 @@ void chorus_gpu_agree_read(chorus_gpu_agree *a);
  * setting that differs, with a message naming it, its values and the
  * ranks in err (pure). */
 int chorus_gpu_agree_check(const chorus_gpu_agree *all, int nranks, char *err, size_t errlen);
+/* Collective over bs: ncclInvalidUsage, naming the setting, its values and
+ * the ranks, when any rank reads one of them differently. */
+ncclResult_t chorus_gpu_agree_all(chorus_bootstrap *bs, int rank, int nranks);
 
 /* Zero-copy collectives (direct.c, device/kernels.h chorus_kern_zc):
  * the kernel's arguments for op as task t chose it, but the buffers (the

@@ -70,6 +70,7 @@ CHORUS_PARAM(GPU_P2P_PULL,     "CHORUS_GPU_P2P_PULL",   BOOL, "0", AGREE, "1: re
 CHORUS_PARAM(GPU_ZEROCOPY_CHANNELS,"CHORUS_GPU_ZEROCOPY_CHANNELS", INT, "64", AGREE, "Most CTAs of the zero-copy kernel (1..64)")
 CHORUS_PARAM(GPU_ZEROCOPY_CTA_BYTES,"CHORUS_GPU_ZEROCOPY_CTA_BYTES", SIZE, "8K", AGREE, "Least of a rank's block per zero-copy CTA")
 CHORUS_PARAM(GPU_CE_CHUNK_BYTES,"CHORUS_GPU_CE_CHUNK_BYTES", SIZE, "32M", 0, "Copy of a copy-engine Broadcast chain on 3+ GPUs (1M at least)")
+CHORUS_PARAM(GPU_HIER_BYTES,   "CHORUS_GPU_HIER_BYTES", SIZE, "64K", OFF | AGREE, "Across hosts: AllReduce from this size hierarchically (off: staged whole)")
 CHORUS_PARAM_GROUP("testing")
 CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, NULL, 0, "Fault injection: the n-th host allocation after the first init starts fails")
 CHORUS_PARAM(FAULT_SHM,        "CHORUS_FAULT_SHM",      INT, NULL, 0, "Fault injection: the n-th shared-memory segment after the first init starts fails")

@@ -7,7 +7,11 @@
 # GPUS   "N": needs N GPUs; "N-M": needs N, uses as many as are visible up
 #        to M ({G} in ARGS becomes that count).
 # HOW    "g": one process drives the GPUs (the program's own -g, or all
-#        visible GPUs); "procs": one process per GPU, started by CHORUSRUN.
+#        visible GPUs); "procs": one process per GPU, started by CHORUSRUN;
+#        "hostsH": H hosts of one process per GPU each (H x GPUs ranks,
+#        chorusrun --hosts H: NCCL_HOSTID per block, GPUs dealt out across
+#        all ranks); "ghostsH": H hosts of one process each, which drives
+#        the GPUs ({G} in ARGS for its -g).
 # EXPECT "-", or a grep pattern (basic regular expression) that the output
 #        must contain; then the program's exit status is not looked at, as
 #        a check for an error message expects the program to fail.
@@ -73,7 +77,7 @@ done
 
 # Settings that differ across ranks: each process sets its own.
 per_rank=$(env | sed -n 's/^\([A-Za-z_][A-Za-z0-9_]*\)={rank}$/\1/p' | tr '\n' ' ')
-if [ -n "$per_rank" ] && [ "$how" != procs ]; then
+if [ -n "$per_rank" ] && [ "$how" = g ]; then
   echo "FAIL: {rank} settings ($per_rank) need one process per GPU"
   exit 2
 fi
@@ -85,7 +89,16 @@ case $how in
     [ -n "$per_rank" ] && cmd+=(sh -c 'for v in $0; do export "$v=$RANK"; done; exec "$@"' "$per_rank")
     cmd+=("$prog" "${args[@]}")
     ;;
-  *) echo "FAIL: how is g or procs, not $how"; exit 2 ;;
+  hosts[0-9]* | ghosts[0-9]*)
+    h=${how#*hosts}
+    np=$h
+    [ "${how%%hosts*}" = g ] || np=$((h * use))
+    cmd=("$chorusrun" -n "$np" --hosts "$h" --timeout "$((limit - 10))")
+    # shellcheck disable=SC2016 # expanded by each rank's shell
+    [ -n "$per_rank" ] && cmd+=(sh -c 'for v in $0; do export "$v=$RANK"; done; exec "$@"' "$per_rank")
+    cmd+=("$prog" "${args[@]}")
+    ;;
+  *) echo "FAIL: how is g, procs, hostsH or ghostsH, not $how"; exit 2 ;;
 esac
 
 logs=${CHORUS_CHECK_LOGS:-check-logs}

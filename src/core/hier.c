@@ -1,0 +1,106 @@
+/*
+ * hier.c - the two communicators inside a GPU communicator across hosts
+ * (comm.h, part_local and part_cross): its ranks on this host, a GPU
+ * communicator of one host whose calls are kernels over NVLink, and the
+ * ranks at this rank's place on every host, a host-memory communicator
+ * over the network. gpu/proxy.c composes hierarchical calls from them.
+ *
+ * Built at init, after the communicator's own connections, when every
+ * host holds the same number of ranks (two or more); otherwise every call
+ * is staged whole. Each part's first rank makes a unique id, one allgather
+ * over the parent's bootstrap spreads them, and every rank builds its
+ * local part, then its cross part, like any communicator.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "core/comm.h"
+#include "device/device.h"
+#include "gpu/gpu.h"
+#include "gpu/proxy.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/log.h"
+
+typedef struct part_ids {
+  chorus_uid local, cross;
+} part_ids;
+
+/* Builds one part: nranks ranks, this one `rank`, on `device` (-1: host
+ * memory), from the id of its first rank. */
+static ncclResult_t build_part(ncclComm_t parent, int nranks, int rank, int device,
+                               const chorus_uid *uid, const char *name, ncclComm_t *out) {
+  *out = NULL;
+  ncclComm_t c;
+  CHECK(chorus_comm_alloc(&c, nranks, rank, &parent->config));
+  c->device = device;
+  c->config.blocking = 1;
+  c->init.uids = chorus_malloc(sizeof *uid);
+  if (!c->init.uids) {
+    chorus_comm_free(c);
+    return chorus_error(ncclSystemError, "out of memory building a communicator's %s part", name);
+  }
+  c->init.uids[0] = *uid;
+  c->init.nuids = 1;
+  ncclResult_t res = chorus_comm_build(c);
+  if (res != ncclSuccess) {
+    chorus_comm_free(c);
+    return chorus_error(res, "rank %d: building its %s part (%d ranks) failed", parent->rank, name,
+                        nranks);
+  }
+  *out = c;
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_comm_build_parts(ncclComm_t comm) {
+  const chorus_topo *t = &comm->topo;
+  const int L = t->nlocal, H = t->nhosts, me = comm->rank;
+  /* Ranks that read the shared settings differently would compose calls
+   * differently (CHORUS_GPU_HIER_BYTES, the rules). */
+  CHECK(chorus_gpu_agree_all(comm->bs, me, comm->nranks));
+  for (int h = 0; h < H; h++)
+    if (t->nlocal_of_host[h] != L) {
+      INFO(CHORUS_INIT,
+           "rank %d: hosts hold different numbers of ranks (%d here, %d on host %d): every call "
+           "is staged whole through host memory",
+           me, L, t->nlocal_of_host[h], h);
+      return ncclSuccess;
+    }
+  if (L < 2) return ncclSuccess;
+  const int li = t->local_index[me], hi = t->host_of[me];
+  /* The cross part: the ranks of local index li, in rank order; its first
+   * one makes its id, as the host's first rank makes the local part's. */
+  int cross_rank = 0, cross_first = -1;
+  for (int r = 0; r < comm->nranks; r++)
+    if (t->local_index[r] == li) {
+      if (cross_first < 0) cross_first = r;
+      if (r < me) cross_rank++;
+    }
+  part_ids *ids = chorus_calloc((size_t)comm->nranks, sizeof *ids);
+  if (!ids) return chorus_error(ncclSystemError, "out of memory building a communicator's parts");
+  ncclResult_t res = ncclSuccess;
+  if (t->local_ranks[0] == me)
+    CHECK_GOTO(chorus_uid_create_private(&ids[me].local, &comm->bs->listen_addr), res, out);
+  if (cross_first == me)
+    CHECK_GOTO(chorus_uid_create_private(&ids[me].cross, &comm->bs->listen_addr), res, out);
+  CHECK_GOTO(chorus_bootstrap_allgather(comm->bs, ids, sizeof *ids), res, out);
+  CHECK_GOTO(build_part(comm, L, li, comm->device, &ids[t->local_ranks[0]].local, "host-local",
+                        &comm->part_local),
+             res, out);
+  CHECK_GOTO(
+      build_part(comm, H, cross_rank, -1, &ids[cross_first].cross, "cross-host", &comm->part_cross),
+      res, out);
+  if (chorus_dev_use(comm->device) != 0)
+    res = chorus_error(ncclUnhandledCudaError, "selecting GPU %d: %s", comm->device,
+                       chorus_dev_error());
+  INFO(CHORUS_INIT, "rank %d: host %d of %d, place %d of %d there: parts built", me, hi, H, li, L);
+out:
+  chorus_free(ids);
+  return res;
+}
+
+void chorus_comm_free_parts(ncclComm_t comm) {
+  if (comm->part_local) chorus_comm_free(comm->part_local);
+  if (comm->part_cross) chorus_comm_free(comm->part_cross);
+  comm->part_local = comm->part_cross = NULL;
+}

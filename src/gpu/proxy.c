@@ -1,0 +1,705 @@
+/*
+ * proxy.c - see proxy.h: GPU calls carried by the host.
+ *
+ * A batch is one communicator's calls of one group: the calls rewritten
+ * onto pinned staging memory, the copies around them, and an id the
+ * kernel posts. A batch queued outside graph capture is reused once the
+ * event recorded after its last copy has passed; one captured into a graph
+ * may be replayed at any time, so it is kept until the communicator goes.
+ *
+ * The progress thread reads the ring in number order. Each batch runs as
+ * the host executor runs a group of host calls (collectives in order,
+ * Send/Recv together), so what the host path checks holds here too: calls
+ * that differ across ranks fail naming both, a rank that dies is named,
+ * CHORUS_OP_TIMEOUT bounds every wait. When a batch fails the failed word
+ * stops the waiting kernels, and later batches complete at once without
+ * running (ncclCommGetAsyncError reports the first failure).
+ */
+#include "gpu/proxy.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#include "algo/func.h"
+#include "coll/coll.h"
+#include "coll/exec.h"
+#include "device/device.h"
+#include "device/kernels.h"
+#include "gpu/arena.h"
+#include "gpu/gpu.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/doorbell.h"
+#include "util/log.h"
+#include "util/param.h"
+
+#define RING CHORUS_KERN_PROXY_RING
+/* Copies of at most this many bytes run inside the kernel: a copy-engine
+ * copy costs microseconds of launch and completion whatever its size. */
+#define KERNEL_COPY_MAX (16u << 10)
+#define STAGE_ALIGN     256 /* each staged buffer, for the copy engine */
+/* The progress thread polls without sleeping while a queued batch has not
+ * come, or this long after the last one (graph replays come unannounced). */
+#define HOT_NS (2 * 1000000ll)
+#define NAP_NS 50000
+
+/* Host-mapped: the kernels write the ring, the thread the rest. */
+typedef struct ctl {
+  uint64_t ring[RING];
+  uint32_t done;
+  uint32_t failed;
+  int32_t abort;
+} ctl;
+
+typedef struct batch batch;
+struct batch {
+  uint32_t id;
+  int kept;    /* captured into a graph */
+  void *event; /* recorded after the batch's last copy */
+  char *host;  /* pinned staging; the device reaches it at dev */
+  char *dev;
+  size_t cap;
+  chorus_op *ops;       /* the calls on staged buffers */
+  const char **scalars; /* per call: its staged PreMulSum scalar, or NULL */
+  int nops, opcap;
+  batch *next; /* in flight (oldest first) or free */
+};
+
+struct chorus_proxy {
+  chorus_coll_comm *cc;
+  int device;
+  ctl *ctl_host;
+  void *ctl_dev;
+  uint32_t *issued;     /* device memory */
+  void *last_event;     /* after the last batch's copies: batches queue in call order */
+  void *last_stream;    /* where it was recorded (compared only) */
+  pthread_mutex_t lock; /* the table (the thread looks ids up) */
+  batch **table;
+  uint32_t ntable, table_cap;
+  batch *free_list, *flight_head, *flight_tail;
+  uint64_t queued; /* eager batches queued (atomic) */
+  uint64_t ran;    /* eager batches the thread ran (atomic) */
+  int stop;        /* atomic */
+  pthread_t thread;
+  int has_thread;
+  chorus_op *work; /* the thread's copies of a batch's calls */
+  int work_cap;
+  /* The parts (chorus_proxy_set_parts), or NULL; this rank is `place` of
+   * `nlocal` on its host. */
+  struct chorus_gpu *local;
+  chorus_coll_comm *local_cc, *cross_cc;
+  int place, nlocal;
+  size_t hier_bytes; /* AllReduce from this size runs hierarchically (0: never) */
+};
+
+/* ---- the progress thread ------------------------------------------------------- */
+
+static batch *lookup(chorus_proxy *px, uint32_t id) {
+  pthread_mutex_lock(&px->lock);
+  batch *b = id < px->ntable ? px->table[id] : NULL;
+  pthread_mutex_unlock(&px->lock);
+  return b;
+}
+
+/* Runs batch b's calls as the host runs a group of host calls. */
+static ncclResult_t run_batch(chorus_proxy *px, const batch *b) {
+  if (b->nops > px->work_cap) {
+    chorus_op *w = chorus_malloc((size_t)b->nops * sizeof *w);
+    if (!w) return chorus_error(ncclSystemError, "out of memory running %d staged calls", b->nops);
+    chorus_free(px->work);
+    px->work = w;
+    px->work_cap = b->nops;
+  }
+  chorus_exec_queue q = {b->ops[0].cc, NULL, NULL, ncclSuccess};
+  chorus_op *tail[2] = {NULL, NULL};
+  ncclResult_t res = ncclSuccess;
+  int prepared = 0;
+  for (int i = 0; i < b->nops && res == ncclSuccess; i++) {
+    chorus_op *op = &px->work[i];
+    *op = b->ops[i];
+    if (b->scalars[i]) { /* ncclScalarDevice: the value when the call ran */
+      memcpy(op->red.scalar, b->scalars[i], sizeof op->red.scalar);
+      op->red.scalar_dev = NULL;
+    }
+    res = chorus_coll_prepare(op);
+    if (res != ncclSuccess) break;
+    prepared++;
+    chorus_op **t = &tail[op->concurrent];
+    if (*t)
+      (*t)->next_op = op;
+    else if (op->concurrent)
+      q.p2p = op;
+    else
+      q.head = op;
+    *t = op;
+  }
+  if (res == ncclSuccess) res = chorus_exec_run(&q, 1);
+  for (int i = 0; i < prepared; i++) {
+    chorus_free(px->work[i].scratch);
+    px->work[i].scratch = NULL;
+  }
+  return res;
+}
+
+static void nap(void) {
+  struct timespec ts = {0, NAP_NS};
+  nanosleep(&ts, NULL);
+}
+
+static void *progress(void *arg) {
+  chorus_proxy *px = arg;
+  chorus_log_ctx_set(px->cc->log_ctx);
+  volatile ctl *c = px->ctl_host;
+  uint32_t head = 0;
+  int64_t active = chorus_now_ns();
+  unsigned spins = 0;
+  for (;;) {
+    const uint64_t e = __atomic_load_n(&px->ctl_host->ring[head % RING], __ATOMIC_ACQUIRE);
+    if ((uint32_t)(e >> 32) == head + 1) {
+      batch *b = lookup(px, (uint32_t)e);
+      if (!c->failed) {
+        __atomic_add_fetch(&px->cc->busy, 1, __ATOMIC_ACQ_REL);
+        ncclResult_t res = b ? run_batch(px, b)
+                             : chorus_error(ncclInternalError,
+                                            "rank %d: a staged GPU call posted batch %u, which "
+                                            "does not exist",
+                                            px->cc->rank, (unsigned)(uint32_t)e);
+        if (res != ncclSuccess) {
+          if (px->cc->failed == ncclSuccess)
+            __atomic_store_n(&px->cc->failed, res, __ATOMIC_RELEASE);
+          __atomic_store_n(&px->ctl_host->failed, 1, __ATOMIC_RELEASE);
+        }
+        __atomic_sub_fetch(&px->cc->busy, 1, __ATOMIC_ACQ_REL);
+      }
+      if (b && !b->kept) __atomic_add_fetch(&px->ran, 1, __ATOMIC_RELEASE);
+      head++;
+      __atomic_store_n(&px->ctl_host->done, head, __ATOMIC_RELEASE);
+      active = chorus_now_ns();
+      continue;
+    }
+    if (__atomic_load_n(&px->stop, __ATOMIC_ACQUIRE)) break;
+    const int waiting = __atomic_load_n(&px->queued, __ATOMIC_ACQUIRE) !=
+                        __atomic_load_n(&px->ran, __ATOMIC_ACQUIRE);
+    if (waiting || chorus_now_ns() - active < HOT_NS) {
+      chorus_cpu_relax();
+      if (++spins % 64 == 0) sched_yield();
+    } else {
+      nap();
+    }
+  }
+  return NULL;
+}
+
+/* ---- batches -------------------------------------------------------------------- */
+
+static void batch_free(batch *b) {
+  if (!b) return;
+  chorus_dev_event_free(b->event);
+  chorus_dev_host_free(b->host);
+  chorus_free(b->ops);
+  chorus_free(b->scalars);
+  chorus_free(b);
+}
+
+/* Eager batches whose last copy has passed go back to the free list. */
+static void reclaim(chorus_proxy *px) {
+  while (px->flight_head && chorus_dev_event_done(px->flight_head->event) == 1) {
+    batch *b = px->flight_head;
+    px->flight_head = b->next;
+    if (!px->flight_head) px->flight_tail = NULL;
+    b->next = px->free_list;
+    px->free_list = b;
+  }
+}
+
+/* A batch for nops calls and `bytes` of staging: a free one that fits,
+ * else a free one grown, else a new one. */
+static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, batch **out) {
+  reclaim(px);
+  batch **pb = &px->free_list, **fit = NULL;
+  for (; *pb; pb = &(*pb)->next)
+    if ((*pb)->cap >= bytes) {
+      fit = pb;
+      break;
+    }
+  if (!fit && px->free_list) fit = &px->free_list;
+  batch *b = NULL;
+  if (fit) {
+    b = *fit;
+    *fit = b->next;
+  } else {
+    if (!(b = chorus_calloc(1, sizeof *b)))
+      return chorus_error(ncclSystemError, "out of memory staging GPU calls");
+    if (chorus_dev_event_new(&b->event) != 0) {
+      chorus_free(b);
+      return chorus_gpu_cuda_error("making an event for staged GPU calls");
+    }
+    pthread_mutex_lock(&px->lock);
+    if (px->ntable == px->table_cap) {
+      const uint32_t cap = px->table_cap ? 2 * px->table_cap : 16;
+      batch **t = chorus_calloc(cap, sizeof *t);
+      if (t) {
+        if (px->table) memcpy(t, px->table, px->ntable * sizeof *t);
+        chorus_free(px->table);
+        px->table = t;
+        px->table_cap = cap;
+      }
+    }
+    const int added = px->ntable < px->table_cap;
+    if (added) {
+      b->id = px->ntable;
+      px->table[px->ntable++] = b;
+    }
+    pthread_mutex_unlock(&px->lock);
+    if (!added) {
+      batch_free(b);
+      return chorus_error(ncclSystemError, "out of memory staging GPU calls");
+    }
+  }
+  b->next = NULL;
+  ncclResult_t res = ncclSuccess;
+  if (b->cap < bytes) {
+    chorus_dev_host_free(b->host);
+    b->host = b->dev = NULL;
+    b->cap = 0;
+    void *h, *d;
+    if (chorus_dev_host_alloc(bytes, &h, &d) != 0) {
+      res = chorus_gpu_cuda_error("allocating pinned host memory to stage GPU calls");
+    } else {
+      b->host = h;
+      b->dev = d;
+      b->cap = bytes;
+    }
+  }
+  if (res == ncclSuccess && b->opcap < nops) {
+    chorus_free(b->ops);
+    chorus_free(b->scalars);
+    b->ops = chorus_calloc((size_t)nops, sizeof *b->ops);
+    b->scalars = chorus_calloc((size_t)nops, sizeof *b->scalars);
+    b->opcap = b->ops && b->scalars ? nops : 0;
+    if (!b->opcap) res = chorus_error(ncclSystemError, "out of memory staging GPU calls");
+  }
+  if (res != ncclSuccess) { /* back to the free list, whatever it holds */
+    b->next = px->free_list;
+    px->free_list = b;
+    return res;
+  }
+  b->nops = nops;
+  b->kept = 0;
+  *out = b;
+  return ncclSuccess;
+}
+
+/* ---- staging one batch ---------------------------------------------------------- */
+
+static size_t round_up(size_t v) {
+  return (v + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+}
+
+/* The bytes op reads from sendbuff and writes to recvbuff on this rank,
+ * and the staging both take: one region where they overlap (the in-place
+ * forms), so their offsets in it are those of the user's buffers. */
+typedef struct span {
+  size_t sbytes, rbytes;
+  uintptr_t lo; /* start of the region, in the user's addresses */
+  size_t bytes; /* 0: two regions, send then receive */
+} span;
+
+static size_t stage_bytes(const chorus_op *op, int rank, int nranks, span *s) {
+  s->sbytes = chorus_func_send_elems(op->func, op->count, rank, op->root, nranks) * op->esize;
+  s->rbytes = chorus_func_recv_elems(op->func, op->count, rank, op->root, nranks) * op->esize;
+  const uintptr_t a = (uintptr_t)op->sendbuff, b = (uintptr_t)op->recvbuff;
+  s->lo = 0;
+  s->bytes = 0;
+  if (s->sbytes && s->rbytes && a < b + s->rbytes && b < a + s->sbytes) {
+    s->lo = a < b ? a : b;
+    const uintptr_t hi = a + s->sbytes > b + s->rbytes ? a + s->sbytes : b + s->rbytes;
+    s->bytes = hi - s->lo;
+    return round_up(s->bytes);
+  }
+  return round_up(s->sbytes) + round_up(s->rbytes);
+}
+
+typedef struct copies {
+  chorus_kern_copy *k; /* in the batch's staging: kernel copies, ins then outs */
+  uint32_t nin, nk;
+} copies;
+
+static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, void *stream,
+                                batch **out) {
+  const int rank = ops[0]->cc->rank, nranks = ops[0]->cc->nranks;
+  span stackspan[16], *sp = n <= 16 ? stackspan : chorus_malloc((size_t)n * sizeof *sp);
+  if (!sp) return chorus_error(ncclSystemError, "out of memory staging %d GPU calls", n);
+  /* Layout: the kernel's copy list (three per call at most: scalar, input,
+   * output), the scalars, then each call's buffers. */
+  const size_t list = round_up((size_t)3 * (size_t)n * sizeof(chorus_kern_copy));
+  size_t bytes = list + round_up((size_t)n * 16);
+  for (int i = 0; i < n; i++) bytes += stage_bytes(ops[i], rank, nranks, &sp[i]);
+  batch *b = NULL;
+  ncclResult_t res = take_batch(px, bytes, n, &b);
+  if (res != ncclSuccess) goto out;
+  const ptrdiff_t to_dev = b->dev - b->host;
+  copies cp = {(chorus_kern_copy *)b->host, 0, 0};
+  char *scal = b->host + list;
+  char *at = scal + round_up((size_t)n * 16);
+  chorus_kern_copy *outs = chorus_malloc((size_t)n * sizeof *outs); /* kernel outs, for after */
+  uint32_t nouts = 0;
+  if (!outs) {
+    res = chorus_error(ncclSystemError, "out of memory staging %d GPU calls", n);
+    goto out;
+  }
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    const chorus_op *op = ops[i];
+    const span *s = &sp[i];
+    char *send = NULL, *recv = NULL;
+    if (s->bytes) {
+      send = at + ((uintptr_t)op->sendbuff - s->lo);
+      recv = at + ((uintptr_t)op->recvbuff - s->lo);
+      at += round_up(s->bytes);
+    } else {
+      if (s->sbytes) send = at;
+      at += round_up(s->sbytes);
+      if (s->rbytes) recv = at;
+      at += round_up(s->rbytes);
+    }
+    /* A buffer this rank does not use keeps the user's in-place relation,
+     * or is NULL. */
+    if (!send && op->sendbuff && op->sendbuff == op->recvbuff) send = recv;
+    if (!recv && op->recvbuff && op->recvbuff == op->sendbuff) recv = send;
+    chorus_op *t = &b->ops[i];
+    *t = *op;
+    t->sendbuff = send;
+    t->recvbuff = recv;
+    t->cuda_stream = NULL;
+    t->next_op = NULL;
+    t->scratch = NULL;
+    b->scalars[i] = NULL;
+    if (op->red.scalar_dev) {
+      char *sc = scal + (size_t)i * 16;
+      cp.k[cp.nk++] = (chorus_kern_copy){sc + to_dev, op->red.scalar_dev, op->esize};
+      b->scalars[i] = sc;
+    }
+    if (s->sbytes) {
+      if (s->sbytes <= KERNEL_COPY_MAX)
+        cp.k[cp.nk++] = (chorus_kern_copy){send + to_dev, op->sendbuff, s->sbytes};
+      else if (chorus_dev_copy(send, op->sendbuff, s->sbytes, stream) != 0)
+        res = chorus_gpu_cuda_error("staging a GPU call's input in host memory");
+    }
+    if (s->rbytes && s->rbytes <= KERNEL_COPY_MAX)
+      outs[nouts++] = (chorus_kern_copy){op->recvbuff, recv + to_dev, s->rbytes};
+  }
+  cp.nin = cp.nk;
+  for (uint32_t j = 0; j < nouts; j++) cp.k[cp.nk++] = outs[j];
+  chorus_free(outs);
+  if (res == ncclSuccess) {
+    chorus_kern_proxy k = {(volatile uint64_t *)px->ctl_dev,
+                           (volatile uint32_t *)((char *)px->ctl_dev + offsetof(ctl, done)),
+                           (volatile uint32_t *)((char *)px->ctl_dev + offsetof(ctl, failed)),
+                           (volatile int32_t *)((char *)px->ctl_dev + offsetof(ctl, abort)),
+                           px->issued,
+                           (const chorus_kern_copy *)((char *)cp.k + to_dev),
+                           b->id,
+                           cp.nin,
+                           cp.nk};
+    if (chorus_kern_proxy_run(&k, stream) != 0)
+      res = chorus_gpu_cuda_error("launching a staged GPU call");
+  }
+  for (int i = 0; i < n && res == ncclSuccess; i++) { /* the large outputs, after */
+    const chorus_op *t = &b->ops[i];
+    if (sp[i].rbytes > KERNEL_COPY_MAX &&
+        chorus_dev_copy(ops[i]->recvbuff, t->recvbuff, sp[i].rbytes, stream) != 0)
+      res = chorus_gpu_cuda_error("copying a staged GPU call's output back");
+  }
+out:
+  if (sp != stackspan) chorus_free(sp);
+  if (b && res != ncclSuccess) { /* nothing of it can run: reuse at once */
+    b->next = px->free_list;
+    px->free_list = b;
+    b = NULL;
+  }
+  *out = b;
+  return res;
+}
+
+/* Stages calls ops[0, n) (one communicator's) on stream and queues them
+ * as one batch. */
+static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *stream,
+                               int captured) {
+  batch *b;
+  CHECK(stage_batch(px, ops, n, stream, &b));
+  if (captured) {
+    b->kept = 1;
+    return ncclSuccess;
+  }
+  if (chorus_dev_event_record(b->event, stream) != 0)
+    return chorus_gpu_cuda_error("recording a staged GPU call's event");
+  if (px->flight_tail)
+    px->flight_tail->next = b;
+  else
+    px->flight_head = b;
+  px->flight_tail = b;
+  __atomic_add_fetch(&px->queued, 1, __ATOMIC_RELEASE);
+  return ncclSuccess;
+}
+
+/* One communicator's calls of a group, as they are queued: on the first
+ * call's stream, the others joined to it before and after. An AllReduce
+ * large enough runs in three steps: ReduceScatter among this host's GPUs
+ * (the host-local part's kernels) leaves each its block, place p of the
+ * elements; each AllReduces its block with the same place on every other
+ * host (the cross-host part, staged), all places at once; AllGather among
+ * this host's GPUs. Each byte then crosses the network once per host
+ * instead of once per rank. Elements past the last whole block per place
+ * go staged whole. The host-local steps of every communicator of the
+ * group are launched together, as a group of the local parts, so that a
+ * process driving several GPUs of a host launches them as it would any
+ * group. */
+typedef struct unit {
+  chorus_proxy *px;
+  chorus_op **ops;
+  int n;
+  void *stream;
+  int captured, hier;
+  chorus_op rs, cross, ag, tail; /* hier: the steps */
+} unit;
+
+/* The steps of a hierarchical AllReduce op (u->hier set). */
+static void hier_steps(unit *u, const chorus_op *op) {
+  const chorus_proxy *px = u->px;
+  const size_t L = (size_t)px->nlocal, per = op->count / L, es = op->esize;
+  char *recv = op->recvbuff, *mine = recv + (size_t)px->place * per * es;
+  /* Each reduction applied once: a PreMulSum's scalar inside the host, an
+   * integer average's division across. */
+  chorus_red local = op->red, cross = op->red;
+  if (op->red.kind == CHORUS_RED_PREMULSUM) {
+    cross.kind = CHORUS_RED_SUM;
+    cross.scalar_dev = NULL;
+  } else if (op->red.kind == CHORUS_RED_SUMPOSTDIV) {
+    local.kind = CHORUS_RED_SUM;
+  }
+  chorus_op l = *op;
+  l.cc = px->local_cc;
+  l.count = per;
+  l.red = local;
+  l.root = -1;
+  l.cuda_stream = u->stream;
+  l.next_op = NULL;
+  l.scratch = NULL;
+  u->rs = u->ag = l;
+  u->rs.func = CHORUS_FUNC_REDUCESCATTER;
+  u->rs.recvbuff = mine;
+  u->ag.func = CHORUS_FUNC_ALLGATHER;
+  u->ag.sendbuff = mine;
+  u->cross = *op;
+  u->cross.cc = px->cross_cc;
+  u->cross.count = per;
+  u->cross.sendbuff = u->cross.recvbuff = mine;
+  u->cross.red = cross;
+  u->tail = *op;
+  u->tail.count = op->count - per * L;
+  u->tail.sendbuff = (const char *)op->sendbuff + per * L * es;
+  u->tail.recvbuff = recv + per * L * es;
+}
+
+static ncclResult_t unit_begin(unit *u) {
+  chorus_proxy *px = u->px;
+  if (__atomic_load_n(&px->ctl_host->failed, __ATOMIC_ACQUIRE))
+    return chorus_error(px->cc->failed != ncclSuccess ? px->cc->failed : ncclRemoteError,
+                        "rank %d: an earlier call on this communicator failed; abort it "
+                        "(ncclCommAbort)",
+                        px->cc->rank);
+  CHECK(chorus_proxy_async_error(px));
+  if (chorus_dev_use(px->device) != 0) return chorus_gpu_cuda_error("selecting the GPU");
+  u->stream = u->ops[0]->cuda_stream;
+  u->captured = chorus_dev_stream_capturing(u->stream) == 1;
+  for (int i = 1; i < u->n; i++)
+    if (u->ops[i]->cuda_stream != u->stream &&
+        chorus_dev_stream_wait(u->stream, u->ops[i]->cuda_stream) != 0)
+      return chorus_gpu_cuda_error("joining the streams of grouped calls");
+  /* Batches must reach the ring in call order; calls on another stream
+   * than the last wait for the last's copies (not in capture, where the
+   * graph's own order holds). */
+  if (!u->captured && px->last_event && px->last_stream != u->stream &&
+      chorus_dev_stream_wait_event(u->stream, px->last_event) != 0)
+    return chorus_gpu_cuda_error("ordering staged GPU calls");
+  const chorus_op *op = u->ops[0];
+  u->hier = u->n == 1 && px->local && op->func == CHORUS_FUNC_ALLREDUCE && px->hier_bytes &&
+            op->count * op->esize >= px->hier_bytes && op->count >= (size_t)px->nlocal;
+  if (u->hier) hier_steps(u, op);
+  return ncclSuccess;
+}
+
+/* The staged batches of a unit (after its host-local ReduceScatter). */
+static ncclResult_t unit_batches(unit *u) {
+  /* Events belong to the device current at their making. */
+  if (chorus_dev_use(u->px->device) != 0) return chorus_gpu_cuda_error("selecting the GPU");
+  if (!u->hier) return post_batch(u->px, u->ops, u->n, u->stream, u->captured);
+  chorus_op *one = &u->cross;
+  CHECK(post_batch(u->px, &one, 1, u->stream, u->captured));
+  if (u->tail.count == 0) return ncclSuccess;
+  one = &u->tail;
+  return post_batch(u->px, &one, 1, u->stream, u->captured);
+}
+
+static ncclResult_t unit_end(unit *u) {
+  chorus_proxy *px = u->px;
+  if (chorus_dev_use(px->device) != 0) return chorus_gpu_cuda_error("selecting the GPU");
+  if (!u->captured) {
+    if (!px->last_event && chorus_dev_event_new(&px->last_event) != 0)
+      return chorus_gpu_cuda_error("making an event for staged GPU calls");
+    if (chorus_dev_event_record(px->last_event, u->stream) != 0)
+      return chorus_gpu_cuda_error("recording a staged GPU call's event");
+    px->last_stream = u->stream;
+  }
+  for (int i = 1; i < u->n; i++)
+    if (u->ops[i]->cuda_stream != u->stream &&
+        chorus_dev_stream_wait(u->ops[i]->cuda_stream, u->stream) != 0)
+      return chorus_gpu_cuda_error("joining the streams of grouped calls");
+  return ncclSuccess;
+}
+
+/* The host-local steps (rs or ag) of every hierarchical unit, as one group. */
+static ncclResult_t local_steps(unit *us, int nu, int ag, chorus_op **tmp) {
+  size_t k = 0;
+  for (int i = 0; i < nu; i++)
+    if (us[i].hier) tmp[k++] = ag ? &us[i].ag : &us[i].rs;
+  return k ? chorus_gpu_run_ops(tmp, k) : ncclSuccess;
+}
+
+ncclResult_t chorus_proxy_run_ops(chorus_op **ops, size_t n) {
+  /* Each communicator's calls in call order, communicators in order of
+   * first call. */
+  chorus_op **sel = chorus_malloc(2 * n * sizeof *sel);
+  unsigned char *done = chorus_calloc(n, 1);
+  unit *us = chorus_calloc(n, sizeof *us);
+  if (!sel || !done || !us) {
+    chorus_free(sel);
+    chorus_free(done);
+    chorus_free(us);
+    return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", n);
+  }
+  int nu = 0;
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (done[i]) continue;
+    unit *u = &us[nu++];
+    u->px = ops[i]->cc->proxy;
+    u->ops = &sel[m];
+    for (size_t j = i; j < n; j++)
+      if (!done[j] && ops[j]->cc == ops[i]->cc) {
+        done[j] = 1;
+        sel[m++] = ops[j];
+        u->n++;
+      }
+  }
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < nu && res == ncclSuccess; i++) {
+    chorus_log_ctx old = chorus_log_ctx_set(us[i].px->cc->log_ctx);
+    res = unit_begin(&us[i]);
+    chorus_log_ctx_set(old);
+  }
+  if (res == ncclSuccess) res = local_steps(us, nu, 0, sel + n);
+  for (int i = 0; i < nu && res == ncclSuccess; i++) {
+    chorus_log_ctx old = chorus_log_ctx_set(us[i].px->cc->log_ctx);
+    res = unit_batches(&us[i]);
+    chorus_log_ctx_set(old);
+  }
+  if (res == ncclSuccess) res = local_steps(us, nu, 1, sel + n);
+  for (int i = 0; i < nu && res == ncclSuccess; i++) res = unit_end(&us[i]);
+  chorus_free(sel);
+  chorus_free(done);
+  chorus_free(us);
+  return res;
+}
+
+/* ---- life cycle -------------------------------------------------------------------- */
+
+ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int device) {
+  *out = NULL;
+  if (chorus_dev_use(device) != 0) return chorus_gpu_cuda_error("selecting the communicator's GPU");
+  chorus_proxy *px = chorus_calloc(1, sizeof *px);
+  if (!px) return chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
+  px->cc = cc;
+  px->device = device;
+  pthread_mutex_init(&px->lock, NULL);
+  ncclResult_t res = ncclSuccess;
+  void *h;
+  if (chorus_dev_host_alloc(sizeof(ctl), &h, &px->ctl_dev) != 0) {
+    res = chorus_gpu_cuda_error("allocating host-mapped words for staged GPU calls");
+    goto fail;
+  }
+  px->ctl_host = h;
+  void *d;
+  if (chorus_dev_alloc(sizeof(uint32_t), &d) != 0 || chorus_dev_zero(d, sizeof(uint32_t)) != 0) {
+    res = chorus_gpu_cuda_error("allocating the staged calls' counter");
+    goto fail;
+  }
+  px->issued = d;
+  if (pthread_create(&px->thread, NULL, progress, px) != 0) {
+    res = chorus_error(ncclSystemError, "cannot start the progress thread of a GPU communicator");
+    goto fail;
+  }
+  px->has_thread = 1;
+  INFO(CHORUS_INIT,
+       "rank %d GPU %d: ranks on %d hosts; calls staged through host memory by a progress "
+       "thread (inputs up to %u bytes copied by its kernel, larger by the copy engine)",
+       cc->rank, device, cc->topo->nhosts, KERNEL_COPY_MAX);
+  *out = px;
+  return ncclSuccess;
+fail:
+  chorus_proxy_free(px);
+  return res;
+}
+
+void chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local, chorus_coll_comm *local_cc,
+                            chorus_coll_comm *cross_cc) {
+  px->local = local;
+  px->local_cc = local_cc;
+  px->cross_cc = cross_cc;
+  px->place = chorus_gpu_rank(local);
+  px->nlocal = chorus_gpu_nranks(local);
+  const int64_t hb = chorus_param_int(CHORUS_P_GPU_HIER_BYTES);
+  px->hier_bytes = hb > 0 ? (size_t)hb : 0;
+  INFO(CHORUS_INIT | CHORUS_TUNING,
+       "rank %d: place %d of %d on its host; AllReduce from %zu bytes runs in the host, across "
+       "hosts, in the host again (CHORUS_GPU_HIER_BYTES; 0: never)",
+       px->cc->rank, px->place, px->nlocal, px->hier_bytes);
+}
+
+ncclResult_t chorus_proxy_async_error(chorus_proxy *px) {
+  if (!px) return ncclSuccess;
+  if (px->cc->failed != ncclSuccess) return px->cc->failed;
+  return px->local ? chorus_gpu_async_error(px->local) : ncclSuccess;
+}
+
+void chorus_proxy_abort(chorus_proxy *px) {
+  if (px && px->ctl_host) __atomic_store_n(&px->ctl_host->abort, 1, __ATOMIC_RELEASE);
+}
+
+void chorus_proxy_free(chorus_proxy *px) {
+  if (!px) return;
+  chorus_dev_use(px->device);
+  chorus_proxy_abort(px);
+  if (px->has_thread) {
+    /* A call still running ends now (its peers learn why) instead of at
+     * its deadline. */
+    if (__atomic_load_n(&px->cc->busy, __ATOMIC_ACQUIRE) > 0) {
+      __atomic_store_n(px->cc->abort_flag, 1, __ATOMIC_RELEASE);
+      if (px->cross_cc) __atomic_store_n(px->cross_cc->abort_flag, 1, __ATOMIC_RELEASE);
+    }
+    __atomic_store_n(&px->stop, 1, __ATOMIC_RELEASE);
+    pthread_join(px->thread, NULL);
+  }
+  for (uint32_t i = 0; i < px->ntable; i++) batch_free(px->table[i]);
+  chorus_free(px->table);
+  chorus_free(px->work);
+  chorus_dev_event_free(px->last_event);
+  chorus_dev_free(px->issued);
+  chorus_dev_host_free(px->ctl_host);
+  pthread_mutex_destroy(&px->lock);
+  chorus_free(px);
+}
