@@ -12,6 +12,8 @@
 #          before/after in one call; BENCH=regex picks labels
 #   big:   the same from 512 MiB to 2 GiB (BIG_E=8G: to 8 GiB)
 #   tune:  the sweeps of scripts/gpu_tune.sh (TUNE=regex picks some)
+#   hosts: Chorus beside NCCL with the GPUs split into hosts over loopback
+#          (scripts/gpu_hosts_bench.sh)
 #   quick: check, then bench;  full: check to 16 MiB, then bench to 2 GiB
 #   build: the build alone
 # Output under $OUT (default /tmp/chorus-gpu), at most 8 files as the device
@@ -20,8 +22,8 @@
 # tune-logs.tgz (tune).
 set -u
 mode=${1:-quick}
-case $mode in check | bench | big | tune | quick | full | build) ;; *)
-  echo "usage: $0 [check|bench|big|tune|quick|full|build]"
+case $mode in check | bench | big | hosts | tune | quick | full | build) ;; *)
+  echo "usage: $0 [check|bench|big|hosts|tune|quick|full|build]"
   exit 2
   ;;
 esac
@@ -108,6 +110,7 @@ case $mode in
     bash scripts/gpu_bench.sh full || rc=1
     ;;
   bench | big) bash scripts/gpu_bench.sh "$mode" || rc=1 ;;
+  hosts) bash scripts/gpu_hosts_bench.sh || rc=1 ;;
   tune) bash scripts/gpu_tune.sh || rc=1 ;;
   build) ;;
 esac
