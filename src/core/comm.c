@@ -434,9 +434,13 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   if (comm->device >= 0 && comm->topo.nhosts > 1) {
     CHECK_GOTO(chorus_proxy_setup(&comm->cc.proxy, &comm->cc, comm->device), res, out);
     CHECK_GOTO(chorus_comm_build_parts(comm), res, out);
-    if (comm->part_local)
-      chorus_proxy_set_parts(comm->cc.proxy, comm->part_local->cc.gpu, &comm->part_local->cc,
-                             &comm->part_cross->cc);
+    if (comm->part_local) {
+      chorus_coll_comm *cross[CHORUS_PROXY_LANES];
+      for (int k = 0; k < comm->nlanes; k++) cross[k] = &comm->part_cross[k]->cc;
+      CHECK_GOTO(chorus_proxy_set_parts(comm->cc.proxy, comm->part_local->cc.gpu,
+                                        &comm->part_local->cc, cross, comm->nlanes),
+                 res, out);
+    }
   } else if (comm->device >= 0)
     CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
                                 comm->device, &comm->cc.plan),

@@ -20,6 +20,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "coll/op.h"
+#include "gpu/proxy.h"
 #include "host/reduce.h"
 #include "nccl.h"
 #include "topo/topo.h"
@@ -67,9 +68,11 @@ struct ncclComm {
   chorus_coll_comm cc;
   uint64_t ctl_seq; /* split/shrink counter, same on every rank */
   /* GPU communicators across hosts (hier.c): this host's ranks (a GPU
-   * communicator) and this rank's place on every host (host memory);
-   * NULL when hosts hold different numbers of ranks, or one each. */
-  struct ncclComm *part_local, *part_cross;
+   * communicator) and this rank's place on every host (host memory, once
+   * per lane); NULL when hosts hold different numbers of ranks, or one
+   * each. */
+  struct ncclComm *part_local, *part_cross[CHORUS_PROXY_LANES];
+  int nlanes;
 
   chorus_user_op *user_ops;
   int nuser_ops;

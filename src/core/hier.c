@@ -21,9 +21,11 @@
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/log.h"
+#include "util/misc.h"
+#include "util/param.h"
 
 typedef struct part_ids {
-  chorus_uid local, cross;
+  chorus_uid local, cross[CHORUS_PROXY_LANES];
 } part_ids;
 
 /* Builds one part: nranks ranks, this one `rank`, on `device` (-1: host
@@ -81,19 +83,25 @@ ncclResult_t chorus_comm_build_parts(ncclComm_t comm) {
   ncclResult_t res = ncclSuccess;
   if (t->local_ranks[0] == me)
     CHECK_GOTO(chorus_uid_create_private(&ids[me].local, &comm->bs->listen_addr), res, out);
-  if (cross_first == me)
-    CHECK_GOTO(chorus_uid_create_private(&ids[me].cross, &comm->bs->listen_addr), res, out);
+  const int64_t lanes = chorus_param_int(CHORUS_P_GPU_HIER_LANES);
+  const int nlanes = (int)CHORUS_CLAMP(lanes, 1, CHORUS_PROXY_LANES);
+  for (int k = 0; k < nlanes && cross_first == me; k++)
+    CHECK_GOTO(chorus_uid_create_private(&ids[me].cross[k], &comm->bs->listen_addr), res, out);
   CHECK_GOTO(chorus_bootstrap_allgather(comm->bs, ids, sizeof *ids), res, out);
   CHECK_GOTO(build_part(comm, L, li, comm->device, &ids[t->local_ranks[0]].local, "host-local",
                         &comm->part_local),
              res, out);
-  CHECK_GOTO(
-      build_part(comm, H, cross_rank, -1, &ids[cross_first].cross, "cross-host", &comm->part_cross),
-      res, out);
+  for (int k = 0; k < nlanes; k++) {
+    CHECK_GOTO(build_part(comm, H, cross_rank, -1, &ids[cross_first].cross[k], "cross-host",
+                          &comm->part_cross[k]),
+               res, out);
+    comm->nlanes = k + 1;
+  }
   if (chorus_dev_use(comm->device) != 0)
     res = chorus_error(ncclUnhandledCudaError, "selecting GPU %d: %s", comm->device,
                        chorus_dev_error());
-  INFO(CHORUS_INIT, "rank %d: host %d of %d, place %d of %d there: parts built", me, hi, H, li, L);
+  INFO(CHORUS_INIT, "rank %d: host %d of %d, place %d of %d there: parts built (%d lanes across)",
+       me, hi, H, li, L, nlanes);
 out:
   chorus_free(ids);
   return res;
@@ -101,6 +109,7 @@ out:
 
 void chorus_comm_free_parts(ncclComm_t comm) {
   if (comm->part_local) chorus_comm_free(comm->part_local);
-  if (comm->part_cross) chorus_comm_free(comm->part_cross);
-  comm->part_local = comm->part_cross = NULL;
+  comm->part_local = NULL;
+  for (int k = 0; k < comm->nlanes; k++) chorus_comm_free(comm->part_cross[k]);
+  comm->nlanes = 0;
 }

@@ -86,8 +86,9 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
  * their waits end (any thread may be in one), then, once the calls have
  * drained (`why` set), their peers learn why. */
 static void abort_parts(ncclComm_t comm, const char *why) {
-  ncclComm_t parts[2] = {comm->part_local, comm->part_cross};
-  for (int i = 0; i < 2; i++) {
+  ncclComm_t parts[1 + CHORUS_PROXY_LANES] = {comm->part_local};
+  for (int k = 0; k < comm->nlanes; k++) parts[1 + k] = comm->part_cross[k];
+  for (int i = 0; i < 1 + comm->nlanes; i++) {
     ncclComm_t c = parts[i];
     if (!c) continue;
     if (!why) {

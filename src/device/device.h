@@ -120,6 +120,8 @@ int chorus_dev_event_new(void **out);
 int chorus_dev_event_record(void *ev, void *stream);
 int chorus_dev_event_done(void *ev);
 int chorus_dev_event_free(void *ev);
+/* Waits on the host for the work before ev's last record. */
+int chorus_dev_event_wait(void *ev);
 /* Makes stream wait for the work before ev's last record (capturable). */
 int chorus_dev_stream_wait_event(void *stream, void *ev);
 

@@ -204,3 +204,7 @@ int chorus_dev_stream_wait_event(void *stream, void *ev) {
   (void)stream, (void)ev;
   return -1;
 }
+int chorus_dev_event_wait(void *ev) {
+  (void)ev;
+  return -1;
+}

@@ -328,3 +328,9 @@ extern "C" int chorus_dev_stream_wait_event(void *stream, void *ev) {
   TRY(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)ev, 0), "cudaStreamWaitEvent");
   return 0;
 }
+
+extern "C" int chorus_dev_event_wait(void *ev) {
+  relaxed_capture relaxed;
+  TRY(cudaEventSynchronize((cudaEvent_t)ev), "cudaEventSynchronize");
+  return 0;
+}

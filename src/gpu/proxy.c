@@ -35,6 +35,7 @@
 #include "util/clock.h"
 #include "util/doorbell.h"
 #include "util/log.h"
+#include "util/misc.h"
 #include "util/param.h"
 
 #define RING CHORUS_KERN_PROXY_RING
@@ -42,6 +43,10 @@
  * copy costs microseconds of launch and completion whatever its size. */
 #define KERNEL_COPY_MAX (16u << 10)
 #define STAGE_ALIGN     256 /* each staged buffer, for the copy engine */
+#define MAX_FLIGHT      4   /* eager batches in flight before a new one waits */
+/* A lane carries at least this much of a cut call: below, the hand-off
+ * costs more than the parallel streams save. */
+#define LANE_MIN_BYTES (512u << 10)
 /* The progress thread polls without sleeping while a queued batch has not
  * come, or this long after the last one (graph replays come unannounced). */
 #define HOT_NS (2 * 1000000ll)
@@ -63,6 +68,7 @@ struct batch {
   char *host;  /* pinned staging; the device reaches it at dev */
   char *dev;
   size_t cap;
+  int lanes;            /* its one call is cut across this many lanes */
   chorus_op *ops;       /* the calls on staged buffers */
   const char **scalars; /* per call: its staged PreMulSum scalar, or NULL */
   int nops, opcap;
@@ -91,9 +97,23 @@ struct chorus_proxy {
   /* The parts (chorus_proxy_set_parts), or NULL; this rank is `place` of
    * `nlocal` on its host. */
   struct chorus_gpu *local;
-  chorus_coll_comm *local_cc, *cross_cc;
-  int place, nlocal;
+  chorus_coll_comm *local_cc, *cross_cc[CHORUS_PROXY_LANES];
+  int place, nlocal, nlanes;
   size_t hier_bytes; /* AllReduce from this size runs hierarchically (0: never) */
+  /* Lanes 1..nlanes-1: a thread each, running its share of a cut call on
+   * its own cross-host part while the progress thread runs lane 0's. */
+  struct lane {
+    chorus_proxy *px;
+    pthread_t thread;
+    chorus_op op;
+    int job;      /* a share waits (under lane_lock) */
+    int finished; /* its share ran (under lane_lock) */
+    ncclResult_t res;
+  } lane[CHORUS_PROXY_LANES];
+  int nlane_threads;
+  int lane_stop;
+  pthread_mutex_t lane_lock;
+  pthread_cond_t lane_go, lane_done;
 };
 
 /* ---- the progress thread ------------------------------------------------------- */
@@ -105,26 +125,15 @@ static batch *lookup(chorus_proxy *px, uint32_t id) {
   return b;
 }
 
-/* Runs batch b's calls as the host runs a group of host calls. */
-static ncclResult_t run_batch(chorus_proxy *px, const batch *b) {
-  if (b->nops > px->work_cap) {
-    chorus_op *w = chorus_malloc((size_t)b->nops * sizeof *w);
-    if (!w) return chorus_error(ncclSystemError, "out of memory running %d staged calls", b->nops);
-    chorus_free(px->work);
-    px->work = w;
-    px->work_cap = b->nops;
-  }
-  chorus_exec_queue q = {b->ops[0].cc, NULL, NULL, ncclSuccess};
+/* Runs calls ops[0, n) (one communicator's, prepared here) as the host
+ * runs a group of host calls: collectives in order, Send/Recv together. */
+static ncclResult_t run_calls(chorus_op *ops, int n) {
+  chorus_exec_queue q = {ops[0].cc, NULL, NULL, ncclSuccess};
   chorus_op *tail[2] = {NULL, NULL};
   ncclResult_t res = ncclSuccess;
   int prepared = 0;
-  for (int i = 0; i < b->nops && res == ncclSuccess; i++) {
-    chorus_op *op = &px->work[i];
-    *op = b->ops[i];
-    if (b->scalars[i]) { /* ncclScalarDevice: the value when the call ran */
-      memcpy(op->red.scalar, b->scalars[i], sizeof op->red.scalar);
-      op->red.scalar_dev = NULL;
-    }
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    chorus_op *op = &ops[i];
     res = chorus_coll_prepare(op);
     if (res != ncclSuccess) break;
     prepared++;
@@ -139,10 +148,92 @@ static ncclResult_t run_batch(chorus_proxy *px, const batch *b) {
   }
   if (res == ncclSuccess) res = chorus_exec_run(&q, 1);
   for (int i = 0; i < prepared; i++) {
-    chorus_free(px->work[i].scratch);
-    px->work[i].scratch = NULL;
+    chorus_free(ops[i].scratch);
+    ops[i].scratch = NULL;
   }
   return res;
+}
+
+static void *lane_main(void *arg) {
+  struct lane *l = arg;
+  chorus_proxy *px = l->px;
+  chorus_log_ctx_set(px->cc->log_ctx);
+  pthread_mutex_lock(&px->lane_lock);
+  for (;;) {
+    while (!l->job && !px->lane_stop) pthread_cond_wait(&px->lane_go, &px->lane_lock);
+    if (!l->job) break;
+    l->job = 0;
+    chorus_op op = l->op;
+    pthread_mutex_unlock(&px->lane_lock);
+    const ncclResult_t res = run_calls(&op, 1);
+    pthread_mutex_lock(&px->lane_lock);
+    l->res = res;
+    l->finished = 1;
+    pthread_cond_broadcast(&px->lane_done);
+  }
+  pthread_mutex_unlock(&px->lane_lock);
+  return NULL;
+}
+
+/* Share k of n of the elements of a call of `count`: [*first, +*len). */
+static void lane_share(size_t count, int k, int n, size_t *first, size_t *len) {
+  const size_t per = count / (size_t)n, extra = count % (size_t)n;
+  *first = (size_t)k * per + ((size_t)k < extra ? (size_t)k : extra);
+  *len = per + ((size_t)k < extra ? 1 : 0);
+}
+
+/* Runs a cut call: share k of its elements on lane k's cross-host part,
+ * lane 0's here, the others on their threads, all at once. */
+static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, int n) {
+  chorus_op mine;
+  pthread_mutex_lock(&px->lane_lock);
+  for (int k = 0; k < n; k++) {
+    size_t first, len;
+    lane_share(whole->count, k, n, &first, &len);
+    chorus_op o = *whole;
+    o.cc = px->cross_cc[k];
+    o.count = len;
+    o.sendbuff = (const char *)whole->sendbuff + first * whole->esize;
+    o.recvbuff = (char *)whole->recvbuff + first * whole->esize;
+    if (k == 0) {
+      mine = o;
+      continue;
+    }
+    px->lane[k].op = o;
+    px->lane[k].finished = 0;
+    px->lane[k].job = 1;
+  }
+  pthread_cond_broadcast(&px->lane_go);
+  pthread_mutex_unlock(&px->lane_lock);
+  ncclResult_t res = run_calls(&mine, 1);
+  pthread_mutex_lock(&px->lane_lock);
+  for (int k = 1; k < n; k++) {
+    while (!px->lane[k].finished) pthread_cond_wait(&px->lane_done, &px->lane_lock);
+    if (res == ncclSuccess) res = px->lane[k].res;
+  }
+  pthread_mutex_unlock(&px->lane_lock);
+  return res;
+}
+
+/* Runs batch b's calls. */
+static ncclResult_t run_batch(chorus_proxy *px, const batch *b) {
+  if (b->nops > px->work_cap) {
+    chorus_op *w = chorus_malloc((size_t)b->nops * sizeof *w);
+    if (!w) return chorus_error(ncclSystemError, "out of memory running %d staged calls", b->nops);
+    chorus_free(px->work);
+    px->work = w;
+    px->work_cap = b->nops;
+  }
+  for (int i = 0; i < b->nops; i++) {
+    chorus_op *op = &px->work[i];
+    *op = b->ops[i];
+    if (b->scalars[i]) { /* ncclScalarDevice: the value when the call ran */
+      memcpy(op->red.scalar, b->scalars[i], sizeof op->red.scalar);
+      op->red.scalar_dev = NULL;
+    }
+  }
+  if (b->lanes > 1) return run_lanes(px, &px->work[0], b->lanes);
+  return run_calls(px->work, b->nops);
 }
 
 static void nap(void) {
@@ -217,9 +308,21 @@ static void reclaim(chorus_proxy *px) {
 }
 
 /* A batch for nops calls and `bytes` of staging: a free one that fits,
- * else a free one grown, else a new one. */
+ * else a free one grown, else a new one. Programs queue calls far ahead
+ * of the GPU; pinning fresh memory for each costs more than the call, so
+ * with MAX_FLIGHT eager batches in flight and none free that fits, this
+ * waits for the oldest. */
 static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, batch **out) {
   reclaim(px);
+  int flying = 0;
+  for (batch *f = px->flight_head; f; f = f->next) flying++;
+  for (batch *f = px->free_list; f; f = f->next)
+    if (f->cap >= bytes) flying = 0;
+  if (flying >= MAX_FLIGHT) {
+    if (chorus_dev_event_wait(px->flight_head->event) != 0)
+      return chorus_gpu_cuda_error("waiting for an earlier staged GPU call");
+    reclaim(px);
+  }
   batch **pb = &px->free_list, **fit = NULL;
   for (; *pb; pb = &(*pb)->next)
     if ((*pb)->cap >= bytes) {
@@ -329,7 +432,7 @@ typedef struct copies {
   uint32_t nin, nk;
 } copies;
 
-static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, void *stream,
+static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int lanes, void *stream,
                                 batch **out) {
   const int rank = ops[0]->cc->rank, nranks = ops[0]->cc->nranks;
   span stackspan[16], *sp = n <= 16 ? stackspan : chorus_malloc((size_t)n * sizeof *sp);
@@ -342,6 +445,7 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, void *
   batch *b = NULL;
   ncclResult_t res = take_batch(px, bytes, n, &b);
   if (res != ncclSuccess) goto out;
+  b->lanes = lanes; /* before the launch: the thread may take the batch at once */
   const ptrdiff_t to_dev = b->dev - b->host;
   copies cp = {(chorus_kern_copy *)b->host, 0, 0};
   char *scal = b->host + list;
@@ -427,10 +531,10 @@ out:
 
 /* Stages calls ops[0, n) (one communicator's) on stream and queues them
  * as one batch. */
-static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *stream,
-                               int captured) {
+static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *stream, int captured,
+                               int lanes) {
   batch *b;
-  CHECK(stage_batch(px, ops, n, stream, &b));
+  CHECK(stage_batch(px, ops, n, lanes, stream, &b));
   if (captured) {
     b->kept = 1;
     return ncclSuccess;
@@ -495,7 +599,7 @@ static void hier_steps(unit *u, const chorus_op *op) {
   u->ag.func = CHORUS_FUNC_ALLGATHER;
   u->ag.sendbuff = mine;
   u->cross = *op;
-  u->cross.cc = px->cross_cc;
+  u->cross.cc = px->cross_cc[0];
   u->cross.count = per;
   u->cross.sendbuff = u->cross.recvbuff = mine;
   u->cross.red = cross;
@@ -537,12 +641,16 @@ static ncclResult_t unit_begin(unit *u) {
 static ncclResult_t unit_batches(unit *u) {
   /* Events belong to the device current at their making. */
   if (chorus_dev_use(u->px->device) != 0) return chorus_gpu_cuda_error("selecting the GPU");
-  if (!u->hier) return post_batch(u->px, u->ops, u->n, u->stream, u->captured);
+  if (!u->hier) return post_batch(u->px, u->ops, u->n, u->stream, u->captured, 1);
+  /* The block goes across on as many lanes as carry LANE_MIN_BYTES each
+   * (alike on every rank: the block's size is). */
+  const size_t bytes = u->cross.count * u->cross.esize;
+  int lanes = (int)CHORUS_MIN(bytes / LANE_MIN_BYTES, (size_t)u->px->nlanes);
   chorus_op *one = &u->cross;
-  CHECK(post_batch(u->px, &one, 1, u->stream, u->captured));
+  CHECK(post_batch(u->px, &one, 1, u->stream, u->captured, lanes > 1 ? lanes : 1));
   if (u->tail.count == 0) return ncclSuccess;
   one = &u->tail;
-  return post_batch(u->px, &one, 1, u->stream, u->captured);
+  return post_batch(u->px, &one, 1, u->stream, u->captured, 1);
 }
 
 static ncclResult_t unit_end(unit *u) {
@@ -626,6 +734,9 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   px->cc = cc;
   px->device = device;
   pthread_mutex_init(&px->lock, NULL);
+  pthread_mutex_init(&px->lane_lock, NULL);
+  pthread_cond_init(&px->lane_go, NULL);
+  pthread_cond_init(&px->lane_done, NULL);
   ncclResult_t res = ncclSuccess;
   void *h;
   if (chorus_dev_host_alloc(sizeof(ctl), &h, &px->ctl_dev) != 0) {
@@ -655,19 +766,28 @@ fail:
   return res;
 }
 
-void chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local, chorus_coll_comm *local_cc,
-                            chorus_coll_comm *cross_cc) {
+ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
+                                    chorus_coll_comm *local_cc, chorus_coll_comm *const *cross_cc,
+                                    int nlanes) {
   px->local = local;
   px->local_cc = local_cc;
-  px->cross_cc = cross_cc;
+  px->nlanes = nlanes;
+  for (int k = 0; k < nlanes; k++) px->cross_cc[k] = cross_cc[k];
+  for (int k = 1; k < nlanes; k++) {
+    px->lane[k].px = px;
+    if (pthread_create(&px->lane[k].thread, NULL, lane_main, &px->lane[k]) != 0)
+      return chorus_error(ncclSystemError, "cannot start the lane threads of a GPU communicator");
+    px->nlane_threads = k;
+  }
   px->place = chorus_gpu_rank(local);
   px->nlocal = chorus_gpu_nranks(local);
   const int64_t hb = chorus_param_int(CHORUS_P_GPU_HIER_BYTES);
   px->hier_bytes = hb > 0 ? (size_t)hb : 0;
   INFO(CHORUS_INIT | CHORUS_TUNING,
        "rank %d: place %d of %d on its host; AllReduce from %zu bytes runs in the host, across "
-       "hosts, in the host again (CHORUS_GPU_HIER_BYTES; 0: never)",
-       px->cc->rank, px->place, px->nlocal, px->hier_bytes);
+       "hosts on up to %d lanes, in the host again (CHORUS_GPU_HIER_BYTES, _LANES)",
+       px->cc->rank, px->place, px->nlocal, px->hier_bytes, nlanes);
+  return ncclSuccess;
 }
 
 ncclResult_t chorus_proxy_async_error(chorus_proxy *px) {
@@ -689,11 +809,17 @@ void chorus_proxy_free(chorus_proxy *px) {
      * its deadline. */
     if (__atomic_load_n(&px->cc->busy, __ATOMIC_ACQUIRE) > 0) {
       __atomic_store_n(px->cc->abort_flag, 1, __ATOMIC_RELEASE);
-      if (px->cross_cc) __atomic_store_n(px->cross_cc->abort_flag, 1, __ATOMIC_RELEASE);
+      for (int k = 0; k < px->nlanes; k++)
+        __atomic_store_n(px->cross_cc[k]->abort_flag, 1, __ATOMIC_RELEASE);
     }
     __atomic_store_n(&px->stop, 1, __ATOMIC_RELEASE);
     pthread_join(px->thread, NULL);
   }
+  pthread_mutex_lock(&px->lane_lock);
+  px->lane_stop = 1;
+  pthread_cond_broadcast(&px->lane_go);
+  pthread_mutex_unlock(&px->lane_lock);
+  for (int k = 1; k <= px->nlane_threads; k++) pthread_join(px->lane[k].thread, NULL);
   for (uint32_t i = 0; i < px->ntable; i++) batch_free(px->table[i]);
   chorus_free(px->table);
   chorus_free(px->work);
@@ -701,5 +827,8 @@ void chorus_proxy_free(chorus_proxy *px) {
   chorus_dev_free(px->issued);
   chorus_dev_host_free(px->ctl_host);
   pthread_mutex_destroy(&px->lock);
+  pthread_mutex_destroy(&px->lane_lock);
+  pthread_cond_destroy(&px->lane_go);
+  pthread_cond_destroy(&px->lane_done);
   chorus_free(px);
 }

@@ -32,12 +32,15 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
  * frees the staging memory; NULL is fine. */
 void chorus_proxy_free(chorus_proxy *px);
 /* The communicator's parts (core/hier.c): the GPU side of its ranks on
- * this host and the host side of its ranks at this rank's place on every
- * host. AllReduce of CHORUS_GPU_HIER_BYTES or more then runs across them
- * (in the host, across hosts, in the host again). */
+ * this host, and the host side of its ranks at this rank's place on every
+ * host, nlanes times (each its own connections; a thread each). AllReduce
+ * of CHORUS_GPU_HIER_BYTES or more then runs across them (in the host,
+ * across hosts with the block cut across the lanes, in the host again). */
+#define CHORUS_PROXY_LANES 8
 struct chorus_gpu;
-void chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local, chorus_coll_comm *local_cc,
-                            chorus_coll_comm *cross_cc);
+ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
+                                    chorus_coll_comm *local_cc, chorus_coll_comm *const *cross_cc,
+                                    int nlanes);
 /* ncclSuccess, or the first failure of the communicator's calls or of its
  * host-local part's kernels. */
 ncclResult_t chorus_proxy_async_error(chorus_proxy *px);

@@ -70,8 +70,10 @@ CHORUS_PARAM(GPU_P2P_PULL,     "CHORUS_GPU_P2P_PULL",   BOOL, "0", AGREE, "1: re
 CHORUS_PARAM(GPU_ZEROCOPY_CHANNELS,"CHORUS_GPU_ZEROCOPY_CHANNELS", INT, "64", AGREE, "Most CTAs of the zero-copy kernel (1..64)")
 CHORUS_PARAM(GPU_ZEROCOPY_CTA_BYTES,"CHORUS_GPU_ZEROCOPY_CTA_BYTES", SIZE, "8K", AGREE, "Least of a rank's block per zero-copy CTA")
 CHORUS_PARAM(GPU_CE_CHUNK_BYTES,"CHORUS_GPU_CE_CHUNK_BYTES", SIZE, "32M", 0, "Copy of a copy-engine Broadcast chain on 3+ GPUs (1M at least)")
+CHORUS_PARAM(GPU_HIER_LANES,   "CHORUS_GPU_HIER_LANES", INT, "4", AGREE, "Across hosts: connections and threads per rank for hierarchical AllReduce (1..8)")
 CHORUS_PARAM(GPU_HIER_BYTES,   "CHORUS_GPU_HIER_BYTES", SIZE, "64K", OFF | AGREE, "Across hosts: AllReduce from this size hierarchically (off: staged whole)")
 CHORUS_PARAM_GROUP("testing")
+CHORUS_PARAM(LEAK_CHECK,       "CHORUS_LEAK_CHECK",     BOOL, "0", 0, "1: WARN at the last communicator destroy if memory is still held")
 CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, NULL, 0, "Fault injection: the n-th host allocation after the first init starts fails")
 CHORUS_PARAM(FAULT_SHM,        "CHORUS_FAULT_SHM",      INT, NULL, 0, "Fault injection: the n-th shared-memory segment after the first init starts fails")
 CHORUS_PARAM(FAULT_DEVICE,     "CHORUS_FAULT_DEVICE",   INT, NULL, 0, "Fault injection: the n-th device or pinned allocation after the first init starts fails")
@@ -88,6 +90,4 @@ CHORUS_PARAM(SHRINK_SHARE,     "NCCL_COMM_SHRINK_SHARE_RESOURCES", INT, NULL, 0,
 CHORUS_PARAM(NVLS_NCHANNELS,   "NCCL_NVLS_NCHANNELS",   INT, NULL, 0, "nvlsCTAs")
 CHORUS_PARAM(NCHANNELS_PER_NET_PEER, "NCCL_NCHANNELS_PER_NET_PEER", INT, NULL, 0, "nChannelsPerNetPeer")
 CHORUS_PARAM(NVLINK_SCHED,     "NCCL_NVLINK_UTIL_CENTRIC_SCHED_ENABLE", INT, NULL, 0, "nvlinkCentricSched")
-CHORUS_PARAM_GROUP("tests")
-CHORUS_PARAM(LEAK_CHECK,       "CHORUS_LEAK_CHECK",     BOOL, "0", 0, "1: WARN at the last communicator destroy if memory is still held")
 /* clang-format on */
