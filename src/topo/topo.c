@@ -97,3 +97,28 @@ oom:
   chorus_topo_free(t);
   return chorus_error(ncclSystemError, "topology: out of memory");
 }
+
+void chorus_topo_host_words(const chorus_topo *t, int rank, char *buf, size_t len) {
+  if (!len) return;
+  buf[0] = '\0';
+  if (!t || !t->host_of || rank < 0 || rank >= t->nranks) return;
+  const int h = t->host_of[rank];
+  size_t o = (size_t)snprintf(buf, len, "host %d (%s, rank%s ", h, t->info[rank].hostname,
+                              t->nlocal_of_host[h] > 1 ? "s" : "");
+  int first = 1;
+  for (int r = 0; r < t->nranks && o < len; r++) {
+    if (t->host_of[r] != h) continue;
+    int end = r;
+    while (end + 1 < t->nranks && t->host_of[end + 1] == h) end++;
+    o += (size_t)snprintf(buf + o, o < len ? len - o : 0, end > r ? "%s%d-%d" : "%s%d",
+                          first ? "" : ", ", r, end);
+    first = 0;
+    r = end;
+  }
+  if (o + 2 <= len) {
+    buf[o] = ')';
+    buf[o + 1] = '\0';
+  } else if (len >= 4) {
+    memcpy(buf + len - 4, "...", 4);
+  }
+}

@@ -49,6 +49,11 @@ ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device);
 ncclResult_t chorus_topo_build(chorus_topo *t, chorus_rank_info *info, int nranks, int rank);
 void chorus_topo_free(chorus_topo *t);
 
+/* The host of `rank` in words, for messages about a peer that is lost:
+ * "host 1 (node-b, ranks 2-3)": its index, its name, its ranks as ranges
+ * (cut short with "..." where buf is small). */
+void chorus_topo_host_words(const chorus_topo *t, int rank, char *buf, size_t len);
+
 static inline int chorus_topo_same_host(const chorus_topo *t, int a, int b) {
   return t->host_of[a] == t->host_of[b];
 }

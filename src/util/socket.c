@@ -211,9 +211,27 @@ static void set_nonblock(int fd) {
   fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
+/* Every stream: no Nagle delay; and a peer whose host vanishes (power,
+ * link down) is noticed by the kernel within about 15 s instead of the
+ * minutes of TCP's retransmissions, idle or not: keepalive probes after
+ * 5 s of silence (the peer's kernel answers them whatever its process
+ * does), and data left unacknowledged 15 s aborts the stream (a live peer
+ * that does not read acknowledges the window probes, so it stays). */
+#define KEEPALIVE_IDLE_S  5
+#define KEEPALIVE_INTVL_S 1
+#define KEEPALIVE_COUNT   5
+#define USER_TIMEOUT_MS   15000
+
 static void set_nodelay(int fd) {
   int one = 1;
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  int idle = KEEPALIVE_IDLE_S, intvl = KEEPALIVE_INTVL_S, cnt = KEEPALIVE_COUNT;
+  unsigned user = USER_TIMEOUT_MS;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user, sizeof user);
 }
 
 ncclResult_t chorus_sock_listen(const chorus_sockaddr *addr, int *fd_out, chorus_sockaddr *bound,

@@ -110,6 +110,7 @@ typedef struct net_notes {
 
 typedef struct net_state {
   int rank, nranks, nstreams;
+  const chorus_topo *topo; /* for naming a lost peer's host */
   int npeers;
   net_conn *conns; /* [peer][channel][dir] */
   uint8_t *is_peer;
@@ -127,9 +128,13 @@ static int *fd_of(net_state *s, int peer, int ch, int stream) {
 }
 
 static ncclResult_t broken(net_conn *c, const char *what, const char *detail) {
-  if (!c->broken && !c->peer_failed)
-    snprintf(c->base.err, sizeof c->base.err, "connection to rank %d %s: %s", c->base.peer, what,
-             detail);
+  if (!c->broken && !c->peer_failed) {
+    /* A lost host takes all its ranks: say which, as every survivor will. */
+    char host[96];
+    chorus_topo_host_words(c->state->topo, c->base.peer, host, sizeof host);
+    snprintf(c->base.err, sizeof c->base.err, "connection to rank %d on %s %s: %s", c->base.peer,
+             host, what, detail);
+  }
   c->broken = 1;
   return ncclRemoteError;
 }
@@ -481,6 +486,7 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
   if (!s) return chorus_error(ncclSystemError, "NET transport: out of memory");
   s->rank = ctx->rank;
   s->nranks = ctx->nranks;
+  s->topo = ctx->topo;
   s->slot_bytes = ctx->slot_bytes;
   s->nstreams = (int)CHORUS_MAX(1, CHORUS_MIN(MAX_STREAMS, ctx->nstreams));
   size_t nfds = (size_t)s->nranks * CHORUS_NCHANNELS * MAX_STREAMS;
