@@ -411,6 +411,10 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   print_version_once();
   arm_faults_once();
   int64_t t0 = chorus_now_ns();
+  /* What the build allocates (process-wide counters: other threads' builds
+   * at the same moment count too), for the memory a communicator holds. */
+  const long long host0 = chorus_alloc_bytes(CHORUS_MEM_HOST),
+                  shm0 = chorus_alloc_bytes(CHORUS_MEM_SHM);
   ncclResult_t res;
   geometry geo = {0, 0, 0, 0, 0};
   res = choose_device(comm);
@@ -446,9 +450,14 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
                                 comm->device, &comm->cc.plan),
                res, out);
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
-  INFO(CHORUS_INIT, "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s)", (void *)comm,
-       comm->rank, comm->nranks, comm->topo.nhosts, (chorus_now_ns() - t0) / 1e6,
-       comm->config.commName ? comm->config.commName : "unnamed");
+  INFO(CHORUS_INIT,
+       "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s); the process holds %.1f "
+       "KiB more host memory and %.1f KiB more shared memory (with ranks built alongside)%s",
+       (void *)comm, comm->rank, comm->nranks, comm->topo.nhosts, (chorus_now_ns() - t0) / 1e6,
+       comm->config.commName ? comm->config.commName : "unnamed",
+       (double)(chorus_alloc_bytes(CHORUS_MEM_HOST) - host0) / 1024,
+       (double)(chorus_alloc_bytes(CHORUS_MEM_SHM) - shm0) / 1024,
+       comm->device >= 0 ? " (device arenas: the GPU lines above)" : "");
 out:
   if (res != ncclSuccess) {
     chorus_bootstrap_fail(comm->bs); /* the peers learn at once, not after the sweep */

@@ -79,14 +79,27 @@ ncclResult_t chorus_topo_build(chorus_topo *t, chorus_rank_info *info, int nrank
   t->local_index = chorus_calloc((size_t)nranks, sizeof(int));
   t->nlocal_of_host = chorus_calloc((size_t)nranks, sizeof(int));
   if (!t->host_of || !t->local_index || !t->nlocal_of_host) goto oom;
+  /* Hosts numbered by first rank, through a table of host hashes (linear
+   * work in the rank count: communicators of thousands of ranks). */
+  size_t cap = 16;
+  while (cap < 2 * (size_t)nranks) cap *= 2;
+  int *first = chorus_malloc(cap * sizeof *first); /* a rank of the host, -1: empty */
+  if (!first) goto oom;
+  for (size_t i = 0; i < cap; i++) first[i] = -1;
   for (int r = 0; r < nranks; r++) {
-    int h = -1;
-    for (int q = 0; q < r && h < 0; q++)
-      if (info[q].host_hash == info[r].host_hash) h = t->host_of[q];
-    if (h < 0) h = t->nhosts++;
+    size_t i = (size_t)(info[r].host_hash * 0x9e3779b97f4a7c15ull >> 32) & (cap - 1);
+    while (first[i] >= 0 && info[first[i]].host_hash != info[r].host_hash) i = (i + 1) & (cap - 1);
+    int h;
+    if (first[i] < 0) {
+      first[i] = r;
+      h = t->nhosts++;
+    } else {
+      h = t->host_of[first[i]];
+    }
     t->host_of[r] = h;
     t->local_index[r] = t->nlocal_of_host[h]++;
   }
+  chorus_free(first);
   t->nlocal = t->nlocal_of_host[t->host_of[rank]];
   t->local_ranks = chorus_calloc((size_t)t->nlocal, sizeof(int));
   if (!t->local_ranks) goto oom;

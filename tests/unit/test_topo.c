@@ -1,0 +1,91 @@
+/*
+ * test_topo.c - topo/topo.c: hosts from the ranks' records.
+ *
+ * Hosts are numbered by their first rank and each rank gets its index
+ * among its host's ranks, checked against a direct quadratic count on
+ * random layouts (up to 4096 ranks, interleaved hosts); and the words that
+ * name a lost peer's host list its ranks as ranges.
+ */
+#include <string.h>
+
+#include "topo/topo.h"
+#include "unit.h"
+#include "util/alloc.h"
+
+static uint64_t next(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+/* Hosts of nranks ranks: host hash of rank r from `hosts` values. */
+static void one_layout(int nranks, int hosts, uint64_t seed) {
+  chorus_rank_info *info = chorus_calloc((size_t)nranks, sizeof *info);
+  REQUIRE(info);
+  uint64_t s = seed;
+  for (int r = 0; r < nranks; r++) {
+    info[r].host_hash = 0x1000 + next(&s) % (uint64_t)hosts * 0x10000000000ull;
+    info[r].rank = r;
+  }
+  chorus_topo t;
+  REQUIRE(chorus_topo_build(&t, info, nranks, nranks / 2) == ncclSuccess);
+  int nhosts = 0;
+  for (int r = 0; r < nranks; r++) {
+    int first = r, idx = 0;
+    for (int q = 0; q < r; q++)
+      if (info[q].host_hash == info[r].host_hash) {
+        if (first == r) first = q;
+        idx++;
+      }
+    if (first == r) {
+      EXPECT_EQ_INT(t.host_of[r], nhosts);
+      nhosts++;
+    } else {
+      EXPECT_EQ_INT(t.host_of[r], t.host_of[first]);
+    }
+    EXPECT_EQ_INT(t.local_index[r], idx);
+  }
+  EXPECT_EQ_INT(t.nhosts, nhosts);
+  chorus_topo_free(&t);
+}
+
+static void layouts(void) {
+  one_layout(1, 1, 7);
+  one_layout(8, 2, 11);
+  one_layout(256, 16, 13);
+  one_layout(4096, 64, 17);
+  one_layout(4096, 4096, 19);
+}
+
+static void host_words(void) {
+  const int n = 6;
+  chorus_rank_info *info = chorus_calloc(n, sizeof *info);
+  REQUIRE(info);
+  const uint64_t hash[6] = {1, 1, 2, 2, 1, 3};
+  static const char *const name[4] = {"", "a", "node-b", "c"};
+  for (int r = 0; r < n; r++) {
+    info[r].host_hash = hash[r];
+    strcpy(info[r].hostname, name[hash[r]]);
+  }
+  chorus_topo t;
+  REQUIRE(chorus_topo_build(&t, info, n, 0) == ncclSuccess);
+  char buf[96];
+  chorus_topo_host_words(&t, 3, buf, sizeof buf);
+  EXPECT_STREQ(buf, "host 1 (node-b, ranks 2-3)");
+  chorus_topo_host_words(&t, 0, buf, sizeof buf);
+  EXPECT_STREQ(buf, "host 0 (a, ranks 0-1, 4)");
+  chorus_topo_host_words(&t, 5, buf, sizeof buf);
+  EXPECT_STREQ(buf, "host 2 (c, rank 5)");
+  chorus_topo_host_words(&t, 0, buf, 12); /* cut short */
+  EXPECT(strlen(buf) == 11 && !strcmp(buf + 8, "..."));
+  chorus_topo_host_words(&t, 9, buf, sizeof buf); /* no such rank */
+  EXPECT_STREQ(buf, "");
+  chorus_topo_free(&t);
+}
+
+int main(void) {
+  RUN(layouts);
+  RUN(host_words);
+  return unit_report();
+}
