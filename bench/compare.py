@@ -295,7 +295,8 @@ class ChorusRunner(Runner):
         self.seen = {}  # (coll, n) -> {actual size: [seconds per op, ...]}
 
     def cmd(self, coll, n, lo, hi, iters, warm, check, json_path, limit):
-        return [self.launcher, "-n", str(n), "--timeout", str(limit), "--",
+        hosts = ["--hosts", str(n)] if self.args.hosts else []
+        return [self.launcher, "-n", str(n)] + hosts + ["--timeout", str(limit), "--",
                 os.path.join(self.perfdir, coll[1]), "-b", str(lo), "-e", str(hi), "-f", "2",
                 "-n", str(iters), "-w", str(warm), "-c", str(check), "-a", "3",
                 "-I", "1" if self.args.chorus_inplace else "0", "-J", json_path]
@@ -432,6 +433,8 @@ class OmpiRunner(Runner):
         a = self.args
         cmd = [a.mpirun, "--oversubscribe", "--allow-run-as-root",
                "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
+        if a.hosts:  # every pair over TCP, as between machines
+            cmd += ["--mca", "btl", "tcp,self"]
         cmd += a.mpirun_args.split() + ["-np", str(n), a.mpi_bench, "-c", coll[0],
                                         "-b", str(a.min_bytes), "-e", str(a.max_bytes),
                                         "-D", str(a.target), "-m", str(a.min_iters),
@@ -803,6 +806,9 @@ def parse_args(argv):
     p.add_argument("--timeout", type=int, default=900,
                    help="seconds one invocation (one library, collective, rank count) may "
                         "take (900)")
+    p.add_argument("--hosts", action="store_true",
+                   help="every rank a host of its own: Chorus through chorusrun --hosts (TCP "
+                        "between all ranks), Open MPI with --mca btl tcp,self; Gloo is TCP anyway")
     p.add_argument("--chorus-inplace", action="store_true",
                    help="also time Chorus in place (reported: out of place)")
     p.add_argument("--mpirun", default="mpirun.openmpi")
@@ -879,7 +885,8 @@ def main(argv):
                 "libs": args.libs, "ranks": args.ranks, "colls": args.colls,
                 "rounds": ", ".join("%s %d" % (LIB_TITLE[l], rounds[l]) for l in args.libs),
                 "min_bytes": args.min_bytes, "max_bytes": args.max_bytes,
-                "target": args.target, "gloo_cap": args.gloo_cap, "gloo_slow": args.gloo_slow}
+                "target": args.target, "gloo_cap": args.gloo_cap, "gloo_slow": args.gloo_slow,
+                "hosts": "every rank its own host, TCP over loopback" if args.hosts else "one host"}
     failed = set()  # (lib, coll, n): not retried in later rounds
     t_start = time.time()
     for rnd in range(1, max(rounds[l] for l in args.libs) + 1):

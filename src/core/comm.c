@@ -294,12 +294,14 @@ out:
 /* How long a waiting rank polls. Sleeping is the last resort: in a virtual
  * machine an idle vCPU takes tens to hundreds of microseconds to wake, so
  * with a core each we poll for a millisecond. When ranks outnumber cores,
- * polling steals the time of the rank we wait for, so we yield at once. */
+ * polling steals the time of the rank we wait for, so we yield at once:
+ * ranks on this machine's cores, whether or not NCCL_HOSTID or network
+ * namespaces make them other hosts. */
 static int64_t default_spin_ns(const chorus_topo *t) {
   int64_t us = chorus_param_int(CHORUS_P_SPIN_US);
   if (us != CHORUS_AUTO) return us * 1000;
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return (cpus > 0 && t->nlocal > cpus) ? 0 : 1000000;
+  return (cpus > 0 && t->nmachine > cpus) ? 0 : 1000000;
 }
 
 static void fill_coll_comm(ncclComm_t comm) {

@@ -33,13 +33,17 @@ static void file_id(const char *path, uint64_t out[2]) {
   }
 }
 
-static uint64_t host_hash(void) {
-  const char *id = chorus_param_str(CHORUS_P_HOSTID);
-  if (id && *id) return chorus_hash64(id, strlen(id), 1);
+static uint64_t machine_hash(void) {
   char buf[512];
   int n = snprintf(buf, sizeof buf, "%s|", chorus_log_hostname());
   read_first_line("/proc/sys/kernel/random/boot_id", buf + n, sizeof buf - (size_t)n);
-  uint64_t h = chorus_hash64(buf, strlen(buf), 1);
+  return chorus_hash64(buf, strlen(buf), 1);
+}
+
+static uint64_t host_hash(void) {
+  const char *id = chorus_param_str(CHORUS_P_HOSTID);
+  if (id && *id) return chorus_hash64(id, strlen(id), 1);
+  uint64_t h = machine_hash();
   /* The network namespace (addresses) and the /dev/shm mount (shared
    * memory): processes that differ in either cannot use the shortcuts of a
    * shared host. The mount namespace itself is not used: `ip netns exec`
@@ -53,6 +57,7 @@ static uint64_t host_hash(void) {
 ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device) {
   memset(me, 0, sizeof *me);
   me->host_hash = host_hash();
+  me->machine_hash = machine_hash();
   me->proc_hash = chorus_process_token();
   me->rank = rank;
   me->pid = (int32_t)getpid();
@@ -101,6 +106,7 @@ ncclResult_t chorus_topo_build(chorus_topo *t, chorus_rank_info *info, int nrank
   }
   chorus_free(first);
   t->nlocal = t->nlocal_of_host[t->host_of[rank]];
+  for (int r = 0; r < nranks; r++) t->nmachine += info[r].machine_hash == info[rank].machine_hash;
   t->local_ranks = chorus_calloc((size_t)t->nlocal, sizeof(int));
   if (!t->local_ranks) goto oom;
   for (int r = 0, i = 0; r < nranks; r++)

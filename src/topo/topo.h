@@ -21,6 +21,8 @@
 
 typedef struct chorus_rank_info {
   uint64_t host_hash;
+  uint64_t machine_hash; /* the machine whose CPUs it runs on: host name and boot, whatever
+                            NCCL_HOSTID and namespaces make of it */
   uint64_t proc_hash;
   int32_t rank;
   int32_t pid;
@@ -38,6 +40,7 @@ typedef struct chorus_topo {
   int *local_index;    /* index of each rank among the ranks of its host */
   int *nlocal_of_host; /* ranks per host */
   int nlocal;          /* ranks on this rank's host */
+  int nmachine;        /* ranks on this rank's machine (its CPUs), hosts or not */
   int *local_ranks;    /* those ranks, ascending */
 } chorus_topo;
 
