@@ -27,7 +27,6 @@ or the template does, and running it twice gives the same file.
 Python 3.7+, standard library only.
 """
 import argparse
-import csv
 import difflib
 import os
 import re
@@ -339,20 +338,13 @@ def hosts_tables(args):
     """Per layout and collective of a hosts run (scripts/gpu_hosts_bench.sh):
     time and bus bandwidth of both libraries, and NCCL's time over ours."""
     path = args[0]
-    head, lines = {}, []
-    with open(os.path.join(REPO, path)) as f:
-        for line in f:
-            if line.startswith("#"):
-                k, _, v = line[1:].strip().partition(":")
-                head.setdefault(k.strip(), []).append(v.strip())
-            elif line.strip():
-                lines.append(line)
+    head, rows_all = read(path)
     out = wrap("Run `%s`: %s, %s; %s. %s." % (
         path, "; ".join(head.get("machine", ["?"])), "; ".join(head.get("date", ["?"])),
         "; ".join(head.get("reference", ["?"])), "; ".join(head.get("probe", []))))
     out.append("")
     runs = {}
-    for r in csv.DictReader(lines):
+    for r in rows_all:
         runs.setdefault((r["layout"], r["collective"]), []).append(r)
     for (layout, coll), rows in runs.items():
         out.append("**%s, %s hosts x GPUs** (us; bus GB/s; NCCL's time over Chorus's, "
@@ -360,12 +352,12 @@ def hosts_tables(args):
         out.append("")
         body = []
         for r in rows:
-            b = int(r["bytes"])
+            b = r["bytes"]
             if b == 0:
                 continue
-            cu, nu = float(r["chorus_us"]), float(r["nccl_us"])
-            body.append([size_text(b), gpu_us(cu), gpu_bw(float(r["chorus_busbw"])), gpu_us(nu),
-                         gpu_bw(float(r["nccl_busbw"])), ratio_text(nu / cu if cu > 0 else None)])
+            cu, nu = r["chorus_us"], r["nccl_us"]
+            body.append([size_text(b), gpu_us(cu), gpu_bw(r["chorus_busbw"]), gpu_us(nu),
+                         gpu_bw(r["nccl_busbw"]), ratio_text(nu / cu if cu > 0 else None)])
         out += table(["size", "Chorus us", "GB/s", "NCCL us", "GB/s", "ratio"], body,
                      ["---:"] * 6)
         out.append("")

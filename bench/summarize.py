@@ -309,7 +309,7 @@ def read_csv(path):
     rows = []
     for r in csv.DictReader(lines):
         for k, v in r.items():
-            if k in ("collective", "mode", "wrong", "failed"):
+            if k in ("collective", "mode", "wrong", "failed", "layout"):
                 continue
             r[k] = None if v == "" else (int(v) if k in ("bytes", "ranks") else float(v))
         rows.append(r)

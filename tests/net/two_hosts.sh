@@ -10,32 +10,14 @@
 set -u
 per=$1
 shift
-tag=c$$
-nsa=$tag-a nsb=$tag-b
-skip() { echo "SKIP: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
-cleanup() {
-  for p in ${pids:-}; do kill -9 "$p" 2>/dev/null; done
-  ip netns del "$nsa" 2>/dev/null
-  ip netns del "$nsb" 2>/dev/null
-}
-trap cleanup EXIT
-ip netns add "$nsa" 2>/dev/null || skip "cannot create a network namespace (ip netns add failed)"
-ip netns add "$nsb" || skip "cannot create a second network namespace"
-ip link add "v$tag" type veth peer name "w$tag" 2>/dev/null || skip "cannot create a veth pair"
-ip link set "v$tag" netns "$nsa" && ip link set "w$tag" netns "$nsb" || skip "cannot move veth ends"
-ip -n "$nsa" addr add 10.231.7.1/24 dev "v$tag"
-ip -n "$nsb" addr add 10.231.7.2/24 dev "w$tag"
-for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up; done
-ip -n "$nsa" link set "v$tag" up
-ip -n "$nsb" link set "w$tag" up
+. "$(dirname "$0")/netns_lib.sh"
+make_two_hosts "c$$" 10.231.7
 port=$((20000 + $$ % 20000))
 world=$((2 * per))
 logdir=$(mktemp -d)
 pids=""
 for r in $(seq 0 $((world - 1))); do
-  if [ "$r" -lt "$per" ]; then ns=$nsa ifn="v$tag"; else ns=$nsb ifn="w$tag"; fi
+  if [ "$r" -lt "$per" ]; then ns=$nsa ifn=$ifa; else ns=$nsb ifn=$ifb; fi
   ip netns exec "$ns" env RANK=$r WORLD_SIZE=$world NCCL_COMM_ID=10.231.7.1:$port \
     NCCL_SOCKET_IFNAME="$ifn" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
     timeout 240 "$@" > "$logdir/$r.log" 2>&1 &
