@@ -2,7 +2,7 @@
 # gpu.sh - what the GPU machine is for, in one call: build with CUDA into
 # build-gpu (60-70 s from scratch on 4xH100), then
 #   check: the GPU matrix, tests/gpu/checks.tsv, through CTest (ctest -L gpu
-#          in build-gpu). Its 181 checks took 295 + 279 s on 4xH100 as two
+#          in build-gpu). Its first 181 checks took 295 + 279 s on 4xH100 as two
 #          calls, build included: CHECK_SHARD=1/2, then CHECK_SHARD=2/2
 #          (ctest -I i,,n; the tests are ordered so that shards balance).
 #          CHECKS=regex runs the tests whose names match (ctest -R).
