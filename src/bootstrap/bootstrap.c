@@ -285,8 +285,17 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
      * moment. */
     const ncclResult_t heard = serve_until(bs, chorus_now_ns() + HEAR_NS);
     if (heard != ncclInProgress) return heard;
-    return chorus_error(res, "bootstrap: cannot connect to rank %d at %s for %s: %s", peer,
-                        chorus_sock_str(&bs->addrs[peer], a, sizeof a), what, err);
+    /* One of the two on loopback and the other not: they are on different
+     * hosts (or both would have chosen loopback), and the one on loopback
+     * cannot be reached. Said first: a message passed on may be cut. */
+    static const char lo[] = " (loopback: other hosts cannot reach it; set NCCL_SOCKET_IFNAME)";
+    const int peer_lo = chorus_sock_is_loopback(&bs->addrs[peer]),
+              me_lo = chorus_sock_is_loopback(&bs->listen_addr);
+    char mine[CHORUS_ADDR_STRLEN];
+    return chorus_error(
+        res, "bootstrap: rank %d at %s%s cannot connect to rank %d at %s%s for %s: %s", bs->rank,
+        chorus_sock_str(&bs->listen_addr, mine, sizeof mine), me_lo && !peer_lo ? lo : "", peer,
+        chorus_sock_str(&bs->addrs[peer], a, sizeof a), peer_lo && !me_lo ? lo : "", what, err);
   }
   return ncclSuccess;
 }

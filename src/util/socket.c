@@ -24,6 +24,12 @@ socklen_t chorus_sock_len(const chorus_sockaddr *a) {
   return a->sa.sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
 }
 
+int chorus_sock_is_loopback(const chorus_sockaddr *a) {
+  if (a->sa.sa_family == AF_INET) return (ntohl(a->sin.sin_addr.s_addr) >> 24) == 127;
+  if (a->sa.sa_family == AF_INET6) return IN6_IS_ADDR_LOOPBACK(&a->sin6.sin6_addr);
+  return 0;
+}
+
 int chorus_sock_port(const chorus_sockaddr *a) {
   return ntohs(a->sa.sa_family == AF_INET6 ? a->sin6.sin6_port : a->sin.sin_port);
 }

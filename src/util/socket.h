@@ -40,6 +40,8 @@ int chorus_sock_ifname_allowed(const char *spec, const char *name);
 /* "1.2.3.4:5678" or "[::1]:5678". */
 const char *chorus_sock_str(const chorus_sockaddr *addr, char *buf, size_t len);
 socklen_t chorus_sock_len(const chorus_sockaddr *addr);
+/* Whether addr is a loopback address (127.0.0.0/8, ::1). */
+int chorus_sock_is_loopback(const chorus_sockaddr *addr);
 int chorus_sock_port(const chorus_sockaddr *addr);
 void chorus_sock_set_port(chorus_sockaddr *addr, int port);
 

@@ -10,7 +10,7 @@
 set -u
 mode=$1 prog=$2
 . "$(dirname "$0")/netns_lib.sh"
-make_two_hosts "f$$" 10.231.8
+make_two_hosts "f$$" 8
 port=$((20000 + $$ % 20000))
 logdir=$(mktemp -d)
 ready=$logdir/ready

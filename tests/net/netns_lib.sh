@@ -4,9 +4,10 @@
 # the namespaces the test makes; they are removed on exit, and only the
 # processes the test started (in $pids) are killed.
 #
-# make_two_hosts PREFIX SUBNET: namespaces $nsa and $nsb, veth ends
-# $ifa (SUBNET.1, in $nsa) and $ifb (SUBNET.2, in $nsb), loopback up; the
-# test skips (exit 77) with the reason where the machine does not allow it.
+# make_two_hosts PREFIX N: namespaces $nsa and $nsb, veth ends $ifa (in
+# $nsa: 10.231.N.1 and fd42:231:N::1) and $ifb (in $nsb: .2 and ::2),
+# loopback up; the test skips (exit 77) with the reason where the machine
+# does not allow it.
 
 skip() { echo "SKIP: $*"; exit 77; }
 
@@ -18,7 +19,7 @@ netns_cleanup() {
 }
 
 make_two_hosts() {
-  local tag=$1 net=$2
+  local tag=$1 n=$2
   nsa=$tag-a nsb=$tag-b ifa=v$tag ifb=w$tag
   [ "$(id -u)" = 0 ] || skip "needs root to create network namespaces"
   command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
@@ -27,8 +28,10 @@ make_two_hosts() {
   ip netns add "$nsb" || skip "cannot create a second network namespace"
   ip link add "$ifa" type veth peer name "$ifb" 2>/dev/null || skip "cannot create a veth pair"
   ip link set "$ifa" netns "$nsa" && ip link set "$ifb" netns "$nsb" || skip "cannot move veth ends"
-  ip -n "$nsa" addr add "$net.1/24" dev "$ifa"
-  ip -n "$nsb" addr add "$net.2/24" dev "$ifb"
+  ip -n "$nsa" addr add "10.231.$n.1/24" dev "$ifa"
+  ip -n "$nsb" addr add "10.231.$n.2/24" dev "$ifb"
+  ip -n "$nsa" -6 addr add "fd42:231:$n::1/64" dev "$ifa" nodad 2>/dev/null
+  ip -n "$nsb" -6 addr add "fd42:231:$n::2/64" dev "$ifb" nodad 2>/dev/null
   for ns in "$nsa" "$nsb"; do ip -n "$ns" link set lo up; done
   ip -n "$nsa" link set "$ifa" up
   ip -n "$nsb" link set "$ifb" up

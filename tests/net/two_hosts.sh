@@ -4,22 +4,28 @@
 # TCP over the veth. All traffic stays inside the namespaces this script
 # creates; it removes them on exit and kills only the processes it started.
 # Exits 77 (skip) with the reason when the machine does not allow it.
-# usage: two_hosts.sh <ranks per host> <program> [args...]
+# usage: two_hosts.sh [-6] <ranks per host> <program> [args...]
 #   The program is started once per rank with RANK, WORLD_SIZE, NCCL_COMM_ID
-#   and NCCL_SOCKET_IFNAME set.
+#   and NCCL_SOCKET_IFNAME set; -6: over IPv6 (NCCL_SOCKET_FAMILY=AF_INET6,
+#   the rendezvous at [fd42:231:7::1]), checked in the ranks' bootstrap lines.
 set -u
+v6=0
+[ "${1:-}" = -6 ] && { v6=1; shift; }
 per=$1
 shift
 . "$(dirname "$0")/netns_lib.sh"
-make_two_hosts "c$$" 10.231.7
+make_two_hosts "c$$" 7
+root=10.231.7.1 family=AF_INET
+[ $v6 = 1 ] && root="[fd42:231:7::1]" family=AF_INET6
 port=$((20000 + $$ % 20000))
 world=$((2 * per))
 logdir=$(mktemp -d)
 pids=""
 for r in $(seq 0 $((world - 1))); do
   if [ "$r" -lt "$per" ]; then ns=$nsa ifn=$ifa; else ns=$nsb ifn=$ifb; fi
-  ip netns exec "$ns" env RANK=$r WORLD_SIZE=$world NCCL_COMM_ID=10.231.7.1:$port \
-    NCCL_SOCKET_IFNAME="$ifn" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT \
+  ip netns exec "$ns" env RANK=$r WORLD_SIZE=$world NCCL_COMM_ID="$root:$port" \
+    NCCL_SOCKET_IFNAME="$ifn" NCCL_SOCKET_FAMILY=$family NCCL_DEBUG=INFO \
+    NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP \
     timeout 240 "$@" > "$logdir/$r.log" 2>&1 &
   pids="$pids $!"
 done
@@ -31,6 +37,10 @@ for r in $(seq 0 $((world - 1))); do
   # Each rank reaches its own host over SHM (itself included) and the other over NET.
   grep -q "rank $r: $per peer(s) over SHM, $per over NET" "$logdir/$r.log" ||
     { echo "rank $r did not use SHM within and NET across hosts:"; grep "peer(s)" "$logdir/$r.log"; fail=1; }
+  if [ $v6 = 1 ]; then
+    grep -q "rank $r of $world listening on \[fd42:231:7::" "$logdir/$r.log" ||
+      { echo "rank $r did not listen on IPv6:"; grep "listening" "$logdir/$r.log"; fail=1; }
+  fi
 done
 rm -rf "$logdir"
 [ $fail = 0 ] && echo "PASS: $world ranks on 2 namespace hosts" || echo "FAIL"
