@@ -308,6 +308,8 @@ def main():
     ap.add_argument("--gpu-kills", type=int, default=100)
     ap.add_argument("--gpu-mismatches", type=int, default=100)
     ap.add_argument("--fuzzers")
+    ap.add_argument("--netplug", help="a network plugin (.so, e.g. build/tests/netplug/"
+                    "libnccl-net-loop8.so): kills across hosts over it")
     ap.add_argument("--badtable")
     ap.add_argument("--kills", type=int, default=1000)
     ap.add_argument("--stops", type=int, default=40)
@@ -345,6 +347,13 @@ def main():
     k = Tally("kill-hosts", "SIGKILL, 4 ranks on 2 hosts")
     trial_class(args, k, "kill", lambda i: 4, dict(quick, TRIAL_HOSTS=2), args.kills // 3)
     tallies.append(k)
+    if args.netplug:
+        k = Tally("kill-netplug", "SIGKILL, 4 ranks on 2 hosts joined by a network plugin (%s)"
+                  % os.path.basename(args.netplug))
+        trial_class(args, k, "kill", lambda i: 4,
+                    dict(quick, TRIAL_HOSTS=2, NCCL_NET_PLUGIN=os.path.abspath(args.netplug)),
+                    max(1, args.kills // 10))
+        tallies.append(k)
     k = Tally("kill-threads", "SIGKILL of a process of 2 ranks (threads), 3-4 ranks, shared "
               "memory and TCP")
     trial_class(args, k, "kill", lambda i: 3 + i % 2,
@@ -413,7 +422,7 @@ def main():
         "What `scripts/campaign.py` measured, on %s (%d cores), commit %s, %s, in %.0f s. "
         "Regenerate with `python3 scripts/campaign.py --trial build/tests/campaign/campaign_trial "
         "--mismatch build/tests/coll/test_mismatch --badtable build/tests/coll/test_badtable "
-        "--fuzzers build-fuzz/tests/fuzz`."
+        "--fuzzers build-fuzz/tests/fuzz --netplug build/tests/netplug/libnccl-net-loop8.so`."
         % (socket.gethostname(), os.cpu_count(), commit,
            datetime.date.today().isoformat(), took),
         "",
