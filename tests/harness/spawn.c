@@ -287,3 +287,20 @@ int harness_spawn_ex(harness_mode mode, int nranks, const char *name, const char
                                        : spawn_procs(c, nranks, id, param ? param : "", timeout_s);
   return failed + clean_state_check(fds_before, host_before);
 }
+
+int harness_join_env(const char *who, int *rank, int *nranks, ncclComm_t *comm) {
+  const char *rs = getenv("RANK"), *ns = getenv("WORLD_SIZE");
+  if (!rs || !ns || !getenv("NCCL_COMM_ID")) {
+    fprintf(stderr, "%s: set RANK, WORLD_SIZE and NCCL_COMM_ID\n", who);
+    return 2;
+  }
+  *rank = atoi(rs);
+  *nranks = atoi(ns);
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess ||
+      ncclCommInitRank(comm, *nranks, id, *rank) != ncclSuccess) {
+    fprintf(stderr, "rank %d: init failed: %s\n", *rank, ncclGetLastError(NULL));
+    return 1;
+  }
+  return 0;
+}

@@ -40,6 +40,12 @@ int harness_spawn(harness_mode mode, int nranks, const char *name, const char *p
 int harness_spawn_ex(harness_mode mode, int nranks, const char *name, const char *param,
                      int timeout_s, int make_id);
 
+/* A rank of a job whose launcher set RANK, WORLD_SIZE and NCCL_COMM_ID
+ * (rank 0 hosts the rendezvous there): its communicator. 2 when one is
+ * missing (a usage line naming `who` on stderr), 1 when the init fails
+ * ("rank R: init failed: ..." on stderr), else 0. */
+int harness_join_env(const char *who, int *rank, int *nranks, ncclComm_t *comm);
+
 /* Printf-style progress line, prefixed with the rank, to stderr. */
 void harness_log(int rank, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

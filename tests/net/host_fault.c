@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "nccl.h"
+#include "spawn.h"
 
 #define COUNT    65536
 #define LOOP_S   120.0
@@ -63,21 +64,16 @@ static int check_shrunk(int rank, ncclComm_t old, int lost_from, int nranks, flo
 }
 
 int main(void) {
-  const char *rs = getenv("RANK"), *ns = getenv("WORLD_SIZE"), *ls = getenv("LOST_FROM");
-  const char *ready = getenv("READY_FILE");
-  if (!rs || !ns || !ls || !ready || !getenv("NCCL_COMM_ID")) {
-    fprintf(stderr, "host_fault: set RANK, WORLD_SIZE, LOST_FROM, READY_FILE, NCCL_COMM_ID\n");
+  const char *ls = getenv("LOST_FROM"), *ready = getenv("READY_FILE");
+  if (!ls || !ready) {
+    fprintf(stderr, "host_fault: set LOST_FROM and READY_FILE\n");
     return 2;
   }
-  const int rank = atoi(rs), nranks = atoi(ns), lost_from = atoi(ls);
-  const int survivor = rank < lost_from;
-  ncclUniqueId id;
+  int rank, nranks;
   ncclComm_t comm;
-  if (ncclGetUniqueId(&id) != ncclSuccess ||
-      ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
-    fprintf(stderr, "rank %d: init failed: %s\n", rank, ncclGetLastError(NULL));
-    return 1;
-  }
+  const int joined = harness_join_env("host_fault", &rank, &nranks, &comm);
+  if (joined != 0) return joined;
+  const int lost_from = atoi(ls), survivor = rank < lost_from;
   float *buf = malloc(COUNT * sizeof *buf);
   for (int i = 0; i < COUNT; i++) buf[i] = 1.0f;
   const double start = now_s();

@@ -10,21 +10,13 @@
 
 #include "nccl.h"
 #include "ref.h"
+#include "spawn.h"
 
 int main(void) {
-  const char *rs = getenv("RANK"), *ns = getenv("WORLD_SIZE");
-  if (!rs || !ns || !getenv("NCCL_COMM_ID")) {
-    fprintf(stderr, "net_rank: set RANK, WORLD_SIZE and NCCL_COMM_ID\n");
-    return 2;
-  }
-  int rank = atoi(rs), nranks = atoi(ns);
-  ncclUniqueId id;
+  int rank, nranks;
   ncclComm_t comm;
-  if (ncclGetUniqueId(&id) != ncclSuccess ||
-      ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
-    fprintf(stderr, "rank %d: init failed: %s\n", rank, ncclGetLastError(NULL));
-    return 1;
-  }
+  const int joined = harness_join_env("net_rank", &rank, &nranks, &comm);
+  if (joined != 0) return joined;
   static const size_t counts[] = {1, 1031, 200003};
   size_t maxc = 200003;
   unsigned char *send = malloc(maxc * 8), *recv = malloc(maxc * 8);

@@ -3,8 +3,9 @@
  *
  * Hosts are numbered by their first rank and each rank gets its index
  * among its host's ranks, checked against a direct quadratic count on
- * random layouts (up to 4096 ranks, interleaved hosts); and the words that
- * name a lost peer's host list its ranks as ranges.
+ * random layouts (up to 4096 ranks, interleaved hosts); ranks on one
+ * machine are counted whatever their hosts; and the words that name a
+ * lost peer's host list its ranks as ranges.
  */
 #include <string.h>
 
@@ -84,8 +85,28 @@ static void host_words(void) {
   chorus_topo_free(&t);
 }
 
+/* Ranks made hosts of their own (NCCL_HOSTID, namespaces) still share the
+ * machine's cores: nmachine counts them by machine, not by host. */
+static void machine(void) {
+  const int n = 5;
+  chorus_rank_info *info = chorus_calloc(n, sizeof *info);
+  REQUIRE(info);
+  const uint64_t host[5] = {1, 2, 3, 4, 5}, mach[5] = {7, 7, 7, 8, 7};
+  for (int r = 0; r < n; r++) {
+    info[r].host_hash = host[r];
+    info[r].machine_hash = mach[r];
+  }
+  chorus_topo t;
+  REQUIRE(chorus_topo_build(&t, info, n, 0) == ncclSuccess);
+  EXPECT_EQ_INT(t.nhosts, 5);
+  EXPECT_EQ_INT(t.nlocal, 1);
+  EXPECT_EQ_INT(t.nmachine, 4);
+  chorus_topo_free(&t);
+}
+
 int main(void) {
   RUN(layouts);
+  RUN(machine);
   RUN(host_words);
   return unit_report();
 }
