@@ -30,6 +30,20 @@ typedef struct chorus_exec_queue {
   ncclResult_t result;
 } chorus_exec_queue;
 
+/* Appends op (prepared: op->concurrent set) to q: a collective after q's
+ * last collective, a point-to-point call beside the others. tail[0] and
+ * tail[1] keep the last of each (NULL for an empty queue). */
+static inline void chorus_exec_queue_push(chorus_exec_queue *q, chorus_op *tail[2], chorus_op *op) {
+  chorus_op **t = &tail[op->concurrent];
+  if (*t)
+    (*t)->next_op = op;
+  else if (op->concurrent)
+    q->p2p = op;
+  else
+    q->head = op;
+  *t = op;
+}
+
 /* Runs every queue to completion or failure; returns the first error. */
 ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq);
 

@@ -111,14 +111,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
       res = pres;
       continue;
     }
-    chorus_op **tail = &tails[2 * i + op->concurrent];
-    if (*tail)
-      (*tail)->next_op = op;
-    else if (op->concurrent)
-      qs[i].p2p = op;
-    else
-      qs[i].head = op;
-    *tail = op;
+    chorus_exec_queue_push(&qs[i], &tails[2 * i], op);
   }
   if (res == ncclSuccess && ng) res = run_gpu_ops(gpu, ng);
   if (res == ncclSuccess) {

@@ -82,23 +82,14 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   return ncclSuccess;
 }
 
-/* The parts of a communicator across hosts (hier.c) stop with it: first
- * their waits end (any thread may be in one), then, once the calls have
- * drained (`why` set), their peers learn why. */
-static void abort_parts(ncclComm_t comm, const char *why) {
-  ncclComm_t parts[1 + CHORUS_PROXY_LANES] = {comm->part_local};
-  for (int k = 0; k < comm->nlanes; k++) parts[1 + k] = comm->part_cross[k];
-  for (int i = 0; i < 1 + comm->nlanes; i++) {
-    ncclComm_t c = parts[i];
-    if (!c) continue;
-    if (!why) {
-      __atomic_store_n(&c->abort_flag, 1, __ATOMIC_SEQ_CST);
-      chorus_gpu_abort(c->cc.gpu);
-      continue;
-    }
-    chorus_gpu_tell_aborted(c->cc.gpu);
-    if (c->conns) chorus_exec_fail_comm(&c->cc, ncclRemoteError, why);
-  }
+/* A communicator and its parts across hosts (hier.c), which stop with
+ * it: the number of them in out[]. */
+static int with_parts(ncclComm_t comm, ncclComm_t out[1 + 1 + CHORUS_PROXY_LANES]) {
+  int n = 0;
+  out[n++] = comm;
+  if (comm->part_local) out[n++] = comm->part_local;
+  for (int k = 0; k < comm->nlanes; k++) out[n++] = comm->part_cross[k];
+  return n;
 }
 
 NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
@@ -106,17 +97,23 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   CHECK(chorus_comm_check(comm, "ncclCommAbort"));
   CHECK(leave_groups(comm, "ncclCommAbort"));
   chorus_log_ctx old = chorus_comm_enter(comm);
-  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_SEQ_CST); /* see chorus_comm_enter_call */
-  chorus_gpu_abort(comm->cc.gpu);
-  chorus_proxy_abort(comm->cc.proxy);
-  abort_parts(comm, NULL);
+  ncclComm_t all[1 + 1 + CHORUS_PROXY_LANES];
+  const int n = with_parts(comm, all);
+  /* First every wait ends (any thread may be in one)... */
+  for (int i = 0; i < n; i++) {
+    __atomic_store_n(&all[i]->abort_flag, 1, __ATOMIC_SEQ_CST); /* see chorus_comm_enter_call */
+    chorus_gpu_abort(all[i]->cc.gpu);
+    chorus_proxy_abort(all[i]->cc.proxy);
+  }
   chorus_comm_join(comm);
   drain(comm);
+  /* ...then, the calls drained, the peers learn why. */
   char why[64];
   snprintf(why, sizeof why, "rank %d called ncclCommAbort", comm->rank);
-  abort_parts(comm, why);
-  chorus_gpu_tell_aborted(comm->cc.gpu);
-  if (comm->conns) chorus_exec_fail_comm(&comm->cc, ncclRemoteError, why);
+  for (int i = n - 1; i >= 0; i--) {
+    chorus_gpu_tell_aborted(all[i]->cc.gpu);
+    if (all[i]->conns) chorus_exec_fail_comm(&all[i]->cc, ncclRemoteError, why);
+  }
   INFO(CHORUS_INIT, "comm %p rank %d aborted", (void *)comm, comm->rank);
   chorus_log_ctx_set(old);
   chorus_comm_free(comm);
