@@ -51,7 +51,9 @@ static void stale_names_swept(void) {
   REQUIRE(fd1 >= 0 && fd2 >= 0);
   close(fd1);
   close(fd2);
-  EXPECT(chorus_shm_sweep_stale() >= 1);
+  /* What counts is that the dead name is gone: a test beside this one
+   * that sweeps too may have taken it first. */
+  (void)chorus_shm_sweep_stale();
   char p1[128], p2[128];
   snprintf(p1, sizeof p1, "/dev/shm%s", dead);
   snprintf(p2, sizeof p2, "/dev/shm%s", live);
