@@ -41,6 +41,11 @@ int chorus_dev_bus_id(int device, char *out, size_t len);
 /* Zeroed device memory on the current device. */
 int chorus_dev_alloc(size_t bytes, void **out);
 int chorus_dev_free(void *p);
+/* Device memory on the current device, not zeroed, made and freed while
+ * this thread may be capturing a stream (relaxed mode: nothing is queued):
+ * scratch between the steps of a call. */
+int chorus_dev_scratch_alloc(size_t bytes, void **out);
+int chorus_dev_scratch_free(void *p);
 /* ncclMemAlloc's device memory (vmm.cu): on the current device, through
  * cuMem, exportable as a POSIX file descriptor where the driver allows,
  * readable and writable from every device with peer access to it; size
@@ -103,6 +108,10 @@ int chorus_dev_stream_wait(void *waiter, void *waited);
  * this process, as the stream's GPU reaches it) on stream: the copy
  * engine, cudaMemcpyAsync. */
 int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *stream);
+/* The same for `rows` rows of `width` bytes, dst_pitch and src_pitch
+ * bytes apart (cudaMemcpy2DAsync). */
+int chorus_dev_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                         size_t width, size_t rows, void *stream);
 /* Copies bytes of host memory to dst (device memory of any GPU of this
  * process, as the current device reaches it) on a stream of its own that
  * waits for nothing else, and waits for the copy: for words that other

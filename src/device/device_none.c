@@ -48,6 +48,12 @@ int chorus_dev_alloc(size_t bytes, void **out) {
 int chorus_dev_free(void *p) {
   return p ? -1 : 0;
 }
+int chorus_dev_scratch_alloc(size_t bytes, void **out) {
+  return chorus_dev_alloc(bytes, out);
+}
+int chorus_dev_scratch_free(void *p) {
+  return chorus_dev_free(p);
+}
 int chorus_dev_host_alloc(size_t bytes, void **host, void **dev) {
   (void)bytes;
   *host = *dev = NULL;
@@ -120,6 +126,11 @@ int chorus_dev_stream_wait(void *waiter, void *waited) {
 }
 int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *stream) {
   (void)dst, (void)src, (void)bytes, (void)stream;
+  return chorus_dev_fail(1, "copying on a GPU: built without CUDA");
+}
+int chorus_dev_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                         size_t width, size_t rows, void *stream) {
+  (void)dst, (void)dst_pitch, (void)src, (void)src_pitch, (void)width, (void)rows, (void)stream;
   return chorus_dev_fail(1, "copying on a GPU: built without CUDA");
 }
 int chorus_dev_put(void *dst, const void *src, size_t bytes) {

@@ -147,6 +147,22 @@ extern "C" int chorus_dev_host_free(void *host) {
   return 0;
 }
 
+extern "C" int chorus_dev_scratch_alloc(size_t bytes, void **out) {
+  relaxed_capture relaxed;
+  *out = NULL;
+  if (chorus_dev_fault_due())
+    return fail(cudaErrorMemoryAllocation, "cudaMalloc(%zu bytes), failed by CHORUS_FAULT_DEVICE",
+                bytes);
+  TRY(cudaMalloc(out, bytes), "cudaMalloc(%zu bytes)", bytes);
+  return 0;
+}
+
+extern "C" int chorus_dev_scratch_free(void *p) {
+  relaxed_capture relaxed;
+  if (p) TRY(cudaFree(p), "cudaFree");
+  return 0;
+}
+
 extern "C" int chorus_dev_can_reach(const char *bus_id) {
   int me = -1, d = -1, can = 0;
   if (cudaGetDevice(&me) != cudaSuccess || cudaDeviceGetByPCIBusId(&d, bus_id) != cudaSuccess) {
@@ -271,6 +287,14 @@ extern "C" int chorus_dev_stream_wait(void *waiter, void *waited) {
 extern "C" int chorus_dev_copy(void *dst, const void *src, size_t bytes, void *stream) {
   TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)stream),
       "cudaMemcpyAsync(%p, %p, %zu bytes)", dst, src, bytes);
+  return 0;
+}
+
+extern "C" int chorus_dev_copy_rows(void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                                    size_t width, size_t rows, void *stream) {
+  TRY(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault,
+                        (cudaStream_t)stream),
+      "cudaMemcpy2DAsync(%p, %p, %zu x %zu bytes)", dst, src, rows, width);
   return 0;
 }
 
