@@ -145,6 +145,63 @@ static uint32_t assumed(void *arg, const chorus_plan_call *c, uint32_t want) {
   return want & *(const uint32_t *)arg;
 }
 
+/* The host call that carries a GPU call across hosts (gpu/proxy.c): the
+ * whole call on every rank (staged), or one block per place across the
+ * hosts (hier); the host's planner chooses its algorithm. */
+static int across_hosts(const chorus_plan_comm *gpu, const chorus_plan_call *call, int algo,
+                        uint64_t size) {
+  const int hier = algo == CHORUS_ALGO_HIER, nhosts = gpu->env.nhosts, L = gpu->nlocal;
+  chorus_plan_comm h;
+  memset(&h, 0, sizeof h);
+  h.env =
+      (chorus_cost_env){CHORUS_BACKEND_HOST,         hier ? nhosts : gpu->env.nranks, nhosts, 0, 0,
+                        chorus_comm_slot_bytes(NULL)};
+  char err[320];
+  if (chorus_plan_comm_settings(&h, err, sizeof err) != 0) {
+    printf("error: %s\n", err);
+    return 1;
+  }
+  chorus_plan_unbind_foreign(&h);
+  chorus_plan_call k = *call;
+  k.comm = &h;
+  uint64_t step = size;
+  if (hier) {
+    if (call->func == CHORUS_FUNC_ALLREDUCE) {
+      k.count = call->count / (size_t)L;
+      step = k.count * call->esize;
+      printf("steps: ReduceScatter among each host's %d GPUs (kernels); AllReduce of each GPU's "
+             "block with its place on the other hosts (a host call, cut across up to %lld "
+             "lanes); AllGather among the host's GPUs\n",
+             L, (long long)chorus_param_int(CHORUS_P_GPU_HIER_LANES));
+    } else {
+      step = (uint64_t)call->count * call->esize * (uint64_t)nhosts;
+      const int ag = call->func == CHORUS_FUNC_ALLGATHER;
+      const char *local = ag ? "one AllGather per host among the host's GPUs (kernels)"
+                             : "one ReduceScatter per host among the host's GPUs (kernels)";
+      const char *cross = ag ? "AllGather" : "ReduceScatter";
+      printf("steps: %s%s with the same place on every other host (a host call, cut across up to "
+             "%lld lanes)%s%s\n",
+             ag ? "" : local, ag ? cross : ", then a ReduceScatter",
+             (long long)chorus_param_int(CHORUS_P_GPU_HIER_LANES), ag ? ", then " : "",
+             ag ? local : "");
+    }
+  } else {
+    printf("the whole call copied to pinned host memory, run as a host call on %d ranks, copied "
+           "back\n",
+           gpu->env.nranks);
+  }
+  char sz[32];
+  chorus_size_print(step, sz, sizeof sz);
+  char text[4096];
+  chorus_explain ex = {text, sizeof text, 0};
+  chorus_task t;
+  printf("the host call across hosts (%s on %d ranks):\n", sz, h.env.nranks);
+  const int rc = chorus_plan_choose(&k, NULL, 0, 0, &t, &ex, err, sizeof err);
+  fputs(text, stdout);
+  if (rc != 0) printf("error: %s\n", err);
+  return rc != 0;
+}
+
 static int explain(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: chorus_info --explain FUNC SIZE [--ranks N] [--gpu|--host] "
@@ -208,6 +265,11 @@ static int explain(int argc, char **argv) {
     chorus_gpu_settings_plan(&st, &c);
     c.one_process = one_proc;
     c.staged = staged;
+    /* Across hosts: ranks placed host by host, as chorusrun --hosts,
+     * torchrun and mpirun by node place them. */
+    c.nlocal = nranks % nhosts == 0 && nranks / nhosts >= 2 ? nranks / nhosts : 0;
+    c.hosts_in_order = 1;
+    if (nhosts > 1) chorus_plan_unbind_foreign(&c);
     facts =
         (one_proc ? CHORUS_FACT_SEND_REACH | CHORUS_FACT_RECV_REACH | CHORUS_FACT_STREAM_OK : 0) |
         (windows ? CHORUS_FACT_SYM_WINDOWS : 0);
@@ -243,6 +305,8 @@ static int explain(int argc, char **argv) {
     printf("error: %s\n", err);
     return 1;
   }
+  if (t.algo == CHORUS_ALGO_HIER || t.algo == CHORUS_ALGO_STAGED)
+    return across_hosts(&c, &call, t.algo, size);
   const double us = chorus_cost_us(func, t.algo, t.proto, size, &c.env);
   if (us >= 0) printf("modelled time: %.1f us\n", us);
   return 0;

@@ -56,6 +56,17 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
      "cudaMemcpyAsync between the ranks' buffers, joined by events; no kernel",
      {[CHORUS_BACKEND_GPU] = {F(BROADCAST) | F(ALLGATHER) | F(ALLTOALL) | F(SEND), P(SIMPLE),
                               NEED(RANKS2) | NEED(PEER_ACCESS) | NEED(ONE_PROC)}}},
+    {CHORUS_ALGO_HIER,
+     "hier",
+     "GPUs across hosts: steps among each host's GPUs in kernels around one step across "
+     "hosts, per place on the host (gpu/proxy.c)",
+     {[CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
+                              NEED(RANKS2) | NEED(HOSTS)}}},
+    {CHORUS_ALGO_STAGED,
+     "staged",
+     "GPUs across hosts: the whole call copied to pinned host memory, run as a host call, "
+     "copied back",
+     {[CHORUS_BACKEND_GPU] = {COLLS | F(SEND), P(SIMPLE), NEED(HOSTS)}}},
 };
 
 static const char *const proto_names[CHORUS_PROTO_COUNT] = {"LL", "LL128", "Simple"};

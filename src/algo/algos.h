@@ -41,6 +41,8 @@ typedef enum {
   CHORUS_ALGO_RD,       /* AllReduce: recursive doubling, log2(n) pairwise exchanges */
   CHORUS_ALGO_ZEROCOPY, /* GPU kernels read and write the peers' own buffers */
   CHORUS_ALGO_CE,       /* cudaMemcpyAsync between the ranks' buffers (copy engine) */
+  CHORUS_ALGO_HIER,     /* GPUs across hosts: kernels in each host, one step across hosts */
+  CHORUS_ALGO_STAGED,   /* GPUs across hosts: the whole call carried by the host */
   CHORUS_ALGO_COUNT
 } chorus_algo;
 
@@ -62,7 +64,9 @@ enum {
                                         symmetric windows) */
   CHORUS_NEED_ONE_PROC = 1u << 4,    /* GPU: every rank's call in one group of this process,
                                         on streams that are not being captured */
-  CHORUS_NEED_FITS_MSG = 1u << 5     /* host: the whole buffer fits one message slot */
+  CHORUS_NEED_FITS_MSG = 1u << 5,    /* host: the whole buffer fits one message slot */
+  CHORUS_NEED_HOSTS = 1u << 6        /* GPU: ranks on several hosts (a GPU algorithm without
+                                        it runs only among the GPUs of one host) */
 };
 
 typedef struct chorus_algo_backend {

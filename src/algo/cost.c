@@ -196,6 +196,9 @@ static double gpu_traffic(int func, int algo, double size, int n) {
  * FIFO chunks reach about 340 GB/s, the copy engine about 380. */
 static double gpu_us(int func, int algo, int proto, uint64_t size, const chorus_cost_env *e) {
   if (!chorus_algo_runs(algo, CHORUS_BACKEND_GPU, func)) return -1;
+  /* Across hosts the network decides, and its figures are not in this
+   * model: the rules' measured crossovers choose there. */
+  if (algo == CHORUS_ALGO_HIER || algo == CHORUS_ALGO_STAGED || e->nhosts > 1) return -1;
   const chorus_algo_info *a = chorus_algo_get(algo);
   if (proto == CHORUS_RULE_ANY)
     proto = (a->on[CHORUS_BACKEND_GPU].protos & CHORUS_PROTO_BIT(CHORUS_PROTO_LL)) &&

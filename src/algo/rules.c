@@ -35,6 +35,15 @@ static const chorus_rule host_rules[] = {
 /* GPUs: measured crossovers, first match wins (docs/PERFORMANCE.md has
  * the runs). */
 static const chorus_rule gpu_rules[] = {
+    /* Ranks on several hosts (only these two run there): AllReduce,
+     * AllGather and ReduceScatter from 64 KiB in steps, so that each byte
+     * crosses the network once per host and the copies to and from host
+     * memory shrink to one block per rank (AllReduce on 2 hosts x 2 GPUs,
+     * 4xH200: 2.0-2.7x NCCL's bus bandwidth from 8 MiB); everything else,
+     * and smaller calls, staged whole (one copy each way, one host call). */
+    {G, .funcs = F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), .algo = ALGO(HIER), .proto = ANY,
+     .min_hosts = 2, .lo = 64 * KB, .hi = INF},
+    {G, .funcs = CHORUS_FUNC_ALL, .algo = ALGO(STAGED), .proto = ANY, .min_hosts = 2, .hi = INF},
     /* Copy engine. Send/Recv from 8 MiB: below, joining two streams
      * (about 19 us) costs more than the kernels take (2xH200). Broadcast,
      * AllGather and AlltoAll on 2 GPUs from 64 MiB (1 GiB on 2xH200:
@@ -98,6 +107,7 @@ static const chorus_rule gpu_rules[] = {
     {G, .funcs = CHORUS_FUNC_ALL, .algo = ALGO(ONESHOT), .proto = ANY, .hi = INF},
     {G, .funcs = CHORUS_FUNC_ALL, .algo = ALGO(DIRECT), .proto = ANY, .hi = INF},
     {G, .funcs = CHORUS_FUNC_ALL, .algo = ALGO(ZEROCOPY), .proto = ANY, .hi = INF},
+    {G, .funcs = CHORUS_FUNC_ALL, .algo = ALGO(HIER), .proto = ANY, .hi = INF},
     {G, .funcs = CHORUS_FUNC_ALL, .algo = ALGO(CE), .proto = ANY, .hi = INF},
 };
 

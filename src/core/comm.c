@@ -375,6 +375,7 @@ static ncclResult_t plan_setup(ncclComm_t comm) {
   char err[256];
   if (chorus_plan_comm_settings(&cc->plan, err, sizeof err) != 0)
     return chorus_error(ncclInvalidUsage, "rank %d: %s", comm->rank, err);
+  if (comm->device >= 0 && comm->topo.nhosts > 1) chorus_plan_unbind_foreign(&cc->plan);
   if (comm->device < 0 && chorus_param_str(CHORUS_P_PROTO) && comm->rank == 0)
     INFO(CHORUS_TUNING | CHORUS_ENV,
          "NCCL_PROTO=%s: host communicators have one protocol (Simple); it does not apply",

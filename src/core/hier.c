@@ -58,7 +58,7 @@ ncclResult_t chorus_comm_build_parts(ncclComm_t comm) {
   const chorus_topo *t = &comm->topo;
   const int L = t->nlocal, H = t->nhosts, me = comm->rank;
   /* Ranks that read the shared settings differently would compose calls
-   * differently (CHORUS_GPU_HIER_BYTES, the rules). */
+   * differently (the rules, NCCL_ALGO, the lanes). */
   CHECK(chorus_gpu_agree_all(comm->bs, me, comm->nranks));
   for (int h = 0; h < H; h++)
     if (t->nlocal_of_host[h] != L) {

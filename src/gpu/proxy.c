@@ -30,6 +30,7 @@
 #include "device/kernels.h"
 #include "gpu/arena.h"
 #include "gpu/gpu.h"
+#include "plan/plan.h"
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
@@ -98,8 +99,16 @@ struct chorus_proxy {
    * `nlocal` on its host. */
   struct chorus_gpu *local;
   chorus_coll_comm *local_cc, *cross_cc[CHORUS_PROXY_LANES];
-  int place, nlocal, nlanes;
-  size_t hier_bytes; /* AllReduce from this size runs hierarchically (0: never) */
+  int place, nlocal, nhosts, nlanes;
+  /* The choice between hier and staged (algo/rules.c, NCCL_ALGO). */
+  chorus_plan_comm plan;
+  /* Device scratch between the steps of a hierarchical call: one for
+   * eager calls (grown after the last one finished), one per captured
+   * call (kept with the graph's batches until the communicator goes). */
+  void *scratch;
+  size_t scratch_cap;
+  void **kept_scratch;
+  int nkept_scratch, kept_scratch_cap;
   /* Lanes 1..nlanes-1: a thread each, running its share of a cut call on
    * its own cross-host part while the progress thread runs lane 0's. */
   struct lane {
@@ -133,18 +142,10 @@ static ncclResult_t run_calls(chorus_op *ops, int n) {
   ncclResult_t res = ncclSuccess;
   int prepared = 0;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
-    chorus_op *op = &ops[i];
-    res = chorus_coll_prepare(op);
+    res = chorus_coll_prepare(&ops[i]);
     if (res != ncclSuccess) break;
     prepared++;
-    chorus_op **t = &tail[op->concurrent];
-    if (*t)
-      (*t)->next_op = op;
-    else if (op->concurrent)
-      q.p2p = op;
-    else
-      q.head = op;
-    *t = op;
+    chorus_exec_queue_push(&q, tail, &ops[i]);
   }
   if (res == ncclSuccess) res = chorus_exec_run(&q, 1);
   for (int i = 0; i < prepared; i++) {
@@ -182,19 +183,32 @@ static void lane_share(size_t count, int k, int n, size_t *first, size_t *len) {
   *len = per + ((size_t)k < extra ? 1 : 0);
 }
 
+/* Where lane share [first, ...) of a cut call starts in its staged send
+ * and receive buffers, in elements. An AllReduce's share is one range of
+ * both. An AllGather's receive side and a ReduceScatter's send side hold
+ * one block per host; staged, they are laid out lane by lane (lane k's
+ * rows of every host together, copy_lane_rows), so each lane's call runs
+ * on contiguous memory. */
+static void lane_offsets(const chorus_op *whole, size_t first, size_t *soff, size_t *roff) {
+  const size_t h = (size_t)whole->cc->nranks;
+  *soff = whole->func == CHORUS_FUNC_REDUCESCATTER ? h * first : first;
+  *roff = whole->func == CHORUS_FUNC_ALLGATHER ? h * first : first;
+}
+
 /* Runs a cut call: share k of its elements on lane k's cross-host part,
  * lane 0's here, the others on their threads, all at once. */
 static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, int n) {
   chorus_op mine;
   pthread_mutex_lock(&px->lane_lock);
   for (int k = 0; k < n; k++) {
-    size_t first, len;
+    size_t first, len, soff, roff;
     lane_share(whole->count, k, n, &first, &len);
+    lane_offsets(whole, first, &soff, &roff);
     chorus_op o = *whole;
     o.cc = px->cross_cc[k];
     o.count = len;
-    o.sendbuff = (const char *)whole->sendbuff + first * whole->esize;
-    o.recvbuff = (char *)whole->recvbuff + first * whole->esize;
+    o.sendbuff = (const char *)whole->sendbuff + soff * whole->esize;
+    o.recvbuff = (char *)whole->recvbuff + roff * whole->esize;
     if (k == 0) {
       mine = o;
       continue;
@@ -427,6 +441,30 @@ static size_t stage_bytes(const chorus_op *op, int rank, int nranks, span *s) {
   return round_up(s->sbytes) + round_up(s->rbytes);
 }
 
+/* A cut AllGather's output or ReduceScatter's input (op: the call, on
+ * the device's buffer dev, laid out host by host) to or from its staging
+ * (laid out lane by lane, lane_offsets): each lane's rows move as one
+ * strided copy. */
+static int copy_lane_rows(const chorus_op *op, int lanes, char *dev, char *stage, int to_stage,
+                          void *stream) {
+  const size_t h = (size_t)op->cc->nranks, es = op->esize, pitch = op->count * es;
+  for (int k = 0; k < lanes; k++) {
+    size_t first, len;
+    lane_share(op->count, k, lanes, &first, &len);
+    if (!len) continue;
+    char *d = dev + first * es, *st = stage + h * first * es;
+    const int rc = to_stage ? chorus_dev_copy_rows(st, len * es, d, pitch, len * es, h, stream)
+                            : chorus_dev_copy_rows(d, pitch, st, len * es, len * es, h, stream);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+/* Is op's staged side `recv` (else send) laid out lane by lane? */
+static int lane_rows(const chorus_op *op, int lanes, int recv) {
+  return lanes > 1 && op->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
+}
+
 typedef struct copies {
   chorus_kern_copy *k; /* in the batch's staging: kernel copies, ins then outs */
   uint32_t nin, nk;
@@ -488,10 +526,14 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
       b->scalars[i] = sc;
     }
     if (s->sbytes) {
-      if (s->sbytes <= KERNEL_COPY_MAX)
+      int rc = 0;
+      if (lane_rows(op, lanes, 0))
+        rc = copy_lane_rows(op, lanes, (char *)op->sendbuff, send, 1, stream);
+      else if (s->sbytes <= KERNEL_COPY_MAX)
         cp.k[cp.nk++] = (chorus_kern_copy){send + to_dev, op->sendbuff, s->sbytes};
-      else if (chorus_dev_copy(send, op->sendbuff, s->sbytes, stream) != 0)
-        res = chorus_gpu_cuda_error("staging a GPU call's input in host memory");
+      else
+        rc = chorus_dev_copy(send, op->sendbuff, s->sbytes, stream);
+      if (rc != 0) res = chorus_gpu_cuda_error("staging a GPU call's input in host memory");
     }
     if (s->rbytes && s->rbytes <= KERNEL_COPY_MAX)
       outs[nouts++] = (chorus_kern_copy){op->recvbuff, recv + to_dev, s->rbytes};
@@ -514,9 +556,11 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
   }
   for (int i = 0; i < n && res == ncclSuccess; i++) { /* the large outputs, after */
     const chorus_op *t = &b->ops[i];
-    if (sp[i].rbytes > KERNEL_COPY_MAX &&
-        chorus_dev_copy(ops[i]->recvbuff, t->recvbuff, sp[i].rbytes, stream) != 0)
-      res = chorus_gpu_cuda_error("copying a staged GPU call's output back");
+    if (sp[i].rbytes <= KERNEL_COPY_MAX) continue;
+    const int rc = lane_rows(ops[i], lanes, 1)
+                       ? copy_lane_rows(ops[i], lanes, ops[i]->recvbuff, t->recvbuff, 0, stream)
+                       : chorus_dev_copy(ops[i]->recvbuff, t->recvbuff, sp[i].rbytes, stream);
+    if (rc != 0) res = chorus_gpu_cuda_error("copying a staged GPU call's output back");
   }
 out:
   if (sp != stackspan) chorus_free(sp);
@@ -551,62 +595,187 @@ static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *s
 }
 
 /* One communicator's calls of a group, as they are queued: on the first
- * call's stream, the others joined to it before and after. An AllReduce
- * large enough runs in three steps: ReduceScatter among this host's GPUs
- * (the host-local part's kernels) leaves each its block, place p of the
- * elements; each AllReduces its block with the same place on every other
- * host (the cross-host part, staged), all places at once; AllGather among
- * this host's GPUs. Each byte then crosses the network once per host
- * instead of once per rank. Elements past the last whole block per place
- * go staged whole. The host-local steps of every communicator of the
- * group are launched together, as a group of the local parts, so that a
- * process driving several GPUs of a host launches them as it would any
- * group. */
+ * call's stream, the others joined to it before and after.
+ *
+ * A lone AllReduce, AllGather or ReduceScatter large enough runs in
+ * steps, so that each byte crosses the network once per host instead of
+ * once per rank, and the host-local work runs on NVLink:
+ * - AllReduce: ReduceScatter among this host's GPUs (the host-local
+ *   part's kernels) leaves each its block, place p of the elements; each
+ *   AllReduces its block with the same place on every other host (the
+ *   cross-host part, staged), all places at once; AllGather among this
+ *   host's GPUs. Elements past the last whole block per place go staged
+ *   whole.
+ * - AllGather (hosts in order): each rank gathers its block from the same
+ *   place on every host (staged) into device scratch, host by host; then
+ *   one AllGather per host among this host's GPUs puts that host's blocks
+ *   in place.
+ * - ReduceScatter (hosts in order): one ReduceScatter per host among this
+ *   host's GPUs sums that host's blocks into device scratch; then each
+ *   rank ReduceScatters the scratch with the same place on every host.
+ * The host-local steps of every communicator of the group are launched
+ * together, as a group of the local parts, so that a process driving
+ * several GPUs of a host launches them as it would any group. */
 typedef struct unit {
   chorus_proxy *px;
   chorus_op **ops;
   int n;
   void *stream;
   int captured, hier;
-  chorus_op rs, cross, ag, tail; /* hier: the steps */
+  chorus_op cross, tail; /* hier: the staged step; AllReduce's rest */
+  chorus_op *pre, *post; /* hier: the host-local steps before and after */
+  int npre, npost;
+  chorus_op local_one[2]; /* AllReduce's */
+  chorus_op *local_many;  /* AllGather's or ReduceScatter's, one per host */
 } unit;
 
-/* The steps of a hierarchical AllReduce op (u->hier set). */
-static void hier_steps(unit *u, const chorus_op *op) {
-  const chorus_proxy *px = u->px;
-  const size_t L = (size_t)px->nlocal, per = op->count / L, es = op->esize;
-  char *recv = op->recvbuff, *mine = recv + (size_t)px->place * per * es;
-  /* Each reduction applied once: a PreMulSum's scalar inside the host, an
-   * integer average's division across. */
-  chorus_red local = op->red, cross = op->red;
-  if (op->red.kind == CHORUS_RED_PREMULSUM) {
-    cross.kind = CHORUS_RED_SUM;
-    cross.scalar_dev = NULL;
-  } else if (op->red.kind == CHORUS_RED_SUMPOSTDIV) {
-    local.kind = CHORUS_RED_SUM;
+/* The reductions of a hierarchical call's steps, each applied once: a
+ * PreMulSum's scalar inside the host, an integer average's division
+ * across. */
+static void split_red(const chorus_red *red, chorus_red *local, chorus_red *cross) {
+  *local = *cross = *red;
+  if (red->kind == CHORUS_RED_PREMULSUM) {
+    cross->kind = CHORUS_RED_SUM;
+    cross->scalar_dev = NULL;
+  } else if (red->kind == CHORUS_RED_SUMPOSTDIV) {
+    local->kind = CHORUS_RED_SUM;
   }
+}
+
+/* A host-local step of op: func on `count` elements. */
+static chorus_op local_step(const unit *u, const chorus_op *op, int func, size_t count,
+                            const chorus_red *red, const void *send, void *recv) {
   chorus_op l = *op;
-  l.cc = px->local_cc;
-  l.count = per;
-  l.red = local;
+  l.cc = u->px->local_cc;
+  l.func = func;
+  l.count = count;
+  l.red = *red;
   l.root = -1;
+  l.sendbuff = send;
+  l.recvbuff = recv;
   l.cuda_stream = u->stream;
   l.next_op = NULL;
   l.scratch = NULL;
-  u->rs = u->ag = l;
-  u->rs.func = CHORUS_FUNC_REDUCESCATTER;
-  u->rs.recvbuff = mine;
-  u->ag.func = CHORUS_FUNC_ALLGATHER;
-  u->ag.sendbuff = mine;
-  u->cross = *op;
-  u->cross.cc = px->cross_cc[0];
-  u->cross.count = per;
-  u->cross.sendbuff = u->cross.recvbuff = mine;
-  u->cross.red = cross;
-  u->tail = *op;
-  u->tail.count = op->count - per * L;
-  u->tail.sendbuff = (const char *)op->sendbuff + per * L * es;
-  u->tail.recvbuff = recv + per * L * es;
+  return l;
+}
+
+/* The staged step of op: the same call on the cross-host part. */
+static chorus_op cross_step(const unit *u, const chorus_op *op, size_t count, const chorus_red *red,
+                            const void *send, void *recv) {
+  chorus_op c = *op;
+  c.cc = u->px->cross_cc[0];
+  c.count = count;
+  c.red = *red;
+  c.sendbuff = send;
+  c.recvbuff = recv;
+  return c;
+}
+
+/* Device scratch of `bytes` for unit u's steps. */
+static ncclResult_t unit_scratch(unit *u, size_t bytes, char **out) {
+  chorus_proxy *px = u->px;
+  void *p;
+  if (u->captured) {
+    if (px->nkept_scratch == px->kept_scratch_cap) {
+      const int cap = px->kept_scratch_cap ? 2 * px->kept_scratch_cap : 8;
+      void **k = chorus_malloc((size_t)cap * sizeof *k);
+      if (!k) return chorus_error(ncclSystemError, "out of memory keeping a graph's scratch");
+      if (px->nkept_scratch) memcpy(k, px->kept_scratch, (size_t)px->nkept_scratch * sizeof *k);
+      chorus_free(px->kept_scratch);
+      px->kept_scratch = k;
+      px->kept_scratch_cap = cap;
+    }
+    if (chorus_dev_scratch_alloc(bytes, &p) != 0)
+      return chorus_gpu_cuda_error("allocating scratch for a captured call across hosts");
+    px->kept_scratch[px->nkept_scratch++] = p;
+    *out = p;
+    return ncclSuccess;
+  }
+  if (px->scratch_cap < bytes) {
+    /* The eager calls before this one used the old scratch; the last of
+     * them ends before last_event. */
+    if (px->scratch && px->last_event && chorus_dev_event_wait(px->last_event) != 0)
+      return chorus_gpu_cuda_error("waiting for earlier calls across hosts");
+    if (chorus_dev_scratch_free(px->scratch) != 0)
+      return chorus_gpu_cuda_error("freeing scratch of calls across hosts");
+    px->scratch = NULL;
+    px->scratch_cap = 0;
+    const size_t cap = CHORUS_MAX(bytes, (size_t)1 << 20);
+    if (chorus_dev_scratch_alloc(cap, &p) != 0)
+      return chorus_gpu_cuda_error("allocating scratch for calls across hosts");
+    px->scratch = p;
+    px->scratch_cap = cap;
+  }
+  *out = px->scratch;
+  return ncclSuccess;
+}
+
+/* Does the unit run hierarchically (hier) or staged whole? The planner
+ * says, alike on every rank: the call, the rules and the filters are.
+ * Grouped calls go staged, as one batch. */
+static ncclResult_t unit_choose(unit *u) {
+  u->hier = 0;
+  const chorus_op *op = u->ops[0];
+  if (u->n != 1) return ncclSuccess;
+  chorus_plan_call call = {.comm = &u->px->plan,
+                           .func = op->func,
+                           .count = op->count,
+                           .esize = op->esize,
+                           .root = op->root,
+                           .send = op->sendbuff,
+                           .recv = op->recvbuff,
+                           .known = CHORUS_FACT_PREMULSUM};
+  if (op->red.kind == CHORUS_RED_PREMULSUM) call.facts = CHORUS_FACT_PREMULSUM;
+  chorus_task t;
+  char err[320];
+  if (chorus_plan_choose(&call, NULL, 0, 0, &t, NULL, err, sizeof err) != 0)
+    return chorus_error(ncclInvalidUsage, "rank %d: %s", u->px->cc->rank, err);
+  u->hier = t.algo == CHORUS_ALGO_HIER && u->px->local;
+  return ncclSuccess;
+}
+
+static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
+  const chorus_proxy *px = u->px;
+  const size_t L = (size_t)px->nlocal, H = (size_t)px->nhosts, es = op->esize;
+  chorus_red local, cross;
+  split_red(&op->red, &local, &cross);
+  if (op->func == CHORUS_FUNC_ALLREDUCE) {
+    const size_t per = op->count / L;
+    char *recv = op->recvbuff, *mine = recv + (size_t)px->place * per * es;
+    u->local_one[0] = local_step(u, op, CHORUS_FUNC_REDUCESCATTER, per, &local, op->sendbuff, mine);
+    u->local_one[1] = local_step(u, op, CHORUS_FUNC_ALLGATHER, per, &local, mine, recv);
+    u->pre = &u->local_one[0];
+    u->post = &u->local_one[1];
+    u->npre = u->npost = 1;
+    u->cross = cross_step(u, op, per, &cross, mine, mine);
+    u->tail = *op;
+    u->tail.count = op->count - per * L;
+    u->tail.sendbuff = (const char *)op->sendbuff + per * L * es;
+    u->tail.recvbuff = recv + per * L * es;
+    return ncclSuccess;
+  }
+  const size_t c = op->count, block = c * es;
+  char *x = NULL;
+  CHECK(unit_scratch(u, H * block, &x));
+  if (!(u->local_many = chorus_malloc(H * sizeof *u->local_many)))
+    return chorus_error(ncclSystemError, "out of memory composing a call across hosts");
+  const int ag = op->func == CHORUS_FUNC_ALLGATHER;
+  for (size_t h = 0; h < H; h++) {
+    char *host_blocks = (char *)(ag ? op->recvbuff : (void *)op->sendbuff) + h * L * block;
+    u->local_many[h] =
+        ag ? local_step(u, op, CHORUS_FUNC_ALLGATHER, c, &local, x + h * block, host_blocks)
+           : local_step(u, op, CHORUS_FUNC_REDUCESCATTER, c, &local, host_blocks, x + h * block);
+  }
+  if (ag) {
+    u->post = u->local_many;
+    u->npost = (int)H;
+    u->cross = cross_step(u, op, c, &cross, op->sendbuff, x);
+  } else {
+    u->pre = u->local_many;
+    u->npre = (int)H;
+    u->cross = cross_step(u, op, c, &cross, x, op->recvbuff);
+  }
+  return ncclSuccess;
 }
 
 static ncclResult_t unit_begin(unit *u) {
@@ -630,22 +799,21 @@ static ncclResult_t unit_begin(unit *u) {
   if (!u->captured && px->last_event && px->last_stream != u->stream &&
       chorus_dev_stream_wait_event(u->stream, px->last_event) != 0)
     return chorus_gpu_cuda_error("ordering staged GPU calls");
-  const chorus_op *op = u->ops[0];
-  u->hier = u->n == 1 && px->local && op->func == CHORUS_FUNC_ALLREDUCE && px->hier_bytes &&
-            op->count * op->esize >= px->hier_bytes && op->count >= (size_t)px->nlocal;
-  if (u->hier) hier_steps(u, op);
-  return ncclSuccess;
+  CHECK(unit_choose(u));
+  return u->hier ? hier_steps(u, u->ops[0]) : ncclSuccess;
 }
 
-/* The staged batches of a unit (after its host-local ReduceScatter). */
+/* The staged batches of a unit (after its host-local steps before). */
 static ncclResult_t unit_batches(unit *u) {
   /* Events belong to the device current at their making. */
   if (chorus_dev_use(u->px->device) != 0) return chorus_gpu_cuda_error("selecting the GPU");
   if (!u->hier) return post_batch(u->px, u->ops, u->n, u->stream, u->captured, 1);
-  /* The block goes across on as many lanes as carry LANE_MIN_BYTES each
-   * (alike on every rank: the block's size is). */
-  const size_t bytes = u->cross.count * u->cross.esize;
-  int lanes = (int)CHORUS_MIN(bytes / LANE_MIN_BYTES, (size_t)u->px->nlanes);
+  /* The staged step goes across on as many lanes as carry LANE_MIN_BYTES
+   * each (alike on every rank: the step's size is). */
+  const chorus_op *x = &u->cross;
+  const size_t bytes =
+      x->count * x->esize * (x->func == CHORUS_FUNC_ALLREDUCE ? 1 : (size_t)u->px->nhosts);
+  const int lanes = (int)CHORUS_MIN(bytes / LANE_MIN_BYTES, (size_t)u->px->nlanes);
   chorus_op *one = &u->cross;
   CHECK(post_batch(u->px, &one, 1, u->stream, u->captured, lanes > 1 ? lanes : 1));
   if (u->tail.count == 0) return ncclSuccess;
@@ -670,27 +838,30 @@ static ncclResult_t unit_end(unit *u) {
   return ncclSuccess;
 }
 
-/* The host-local steps (rs or ag) of every hierarchical unit, as one group. */
-static ncclResult_t local_steps(unit *us, int nu, int ag, chorus_op **tmp) {
+/* The host-local steps before (or after) of every hierarchical unit, as
+ * one group; tmp holds the largest such group. */
+static ncclResult_t local_steps(unit *us, int nu, int after, chorus_op **tmp) {
   size_t k = 0;
-  for (int i = 0; i < nu; i++)
-    if (us[i].hier) tmp[k++] = ag ? &us[i].ag : &us[i].rs;
+  for (int i = 0; i < nu; i++) {
+    const int m = after ? us[i].npost : us[i].npre;
+    chorus_op *steps = after ? us[i].post : us[i].pre;
+    for (int j = 0; j < m; j++) tmp[k++] = &steps[j];
+  }
   return k ? chorus_gpu_run_ops(tmp, k) : ncclSuccess;
 }
 
 ncclResult_t chorus_proxy_run_ops(chorus_op **ops, size_t n) {
   /* Each communicator's calls in call order, communicators in order of
    * first call. */
-  chorus_op **sel = chorus_malloc(2 * n * sizeof *sel);
+  chorus_op **sel = chorus_malloc(n * sizeof *sel), **tmp = NULL;
   unsigned char *done = chorus_calloc(n, 1);
   unit *us = chorus_calloc(n, sizeof *us);
-  if (!sel || !done || !us) {
-    chorus_free(sel);
-    chorus_free(done);
-    chorus_free(us);
-    return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", n);
-  }
+  ncclResult_t res = ncclSuccess;
   int nu = 0;
+  if (!sel || !done || !us) {
+    res = chorus_error(ncclSystemError, "out of memory running %zu grouped calls", n);
+    goto out;
+  }
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     if (done[i]) continue;
@@ -704,20 +875,26 @@ ncclResult_t chorus_proxy_run_ops(chorus_op **ops, size_t n) {
         u->n++;
       }
   }
-  ncclResult_t res = ncclSuccess;
+  size_t steps = 0;
   for (int i = 0; i < nu && res == ncclSuccess; i++) {
     chorus_log_ctx old = chorus_log_ctx_set(us[i].px->cc->log_ctx);
     res = unit_begin(&us[i]);
     chorus_log_ctx_set(old);
+    steps += (size_t)CHORUS_MAX(us[i].npre, us[i].npost);
   }
-  if (res == ncclSuccess) res = local_steps(us, nu, 0, sel + n);
+  if (res == ncclSuccess && steps && !(tmp = chorus_malloc(steps * sizeof *tmp)))
+    res = chorus_error(ncclSystemError, "out of memory running %zu grouped calls", n);
+  if (res == ncclSuccess) res = local_steps(us, nu, 0, tmp);
   for (int i = 0; i < nu && res == ncclSuccess; i++) {
     chorus_log_ctx old = chorus_log_ctx_set(us[i].px->cc->log_ctx);
     res = unit_batches(&us[i]);
     chorus_log_ctx_set(old);
   }
-  if (res == ncclSuccess) res = local_steps(us, nu, 1, sel + n);
+  if (res == ncclSuccess) res = local_steps(us, nu, 1, tmp);
   for (int i = 0; i < nu && res == ncclSuccess; i++) res = unit_end(&us[i]);
+out:
+  for (int i = 0; i < nu; i++) chorus_free(us[i].local_many);
+  chorus_free(tmp);
   chorus_free(sel);
   chorus_free(done);
   chorus_free(us);
@@ -733,6 +910,15 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   if (!px) return chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
   px->cc = cc;
   px->device = device;
+  px->nhosts = cc->topo->nhosts;
+  px->plan.env = (chorus_cost_env){CHORUS_BACKEND_GPU, cc->nranks, px->nhosts, 0, 0, 0};
+  px->plan.rank = cc->rank;
+  char err[256];
+  if (chorus_plan_comm_settings(&px->plan, err, sizeof err) != 0) {
+    chorus_free(px);
+    return chorus_error(ncclInvalidUsage, "rank %d: %s", cc->rank, err);
+  }
+  chorus_plan_unbind_foreign(&px->plan);
   pthread_mutex_init(&px->lock, NULL);
   pthread_mutex_init(&px->lane_lock, NULL);
   pthread_cond_init(&px->lane_go, NULL);
@@ -781,12 +967,19 @@ ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
   }
   px->place = chorus_gpu_rank(local);
   px->nlocal = chorus_gpu_nranks(local);
-  const int64_t hb = chorus_param_int(CHORUS_P_GPU_HIER_BYTES);
-  px->hier_bytes = hb > 0 ? (size_t)hb : 0;
+  const chorus_topo *t = px->cc->topo;
+  px->plan.nlocal = px->nlocal;
+  px->plan.hosts_in_order = 1;
+  for (int r = 0; r < px->cc->nranks; r++) {
+    const int first = r - r % px->nlocal;
+    if (t->local_index[r] != r % px->nlocal || t->host_of[r] != t->host_of[first])
+      px->plan.hosts_in_order = 0;
+  }
   INFO(CHORUS_INIT | CHORUS_TUNING,
-       "rank %d: place %d of %d on its host; AllReduce from %zu bytes runs in the host, across "
-       "hosts on up to %d lanes, in the host again (CHORUS_GPU_HIER_BYTES, _LANES)",
-       px->cc->rank, px->place, px->nlocal, px->hier_bytes, nlanes);
+       "rank %d: place %d of %d on its host; AllReduce%s may run in steps (hier: in the host, "
+       "across hosts on up to %d lanes, in the host again; chorus_info --explain)",
+       px->cc->rank, px->place, px->nlocal,
+       px->plan.hosts_in_order ? ", AllGather and ReduceScatter" : "", nlanes);
   return ncclSuccess;
 }
 
@@ -822,6 +1015,9 @@ void chorus_proxy_free(chorus_proxy *px) {
   for (int k = 1; k <= px->nlane_threads; k++) pthread_join(px->lane[k].thread, NULL);
   for (uint32_t i = 0; i < px->ntable; i++) batch_free(px->table[i]);
   chorus_free(px->table);
+  chorus_dev_scratch_free(px->scratch);
+  for (int i = 0; i < px->nkept_scratch; i++) chorus_dev_scratch_free(px->kept_scratch[i]);
+  chorus_free(px->kept_scratch);
   chorus_free(px->work);
   chorus_dev_event_free(px->last_event);
   chorus_dev_free(px->issued);

@@ -59,6 +59,9 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
     return "the buffer does not fit one message slot";
   if ((needs & CHORUS_NEED_PEER_ACCESS) && m->staged)
     return "the GPUs do not reach each other (arenas in host memory)";
+  if (b == CHORUS_BACKEND_GPU && m->env.nhosts > 1 && !(needs & CHORUS_NEED_HOSTS))
+    return "its kernels reach only the GPUs of one host";
+  if ((needs & CHORUS_NEED_HOSTS) && m->env.nhosts < 2) return "every rank is on this host";
   const char *why = NULL;
   switch (algo) {
   case CHORUS_ALGO_ZEROCOPY:
@@ -77,6 +80,14 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
   case CHORUS_ALGO_RING:
     if (b == CHORUS_BACKEND_GPU && c->func == CHORUS_FUNC_ALLREDUCE && c->count < (size_t)n)
       return "fewer elements than ranks";
+    break;
+  case CHORUS_ALGO_HIER:
+    if (!m->nlocal) return "hosts hold different numbers of ranks, or one each";
+    if (c->count == 0) return "nothing to move";
+    if (c->func == CHORUS_FUNC_ALLREDUCE && c->count < (size_t)m->nlocal)
+      return "fewer elements than ranks on a host";
+    if (c->func != CHORUS_FUNC_ALLREDUCE && !m->hosts_in_order)
+      return "a host's blocks are not contiguous (its ranks are not consecutive, in place order)";
     break;
   default:
     break;
@@ -265,8 +276,8 @@ int chorus_plan_choose(chorus_plan_call *c, const chorus_plan_probe *probe, uint
     protos = all_protos;
   if (m->env.nranks == 1 && m->env.backend == CHORUS_BACKEND_HOST) {
     algos = all_algos & ~exclude;
-  } else if (m->env.backend == CHORUS_BACKEND_GPU && c->func == CHORUS_FUNC_ALLREDUCE &&
-             c->count < (size_t)m->env.nranks) {
+  } else if (m->env.backend == CHORUS_BACKEND_GPU && m->env.nhosts == 1 &&
+             c->func == CHORUS_FUNC_ALLREDUCE && c->count < (size_t)m->env.nranks) {
     algos = 1u << CHORUS_ALGO_ONESHOT;
     chorus_explain_put(ex, "fewer elements than ranks: one exchange (oneshot)\n");
   }

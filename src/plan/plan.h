@@ -45,6 +45,9 @@ typedef struct chorus_plan_comm {
   uint32_t twoshot_channels, twoshot_chunk; /* two-shot (fifo form) */
   uint32_t zc_channels;                     /* zero-copy: most CTAs */
   size_t zc_cta_bytes;                      /* zero-copy: least bytes per CTA */
+  /* GPU communicators across hosts (gpu/proxy.c). */
+  int nlocal;         /* ranks per host where every host holds as many, two or more; else 0 */
+  int hosts_in_order; /* each host's ranks consecutive, in place order */
   /* The choice. */
   chorus_algo_filter filter;
   chorus_rule user[CHORUS_RULES_MAX];
@@ -110,6 +113,13 @@ typedef struct chorus_explain {
  * and the backend's defaults (c->env.backend set). Returns 0, or -1 with
  * a message naming the bad word in err. */
 int chorus_plan_comm_settings(chorus_plan_comm *c, char *err, size_t errlen);
+/* Frees the functions NCCL_ALGO names only with algorithms that cannot
+ * run on c (another backend's; on GPUs, one host's kernels across hosts
+ * or the reverse). A GPU communicator across hosts runs its calls as host
+ * calls: "allreduce:hier" binds the GPU choice and leaves the host calls
+ * theirs, "allreduce:ring" binds the host calls and leaves the GPU choice
+ * (as NCCL's ring runs across nodes too). */
+void chorus_plan_unbind_foreign(chorus_plan_comm *c);
 
 /* The size rules and costs are stated in for call c (bytes of its larger
  * buffer). */

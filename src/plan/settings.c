@@ -16,3 +16,20 @@ int chorus_plan_comm_settings(chorus_plan_comm *c, char *err, size_t errlen) {
   c->defaults = chorus_rules_default(c->env.backend, &c->ndefaults);
   return 0;
 }
+
+void chorus_plan_unbind_foreign(chorus_plan_comm *c) {
+  const uint32_t all = (1u << CHORUS_ALGO_COUNT) - 1;
+  for (int f = 1; f < CHORUS_FUNC_COUNT; f++) {
+    if (!c->filter.algo_named[f]) continue;
+    int here = 0;
+    for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
+      const chorus_algo_info *info = chorus_algo_get(a);
+      const int across = (info->on[c->env.backend].needs & CHORUS_NEED_HOSTS) != 0;
+      here |= (c->filter.algos[f] & (1u << a)) && chorus_algo_runs(a, c->env.backend, f) &&
+              (c->env.backend != CHORUS_BACKEND_GPU || across == (c->env.nhosts > 1));
+    }
+    if (here) continue;
+    c->filter.algos[f] = all;
+    c->filter.algo_named[f] = 0;
+  }
+}

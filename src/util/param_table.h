@@ -71,7 +71,6 @@ CHORUS_PARAM(GPU_ZEROCOPY_CHANNELS,"CHORUS_GPU_ZEROCOPY_CHANNELS", INT, "64", AG
 CHORUS_PARAM(GPU_ZEROCOPY_CTA_BYTES,"CHORUS_GPU_ZEROCOPY_CTA_BYTES", SIZE, "8K", AGREE, "Least of a rank's block per zero-copy CTA")
 CHORUS_PARAM(GPU_CE_CHUNK_BYTES,"CHORUS_GPU_CE_CHUNK_BYTES", SIZE, "32M", 0, "Copy of a copy-engine Broadcast chain on 3+ GPUs (1M at least)")
 CHORUS_PARAM(GPU_HIER_LANES,   "CHORUS_GPU_HIER_LANES", INT, "4", AGREE, "Across hosts: connections and threads per rank for hierarchical AllReduce (1..8)")
-CHORUS_PARAM(GPU_HIER_BYTES,   "CHORUS_GPU_HIER_BYTES", SIZE, "64K", OFF | AGREE, "Across hosts: AllReduce from this size hierarchically (off: staged whole)")
 CHORUS_PARAM_GROUP("testing")
 CHORUS_PARAM(LEAK_CHECK,       "CHORUS_LEAK_CHECK",     BOOL, "0", 0, "1: WARN at the last communicator destroy if memory is still held")
 CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, NULL, 0, "Fault injection: the n-th host allocation after the first init starts fails")

@@ -7,6 +7,9 @@
  * each replay must give exactly sum(rank+1) * n^(K-1) in every element, so
  * a replay that reused a stale epoch, skipped a peer or read old data
  * fails. Then it times replays of a graph of AllReduce(max), per operation.
+ * Last, a graph of an AllGather then a ReduceScatter of what it gathered,
+ * replayed with fresh inputs: every block must hold its rank's values,
+ * and every rank get back its own block times n.
  * Exit status 77 (skip) where no GPU is visible.
  */
 #include <cuda_runtime.h>
@@ -30,6 +33,60 @@ static int capture(int rank, ncclComm_t comm, float *buf, size_t count, ncclRedO
   CUDA(cudaGraphInstantiate(exec, graph, 0));
   CUDA(cudaGraphDestroy(graph));
   return 0;
+}
+
+/* Element i of rank r's block in replay rep: small integers, exact. */
+static float value(int r, int rep, size_t i) {
+  return (float)((r + 1) * 8 + rep + (int)(i % 5));
+}
+
+/* The AllGather + ReduceScatter graph over blocks of `count` floats. */
+static int gather_scatter(int rank, int n, ncclComm_t comm, cudaStream_t s, size_t count) {
+  const size_t all = count * (size_t)n;
+  float *mine, *gathered, *back, *host = malloc(all * sizeof *host);
+  CUDA(cudaMalloc((void **)&mine, count * sizeof *mine));
+  CUDA(cudaMalloc((void **)&gathered, all * sizeof *gathered));
+  CUDA(cudaMalloc((void **)&back, count * sizeof *back));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  NCCL(ncclAllGather(mine, gathered, count, ncclFloat, comm, s));
+  NCCL(ncclReduceScatter(gathered, back, count, ncclFloat, ncclSum, comm, s));
+  CUDA(cudaStreamEndCapture(s, &graph));
+  CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA(cudaGraphDestroy(graph));
+  int bad = 0;
+  for (int rep = 0; rep < 5 && !bad; rep++) {
+    for (size_t i = 0; i < count; i++) host[i] = value(rank, rep, i);
+    CUDA(cudaMemcpyAsync(mine, host, count * sizeof *host, cudaMemcpyHostToDevice, s));
+    CUDA(cudaGraphLaunch(exec, s));
+    CUDA(cudaMemcpyAsync(host, gathered, all * sizeof *host, cudaMemcpyDeviceToHost, s));
+    CUDA(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < all && !bad; i++)
+      if (host[i] != value((int)(i / count), rep, i % count)) {
+        fprintf(stderr,
+                "rank %d: AllGather of %zu in a graph, replay %d: element %zu is %g, want %g\n",
+                rank, count, rep, i, host[i], value((int)(i / count), rep, i % count));
+        bad = 1;
+      }
+    CUDA(cudaMemcpy(host, back, count * sizeof *host, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < count && !bad; i++)
+      if (host[i] != (float)n * value(rank, rep, i)) {
+        fprintf(stderr,
+                "rank %d: ReduceScatter of %zu in a graph, replay %d: element %zu is %g, want %g\n",
+                rank, count, rep, i, host[i], (float)n * value(rank, rep, i));
+        bad = 1;
+      }
+  }
+  if (rank == 0)
+    printf("graph replay: %d ranks, AllGather + ReduceScatter of %zu floats: %s\n", n, count,
+           bad ? "WRONG" : "correct");
+  CUDA(cudaGraphExecDestroy(exec));
+  CUDA(cudaFree(mine));
+  CUDA(cudaFree(gathered));
+  CUDA(cudaFree(back));
+  free(host);
+  return bad;
 }
 
 int main(void) {
@@ -73,6 +130,7 @@ int main(void) {
     CUDA(cudaFree(buf));
     free(host);
   }
+  if (gather_scatter(rank, n, comm, s, 1000) || gather_scatter(rank, n, comm, s, 1 << 18)) bad = 1;
   ncclResult_t async;
   NCCL(ncclCommGetAsyncError(comm, &async));
   if (async != ncclSuccess) bad = 1;

@@ -1,7 +1,8 @@
 #!/bin/sh
 # chorus_info_test.sh INFO - what chorus_info prints: every setting on one
 # screen (60 lines), the rules and algorithms of both backends, an
-# explanation naming the rule it took, and bad settings named as errors.
+# explanation naming the rule it took (one host and across hosts), and bad
+# settings named as errors.
 set -u
 info=$1
 fail() { echo "FAIL: $*"; exit 1; }
@@ -17,7 +18,7 @@ CHORUS_OP_TIMEOUT=off "$info" | grep -q "CHORUS_OP_TIMEOUT  *600 =off " || fail 
 "$info" --algos | grep -q "^copyengine  *gpu " || fail "--algos lacks copyengine on gpu"
 "$info" --rules | grep -q "allreduce:gpu:1M-16M:zerocopy" || fail "--rules lacks the zero-copy rule"
 ex=$("$info" --explain allreduce 64K --gpu --ranks 4) || fail "--explain exited $?"
-printf '%s\n' "$ex" | grep -q "default rule 8 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
+printf '%s\n' "$ex" | grep -q "default rule 10 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
   fail "--explain did not name the rule: $ex"
 printf '%s\n' "$ex" | grep -q "^-> twoshot/LL" || fail "--explain did not give the choice: $ex"
 ex=$(CHORUS_TUNE=allreduce:0-256K:oneshot "$info" --explain allreduce 64K --gpu --ranks 4)
@@ -25,6 +26,17 @@ printf '%s\n' "$ex" | grep -q "CHORUS_TUNE rule 1 matches" || fail "CHORUS_TUNE 
 printf '%s\n' "$ex" | grep -q "^-> oneshot/LL" || fail "CHORUS_TUNE not taken: $ex"
 ex=$("$info" --explain allreduce 8M --gpu --ranks 4 --one-process)
 printf '%s\n' "$ex" | grep -q "^-> zerocopy/Simple" || fail "no zero-copy in one process: $ex"
+# Across hosts: hier from 64 KiB with its steps and the host call under
+# it; staged below, and for what hier cannot cut; NCCL_ALGO names both.
+ex=$("$info" --explain allreduce 1M --gpu --ranks 4 --hosts 2)
+printf '%s\n' "$ex" | grep -q "^-> hier/Simple" || fail "across hosts, no hier: $ex"
+printf '%s\n' "$ex" | grep -q "the host call across hosts (512K on 2 ranks)" || fail "hier step: $ex"
+ex=$("$info" --explain allreduce 1M --gpu --ranks 3 --hosts 2)
+printf '%s\n' "$ex" | grep -q "skipped: hosts hold different numbers of ranks" || fail "uneven: $ex"
+printf '%s\n' "$ex" | grep -q "^-> staged/Simple" || fail "uneven hosts not staged: $ex"
+ex=$(NCCL_ALGO=staged "$info" --explain allgather 64M --gpu --ranks 8 --hosts 2)
+printf '%s\n' "$ex" | grep -q "^-> staged/Simple" || fail "NCCL_ALGO=staged not taken: $ex"
+printf '%s\n' "$ex" | grep -q "run as a host call on 8 ranks" || fail "staged step: $ex"
 ex=$("$info" --explain allreduce 1M --host --ranks 2)
 printf '%s\n' "$ex" | grep -q "cost model prices ring/Simple cheapest" || fail "host: $ex"
 err=$(CHORUS_TUNE=allreduce:0-2Q:ring "$info" --rules 2>&1) && fail "a bad CHORUS_TUNE passed"

@@ -80,9 +80,10 @@ static void monotone_in_size(void) {
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &one), CHORUS_ALGO_CHAIN);
 }
 
-/* Every GPU algorithm the table runs has a price in each of its
- * protocols, and none outside them; small calls are latency, large ones
- * bandwidth (LL dearer per byte than Simple). */
+/* Every GPU algorithm the table runs on one host has a price in each of
+ * its protocols, and none outside them (those across hosts have none: the
+ * rules choose there); small calls are latency, large ones bandwidth (LL
+ * dearer per byte than Simple). */
 static void gpu_prices(void) {
   chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
@@ -90,7 +91,8 @@ static void gpu_prices(void) {
       for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
         const chorus_algo_info *info = chorus_algo_get(a);
         const int runs = (info->on[CHORUS_BACKEND_GPU].funcs & chorus_func_bit(f)) &&
-                         (info->on[CHORUS_BACKEND_GPU].protos & CHORUS_PROTO_BIT(p));
+                         (info->on[CHORUS_BACKEND_GPU].protos & CHORUS_PROTO_BIT(p)) &&
+                         !(info->on[CHORUS_BACKEND_GPU].needs & CHORUS_NEED_HOSTS);
         EXPECT_EQ_INT(chorus_cost_us(f, a, p, 1 << 20, &e) > 0, runs);
       }
   const int AR = CHORUS_FUNC_ALLREDUCE;

@@ -97,6 +97,8 @@ static chorus_task choose(const chorus_plan_comm *c, int func, uint64_t size) {
 #define ZC      CHORUS_ALGO_ZEROCOPY
 #define CE      CHORUS_ALGO_CE
 #define DIRECT  CHORUS_ALGO_DIRECT
+#define HIER    CHORUS_ALGO_HIER
+#define STAGED  CHORUS_ALGO_STAGED
 #define LL      CHORUS_PROTO_LL
 #define SIMPLE  CHORUS_PROTO_SIMPLE
 
@@ -359,7 +361,7 @@ static void explain(void) {
   chorus_explain ex = {text, sizeof text, 0};
   chorus_task t;
   EXPECT_EQ_INT(chorus_plan_choose(&k, NULL, 0, 0, &t, &ex, err, sizeof err), 0);
-  EXPECT(strstr(text, "default rule 8 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL"));
+  EXPECT(strstr(text, "default rule 10 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL"));
   EXPECT(strstr(text, "skipped: NCCL_ALGO"));
   EXPECT(strstr(text, "-> oneshot/LL"));
   EXPECT(!strstr(text, "CHORUS_TUNE rule 1 matches")); /* 256K is outside its range */
@@ -573,8 +575,98 @@ static void simulate(void) {
   EXPECT(chorus_plan_cost_us(k + 2, t + 2, 1) > 0.99 * one);
 }
 
+/* GPUs on several hosts: nlocal per host (0: hosts differ), hosts in
+ * rank order or not. */
+static void hosts_comm(chorus_plan_comm *c, int n, int nhosts, int nlocal, int in_order) {
+  gpu_comm(c, n, 0, 0, 7);
+  c->env.nhosts = nhosts;
+  c->nlocal = nlocal;
+  c->hosts_in_order = in_order;
+}
+
+/* Across hosts only hier and staged run; hier from 64 KiB for AllReduce,
+ * AllGather and ReduceScatter, and only where its steps can cut the call
+ * (NCCL_ALGO names both). */
+static void gpu_hosts(void) {
+  env(NULL, NULL, NULL);
+  chorus_plan_comm c;
+  hosts_comm(&c, 4, 2, 2, 1);
+  EXPECT_CHOICE(choose(&c, AR, 8), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AR, 64 * KB - 4), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AR, 64 * KB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AG, 128 * MB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, RS, 1 * MB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, BC, 128 * MB), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, A2A, 1 * MB), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, CHORUS_FUNC_SEND, 8 * MB), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, CHORUS_FUNC_RECV, 8), STAGED, SIMPLE);
+  /* Hosts out of rank order: a host's AllGather blocks are not one range. */
+  hosts_comm(&c, 4, 2, 2, 0);
+  EXPECT_CHOICE(choose(&c, AR, 1 * MB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AG, 1 * MB), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, RS, 1 * MB), STAGED, SIMPLE);
+  /* Hosts of different sizes, or of one rank each: no parts. */
+  hosts_comm(&c, 3, 2, 0, 1);
+  EXPECT_CHOICE(choose(&c, AR, 1 * MB), STAGED, SIMPLE);
+  /* An AllReduce of fewer elements than ranks on a host. */
+  hosts_comm(&c, 16, 2, 8, 1);
+  chorus_plan_call k = call_of(&c, AR, 64 * KB);
+  k.count = 7;
+  chorus_task t;
+  char err[320];
+  EXPECT_EQ_INT(chorus_plan_choose(&k, NULL, 0, 0, &t, NULL, err, sizeof err), 0);
+  EXPECT_CHOICE(t, STAGED, SIMPLE);
+  /* The kernels of one host never run across hosts, whatever the rules;
+   * hier and staged never run on one host. */
+  env(NULL, NULL, "allreduce:ring,allgather:zerocopy");
+  hosts_comm(&c, 4, 2, 2, 1);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AG, 64 * MB), HIER, SIMPLE);
+  env(NULL, NULL, "staged");
+  gpu_comm(&c, 4, 0, 0, 1);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), RING, SIMPLE);
+  /* NCCL_ALGO names them; a list of one-host kernels does not bind across
+   * hosts (it binds the host calls under them), nor does one of theirs on
+   * one host; without that, a function bound to what cannot run fails
+   * naming what could. */
+  env("staged", NULL, NULL);
+  hosts_comm(&c, 4, 2, 2, 1);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), STAGED, SIMPLE);
+  env("hier", NULL, NULL);
+  hosts_comm(&c, 4, 2, 2, 1);
+  EXPECT_CHOICE(choose(&c, AR, 8), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, BC, 8), STAGED, SIMPLE);
+  env("^hier", NULL, NULL);
+  hosts_comm(&c, 4, 2, 2, 1);
+  EXPECT_CHOICE(choose(&c, RS, 64 * MB), STAGED, SIMPLE);
+  env("ring", NULL, NULL);
+  hosts_comm(&c, 4, 2, 2, 1);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), HIER, SIMPLE);
+  env("allreduce:ring;allgather:staged", NULL, NULL);
+  hosts_comm(&c, 4, 2, 2, 1);
+  k = call_of(&c, AR, 64 * MB);
+  EXPECT_EQ_INT(chorus_plan_choose(&k, NULL, 0, 0, &t, NULL, err, sizeof err), -1);
+  EXPECT_EQ_INT(strstr(err, "could run: hier, staged") != NULL, 1);
+  chorus_plan_unbind_foreign(&c);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AG, 64 * MB), STAGED, SIMPLE);
+  env("allreduce:hier", NULL, NULL);
+  gpu_comm(&c, 4, 0, 0, 1);
+  chorus_plan_unbind_foreign(&c);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), RING, SIMPLE);
+  /* The host calls that carry them choose their own algorithm unless the
+   * filter names one of theirs. */
+  env("allreduce:hier;allgather:ring", NULL, NULL);
+  host_comm(&c, 4, 2, 0, 0);
+  chorus_plan_unbind_foreign(&c);
+  EXPECT_EQ_INT(choose(&c, AR, 1 * MB).algo >= 0, 1);
+  EXPECT_CHOICE(choose(&c, AG, 1 * MB), RING, -1);
+  env(NULL, NULL, NULL);
+}
+
 int main(void) {
   RUN(gpu_defaults_4);
+  RUN(gpu_hosts);
   RUN(gpu_defaults_2);
   RUN(gpu_filters);
   RUN(gpu_tune);
