@@ -39,24 +39,6 @@ typedef struct dataset {
   int y[SAMPLES];
 } dataset;
 
-/* Three clouds of points around random centres; every rank makes the same
- * data from the same seed (a real job would read files instead). */
-static void make_data(dataset *ds) {
-  unsigned long long state = 42;
-  float centre[CLASSES][FEATURES];
-  for (int c = 0; c < CLASSES; c++)
-    for (int i = 0; i < FEATURES; i++) centre[c][i] = (float)(4 * mlp_rand(&state) - 2);
-  for (int s = 0; s < SAMPLES; s++) {
-    ds->y[s] = s % CLASSES;
-    for (int i = 0; i < FEATURES; i++) {
-      /* Box-Muller: a normal variate from two uniform ones */
-      double u = 1 - mlp_rand(&state), v = mlp_rand(&state);
-      double noise = sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
-      ds->x[s][i] = centre[ds->y[s]][i] + (float)(0.8 * noise);
-    }
-  }
-}
-
 /* The epoch's sample order: a shuffle seeded by the epoch number, so
  * every rank computes the same order without talking to the others. */
 static void epoch_order(int *order, int epoch) {
@@ -208,7 +190,9 @@ int main(int argc, char **argv) {
   ex_comm_init(&w, &comm);
   dataset *ds = malloc(sizeof *ds);
   if (!ds) return 1;
-  make_data(ds);
+  /* Every rank makes the same data from the same seed (a real job would
+   * read files instead). */
+  mlp_make_blobs(&model, &ds->x[0][0], ds->y, SAMPLES, 42);
   if (w.rank == 0)
     printf("03_ddp_training: %d ranks on %s (%s compute); MLP %d-%d-%d, %zu parameters;\n"
            "%d samples, global batch %d = %d ranks x %d, SGD lr %g, %d epochs\n\n",

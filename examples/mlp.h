@@ -61,6 +61,11 @@ static inline double mlp_rand(unsigned long long *state) {
  * seed gives the same parameters everywhere. */
 void mlp_init(const mlp *m, float *params, unsigned long long seed);
 
+/* A synthetic data set: K clouds of points around random centres in
+ * [-2, 2]^D (normal noise, deviation 0.8; D up to 64); sample s has
+ * label s % K. */
+void mlp_make_blobs(const mlp *m, float *x, int *y, int samples, unsigned long long seed);
+
 /* Over the b samples x[b][D] with labels y[b]: grad = the mean over the
  * samples of d(loss)/d(params); stats[0] += the summed loss and
  * stats[1] += the number of samples whose largest output is the label. */

@@ -21,6 +21,22 @@ void mlp_init(const mlp *m, float *params, unsigned long long seed) {
   memset(b2, 0, sizeof(float) * (size_t)m->k);
 }
 
+void mlp_make_blobs(const mlp *m, float *x, int *y, int samples, unsigned long long seed) {
+  unsigned long long state = seed;
+  float centre[MLP_MAX_K][64];
+  for (int c = 0; c < m->k; c++)
+    for (int i = 0; i < m->d && i < 64; i++) centre[c][i] = (float)(4 * mlp_rand(&state) - 2);
+  for (int s = 0; s < samples; s++) {
+    y[s] = s % m->k;
+    for (int i = 0; i < m->d; i++) {
+      /* Box-Muller: a normal variate from two uniform ones */
+      double u = 1 - mlp_rand(&state), v = mlp_rand(&state);
+      double noise = sqrt(-2 * log(u)) * cos(6.283185307179586 * v);
+      x[(size_t)s * m->d + i] = centre[y[s]][i % 64] + (float)(0.8 * noise);
+    }
+  }
+}
+
 void mlp_grad_cpu(const mlp *m, const float *params, const float *x, const int *y, int b,
                   float *grad, float *stats) {
   const float *w1 = params, *b1 = w1 + m->h * m->d, *w2 = b1 + m->h, *b2 = w2 + m->k * m->h;
