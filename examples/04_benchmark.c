@@ -72,6 +72,10 @@ static void fit(const series *s, double *alpha_us, double *beta_gbs, double *wor
   }
   double slope = (sw * sxy - sx * sy) / (sw * sxx - sx * sx); /* us per byte */
   *alpha_us = (sy - slope * sx) / sw;
+  /* Noisy times (a busy machine) can tilt the line below zero at n = 0; a
+   * cost cannot be negative, so then fit the line through the origin. */
+  if (*alpha_us < 0) *alpha_us = 0, slope = sxy / sxx;
+  if (slope < 0) slope = 0;                        /* no growth with size measurable */
   *beta_gbs = slope > 0 ? 1e-3 / slope : INFINITY; /* bytes/us = MB/s; /1000: GB/s */
   *worst = 0;
   for (int i = 0; i < s->count; i++) {
@@ -90,7 +94,7 @@ static void print_series(const bench *b, const series *s, const char *json_name)
   for (int i = 0; i < s->count; i++) {
     double algbw = s->bytes[i] / s->time_us[i] * 1e-3;
     printf("  %10.0f %10.2f %10.2f %12.3f %12.3f\n", s->bytes[i], s->time_us[i],
-           alpha + s->bytes[i] / (beta * 1e3), algbw, algbw * s->factor);
+           alpha + (isinf(beta) ? 0 : s->bytes[i] / (beta * 1e3)), algbw, algbw * s->factor);
     if (b->json)
       fprintf(b->json,
               "{\"collective\":\"%s\",\"size\":%.0f,\"nranks\":%d,\"out_of_place\":{"
