@@ -346,6 +346,7 @@ static inline void ex_put(const ex_world *w, void *dst, const void *src, size_t 
     return;
   }
 #endif
+  (void)w;
   memcpy(dst, src, bytes);
 }
 
@@ -357,6 +358,7 @@ static inline void ex_get(const ex_world *w, void *dst, const void *src, size_t 
     return;
   }
 #endif
+  (void)w;
   memcpy(dst, src, bytes);
 }
 
