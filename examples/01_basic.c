@@ -180,7 +180,8 @@ static int one_process_all_ranks(const ex_world *w) {
 
 int main(int argc, char **argv) {
   ex_world w;
-  if (ex_start(&argc, argv, &w) != 0) return 2;
+  int rc = ex_start(&argc, argv, &w);
+  if (rc != 0) return rc;
   if (w.rank == 0)
     printf("01_basic: %d ranks on %s (launcher: %s)\n\n", w.nranks, ex_where(&w), w.launcher);
   int failed = one_process_per_rank(&w);

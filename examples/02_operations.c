@@ -193,7 +193,8 @@ static int run_op(const run *x, const op *o) {
 
 int main(int argc, char **argv) {
   ex_world w;
-  if (ex_start(&argc, argv, &w) != 0) return 2;
+  int rc = ex_start(&argc, argv, &w);
+  if (rc != 0) return rc;
   run x = {&w, NULL, w.rank, w.nranks};
   ex_comm_init(&w, &x.comm);
   if (w.rank == 0)

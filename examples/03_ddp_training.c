@@ -180,7 +180,8 @@ static void train_alone(const dataset *ds, float *params) {
 
 int main(int argc, char **argv) {
   ex_world w;
-  if (ex_start(&argc, argv, &w) != 0) return 2;
+  int rc = ex_start(&argc, argv, &w);
+  if (rc != 0) return rc;
   if (BATCH % w.nranks != 0) {
     /* Unequal shares would need a weighted average instead of ncclAvg. */
     if (w.rank == 0) fprintf(stderr, "the global batch (%d) must divide by the ranks\n", BATCH);

@@ -349,7 +349,8 @@ static size_t parse_size(const char *s) {
 
 int main(int argc, char **argv) {
   ex_world w;
-  if (ex_start(&argc, argv, &w) != 0) return 2;
+  int rc = ex_start(&argc, argv, &w);
+  if (rc != 0) return rc;
   bench b = {&w, NULL, w.gpu ? (size_t)512 << 20 : (size_t)8 << 20, 0, NULL, 0};
   const char *json_path = NULL;
   for (int i = 1; i < argc; i++) {

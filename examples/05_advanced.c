@@ -385,7 +385,8 @@ static void groups(ctx *c) {
 
 int main(int argc, char **argv) {
   ex_world w;
-  if (ex_start(&argc, argv, &w) != 0) return 2;
+  int rc = ex_start(&argc, argv, &w);
+  if (rc != 0) return rc;
   if (BATCH % (w.nranks * 4) != 0) {
     if (w.rank == 0) fprintf(stderr, "the rank count must divide %d\n", BATCH / 4);
     return 2;

@@ -289,7 +289,8 @@ static int plot(const char *json, const char *png) {
 
 int main(int argc, char **argv) {
   ex_world w;
-  if (ex_start(&argc, argv, &w) != 0) return 2;
+  int rc = ex_start(&argc, argv, &w);
+  if (rc != 0) return rc;
   const char *json = NULL, *png = "busbw.png";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--plot") && i + 1 < argc) {

@@ -343,7 +343,8 @@ static void smoke_launched(const ex_world *w) {
 
 int main(int argc, char **argv) {
   ex_world w;
-  if (ex_start(&argc, argv, &w) != 0) return 2;
+  int rc = ex_start(&argc, argv, &w);
+  if (rc != 0) return rc;
   /* With several ranks, rank 0 alone prints the machine's description. */
   int ngpus = 0;
   if (w.rank == 0) {

@@ -124,6 +124,10 @@ static inline void ex_read_launcher(ex_world *w) {
 
 /* ---- host or GPU ------------------------------------------------------------ */
 
+/* Exit status for "this machine cannot run what was asked" (--gpu without
+ * a GPU); test runners (CTest's SKIP_RETURN_CODE) count it as skipped. */
+#define EX_CANNOT_RUN_HERE 77
+
 /* --host or --gpu on the command line, else EXAMPLES_MEMORY=host|gpu, else
  * a GPU when the build has CUDA and one is visible. Chorus moves host
  * memory when CHORUS_HOST_COMM=1 (or when it sees no GPU); NVIDIA's NCCL
@@ -148,7 +152,7 @@ static inline int ex_choose_memory(int *argc, char **argv, int *want_gpu) {
 #ifndef EX_CUDA
   if (*want_gpu == 1) {
     fprintf(stderr, "--gpu: this example was built without CUDA\n");
-    return -1;
+    return EX_CANNOT_RUN_HERE;
   }
 #endif
   return 0;
@@ -156,20 +160,23 @@ static inline int ex_choose_memory(int *argc, char **argv, int *want_gpu) {
 
 /* Reads the launcher's variables and --host/--gpu (removed from argv), then
  * binds this process to its GPU (local rank modulo the GPU count, so that
- * ranks on one machine spread over its GPUs) or to host memory. */
+ * ranks on one machine spread over its GPUs) or to host memory. Returns 0,
+ * or the status main should exit with: EX_CANNOT_RUN_HERE when --gpu
+ * cannot be honoured (no CUDA in the build, or no GPU visible). */
 static inline int ex_start(int *argc, char **argv, ex_world *w) {
   memset(w, 0, sizeof *w);
   w->device = -1;
   ex_read_launcher(w);
   int want_gpu;
-  if (ex_choose_memory(argc, argv, &want_gpu) != 0) return -1;
+  int rc = ex_choose_memory(argc, argv, &want_gpu);
+  if (rc != 0) return rc;
 #ifdef EX_CUDA
   int ndev = 0;
   if (want_gpu != 0 && (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev == 0)) {
     (void)cudaGetLastError(); /* clear the "no device" error */
     if (want_gpu == 1) {
       fprintf(stderr, "rank %d: --gpu but no GPU is visible\n", w->rank);
-      return -1;
+      return EX_CANNOT_RUN_HERE;
     }
     ndev = 0;
   }
