@@ -232,11 +232,14 @@ static inline unsigned long long ex_parent_start(void) {
   return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-/* $TMPDIR/nccl-example-id.<user>.<parent pid>.<parent start>.<ranks> */
+/* $TMPDIR/nccl-example-id.<user>.<parent pid>.<parent start>.<ranks>.<n>,
+ * n counting the ids this process asked for, so that a second
+ * communicator never reads the first one's file. */
 static inline void ex_id_file(const ex_world *w, char *path, size_t cap) {
+  static int calls;
   const char *dir = getenv("TMPDIR");
-  snprintf(path, cap, "%s/nccl-example-id.%d.%d.%llu.%d", dir && *dir ? dir : "/tmp", (int)getuid(),
-           (int)getppid(), ex_parent_start(), w->nranks);
+  snprintf(path, cap, "%s/nccl-example-id.%d.%d.%llu.%d.%d", dir && *dir ? dir : "/tmp",
+           (int)getuid(), (int)getppid(), ex_parent_start(), w->nranks, calls++);
 }
 
 static inline int ex_unique_id(const ex_world *w, ncclUniqueId *id) {
@@ -265,8 +268,12 @@ static inline int ex_unique_id(const ex_world *w, ncclUniqueId *id) {
       fprintf(stderr, "rank 0: cannot write %s: %s\n", path, strerror(errno));
       return -1;
     }
+    /* Every rank read the previous id before that communicator existed. */
+    if (ex_id_path[0])
+      ex_remove_id_file();
+    else
+      atexit(ex_remove_id_file); /* every rank has read it by then */
     snprintf(ex_id_path, sizeof ex_id_path, "%s", path);
-    atexit(ex_remove_id_file); /* every rank has read it by then */
     return 0;
   }
   for (double end = ex_now() + 60; ex_now() < end; ex_sleep_ms(10)) {
