@@ -1,7 +1,8 @@
 #!/bin/bash
 # gpu.sh - what the GPU machine is for, in one call: build with CUDA into
 # build-gpu (60-70 s from scratch on 4xH100), then
-#   check: the GPU matrix, tests/gpu/checks.tsv, through CTest (ctest -L gpu
+#   check: the GPU matrix, tests/gpu/checks.tsv, and the examples on GPUs
+#          (examples/), through CTest (ctest -L "^(gpu|examples-gpu)$"
 #          in build-gpu). Its first 181 checks took 295 + 279 s on 4xH100 as two
 #          calls, build included: CHECK_SHARD=1/2, then CHECK_SHARD=2/2
 #          (ctest -I i,,n; the tests are ordered so that shards balance).
@@ -61,7 +62,7 @@ if [ -n "${BASE_SRC:-}" ] && [ "$mode" != check ] && [ "$mode" != build ]; then
 fi
 
 check() {
-  local logs args=(-L '^gpu$' --output-on-failure --no-tests=error)
+  local logs args=(-L '^(gpu|examples-gpu)$' --output-on-failure --no-tests=error)
   logs=$(mktemp -d /tmp/chorus-gpu-checks.XXXXXX)
   [ -n "${CHECKS:-}" ] && args+=(-R "$CHECKS")
   if [ -n "${CHECK_SHARD:-}" ]; then
