@@ -4,17 +4,30 @@
 # TCP over the veth. All traffic stays inside the namespaces this script
 # creates; it removes them on exit and kills only the processes it started.
 # Exits 77 (skip) with the reason when the machine does not allow it.
-# usage: two_hosts.sh [-6] <ranks per host> <program> [args...]
+# usage: two_hosts.sh [-6] [--qdisc "ARGS"] <ranks per host> <program> [args...]
 #   The program is started once per rank with RANK, WORLD_SIZE, NCCL_COMM_ID
 #   and NCCL_SOCKET_IFNAME set; -6: over IPv6 (NCCL_SOCKET_FAMILY=AF_INET6,
-#   the rendezvous at [fd42:231:7::1]), checked in the ranks' bootstrap lines.
+#   the rendezvous at [fd42:231:7::1]), checked in the ranks' bootstrap lines;
+#   --qdisc: both veth ends get the tc queueing discipline ARGS: "netem
+#   delay 2ms 1ms loss 1%" (late, lost and reordered packets, so TCP
+#   retransmits under the collectives), "tbf rate 100mbit ..." (a slow link).
 set -u
-v6=0
+v6=0 qdisc=""
 [ "${1:-}" = -6 ] && { v6=1; shift; }
+[ "${1:-}" = --qdisc ] && { qdisc=$2; shift 2; }
 per=$1
 shift
 . "$(dirname "$0")/netns_lib.sh"
 make_two_hosts "c$$" 7
+if [ -n "$qdisc" ]; then
+  command -v tc >/dev/null || skip "tc (iproute2) is not installed"
+  # shellcheck disable=SC2086 # ARGS are words for tc
+  ip netns exec "$nsa" tc qdisc add dev "$ifa" root $qdisc 2>/dev/null ||
+    skip "this kernel has no '${qdisc%% *}' queueing discipline (tc qdisc add failed)"
+  # shellcheck disable=SC2086
+  ip netns exec "$nsb" tc qdisc add dev "$ifb" root $qdisc
+  echo "both links: $qdisc"
+fi
 root=10.231.7.1 family=AF_INET
 [ $v6 = 1 ] && root="[fd42:231:7::1]" family=AF_INET6
 port=$((20000 + $$ % 20000))
