@@ -24,6 +24,7 @@
 
 #include "chorus.h"
 #include "core/comm.h"
+#include "core/netprobe.h"
 #include "device/device.h"
 #include "gpu/settings.h"
 #include "host/reduce.h"
@@ -153,9 +154,12 @@ static int across_hosts(const chorus_plan_comm *gpu, const chorus_plan_call *cal
   const int hier = algo == CHORUS_ALGO_HIER, nhosts = gpu->env.nhosts, L = gpu->nlocal;
   chorus_plan_comm h;
   memset(&h, 0, sizeof h);
-  h.env =
-      (chorus_cost_env){CHORUS_BACKEND_HOST,         hier ? nhosts : gpu->env.nranks, nhosts, 0, 0,
-                        chorus_comm_slot_bytes(NULL)};
+  h.env = (chorus_cost_env){.backend = CHORUS_BACKEND_HOST,
+                            .nranks = hier ? nhosts : gpu->env.nranks,
+                            .nhosts = nhosts,
+                            .max_msg = chorus_comm_slot_bytes(NULL),
+                            .net_us = gpu->env.net_us,
+                            .net_bw = gpu->env.net_bw};
   char err[320];
   if (chorus_plan_comm_settings(&h, err, sizeof err) != 0) {
     printf("error: %s\n", err);
@@ -252,6 +256,12 @@ static int explain(int argc, char **argv) {
                chorus_param_int(CHORUS_P_NODE_CHUNK) > 0 && nranks <= CHORUS_REDUCE_MAX_SRCS;
   c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
   c.env.max_msg = chorus_comm_slot_bytes(NULL);
+  const char *net = chorus_param_str(CHORUS_P_NET_MODEL);
+  if (net && !*net) net = NULL;
+  if (net && chorus_netprobe_parse(net, &c.env.net_us, &c.env.net_bw) != 0) {
+    fprintf(stderr, "chorus_info: CHORUS_NET=%s: want latency and bandwidth, e.g. 25,1.5\n", net);
+    return 2;
+  }
   char err[320];
   if (chorus_plan_comm_settings(&c, err, sizeof err) != 0) {
     fprintf(stderr, "chorus_info: %s\n", err);
@@ -299,6 +309,9 @@ static int explain(int argc, char **argv) {
          gpu ? (one_proc ? ", one process, every rank's call in one group" : ", a process each")
              : "",
          nhosts, nhosts > 1 ? "s" : "", windows ? ", buffers in symmetric windows" : "");
+  if (nhosts > 1)
+    printf("network hops: %s (a communicator measures its own at init)\n",
+           net ? "as CHORUS_NET says" : "the model's own figures (25 us, 1 GB/s)");
   const int rc = chorus_plan_choose(&call, &probe, 0, one_proc, &t, &ex, err, sizeof err);
   fputs(text, stdout);
   if (rc != 0) {

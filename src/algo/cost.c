@@ -128,8 +128,9 @@ static int log2_floor(int n) {
   return k;
 }
 
-/* Across hosts: one TCP hop on loopback-class links (measured over veth in
- * network namespaces), and its bandwidth. */
+/* Across hosts, unless the environment says (probed or set): one TCP hop
+ * on loopback-class links (measured over veth in network namespaces), and
+ * its bandwidth. */
 #define NET_HOP_US 25.0
 #define NET_BW     1000.0
 
@@ -137,22 +138,23 @@ static int log2_floor(int n) {
  * bytes: one rank's buffer (count x element size). */
 static double hops(int func, int algo, double bytes, const chorus_cost_env *e) {
   int n = e->nranks;
-  double perhop = NET_HOP_US;
+  const double perhop = e->net_us > 0 ? e->net_us : NET_HOP_US;
+  const double bw = e->net_bw > 0 ? e->net_bw : NET_BW;
   switch (algo) {
   case CHORUS_ALGO_RING:
     if (func == CHORUS_FUNC_ALLREDUCE)
-      return 2.0 * (n - 1) * perhop + 2.0 * (n - 1) / n * bytes / NET_BW;
-    return (n - 1) * (perhop + bytes / NET_BW);
+      return 2.0 * (n - 1) * perhop + 2.0 * (n - 1) / n * bytes / bw;
+    return (n - 1) * (perhop + bytes / bw);
   case CHORUS_ALGO_CHAIN:
-    return (n - 1) * perhop + bytes / NET_BW;
+    return (n - 1) * perhop + bytes / bw;
   case CHORUS_ALGO_RD: {
     if (bytes > (double)e->max_msg) return -1;
     int p2 = 1 << log2_floor(n);
     int steps = log2_floor(n) + (n > p2 ? 2 : 0);
-    return steps * (perhop + bytes / NET_BW);
+    return steps * (perhop + bytes / bw);
   }
   case CHORUS_ALGO_DIRECT:
-    return perhop + (n - 1) * bytes / NET_BW;
+    return perhop + (n - 1) * bytes / bw;
   default:
     return -1;
   }

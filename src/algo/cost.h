@@ -10,7 +10,8 @@
  * a core each (calibrated at 2 ranks) and for ranks that outnumber the
  * cores (calibrated at 4); latency scales with the rank count from there.
  * bench/calibrate.py measures, bench/fit.py fits. Across hosts the model
- * counts network hops. The host planner picks by these costs.
+ * counts network hops, priced by the figures measured at init
+ * (core/netprobe.h) or set by CHORUS_NET. The host planner picks by these costs.
  *
  * GPUs: latency plus the bytes that cross one rank's links over the link
  * rate of the protocol, with constants read off the side-by-side runs of
@@ -35,6 +36,10 @@ typedef struct chorus_cost_env {
   int node;           /* host: node memory (every rank on this host, shared memory on) */
   int oversubscribed; /* host: more ranks on this host than cores */
   size_t max_msg;     /* host: largest single message (slot size) */
+  /* Across hosts: one network hop's latency (us) and bandwidth (bytes per
+   * us), probed at init or set by CHORUS_NET (core/netprobe.h); 0: the
+   * model's own figures. */
+  double net_us, net_bw;
 } chorus_cost_env;
 
 /* Modelled microseconds of func with algo in proto (CHORUS_RULE_ANY: the

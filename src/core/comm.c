@@ -9,6 +9,7 @@
  * state for chorus_comm_free.
  */
 #include "core/comm.h"
+#include "core/netprobe.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -438,6 +439,15 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
     goto out;
   }
   CHECK_GOTO(plan_setup(comm), res, out);
+  if (comm->topo.nhosts > 1) {
+    chorus_cost_env *e = &comm->cc.plan.env;
+    if (comm->init.net_us > 0) {
+      e->net_us = comm->init.net_us;
+      e->net_bw = comm->init.net_bw;
+    } else {
+      CHECK_GOTO(chorus_netprobe_run(comm, &e->net_us, &e->net_bw), res, out);
+    }
+  }
   if (comm->device >= 0 && comm->topo.nhosts > 1) {
     CHECK_GOTO(chorus_proxy_setup(&comm->cc.proxy, &comm->cc, comm->device), res, out);
     CHECK_GOTO(chorus_comm_build_parts(comm), res, out);

@@ -44,6 +44,8 @@ static ncclResult_t build_part(ncclComm_t parent, int nranks, int rank, int devi
   }
   c->init.uids[0] = *uid;
   c->init.nuids = 1;
+  c->init.net_us = parent->cc.plan.env.net_us;
+  c->init.net_bw = parent->cc.plan.env.net_bw;
   ncclResult_t res = chorus_comm_build(c);
   if (res != ncclSuccess) {
     chorus_comm_free(c);

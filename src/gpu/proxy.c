@@ -911,7 +911,8 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   px->cc = cc;
   px->device = device;
   px->nhosts = cc->topo->nhosts;
-  px->plan.env = (chorus_cost_env){CHORUS_BACKEND_GPU, cc->nranks, px->nhosts, 0, 0, 0};
+  px->plan.env =
+      (chorus_cost_env){.backend = CHORUS_BACKEND_GPU, .nranks = cc->nranks, .nhosts = px->nhosts};
   px->plan.rank = cc->rank;
   char err[256];
   if (chorus_plan_comm_settings(&px->plan, err, sizeof err) != 0) {

@@ -4,17 +4,21 @@
 # TCP over the veth. All traffic stays inside the namespaces this script
 # creates; it removes them on exit and kills only the processes it started.
 # Exits 77 (skip) with the reason when the machine does not allow it.
-# usage: two_hosts.sh [-6] [--qdisc "ARGS"] <ranks per host> <program> [args...]
+# usage: two_hosts.sh [-6] [--qdisc "ARGS" [--probe-below GBPS]] <ranks per host>
+#                     <program> [args...]
 #   The program is started once per rank with RANK, WORLD_SIZE, NCCL_COMM_ID
 #   and NCCL_SOCKET_IFNAME set; -6: over IPv6 (NCCL_SOCKET_FAMILY=AF_INET6,
 #   the rendezvous at [fd42:231:7::1]), checked in the ranks' bootstrap lines;
 #   --qdisc: both veth ends get the tc queueing discipline ARGS: "netem
 #   delay 2ms 1ms loss 1%" (late, lost and reordered packets, so TCP
-#   retransmits under the collectives), "tbf rate 100mbit ..." (a slow link).
+#   retransmits under the collectives), "tbf rate 100mbit ..." (a slow link);
+#   --probe-below: rank 0's network probe at init must measure less.
 set -u
 v6=0 qdisc=""
 [ "${1:-}" = -6 ] && { v6=1; shift; }
 [ "${1:-}" = --qdisc ] && { qdisc=$2; shift 2; }
+below=""
+[ "${1:-}" = --probe-below ] && { below=$2; shift 2; }
 per=$1
 shift
 . "$(dirname "$0")/netns_lib.sh"
@@ -46,10 +50,19 @@ fail=0
 for p in $pids; do wait "$p" || fail=1; done
 pids=""
 for r in $(seq 0 $((world - 1))); do
-  grep -E "net_rank|PASS|FAIL|WARN|element" "$logdir/$r.log" | head -20
+  grep -E "net_rank|PASS|FAIL|WARN|element|network probe" "$logdir/$r.log" | grep -v "no job key" | head -20
   # Each rank reaches its own host over SHM (itself included) and the other over NET.
   grep -q "rank $r: $per peer(s) over SHM, $per over NET" "$logdir/$r.log" ||
     { echo "rank $r did not use SHM within and NET across hosts:"; grep "peer(s)" "$logdir/$r.log"; fail=1; }
+  # Every rank of a communicator across hosts prices hops by one measurement.
+  if [ "$r" = 0 ]; then
+    gbps=$(sed -n 's/.*network probe, rank 0 to rank [0-9]* (another host): [0-9.]* us one way, \([0-9.]*\) GB\/s.*/\1/p' "$logdir/0.log" | head -1)
+    [ -n "$gbps" ] || { echo "rank 0 logged no network probe"; fail=1; }
+    if [ -n "$below" ] && [ -n "$gbps" ] && ! awk -v g="$gbps" -v b="$below" 'BEGIN { exit !(g < b) }'; then
+      echo "the probe measured $gbps GB/s, not below $below"
+      fail=1
+    fi
+  fi
   if [ $v6 = 1 ]; then
     grep -q "rank $r of $world listening on \[fd42:231:7::" "$logdir/$r.log" ||
       { echo "rank $r did not listen on IPv6:"; grep "listening" "$logdir/$r.log"; fail=1; }

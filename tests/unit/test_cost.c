@@ -4,6 +4,7 @@
  * with size, and prices every GPU algorithm the table has.
  */
 #include "algo/cost.h"
+#include "core/netprobe.h"
 #include "algo/rules.h"
 #include "unit.h"
 
@@ -20,7 +21,7 @@ static int pick(int func, size_t size, const chorus_cost_env *e) {
 }
 
 static void one_host_own_cores(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0};
   int small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
   EXPECT(small == CHORUS_ALGO_ONESHOT || small == CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_RING);
@@ -40,7 +41,7 @@ static void one_host_own_cores(void) {
 }
 
 static void one_host_oversubscribed(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
@@ -48,7 +49,7 @@ static void one_host_oversubscribed(void) {
 }
 
 static void across_hosts(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_RD);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 64 << 20, &e), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 64 << 20, &e), CHORUS_ALGO_DIRECT);
@@ -58,11 +59,38 @@ static void across_hosts(void) {
   EXPECT(chorus_cost_us(CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_RING, CHORUS_RULE_ANY, 8, &e) < 0);
 }
 
+/* Across hosts the hops are priced by the network's figures: a slow,
+ * distant link makes every algorithm dearer, and widens the lead of
+ * recursive doubling's log2(n) exchanges over the ring's 2(n-1) hops;
+ * CHORUS_NET's text parses into them. */
+static void network_figures(void) {
+  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0};
+  chorus_cost_env far = near;
+  far.net_us = 2000; /* 2 ms one way */
+  far.net_bw = 125;  /* 1 Gbit/s */
+  const int AR = CHORUS_FUNC_ALLREDUCE;
+  const uint64_t mid = 96 << 10;
+  const double ring_near = chorus_cost_us(AR, CHORUS_ALGO_RING, CHORUS_RULE_ANY, mid, &near);
+  const double rd_near = chorus_cost_us(AR, CHORUS_ALGO_RD, CHORUS_RULE_ANY, mid, &near);
+  const double ring_far = chorus_cost_us(AR, CHORUS_ALGO_RING, CHORUS_RULE_ANY, mid, &far);
+  const double rd_far = chorus_cost_us(AR, CHORUS_ALGO_RD, CHORUS_RULE_ANY, mid, &far);
+  EXPECT(ring_far > 10 * ring_near && rd_far > 10 * rd_near);
+  EXPECT(rd_far / ring_far < rd_near / ring_near);
+  double us = 0, bw = 0;
+  EXPECT_EQ_INT(chorus_netprobe_parse("25,1.5", &us, &bw), 0);
+  EXPECT(us == 25 && bw == 1500);
+  EXPECT_EQ_INT(chorus_netprobe_parse("25", &us, &bw), -1);
+  EXPECT_EQ_INT(chorus_netprobe_parse("25,", &us, &bw), -1);
+  EXPECT_EQ_INT(chorus_netprobe_parse("0,1", &us, &bw), -1);
+  EXPECT_EQ_INT(chorus_netprobe_parse("25,1.5x", &us, &bw), -1);
+}
+
 static void monotone_in_size(void) {
-  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072},
-                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072},
-                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0}};
+  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0},
+                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0},
+                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5},
+                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0}};
   for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++)
     for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
       for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
@@ -75,7 +103,7 @@ static void monotone_in_size(void) {
             prev = t;
           }
         }
-  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072};
+  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &one), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &one), CHORUS_ALGO_CHAIN);
 }
@@ -85,7 +113,7 @@ static void monotone_in_size(void) {
  * rules choose there); small calls are latency, large ones bandwidth (LL
  * dearer per byte than Simple). */
 static void gpu_prices(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
       for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
@@ -108,6 +136,7 @@ int main(void) {
   RUN(one_host_own_cores);
   RUN(one_host_oversubscribed);
   RUN(across_hosts);
+  RUN(network_figures);
   RUN(monotone_in_size);
   RUN(gpu_prices);
   return unit_report();
