@@ -256,17 +256,25 @@ static void shm_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
   chorus_waitset_add_db(ws, ((shm_conn *)cc)->my_db);
 }
 
+/* Whether a receiving connection holds messages not yet read: a peer
+ * that posted its last one and exited is not lost until they are read
+ * (a slow rank among many may wake only after its peer is gone). */
+static int unread(const shm_conn *c) {
+  return c->dir == CHORUS_DIR_RECV && __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE) != c->pos;
+}
+
 static ncclResult_t shm_check(chorus_conn *cc) {
   shm_conn *c = (shm_conn *)cc;
   if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
   if (chorus_proc_exited(c->peer_pid)) {
+    if (unread(c)) return ncclSuccess; /* looked at after the exit: all it posted */
     snprintf(c->base.err, sizeof c->base.err, "rank %d (pid %d on this host) has exited",
              c->base.peer, (int)c->peer_pid);
     return ncclRemoteError;
   }
   if (c->life_fd >= 0) { /* nothing ever arrives on it: readable means closed */
     struct pollfd pf = {c->life_fd, POLLIN, 0};
-    if (poll(&pf, 1, 0) > 0) {
+    if (poll(&pf, 1, 0) > 0 && !unread(c)) {
       snprintf(c->base.err, sizeof c->base.err,
                "rank %d (in another PID namespace on this host) has exited: its life line "
                "closed",
