@@ -379,6 +379,9 @@ ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uid
     goto fail;
   }
   chorus_acceptor_init(&bs->acc, bs->listen_fd, bs->secret);
+  /* Every peer may connect its transports here at once, a few sockets
+   * each (the ring, the network's streams and notes). */
+  chorus_acceptor_expect(&bs->acc, 4 * nranks);
   bs->acc.payload_size[CHORUS_HELLO_PEER_FAIL] = CHORUS_FAIL_BYTES;
   reached_root = 1;
   CHECK_GOTO(join_root(bs, uids, nids, k), res, fail);

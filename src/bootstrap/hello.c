@@ -24,6 +24,12 @@ void chorus_acceptor_init(chorus_acceptor *a, int listen_fd, const uint64_t secr
   a->listen_fd = listen_fd;
   a->secret[0] = secret[0];
   a->secret[1] = secret[1];
+  a->max_pending = CHORUS_ACCEPT_MAX_PENDING;
+}
+
+void chorus_acceptor_expect(chorus_acceptor *a, int n) {
+  if (n > (1 << 16)) n = 1 << 16; /* a bound on descriptors all the same */
+  if (n > a->max_pending) a->max_pending = n;
 }
 
 void chorus_acceptor_fini(chorus_acceptor *a) {
@@ -59,7 +65,7 @@ static void drop(chorus_acceptor *a, int i, const char *why) {
 }
 
 ncclResult_t chorus_acceptor_adopt(chorus_acceptor *a, int fd) {
-  if (a->npending == CHORUS_ACCEPT_MAX_PENDING) {
+  if (a->npending >= a->max_pending) {
     int oldest = 0;
     for (int i = 1; i < a->npending; i++)
       if (a->pending[i].deadline < a->pending[oldest].deadline) oldest = i;

@@ -20,8 +20,10 @@
 #include "nccl.h"
 
 #define CHORUS_HELLO_MAX_PAYLOAD 256
-/* Connections an acceptor keeps waiting for their hello; a newer one
- * pushes out the oldest (strangers cannot exhaust descriptors). */
+/* Connections an acceptor keeps waiting for their hello, at least; a
+ * newer one pushes out the oldest (strangers cannot exhaust descriptors).
+ * Owners that know how many ranks may connect at once raise it
+ * (chorus_acceptor_expect). */
 #define CHORUS_ACCEPT_MAX_PENDING 128
 
 typedef struct chorus_pending {
@@ -39,6 +41,7 @@ typedef struct chorus_acceptor {
   size_t payload_size[8];
   chorus_pending *pending;
   int npending, cap;
+  int max_pending;
 } chorus_acceptor;
 
 /* Returned connection: the hello, its payload, and the socket (now owned by
@@ -50,6 +53,10 @@ typedef struct chorus_arrival {
 } chorus_arrival;
 
 void chorus_acceptor_init(chorus_acceptor *a, int listen_fd, const uint64_t secret[2]);
+/* Up to n legitimate connections may arrive at once (a rendezvous of n
+ * ranks, a rank's peers connecting their transports): keep that many
+ * waiting, beyond the default. */
+void chorus_acceptor_expect(chorus_acceptor *a, int n);
 /* Waits for one valid arrival. ncclInProgress when the deadline (or
  * *abort_flag) stops the wait first; ncclSystemError on a local failure. */
 ncclResult_t chorus_acceptor_poll(chorus_acceptor *a, int64_t deadline, const int *abort_flag,

@@ -258,6 +258,8 @@ static void *root_main(void *arg) {
       break;
     }
     if (a.hello.kind == CHORUS_HELLO_ROOT_RANK) {
+      /* The rest of the job may arrive at once. */
+      chorus_acceptor_expect(&r->acc, a.hello.nranks + 16);
       failed = add_rank(r, &a) != 0;
     } else if (a.hello.kind == CHORUS_HELLO_ROOT_SUBROOT) {
       failed = add_subroot(r, &a) != 0;
