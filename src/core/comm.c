@@ -183,6 +183,31 @@ size_t chorus_comm_slot_bytes(int *nslots) {
   return (size_t)(sb / 64 * 64);
 }
 
+/* Every rank of a host keeps a FIFO per (sender of its host, channel) in
+ * shared memory, allocated whole at init (so a full /dev/shm fails the
+ * init, not a later write): L ranks on a host take 2 L^2 FIFOs. Past a
+ * few dozen ranks per host the FIFOs shrink (smaller slots, as many) so
+ * that a host's take at most SHM_FIFO_BUDGET: 256 ranks of one host would
+ * otherwise take 128 GiB at the default NCCL_BUFFSIZE. The bound uses the
+ * most ranks any host holds, so every rank computes the same geometry. */
+#define SHM_FIFO_BUDGET (4ull << 30)
+
+static void cap_fifos(ncclComm_t comm, geometry *geo) {
+  uint64_t lmax = 1;
+  for (int h = 0; h < comm->topo.nhosts; h++)
+    lmax = CHORUS_MAX(lmax, (uint64_t)comm->topo.nlocal_of_host[h]);
+  const uint64_t fifo_max = SHM_FIFO_BUDGET / (CHORUS_NCHANNELS * lmax * lmax);
+  const uint64_t fifo = (uint64_t)geo->slot_bytes * (uint64_t)geo->nslots;
+  if (fifo <= fifo_max) return;
+  const size_t was = geo->slot_bytes;
+  geo->slot_bytes = (size_t)CHORUS_MAX(4096ull, fifo_max / (uint64_t)geo->nslots / 64 * 64);
+  if (comm->rank == 0)
+    INFO(CHORUS_INIT | CHORUS_SHM,
+         "%llu ranks on a host: slots of %zu bytes, not %zu, so that the host's FIFOs take at most "
+         "%llu MiB of shared memory",
+         (unsigned long long)lmax, geo->slot_bytes, was, SHM_FIFO_BUDGET >> 20);
+}
+
 static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   rank_record *rec = chorus_calloc((size_t)comm->nranks, sizeof *rec);
   chorus_rank_info *info = chorus_calloc((size_t)comm->nranks, sizeof *info);
@@ -222,7 +247,9 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     geo->nstreams = CHORUS_MIN(geo->nstreams, (int)rec[r].nstreams);
   }
   chorus_free(rec);
-  return chorus_topo_build(&comm->topo, info, comm->nranks, comm->rank);
+  CHECK(chorus_topo_build(&comm->topo, info, comm->nranks, comm->rank));
+  cap_fifos(comm, geo);
+  return ncclSuccess;
 }
 
 /* Ring order: ranks grouped by host (hosts in order of their first rank),
