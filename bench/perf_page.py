@@ -21,12 +21,15 @@ it names (paths are relative to the repository):
                           and mode
   @gpu-tables CSV         per collective and mode: Chorus beside NCCL, then
                           the CUDA-graph replays
+  @scale-table CSV        large communicators (scripts/scale.sh): init time,
+                          shared memory, slot size, first calls
 
 Everything else is copied as it is, so the page changes only when a summary
 or the template does, and running it twice gives the same file.
 Python 3.7+, standard library only.
 """
 import argparse
+import csv
 import difflib
 import os
 import re
@@ -364,6 +367,23 @@ def hosts_tables(args):
     return out
 
 
+def scale_table(args):
+    """Large communicators of a scale run (scripts/scale.sh), a row each."""
+    path = args[0]
+    head, _ = read(path)
+    out = run_paragraph(path)
+    with open(os.path.join(REPO, path)) as f:
+        rows = list(csv.DictReader(l for l in f if not l.startswith("#") and l.strip()))
+    body = [[r["ranks"], r["hosts"], r["init_median_ms"], r["init_max_ms"], r["shm_mapped_mib"],
+             size_text(int(r["slot_bytes"])) if r["slot_bytes"] else "?", r["us_8B"], r["wrong"]]
+            for r in rows]
+    out += table(["ranks", "hosts", "init ms (median)", "init ms (slowest)",
+                  "shared memory mapped per rank (MiB)", "slot", "AllReduce 8 B (us)",
+                  "wrong"], body, ["---:"] * 7 + [":---"])
+    out.append("")
+    return out
+
+
 DIRECTIVES = {
     "@run": lambda args: [l for p in args for l in run_paragraph(p)],
     "@host-goals": host_goals,
@@ -372,6 +392,7 @@ DIRECTIVES = {
     "@gpu-tables": lambda args: gpu_tables(args[0]),
     "@before-after": before_after,
     "@hosts-tables": hosts_tables,
+    "@scale-table": scale_table,
 }
 
 

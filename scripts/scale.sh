@@ -25,6 +25,7 @@ csv() {
   echo "# machine: $(hostname), $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), /dev/shm $(df -h /dev/shm | awk 'NR==2 {print $2}')"
   echo "# date: $(date -u +%F)"
   echo "# chorus: $(git rev-parse --short HEAD 2>/dev/null)$(git diff --quiet 2>/dev/null || echo +)"
+  echo "# versions: Chorus alone (no reference library is timed here)"
   echo "# command: scripts/scale.sh ${layouts[*]} (all_reduce_perf -b 8 -e 4K -f 8 -n 2 -w 1 -c 1, one process per rank)"
   echo "ranks,hosts,init_median_ms,init_max_ms,shm_mapped_mib,slot_bytes,us_8B,wrong"
   for l in "${layouts[@]}"; do
