@@ -96,11 +96,13 @@ struct chorus_proxy {
   chorus_op *work; /* the thread's copies of a batch's calls */
   int work_cap;
   /* The parts (chorus_proxy_set_parts), or NULL; this rank is `place` of
-   * `nlocal` on its host. */
+   * `plan.nlocal` on its host. */
   struct chorus_gpu *local;
   chorus_coll_comm *local_cc, *cross_cc[CHORUS_PROXY_LANES];
-  int place, nlocal, nhosts, nlanes;
-  /* The choice between hier and staged (algo/rules.c, NCCL_ALGO). */
+  int place, nlanes;
+  /* The choice between hier and staged (algo/rules.c, NCCL_ALGO); its
+   * env.nhosts, nlocal (ranks per host, once the parts are set) and
+   * hosts_in_order shape the steps too. */
   chorus_plan_comm plan;
   /* Device scratch between the steps of a hierarchical call: one for
    * eager calls (grown after the last one finished), one per captured
@@ -449,10 +451,11 @@ static int copy_lane_rows(const chorus_op *op, int lanes, char *dev, char *stage
                           void *stream) {
   const size_t h = (size_t)op->cc->nranks, es = op->esize, pitch = op->count * es;
   for (int k = 0; k < lanes; k++) {
-    size_t first, len;
+    size_t first, len, soff, roff;
     lane_share(op->count, k, lanes, &first, &len);
     if (!len) continue;
-    char *d = dev + first * es, *st = stage + h * first * es;
+    lane_offsets(op, first, &soff, &roff);
+    char *d = dev + first * es, *st = stage + (to_stage ? soff : roff) * es;
     const int rc = to_stage ? chorus_dev_copy_rows(st, len * es, d, pitch, len * es, h, stream)
                             : chorus_dev_copy_rows(d, pitch, st, len * es, len * es, h, stream);
     if (rc != 0) return rc;
@@ -736,7 +739,7 @@ static ncclResult_t unit_choose(unit *u) {
 
 static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
   const chorus_proxy *px = u->px;
-  const size_t L = (size_t)px->nlocal, H = (size_t)px->nhosts, es = op->esize;
+  const size_t L = (size_t)px->plan.nlocal, H = (size_t)px->plan.env.nhosts, es = op->esize;
   chorus_red local, cross;
   split_red(&op->red, &local, &cross);
   if (op->func == CHORUS_FUNC_ALLREDUCE) {
@@ -812,7 +815,7 @@ static ncclResult_t unit_batches(unit *u) {
    * each (alike on every rank: the step's size is). */
   const chorus_op *x = &u->cross;
   const size_t bytes =
-      x->count * x->esize * (x->func == CHORUS_FUNC_ALLREDUCE ? 1 : (size_t)u->px->nhosts);
+      x->count * x->esize * (x->func == CHORUS_FUNC_ALLREDUCE ? 1 : (size_t)u->px->plan.env.nhosts);
   const int lanes = (int)CHORUS_MIN(bytes / LANE_MIN_BYTES, (size_t)u->px->nlanes);
   chorus_op *one = &u->cross;
   CHECK(post_batch(u->px, &one, 1, u->stream, u->captured, lanes > 1 ? lanes : 1));
@@ -910,9 +913,8 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   if (!px) return chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
   px->cc = cc;
   px->device = device;
-  px->nhosts = cc->topo->nhosts;
-  px->plan.env =
-      (chorus_cost_env){.backend = CHORUS_BACKEND_GPU, .nranks = cc->nranks, .nhosts = px->nhosts};
+  px->plan.env = (chorus_cost_env){
+      .backend = CHORUS_BACKEND_GPU, .nranks = cc->nranks, .nhosts = cc->topo->nhosts};
   px->plan.rank = cc->rank;
   char err[256];
   if (chorus_plan_comm_settings(&px->plan, err, sizeof err) != 0) {
@@ -967,20 +969,20 @@ ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
     px->nlane_threads = k;
   }
   px->place = chorus_gpu_rank(local);
-  px->nlocal = chorus_gpu_nranks(local);
+  const int L = chorus_gpu_nranks(local);
   const chorus_topo *t = px->cc->topo;
-  px->plan.nlocal = px->nlocal;
+  px->plan.nlocal = L;
   px->plan.hosts_in_order = 1;
   for (int r = 0; r < px->cc->nranks; r++) {
-    const int first = r - r % px->nlocal;
-    if (t->local_index[r] != r % px->nlocal || t->host_of[r] != t->host_of[first])
+    const int first = r - r % L;
+    if (t->local_index[r] != r % L || t->host_of[r] != t->host_of[first])
       px->plan.hosts_in_order = 0;
   }
   INFO(CHORUS_INIT | CHORUS_TUNING,
        "rank %d: place %d of %d on its host; AllReduce%s may run in steps (hier: in the host, "
        "across hosts on up to %d lanes, in the host again; chorus_info --explain)",
-       px->cc->rank, px->place, px->nlocal,
-       px->plan.hosts_in_order ? ", AllGather and ReduceScatter" : "", nlanes);
+       px->cc->rank, px->place, L, px->plan.hosts_in_order ? ", AllGather and ReduceScatter" : "",
+       nlanes);
   return ncclSuccess;
 }
 
