@@ -256,12 +256,8 @@ static int explain(int argc, char **argv) {
                chorus_param_int(CHORUS_P_NODE_CHUNK) > 0 && nranks <= CHORUS_REDUCE_MAX_SRCS;
   c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
   c.env.max_msg = chorus_comm_slot_bytes(NULL);
-  const char *net = chorus_param_str(CHORUS_P_NET_MODEL);
-  if (net && !*net) net = NULL;
-  if (net && chorus_netprobe_parse(net, &c.env.net_us, &c.env.net_bw) != 0) {
-    fprintf(stderr, "chorus_info: CHORUS_NET=%s: want latency and bandwidth, e.g. 25,1.5\n", net);
-    return 2;
-  }
+  const int net = chorus_netprobe_setting(&c.env.net_us, &c.env.net_bw);
+  if (net < 0) return 2; /* its WARN line named the setting */
   char err[320];
   if (chorus_plan_comm_settings(&c, err, sizeof err) != 0) {
     fprintf(stderr, "chorus_info: %s\n", err);

@@ -39,6 +39,15 @@ int chorus_netprobe_parse(const char *text, double *us, double *bw) {
   return 0;
 }
 
+int chorus_netprobe_setting(double *us, double *bw) {
+  const char *set = chorus_param_str(CHORUS_P_NET_MODEL);
+  if (!set || !*set) return 0;
+  if (chorus_netprobe_parse(set, us, bw) == 0) return 1;
+  (void)chorus_error(ncclInvalidUsage,
+                     "CHORUS_NET=%s: want latency and bandwidth, e.g. 25,1.5 (us, GB/s)", set);
+  return -1;
+}
+
 typedef struct probe {
   struct ncclComm *comm;
   int peer;
@@ -131,13 +140,8 @@ static ncclResult_t answer(probe *p) {
 }
 
 ncclResult_t chorus_netprobe_run(struct ncclComm *comm, double *us, double *bw) {
-  const char *set = chorus_param_str(CHORUS_P_NET_MODEL);
-  if (set && *set) {
-    if (chorus_netprobe_parse(set, us, bw) != 0)
-      return chorus_error(ncclInvalidUsage,
-                          "CHORUS_NET=%s: want latency and bandwidth, e.g. 25,1.5 (us, GB/s)", set);
-    return ncclSuccess;
-  }
+  const int set = chorus_netprobe_setting(us, bw);
+  if (set != 0) return set > 0 ? ncclSuccess : ncclInvalidUsage;
   const chorus_topo *t = &comm->topo;
   int b = -1;
   for (int r = 1; r < comm->nranks && b < 0; r++)

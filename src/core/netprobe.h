@@ -15,6 +15,10 @@ struct ncclComm;
  * *us and *bw (bytes per microsecond). Returns 0, or -1 when malformed. */
 int chorus_netprobe_parse(const char *text, double *us, double *bw);
 
+/* CHORUS_NET's figures: 0 when it is unset (or empty), 1 with *us and
+ * *bw set, -1 when malformed (with an error naming it). */
+int chorus_netprobe_setting(double *us, double *bw);
+
 /* The figures every rank of comm (on two hosts or more, connections up)
  * prices with, alike on every rank: CHORUS_NET's, else those the first
  * rank measured with the first rank of another host (a few round trips

@@ -41,6 +41,14 @@ static int fact(chorus_plan_call *c, const chorus_plan_probe *probe, uint32_t f)
   return (c->facts & f) != 0;
 }
 
+const char *chorus_plan_hosts_misfit(const chorus_plan_comm *m, int algo) {
+  const int across = (chorus_algo_get(algo)->on[m->env.backend].needs & CHORUS_NEED_HOSTS) != 0;
+  if (m->env.backend == CHORUS_BACKEND_GPU && m->env.nhosts > 1 && !across)
+    return "its kernels reach only the GPUs of one host";
+  if (across && m->env.nhosts < 2) return "every rank is on this host";
+  return NULL;
+}
+
 /* Why algo cannot run c at all (NULL: it can, in some protocol). group:
  * the call is planned with its group (needs only a group can meet count
  * as met; chorus_plan_group checks them). Facts are asked for last. */
@@ -59,10 +67,8 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
     return "the buffer does not fit one message slot";
   if ((needs & CHORUS_NEED_PEER_ACCESS) && m->staged)
     return "the GPUs do not reach each other (arenas in host memory)";
-  if (b == CHORUS_BACKEND_GPU && m->env.nhosts > 1 && !(needs & CHORUS_NEED_HOSTS))
-    return "its kernels reach only the GPUs of one host";
-  if ((needs & CHORUS_NEED_HOSTS) && m->env.nhosts < 2) return "every rank is on this host";
-  const char *why = NULL;
+  const char *why = chorus_plan_hosts_misfit(m, algo);
+  if (why) return why;
   switch (algo) {
   case CHORUS_ALGO_ZEROCOPY:
     if (n > CHORUS_PLAN_MAX_RANKS || c->count == 0) return "nothing to move";

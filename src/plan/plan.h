@@ -113,6 +113,10 @@ typedef struct chorus_explain {
  * and the backend's defaults (c->env.backend set). Returns 0, or -1 with
  * a message naming the bad word in err. */
 int chorus_plan_comm_settings(chorus_plan_comm *c, char *err, size_t errlen);
+/* Why algo cannot run on m for its host count (NULL: it can): one host's
+ * GPU kernels across hosts, an across-hosts algorithm on one host. */
+const char *chorus_plan_hosts_misfit(const chorus_plan_comm *m, int algo);
+
 /* Frees the functions NCCL_ALGO names only with algorithms that cannot
  * run on c (another backend's; on GPUs, one host's kernels across hosts
  * or the reverse). A GPU communicator across hosts runs its calls as host

@@ -22,12 +22,9 @@ void chorus_plan_unbind_foreign(chorus_plan_comm *c) {
   for (int f = 1; f < CHORUS_FUNC_COUNT; f++) {
     if (!c->filter.algo_named[f]) continue;
     int here = 0;
-    for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
-      const chorus_algo_info *info = chorus_algo_get(a);
-      const int across = (info->on[c->env.backend].needs & CHORUS_NEED_HOSTS) != 0;
+    for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
       here |= (c->filter.algos[f] & (1u << a)) && chorus_algo_runs(a, c->env.backend, f) &&
-              (c->env.backend != CHORUS_BACKEND_GPU || across == (c->env.nhosts > 1));
-    }
+              !chorus_plan_hosts_misfit(c, a);
     if (here) continue;
     c->filter.algos[f] = all;
     c->filter.algo_named[f] = 0;

@@ -37,6 +37,14 @@ printf '%s\n' "$ex" | grep -q "^-> staged/Simple" || fail "uneven hosts not stag
 ex=$(NCCL_ALGO=staged "$info" --explain allgather 64M --gpu --ranks 8 --hosts 2)
 printf '%s\n' "$ex" | grep -q "^-> staged/Simple" || fail "NCCL_ALGO=staged not taken: $ex"
 printf '%s\n' "$ex" | grep -q "run as a host call on 8 ranks" || fail "staged step: $ex"
+# CHORUS_NET prices the hops: 2 x 5 ms hops at least for recursive doubling
+# on 4 ranks of 2 hosts; a malformed value is named.
+ex=$(CHORUS_NET=5000,0.01 "$info" --explain allreduce 64K --host --ranks 4 --hosts 2)
+us=$(printf '%s\n' "$ex" | sed -n 's/^modelled time: \([0-9.]*\) us/\1/p')
+awk -v u="${us:-0}" 'BEGIN { exit !(u >= 10000) }' || fail "CHORUS_NET not priced: $ex"
+err=$(CHORUS_NET=5,x "$info" --explain allreduce 64K --host --ranks 4 --hosts 2 2>&1) &&
+  fail "a bad CHORUS_NET passed"
+printf '%s\n' "$err" | grep -q 'CHORUS_NET=5,x' || fail "the bad CHORUS_NET is not named: $err"
 ex=$("$info" --explain allreduce 1M --host --ranks 2)
 printf '%s\n' "$ex" | grep -q "cost model prices ring/Simple cheapest" || fail "host: $ex"
 err=$(CHORUS_TUNE=allreduce:0-2Q:ring "$info" --rules 2>&1) && fail "a bad CHORUS_TUNE passed"
