@@ -177,10 +177,40 @@ static void silent_crowd(void) {
   listener_stop(&l);
 }
 
+/* An acceptor told that a job's ranks may all arrive at once keeps them
+ * waiting (a 256-rank rendezvous lost joins at the default bound), and
+ * still bounds the crowd beyond that. */
+static void expected_crowd(void) {
+  listener l;
+  listener_start(&l);
+  enum { WANT = CHORUS_ACCEPT_MAX_PENDING + 60, N = WANT + 20 };
+  chorus_acceptor_expect(&l.acc, WANT);
+  int fds[N];
+  for (int i = 0; i < WANT; i++) {
+    fds[i] = dial(&l);
+    REQUIRE(fds[i] >= 0);
+  }
+  chorus_arrival none;
+  EXPECT(!arrival(&l, 20, &none));
+  int closed = 0;
+  for (int i = 0; i < WANT; i++) closed += closed_by_peer(fds[i], 5);
+  EXPECT_EQ_INT(closed, 0);
+  EXPECT_EQ_INT(l.acc.npending, WANT);
+  for (int i = WANT; i < N; i++) {
+    fds[i] = dial(&l);
+    REQUIRE(fds[i] >= 0);
+  }
+  EXPECT(!arrival(&l, 20, &none));
+  EXPECT(l.acc.npending <= WANT);
+  for (int i = 0; i < N; i++) close(fds[i]);
+  listener_stop(&l);
+}
+
 int main(void) {
   setenv("NCCL_DEBUG", "NONE", 1); /* the drops below are meant */
   RUN(siphash_vectors);
   RUN(answer_and_replay);
   RUN(silent_crowd);
+  RUN(expected_crowd);
   return unit_report();
 }
