@@ -41,13 +41,15 @@ __global__ void per_sample(mlp m, const float *params, const float *x, const int
     z2[c] = acc;
     if (acc > z2[best]) best = c;
   }
+  /* The largest logit, kept apart: the loop below overwrites z2. */
+  const float top = z2[best];
   float sum = 0;
-  for (int c = 0; c < m.k; c++) sum += expf(z2[c] - z2[best]);
-  work[(size_t)b * P + s] = logf(sum) - (z2[y[s]] - z2[best]);
+  for (int c = 0; c < m.k; c++) sum += expf(z2[c] - top);
+  work[(size_t)b * P + s] = logf(sum) - (z2[y[s]] - top);
   work[(size_t)b * P + b + s] = best == y[s] ? 1.0f : 0.0f;
 
   for (int c = 0; c < m.k; c++) {
-    float dz2 = expf(z2[c] - z2[best]) / sum - (c == y[s] ? 1.0f : 0.0f);
+    float dz2 = expf(z2[c] - top) / sum - (c == y[s] ? 1.0f : 0.0f);
     z2[c] = dz2; /* keep d(loss)/d(logit) for the hidden layer */
     gb2[c] = dz2;
     for (int j = 0; j < m.h; j++) gw2[c * m.h + j] = dz2 * a1[j];
