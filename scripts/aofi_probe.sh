@@ -13,6 +13,9 @@
 #          then every collective's correctness matrix (test_colls) on 4
 #          host-memory ranks as 2 hosts (NCCL_HOSTID), their traffic
 #          between the hosts through the plugin (NCCL_NET forces it)
+#   there: scripts/aofi_probe.sh gpu   (build-aofi carried, after
+#          scripts/gpu.sh build): the same for GPU buffers, every
+#          collective's perf program (checked) on 2 hosts x 1 GPU
 set -eu
 cd "$(dirname "$0")/.."
 case ${1:-} in
@@ -27,7 +30,8 @@ prepare)
   cp -L "$work/inst/lib/libnccl-net.so" build-aofi/lib/
   ldd "$work/inst/lib/libnccl-net.so" | awk '/=>/ {print $3}' | grep -v -E '/lib(c|m)\.so' |
     xargs -r -I{} cp -L {} build-aofi/lib/
-  cp build/tests/netplug/test_netplug build/tests/coll/test_colls build-aofi/
+  # the test programs from ${BUILD:-build} (a host-only build serves)
+  cp "${BUILD:-build}"/tests/netplug/test_netplug "${BUILD:-build}"/tests/coll/test_colls build-aofi/
   rm -rf "$work"
   echo "build-aofi ready: $(du -sh build-aofi | cut -f1); carry it and run: $0 run"
   ;;
@@ -44,8 +48,29 @@ run)
   done
   [ $fail = 0 ] || { grep -h "WARN" /tmp/aofi-*.log | sort | uniq -c | head -20; exit 1; }
   ;;
+gpu)
+  # GPU buffers: 2 hosts x 1 GPU (one process each), every collective's
+  # perf program with its check (-c 1) from 8 B to 16 MiB; the GPU
+  # proxies stage through host memory and the hosts' traffic goes
+  # through the plugin (NCCL_NET forces it; the INFO line proves it).
+  export LD_LIBRARY_PATH=$PWD/build-aofi/lib FI_PROVIDER=${FI_PROVIDER:-tcp}
+  export NCCL_NET_PLUGIN=$PWD/build-aofi/lib/libnccl-net.so NCCL_NET="AWS Libfabric"
+  export NCCL_NVLS_ENABLE=0 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET
+  perf=${BUILD:-build-gpu}/tools/perf
+  fail=0
+  for coll in all_reduce all_gather reduce_scatter broadcast reduce alltoall gather scatter sendrecv; do
+    log=/tmp/aofi-gpu-$coll.log
+    timeout 200 "${BUILD:-build-gpu}"/tools/chorusrun -n 2 --hosts 2 --timeout 190 \
+      "$perf/${coll}_perf" -d float -o sum -b 8 -e 16M -f 8 -n 2 -w 1 -c 1 >"$log" 2>&1 || fail=1
+    via=$(grep -c 'NET/Plugin: using network AWS Libfabric' "$log" || true)
+    [ "$via" -ge 2 ] || fail=1
+    printf '%-15s %s; plugin chosen by %s rank(s)\n' "$coll" \
+      "$(grep -E 'Out of bounds' "$log" | head -1 | tr -s ' ')" "$via"
+  done
+  [ $fail = 0 ] || { grep -h "WARN" /tmp/aofi-gpu-*.log | sort | uniq -c | head -20; exit 1; }
+  ;;
 *)
-  echo "usage: $0 prepare|run"
+  echo "usage: $0 prepare|run|gpu"
   exit 2
   ;;
 esac
