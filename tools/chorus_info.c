@@ -169,7 +169,12 @@ static int across_hosts(const chorus_plan_comm *gpu, const chorus_plan_call *cal
   chorus_plan_call k = *call;
   k.comm = &h;
   uint64_t step = size;
-  if (hier) {
+  if (hier && L == 1) {
+    printf("steps: the whole call with the other hosts' ranks (one rank per host: nothing to do "
+           "in the host; a host call, cut across up to %lld lanes)\n",
+           (long long)chorus_param_int(CHORUS_P_GPU_HIER_LANES));
+    if (call->func != CHORUS_FUNC_ALLREDUCE) step = (uint64_t)call->count * call->esize * nhosts;
+  } else if (hier) {
     if (call->func == CHORUS_FUNC_ALLREDUCE) {
       k.count = call->count / (size_t)L;
       step = k.count * call->esize;
@@ -273,7 +278,7 @@ static int explain(int argc, char **argv) {
     c.staged = staged;
     /* Across hosts: ranks placed host by host, as chorusrun --hosts,
      * torchrun and mpirun by node place them. */
-    c.nlocal = nranks % nhosts == 0 && nranks / nhosts >= 2 ? nranks / nhosts : 0;
+    c.nlocal = nranks % nhosts == 0 ? nranks / nhosts : 0;
     c.hosts_in_order = 1;
     if (nhosts > 1) chorus_plan_unbind_foreign(&c);
     facts =

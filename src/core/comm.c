@@ -478,11 +478,12 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   if (comm->device >= 0 && comm->topo.nhosts > 1) {
     CHECK_GOTO(chorus_proxy_setup(&comm->cc.proxy, &comm->cc, comm->device), res, out);
     CHECK_GOTO(chorus_comm_build_parts(comm), res, out);
-    if (comm->part_local) {
+    if (comm->nlanes > 0) {
       chorus_coll_comm *cross[CHORUS_PROXY_LANES];
       for (int k = 0; k < comm->nlanes; k++) cross[k] = &comm->part_cross[k]->cc;
-      CHECK_GOTO(chorus_proxy_set_parts(comm->cc.proxy, comm->part_local->cc.gpu,
-                                        &comm->part_local->cc, cross, comm->nlanes),
+      ncclComm_t local = comm->part_local; /* none with one rank per host */
+      CHECK_GOTO(chorus_proxy_set_parts(comm->cc.proxy, local ? local->cc.gpu : NULL,
+                                        local ? &local->cc : NULL, cross, comm->nlanes),
                  res, out);
     }
   } else if (comm->device >= 0)

@@ -106,7 +106,8 @@ int chorus_comm_pick_device(void);
 ncclResult_t chorus_comm_build(ncclComm_t comm);
 /* The parts of a GPU communicator across hosts (hier.c): collective over
  * its bootstrap once its own connections exist; nothing when hosts hold
- * different numbers of ranks or one each. Freed by chorus_comm_free_parts. */
+ * different numbers of ranks, no local part when they hold one each.
+ * Freed by chorus_comm_free_parts. */
 ncclResult_t chorus_comm_build_parts(ncclComm_t comm);
 void chorus_comm_free_parts(ncclComm_t comm);
 /* The slot of a host connection as the settings ask for it (NCCL_BUFFSIZE

@@ -6,10 +6,12 @@
  * over the network. gpu/proxy.c composes hierarchical calls from them.
  *
  * Built at init, after the communicator's own connections, when every
- * host holds the same number of ranks (two or more); otherwise every call
- * is staged whole. Each part's first rank makes a unique id, one allgather
- * over the parent's bootstrap spreads them, and every rank builds its
- * local part, then its cross part, like any communicator.
+ * host holds the same number of ranks; otherwise every call is staged
+ * whole. With one rank per host there is no local part: the cross parts
+ * alone (all the ranks, in order) carry a call's lanes, each lane its own
+ * connections and thread. Each part's first rank makes a unique id, one
+ * allgather over the parent's bootstrap spreads them, and every rank
+ * builds its local part, then its cross parts, like any communicator.
  */
 #include <stdio.h>
 #include <string.h>
@@ -70,7 +72,6 @@ ncclResult_t chorus_comm_build_parts(ncclComm_t comm) {
            me, L, t->nlocal_of_host[h], h);
       return ncclSuccess;
     }
-  if (L < 2) return ncclSuccess;
   const int li = t->local_index[me], hi = t->host_of[me];
   /* The cross part: the ranks of local index li, in rank order; its first
    * one makes its id, as the host's first rank makes the local part's. */
@@ -83,16 +84,17 @@ ncclResult_t chorus_comm_build_parts(ncclComm_t comm) {
   part_ids *ids = chorus_calloc((size_t)comm->nranks, sizeof *ids);
   if (!ids) return chorus_error(ncclSystemError, "out of memory building a communicator's parts");
   ncclResult_t res = ncclSuccess;
-  if (t->local_ranks[0] == me)
+  if (L > 1 && t->local_ranks[0] == me)
     CHECK_GOTO(chorus_uid_create_private(&ids[me].local, &comm->bs->listen_addr), res, out);
   const int64_t lanes = chorus_param_int(CHORUS_P_GPU_HIER_LANES);
   const int nlanes = (int)CHORUS_CLAMP(lanes, 1, CHORUS_PROXY_LANES);
   for (int k = 0; k < nlanes && cross_first == me; k++)
     CHECK_GOTO(chorus_uid_create_private(&ids[me].cross[k], &comm->bs->listen_addr), res, out);
   CHECK_GOTO(chorus_bootstrap_allgather(comm->bs, ids, sizeof *ids), res, out);
-  CHECK_GOTO(build_part(comm, L, li, comm->device, &ids[t->local_ranks[0]].local, "host-local",
-                        &comm->part_local),
-             res, out);
+  if (L > 1)
+    CHECK_GOTO(build_part(comm, L, li, comm->device, &ids[t->local_ranks[0]].local, "host-local",
+                          &comm->part_local),
+               res, out);
   for (int k = 0; k < nlanes; k++) {
     CHECK_GOTO(build_part(comm, H, cross_rank, -1, &ids[cross_first].cross[k], "cross-host",
                           &comm->part_cross[k]),

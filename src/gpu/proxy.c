@@ -421,20 +421,25 @@ static size_t round_up(size_t v) {
 
 /* The bytes op reads from sendbuff and writes to recvbuff on this rank,
  * and the staging both take: one region where they overlap (the in-place
- * forms), so their offsets in it are those of the user's buffers. */
+ * forms), so their offsets in it are those of the user's buffers; but
+ * two where one side is laid out lane by lane (lane_rows), as a lane's
+ * input would then sit among other lanes' output. */
 typedef struct span {
   size_t sbytes, rbytes;
   uintptr_t lo; /* start of the region, in the user's addresses */
   size_t bytes; /* 0: two regions, send then receive */
 } span;
 
-static size_t stage_bytes(const chorus_op *op, int rank, int nranks, span *s) {
+static int lane_rows(const chorus_op *op, int lanes, int recv);
+
+static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int lanes, span *s) {
   s->sbytes = chorus_func_send_elems(op->func, op->count, rank, op->root, nranks) * op->esize;
   s->rbytes = chorus_func_recv_elems(op->func, op->count, rank, op->root, nranks) * op->esize;
   const uintptr_t a = (uintptr_t)op->sendbuff, b = (uintptr_t)op->recvbuff;
   s->lo = 0;
   s->bytes = 0;
-  if (s->sbytes && s->rbytes && a < b + s->rbytes && b < a + s->sbytes) {
+  const int laid = lane_rows(op, lanes, 0) || lane_rows(op, lanes, 1);
+  if (!laid && s->sbytes && s->rbytes && a < b + s->rbytes && b < a + s->sbytes) {
     s->lo = a < b ? a : b;
     const uintptr_t hi = a + s->sbytes > b + s->rbytes ? a + s->sbytes : b + s->rbytes;
     s->bytes = hi - s->lo;
@@ -482,7 +487,7 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
    * output), the scalars, then each call's buffers. */
   const size_t list = round_up((size_t)3 * (size_t)n * sizeof(chorus_kern_copy));
   size_t bytes = list + round_up((size_t)n * 16);
-  for (int i = 0; i < n; i++) bytes += stage_bytes(ops[i], rank, nranks, &sp[i]);
+  for (int i = 0; i < n; i++) bytes += stage_bytes(ops[i], rank, nranks, lanes, &sp[i]);
   batch *b = NULL;
   ncclResult_t res = take_batch(px, bytes, n, &b);
   if (res != ncclSuccess) goto out;
@@ -733,7 +738,7 @@ static ncclResult_t unit_choose(unit *u) {
   char err[320];
   if (chorus_plan_choose(&call, NULL, 0, 0, &t, NULL, err, sizeof err) != 0)
     return chorus_error(ncclInvalidUsage, "rank %d: %s", u->px->cc->rank, err);
-  u->hier = t.algo == CHORUS_ALGO_HIER && u->px->local;
+  u->hier = t.algo == CHORUS_ALGO_HIER && u->px->nlanes > 0;
   return ncclSuccess;
 }
 
@@ -742,6 +747,14 @@ static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
   const size_t L = (size_t)px->plan.nlocal, H = (size_t)px->plan.env.nhosts, es = op->esize;
   chorus_red local, cross;
   split_red(&op->red, &local, &cross);
+  if (L == 1) {
+    /* One rank per host: no steps in the host, the call itself goes
+     * across (on lanes, unit_batches), reduced there as it stands. */
+    u->cross = cross_step(u, op, op->count, &op->red, op->sendbuff, op->recvbuff);
+    u->tail = *op;
+    u->tail.count = 0;
+    return ncclSuccess;
+  }
   if (op->func == CHORUS_FUNC_ALLREDUCE) {
     const size_t per = op->count / L;
     char *recv = op->recvbuff, *mine = recv + (size_t)px->place * per * es;
@@ -968,8 +981,8 @@ ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
       return chorus_error(ncclSystemError, "cannot start the lane threads of a GPU communicator");
     px->nlane_threads = k;
   }
-  px->place = chorus_gpu_rank(local);
-  const int L = chorus_gpu_nranks(local);
+  px->place = local ? chorus_gpu_rank(local) : 0;
+  const int L = local ? chorus_gpu_nranks(local) : 1;
   const chorus_topo *t = px->cc->topo;
   px->plan.nlocal = L;
   px->plan.hosts_in_order = 1;

@@ -32,11 +32,11 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
  * frees the staging memory; NULL is fine. */
 void chorus_proxy_free(chorus_proxy *px);
 /* The communicator's parts (core/hier.c): the GPU side of its ranks on
- * this host, and the host side of its ranks at this rank's place on every
- * host, nlanes times (each its own connections; a thread each). AllReduce,
- * AllGather and ReduceScatter of CHORUS_GPU_HIER_BYTES or more then run
- * across them (steps in the host, a step across hosts cut across the
- * lanes; proxy.c says which). */
+ * this host (NULL with one rank per host), and the host side of its ranks
+ * at this rank's place on every host, nlanes times (each its own
+ * connections; a thread each). AllReduce, AllGather and ReduceScatter the
+ * planner gives to `hier` then run across them (steps in the host, a step
+ * across hosts cut across the lanes; proxy.c says which). */
 #define CHORUS_PROXY_LANES 8
 struct chorus_gpu;
 ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,

@@ -88,7 +88,7 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
       return "fewer elements than ranks";
     break;
   case CHORUS_ALGO_HIER:
-    if (!m->nlocal) return "hosts hold different numbers of ranks, or one each";
+    if (!m->nlocal) return "hosts hold different numbers of ranks";
     if (c->count == 0) return "nothing to move";
     if (c->func == CHORUS_FUNC_ALLREDUCE && c->count < (size_t)m->nlocal)
       return "fewer elements than ranks on a host";

@@ -11,7 +11,8 @@
 #        "hostsH": H hosts of one process per GPU each (H x GPUs ranks,
 #        chorusrun --hosts H: NCCL_HOSTID per block, GPUs dealt out across
 #        all ranks); "ghostsH": H hosts of one process each, which drives
-#        the GPUs ({G} in ARGS for its -g).
+#        the GPUs ({G} in ARGS for its -g); "splitH": one process per GPU,
+#        the processes split into H hosts (GPUs / H ranks each, none shared).
 # EXPECT "-", or a grep pattern (basic regular expression) that the output
 #        must contain; then the program's exit status is not looked at, as
 #        a check for an error message expects the program to fail.
@@ -98,7 +99,10 @@ case $how in
     [ -n "$per_rank" ] && cmd+=(sh -c 'for v in $0; do export "$v=$RANK"; done; exec "$@"' "$per_rank")
     cmd+=("$prog" "${args[@]}")
     ;;
-  *) echo "FAIL: how is g, procs, hostsH or ghostsH, not $how"; exit 2 ;;
+  split[0-9]*)
+    cmd=("$chorusrun" -n "$use" --hosts "${how#split}" --timeout "$((limit - 10))" "$prog" "${args[@]}")
+    ;;
+  *) echo "FAIL: how is g, procs, hostsH, ghostsH or splitH, not $how"; exit 2 ;;
 esac
 
 logs=${CHORUS_CHECK_LOGS:-check-logs}

@@ -31,6 +31,11 @@ printf '%s\n' "$ex" | grep -q "^-> zerocopy/Simple" || fail "no zero-copy in one
 ex=$("$info" --explain allreduce 1M --gpu --ranks 4 --hosts 2)
 printf '%s\n' "$ex" | grep -q "^-> hier/Simple" || fail "across hosts, no hier: $ex"
 printf '%s\n' "$ex" | grep -q "the host call across hosts (512K on 2 ranks)" || fail "hier step: $ex"
+# One rank per host: hier without steps in the host, the whole call on lanes.
+ex=$("$info" --explain allgather 4M --gpu --ranks 2 --hosts 2)
+printf '%s\n' "$ex" | grep -q "^-> hier/Simple" || fail "one rank per host, no hier: $ex"
+printf '%s\n' "$ex" | grep -q "one rank per host: nothing to do in the host" || fail "1/host: $ex"
+printf '%s\n' "$ex" | grep -q "the host call across hosts (4M on 2 ranks)" || fail "1/host step: $ex"
 ex=$("$info" --explain allreduce 1M --gpu --ranks 3 --hosts 2)
 printf '%s\n' "$ex" | grep -q "skipped: hosts hold different numbers of ranks" || fail "uneven: $ex"
 printf '%s\n' "$ex" | grep -q "^-> staged/Simple" || fail "uneven hosts not staged: $ex"
