@@ -1,5 +1,6 @@
 """pytorch_ddp.py - 03_ddp_training's lesson in PyTorch: DistributedDataParallel
-over NCCL, which is Chorus when its libnccl.so.2 is preloaded.
+over NCCL, which is Chorus when its libnccl.so.2 is preloaded; then each of
+PyTorch's collectives, checked.
 
   torchrun --nproc-per-node 2 examples/pytorch_ddp.py                  # NVIDIA's NCCL
   LD_PRELOAD=$PWD/build/libnccl.so.2 torchrun --nproc-per-node 2 examples/pytorch_ddp.py
@@ -8,8 +9,9 @@ Across machines, one torchrun per machine (--nnodes 2 --node-rank 0 or 1
 --master-addr <first machine>); on one machine, NCCL_HOSTID=a and b make
 the two torchruns two hosts to both libraries (scripts/torch_ddp.sh).
 
-The same MLP as 03_ddp_training (8 features, 32 hidden ReLU units, 3
-classes) on the same kind of synthetic clouds of points. Each step:
+An MLP like 03_ddp_training's, one hidden layer deeper (8 features, two
+hidden layers of 32 ReLU units, 3 classes: three linear layers), on the
+same kind of synthetic clouds of points. Each step:
   1. the global batch of 64 is cut across the ranks, every world-th sample
      from position `rank` on (what DistributedSampler does);
   2. forward and backward on the rank's share;
@@ -20,8 +22,9 @@ Loss and accuracy are summed over the ranks with dist.all_reduce.
 Checks (exit 1 if one fails): every rank ends with rank 0's weights,
 bit for bit; rank 0's weights equal, to float rounding, those of one model
 trained alone on each whole global batch; the model learns (accuracy of
-at least 90%); and the other calls training makes (broadcast, all-gather,
-reduce-scatter, all-to-all, send/recv, a subgroup) return what they must.
+at least 90%); and PyTorch's collectives (broadcast, reduce, all-reduce,
+scatter, gather, all-gather, reduce-scatter, all-to-all, send/recv, a
+subgroup) return what their definitions say.
 Without a GPU it runs on the CPU with Gloo: the lesson, not Chorus.
 """
 import ctypes
@@ -47,7 +50,8 @@ def make_blobs(gen):
 
 def make_model(device):
     torch.manual_seed(7)  # the same initial weights on every rank and in the reference
-    return nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, CLASSES)).to(device)
+    return nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, HIDDEN), nn.ReLU(),
+                         nn.Linear(HIDDEN, CLASSES)).to(device)
 
 
 def epoch_order(epoch):
@@ -101,13 +105,39 @@ def train_alone(x, y, device):
 
 
 def other_calls(rank, world, device):
-    """The rest of what training jobs call, each checked against its definition."""
+    """PyTorch's collectives, each checked against its definition."""
     bad = []
     # broadcast: parameters from rank 0 (DDP does this at start)
     t = torch.full((1000,), float(rank), device=device)
     dist.broadcast(t, src=0)
     if not torch.equal(t, torch.zeros_like(t)):
         bad.append("broadcast")
+    # reduce: the sum of the ranks' values on the root only (a loss for logging)
+    t = torch.full((333,), float(rank + 1), device=device)
+    dist.reduce(t, dst=0)
+    if rank == 0 and not torch.equal(t, torch.full_like(t, world * (world + 1) / 2)):
+        bad.append("reduce")
+    # scatter: rank 0 hands rank r its piece, r * 10 (a data loader on one rank)
+    piece = torch.empty(100, device=device)
+    pieces = [torch.full((100,), 10.0 * r, device=device) for r in range(world)] if rank == 0 else None
+    dist.scatter(piece, pieces, src=0)
+    if not torch.equal(piece, torch.full_like(piece, 10.0 * rank)):
+        bad.append("scatter")
+    # gather: every rank's piece to rank 0, in rank order (predictions for evaluation)
+    bins = [torch.empty(100, device=device) for _ in range(world)] if rank == 0 else None
+    dist.gather(piece, bins, dst=0)
+    if rank == 0 and any(not torch.equal(b, torch.full_like(b, 10.0 * r)) for r, b in enumerate(bins)):
+        bad.append("gather")
+    # all-gather, list form: rank r's tensor at position r on every rank
+    outs = [torch.empty(50, device=device) for _ in range(world)]
+    dist.all_gather(outs, torch.full((50,), float(rank), device=device))
+    if any(not torch.equal(o, torch.full_like(o, float(r))) for r, o in enumerate(outs)):
+        bad.append("all_gather")
+    # reduce-scatter, list form: rank r gets the sum over ranks of everyone's list item r
+    part = torch.empty(50, device=device)
+    dist.reduce_scatter(part, [torch.full((50,), float(r + rank), device=device) for r in range(world)])
+    if not torch.equal(part, torch.full_like(part, float(world * rank + world * (world - 1) // 2))):
+        bad.append("reduce_scatter")
     # all-gather: rank r contributes r+1 everywhere (sharded optimisers, FSDP)
     mine = torch.full((257,), float(rank + 1), device=device)
     out = torch.empty(257 * world, device=device)
@@ -186,7 +216,7 @@ def main():
     x, y = make_blobs(torch.Generator().manual_seed(42))
     if rank == 0:
         print(f"pytorch_ddp: {world} ranks on {device.type} ({'NCCL: ' + nccl_library() if gpu else 'Gloo'});"
-              f" MLP {FEATURES}-{HIDDEN}-{CLASSES}; global batch {BATCH} = {world} x {BATCH // world}", flush=True)
+              f" MLP {FEATURES}-{HIDDEN}-{HIDDEN}-{CLASSES}; global batch {BATCH} = {world} x {BATCH // world}", flush=True)
 
     model, accuracy = train_ddp(x, y, rank, world, device)
     mine = flat(model)

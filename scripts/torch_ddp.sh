@@ -10,14 +10,15 @@
 #            (CUDA_VISIBLE_DEVICES), talking over loopback TCP.
 # usage: scripts/torch_ddp.sh   (after scripts/gpu.sh build; BUILD as there,
 #        or CHORUS_LIB=path of the libnccl.so.2; CTest runs it as
-#        examples-gpu.pytorch_ddp in CUDA builds)
+#        examples-gpu.pytorch_ddp in CUDA builds); LIBS="chorus" or
+#        "nccl" runs one library only)
 # Prints one line per run: shape, library, result, seconds, the library
 # file the ranks loaded. Exit 1 if a run fails.
 set -u
 cd "$(dirname "$0")/.." || exit 1
 build=${BUILD:-build-gpu}
 chorus=${CHORUS_LIB:-$PWD/$build/libnccl.so.2}
-[ -f "$chorus" ] || { echo "no $chorus: build first"; exit 1; }
+case " ${LIBS:-chorus} " in *" chorus "*) [ -f "$chorus" ] || { echo "no $chorus: build first"; exit 1; } ;; esac
 # exit 77 (skipped, for CTest) where PyTorch is missing
 if command -v torchrun >/dev/null; then torchrun=(torchrun)
 elif python3 -c 'import torch' 2>/dev/null; then torchrun=(python3 -m torch.distributed.run)
@@ -32,7 +33,7 @@ half=$((ngpu / 2))
 gpus() { seq -s, "$1" "$(($1 + half - 1))"; } # the GPUs of node $1's half
 port=29500
 rc=0
-for lib in chorus nccl; do
+for lib in ${LIBS:-chorus nccl}; do
   pre=()
   [ $lib = chorus ] && pre=(env LD_PRELOAD="$chorus")
   for shape in 1node 2nodes; do

@@ -386,8 +386,8 @@ static void print_version_once(void) {
    * printing WARN lines when it is not. */
   if (chorus_param_raw(CHORUS_P_DEBUG) && chorus_log_on(CHORUS_LOG_VERSION, CHORUS_ALL))
     chorus_log(CHORUS_LOG_VERSION, CHORUS_ALL, __FILE__, __LINE__,
-               "NCCL version %d.%d.%d+chorus.%s (host memory%s)", NCCL_MAJOR, NCCL_MINOR,
-               NCCL_PATCH, "0.1.0", chorus_dev_built() ? ", CUDA build" : "");
+               "NCCL version %d.%d.%d+chorus.%s (%s)", NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, "0.1.0",
+               chorus_dev_built() ? "CUDA build: GPU and host memory" : "host memory only");
 }
 
 /* What the planner needs before the first call: its settings (a bad one
