@@ -13,7 +13,9 @@
  *     the same board slot replaces an earlier one;
  *   - destroying with undelivered messages is clean;
  *   - TCP: a malformed frame on a notes socket fails the pair's connection
- *     with ncclRemoteError naming the peer, not silently.
+ *     with ncclRemoteError naming the peer, not silently;
+ *   - shared memory: a peer process that posted and exited is lost only
+ *     once its messages are read (exit_after_post).
  * `test_transport pnet` runs the suite over a network plugin instead.
  * Ranks are threads; every wait is bounded.
  */
@@ -21,7 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
 #include "transport/plugin/ext_net.h"
@@ -356,15 +362,119 @@ static void pnet_conformance(void) {
   for (int n = 2; n <= 4; n++) EXPECT(run(&chorus_transport_pnet, n, 1));
 }
 
+/* ---- a peer that posts and exits (shared memory) ------------------------------- */
+
+/* Both processes of exit_after_post: 2 ranks over shared memory, from
+ * rank 0's id. Returns the transport's state, or NULL. */
+static void *shm_pair(const chorus_uid *uid, int rank, chorus_bootstrap **bs, chorus_topo *topo) {
+  void *st = NULL;
+  memset(topo, 0, sizeof *topo);
+  if (chorus_bootstrap_init(bs, uid, 1, 2, rank, NULL) != ncclSuccess) return NULL;
+  chorus_rank_info *info = chorus_calloc(2, sizeof *info); /* the topology takes it */
+  if (!info) return NULL;
+  chorus_topo_self(&info[rank], rank, -1);
+  int peers[2] = {0, 1};
+  chorus_transport_ctx ctx = {*bs, topo, rank, 2, SLOT, NSLOTS, 0, 0, 1, NULL};
+  if (chorus_bootstrap_allgather(*bs, info, sizeof info[0]) != ncclSuccess ||
+      chorus_topo_build(topo, info, 2, rank) != ncclSuccess ||
+      chorus_transport_shm.setup(&ctx, peers, 2, &st) != ncclSuccess ||
+      chorus_bootstrap_barrier(*bs) != ncclSuccess ||
+      chorus_transport_shm.finish(st) != ncclSuccess)
+    return NULL;
+  return st;
+}
+
+/* Rank 1 of exit_after_post, in a process of its own (argv: the id in
+ * hex): posts one message to rank 0, then ends and exits. */
+static int exit_after_post_child(const char *hex) {
+  chorus_uid uid;
+  unsigned char *u = (unsigned char *)&uid;
+  for (size_t i = 0; i < sizeof uid; i++)
+    if (sscanf(hex + 2 * i, "%2hhx", &u[i]) != 1) return 2;
+  chorus_bootstrap *bs = NULL;
+  chorus_topo topo;
+  void *st = shm_pair(&uid, 1, &bs, &topo);
+  if (!st) return 1;
+  chorus_conn *c = chorus_transport_shm.conn(st, 0, CHORUS_CH_P2P, CHORUS_DIR_SEND);
+  void *buf;
+  size_t cap;
+  chorus_msg_meta m = {.seq = 7, .count = 100};
+  ncclResult_t r;
+  RETRY(r, st, &chorus_transport_shm, c->ops->send_slot(c, &buf, &cap));
+  if (r != ncclSuccess || cap < 100) return 1;
+  memset(buf, 0x5a, 100);
+  if (c->ops->send_post(c, 100, &m) != ncclSuccess) return 1;
+  RETRY(r, st, &chorus_transport_shm, c->ops->send_flush(c));
+  chorus_bootstrap_barrier(bs); /* rank 0 has finished its setup too */
+  chorus_transport_shm.destroy(st);
+  chorus_topo_free(&topo);
+  chorus_bootstrap_destroy(bs);
+  return r == ncclSuccess ? 0 : 1;
+}
+
+/* A peer that posted its last message and exited is not lost while that
+ * message is unread: check() passes, the message reads whole, and only
+ * then does check() report the exit, naming the rank. The peer is a real
+ * process (the suite's ranks are threads of one, whose exit nobody could
+ * see), reaped before rank 0 looks. */
+static void exit_after_post(void) {
+  chorus_uid uid;
+  REQUIRE(chorus_uid_create(&uid) == ncclSuccess);
+  char hex[2 * sizeof uid + 1];
+  for (size_t i = 0; i < sizeof uid; i++) sprintf(hex + 2 * i, "%02x", ((unsigned char *)&uid)[i]);
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    execl("/proc/self/exe", "test_transport", "exit-after-post", hex, (char *)NULL);
+    _exit(127);
+  }
+  chorus_bootstrap *bs = NULL;
+  chorus_topo topo;
+  void *st = shm_pair(&uid, 0, &bs, &topo);
+  EXPECT(st != NULL);
+  if (st) EXPECT(chorus_bootstrap_barrier(bs) == ncclSuccess);
+  int status = -1;
+  for (int64_t dl = chorus_now_ns() + 10000000000ll; !chorus_expired(dl);) {
+    if (waitpid(pid, &status, WNOHANG) == pid) break;
+    nanosleep(&(struct timespec){0, 1000000}, NULL);
+  }
+  if (status == -1) { /* bounded: the child is ours, by pid */
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!st) return;
+  chorus_conn *c = chorus_transport_shm.conn(st, 1, CHORUS_CH_P2P, CHORUS_DIR_RECV);
+  EXPECT(c->ops->check(c) == ncclSuccess); /* exited, but its message waits */
+  const void *buf = NULL;
+  size_t n = 0;
+  chorus_msg_meta m;
+  ncclResult_t r;
+  RETRY(r, st, &chorus_transport_shm, c->ops->recv_slot(c, &buf, &n, &m));
+  EXPECT(r == ncclSuccess && n == 100 && m.seq == 7);
+  if (r == ncclSuccess) {
+    EXPECT(n == 100 && ((const unsigned char *)buf)[0] == 0x5a &&
+           ((const unsigned char *)buf)[99] == 0x5a);
+    EXPECT(c->ops->recv_release(c) == ncclSuccess);
+  }
+  EXPECT(c->ops->check(c) == ncclRemoteError); /* now it is lost */
+  EXPECT(strstr(c->err, "rank 1") != NULL && strstr(c->err, "exited") != NULL);
+  chorus_transport_shm.destroy(st);
+  chorus_topo_free(&topo);
+  chorus_bootstrap_destroy(bs);
+}
+
 static void nothing_leaks(void) {
   EXPECT_EQ_INT(chorus_alloc_blocks(CHORUS_MEM_SHM), 0);
 }
 
 int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "exit-after-post") == 0) return exit_after_post_child(argv[2]);
   if (argc == 2 && strcmp(argv[1], "pnet") == 0) {
     RUN(pnet_conformance);
     return unit_report();
   }
+  RUN(exit_after_post);
   RUN(shm_conformance);
   RUN(net_conformance);
   RUN(nothing_leaks);
