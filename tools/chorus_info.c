@@ -168,32 +168,29 @@ static int across_hosts(const chorus_plan_comm *gpu, const chorus_plan_call *cal
   chorus_plan_unbind_foreign(&h);
   chorus_plan_call k = *call;
   k.comm = &h;
-  uint64_t step = size;
+  const long long lanes = chorus_param_int(CHORUS_P_GPU_HIER_LANES);
+  const int ar = call->func == CHORUS_FUNC_ALLREDUCE, ag = call->func == CHORUS_FUNC_ALLGATHER;
+  /* hier's AllGather and ReduceScatter move a block per host across. */
+  uint64_t step = hier && !ar ? (uint64_t)call->count * call->esize * (uint64_t)nhosts : size;
   if (hier && L == 1) {
     printf("steps: the whole call with the other hosts' ranks (one rank per host: nothing to do "
            "in the host; a host call, cut across up to %lld lanes)\n",
-           (long long)chorus_param_int(CHORUS_P_GPU_HIER_LANES));
-    if (call->func != CHORUS_FUNC_ALLREDUCE) step = (uint64_t)call->count * call->esize * nhosts;
+           lanes);
+  } else if (hier && ar) {
+    k.count = call->count / (size_t)L;
+    step = k.count * call->esize;
+    printf("steps: ReduceScatter among each host's %d GPUs (kernels); AllReduce of each GPU's "
+           "block with its place on the other hosts (a host call, cut across up to %lld "
+           "lanes); AllGather among the host's GPUs\n",
+           L, lanes);
   } else if (hier) {
-    if (call->func == CHORUS_FUNC_ALLREDUCE) {
-      k.count = call->count / (size_t)L;
-      step = k.count * call->esize;
-      printf("steps: ReduceScatter among each host's %d GPUs (kernels); AllReduce of each GPU's "
-             "block with its place on the other hosts (a host call, cut across up to %lld "
-             "lanes); AllGather among the host's GPUs\n",
-             L, (long long)chorus_param_int(CHORUS_P_GPU_HIER_LANES));
-    } else {
-      step = (uint64_t)call->count * call->esize * (uint64_t)nhosts;
-      const int ag = call->func == CHORUS_FUNC_ALLGATHER;
-      const char *local = ag ? "one AllGather per host among the host's GPUs (kernels)"
-                             : "one ReduceScatter per host among the host's GPUs (kernels)";
-      const char *cross = ag ? "AllGather" : "ReduceScatter";
-      printf("steps: %s%s with the same place on every other host (a host call, cut across up to "
-             "%lld lanes)%s%s\n",
-             ag ? "" : local, ag ? cross : ", then a ReduceScatter",
-             (long long)chorus_param_int(CHORUS_P_GPU_HIER_LANES), ag ? ", then " : "",
-             ag ? local : "");
-    }
+    const char *local = ag ? "one AllGather per host among the host's GPUs (kernels)"
+                           : "one ReduceScatter per host among the host's GPUs (kernels)";
+    const char *cross = ag ? "AllGather" : "ReduceScatter";
+    printf("steps: %s%s with the same place on every other host (a host call, cut across up to "
+           "%lld lanes)%s%s\n",
+           ag ? "" : local, ag ? cross : ", then a ReduceScatter", lanes, ag ? ", then " : "",
+           ag ? local : "");
   } else {
     printf("the whole call copied to pinned host memory, run as a host call on %d ranks, copied "
            "back\n",
