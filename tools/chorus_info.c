@@ -307,9 +307,14 @@ static int explain(int argc, char **argv) {
          gpu ? (one_proc ? ", one process, every rank's call in one group" : ", a process each")
              : "",
          nhosts, nhosts > 1 ? "s" : "", windows ? ", buffers in symmetric windows" : "");
-  if (nhosts > 1)
-    printf("network hops: %s (a communicator measures its own at init)\n",
-           net ? "as CHORUS_NET says" : "the model's own figures (25 us, 1 GB/s)");
+  if (nhosts > 1) {
+    if (net)
+      printf("network hops: as CHORUS_NET says (a communicator measures its own at init)\n");
+    else
+      printf("network hops: the model's own figures (%g us, %g GB/s) (a communicator measures "
+             "its own at init)\n",
+             CHORUS_NET_HOP_US, CHORUS_NET_BW / 1e3);
+  }
   const int rc = chorus_plan_choose(&call, &probe, 0, one_proc, &t, &ex, err, sizeof err);
   fputs(text, stdout);
   if (rc != 0) {

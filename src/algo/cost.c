@@ -128,18 +128,12 @@ static int log2_floor(int n) {
   return k;
 }
 
-/* Across hosts, unless the environment says (probed or set): one TCP hop
- * on loopback-class links (measured over veth in network namespaces), and
- * its bandwidth. */
-#define NET_HOP_US 25.0
-#define NET_BW     1000.0
-
 /* Point-to-point hops (several hosts, or no node memory): they dominate.
  * bytes: one rank's buffer (count x element size). */
 static double hops(int func, int algo, double bytes, const chorus_cost_env *e) {
   int n = e->nranks;
-  const double perhop = e->net_us > 0 ? e->net_us : NET_HOP_US;
-  const double bw = e->net_bw > 0 ? e->net_bw : NET_BW;
+  const double perhop = e->net_us > 0 ? e->net_us : CHORUS_NET_HOP_US;
+  const double bw = e->net_bw > 0 ? e->net_bw : CHORUS_NET_BW;
   switch (algo) {
   case CHORUS_ALGO_RING:
     if (func == CHORUS_FUNC_ALLREDUCE)

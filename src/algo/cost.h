@@ -29,6 +29,12 @@
 
 #include "algo/algos.h"
 
+/* Across hosts, unless the environment says (probed or set): one TCP hop
+ * on loopback-class links (measured over veth in network namespaces), in
+ * us, and its bandwidth in bytes per us. */
+#define CHORUS_NET_HOP_US 25.0
+#define CHORUS_NET_BW     1000.0
+
 typedef struct chorus_cost_env {
   int backend; /* chorus_backend */
   int nranks;
