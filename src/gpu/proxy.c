@@ -430,7 +430,10 @@ typedef struct span {
   size_t bytes; /* 0: two regions, send then receive */
 } span;
 
-static int lane_rows(const chorus_op *op, int lanes, int recv);
+/* Is op's staged side `recv` (else send) laid out lane by lane? */
+static int lane_rows(const chorus_op *op, int lanes, int recv) {
+  return lanes > 1 && op->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
+}
 
 static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int lanes, span *s) {
   s->sbytes = chorus_func_send_elems(op->func, op->count, rank, op->root, nranks) * op->esize;
@@ -466,11 +469,6 @@ static int copy_lane_rows(const chorus_op *op, int lanes, char *dev, char *stage
     if (rc != 0) return rc;
   }
   return 0;
-}
-
-/* Is op's staged side `recv` (else send) laid out lane by lane? */
-static int lane_rows(const chorus_op *op, int lanes, int recv) {
-  return lanes > 1 && op->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
 }
 
 typedef struct copies {
@@ -745,16 +743,15 @@ static ncclResult_t unit_choose(unit *u) {
 static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
   const chorus_proxy *px = u->px;
   const size_t L = (size_t)px->plan.nlocal, H = (size_t)px->plan.env.nhosts, es = op->esize;
-  chorus_red local, cross;
-  split_red(&op->red, &local, &cross);
   if (L == 1) {
     /* One rank per host: no steps in the host, the call itself goes
-     * across (on lanes, unit_batches), reduced there as it stands. */
+     * across (on lanes, unit_batches), reduced there as it stands; the
+     * unit came zeroed, so it has no tail. */
     u->cross = cross_step(u, op, op->count, &op->red, op->sendbuff, op->recvbuff);
-    u->tail = *op;
-    u->tail.count = 0;
     return ncclSuccess;
   }
+  chorus_red local, cross;
+  split_red(&op->red, &local, &cross);
   if (op->func == CHORUS_FUNC_ALLREDUCE) {
     const size_t per = op->count / L;
     char *recv = op->recvbuff, *mine = recv + (size_t)px->place * per * es;
