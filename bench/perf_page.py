@@ -342,9 +342,13 @@ def hosts_tables(args):
     time and bus bandwidth of both libraries, and NCCL's time over ours."""
     path = args[0]
     head, rows_all = read(path)
-    out = wrap("Run `%s`: %s, %s; %s. %s." % (
+    probe = "; ".join(head.get("probe", []))
+    out = wrap("Run `%s`: %s, %s. Chorus at %s; reference: %s.%s Command: %s." % (
         path, "; ".join(head.get("machine", ["?"])), "; ".join(head.get("date", ["?"])),
-        "; ".join(head.get("reference", ["?"])), "; ".join(head.get("probe", []))))
+        "; ".join(head.get("chorus", ["?"])), "; ".join(head.get("reference", ["?"])),
+        " Loopback TCP probe: %s." % probe if probe else "",
+        "; ".join("`%s`" % c.split(" (")[0] + (" (" + c.split(" (", 1)[1] if " (" in c else "")
+                  for c in head.get("command", ["?"]))))
     out.append("")
     runs = {}
     for r in rows_all:

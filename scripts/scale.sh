@@ -38,11 +38,13 @@ csv() {
       timeout -s KILL 900 "$run" -n "$n" "${hosts[@]}" --timeout 880 \
       "$perf" -b 8 -e 4K -f 8 -n 2 -w 1 -c 1 >"$log" 2>&1
     rc=$?
-    init=$(sed -n 's/.* ready in \([0-9.]*\) ms.*/\1/p' "$log" | sort -n)
+    # the communicators of all n ranks (a GPU rank across hosts also
+    # builds smaller ones of its own for the steps it composes)
+    init=$(grep " nranks $n on " "$log" | sed -n 's/.* ready in \([0-9.]*\) ms.*/\1/p' | sort -n)
     count=$(printf '%s\n' "$init" | grep -c .)
     med=$(printf '%s\n' "$init" | awk -v c="$count" 'NR == int((c + 1) / 2) {print}')
     max=$(printf '%s\n' "$init" | tail -1)
-    shm=$(sed -n 's/.* and \([0-9.]*\) KiB more shared memory.*/\1/p' "$log" | sort -n | tail -1)
+    shm=$(grep " nranks $n on " "$log" | sed -n 's/.* and \([0-9.]*\) KiB more shared memory.*/\1/p' | sort -n | tail -1)
     slot=$(sed -n 's/.* slots of \([0-9]*\) bytes.*/\1/p' "$log" | head -1)
     us=$(awk '$1 == 8 && NF >= 12 {print $6; exit}' "$log")
     wrong=$(awk '$1 ~ /^[0-9]+$/ && NF >= 12 && ($9 != 0 || $13 != 0) {w = 1} END {print w ? "yes" : "no"}' "$log")
