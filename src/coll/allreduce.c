@@ -44,6 +44,22 @@ static void reduce_into(chorus_op *op, void *dst, const void *rbuf, size_t off, 
   }
 }
 
+/* Message j from prev: round j / (2(n-1)); of its 2(n-1) steps, the
+ * first n-1 carry partial sums (reduced from the slot), the rest finished
+ * segments, stored where they belong in recvbuff. */
+static char *allreduce_place(const chorus_op *op, uint64_t j, size_t *bytes) {
+  const chorus_coll_comm *cc = op->cc;
+  const int n = cc->nranks;
+  const uint64_t steps = 2 * (uint64_t)(n - 1), t = j % steps;
+  if (t < (uint64_t)(n - 1)) return NULL;
+  size_t off, len;
+  chorus_ring_segment(
+      &R.plan, (size_t)(j / steps),
+      chorus_ring_ag_seg(cc->ring_pos[cc->rank], (int)(t - (uint64_t)(n - 1)) + 1, n), &off, &len);
+  *bytes = len * op->esize;
+  return (char *)op->recvbuff + off * op->esize;
+}
+
 static ncclResult_t allreduce_single(chorus_op *op) {
   if (op->count) reduce_into(op, op->recvbuff, NULL, 0, op->count, 1);
   return ncclSuccess;
@@ -62,6 +78,7 @@ ncclResult_t chorus_allreduce_ring(chorus_op *op) {
   chorus_ring_plan_init(&R.plan, op->count, n,
                         CHORUS_MIN(R.next->slot_bytes, R.prev->slot_bytes) / op->esize,
                         CHORUS_MAX((size_t)1, 64 / op->esize));
+  R.placed = R.taken = 0;
   for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
     /* Reduce-scatter, step 0: our own segment, scaled, to next. */
     CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
@@ -70,31 +87,39 @@ ncclResult_t chorus_allreduce_ring(chorus_op *op) {
     CHECK(chorus_prim_post(op, R.next, len * op->esize));
     /* Steps 1..n-1: extend the partial sum from prev; the last one is final. */
     for (R.k = 1; R.k < n; R.k++) {
-      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));
+      CORO_AWAIT_RES(op->co, res,
+                     chorus_prim_recv_placed(op, R.prev, allreduce_place,
+                                             (uint64_t)R.plan.nrounds * 2 * (uint64_t)(n - 1),
+                                             &R.placed, R.taken, &R.rbuf, &R.rbytes));
       segment(op, chorus_ring_rs_seg(p, R.k, n), &off, &len);
       CHECK(check_size(op, len));
       CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
       segment(op, chorus_ring_rs_seg(p, R.k, n), &off, &len);
       if (R.k < n - 1) {
         reduce_into(op, R.sbuf, R.rbuf, off, len, 0);
+        CHECK(chorus_prim_post(op, R.next, len * op->esize));
       } else {
         reduce_into(op, out + off * op->esize, R.rbuf, off, len, 1);
-        memcpy(R.sbuf, out + off * op->esize, len * op->esize);
+        CHECK(chorus_prim_post_from(op, R.next, R.sbuf, out + off * op->esize, len * op->esize));
       }
-      CHECK(chorus_prim_post(op, R.next, len * op->esize));
+      R.taken++;
       CHECK(chorus_prim_release(op, R.prev));
     }
     /* All-gather: receive finished segments, keep them, pass them on. */
     for (R.k = 1; R.k < n; R.k++) {
-      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));
+      CORO_AWAIT_RES(op->co, res,
+                     chorus_prim_recv_placed(op, R.prev, allreduce_place,
+                                             (uint64_t)R.plan.nrounds * 2 * (uint64_t)(n - 1),
+                                             &R.placed, R.taken, &R.rbuf, &R.rbytes));
       segment(op, chorus_ring_ag_seg(p, R.k, n), &off, &len);
       CHECK(check_size(op, len));
-      memcpy(out + off * op->esize, R.rbuf, len * op->esize);
+      if (R.rbuf != out + off * op->esize) memcpy(out + off * op->esize, R.rbuf, len * op->esize);
       if (R.k < n - 1) {
         CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
-        memcpy(R.sbuf, R.rbuf, R.rbytes);
-        CHECK(chorus_prim_post(op, R.next, R.rbytes));
+        segment(op, chorus_ring_ag_seg(p, R.k, n), &off, &len);
+        CHECK(chorus_prim_post_from(op, R.next, R.sbuf, out + off * op->esize, len * op->esize));
       }
+      R.taken++;
       CHECK(chorus_prim_release(op, R.prev));
     }
   }

@@ -109,6 +109,7 @@ typedef struct chorus_xfer {
   size_t cap;
   const void *rbuf;
   size_t rbytes;
+  size_t placed; /* recv: messages placed ahead (recv_expect) */
 } chorus_xfer;
 
 struct chorus_op {
@@ -151,6 +152,8 @@ struct chorus_op {
       size_t rbytes;
       void *sbuf;
       size_t scap;
+      /* messages from prev: placed ahead (recv_expect), released */
+      uint64_t placed, taken;
     } ring;
     struct {
       chorus_xfer x;
@@ -182,8 +185,6 @@ void chorus_op_stamp(chorus_op *op);
 /* Human-readable description of a call, e.g.
  * "AllReduce(count=1024, float, sum) #17". */
 void chorus_meta_describe(const chorus_msg_meta *m, char *buf, size_t size);
-/* Whether two descriptions name the same call. */
-int chorus_meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b);
 /* Logs and returns the error for this rank's collective `mine` against
  * rank peer's `theirs` (ncclInvalidUsage). */
 ncclResult_t chorus_meta_mismatch(const chorus_msg_meta *mine, int peer,

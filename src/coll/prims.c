@@ -75,11 +75,6 @@ ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t 
   return chorus_error(res, "%s failed: %s (%s transport)", me, c->err, c->transport);
 }
 
-int chorus_meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b) {
-  return a->seq == b->seq && a->count == b->count && a->call == b->call && a->redop == b->redop &&
-         a->root == b->root;
-}
-
 /* The outcome of a non-blocking transport call: on ncclInProgress the op
  * records what it waits for; errors are reported for the op. */
 static ncclResult_t outcome(chorus_op *op, chorus_conn *c, int dir, ncclResult_t res) {
@@ -129,4 +124,33 @@ ncclResult_t chorus_prim_post(chorus_op *op, chorus_conn *c, size_t bytes) {
 
 ncclResult_t chorus_prim_flush(chorus_op *op, chorus_conn *c) {
   return outcome(op, c, CHORUS_DIR_SEND, c->ops->send_flush(c));
+}
+
+ncclResult_t chorus_prim_post_from(chorus_op *op, chorus_conn *c, void *slot, const void *src,
+                                   size_t bytes) {
+  if (!c->ops->send_post_ref) {
+    memcpy(slot, src, bytes);
+    return chorus_prim_post(op, c, bytes);
+  }
+  ncclResult_t res = c->ops->send_post_ref(c, src, bytes, &op->meta);
+  if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
+  op->ticks++;
+  return ncclSuccess;
+}
+
+int chorus_prim_expect(chorus_op *op, chorus_conn *c, uint64_t ahead, void *dst, size_t bytes) {
+  if (!c->ops->recv_expect || ahead > UINT32_MAX) return 0;
+  return c->ops->recv_expect(c, (unsigned)ahead, dst, bytes, &op->expect);
+}
+
+ncclResult_t chorus_prim_recv_placed(chorus_op *op, chorus_conn *c, chorus_place_fn place,
+                                     uint64_t total, uint64_t *placed, uint64_t taken,
+                                     const void **buf, size_t *bytes) {
+  while (c->ops->recv_expect && *placed < total) {
+    size_t n;
+    char *dst = place(op, *placed, &n);
+    if (dst && !chorus_prim_expect(op, c, *placed - taken, dst, n)) break;
+    (*placed)++;
+  }
+  return chorus_prim_recv(op, c, buf, bytes);
 }

@@ -29,10 +29,14 @@
 #define R (op->u.ring)
 
 /* Pieces: each round moves one piece of up to seg_max elements per block. */
-static void piece(const chorus_op *op, size_t *off, size_t *len) {
+static void piece_of(const chorus_op *op, size_t round, size_t *off, size_t *len) {
   size_t seg = R.plan.seg_max;
-  *off = R.round * seg;
+  *off = round * seg;
   *len = *off < op->count ? CHORUS_MIN(seg, op->count - *off) : 0;
+}
+
+static void piece(const chorus_op *op, size_t *off, size_t *len) {
+  piece_of(op, R.round, off, len);
 }
 
 static void ring_setup(chorus_op *op) {
@@ -45,6 +49,12 @@ static void ring_setup(chorus_op *op) {
   seg = seg / align * align;
   R.plan.seg_max = seg ? seg : 1;
   R.plan.nrounds = CHORUS_DIV_UP(op->count, R.plan.seg_max);
+  R.placed = R.taken = 0;
+}
+
+static ncclResult_t release_prev(chorus_op *op) {
+  R.taken++;
+  return chorus_prim_release(op, R.prev);
 }
 
 static ncclResult_t size_error(chorus_op *op, size_t want) {
@@ -65,6 +75,25 @@ static char *blk(const chorus_op *op, const void *base, int b, size_t off) {
   return (char *)base + ((size_t)b * op->count + off) * op->esize;
 }
 
+/* AllGather's message j from prev: round j / (n-1), step j % (n-1) + 1,
+ * the piece of block p - step. */
+static char *allgather_place(const chorus_op *op, uint64_t j, size_t *bytes) {
+  const chorus_coll_comm *cc = op->cc;
+  const int n = cc->nranks, k = (int)(j % (uint64_t)(n - 1)) + 1;
+  size_t off, len;
+  piece_of(op, (size_t)(j / (uint64_t)(n - 1)), &off, &len);
+  *bytes = len * op->esize;
+  return blk(op, op->recvbuff, chorus_cc_ring_rank(cc, cc->ring_pos[cc->rank] - k), off);
+}
+
+/* Broadcast's message j: piece j. */
+static char *broadcast_place(const chorus_op *op, uint64_t j, size_t *bytes) {
+  size_t off, len;
+  piece_of(op, (size_t)j, &off, &len);
+  *bytes = len * op->esize;
+  return (char *)op->recvbuff + off * op->esize;
+}
+
 ncclResult_t chorus_allgather_ring(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   int n = cc->nranks, p = cc->ring_pos[cc->rank];
@@ -76,22 +105,30 @@ ncclResult_t chorus_allgather_ring(chorus_op *op) {
     memcpy(blk(op, op->recvbuff, cc->rank, 0), op->sendbuff, op->count * op->esize);
   if (n == 1 || op->count == 0) return ncclSuccess;
   ring_setup(op);
+  /* Every piece is sent from, and received into, its place in recvbuff
+   * (no copy through the slots where the transport allows). */
   for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
     CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
     piece(op, &off, &len);
-    memcpy(R.sbuf, blk(op, op->recvbuff, cc->rank, off), len * op->esize);
-    CHECK(chorus_prim_post(op, R.next, len * op->esize));
+    CHECK(chorus_prim_post_from(op, R.next, R.sbuf, blk(op, op->recvbuff, cc->rank, off),
+                                len * op->esize));
     for (R.k = 1; R.k < n; R.k++) {
-      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));
+      CORO_AWAIT_RES(op->co, res,
+                     chorus_prim_recv_placed(op, R.prev, allgather_place,
+                                             (uint64_t)R.plan.nrounds * (uint64_t)(n - 1),
+                                             &R.placed, R.taken, &R.rbuf, &R.rbytes));
       piece(op, &off, &len);
       CHECK_SIZE(len);
-      memcpy(blk(op, op->recvbuff, chorus_cc_ring_rank(cc, p - R.k), off), R.rbuf, R.rbytes);
+      char *dst = blk(op, op->recvbuff, chorus_cc_ring_rank(cc, p - R.k), off);
+      if (R.rbuf != dst) memcpy(dst, R.rbuf, R.rbytes);
       if (R.k < n - 1) {
         CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
-        memcpy(R.sbuf, R.rbuf, R.rbytes);
-        CHECK(chorus_prim_post(op, R.next, R.rbytes));
+        piece(op, &off, &len);
+        CHECK(chorus_prim_post_from(op, R.next, R.sbuf,
+                                    blk(op, op->recvbuff, chorus_cc_ring_rank(cc, p - R.k), off),
+                                    len * op->esize));
       }
-      CHECK(chorus_prim_release(op, R.prev));
+      CHECK(release_prev(op));
     }
   }
   CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, R.next));
@@ -170,18 +207,21 @@ ncclResult_t chorus_broadcast_ring(chorus_op *op) {
   ring_setup(op);
   for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
     if (d > 0) {
-      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, R.prev, &R.rbuf, &R.rbytes));
+      CORO_AWAIT_RES(op->co, res,
+                     chorus_prim_recv_placed(op, R.prev, broadcast_place, R.plan.nrounds, &R.placed,
+                                             R.taken, &R.rbuf, &R.rbytes));
       piece(op, &off, &len);
       CHECK_SIZE(len);
-      memcpy((char *)op->recvbuff + off * op->esize, R.rbuf, R.rbytes);
+      if (R.rbuf != (char *)op->recvbuff + off * op->esize)
+        memcpy((char *)op->recvbuff + off * op->esize, R.rbuf, R.rbytes);
     }
     if (d < n - 1) {
       CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
       piece(op, &off, &len);
-      memcpy(R.sbuf, (char *)op->recvbuff + off * op->esize, len * op->esize);
-      CHECK(chorus_prim_post(op, R.next, len * op->esize));
+      CHECK(chorus_prim_post_from(op, R.next, R.sbuf, (char *)op->recvbuff + off * op->esize,
+                                  len * op->esize));
     }
-    if (d > 0) CHECK(chorus_prim_release(op, R.prev));
+    if (d > 0) CHECK(release_prev(op));
   }
   if (d < n - 1) CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, R.next));
   CORO_END(op->co);

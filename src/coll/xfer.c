@@ -25,15 +25,29 @@ ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x) {
   while (x->done < x->bytes) {
     CORO_AWAIT_RES(x->co, res, chorus_prim_send_slot(op, x->conn, &x->slot, &x->cap));
     n = CHORUS_MIN(x->cap, x->bytes - x->done);
-    if (x->conn->shared)
+    if (x->conn->shared) {
       chorus_copy_tuned(&op->cc->slot_tuner, x->slot, x->buf + x->done, n);
-    else
-      memcpy(x->slot, x->buf + x->done, n);
-    CHECK(chorus_prim_post(op, x->conn, n));
+      CHECK(chorus_prim_post(op, x->conn, n));
+    } else {
+      CHECK(chorus_prim_post_from(op, x->conn, x->slot, x->buf + x->done, n));
+    }
     x->done += n;
   }
   if (x->bytes) CORO_AWAIT_RES(x->co, res, chorus_prim_flush(op, x->conn));
   CORO_END(x->co);
+}
+
+/* Asks the connection to receive the next messages straight into their
+ * places in the buffer, as far ahead as it holds messages. */
+static void place_ahead(chorus_op *op, chorus_xfer *x) {
+  const size_t slot = x->conn->slot_bytes, taken = x->done / slot;
+  while (x->placed * slot < x->bytes) {
+    const size_t at = x->placed * slot;
+    if (!chorus_prim_expect(op, x->conn, x->placed - taken, x->buf + at,
+                            CHORUS_MIN(slot, x->bytes - at)))
+      return;
+    x->placed++;
+  }
 }
 
 ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
@@ -41,6 +55,7 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
   size_t want;
   CORO_BEGIN(x->co);
   while (x->done < x->bytes) {
+    place_ahead(op, x);
     CORO_AWAIT_RES(x->co, res, chorus_prim_recv(op, x->conn, &x->rbuf, &x->rbytes));
     want = CHORUS_MIN(x->conn->slot_bytes, x->bytes - x->done);
     if (x->rbytes != want) {
@@ -52,7 +67,7 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
                           "use different NCCL_BUFFSIZE/CHORUS_NSLOTS)",
                           me, x->conn->peer, x->rbytes, want);
     }
-    chorus_copy(x->buf + x->done, x->rbuf, x->rbytes, op->nt);
+    if (x->rbuf != x->buf + x->done) chorus_copy(x->buf + x->done, x->rbuf, x->rbytes, op->nt);
     x->done += x->rbytes;
     CHECK(chorus_prim_release(op, x->conn));
   }

@@ -14,7 +14,9 @@
  *   send_post(c, n, &meta)              recv_release(c)
  *
  * so a schedule reduces straight into a send slot and straight out of a
- * receive slot, and no interface forces an extra copy. Every message carries
+ * receive slot, and no interface forces an extra copy. Where bytes only
+ * move, a transport that copies them anyway (sockets) can also send from
+ * and receive into the caller's memory (send_post_ref, recv_expect). Every message carries
  * a chorus_msg_meta that describes the call it belongs to; receivers compare
  * it with their own call, which is how mismatched calls across ranks are
  * caught and named instead of hanging or corrupting data.
@@ -54,6 +56,12 @@ typedef struct chorus_msg_meta {
   int32_t root;   /* root or peer, -1 when none */
   uint32_t flags;
 } chorus_msg_meta;
+
+/* Whether two descriptions name the same call (flags aside). */
+static inline int chorus_meta_equal(const chorus_msg_meta *a, const chorus_msg_meta *b) {
+  return a->seq == b->seq && a->count == b->count && a->call == b->call && a->redop == b->redop &&
+         a->root == b->root;
+}
 
 /* Calls a call board holds (coll/calls.h): a rank's last posted calls. */
 #define CHORUS_NODE_CALLS 128
@@ -146,6 +154,21 @@ typedef struct chorus_conn_ops {
   ncclResult_t (*send_flush)(chorus_conn *c);
   ncclResult_t (*recv_slot)(chorus_conn *c, const void **buf, size_t *bytes, chorus_msg_meta *meta);
   ncclResult_t (*recv_release)(chorus_conn *c);
+  /* Optional, for transports that copy a message out of this process (NET),
+   * NULL where the peer reads send slots in place (SHM). Posts the slot that
+   * send_slot gave as `bytes` taken from src rather than from the slot: no
+   * copy into it. src must stay as it is until send_flush has succeeded. */
+  ncclResult_t (*send_post_ref)(chorus_conn *c, const void *src, size_t bytes,
+                                const chorus_msg_meta *meta);
+  /* Optional, as send_post_ref. Asks that the message `ahead` places after
+   * the next one recv_slot returns be received straight into dst, if it has
+   * exactly `bytes` bytes and belongs to the call `meta`; recv_slot then
+   * returns dst as its buffer. Too late (its payload is arriving already)
+   * or not matching, it arrives in a slot as usual. Returns 0 when `ahead`
+   * is beyond the messages the connection holds at once (ask again after a
+   * release), else 1. */
+  int (*recv_expect)(chorus_conn *c, unsigned ahead, void *dst, size_t bytes,
+                     const chorus_msg_meta *meta);
   /* Adds what the owner should sleep on while this connection blocks it. */
   void (*wait_info)(chorus_conn *c, int dir, chorus_waitset *ws);
   /* Slow checks run while a wait drags on: is the peer still alive?

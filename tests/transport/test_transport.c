@@ -15,7 +15,12 @@
  *   - TCP: a malformed frame on a notes socket fails the pair's connection
  *     with ncclRemoteError naming the peer, not silently;
  *   - shared memory: a peer process that posted and exited is lost only
- *     once its messages are read (exit_after_post).
+ *     once its messages are read (exit_after_post);
+ *   - where a transport sends from and receives into the caller's memory
+ *     (send_post_ref, recv_expect): the bytes sent are those at post time,
+ *     whatever the caller writes after the flush; a message lands in its
+ *     place only if it arrives after being expected there and matches in
+ *     size and call, else in a slot with the place untouched.
  * `test_transport pnet` runs the suite over a network plugin instead.
  * Ranks are threads; every wait is bounded.
  */
@@ -277,6 +282,109 @@ static void garbage_notes(rank_arg *a, chorus_bootstrap *bs, void *st) {
   chorus_bootstrap_barrier(bs);
 }
 
+/* Message i of direct_places: its size, and how rank 1 expects it. */
+enum { EXPECT_EXACT, EXPECT_BIGGER, EXPECT_OTHER_CALL, EXPECT_NONE, EXPECT_KINDS };
+
+static size_t direct_size(int i) {
+  return i % 3 == 0 ? SLOT : i % 3 == 1 ? 7 : 1000;
+}
+
+/* Rank 0 sends rank 1 messages by reference; rank 1 expects them in
+ * places of its own, in rounds of NSLOTS: first too late (they have
+ * arrived), then ahead of time (a barrier orders it), every kind of
+ * expectation in turn. */
+static void direct_places(rank_arg *a, chorus_bootstrap *bs, void *st) {
+  const chorus_transport *t = a->t;
+  enum { ROUNDS = 6, N = ROUNDS * NSLOTS };
+  unsigned char *src = calloc(NSLOTS, SLOT), *place = calloc(NSLOTS, SLOT + 64);
+  for (int r = 0; r < ROUNDS; r++) {
+    const int late = r == 0;
+    if (a->rank == 1 && !late) { /* expect the round's messages before they are sent */
+      chorus_conn *c = t->conn(st, 0, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+      memset(place, 0x5a, (size_t)NSLOTS * (SLOT + 64));
+      for (int j = 0; j < NSLOTS; j++) {
+        const int i = r * NSLOTS + j, kind = i % EXPECT_KINDS;
+        if (kind == EXPECT_NONE) continue;
+        chorus_msg_meta m = {
+            (uint64_t)i + (kind == EXPECT_OTHER_CALL ? 1000 : 0), direct_size(i), 7, 0, 0, 0};
+        const size_t want = direct_size(i) + (kind == EXPECT_BIGGER ? 1 : 0);
+        FAILIF(c->ops->recv_expect(c, (unsigned)j, place + (size_t)j * (SLOT + 64), want, &m) != 1,
+               "expecting message %d %d ahead refused", i, j);
+      }
+      FAILIF(c->ops->recv_expect(c, NSLOTS, place, SLOT, &(chorus_msg_meta){0}) != 0,
+             "expecting a message beyond the slots accepted");
+    }
+    chorus_bootstrap_barrier(bs);
+    if (a->rank == 0) {
+      chorus_conn *c = t->conn(st, 1, CHORUS_CH_COLL, CHORUS_DIR_SEND);
+      for (int j = 0; j < NSLOTS; j++) {
+        const int i = r * NSLOTS + j;
+        unsigned char *from = src + (size_t)j * SLOT;
+        for (size_t k = 0; k < direct_size(i); k++) from[k] = pattern(0, i, k);
+        void *slot;
+        size_t cap;
+        ncclResult_t res;
+        RETRY(res, st, t, c->ops->send_slot(c, &slot, &cap));
+        FAILIF(res != ncclSuccess, "send_slot: %d", (int)res);
+        memset(slot, 0xee, cap); /* the slot's own bytes must not be what goes */
+        chorus_msg_meta m = {(uint64_t)i, direct_size(i), 7, 0, 0, 0};
+        res = c->ops->send_post_ref(c, from, direct_size(i), &m);
+        FAILIF(res != ncclSuccess && res != ncclInProgress, "send_post_ref: %d", (int)res);
+      }
+      ncclResult_t res;
+      RETRY(res, st, t, c->ops->send_flush(c));
+      FAILIF(res != ncclSuccess, "flush: %d", (int)res);
+      memset(src, 0xdd, (size_t)NSLOTS * SLOT); /* after the flush: free to change */
+    }
+    chorus_bootstrap_barrier(bs);
+    if (a->rank == 1) {
+      chorus_conn *c = t->conn(st, 0, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+      for (int j = 0; j < NSLOTS; j++) {
+        const int i = r * NSLOTS + j, kind = i % EXPECT_KINDS;
+        unsigned char *mine = place + (size_t)j * (SLOT + 64);
+        const void *buf;
+        size_t sz;
+        chorus_msg_meta m;
+        ncclResult_t res;
+        RETRY(res, st, t, c->ops->recv_slot(c, &buf, &sz, &m));
+        FAILIF(res != ncclSuccess, "recv_slot: %d", (int)res);
+        if (res != ncclSuccess) break;
+        if (late && j == 0) { /* all of the round is in: expect the rest now, too late */
+          struct timespec ts = {0, 5000000};
+          nanosleep(&ts, NULL);
+          FAILIF(c->ops->hear(c) != ncclSuccess, "hear: %s", c->err); /* takes in what came */
+          memset(place, 0x5a, (size_t)NSLOTS * (SLOT + 64));
+          for (int q = 1; q < NSLOTS; q++) {
+            chorus_msg_meta e = {(uint64_t)(i + q), direct_size(i + q), 7, 0, 0, 0};
+            c->ops->recv_expect(c, (unsigned)q, place + (size_t)q * (SLOT + 64), direct_size(i + q),
+                                &e);
+          }
+        }
+        FAILIF(sz != direct_size(i) || m.seq != (uint64_t)i, "message %d: %zu bytes, seq %llu", i,
+               sz, (unsigned long long)m.seq);
+        for (size_t k = 0; k < sz; k++)
+          if (((const unsigned char *)buf)[k] != pattern(0, i, k)) {
+            FAILIF(1, "message %d byte %zu is %#x", i, k, ((const unsigned char *)buf)[k]);
+            break;
+          }
+        const int placed = !late && kind == EXPECT_EXACT;
+        FAILIF(placed != (buf == mine), "message %d (kind %d%s) %s its place", i, kind,
+               late ? ", expected late" : "", buf == mine ? "landed in" : "missed");
+        if (!placed)
+          for (size_t k = 0; k < SLOT + 64; k++)
+            if (mine[k] != 0x5a) {
+              FAILIF(1, "message %d wrote its place at byte %zu", i, k);
+              break;
+            }
+        FAILIF(c->ops->recv_release(c) != ncclSuccess, "release");
+      }
+    }
+    chorus_bootstrap_barrier(bs);
+  }
+  free(src);
+  free(place);
+}
+
 static void *rank_main(void *p) {
   rank_arg *a = p;
   chorus_log_ctx_set((chorus_log_ctx){a->rank, a->nranks, NULL, 0});
@@ -309,6 +417,8 @@ static void *rank_main(void *p) {
     stream(a, st, CHORUS_CH_COLL, 200);
     stream(a, st, CHORUS_CH_P2P, 50);
     chorus_bootstrap_barrier(bs);
+    if (a->nranks == 2 && a->t->conn(st, 1 - a->rank, 0, 0)->ops->recv_expect)
+      direct_places(a, bs, st);
     if (a->nranks >= 2) {
       board_posts(a, bs, st);
       channels_independent(a, bs, st);

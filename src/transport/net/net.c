@@ -17,6 +17,12 @@
  * Receiving: on demand, each stream reads its next message into its slot as
  * soon as that slot is free; the schedule reads slots in order, in place.
  *
+ * Where a schedule only moves bytes, the kernel's copy can be the only one:
+ * a slot posted by reference (send_post_ref) is written from the caller's
+ * memory, and a message the receiver expects (recv_expect: its place, size
+ * and call) is read straight into its place once its header matches. The
+ * slot still counts, so the window of messages in flight is the same.
+ *
  * Wire format: frames of a net_wire_hdr (magic, kind, payload bytes,
  * meta), then the payload. A wrong magic, kind or length fails the
  * connection. Besides messages (DATA), two kinds of frames:
@@ -81,8 +87,18 @@ typedef struct net_conn {
   uint32_t nslots;
   net_wire_hdr *hdr; /* per slot */
   uint8_t *ready;    /* per slot: send: written out; recv: arrived */
-  uint64_t posted;   /* send: messages posted */
-  uint64_t done;     /* send: messages freed (written, in order); recv: released */
+  /* send: per slot, the caller's bytes it was posted with (NULL: its own) */
+  const char **ref;
+  /* recv: per slot, where its payload is read to (the slot, or its place
+   * in the caller's memory), and what the caller expects there: message
+   * index + 1 (0: nothing), bytes and call */
+  char **where;
+  char **want_at;
+  uint64_t *want_msg;
+  size_t *want_bytes;
+  chorus_msg_meta *want_meta;
+  uint64_t posted; /* send: messages posted */
+  uint64_t done;   /* send: messages freed (written, in order); recv: released */
   int broken;
   /* recv: why a stream ended. Not an error until a message still owed is
    * missing: a peer that finished its part of a call may close before we
@@ -153,7 +169,8 @@ static ncclResult_t push_stream(net_conn *c, net_stream *st) {
     int n = 0;
     if (st->off < sizeof *h) iov[n++] = (struct iovec){(char *)h + st->off, sizeof *h - st->off};
     size_t doff = st->off > sizeof *h ? st->off - sizeof *h : 0;
-    if (h->bytes > doff) iov[n++] = (struct iovec){slot_data(c, st->next) + doff, h->bytes - doff};
+    const char *payload = c->ref[i] ? c->ref[i] : slot_data(c, st->next);
+    if (h->bytes > doff) iov[n++] = (struct iovec){(char *)payload + doff, h->bytes - doff};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t w = sendmsg(st->fd, &mh, MSG_NOSIGNAL);
     if (w < 0) {
@@ -213,8 +230,23 @@ static ncclResult_t push(net_conn *c) {
     ncclResult_t res = push_stream(c, &c->st[s]);
     if (res != ncclSuccess) return borrow_cause(c, res);
   }
-  while (c->done < c->posted && c->ready[c->done % c->nslots]) c->ready[c->done++ % c->nslots] = 0;
+  while (c->done < c->posted && c->ready[c->done % c->nslots]) {
+    c->ref[c->done % c->nslots] = NULL;
+    c->ready[c->done++ % c->nslots] = 0;
+  }
   return ncclSuccess;
+}
+
+/* Where message m's payload goes, its header just read: the caller's
+ * place when it expects exactly this message there, else the slot. */
+static void place_payload(net_conn *c, uint64_t m) {
+  const uint32_t i = (uint32_t)(m % c->nslots);
+  const net_wire_hdr *h = &c->hdr[i];
+  c->where[i] = slot_data(c, m);
+  if (c->want_msg[i] == m + 1 && h->kind == FRAME_DATA && h->bytes == c->want_bytes[i] &&
+      chorus_meta_equal(&h->meta, &c->want_meta[i]))
+    c->where[i] = c->want_at[i];
+  c->want_msg[i] = 0;
 }
 
 /* Reads one stream's frames, messages into their slots while those are
@@ -229,7 +261,7 @@ static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
       dst = (char *)h + st->off;
       want = sizeof *h - st->off;
     } else {
-      dst = slot_data(c, st->next) + (st->off - sizeof *h);
+      dst = c->where[i] + (st->off - sizeof *h);
       want = sizeof *h + h->bytes - st->off;
     }
     ssize_t r = want ? recv(st->fd, dst, want, 0) : 0;
@@ -247,10 +279,11 @@ static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
                                  (h->kind != FRAME_DATA && h->kind != FRAME_FAIL) ||
                                  (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX)))
       return broken(c, "carried garbage", "bad message header");
+    if (st->off == sizeof *h) place_payload(c, st->next);
     if (st->off >= sizeof *h && st->off == sizeof *h + h->bytes && h->kind == FRAME_FAIL) {
       /* The stream ends here, with the peer's reason. */
       st->off = 0;
-      const char *why = slot_data(c, st->next);
+      const char *why = c->where[i];
       snprintf(c->base.err, sizeof c->base.err, "%.*s", (int)h->bytes, why);
       c->base.relayed = c->peer_failed = 1;
       st->closed = 1;
@@ -298,8 +331,17 @@ static ncclResult_t net_send_post(chorus_conn *cc, size_t bytes, const chorus_ms
   uint32_t i = (uint32_t)(c->posted % c->nslots);
   c->hdr[i] = (net_wire_hdr){WIRE_MAGIC, FRAME_DATA, bytes, 0, *meta};
   c->ready[i] = 0;
+  /* net_send_post_ref set ref[i] first; a plain post leaves it NULL (push
+   * clears it when the slot frees) */
   c->posted++;
   return push(c);
+}
+
+static ncclResult_t net_send_post_ref(chorus_conn *cc, const void *src, size_t bytes,
+                                      const chorus_msg_meta *meta) {
+  net_conn *c = (net_conn *)cc;
+  c->ref[c->posted % c->nslots] = src;
+  return net_send_post(cc, bytes, meta);
 }
 
 static ncclResult_t net_send_flush(chorus_conn *cc) {
@@ -314,7 +356,7 @@ static ncclResult_t net_recv_slot(chorus_conn *cc, const void **buf, size_t *byt
   ncclResult_t res = next_arrived(c);
   if (res != ncclSuccess) return res;
   uint32_t i = (uint32_t)(c->done % c->nslots);
-  *buf = slot_data(c, c->done);
+  *buf = c->where[i];
   *bytes = c->hdr[i].bytes;
   *meta = c->hdr[i].meta;
   return ncclSuccess;
@@ -324,6 +366,22 @@ static ncclResult_t net_recv_release(chorus_conn *cc) {
   net_conn *c = (net_conn *)cc;
   c->ready[c->done++ % c->nslots] = 0;
   return ncclSuccess;
+}
+
+static int net_recv_expect(chorus_conn *cc, unsigned ahead, void *dst, size_t bytes,
+                           const chorus_msg_meta *meta) {
+  net_conn *c = (net_conn *)cc;
+  if (ahead >= c->nslots) return 0;
+  const uint64_t m = c->done + ahead;
+  const net_stream *st = &c->st[m % (uint64_t)c->nstreams];
+  /* Its header read (or the message whole): its place is settled. */
+  if (st->next > m || (st->next == m && st->off >= sizeof(net_wire_hdr))) return 1;
+  const uint32_t i = (uint32_t)(m % c->nslots);
+  c->want_at[i] = dst;
+  c->want_bytes[i] = bytes;
+  c->want_meta[i] = *meta;
+  c->want_msg[i] = m + 1;
+  return 1;
 }
 
 static void net_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
@@ -424,6 +482,8 @@ static const chorus_conn_ops net_ops = {
     .send_flush = net_send_flush,
     .recv_slot = net_recv_slot,
     .recv_release = net_recv_release,
+    .send_post_ref = net_send_post_ref,
+    .recv_expect = net_recv_expect,
     .wait_info = net_wait_info,
     .check = net_check,
     .fail = net_fail,
@@ -438,6 +498,12 @@ static void net_destroy(void *p) {
       chorus_free(s->conns[i].slots);
       chorus_free(s->conns[i].hdr);
       chorus_free(s->conns[i].ready);
+      chorus_free(s->conns[i].ref);
+      chorus_free(s->conns[i].where);
+      chorus_free(s->conns[i].want_at);
+      chorus_free(s->conns[i].want_msg);
+      chorus_free(s->conns[i].want_bytes);
+      chorus_free(s->conns[i].want_meta);
     }
   if (s->fds)
     for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS * MAX_STREAMS; i++)
@@ -472,8 +538,15 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
   c->slots = chorus_malloc((size_t)c->nslots * s->slot_bytes);
   c->hdr = chorus_calloc(c->nslots, sizeof *c->hdr);
   c->ready = chorus_calloc(c->nslots, 1);
+  c->ref = chorus_calloc(c->nslots, sizeof *c->ref);
+  c->where = chorus_calloc(c->nslots, sizeof *c->where);
+  c->want_at = chorus_calloc(c->nslots, sizeof *c->want_at);
+  c->want_msg = chorus_calloc(c->nslots, sizeof *c->want_msg);
+  c->want_bytes = chorus_calloc(c->nslots, sizeof *c->want_bytes);
+  c->want_meta = chorus_calloc(c->nslots, sizeof *c->want_meta);
   if (ch == CHORUS_CH_COLL && dir == CHORUS_DIR_RECV) c->base.heard = s->notes[peer].board;
-  if (!c->slots || !c->hdr || !c->ready)
+  if (!c->slots || !c->hdr || !c->ready || !c->ref || !c->where || !c->want_at || !c->want_msg ||
+      !c->want_bytes || !c->want_meta)
     return chorus_error(ncclSystemError, "NET transport: out of memory");
   return ncclSuccess;
 }
