@@ -18,7 +18,8 @@
 #          the runs with aws-ofi-nccl carrying the hosts' traffic
 #          (build-aofi carried, scripts/aofi_probe.sh prepare).
 #          LAYOUTS="2x1 2x2" (H hosts x G ranks; default: 2x1, and 2x2 and
-#          4x1 where there are 4 GPUs)
+#          4x1 where there are 4 GPUs); LIBS="chorus", NETS="aofi" pick
+#          some of the runs
 set -eu
 cd "$(dirname "$0")/.."
 progs="all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv scatter gather hypercube"
@@ -73,11 +74,13 @@ run)
   ref=${NCCL_REF_LIB:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib"))' 2>/dev/null)}
   libs="chorus"
   [ -f "$ref/libnccl.so.2" ] && libs="chorus nccl"
+  libs=${LIBS:-$libs}
   ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
   layouts=${LAYOUTS:-2x1}
   [ -n "${LAYOUTS:-}" ] || [ "$ngpu" -lt 4 ] || layouts="2x1 2x2 4x1"
   nets=sock
   [ "${NET:-}" = aofi ] && nets="sock aofi"
+  nets=${NETS:-$nets}
   logs=${OUT:-/tmp}/nccl-tests-logs
   mkdir -p "$logs"
   export NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET

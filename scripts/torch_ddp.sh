@@ -25,8 +25,8 @@ elif python3 -c 'import torch' 2>/dev/null; then torchrun=(python3 -m torch.dist
 else echo "no PyTorch here"; exit 77; fi
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 [ "$ngpu" -ge 2 ] || { echo "needs 2 GPUs, found $ngpu"; exit 77; }
-# NCCL_DEBUG=VERSION: the banner names the library (Chorus's says +chorus)
-export NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo CHORUS_OP_TIMEOUT=30 OMP_NUM_THREADS=1 NCCL_DEBUG=VERSION
+# NCCL_DEBUG=VERSION (or more): the banner names the library (Chorus's says +chorus)
+export NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo CHORUS_OP_TIMEOUT=30 OMP_NUM_THREADS=1 NCCL_DEBUG=${NCCL_DEBUG:-VERSION}
 logs=${OUT:-/tmp}/torch-ddp-logs
 mkdir -p "$logs"
 half=$((ngpu / 2))
