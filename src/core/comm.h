@@ -43,8 +43,9 @@ typedef struct chorus_user_op {
 typedef struct chorus_init_args {
   chorus_uid *uids;
   int nuids;
-  /* The network's figures a part inherits from its communicator (hier.c):
-   * no probe of its own (core/netprobe.h); 0: none. */
+  /* The network's figures a part (hier.c), split or shrunk communicator
+   * (split.c) inherits from its parent: no probe of its own
+   * (core/netprobe.h); 0: none. */
   double net_us, net_bw;
 } chorus_init_args;
 
