@@ -67,14 +67,19 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
      "GPUs across hosts: the whole call copied to pinned host memory, run as a host call, "
      "copied back",
      {[CHORUS_BACKEND_GPU] = {COLLS | F(SEND), P(SIMPLE), NEED(HOSTS)}}},
+    {CHORUS_ALGO_TREE,
+     "tree",
+     "AllReduce: each half of the buffer reduced up a binary tree and sent back down it, "
+     "the two trees mirrored (depth log2(n), for many hosts)",
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(RANKS2)}}},
 };
 
 static const char *const proto_names[CHORUS_PROTO_COUNT] = {"LL", "LL128", "Simple"};
 static const char *const backend_names[CHORUS_BACKEND_COUNT] = {"host", "gpu"};
 
 /* NCCL's algorithm names Chorus has no algorithm for: accepted and ignored. */
-static const char *const nccl_only_algos[] = {"tree", "collnetdirect", "collnetchain",
-                                              "nvls", "nvlstree",      "pat"};
+static const char *const nccl_only_algos[] = {"collnetdirect", "collnetchain", "nvls",
+                                              "nvlstree", "pat"};
 
 const chorus_algo_info *chorus_algo_get(int algo) {
   return algo >= 0 && algo < CHORUS_ALGO_COUNT ? &algos[algo] : NULL;

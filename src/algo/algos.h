@@ -14,7 +14,7 @@
  * broadcast:^chain" (functions as NCCL spells them, "sendrecv" for Send
  * and Recv). Names are case-insensitive. A plain list applies to every
  * collective (NCCL_PROTO also to Send/Recv, as in NCCL); a list naming a function
- * binds it. NCCL's names that Chorus has no algorithm for (tree, nvls,
+ * binds it. NCCL's names that Chorus has no algorithm for (nvls,
  * collnetdirect, ...; LL128) are ignored with an INFO line; any other
  * unknown word is an error naming it.
  */
@@ -43,6 +43,7 @@ typedef enum {
   CHORUS_ALGO_CE,       /* cudaMemcpyAsync between the ranks' buffers (copy engine) */
   CHORUS_ALGO_HIER,     /* GPUs across hosts: kernels in each host, one step across hosts */
   CHORUS_ALGO_STAGED,   /* GPUs across hosts: the whole call carried by the host */
+  CHORUS_ALGO_TREE,     /* AllReduce: up and down two binary trees, a half each */
   CHORUS_ALGO_COUNT
 } chorus_algo;
 

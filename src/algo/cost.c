@@ -147,6 +147,13 @@ static double hops(int func, int algo, double bytes, const chorus_cost_env *e) {
     int steps = log2_floor(n) + (n > p2 ? 2 : 0);
     return steps * (perhop + bytes / bw);
   }
+  case CHORUS_ALGO_TREE: {
+    /* Up then down a tree of depth d, a half of the buffer on each tree:
+     * an inner node takes in two halves; the first piece fills the pipe. */
+    const int d = log2_floor(n);
+    const double piece = bytes / 2 < (double)e->max_msg ? bytes / 2 : (double)e->max_msg;
+    return 2.0 * d * (perhop + piece / bw) + 2.0 * bytes / bw;
+  }
   case CHORUS_ALGO_DIRECT:
     return perhop + (n - 1) * bytes / bw;
   default:
@@ -162,9 +169,10 @@ static double host_us(int func, int algo, uint64_t size, const chorus_cost_env *
                                                                                                : -1;
   const double bytes = (double)size / (double)chorus_func_size(func, 1, 1, e->nranks);
   /* Without node memory (several hosts, or shared memory turned off) the
-   * point-to-point hop dominates: price hops. Recursive doubling is priced
-   * that way on one host too, where it never wins. */
-  if (e->nhosts > 1 || !e->node || algo == CHORUS_ALGO_RD) return hops(func, algo, bytes, e);
+   * point-to-point hop dominates: price hops. Recursive doubling and the
+   * trees are priced that way on one host too, where they never win. */
+  if (e->nhosts > 1 || !e->node || algo == CHORUS_ALGO_RD || algo == CHORUS_ALGO_TREE)
+    return hops(func, algo, bytes, e);
   return one_host(func, algo, (double)size, e);
 }
 

@@ -170,6 +170,15 @@ struct chorus_op {
       size_t scap;
     } rd;
     struct {
+      int parent[2], kid[2][2]; /* per tree; -1: none */
+      size_t seg, npieces, c;   /* elements per piece, pieces per half, this piece */
+      int t, k;                 /* this tree, this link */
+      const void *rbuf[2];
+      size_t rbytes;
+      void *sbuf;
+      size_t scap;
+    } tree;
+    struct {
       chorus_xfer *x;   /* nx transfers, in scratch */
       uint8_t *is_send; /* per transfer, in scratch */
       int nx;

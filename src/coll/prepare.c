@@ -26,6 +26,7 @@ static const entry table[] = {
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, chorus_allreduce_node},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, chorus_allreduce_node},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, chorus_allreduce_rd},
+    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TREE, chorus_allreduce_tree},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_RING, chorus_allgather_ring},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RING, chorus_reducescatter_ring},

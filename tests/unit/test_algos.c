@@ -79,7 +79,10 @@ static void algorithms(void) {
   EXPECT(chorus_algo_runs(CHORUS_ALGO_CE, CHORUS_BACKEND_GPU, CHORUS_FUNC_RECV));
   EXPECT(!chorus_algo_runs(CHORUS_ALGO_ZEROCOPY, CHORUS_BACKEND_HOST, CHORUS_FUNC_ALLREDUCE));
   EXPECT_EQ_INT(chorus_algo_by_name("RING", 4), CHORUS_ALGO_RING);
-  EXPECT_EQ_INT(chorus_algo_by_name("tree", 4), -1);
+  EXPECT_EQ_INT(chorus_algo_by_name("Tree", 4), CHORUS_ALGO_TREE);
+  EXPECT_EQ_INT(chorus_algo_by_name("nvls", 4), -1);
+  EXPECT(chorus_algo_runs(CHORUS_ALGO_TREE, CHORUS_BACKEND_HOST, CHORUS_FUNC_ALLREDUCE));
+  EXPECT(!chorus_algo_runs(CHORUS_ALGO_TREE, CHORUS_BACKEND_GPU, CHORUS_FUNC_ALLREDUCE));
   EXPECT_EQ_INT(chorus_proto_by_name("simple", 6), CHORUS_PROTO_SIMPLE);
   EXPECT_STREQ(chorus_algo_name(CHORUS_ALGO_CE), "copyengine");
 }
@@ -97,8 +100,10 @@ static void filter_forms(void) {
   EXPECT_EQ_INT(f.algos[AR], ring);
   EXPECT_EQ_INT(f.algo_named[AR], 0);
   EXPECT_EQ_INT(f.algos[SEND], all); /* a plain NCCL_ALGO is for collectives */
-  EXPECT_EQ_INT(chorus_algo_filter_parse(&f, "RING,tree", NULL, err, sizeof err), 0);
-  EXPECT_EQ_INT(f.algos[AR], ring); /* NCCL's tree: ignored */
+  EXPECT_EQ_INT(chorus_algo_filter_parse(&f, "RING,nvls", NULL, err, sizeof err), 0);
+  EXPECT_EQ_INT(f.algos[AR], ring); /* NCCL's NVLS: ignored */
+  EXPECT_EQ_INT(chorus_algo_filter_parse(&f, "Tree,ring", NULL, err, sizeof err), 0);
+  EXPECT_EQ_INT(f.algos[AR], ring | 1u << CHORUS_ALGO_TREE);
   EXPECT_EQ_INT(chorus_algo_filter_parse(&f, "^ring", NULL, err, sizeof err), 0);
   EXPECT_EQ_INT(f.algos[AR], all & ~ring);
   EXPECT_EQ_INT(chorus_algo_filter_parse(&f, "allreduce:^ring", NULL, err, sizeof err), 0);
