@@ -78,8 +78,8 @@ static const char *const proto_names[CHORUS_PROTO_COUNT] = {"LL", "LL128", "Simp
 static const char *const backend_names[CHORUS_BACKEND_COUNT] = {"host", "gpu"};
 
 /* NCCL's algorithm names Chorus has no algorithm for: accepted and ignored. */
-static const char *const nccl_only_algos[] = {"collnetdirect", "collnetchain", "nvls",
-                                              "nvlstree", "pat"};
+static const char *const nccl_only_algos[] = {"collnetdirect", "collnetchain", "nvls", "nvlstree",
+                                              "pat"};
 
 const chorus_algo_info *chorus_algo_get(int algo) {
   return algo >= 0 && algo < CHORUS_ALGO_COUNT ? &algos[algo] : NULL;
