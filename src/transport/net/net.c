@@ -78,6 +78,20 @@ typedef struct net_stream {
   int closed;    /* recv: the peer ended the stream at a frame boundary */
 } net_stream;
 
+/* What a caller's memory has to do with one slot's message: sending, the
+ * bytes it was posted with (NULL: the slot's own); receiving, where its
+ * payload is read to (the slot, or the caller's place) and the place the
+ * caller expects message want_msg - 1 in (0: none), with its size and
+ * call. */
+typedef struct net_place {
+  const char *ref;
+  char *where;
+  char *want_at;
+  uint64_t want_msg;
+  size_t want_bytes;
+  chorus_msg_meta want_meta;
+} net_place;
+
 typedef struct net_conn {
   chorus_conn base;
   int dir;
@@ -87,18 +101,9 @@ typedef struct net_conn {
   uint32_t nslots;
   net_wire_hdr *hdr; /* per slot */
   uint8_t *ready;    /* per slot: send: written out; recv: arrived */
-  /* send: per slot, the caller's bytes it was posted with (NULL: its own) */
-  const char **ref;
-  /* recv: per slot, where its payload is read to (the slot, or its place
-   * in the caller's memory), and what the caller expects there: message
-   * index + 1 (0: nothing), bytes and call */
-  char **where;
-  char **want_at;
-  uint64_t *want_msg;
-  size_t *want_bytes;
-  chorus_msg_meta *want_meta;
-  uint64_t posted; /* send: messages posted */
-  uint64_t done;   /* send: messages freed (written, in order); recv: released */
+  net_place *place;  /* per slot */
+  uint64_t posted;   /* send: messages posted */
+  uint64_t done;     /* send: messages freed (written, in order); recv: released */
   int broken;
   /* recv: why a stream ended. Not an error until a message still owed is
    * missing: a peer that finished its part of a call may close before we
@@ -169,7 +174,7 @@ static ncclResult_t push_stream(net_conn *c, net_stream *st) {
     int n = 0;
     if (st->off < sizeof *h) iov[n++] = (struct iovec){(char *)h + st->off, sizeof *h - st->off};
     size_t doff = st->off > sizeof *h ? st->off - sizeof *h : 0;
-    const char *payload = c->ref[i] ? c->ref[i] : slot_data(c, st->next);
+    const char *payload = c->place[i].ref ? c->place[i].ref : slot_data(c, st->next);
     if (h->bytes > doff) iov[n++] = (struct iovec){(char *)payload + doff, h->bytes - doff};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t w = sendmsg(st->fd, &mh, MSG_NOSIGNAL);
@@ -231,7 +236,7 @@ static ncclResult_t push(net_conn *c) {
     if (res != ncclSuccess) return borrow_cause(c, res);
   }
   while (c->done < c->posted && c->ready[c->done % c->nslots]) {
-    c->ref[c->done % c->nslots] = NULL;
+    c->place[c->done % c->nslots].ref = NULL;
     c->ready[c->done++ % c->nslots] = 0;
   }
   return ncclSuccess;
@@ -240,13 +245,13 @@ static ncclResult_t push(net_conn *c) {
 /* Where message m's payload goes, its header just read: the caller's
  * place when it expects exactly this message there, else the slot. */
 static void place_payload(net_conn *c, uint64_t m) {
-  const uint32_t i = (uint32_t)(m % c->nslots);
-  const net_wire_hdr *h = &c->hdr[i];
-  c->where[i] = slot_data(c, m);
-  if (c->want_msg[i] == m + 1 && h->kind == FRAME_DATA && h->bytes == c->want_bytes[i] &&
-      chorus_meta_equal(&h->meta, &c->want_meta[i]))
-    c->where[i] = c->want_at[i];
-  c->want_msg[i] = 0;
+  const net_wire_hdr *h = &c->hdr[m % c->nslots];
+  net_place *pl = &c->place[m % c->nslots];
+  pl->where = slot_data(c, m);
+  if (pl->want_msg == m + 1 && h->kind == FRAME_DATA && h->bytes == pl->want_bytes &&
+      chorus_meta_equal(&h->meta, &pl->want_meta))
+    pl->where = pl->want_at;
+  pl->want_msg = 0;
 }
 
 /* Reads one stream's frames, messages into their slots while those are
@@ -261,7 +266,7 @@ static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
       dst = (char *)h + st->off;
       want = sizeof *h - st->off;
     } else {
-      dst = c->where[i] + (st->off - sizeof *h);
+      dst = c->place[i].where + (st->off - sizeof *h);
       want = sizeof *h + h->bytes - st->off;
     }
     ssize_t r = want ? recv(st->fd, dst, want, 0) : 0;
@@ -283,7 +288,7 @@ static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
     if (st->off >= sizeof *h && st->off == sizeof *h + h->bytes && h->kind == FRAME_FAIL) {
       /* The stream ends here, with the peer's reason. */
       st->off = 0;
-      const char *why = c->where[i];
+      const char *why = c->place[i].where;
       snprintf(c->base.err, sizeof c->base.err, "%.*s", (int)h->bytes, why);
       c->base.relayed = c->peer_failed = 1;
       st->closed = 1;
@@ -331,8 +336,8 @@ static ncclResult_t net_send_post(chorus_conn *cc, size_t bytes, const chorus_ms
   uint32_t i = (uint32_t)(c->posted % c->nslots);
   c->hdr[i] = (net_wire_hdr){WIRE_MAGIC, FRAME_DATA, bytes, 0, *meta};
   c->ready[i] = 0;
-  /* net_send_post_ref set ref[i] first; a plain post leaves it NULL (push
-   * clears it when the slot frees) */
+  /* net_send_post_ref set place[i].ref first; a plain post leaves it NULL
+   * (push clears it when the slot frees) */
   c->posted++;
   return push(c);
 }
@@ -340,7 +345,7 @@ static ncclResult_t net_send_post(chorus_conn *cc, size_t bytes, const chorus_ms
 static ncclResult_t net_send_post_ref(chorus_conn *cc, const void *src, size_t bytes,
                                       const chorus_msg_meta *meta) {
   net_conn *c = (net_conn *)cc;
-  c->ref[c->posted % c->nslots] = src;
+  c->place[c->posted % c->nslots].ref = src;
   return net_send_post(cc, bytes, meta);
 }
 
@@ -356,7 +361,7 @@ static ncclResult_t net_recv_slot(chorus_conn *cc, const void **buf, size_t *byt
   ncclResult_t res = next_arrived(c);
   if (res != ncclSuccess) return res;
   uint32_t i = (uint32_t)(c->done % c->nslots);
-  *buf = c->where[i];
+  *buf = c->place[i].where;
   *bytes = c->hdr[i].bytes;
   *meta = c->hdr[i].meta;
   return ncclSuccess;
@@ -376,11 +381,11 @@ static int net_recv_expect(chorus_conn *cc, unsigned ahead, void *dst, size_t by
   const net_stream *st = &c->st[m % (uint64_t)c->nstreams];
   /* Its header read (or the message whole): its place is settled. */
   if (st->next > m || (st->next == m && st->off >= sizeof(net_wire_hdr))) return 1;
-  const uint32_t i = (uint32_t)(m % c->nslots);
-  c->want_at[i] = dst;
-  c->want_bytes[i] = bytes;
-  c->want_meta[i] = *meta;
-  c->want_msg[i] = m + 1;
+  net_place *pl = &c->place[m % c->nslots];
+  pl->want_at = dst;
+  pl->want_bytes = bytes;
+  pl->want_meta = *meta;
+  pl->want_msg = m + 1;
   return 1;
 }
 
@@ -498,12 +503,7 @@ static void net_destroy(void *p) {
       chorus_free(s->conns[i].slots);
       chorus_free(s->conns[i].hdr);
       chorus_free(s->conns[i].ready);
-      chorus_free(s->conns[i].ref);
-      chorus_free(s->conns[i].where);
-      chorus_free(s->conns[i].want_at);
-      chorus_free(s->conns[i].want_msg);
-      chorus_free(s->conns[i].want_bytes);
-      chorus_free(s->conns[i].want_meta);
+      chorus_free(s->conns[i].place);
     }
   if (s->fds)
     for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS * MAX_STREAMS; i++)
@@ -538,15 +538,9 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
   c->slots = chorus_malloc((size_t)c->nslots * s->slot_bytes);
   c->hdr = chorus_calloc(c->nslots, sizeof *c->hdr);
   c->ready = chorus_calloc(c->nslots, 1);
-  c->ref = chorus_calloc(c->nslots, sizeof *c->ref);
-  c->where = chorus_calloc(c->nslots, sizeof *c->where);
-  c->want_at = chorus_calloc(c->nslots, sizeof *c->want_at);
-  c->want_msg = chorus_calloc(c->nslots, sizeof *c->want_msg);
-  c->want_bytes = chorus_calloc(c->nslots, sizeof *c->want_bytes);
-  c->want_meta = chorus_calloc(c->nslots, sizeof *c->want_meta);
+  c->place = chorus_calloc(c->nslots, sizeof *c->place);
   if (ch == CHORUS_CH_COLL && dir == CHORUS_DIR_RECV) c->base.heard = s->notes[peer].board;
-  if (!c->slots || !c->hdr || !c->ready || !c->ref || !c->where || !c->want_at || !c->want_msg ||
-      !c->want_bytes || !c->want_meta)
+  if (!c->slots || !c->hdr || !c->ready || !c->place)
     return chorus_error(ncclSystemError, "NET transport: out of memory");
   return ncclSuccess;
 }
