@@ -23,12 +23,7 @@ static void segment(const chorus_op *op, int seg, size_t *off, size_t *len) {
 
 static ncclResult_t check_size(chorus_op *op, size_t len) {
   if (R.rbytes == len * op->esize) return ncclSuccess;
-  char me[160];
-  chorus_op_describe(op, me, sizeof me);
-  return chorus_error(ncclInvalidUsage,
-                      "%s: rank %d sent a %zu-byte segment where %zu bytes were expected; ranks "
-                      "must use the same NCCL_BUFFSIZE and CHORUS_NSLOTS",
-                      me, R.prev->peer, R.rbytes, len * op->esize);
+  return chorus_prim_size_error(op, R.prev, R.rbytes, len * op->esize);
 }
 
 /* dst = local input (scaled for PREMULSUM) [+ received partial]. */
@@ -47,7 +42,8 @@ static void reduce_into(chorus_op *op, void *dst, const void *rbuf, size_t off, 
 /* Message j from prev: round j / (2(n-1)); of its 2(n-1) steps, the
  * first n-1 carry partial sums (reduced from the slot), the rest finished
  * segments, stored where they belong in recvbuff. */
-static char *allreduce_place(const chorus_op *op, uint64_t j, size_t *bytes) {
+static char *allreduce_place(const void *ctx, uint64_t j, size_t *bytes) {
+  const chorus_op *op = ctx;
   const chorus_coll_comm *cc = op->cc;
   const int n = cc->nranks;
   const uint64_t steps = 2 * (uint64_t)(n - 1), t = j % steps;
@@ -88,7 +84,7 @@ ncclResult_t chorus_allreduce_ring(chorus_op *op) {
     /* Steps 1..n-1: extend the partial sum from prev; the last one is final. */
     for (R.k = 1; R.k < n; R.k++) {
       CORO_AWAIT_RES(op->co, res,
-                     chorus_prim_recv_placed(op, R.prev, allreduce_place,
+                     chorus_prim_recv_placed(op, R.prev, allreduce_place, op,
                                              (uint64_t)R.plan.nrounds * 2 * (uint64_t)(n - 1),
                                              &R.placed, R.taken, &R.rbuf, &R.rbytes));
       segment(op, chorus_ring_rs_seg(p, R.k, n), &off, &len);
@@ -108,7 +104,7 @@ ncclResult_t chorus_allreduce_ring(chorus_op *op) {
     /* All-gather: receive finished segments, keep them, pass them on. */
     for (R.k = 1; R.k < n; R.k++) {
       CORO_AWAIT_RES(op->co, res,
-                     chorus_prim_recv_placed(op, R.prev, allreduce_place,
+                     chorus_prim_recv_placed(op, R.prev, allreduce_place, op,
                                              (uint64_t)R.plan.nrounds * 2 * (uint64_t)(n - 1),
                                              &R.placed, R.taken, &R.rbuf, &R.rbytes));
       segment(op, chorus_ring_ag_seg(p, R.k, n), &off, &len);

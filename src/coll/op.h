@@ -109,7 +109,7 @@ typedef struct chorus_xfer {
   size_t cap;
   const void *rbuf;
   size_t rbytes;
-  size_t placed; /* recv: messages placed ahead (recv_expect) */
+  uint64_t placed; /* recv: messages placed ahead (recv_expect) */
 } chorus_xfer;
 
 struct chorus_op {

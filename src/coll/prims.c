@@ -138,19 +138,23 @@ ncclResult_t chorus_prim_post_from(chorus_op *op, chorus_conn *c, void *slot, co
   return ncclSuccess;
 }
 
-int chorus_prim_expect(chorus_op *op, chorus_conn *c, uint64_t ahead, void *dst, size_t bytes) {
-  if (!c->ops->recv_expect || ahead > UINT32_MAX) return 0;
-  return c->ops->recv_expect(c, (unsigned)ahead, dst, bytes, &op->expect);
-}
-
 ncclResult_t chorus_prim_recv_placed(chorus_op *op, chorus_conn *c, chorus_place_fn place,
-                                     uint64_t total, uint64_t *placed, uint64_t taken,
-                                     const void **buf, size_t *bytes) {
-  while (c->ops->recv_expect && *placed < total) {
+                                     const void *ctx, uint64_t total, uint64_t *placed,
+                                     uint64_t taken, const void **buf, size_t *bytes) {
+  while (c->ops->recv_expect && *placed < total && *placed - taken <= UINT32_MAX) {
     size_t n;
-    char *dst = place(op, *placed, &n);
-    if (dst && !chorus_prim_expect(op, c, *placed - taken, dst, n)) break;
+    char *dst = place(ctx, *placed, &n);
+    if (dst && !c->ops->recv_expect(c, (unsigned)(*placed - taken), dst, n, &op->expect)) break;
     (*placed)++;
   }
   return chorus_prim_recv(op, c, buf, bytes);
+}
+
+ncclResult_t chorus_prim_size_error(chorus_op *op, chorus_conn *c, size_t got, size_t want) {
+  char me[160];
+  chorus_op_describe(op, me, sizeof me);
+  return chorus_error(ncclInvalidUsage,
+                      "%s: rank %d sent %zu bytes where %zu were expected; ranks must use the "
+                      "same NCCL_BUFFSIZE and CHORUS_NSLOTS",
+                      me, c->peer, got, want);
 }

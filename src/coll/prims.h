@@ -22,23 +22,23 @@ ncclResult_t chorus_prim_flush(chorus_op *op, chorus_conn *c);
 ncclResult_t chorus_prim_post_from(chorus_op *op, chorus_conn *c, void *slot, const void *src,
                                    size_t bytes);
 
-/* Asks c to receive the op's message `ahead` places after the next one
- * straight into dst (it must hold exactly `bytes`); chorus_prim_recv then
- * returns dst as its buffer if it did. 0: too far ahead for now (or the
- * transport cannot); 1: asked. */
-int chorus_prim_expect(chorus_op *op, chorus_conn *c, uint64_t ahead, void *dst, size_t bytes);
-
-/* Where message j of an op's line from one connection (counted from the
- * op's first) belongs in the caller's buffers, with its bytes; NULL for
- * one that is not stored as it arrives (reduced, say). */
-typedef char *(*chorus_place_fn)(const chorus_op *op, uint64_t j, size_t *bytes);
+/* Where message j of a line of messages from one connection (counted from
+ * the line's first) belongs in the caller's buffers, with its bytes; NULL
+ * for one that is not stored as it arrives (reduced, say). ctx: the line's
+ * owner (an op, a transfer). */
+typedef char *(*chorus_place_fn)(const void *ctx, uint64_t j, size_t *bytes);
 
 /* chorus_prim_recv for a line of `total` messages from c, of which the op
- * has released `taken` and asked c to place the first *placed (which this
- * moves on, as far as c holds messages at once). */
+ * has released `taken` and asked c (recv_expect) to receive the first
+ * *placed straight into their places (this moves *placed on, as far as c
+ * holds messages at once); the buffer returned is then that place. */
 ncclResult_t chorus_prim_recv_placed(chorus_op *op, chorus_conn *c, chorus_place_fn place,
-                                     uint64_t total, uint64_t *placed, uint64_t taken,
-                                     const void **buf, size_t *bytes);
+                                     const void *ctx, uint64_t total, uint64_t *placed,
+                                     uint64_t taken, const void **buf, size_t *bytes);
+
+/* A message from c of `got` bytes where the op expected `want`:
+ * ncclInvalidUsage, reported naming c's peer. */
+ncclResult_t chorus_prim_size_error(chorus_op *op, chorus_conn *c, size_t got, size_t want);
 
 /* Reports an error of a connection (c->err) for this op. */
 ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t res);

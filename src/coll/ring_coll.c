@@ -57,18 +57,10 @@ static ncclResult_t release_prev(chorus_op *op) {
   return chorus_prim_release(op, R.prev);
 }
 
-static ncclResult_t size_error(chorus_op *op, size_t want) {
-  char me[160];
-  chorus_op_describe(op, me, sizeof me);
-  return chorus_error(ncclInvalidUsage,
-                      "%s: rank %d sent %zu bytes where %zu were expected; ranks must use the "
-                      "same NCCL_BUFFSIZE and CHORUS_NSLOTS",
-                      me, R.prev->peer, R.rbytes, want);
-}
-
 #define CHECK_SIZE(len)                                                                            \
   do {                                                                                             \
-    if (R.rbytes != (len)*op->esize) return size_error(op, (len)*op->esize);                       \
+    if (R.rbytes != (len)*op->esize)                                                               \
+      return chorus_prim_size_error(op, R.prev, R.rbytes, (len)*op->esize);                        \
   } while (0)
 
 static char *blk(const chorus_op *op, const void *base, int b, size_t off) {
@@ -77,7 +69,8 @@ static char *blk(const chorus_op *op, const void *base, int b, size_t off) {
 
 /* AllGather's message j from prev: round j / (n-1), step j % (n-1) + 1,
  * the piece of block p - step. */
-static char *allgather_place(const chorus_op *op, uint64_t j, size_t *bytes) {
+static char *allgather_place(const void *ctx, uint64_t j, size_t *bytes) {
+  const chorus_op *op = ctx;
   const chorus_coll_comm *cc = op->cc;
   const int n = cc->nranks, k = (int)(j % (uint64_t)(n - 1)) + 1;
   size_t off, len;
@@ -87,7 +80,8 @@ static char *allgather_place(const chorus_op *op, uint64_t j, size_t *bytes) {
 }
 
 /* Broadcast's message j: piece j. */
-static char *broadcast_place(const chorus_op *op, uint64_t j, size_t *bytes) {
+static char *broadcast_place(const void *ctx, uint64_t j, size_t *bytes) {
+  const chorus_op *op = ctx;
   size_t off, len;
   piece_of(op, (size_t)j, &off, &len);
   *bytes = len * op->esize;
@@ -114,7 +108,7 @@ ncclResult_t chorus_allgather_ring(chorus_op *op) {
                                 len * op->esize));
     for (R.k = 1; R.k < n; R.k++) {
       CORO_AWAIT_RES(op->co, res,
-                     chorus_prim_recv_placed(op, R.prev, allgather_place,
+                     chorus_prim_recv_placed(op, R.prev, allgather_place, op,
                                              (uint64_t)R.plan.nrounds * (uint64_t)(n - 1),
                                              &R.placed, R.taken, &R.rbuf, &R.rbytes));
       piece(op, &off, &len);
@@ -208,8 +202,8 @@ ncclResult_t chorus_broadcast_ring(chorus_op *op) {
   for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
     if (d > 0) {
       CORO_AWAIT_RES(op->co, res,
-                     chorus_prim_recv_placed(op, R.prev, broadcast_place, R.plan.nrounds, &R.placed,
-                                             R.taken, &R.rbuf, &R.rbytes));
+                     chorus_prim_recv_placed(op, R.prev, broadcast_place, op, R.plan.nrounds,
+                                             &R.placed, R.taken, &R.rbuf, &R.rbytes));
       piece(op, &off, &len);
       CHECK_SIZE(len);
       if (R.rbuf != (char *)op->recvbuff + off * op->esize)

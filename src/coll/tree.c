@@ -72,15 +72,6 @@ static chorus_conn *from(chorus_op *op, int peer) {
   return chorus_cc_conn(op->cc, peer, CHORUS_CH_COLL, CHORUS_DIR_RECV);
 }
 
-static ncclResult_t size_error(chorus_op *op, int peer, size_t got, size_t want) {
-  char me[160];
-  chorus_op_describe(op, me, sizeof me);
-  return chorus_error(ncclInvalidUsage,
-                      "%s: rank %d sent %zu bytes where %zu were expected; ranks must use the "
-                      "same NCCL_BUFFSIZE and CHORUS_NSLOTS",
-                      me, peer, got, want);
-}
-
 /* Flushes link k of tree t: children 0 and 1, then the parent. */
 static ncclResult_t flush_link(chorus_op *op, int t, int k) {
   const int peer = k < 2 ? T.kid[t][k] : T.parent[t];
@@ -123,7 +114,7 @@ ncclResult_t chorus_allreduce_tree(chorus_op *op) {
                        chorus_prim_recv(op, from(op, T.kid[T.t][T.k]), &T.rbuf[T.k], &T.rbytes));
         len = piece(op, T.t, T.c, &off);
         if (T.rbytes != len * op->esize)
-          return size_error(op, T.kid[T.t][T.k], T.rbytes, len * op->esize);
+          return chorus_prim_size_error(op, from(op, T.kid[T.t][T.k]), T.rbytes, len * op->esize);
       }
       if (T.parent[T.t] >= 0)
         CORO_AWAIT_RES(op->co, res,
@@ -160,7 +151,7 @@ ncclResult_t chorus_allreduce_tree(chorus_op *op) {
                        chorus_prim_recv(op, from(op, T.parent[T.t]), &T.rbuf[0], &T.rbytes));
         len = piece(op, T.t, T.c, &off);
         if (T.rbytes != len * op->esize)
-          return size_error(op, T.parent[T.t], T.rbytes, len * op->esize);
+          return chorus_prim_size_error(op, from(op, T.parent[T.t]), T.rbytes, len * op->esize);
         memcpy((char *)op->recvbuff + off * op->esize, T.rbuf[0], T.rbytes);
         CHECK(chorus_prim_release(op, from(op, T.parent[T.t])));
       }

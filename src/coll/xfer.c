@@ -37,17 +37,12 @@ ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x) {
   CORO_END(x->co);
 }
 
-/* Asks the connection to receive the next messages straight into their
- * places in the buffer, as far ahead as it holds messages. */
-static void place_ahead(chorus_op *op, chorus_xfer *x) {
-  const size_t slot = x->conn->slot_bytes, taken = x->done / slot;
-  while (x->placed * slot < x->bytes) {
-    const size_t at = x->placed * slot;
-    if (!chorus_prim_expect(op, x->conn, x->placed - taken, x->buf + at,
-                            CHORUS_MIN(slot, x->bytes - at)))
-      return;
-    x->placed++;
-  }
+/* Message j of a transfer: slot j of its range. */
+static char *xfer_place(const void *ctx, uint64_t j, size_t *bytes) {
+  const chorus_xfer *x = ctx;
+  const size_t at = (size_t)j * x->conn->slot_bytes;
+  *bytes = CHORUS_MIN(x->conn->slot_bytes, x->bytes - at);
+  return x->buf + at;
 }
 
 ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
@@ -55,8 +50,10 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
   size_t want;
   CORO_BEGIN(x->co);
   while (x->done < x->bytes) {
-    place_ahead(op, x);
-    CORO_AWAIT_RES(x->co, res, chorus_prim_recv(op, x->conn, &x->rbuf, &x->rbytes));
+    CORO_AWAIT_RES(x->co, res,
+                   chorus_prim_recv_placed(op, x->conn, xfer_place, x,
+                                           CHORUS_DIV_UP(x->bytes, x->conn->slot_bytes), &x->placed,
+                                           x->done / x->conn->slot_bytes, &x->rbuf, &x->rbytes));
     want = CHORUS_MIN(x->conn->slot_bytes, x->bytes - x->done);
     if (x->rbytes != want) {
       char me[160];
