@@ -549,6 +549,11 @@ static void bury(ncclComm_t comm) {
   free(old);
 }
 
+void chorus_comm_inherit_net(ncclComm_t child, const struct ncclComm *parent) {
+  child->init.net_us = parent->cc.plan.env.net_us;
+  child->init.net_bw = parent->cc.plan.env.net_bw;
+}
+
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
   chorus_comm_regs_free(comm); /* windows' mappings, before the GPU side goes */

@@ -43,9 +43,8 @@ typedef struct chorus_user_op {
 typedef struct chorus_init_args {
   chorus_uid *uids;
   int nuids;
-  /* The network's figures a part (hier.c), split or shrunk communicator
-   * (split.c) inherits from its parent: no probe of its own
-   * (core/netprobe.h); 0: none. */
+  /* The network's figures from a parent (chorus_comm_inherit_net): no
+   * probe of its own (core/netprobe.h); 0: none. */
   double net_us, net_bw;
 } chorus_init_args;
 
@@ -121,6 +120,10 @@ ncclResult_t chorus_comm_build_async(ncclComm_t comm);
 void chorus_comm_join(ncclComm_t comm);
 /* Frees everything; the handle becomes invalid. */
 void chorus_comm_free(ncclComm_t comm);
+/* child, made from parent (a part, split or shrink), is on parent's
+ * network: parent's figures serve it, with no probe of its own (none where
+ * parent had none: one host, so child too). */
+void chorus_comm_inherit_net(ncclComm_t child, const struct ncclComm *parent);
 /* Frees the registrations and windows still on comm (mem.c). */
 void chorus_comm_regs_free(ncclComm_t comm);
 

@@ -46,8 +46,7 @@ static ncclResult_t build_part(ncclComm_t parent, int nranks, int rank, int devi
   }
   c->init.uids[0] = *uid;
   c->init.nuids = 1;
-  c->init.net_us = parent->cc.plan.env.net_us;
-  c->init.net_bw = parent->cc.plan.env.net_bw;
+  chorus_comm_inherit_net(c, parent);
   ncclResult_t res = chorus_comm_build(c);
   if (res != ncclSuccess) {
     chorus_comm_free(c);

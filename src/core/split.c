@@ -74,10 +74,7 @@ static ncclResult_t do_split(split_job *j) {
   }
   j->child->init.uids[0] = ids[mem[0]];
   j->child->init.nuids = 1;
-  /* The parent's network: its figures serve the child, which spares the
-   * probe (0 where the parent had none: one host, so the child too). */
-  j->child->init.net_us = parent->cc.plan.env.net_us;
-  j->child->init.net_bw = parent->cc.plan.env.net_bw;
+  chorus_comm_inherit_net(j->child, parent);
   INFO(CHORUS_INIT, "ncclCommSplit: parent rank %d color %d key %d -> rank %d of %d", me, j->color,
        j->key, newrank, m);
   res = chorus_comm_build(j->child);
@@ -237,8 +234,7 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
   child->device = comm->device;
   child->init.uids = uid;
   child->init.nuids = 1;
-  child->init.net_us = comm->cc.plan.env.net_us; /* as for a split */
-  child->init.net_bw = comm->cc.plan.env.net_bw;
+  chorus_comm_inherit_net(child, comm);
   uid = NULL;
   *newcomm = child;
   INFO(CHORUS_INIT, "ncclCommShrink: rank %d -> rank %d of %d", comm->rank, newrank, m);
