@@ -88,10 +88,9 @@ struct chorus_proxy {
   batch **table;
   uint32_t ntable, table_cap;
   batch *free_list, *flight_head, *flight_tail;
-  size_t stage_cap; /* the largest batch's staging: new and grown ones get it */
-  uint64_t queued;  /* eager batches queued (atomic) */
-  uint64_t ran;     /* eager batches the thread ran (atomic) */
-  int stop;         /* atomic */
+  uint64_t queued; /* eager batches queued (atomic) */
+  uint64_t ran;    /* eager batches the thread ran (atomic) */
+  int stop;        /* atomic */
   pthread_t thread;
   int has_thread;
   chorus_op *work; /* the thread's copies of a batch's calls */
@@ -329,7 +328,7 @@ static void reclaim(chorus_proxy *px) {
  * of the GPU; pinning fresh memory for each costs more than the call, so
  * with MAX_FLIGHT eager batches in flight and none free that fits, this
  * waits for the oldest. */
-static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, int kept, batch **out) {
+static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, batch **out) {
   reclaim(px);
   int flying = 0;
   for (batch *f = px->flight_head; f; f = f->next) flying++;
@@ -383,30 +382,16 @@ static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, int kep
   b->next = NULL;
   ncclResult_t res = ncclSuccess;
   if (b->cap < bytes) {
-    /* cudaFreeHost waits for the whole device and pinning costs about a
-     * millisecond per megabyte: grow by powers of two, and every batch to
-     * the largest, so that a program timing one size after another pays
-     * for it once per doubling, not once per batch and size. */
-    size_t cap = 64u << 10;
-    while (cap < bytes) cap *= 2;
-    cap = CHORUS_MAX(cap, px->stage_cap);
-    if (kept) cap = bytes; /* a graph's: never reused, kept as long as the graph */
     chorus_dev_host_free(b->host);
     b->host = b->dev = NULL;
     b->cap = 0;
     void *h, *d;
-    if (chorus_dev_host_alloc(cap, &h, &d) != 0) {
+    if (chorus_dev_host_alloc(bytes, &h, &d) != 0) {
       res = chorus_gpu_cuda_error("allocating pinned host memory to stage GPU calls");
     } else {
       b->host = h;
       b->dev = d;
-      b->cap = cap;
-      if (!kept && cap > px->stage_cap) {
-        px->stage_cap = cap;
-        INFO(CHORUS_ALLOC,
-             "rank %d: staging for GPU calls grown to %zu bytes per batch (%u batches)",
-             px->cc->rank, cap, px->ntable);
-      }
+      b->cap = bytes;
     }
   }
   if (res == ncclSuccess && b->opcap < nops) {
@@ -491,8 +476,8 @@ typedef struct copies {
   uint32_t nin, nk;
 } copies;
 
-static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int lanes, int kept,
-                                void *stream, batch **out) {
+static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int lanes, void *stream,
+                                batch **out) {
   const int rank = ops[0]->cc->rank, nranks = ops[0]->cc->nranks;
   span stackspan[16], *sp = n <= 16 ? stackspan : chorus_malloc((size_t)n * sizeof *sp);
   if (!sp) return chorus_error(ncclSystemError, "out of memory staging %d GPU calls", n);
@@ -502,7 +487,7 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
   size_t bytes = list + round_up((size_t)n * 16);
   for (int i = 0; i < n; i++) bytes += stage_bytes(ops[i], rank, nranks, lanes, &sp[i]);
   batch *b = NULL;
-  ncclResult_t res = take_batch(px, bytes, n, kept, &b);
+  ncclResult_t res = take_batch(px, bytes, n, &b);
   if (res != ncclSuccess) goto out;
   b->lanes = lanes; /* before the launch: the thread may take the batch at once */
   const ptrdiff_t to_dev = b->dev - b->host;
@@ -599,7 +584,7 @@ out:
 static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *stream, int captured,
                                int lanes) {
   batch *b;
-  CHECK(stage_batch(px, ops, n, lanes, captured, stream, &b));
+  CHECK(stage_batch(px, ops, n, lanes, stream, &b));
   if (captured) {
     b->kept = 1;
     return ncclSuccess;
@@ -721,8 +706,7 @@ static ncclResult_t unit_scratch(unit *u, size_t bytes, char **out) {
       return chorus_gpu_cuda_error("freeing scratch of calls across hosts");
     px->scratch = NULL;
     px->scratch_cap = 0;
-    size_t cap = (size_t)1 << 20; /* by powers of two: each growth waits for the device */
-    while (cap < bytes) cap *= 2;
+    const size_t cap = CHORUS_MAX(bytes, (size_t)1 << 20);
     if (chorus_dev_scratch_alloc(cap, &p) != 0)
       return chorus_gpu_cuda_error("allocating scratch for calls across hosts");
     px->scratch = p;
