@@ -82,6 +82,16 @@ static ncclResult_t choose_network(ncclComm_t comm, chorus_net **out) {
   return res;
 }
 
+/* Threads that move this rank's TCP bytes (NCCL_SOCKET_NTHREADS). None
+ * by default: measured on 4xH200 over loopback with two or four, host
+ * ring AllReduce ran 0.8-0.97x and GPU calls across 2 hosts x 2 GPUs
+ * 0.35-0.5x (each of a rank's lanes is a communicator with threads of its
+ * own), where the hand-off per message costs what it saves; host AlltoAll
+ * ran 1.5-1.9x at most sizes (docs/PERFORMANCE.md). */
+static int socket_threads(void) {
+  return (int)CHORUS_MAX(0, CHORUS_MIN(16, chorus_param_int(CHORUS_P_SOCKET_NTHREADS)));
+}
+
 /* Rank record exchanged at init: topology plus the buffer geometry, which
  * must agree across ranks (the smallest wins). */
 typedef struct rank_record {
@@ -228,8 +238,11 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   rec[comm->rank].nslots = (uint32_t)ns;
   rec[comm->rank].stage_bytes = (uint64_t)stage;
   rec[comm->rank].nstages = (uint32_t)nstage;
-  int64_t nsock = chorus_param_int(CHORUS_P_NSOCKS_PERTHREAD);
-  rec[comm->rank].nstreams = (uint32_t)CHORUS_MAX(1, CHORUS_MIN(8, nsock));
+  /* NCCL's meaning: threads x sockets per thread streams per peer (and
+   * channel), agreed; how many threads move them is each rank's own. */
+  const int64_t nsock = CHORUS_MAX(1, chorus_param_int(CHORUS_P_NSOCKS_PERTHREAD));
+  const int64_t per = CHORUS_MAX(1, socket_threads());
+  rec[comm->rank].nstreams = (uint32_t)CHORUS_MIN(16, per * CHORUS_MIN(16, nsock));
   ncclResult_t res = chorus_bootstrap_allgather(comm->bs, rec, sizeof *rec);
   if (res != ncclSuccess) {
     chorus_free(rec);
@@ -283,9 +296,17 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
     int shm = p == comm->rank || (shm_ok && chorus_topo_same_host(&comm->topo, p, comm->rank));
     peers[shm ? T_SHM : T_NET][npeers[shm ? T_SHM : T_NET]++] = p;
   }
-  chorus_transport_ctx ctx = {comm->bs,        &comm->topo, comm->rank,       n,
-                              geo->slot_bytes, geo->nslots, geo->stage_bytes, geo->nstages,
-                              geo->nstreams,   NULL};
+  chorus_transport_ctx ctx = {comm->bs,
+                              &comm->topo,
+                              comm->rank,
+                              n,
+                              geo->slot_bytes,
+                              geo->nslots,
+                              geo->stage_bytes,
+                              geo->nstages,
+                              geo->nstreams,
+                              socket_threads(),
+                              NULL};
   const chorus_transport *const *transports = transports_of(comm);
   /* Every rank has peers over the network, or none has (the split is
    * symmetric): all choose one together, or none does. */

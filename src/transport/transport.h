@@ -255,6 +255,7 @@ typedef struct chorus_transport_ctx {
   size_t stage_bytes; /* node memory: bytes per stage buffer (0: none) */
   int nstages;        /* node memory: buffers per rank */
   int nstreams;       /* TCP sockets per peer and channel */
+  int nthreads;       /* threads moving them (0: the executor) */
   /* A network plugin's network (transport/plugin/netplug.h) for
    * chorus_transport_pnet, which takes it over; NULL for the others. */
   struct chorus_net *net;

@@ -51,7 +51,8 @@ typedef struct {
   chorus_uid uid;
   int rank, nranks;
   int nstreams;
-  int garbage; /* run garbage_notes alone */
+  int nthreads; /* NET: pump threads */
+  int garbage;  /* run garbage_notes alone */
   int failures;
 } rank_arg;
 
@@ -403,7 +404,8 @@ static void *rank_main(void *p) {
   int peers[8], np = 0;
   for (int q = 0; q < a->nranks; q++)
     if (q != a->rank || a->t == &chorus_transport_shm) peers[np++] = q;
-  chorus_transport_ctx ctx = {bs, &topo, a->rank, a->nranks, SLOT, NSLOTS, 0, 0, a->nstreams, NULL};
+  chorus_transport_ctx ctx = {bs, &topo, a->rank,     a->nranks,   SLOT, NSLOTS,
+                              0,  0,     a->nstreams, a->nthreads, NULL};
   /* The plugin transport takes a network over (NCCL_NET_PLUGIN names it). */
   if (a->t == &chorus_transport_pnet &&
       chorus_net_open(7, NCCL_NET_TRAFFIC_CLASS_UNDEF, NULL, &ctx.net) != ncclSuccess)
@@ -432,13 +434,13 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static int run_ex(const chorus_transport *t, int nranks, int nstreams, int garbage) {
+static int run_ex(const chorus_transport *t, int nranks, int nstreams, int nthreads, int garbage) {
   rank_arg a[8];
   pthread_t th[8];
   chorus_uid uid;
   if (chorus_uid_create(&uid) != ncclSuccess) return 0;
   for (int r = 0; r < nranks; r++) {
-    a[r] = (rank_arg){t, uid, r, nranks, nstreams, garbage, 0};
+    a[r] = (rank_arg){t, uid, r, nranks, nstreams, nthreads, garbage, 0};
     pthread_create(&th[r], NULL, rank_main, &a[r]);
   }
   int failures = 0;
@@ -450,7 +452,7 @@ static int run_ex(const chorus_transport *t, int nranks, int nstreams, int garba
 }
 
 static int run(const chorus_transport *t, int nranks, int nstreams) {
-  return run_ex(t, nranks, nstreams, 0);
+  return run_ex(t, nranks, nstreams, 0, 0);
 }
 
 static void shm_conformance(void) {
@@ -462,7 +464,14 @@ static void net_conformance(void) {
   /* Several sockets per peer: messages alternate between streams. */
   EXPECT(run(&chorus_transport_net, 2, 3));
   EXPECT(run(&chorus_transport_net, 3, 8));
-  EXPECT(run_ex(&chorus_transport_net, 2, 1, 1));
+  EXPECT(run_ex(&chorus_transport_net, 2, 1, 0, 1));
+  /* Pump threads move the streams (NCCL_SOCKET_NTHREADS): one each, two
+   * per thread, one left over, and garbage met by a pump. */
+  EXPECT(run_ex(&chorus_transport_net, 2, 1, 1, 0));
+  EXPECT(run_ex(&chorus_transport_net, 2, 2, 2, 0));
+  EXPECT(run_ex(&chorus_transport_net, 3, 4, 2, 0));
+  EXPECT(run_ex(&chorus_transport_net, 4, 3, 2, 0));
+  EXPECT(run_ex(&chorus_transport_net, 2, 2, 2, 1));
 }
 
 /* The same suite over a network plugin (test_transport pnet, with
@@ -484,7 +493,7 @@ static void *shm_pair(const chorus_uid *uid, int rank, chorus_bootstrap **bs, ch
   if (!info) return NULL;
   chorus_topo_self(&info[rank], rank, -1);
   int peers[2] = {0, 1};
-  chorus_transport_ctx ctx = {*bs, topo, rank, 2, SLOT, NSLOTS, 0, 0, 1, NULL};
+  chorus_transport_ctx ctx = {*bs, topo, rank, 2, SLOT, NSLOTS, 0, 0, 1, 0, NULL};
   if (chorus_bootstrap_allgather(*bs, info, sizeof info[0]) != ncclSuccess ||
       chorus_topo_build(topo, info, 2, rank) != ncclSuccess ||
       chorus_transport_shm.setup(&ctx, peers, 2, &st) != ncclSuccess ||

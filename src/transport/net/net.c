@@ -42,110 +42,28 @@
  *         the receiver looks for the reason on the peer's other sockets).
  */
 #include <errno.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "transport/transport.h"
+#include "transport/net/net_impl.h"
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/misc.h"
 #include "util/param.h"
 #include "util/socket.h"
 
-#define WIRE_MAGIC  0x4e455432u /* "NET2" */
-#define MAX_STREAMS 8
-#define NOTE_QUEUE  256 /* notes held for a peer until its socket takes them */
-#define NOTES_TAG   (CHORUS_NCHANNELS * MAX_STREAMS) /* the notes socket's connection tag */
+#define WIRE_MAGIC 0x4e455432u /* "NET2" */
+#define NOTE_QUEUE 256         /* notes held for a peer until its socket takes them */
+#define NOTES_TAG  (CHORUS_NCHANNELS * NET_MAX_STREAMS) /* the notes socket's connection tag */
 
 enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2 };
 
-typedef struct net_wire_hdr {
-  uint32_t magic;
-  uint32_t kind;  /* FRAME_* */
-  uint64_t bytes; /* payload */
-  uint64_t chain; /* NOTE: the sender's call-history hash */
-  chorus_msg_meta meta;
-} net_wire_hdr;
-
-/* One socket's progress in one direction. */
-typedef struct net_stream {
-  int fd;        /* shared by the send and receive conns of a (peer, channel) */
-  uint64_t next; /* next message index this stream carries (s, s+k, s+2k...) */
-  size_t off;    /* bytes of the frame being moved, so far */
-  int closed;    /* recv: the peer ended the stream at a frame boundary */
-} net_stream;
-
-/* What a caller's memory has to do with one slot's message: sending, the
- * bytes it was posted with (NULL: the slot's own); receiving, where its
- * payload is read to (the slot, or the caller's place) and the place the
- * caller expects message want_msg - 1 in (0: none), with its size and
- * call. */
-typedef struct net_place {
-  const char *ref;
-  char *where;
-  char *want_at;
-  uint64_t want_msg;
-  size_t want_bytes;
-  chorus_msg_meta want_meta;
-} net_place;
-
-typedef struct net_conn {
-  chorus_conn base;
-  int dir;
-  int nstreams;
-  net_stream st[MAX_STREAMS];
-  char *slots;
-  uint32_t nslots;
-  net_wire_hdr *hdr; /* per slot */
-  uint8_t *ready;    /* per slot: send: written out; recv: arrived */
-  net_place *place;  /* per slot */
-  uint64_t posted;   /* send: messages posted */
-  uint64_t done;     /* send: messages freed (written, in order); recv: released */
-  int broken;
-  /* recv: why a stream ended. Not an error until a message still owed is
-   * missing: a peer that finished its part of a call may close before we
-   * read ahead. */
-  char rx_reason[96];
-  int peer_failed; /* recv: a FAIL frame arrived; base.err holds its reason */
-  struct net_state *state;
-} net_conn;
-
-/* The notes socket of one peer (both directions). */
-typedef struct net_notes {
-  int fd;
-  net_wire_hdr *out; /* notes not yet written, [head, tail) */
-  uint32_t head, tail;
-  size_t out_off; /* bytes of the first one written */
-  int out_closed; /* the peer takes no more (push_notes) */
-  net_wire_hdr in;
-  size_t in_off;
-  char fail[CHORUS_REASON_MAX]; /* a FAIL frame's payload being read; what garbage was */
-  int in_closed;                /* ended, or carried garbage: nothing more to hear */
-  int peer_failed;              /* a FAIL frame came: fail is why */
-  int garbage;                  /* a frame no rank sends came: fail says what */
-  chorus_call_entry *board;     /* what the peer posted (the collective conn's `heard`) */
-} net_notes;
-
-typedef struct net_state {
-  int rank, nranks, nstreams;
-  const chorus_topo *topo; /* for naming a lost peer's host */
-  int npeers;
-  net_conn *conns; /* [peer][channel][dir] */
-  uint8_t *is_peer;
-  int *fds;         /* [peer][channel][stream] */
-  net_notes *notes; /* [peer] */
-  size_t slot_bytes;
-} net_state;
-
-static net_conn *conn_of(net_state *s, int peer, int ch, int dir) {
-  return &s->conns[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)dir];
-}
-
 static int *fd_of(net_state *s, int peer, int ch, int stream) {
-  return &s->fds[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * MAX_STREAMS + (size_t)stream];
+  return &s->fds[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * NET_MAX_STREAMS + (size_t)stream];
 }
 
 static ncclResult_t broken(net_conn *c, const char *what, const char *detail) {
@@ -164,11 +82,31 @@ static char *slot_data(net_conn *c, uint64_t i) {
   return c->slots + (size_t)(i % c->nslots) * c->base.slot_bytes;
 }
 
-/* Writes one stream's posted messages until its socket is full. */
-static ncclResult_t push_stream(net_conn *c, net_stream *st) {
-  while (st->next < c->posted) {
+static int ready_at(net_conn *c, uint64_t m) {
+  return __atomic_load_n(&c->ready[m % c->nslots], __ATOMIC_ACQUIRE);
+}
+
+/* The stream ends: how, what and why (its lock held). */
+static int stream_end(net_stream *st, int how, const char *what, const char *why) {
+  st->what = what;
+  snprintf(st->why, sizeof st->why, "%s", why);
+  __atomic_store_n(&st->end, how, __ATOMIC_RELEASE);
+  return 1;
+}
+
+/* A frame moved whole: its slot is ready, the stream moves to its next. */
+static void frame_done(net_conn *c, net_stream *st, uint32_t i) {
+  st->off = 0;
+  __atomic_store_n(&c->ready[i], 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&st->next, st->next + (uint64_t)c->nstreams, __ATOMIC_RELAXED);
+}
+
+int net_push_stream(net_conn *c, net_stream *st, size_t limit) {
+  int moved = 0;
+  while (st->next < __atomic_load_n(&c->posted, __ATOMIC_ACQUIRE)) {
     uint32_t i = (uint32_t)(st->next % c->nslots);
     net_wire_hdr *h = &c->hdr[i];
+    if (st->off == 0 && h->bytes > limit) break;
     size_t total = sizeof *h + h->bytes;
     struct iovec iov[2];
     int n = 0;
@@ -177,23 +115,19 @@ static ncclResult_t push_stream(net_conn *c, net_stream *st) {
     const char *payload = c->place[i].ref ? c->place[i].ref : slot_data(c, st->next);
     if (h->bytes > doff) iov[n++] = (struct iovec){(char *)payload + doff, h->bytes - doff};
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t w = sendmsg(st->fd, &mh, MSG_NOSIGNAL);
+    ssize_t w = sendmsg(st->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (w < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
-      return broken(c, "failed while sending", strerror(errno));
+      return stream_end(st, NET_BROKEN, "failed while sending", strerror(errno));
     }
+    moved = 1;
     st->off += (size_t)w;
-    if (st->off == total) {
-      st->off = 0;
-      c->ready[i] = 1;
-      st->next += (uint64_t)c->nstreams;
-    }
+    if (st->off == total) frame_done(c, st, i);
   }
-  return ncclSuccess;
+  return moved;
 }
 
-static ncclResult_t pull_stream(net_conn *c, net_stream *st);
 static void pull_notes(net_notes *nt);
 
 /* Reads the peer's notes socket; a FAIL frame there becomes c's news.
@@ -211,16 +145,48 @@ static int notes_tell_failure(net_conn *c) {
   return 1;
 }
 
+/* Turns how c's streams ended into c's state (the executor's). */
+static void adopt(net_conn *c) {
+  for (int k = 0; k < c->nstreams; k++) {
+    net_stream *st = &c->st[k];
+    const int end = __atomic_load_n(&st->end, __ATOMIC_ACQUIRE);
+    if (end == NET_BROKEN) {
+      (void)broken(c, st->what, st->why);
+    } else if (end == NET_FAILED && !c->broken && !c->peer_failed) {
+      snprintf(c->base.err, sizeof c->base.err, "%.*s", (int)st->fail_len, st->fail);
+      c->base.relayed = c->peer_failed = 1;
+    }
+  }
+}
+
+/* The executor's turn at stream k of c, when no pump holds it: all of it
+ * without pumps, else the frames small enough to move at once. Pending
+ * output it leaves wakes the stream's pump. */
+static void exec_push(net_conn *c, net_stream *st) {
+  net_state *s = c->state;
+  if (!net_try_lock(st)) return;
+  if (!net_ended(st)) (void)net_push_stream(c, st, s->npumps ? NET_EXEC_MAX : SIZE_MAX);
+  const int left = st->next < __atomic_load_n(&c->posted, __ATOMIC_RELAXED) && !net_ended(st);
+  net_unlock(st);
+  if (left && s->npumps) net_pump_kick_if_asleep(net_pump_of(s, (int)(st - c->st)));
+}
+
+static void exec_pull(net_conn *c, net_stream *st) {
+  if (!net_try_lock(st)) return;
+  if (!net_ended(st)) (void)net_pull_stream(c, st, c->state->npumps ? NET_EXEC_MAX : SIZE_MAX);
+  net_unlock(st);
+}
+
 /* c broke without the peer's word: if the peer said why on another of its
  * sockets (its FAIL frames go on every stream between frames, and the
  * point-to-point channel is mostly idle), that is the news. */
 static ncclResult_t borrow_cause(net_conn *c, ncclResult_t res) {
   (void)notes_tell_failure(c);
   for (int ch = 0; ch < CHORUS_NCHANNELS && !c->base.relayed; ch++) {
-    net_conn *o = conn_of(c->state, c->base.peer, ch, CHORUS_DIR_RECV);
+    net_conn *o = net_conn_of(c->state, c->base.peer, ch, CHORUS_DIR_RECV);
     if (o == c) continue;
-    for (int k = 0; k < o->nstreams && !o->peer_failed && !o->broken; k++)
-      (void)pull_stream(o, &o->st[k]);
+    for (int k = 0; k < o->nstreams && !o->peer_failed && !o->broken; k++) exec_pull(o, &o->st[k]);
+    adopt(o);
     if (o->peer_failed) {
       memcpy(c->base.err, o->base.err, sizeof c->base.err);
       c->base.relayed = 1;
@@ -231,13 +197,13 @@ static ncclResult_t borrow_cause(net_conn *c, ncclResult_t res) {
 
 static ncclResult_t push(net_conn *c) {
   if (c->broken) return ncclRemoteError;
-  for (int s = 0; s < c->nstreams; s++) {
-    ncclResult_t res = push_stream(c, &c->st[s]);
-    if (res != ncclSuccess) return borrow_cause(c, res);
-  }
-  while (c->done < c->posted && c->ready[c->done % c->nslots]) {
+  for (int k = 0; k < c->nstreams; k++) exec_push(c, &c->st[k]);
+  adopt(c);
+  if (c->broken) return borrow_cause(c, ncclRemoteError);
+  while (c->done < c->posted && ready_at(c, c->done)) {
     c->place[c->done % c->nslots].ref = NULL;
-    c->ready[c->done++ % c->nslots] = 0;
+    __atomic_store_n(&c->ready[c->done % c->nslots], 0, __ATOMIC_RELAXED);
+    c->done++;
   }
   return ncclSuccess;
 }
@@ -248,18 +214,17 @@ static void place_payload(net_conn *c, uint64_t m) {
   const net_wire_hdr *h = &c->hdr[m % c->nslots];
   net_place *pl = &c->place[m % c->nslots];
   pl->where = slot_data(c, m);
-  if (pl->want_msg == m + 1 && h->kind == FRAME_DATA && h->bytes == pl->want_bytes &&
-      chorus_meta_equal(&h->meta, &pl->want_meta))
+  if (__atomic_exchange_n(&pl->want_msg, 0, __ATOMIC_ACQ_REL) == m + 1 && h->kind == FRAME_DATA &&
+      h->bytes == pl->want_bytes && chorus_meta_equal(&h->meta, &pl->want_meta))
     pl->where = pl->want_at;
-  pl->want_msg = 0;
 }
 
-/* Reads one stream's frames, messages into their slots while those are
- * free. */
-static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
-  while (!st->closed && st->next < c->done + c->nslots) {
+int net_pull_stream(net_conn *c, net_stream *st, size_t limit) {
+  int moved = 0;
+  while (st->next < __atomic_load_n(&c->done, __ATOMIC_ACQUIRE) + c->nslots) {
     uint32_t i = (uint32_t)(st->next % c->nslots);
     net_wire_hdr *h = &c->hdr[i];
+    if (st->off == sizeof *h && h->bytes > limit) break;
     char *dst;
     size_t want;
     if (st->off < sizeof *h) {
@@ -269,50 +234,50 @@ static ncclResult_t pull_stream(net_conn *c, net_stream *st) {
       dst = c->place[i].where + (st->off - sizeof *h);
       want = sizeof *h + h->bytes - st->off;
     }
-    ssize_t r = want ? recv(st->fd, dst, want, 0) : 0;
+    ssize_t r = want ? recv(st->fd, dst, want, MSG_DONTWAIT) : 0;
     if (want && r <= 0) {
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return ncclSuccess;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (r < 0 && errno == EINTR) continue;
       const char *why = r == 0 ? "the peer exited or failed" : strerror(errno);
-      if (st->off != 0) return broken(c, "was closed in the middle of a message", why);
-      st->closed = 1;
-      snprintf(c->rx_reason, sizeof c->rx_reason, "%s", why);
-      return ncclSuccess;
+      if (st->off != 0)
+        return stream_end(st, NET_BROKEN, "was closed in the middle of a message", why);
+      return stream_end(st, NET_CLOSED, "was closed", why);
     }
+    moved = 1;
     st->off += (size_t)r;
     if (st->off == sizeof *h && (h->magic != WIRE_MAGIC || h->bytes > c->base.slot_bytes ||
                                  (h->kind != FRAME_DATA && h->kind != FRAME_FAIL) ||
                                  (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX)))
-      return broken(c, "carried garbage", "bad message header");
+      return stream_end(st, NET_BROKEN, "carried garbage", "bad message header");
     if (st->off == sizeof *h) place_payload(c, st->next);
-    if (st->off >= sizeof *h && st->off == sizeof *h + h->bytes && h->kind == FRAME_FAIL) {
-      /* The stream ends here, with the peer's reason. */
+    if (st->off < sizeof *h + h->bytes) continue;
+    if (h->kind == FRAME_FAIL) { /* the stream ends here, with the peer's reason */
       st->off = 0;
-      const char *why = c->place[i].where;
-      snprintf(c->base.err, sizeof c->base.err, "%.*s", (int)h->bytes, why);
-      c->base.relayed = c->peer_failed = 1;
-      st->closed = 1;
-      return ncclSuccess;
+      st->fail = c->place[i].where;
+      st->fail_len = h->bytes;
+      return stream_end(st, NET_FAILED, "failed", "");
     }
-    if (st->off >= sizeof *h && st->off == sizeof *h + h->bytes) {
-      st->off = 0;
-      c->ready[i] = 1;
-      st->next += (uint64_t)c->nstreams;
-    }
+    frame_done(c, st, i);
   }
-  return ncclSuccess;
+  return moved;
 }
 
 /* Is the next message here? Reads what it can first. ncclSuccess: yes;
  * ncclInProgress: not yet; error: its stream ended or broke. */
 static ncclResult_t arrived(net_conn *c) {
   if (c->broken) return ncclRemoteError;
-  if (c->ready[c->done % c->nslots]) return ncclSuccess;
-  for (int s = 0; s < c->nstreams; s++) CHECK(pull_stream(c, &c->st[s]));
-  if (c->ready[c->done % c->nslots]) return ncclSuccess;
-  if (c->st[c->done % (uint64_t)c->nstreams].closed) {
+  if (ready_at(c, c->done)) return ncclSuccess;
+  for (int k = 0; k < c->nstreams; k++) exec_pull(c, &c->st[k]);
+  adopt(c);
+  if (c->broken) return ncclRemoteError;
+  /* How the stream ended before whether the message came: a mover marks
+   * the message, then the end. */
+  net_stream *st = &c->st[c->done % (uint64_t)c->nstreams];
+  const int ended = net_ended(st);
+  if (ready_at(c, c->done)) return ncclSuccess;
+  if (ended) {
     if (c->peer_failed) return ncclRemoteError;
-    return broken(c, "was closed", c->rx_reason);
+    return broken(c, "was closed", st->why);
   }
   return ncclInProgress;
 }
@@ -335,10 +300,10 @@ static ncclResult_t net_send_post(chorus_conn *cc, size_t bytes, const chorus_ms
   net_conn *c = (net_conn *)cc;
   uint32_t i = (uint32_t)(c->posted % c->nslots);
   c->hdr[i] = (net_wire_hdr){WIRE_MAGIC, FRAME_DATA, bytes, 0, *meta};
-  c->ready[i] = 0;
   /* net_send_post_ref set place[i].ref first; a plain post leaves it NULL
-   * (push clears it when the slot frees) */
-  c->posted++;
+   * (push clears it when the slot frees). Sequentially consistent: a pump
+   * about to sleep looks at `posted` after announcing it (pump.c). */
+  __atomic_store_n(&c->posted, c->posted + 1, __ATOMIC_SEQ_CST);
   return push(c);
 }
 
@@ -369,7 +334,14 @@ static ncclResult_t net_recv_slot(chorus_conn *cc, const void **buf, size_t *byt
 
 static ncclResult_t net_recv_release(chorus_conn *cc) {
   net_conn *c = (net_conn *)cc;
-  c->ready[c->done++ % c->nslots] = 0;
+  __atomic_store_n(&c->ready[c->done % c->nslots], 0, __ATOMIC_RELAXED);
+  /* The slot freed carries message done + nslots, on its stream. */
+  __atomic_store_n(&c->done, c->done + 1, __ATOMIC_SEQ_CST);
+  net_state *s = c->state;
+  if (s->npumps) {
+    const int k = (int)((c->done - 1 + c->nslots) % (uint64_t)c->nstreams);
+    net_pump_kick_starved(net_pump_of(s, k), &c->st[k]);
+  }
   return ncclSuccess;
 }
 
@@ -378,22 +350,26 @@ static int net_recv_expect(chorus_conn *cc, unsigned ahead, void *dst, size_t by
   net_conn *c = (net_conn *)cc;
   if (ahead >= c->nslots) return 0;
   const uint64_t m = c->done + ahead;
-  const net_stream *st = &c->st[m % (uint64_t)c->nstreams];
-  /* Its header read (or the message whole): its place is settled. */
-  if (st->next > m || (st->next == m && st->off >= sizeof(net_wire_hdr))) return 1;
   net_place *pl = &c->place[m % c->nslots];
+  /* The slot's earlier message is released, so its mover is done with
+   * these fields; a mover that read m's header already took want_msg and
+   * put m in the slot (recv_slot then returns the slot). */
   pl->want_at = dst;
   pl->want_bytes = bytes;
   pl->want_meta = *meta;
-  pl->want_msg = m + 1;
+  __atomic_store_n(&pl->want_msg, m + 1, __ATOMIC_RELEASE);
   return 1;
 }
 
 static void net_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
   net_conn *c = (net_conn *)cc;
-  for (int s = 0; s < c->nstreams; s++)
-    if (dir == CHORUS_DIR_RECV ? !c->st[s].closed : c->st[s].next < c->posted)
-      chorus_waitset_add_fd(ws, c->st[s].fd, dir == CHORUS_DIR_SEND ? POLLOUT : POLLIN);
+  if (c->state->npumps) { /* the pumps watch the sockets, and wake this one */
+    chorus_waitset_add_fd(ws, c->state->wake_fd, POLLIN);
+    return;
+  }
+  for (int k = 0; k < c->nstreams; k++)
+    if (dir == CHORUS_DIR_RECV ? !net_ended(&c->st[k]) : c->st[k].next < c->posted)
+      chorus_waitset_add_fd(ws, c->st[k].fd, dir == CHORUS_DIR_SEND ? POLLOUT : POLLIN);
 }
 
 /* Reads a peer's notes socket: notes onto its board, a FAIL frame's
@@ -437,8 +413,9 @@ static void pull_notes(net_notes *nt) {
 static ncclResult_t hear(net_conn *c) {
   if (c->broken || c->peer_failed) return ncclRemoteError;
   if (notes_tell_failure(c)) c->peer_failed = 1;
-  for (int s = 0; s < c->nstreams && !c->peer_failed; s++) CHECK(pull_stream(c, &c->st[s]));
-  return c->peer_failed ? ncclRemoteError : ncclSuccess;
+  for (int k = 0; k < c->nstreams && !c->peer_failed; k++) exec_pull(c, &c->st[k]);
+  adopt(c);
+  return c->broken || c->peer_failed ? ncclRemoteError : ncclSuccess;
 }
 
 static ncclResult_t net_hear(chorus_conn *cc) {
@@ -465,19 +442,28 @@ static void send_fail(int fd, const char *reason) {
   (void)sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* Takes a stream from its pump, which holds it only for a non-blocking
+ * send or receive. */
+static void lock_stream(net_stream *st) {
+  while (!net_try_lock(st)) sched_yield();
+}
+
 static void net_fail(chorus_conn *cc, const char *reason) {
   net_conn *c = (net_conn *)cc;
-  if (c->dir == CHORUS_DIR_SEND && !c->broken) {
-    for (int s = 0; s < c->nstreams; s++)
-      if (c->st[s].fd >= 0 && c->st[s].off == 0) send_fail(c->st[s].fd, reason);
-    net_notes *nt = &c->state->notes[c->base.peer];
-    if (c->base.channel == CHORUS_CH_COLL && nt->fd >= 0 && nt->out_off == 0) {
-      send_fail(nt->fd, reason);
-      shutdown(nt->fd, SHUT_RDWR);
-    }
+  const int say = c->dir == CHORUS_DIR_SEND && !c->broken;
+  for (int k = 0; k < c->nstreams; k++) {
+    net_stream *st = &c->st[k];
+    if (st->fd < 0) continue;
+    lock_stream(st);
+    if (say && st->off == 0) send_fail(st->fd, reason);
+    shutdown(st->fd, SHUT_RDWR);
+    net_unlock(st);
   }
-  for (int s = 0; s < c->nstreams; s++)
-    if (c->st[s].fd >= 0) shutdown(c->st[s].fd, SHUT_RDWR);
+  net_notes *nt = &c->state->notes[c->base.peer];
+  if (say && c->base.channel == CHORUS_CH_COLL && nt->fd >= 0 && nt->out_off == 0) {
+    send_fail(nt->fd, reason);
+    shutdown(nt->fd, SHUT_RDWR);
+  }
   if (!c->broken) broken(c, "was shut down", reason);
 }
 
@@ -498,15 +484,17 @@ static const chorus_conn_ops net_ops = {
 static void net_destroy(void *p) {
   net_state *s = p;
   if (!s) return;
+  net_pumps_stop(s); /* before the sockets and slots they move go */
   if (s->conns)
     for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS * 2; i++) {
       chorus_free(s->conns[i].slots);
       chorus_free(s->conns[i].hdr);
       chorus_free(s->conns[i].ready);
       chorus_free(s->conns[i].place);
+      chorus_free(s->conns[i].st);
     }
   if (s->fds)
-    for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS * MAX_STREAMS; i++)
+    for (size_t i = 0; i < (size_t)s->nranks * CHORUS_NCHANNELS * NET_MAX_STREAMS; i++)
       if (s->fds[i] >= 0) close(s->fds[i]);
   if (s->notes)
     for (int r = 0; r < s->nranks; r++) {
@@ -523,7 +511,7 @@ static void net_destroy(void *p) {
 
 static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int peer, int ch,
                               int dir) {
-  net_conn *c = conn_of(s, peer, ch, dir);
+  net_conn *c = net_conn_of(s, peer, ch, dir);
   c->base.ops = &net_ops;
   c->base.transport = "NET";
   c->base.peer = peer;
@@ -532,8 +520,12 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
   c->dir = dir;
   c->state = s;
   c->nstreams = s->nstreams;
-  for (int k = 0; k < s->nstreams; k++)
-    c->st[k] = (net_stream){*fd_of(s, peer, ch, k), (uint64_t)k, 0, 0};
+  if (!(c->st = chorus_calloc((size_t)s->nstreams, sizeof *c->st)))
+    return chorus_error(ncclSystemError, "NET transport: out of memory");
+  for (int k = 0; k < s->nstreams; k++) {
+    c->st[k].fd = *fd_of(s, peer, ch, k);
+    c->st[k].next = (uint64_t)k;
+  }
   c->nslots = (uint32_t)ctx->nslots;
   c->slots = chorus_malloc((size_t)c->nslots * s->slot_bytes);
   c->hdr = chorus_calloc(c->nslots, sizeof *c->hdr);
@@ -551,12 +543,13 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
   ncclResult_t res = ncclSuccess;
   net_state *s = chorus_calloc(1, sizeof *s);
   if (!s) return chorus_error(ncclSystemError, "NET transport: out of memory");
+  s->wake_fd = -1;
   s->rank = ctx->rank;
   s->nranks = ctx->nranks;
   s->topo = ctx->topo;
   s->slot_bytes = ctx->slot_bytes;
-  s->nstreams = (int)CHORUS_MAX(1, CHORUS_MIN(MAX_STREAMS, ctx->nstreams));
-  size_t nfds = (size_t)s->nranks * CHORUS_NCHANNELS * MAX_STREAMS;
+  s->nstreams = (int)CHORUS_MAX(1, CHORUS_MIN(NET_MAX_STREAMS, ctx->nstreams));
+  size_t nfds = (size_t)s->nranks * CHORUS_NCHANNELS * NET_MAX_STREAMS;
   s->conns = chorus_calloc((size_t)s->nranks * CHORUS_NCHANNELS * 2, sizeof *s->conns);
   s->is_peer = chorus_calloc((size_t)s->nranks, 1);
   s->fds = chorus_malloc(nfds * sizeof(int));
@@ -585,7 +578,7 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
     if (p <= s->rank) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
       for (int k = 0; k < s->nstreams; k++)
-        CHECK_GOTO(chorus_bootstrap_connect(ctx->bs, p, (uint64_t)(ch * MAX_STREAMS + k),
+        CHECK_GOTO(chorus_bootstrap_connect(ctx->bs, p, (uint64_t)(ch * NET_MAX_STREAMS + k),
                                             fd_of(s, p, ch, k)),
                    res, fail);
     CHECK_GOTO(chorus_bootstrap_connect(ctx->bs, p, NOTES_TAG, &s->notes[p].fd), res, fail);
@@ -595,7 +588,7 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
     if (p >= s->rank) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
       for (int k = 0; k < s->nstreams; k++)
-        CHECK_GOTO(chorus_bootstrap_accept(ctx->bs, p, (uint64_t)(ch * MAX_STREAMS + k),
+        CHECK_GOTO(chorus_bootstrap_accept(ctx->bs, p, (uint64_t)(ch * NET_MAX_STREAMS + k),
                                            fd_of(s, p, ch, k)),
                    res, fail);
     CHECK_GOTO(chorus_bootstrap_accept(ctx->bs, p, NOTES_TAG, &s->notes[p].fd), res, fail);
@@ -610,8 +603,18 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
       CHECK_GOTO(init_conn(s, ctx, peers[i], ch, CHORUS_DIR_RECV), res, fail);
     }
   }
-  INFO(CHORUS_NET | CHORUS_INIT, "NET transport: %d peer(s), %d channels x %d sockets each", npeers,
-       CHORUS_NCHANNELS, s->nstreams);
+  /* A pump per stream at most: NCCL_SOCKET_NTHREADS threads, each with
+   * NCCL_NSOCKS_PERTHREAD sockets of every peer and channel. */
+  const int npumps = CHORUS_MIN(ctx->nthreads, s->nstreams);
+  if (npumps > 0 && s->npeers > 0) CHECK_GOTO(net_pumps_start(s, npumps), res, fail);
+  if (s->npumps)
+    INFO(CHORUS_NET | CHORUS_INIT,
+         "NET transport: %d peer(s), %d channels x %d sockets each, moved by %d thread(s)", npeers,
+         CHORUS_NCHANNELS, s->nstreams, s->npumps);
+  else
+    INFO(CHORUS_NET | CHORUS_INIT,
+         "NET transport: %d peer(s), %d channels x %d sockets each, moved by the calling thread",
+         npeers, CHORUS_NCHANNELS, s->nstreams);
   *out = s;
   return ncclSuccess;
 fail:
@@ -627,7 +630,7 @@ static ncclResult_t net_finish(void *p) {
 static chorus_conn *net_conn_get(void *p, int peer, int ch, int dir) {
   net_state *s = p;
   if (!s->is_peer[peer]) return NULL;
-  return &conn_of(s, peer, ch, dir)->base;
+  return &net_conn_of(s, peer, ch, dir)->base;
 }
 
 static int has_output(const net_conn *c) {
@@ -683,10 +686,11 @@ static void net_post_call(void *p, const chorus_call_entry *e) {
 /* Pushes pending output on every connection. */
 static ncclResult_t net_progress(void *p) {
   net_state *s = p;
+  net_wake_drain(s);
   for (int peer = 0; peer < s->nranks; peer++) {
     if (!s->is_peer[peer]) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
-      net_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
+      net_conn *c = net_conn_of(s, peer, ch, CHORUS_DIR_SEND);
       if (ch == CHORUS_CH_COLL && has_notes(&s->notes[peer])) push_notes(&s->notes[peer]);
       if (has_output(c)) {
         ncclResult_t res = push(c);
@@ -699,10 +703,11 @@ static ncclResult_t net_progress(void *p) {
 
 static void net_state_wait_info(void *p, chorus_waitset *ws) {
   net_state *s = p;
+  if (s->npumps) chorus_waitset_add_fd(ws, s->wake_fd, POLLIN);
   for (int peer = 0; peer < s->nranks; peer++) {
     if (!s->is_peer[peer]) continue;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
-      net_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
+      net_conn *c = net_conn_of(s, peer, ch, CHORUS_DIR_SEND);
       if (has_output(c)) net_wait_info(&c->base, CHORUS_DIR_SEND, ws);
       if (ch == CHORUS_CH_COLL && has_notes(&s->notes[peer]))
         chorus_waitset_add_fd(ws, s->notes[peer].fd, POLLOUT);
