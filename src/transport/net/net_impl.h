@@ -35,8 +35,10 @@
 
 #include "transport/transport.h"
 
-#define NET_MAX_STREAMS 16 /* per peer and channel: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD */
-#define NET_MAX_PUMPS   16
+#define NET_MAX_STREAMS                                                                            \
+  16 /* per peer and channel: NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD                         \
+      */
+#define NET_MAX_PUMPS 16
 /* Frames the executor writes or reads itself while pumps run. */
 #define NET_EXEC_MAX (32u << 10)
 
@@ -122,7 +124,7 @@ typedef struct net_pump {
   struct net_pump_item {
     net_conn *send, *recv;
     int k;
-  } *items;
+  } * items;
   struct pollfd *pfd; /* nitems + 1 */
 } net_pump;
 

@@ -153,9 +153,9 @@ ncclResult_t net_pumps_start(net_state *s, int npumps) {
       if (!s->is_peer[peer]) continue;
       for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
         for (int k = id; k < s->nstreams; k += npumps)
-          p->items[p->nitems++] = (struct net_pump_item){
-              net_conn_of(s, peer, ch, CHORUS_DIR_SEND), net_conn_of(s, peer, ch, CHORUS_DIR_RECV),
-              k};
+          p->items[p->nitems++] =
+              (struct net_pump_item){net_conn_of(s, peer, ch, CHORUS_DIR_SEND),
+                                     net_conn_of(s, peer, ch, CHORUS_DIR_RECV), k};
     }
   }
   for (int id = 0; id < npumps; id++) {
