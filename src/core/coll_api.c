@@ -17,7 +17,9 @@
 #include "core/enqueue.h"
 #include "core/group.h"
 #include "core/redop.h"
+#include "core/stats.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/misc.h"
 
 typedef struct call {
@@ -119,7 +121,19 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   op.root = chorus_func_rooted(c->func) || chorus_func_p2p(c->func) ? c->root : -1;
   op.red.dtype = c->dtype;
   op.cuda_stream = c->stream;
-  return chorus_enqueue(comm, &op);
+  if (!comm->stats) return chorus_enqueue(comm, &op);
+  /* nccl-tests' size: the larger buffer, blocks of every rank included. */
+  const chorus_func_info *f = chorus_func_get(c->func);
+  const uint64_t blocks =
+      f->send_blocks == CHORUS_FUNC_N || f->recv_blocks == CHORUS_FUNC_N ? (uint64_t)n : 1;
+  /* Host calls outside a group run before chorus_enqueue returns. */
+  const int timed = comm->device < 0 && chorus_group_depth() == 0;
+  const int64_t t0 = timed ? chorus_now_ns() : 0;
+  ncclResult_t res = chorus_enqueue(comm, &op);
+  if (res == ncclSuccess)
+    chorus_stats_count(comm->stats, c->func, (uint64_t)c->count * esize * blocks,
+                       timed ? chorus_now_ns() - t0 : -1);
+  return res;
 }
 
 static ncclResult_t check_and_enqueue(ncclComm_t comm, call *c) {
@@ -129,6 +143,7 @@ static ncclResult_t check_and_enqueue(ncclComm_t comm, call *c) {
   ncclResult_t res = chorus_comm_enter_call(comm, c->name);
   if (res == ncclSuccess) {
     res = check_and_enqueue_inner(comm, c);
+    if (res != ncclSuccess) chorus_stats_error(comm->stats);
     chorus_comm_leave_call(comm);
   }
   if (res != ncclSuccess) chorus_group_record_error(res);

@@ -10,6 +10,7 @@
  */
 #include "core/comm.h"
 #include "core/netprobe.h"
+#include "core/stats.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -511,6 +512,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
     CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
                                 comm->device, &comm->cc.plan),
                res, out);
+  if (!comm->is_part) chorus_stats_register(comm); /* counted from its first call */
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
   INFO(CHORUS_INIT,
        "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s); the process holds %.1f "
@@ -577,7 +579,8 @@ void chorus_comm_inherit_net(ncclComm_t child, const struct ncclComm *parent) {
 
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
-  chorus_comm_regs_free(comm); /* windows' mappings, before the GPU side goes */
+  chorus_stats_unregister(comm); /* its last line, while its topology stands */
+  chorus_comm_regs_free(comm);   /* windows' mappings, before the GPU side goes */
   chorus_gpu_free(comm->cc.gpu);
   comm->cc.gpu = NULL;
   chorus_proxy_free(comm->cc.proxy); /* its thread, before the connections and parts go */

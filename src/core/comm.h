@@ -81,6 +81,9 @@ struct ncclComm {
   int nuser_ops;
   struct ncclWindow_vidmem *regs; /* registrations and windows, until deregistered (mem.c) */
 
+  int is_part;                /* a part of another (hier.c): not the user's */
+  struct chorus_stats *stats; /* CHORUS_STATS_INTERVAL: its counters (core/stats.h) */
+
   char last_error[1024];
 };
 

@@ -38,6 +38,7 @@ static ncclResult_t build_part(ncclComm_t parent, int nranks, int rank, int devi
   ncclComm_t c;
   CHECK(chorus_comm_alloc(&c, nranks, rank, &parent->config));
   c->device = device;
+  c->is_part = 1;
   c->config.blocking = 1;
   c->init.uids = chorus_malloc(sizeof *uid);
   if (!c->init.uids) {

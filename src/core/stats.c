@@ -67,16 +67,15 @@ static unsigned gen; /* bumped when the writer must stop */
 static int running;
 
 static chorus_stats_cell load(const chorus_stats_cell *c) {
-  return (chorus_stats_cell){__atomic_load_n(&c->calls, __ATOMIC_RELAXED),
-                             __atomic_load_n(&c->bytes, __ATOMIC_RELAXED),
-                             __atomic_load_n(&c->timed, __ATOMIC_RELAXED),
-                             __atomic_load_n(&c->ns, __ATOMIC_RELAXED)};
+  return (chorus_stats_cell){
+      __atomic_load_n(&c->calls, __ATOMIC_RELAXED), __atomic_load_n(&c->bytes, __ATOMIC_RELAXED),
+      __atomic_load_n(&c->timed, __ATOMIC_RELAXED), __atomic_load_n(&c->ns, __ATOMIC_RELAXED)};
 }
 
 static void json_cell(FILE *f, const chorus_stats_cell *c) {
   fprintf(f, "{\"calls\":%llu,\"bytes\":%llu,\"timed\":%llu,\"time_us\":%.3f",
-          (unsigned long long)c->calls, (unsigned long long)c->bytes,
-          (unsigned long long)c->timed, (double)c->ns / 1e3);
+          (unsigned long long)c->calls, (unsigned long long)c->bytes, (unsigned long long)c->timed,
+          (double)c->ns / 1e3);
 }
 
 /* One JSON line: comm's counters now. */
@@ -131,22 +130,24 @@ static void write_prom(void) {
       {"chorus_call_seconds_total", "Time of the timed calls."},
   };
   for (int m = 0; m < 4; m++) {
-    fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", metric[m].name, metric[m].help,
-            metric[m].name);
+    fprintf(f, "# HELP %s %s\n# TYPE %s counter\n", metric[m].name, metric[m].help, metric[m].name);
     for (int i = 0; i < ncomms; i++) {
       const ncclComm_t comm = comms[i];
       for (int fn = 1; fn < CHORUS_FUNC_COUNT; fn++)
         for (int k = 0; k < CHORUS_STATS_SIZES; k++) {
           const chorus_stats_cell c = load(&comm->stats->cell[fn][k]);
           if (!c.calls) continue;
-          fprintf(f, "%s{host=\"%s\",pid=\"%d\",comm=\"%016llx\",rank=\"%d\",func=\"%s\",size=\"%s\"} ",
-                  metric[m].name, comm->topo.info[comm->rank].hostname, (int)getpid(),
-                  (unsigned long long)comm->stats->id, comm->rank, chorus_func_name(fn),
-                  size_names[k]);
+          fprintf(
+              f, "%s{host=\"%s\",pid=\"%d\",comm=\"%016llx\",rank=\"%d\",func=\"%s\",size=\"%s\"} ",
+              metric[m].name, comm->topo.info[comm->rank].hostname, (int)getpid(),
+              (unsigned long long)comm->stats->id, comm->rank, chorus_func_name(fn), size_names[k]);
           if (m == 3)
             fprintf(f, "%.9f\n", (double)c.ns / 1e9);
           else
-            fprintf(f, "%llu\n", (unsigned long long)(m == 0 ? c.calls : m == 1 ? c.bytes : c.timed));
+            fprintf(f, "%llu\n",
+                    (unsigned long long)(m == 0   ? c.calls
+                                         : m == 1 ? c.bytes
+                                                  : c.timed));
         }
     }
   }

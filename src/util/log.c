@@ -78,7 +78,7 @@ static uint32_t parse_subsys(const char *s) {
   return invert ? ~mask : mask;
 }
 
-/* Expands %h and %p in NCCL_DEBUG_FILE. */
+/* Expands %h and %p (hostname set). */
 static void expand_path(const char *pattern, char *out, size_t size) {
   size_t o = 0;
   for (const char *p = pattern; *p && o + 1 < size; p++) {
@@ -121,6 +121,13 @@ static void init_locked(void) {
 void chorus_log_init(void) {
   pthread_mutex_lock(&log_lock);
   init_locked();
+  pthread_mutex_unlock(&log_lock);
+}
+
+void chorus_log_expand_path(const char *pattern, char *out, size_t size) {
+  pthread_mutex_lock(&log_lock);
+  init_locked();
+  expand_path(pattern, out, size);
   pthread_mutex_unlock(&log_lock);
 }
 

@@ -11,6 +11,7 @@
 #define CHORUS_UTIL_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef enum {
@@ -51,6 +52,9 @@ extern uint32_t chorus_log_mask_cur;
 
 /* Reads NCCL_DEBUG* once; called implicitly by the first log call. */
 void chorus_log_init(void);
+/* Writes pattern to out with %h (this host's name) and %p (the pid)
+ * expanded, as NCCL_DEBUG_FILE takes them. */
+void chorus_log_expand_path(const char *pattern, char *out, size_t size);
 /* Forgets the settings so the next line re-reads them (ncclResetDebugInit). */
 void chorus_log_reset(void);
 

@@ -489,6 +489,38 @@ static void *hold_group(void *arg) {
   return NULL;
 }
 
+/* A known sequence of calls for the live statistics (stats_check.py reads
+ * what CHORUS_STATS_INTERVAL=1 wrote): 5 AllReduce of 1000 floats alone,
+ * a pause past one interval, 3 Broadcast of 64 KiB, 1 AllGather of 100
+ * floats per rank, 2 AllReduce of 10 floats in a group, 1 Broadcast with a
+ * bad root (an error). */
+static int stats_calls(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
+  float *buf = calloc((size_t)16384 * (size_t)nranks, sizeof *buf);
+  int bad = buf == NULL;
+  for (int i = 0; i < 5 && !bad; i++)
+    bad |= ncclAllReduce(buf, buf, 1000, ncclFloat32, ncclSum, comm, NULL) != ncclSuccess;
+  nanosleep(&(struct timespec){1, 300000000}, NULL);
+  for (int i = 0; i < 3 && !bad; i++)
+    bad |= ncclBroadcast(buf, buf, 16384, ncclFloat32, 0, comm, NULL) != ncclSuccess;
+  if (!bad)
+    bad |= ncclAllGather(buf, buf + 100 * rank, 100, ncclFloat32, comm, NULL) != ncclSuccess;
+  if (!bad) {
+    ncclGroupStart();
+    ncclAllReduce(buf, buf, 10, ncclFloat32, ncclSum, comm, NULL);
+    ncclAllReduce(buf + 10, buf + 10, 10, ncclFloat32, ncclSum, comm, NULL);
+    bad |= ncclGroupEnd() != ncclSuccess;
+  }
+  if (!bad)
+    bad |= ncclBroadcast(buf, buf, 1, ncclFloat32, nranks, comm, NULL) != ncclInvalidArgument;
+  free(buf);
+  if (ncclCommDestroy(comm) != ncclSuccess) bad = 1;
+  if (bad) harness_log(rank, "a call of the known sequence failed");
+  return bad;
+}
+
 /* Misuse that must not crash: ncclCommDestroy and ncclCommAbort on a
  * communicator with calls queued in this thread's open group (the calls
  * are dropped and ncclGroupEnd fails) or in another thread's (refused
@@ -662,6 +694,7 @@ static const harness_case cases[] = {{"init_all", init_all},
                                      {"comm_id_repeat", comm_id_repeat},
                                      {"killed_mid_collective", killed_mid_collective},
                                      {"misuse", misuse},
+                                     {"stats_calls", stats_calls},
                                      {"zombie_peer", zombie_peer},
                                      {"killed_in_init", killed_in_init},
                                      {NULL, NULL}};
