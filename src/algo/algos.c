@@ -72,6 +72,11 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
      "AllReduce: each half of the buffer reduced up a binary tree and sent back down it, "
      "the two trees mirrored (depth log2(n), for many hosts)",
      {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(RANKS2)}}},
+    {CHORUS_ALGO_ORDERED,
+     "ordered",
+     "every rank's contribution gathered, then added in rank order ((r0 + r1) + r2) + ...: "
+     "the same bits whatever the sizes and paths; only with CHORUS_REPRODUCIBLE=1",
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE) | F(REDUCESCATTER) | F(REDUCE), P(SIMPLE), 0}}},
 };
 
 static const char *const proto_names[CHORUS_PROTO_COUNT] = {"LL", "LL128", "Simple"};

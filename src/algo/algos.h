@@ -44,6 +44,7 @@ typedef enum {
   CHORUS_ALGO_HIER,     /* GPUs across hosts: kernels in each host, one step across hosts */
   CHORUS_ALGO_STAGED,   /* GPUs across hosts: the whole call carried by the host */
   CHORUS_ALGO_TREE,     /* AllReduce: up and down two binary trees, a half each */
+  CHORUS_ALGO_ORDERED,  /* reductions gathered, then added in rank order (CHORUS_REPRODUCIBLE) */
   CHORUS_ALGO_COUNT
 } chorus_algo;
 

@@ -163,6 +163,7 @@ static double hops(int func, int algo, double bytes, const chorus_cost_env *e) {
 
 static double host_us(int func, int algo, uint64_t size, const chorus_cost_env *e) {
   if (!chorus_algo_runs(algo, CHORUS_BACKEND_HOST, func)) return -1;
+  if (algo == CHORUS_ALGO_ORDERED) return -1; /* never for speed: CHORUS_REPRODUCIBLE takes it */
   if (chorus_func_p2p(func)) return 1.0;
   if (e->nranks <= 1)
     return algo == CHORUS_ALGO_RING || algo == CHORUS_ALGO_CHAIN || algo == CHORUS_ALGO_DIRECT ? 0.1

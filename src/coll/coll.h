@@ -18,6 +18,10 @@ ncclResult_t chorus_broadcast_ring(chorus_op *op);
 ncclResult_t chorus_reduce_ring(chorus_op *op);
 ncclResult_t chorus_sendrecv(chorus_op *op);
 ncclResult_t chorus_multi(chorus_op *op); /* AlltoAll, Gather, Scatter */
+/* CHORUS_REPRODUCIBLE: AllReduce, ReduceScatter and Reduce gathered, then
+ * added in rank order; _prepare makes the gathering call (coll/ordered.c). */
+ncclResult_t chorus_ordered(chorus_op *op);
+ncclResult_t chorus_ordered_prepare(chorus_op *op);
 void chorus_p2p_take_ticket(chorus_op *op);
 
 typedef ncclResult_t (*chorus_coll_step)(chorus_op *);

@@ -41,6 +41,7 @@ typedef struct chorus_coll_comm {
   int64_t timeout_ns;        /* CHORUS_OP_TIMEOUT; <= 0: none */
   int64_t spin_ns;           /* polling time before yielding */
   int64_t yield_ns;          /* then yielding time before sleeping */
+  int reproducible;          /* CHORUS_REPRODUCIBLE: reductions in rank order (coll/ordered.c) */
   uint64_t seq;              /* next collective's sequence number */
   const int *ring;           /* ring order: position -> rank */
   const int *ring_pos;       /* rank -> position */
@@ -183,6 +184,12 @@ struct chorus_op {
       uint8_t *is_send; /* per transfer, in scratch */
       int nx;
     } multi;
+    struct {
+      chorus_op *child; /* the gathering call, in scratch */
+      char *all;        /* every rank's contribution, in rank order (NULL: none here) */
+      char *scaled;     /* PreMulSum: this rank's contribution, scaled */
+      size_t mine_bytes;
+    } ordered;
   } u;
   chorus_op *next_op; /* executor queue link */
 };

@@ -27,6 +27,9 @@ static const entry table[] = {
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, chorus_allreduce_node},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, chorus_allreduce_rd},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TREE, chorus_allreduce_tree},
+    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ORDERED, chorus_ordered},
+    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ORDERED, chorus_ordered},
+    {CHORUS_FUNC_REDUCE, CHORUS_ALGO_ORDERED, chorus_ordered},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_RING, chorus_allgather_ring},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RING, chorus_reducescatter_ring},
@@ -95,6 +98,10 @@ static ncclResult_t choose(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   const int f = op->func;
   const size_t bytes = op->count * op->esize;
+  if (cc->reproducible && chorus_func_reduces(f)) {
+    op->algo = CHORUS_ALGO_ORDERED; /* not a choice for speed: no rule or cost applies */
+    return ncclSuccess;
+  }
   for (int k = 0; k < CHORUS_COLL_MEMO; k++)
     if (cc->last[f][k].algo >= 0 && cc->last[f][k].bytes == bytes) {
       op->algo = cc->last[f][k].algo;
@@ -129,5 +136,6 @@ ncclResult_t chorus_coll_prepare(chorus_op *op) {
   if (op->concurrent) chorus_p2p_take_ticket(op);
   chorus_op_stamp(op);
   chorus_calls_post(op);
-  return ncclSuccess;
+  /* Its gathering call next, in call order on every rank. */
+  return op->algo == CHORUS_ALGO_ORDERED ? chorus_ordered_prepare(op) : ncclSuccess;
 }

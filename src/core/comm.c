@@ -368,6 +368,7 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->timeout_ns = chorus_param_int(CHORUS_P_OP_TIMEOUT) * 1000000000ll;
   cc->spin_ns = default_spin_ns(&comm->topo);
   cc->yield_ns = CHORUS_MAX((int64_t)0, chorus_param_int(CHORUS_P_YIELD_US)) * 1000;
+  cc->reproducible = chorus_param_int(CHORUS_P_REPRODUCIBLE) != 0;
   cc->ring = comm->ring;
   cc->ring_pos = comm->ring + comm->nranks;
   cc->topo = &comm->topo;
