@@ -22,6 +22,9 @@ ncclResult_t chorus_multi(chorus_op *op); /* AlltoAll, Gather, Scatter */
  * added in rank order; _prepare makes the gathering call (coll/ordered.c). */
 ncclResult_t chorus_ordered(chorus_op *op);
 ncclResult_t chorus_ordered_prepare(chorus_op *op);
+/* Frees what a prepared op holds once it ended or failed (its scratch,
+ * and an ordered op's gathering call's). */
+void chorus_coll_release(chorus_op *op);
 void chorus_p2p_take_ticket(chorus_op *op);
 
 typedef ncclResult_t (*chorus_coll_step)(chorus_op *);

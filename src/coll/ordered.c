@@ -71,7 +71,12 @@ ncclResult_t chorus_ordered_prepare(chorus_op *op) {
   O.all = gathers ? s + at_all : NULL;
   O.scaled = scales ? s + at_mine : NULL;
   O.mine_bytes = mine;
-  return chorus_coll_prepare(child);
+  const ncclResult_t res = chorus_coll_prepare(child);
+  if (res != ncclSuccess) { /* the op never runs: nothing of it stays */
+    chorus_free(s);
+    op->scratch = NULL;
+  }
+  return res;
 }
 
 /* The child's waits are the op's. */

@@ -11,6 +11,7 @@
 
 #include "coll/calls.h"
 #include "coll/coll.h"
+#include "util/alloc.h"
 #include "util/check.h"
 #include "util/misc.h"
 #include "util/param.h"
@@ -138,4 +139,12 @@ ncclResult_t chorus_coll_prepare(chorus_op *op) {
   chorus_calls_post(op);
   /* Its gathering call next, in call order on every rank. */
   return op->algo == CHORUS_ALGO_ORDERED ? chorus_ordered_prepare(op) : ncclSuccess;
+}
+
+void chorus_coll_release(chorus_op *op) {
+  /* An ordered op's gathering call holds its own scratch until it ends;
+   * one that failed or never ran to its end still does. */
+  if (op->algo == CHORUS_ALGO_ORDERED && op->scratch) chorus_free(op->u.ordered.child->scratch);
+  chorus_free(op->scratch);
+  op->scratch = NULL;
 }

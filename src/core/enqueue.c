@@ -121,8 +121,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     for (int i = 0; i < nq && count; i++) __atomic_sub_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
   }
   for (size_t j = 0; j < k; j++) {
-    chorus_free(all[j]->scratch);
-    all[j]->scratch = NULL;
+    chorus_coll_release(all[j]);
     if (free_ops) chorus_free(all[j]);
   }
   if (all != stacko) chorus_free(all);

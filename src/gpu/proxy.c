@@ -150,10 +150,7 @@ static ncclResult_t run_calls(chorus_op *ops, int n) {
     chorus_exec_queue_push(&q, tail, &ops[i]);
   }
   if (res == ncclSuccess) res = chorus_exec_run(&q, 1);
-  for (int i = 0; i < prepared; i++) {
-    chorus_free(ops[i].scratch);
-    ops[i].scratch = NULL;
-  }
+  for (int i = 0; i < prepared; i++) chorus_coll_release(&ops[i]);
   return res;
 }
 
