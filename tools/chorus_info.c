@@ -315,6 +315,11 @@ static int explain(int argc, char **argv) {
              "its own at init)\n",
              CHORUS_NET_HOP_US, CHORUS_NET_BW / 1e3);
   }
+  if (!gpu && chorus_func_reduces(func) && chorus_param_int(CHORUS_P_REPRODUCIBLE)) {
+    printf("CHORUS_REPRODUCIBLE=1: algorithm ordered (every contribution gathered by a call of its "
+           "own, then added in rank order); no rule or cost applies\n");
+    return 0;
+  }
   const int rc = chorus_plan_choose(&call, &probe, 0, one_proc, &t, &ex, err, sizeof err);
   fputs(text, stdout);
   if (rc != 0) {

@@ -17,6 +17,8 @@ printf '%s\n' "$out" | grep -q "CHORUS_GPU_FIFO_BYTES  *auto " || fail "FIFO def
 CHORUS_OP_TIMEOUT=off "$info" | grep -q "CHORUS_OP_TIMEOUT  *600 =off " || fail "a set value not shown"
 "$info" --algos | grep -q "^copyengine  *gpu " || fail "--algos lacks copyengine on gpu"
 "$info" --rules | grep -q "allreduce:gpu:1M-16M:zerocopy" || fail "--rules lacks the zero-copy rule"
+CHORUS_REPRODUCIBLE=1 "$info" --explain reducescatter 1M --host --ranks 4 | grep -q "algorithm ordered" ||
+  fail "--explain does not name ordered under CHORUS_REPRODUCIBLE=1"
 ex=$("$info" --explain allreduce 64K --gpu --ranks 4) || fail "--explain exited $?"
 printf '%s\n' "$ex" | grep -q "default rule 10 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
   fail "--explain did not name the rule: $ex"
