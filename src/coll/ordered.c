@@ -34,8 +34,7 @@ static size_t align64(size_t v) {
   return (v + 63) / 64 * 64;
 }
 
-/* The gathering call's function, and the elements of each rank's
- * contribution this rank sends. */
+/* The gathering call's function. */
 static int child_func(int func) {
   return func == CHORUS_FUNC_ALLREDUCE       ? CHORUS_FUNC_ALLGATHER
          : func == CHORUS_FUNC_REDUCESCATTER ? CHORUS_FUNC_ALLTOALL
