@@ -51,6 +51,13 @@ static int is_override(chorus_param_id id) {
   return strncmp(chorus_param_group(id), "ncclConfig_t", 12) == 0;
 }
 
+/* Groups shown as one line of names on the page (--markdown has every
+ * meaning), so that the page stays one screen: the ncclConfig_t
+ * overrides, and the settings for testing Chorus itself. */
+static int folded(chorus_param_id id) {
+  return is_override(id) || strcmp(chorus_param_group(id), "testing") == 0;
+}
+
 static void settings(int md) {
   int v = 0;
   ncclGetVersion(&v);
@@ -69,20 +76,18 @@ static void settings(int md) {
     }
     if (group != chorus_param_group(id)) {
       group = chorus_param_group(id);
-      if (is_override(id)) {
-        printf("%s:", group);
-        for (int j = i; j < CHORUS_P_COUNT; j++)
-          if (is_override((chorus_param_id)j))
-            printf(" %s%s%s", chorus_param_desc_get((chorus_param_id)j)->name,
-                   chorus_param_raw((chorus_param_id)j) ? "=" : "",
-                   chorus_param_raw((chorus_param_id)j) ? chorus_param_raw((chorus_param_id)j)
-                                                        : "");
+      if (folded(id)) {
+        printf("%s%s:", group, is_override(id) ? "" : " (--markdown for their meanings)");
+        for (int j = i; j < CHORUS_P_COUNT && chorus_param_group((chorus_param_id)j) == group; j++)
+          printf(" %s%s%s", chorus_param_desc_get((chorus_param_id)j)->name,
+                 chorus_param_raw((chorus_param_id)j) ? "=" : "",
+                 chorus_param_raw((chorus_param_id)j) ? chorus_param_raw((chorus_param_id)j) : "");
         printf("\n");
       } else {
         printf("%s\n", group);
       }
     }
-    if (is_override(id)) continue;
+    if (folded(id)) continue;
     char val[48];
     snprintf(val, sizeof val, "%s%s%s", d->def ? d->def : "-", cur ? " =" : "", cur ? cur : "");
     printf("  %-32s %-12s %s\n", d->name, val, d->doc);
