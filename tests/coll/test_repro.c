@@ -82,18 +82,19 @@ static long one(ncclComm_t comm, int rank, int n, int f, int dbl, int kind, size
       ((float *)send)[i] = (float)input(rank, i);
   }
   ncclRedOp_t op = kind == AVG ? ncclAvg : ncclSum;
+  /* (A created operator may be any value from ncclNumOps up: no sentinel.) */
+  int have_op = 1;
   if (kind == PREMUL) {
     float s = scalar_of(rank);
-    if (ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, comm) !=
-        ncclSuccess)
-      op = ncclNumOps;
+    have_op = ncclRedOpCreatePreMulSum(&op, &s, ncclFloat32, ncclScalarHostImmediate, comm) ==
+              ncclSuccess;
   }
   const ncclDataType_t t = dbl ? ncclFloat64 : ncclFloat32;
-  ncclResult_t res = op == ncclNumOps ? ncclInternalError
-                     : f == F_AR      ? ncclAllReduce(send, recv, count, t, op, comm, NULL)
-                     : f == F_RS      ? ncclReduceScatter(send, recv, count, t, op, comm, NULL)
-                                      : ncclReduce(send, recv, count, t, op, root, comm, NULL);
-  if (kind == PREMUL && op != ncclNumOps) ncclRedOpDestroy(op, comm);
+  ncclResult_t res = !have_op    ? ncclInternalError
+                     : f == F_AR ? ncclAllReduce(send, recv, count, t, op, comm, NULL)
+                     : f == F_RS ? ncclReduceScatter(send, recv, count, t, op, comm, NULL)
+                                 : ncclReduce(send, recv, count, t, op, root, comm, NULL);
+  if (kind == PREMUL && have_op) ncclRedOpDestroy(op, comm);
   long bad = res == ncclSuccess ? 0 : -1;
   const int checks = res == ncclSuccess && (f != F_REDUCE || rank == root);
   for (size_t j = 0; checks && j < count; j++) {
