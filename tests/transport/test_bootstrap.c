@@ -234,7 +234,12 @@ static void *fail_main(void *p) {
   chorus_bootstrap *bs = NULL;
   f->res = chorus_bootstrap_init(&bs, &f->uid, 1, f->nranks, f->rank, NULL);
   if (f->res == ncclSuccess) f->res = chorus_bootstrap_barrier(bs);
-  if (f->res != ncclSuccess) return NULL;
+  if (f->res != ncclSuccess) {
+    /* A barrier can fail here too: the failing rank may leave it before a
+     * slow one has (its bootstrap is still this thread's to free). */
+    chorus_bootstrap_destroy(bs);
+    return NULL;
+  }
   const int64_t t0 = chorus_now_ns();
   if (f->rank == f->nranks - 1) {
     snprintf(f->err, sizeof f->err, "rank %d of %d: a test cause", f->rank, f->nranks);
