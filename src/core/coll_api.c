@@ -127,16 +127,12 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   op.red.dtype = c->dtype;
   op.cuda_stream = c->stream;
   if (!comm->stats) return chorus_enqueue(comm, &op);
-  /* nccl-tests' size: the larger buffer, blocks of every rank included. */
-  const chorus_func_info *f = chorus_func_get(c->func);
-  const uint64_t blocks =
-      f->send_blocks == CHORUS_FUNC_N || f->recv_blocks == CHORUS_FUNC_N ? (uint64_t)n : 1;
   /* Host calls outside a group run before chorus_enqueue returns. */
   const int timed = comm->device < 0 && chorus_group_depth() == 0;
   const int64_t t0 = timed ? chorus_now_ns() : 0;
   ncclResult_t res = chorus_enqueue(comm, &op);
   if (res == ncclSuccess)
-    chorus_stats_count(comm->stats, c->func, (uint64_t)c->count * esize * blocks,
+    chorus_stats_count(comm->stats, c->func, chorus_func_size(c->func, c->count, esize, n),
                        timed ? chorus_now_ns() - t0 : -1);
   return res;
 }

@@ -83,14 +83,19 @@ static ncclResult_t choose_network(ncclComm_t comm, chorus_net **out) {
   return res;
 }
 
-/* Threads that move this rank's TCP bytes (NCCL_SOCKET_NTHREADS). None
- * by default: measured on 4xH200 over loopback with two or four, host
- * ring AllReduce ran 0.8-0.97x and GPU calls across 2 hosts x 2 GPUs
- * 0.35-0.5x (each of a rank's lanes is a communicator with threads of its
- * own), where the hand-off per message costs what it saves; host AlltoAll
- * ran 1.5-1.9x at most sizes (docs/PERFORMANCE.md). */
-static int socket_threads(void) {
-  return (int)CHORUS_MAX(0, CHORUS_MIN(16, chorus_param_int(CHORUS_P_SOCKET_NTHREADS)));
+/* Threads that move this rank's TCP bytes (NCCL_SOCKET_NTHREADS, 0..16
+ * as NCCL takes it). None by default: measured on 4xH200 over loopback
+ * with two or four, host ring AllReduce ran 0.8-0.97x and GPU calls
+ * across 2 hosts x 2 GPUs 0.2-0.7x (each of a rank's lanes is a
+ * communicator with threads of its own), where the hand-off per message
+ * costs what it saves; host AlltoAll ran 1.5-1.9x at most sizes
+ * (docs/PERFORMANCE.md). */
+static int socket_threads(int rank) {
+  const int64_t v = chorus_param_int(CHORUS_P_SOCKET_NTHREADS);
+  const int n = (int)CHORUS_MAX(0, CHORUS_MIN(16, v));
+  if (n != v)
+    WARN("rank %d: NCCL_SOCKET_NTHREADS=%lld is outside 0..16; using %d", rank, (long long)v, n);
+  return n;
 }
 
 /* Rank record exchanged at init: topology plus the buffer geometry, which
@@ -105,10 +110,12 @@ typedef struct rank_record {
   uint32_t pad;
 } rank_record;
 
-/* Buffer geometry every rank must agree on (the smallest request wins). */
+/* Buffer geometry every rank must agree on (the smallest request wins),
+ * and this rank's socket threads (its own). */
 typedef struct geometry {
   size_t slot_bytes, stage_bytes;
   int nslots, nstages, nstreams;
+  int nthreads;
 } geometry;
 
 static int live_comms;
@@ -242,16 +249,17 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   /* NCCL's meaning: threads x sockets per thread streams per peer (and
    * channel), agreed; how many threads move them is each rank's own. */
   const int64_t nsock = CHORUS_MAX(1, chorus_param_int(CHORUS_P_NSOCKS_PERTHREAD));
-  const int64_t per = CHORUS_MAX(1, socket_threads());
-  rec[comm->rank].nstreams = (uint32_t)CHORUS_MIN(16, per * CHORUS_MIN(16, nsock));
+  const int nthreads = socket_threads(comm->rank);
+  rec[comm->rank].nstreams =
+      (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, nthreads) * CHORUS_MIN(16, nsock));
   ncclResult_t res = chorus_bootstrap_allgather(comm->bs, rec, sizeof *rec);
   if (res != ncclSuccess) {
     chorus_free(rec);
     chorus_free(info);
     return res;
   }
-  *geo = (geometry){rec[0].slot_bytes, rec[0].stage_bytes, (int)rec[0].nslots, (int)rec[0].nstages,
-                    (int)rec[0].nstreams};
+  *geo = (geometry){rec[0].slot_bytes,   rec[0].stage_bytes,   (int)rec[0].nslots,
+                    (int)rec[0].nstages, (int)rec[0].nstreams, nthreads};
   for (int r = 0; r < comm->nranks; r++) {
     info[r] = rec[r].info;
     geo->slot_bytes = CHORUS_MIN(geo->slot_bytes, rec[r].slot_bytes);
@@ -306,7 +314,7 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
                               geo->stage_bytes,
                               geo->nstages,
                               geo->nstreams,
-                              socket_threads(),
+                              geo->nthreads,
                               NULL};
   const chorus_transport *const *transports = transports_of(comm);
   /* Every rank has peers over the network, or none has (the split is
@@ -470,7 +478,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   const long long host0 = chorus_alloc_bytes(CHORUS_MEM_HOST),
                   shm0 = chorus_alloc_bytes(CHORUS_MEM_SHM);
   ncclResult_t res;
-  geometry geo = {0, 0, 0, 0, 0};
+  geometry geo = {0, 0, 0, 0, 0, 0};
   res = choose_device(comm);
   if (res != ncclSuccess) {
     chorus_bootstrap_give_up(comm->init.uids, comm->init.nuids, comm->nranks, comm->rank);

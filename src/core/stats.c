@@ -182,8 +182,8 @@ static void *writer_main(void *arg) {
 /* The JSON file, its Prometheus sibling, and the writer (under lock). */
 static int open_files(void) {
   char path[4096];
-  const char *pattern = chorus_param_str(CHORUS_P_STATS_FILE);
-  chorus_log_expand_path(pattern ? pattern : "chorus-stats.%h.%p.jsonl", path, sizeof path);
+  const char *pattern = chorus_param_str(CHORUS_P_STATS_FILE); /* has a default */
+  chorus_log_expand_path(pattern ? pattern : "", path, sizeof path);
   if (!(jsonl = fopen(path, "a"))) {
     WARN("CHORUS_STATS_FILE: cannot open %s: %s; no statistics", path, strerror(errno));
     return -1;
