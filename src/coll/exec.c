@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "coll/calls.h"
+#include "coll/progress.h"
 #include "coll/prims.h"
 #include "util/check.h"
 #include "util/clock.h"
@@ -185,9 +186,34 @@ static void nap(chorus_exec_queue *qs, int nq, chorus_doorbell *db, uint32_t see
   if (db) chorus_doorbell_cancel(db);
 }
 
+/* Records on the communicator's progress record (coll/progress.h) that
+ * q's first call has not moved since `since`, and on whom it waits. */
+static void publish_stall(chorus_exec_queue *q, int64_t since) {
+  chorus_progress *p = q->cc->progress;
+  if (!p) return;
+  const chorus_op *op = q->head ? q->head : q->p2p;
+  const chorus_conn *c = op->wait_conn;
+  const chorus_call_desc d = {op->app_index,
+                              op->count,
+                              op->func,
+                              op->dtype,
+                              chorus_func_reduces(op->func) ? op->nccl_op : -1,
+                              op->root};
+  chorus_progress_stall(p, &d, op->concurrent, since, c ? c->peer : -1, c ? op->wait_dir : -1);
+  q->published = 1;
+}
+
+static void unpublish_stalls(chorus_exec_queue *qs, int nq) {
+  for (int i = 0; i < nq; i++)
+    if (qs[i].published) {
+      chorus_progress_unstall(qs[i].cc->progress);
+      qs[i].published = 0;
+    }
+}
+
 /* Slow checks on a stalled queue: are the peers its ops wait for alive?
  * Has it run out of time? */
-static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
+static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns, int64_t since) {
   chorus_log_ctx old = chorus_log_ctx_set(q->cc->log_ctx);
   char me[160];
   /* Calls that wait on each other because they differ. */
@@ -209,6 +235,7 @@ static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns) {
       return;
     }
   }
+  publish_stall(q, since);
   chorus_op *op = q->head ? q->head : q->p2p;
   chorus_conn *c = op->wait_conn;
   chorus_op_describe(op, me, sizeof me);
@@ -248,6 +275,7 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
     if (sleepy && db && (!pending || ticks)) chorus_doorbell_cancel(db);
     if (!pending) break;
     if (ticks) {
+      if (stall_start) unpublish_stalls(qs, nq);
       stall_start = 0;
       sleepy = spinning = 0;
       continue;
@@ -270,7 +298,7 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
       last_check = now;
       if (sleepy && db) chorus_doorbell_cancel(db);
       for (int i = 0; i < nq; i++)
-        if (qs[i].head || qs[i].p2p) check_stalled(&qs[i], stalled);
+        if (qs[i].head || qs[i].p2p) check_stalled(&qs[i], stalled, stall_start);
       continue;
     }
     if (stalled < spin_ns + yield_ns) {
@@ -285,6 +313,7 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
     }
     nap(qs, nq, db, seen);
   }
+  unpublish_stalls(qs, nq);
   for (int i = 0; i < nq; i++)
     if (qs[i].result != ncclSuccess) return qs[i].result;
   return ncclSuccess;

@@ -28,6 +28,7 @@ typedef struct chorus_exec_queue {
   chorus_op *head; /* collectives, run in order; linked through next_op */
   chorus_op *p2p;  /* point-to-point calls, run together; linked the same way */
   ncclResult_t result;
+  int published; /* a stall of it is on its progress record (coll/progress.h) */
 } chorus_exec_queue;
 
 /* Appends op (prepared: op->concurrent set) to q: a collective after q's

@@ -70,6 +70,9 @@ typedef struct chorus_coll_comm {
   struct chorus_proxy *proxy;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
+  /* What the application's calls are doing (coll/progress.h); NULL on a
+   * communicator that is a part of another. */
+  struct chorus_progress *progress;
   /* The call board (coll/calls.h): this rank's last posted calls (NULL:
    * no board); calls from unchecked_from on were not all compared with
    * every peer's when they ended (unchecked = 0: none). */
@@ -139,6 +142,7 @@ struct chorus_op {
   chorus_msg_meta meta;   /* what every message of this call carries */
   chorus_msg_meta expect; /* what messages received must carry (= meta, but for Recv) */
   uint64_t ticket;        /* point-to-point: place in its connection's line */
+  uint64_t app_index;     /* the call's number in coll/progress.h's sense */
   void *scratch;          /* freed with chorus_free after the op (may be NULL) */
   int nt;                 /* output too big to stay cached: non-temporal stores (host/copy.h) */
   void *cuda_stream;      /* GPU communicators: the caller's stream */

@@ -9,18 +9,13 @@
 #include "util/check.h"
 #include "util/misc.h"
 
-static const char *red_name(int op) {
-  static const char *const names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
-  return (op >= 0 && op <= 5) ? names[op] : "?";
-}
-
 void chorus_meta_describe(const chorus_msg_meta *m, char *buf, size_t size) {
   int func = (int)(m->call & 0xff), dtype = (int)((m->call >> 8) & 0xff);
   int n = snprintf(buf, size, "%s(count=%llu, %s", chorus_func_name(func),
                    (unsigned long long)m->count, chorus_type_name(dtype));
   if (n < 0 || (size_t)n >= size) return;
   if (chorus_func_reduces(func))
-    n += snprintf(buf + n, size - (size_t)n, ", %s", red_name((int)m->redop));
+    n += snprintf(buf + n, size - (size_t)n, ", %s", chorus_redop_name((int)m->redop));
   if (n < 0 || (size_t)n >= size) return;
   if (m->root >= 0) n += snprintf(buf + n, size - (size_t)n, ", root=%d", m->root);
   if (n < 0 || (size_t)n >= size) return;

@@ -126,6 +126,8 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   op.root = chorus_func_rooted(c->func) || chorus_func_p2p(c->func) ? c->root : -1;
   op.red.dtype = c->dtype;
   op.cuda_stream = c->stream;
+  chorus_call_desc d = {0, c->count, c->func, c->dtype, c->has_op ? op.nccl_op : -1, op.root};
+  op.app_index = chorus_progress_issue(&comm->progress, &d, chorus_func_p2p(c->func));
   if (!comm->stats) return chorus_enqueue(comm, &op);
   /* Host calls outside a group run before chorus_enqueue returns. */
   const int timed = comm->device < 0 && chorus_group_depth() == 0;

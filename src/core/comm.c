@@ -11,6 +11,7 @@
 #include "core/comm.h"
 #include "core/netprobe.h"
 #include "core/stats.h"
+#include "core/status.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,6 +109,7 @@ typedef struct rank_record {
   uint64_t stage_bytes;
   uint32_t nstreams;
   uint32_t pad;
+  chorus_status_peer status; /* where its process answers (core/status.h) */
 } rank_record;
 
 /* Buffer geometry every rank must agree on (the smallest request wins),
@@ -176,6 +178,7 @@ ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const nccl
     free(c);
     return res;
   }
+  chorus_progress_init(&c->progress);
   __atomic_add_fetch(&live_comms, 1, __ATOMIC_RELAXED);
   *out = c;
   return ncclSuccess;
@@ -252,7 +255,11 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   const int nthreads = socket_threads(comm->rank);
   rec[comm->rank].nstreams =
       (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, nthreads) * CHORUS_MIN(16, nsock));
+  chorus_status_listen(comm, &comm->bs->listen_addr, &rec[comm->rank].status);
   ncclResult_t res = chorus_bootstrap_allgather(comm->bs, rec, sizeof *rec);
+  if (res == ncclSuccess && comm->status_held &&
+      !(comm->status_peers = chorus_malloc((size_t)comm->nranks * sizeof *comm->status_peers)))
+    res = chorus_error(ncclSystemError, "out of memory exchanging rank records");
   if (res != ncclSuccess) {
     chorus_free(rec);
     chorus_free(info);
@@ -262,6 +269,7 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
                     (int)rec[0].nstages, (int)rec[0].nstreams, nthreads};
   for (int r = 0; r < comm->nranks; r++) {
     info[r] = rec[r].info;
+    if (comm->status_peers) comm->status_peers[r] = rec[r].status;
     geo->slot_bytes = CHORUS_MIN(geo->slot_bytes, rec[r].slot_bytes);
     geo->stage_bytes = CHORUS_MIN(geo->stage_bytes, rec[r].stage_bytes);
     geo->nslots = CHORUS_MIN(geo->nslots, (int)rec[r].nslots);
@@ -381,6 +389,7 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->ring_pos = comm->ring + comm->nranks;
   cc->topo = &comm->topo;
   cc->failed = ncclSuccess;
+  cc->progress = comm->is_part ? NULL : &comm->progress;
   cc->log_ctx =
       (chorus_log_ctx){comm->rank, comm->nranks, comm->last_error, sizeof comm->last_error};
 }
@@ -521,7 +530,9 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
     CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
                                 comm->device, &comm->cc.plan),
                res, out);
-  if (!comm->is_part) chorus_stats_register(comm); /* counted from its first call */
+  if (!comm->is_part) chorus_stats_register(comm);  /* counted from its first call */
+  chorus_status_register(comm, comm->status_peers); /* takes them */
+  comm->status_peers = NULL;
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
   INFO(CHORUS_INIT,
        "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s); the process holds %.1f "
@@ -588,6 +599,8 @@ void chorus_comm_inherit_net(ncclComm_t child, const struct ncclComm *parent) {
 
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
+  chorus_status_unregister(comm); /* no more answers about it */
+  chorus_free(comm->status_peers);
   chorus_stats_unregister(comm); /* its last line, while its topology stands */
   chorus_comm_regs_free(comm);   /* windows' mappings, before the GPU side goes */
   chorus_gpu_free(comm->cc.gpu);
@@ -607,6 +620,7 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_free(comm->init.uids);
   chorus_free(comm->user_ops);
   chorus_config_free(&comm->config);
+  chorus_progress_destroy(&comm->progress);
   (void)chorus_shm_sweep_stale(); /* peers that died before unlinking theirs */
   bury(comm);
   if (__atomic_sub_fetch(&live_comms, 1, __ATOMIC_RELAXED) == 0 &&

@@ -20,6 +20,7 @@
 
 #include "bootstrap/bootstrap.h"
 #include "coll/op.h"
+#include "coll/progress.h"
 #include "gpu/proxy.h"
 #include "host/reduce.h"
 #include "nccl.h"
@@ -81,8 +82,11 @@ struct ncclComm {
   int nuser_ops;
   struct ncclWindow_vidmem *regs; /* registrations and windows, until deregistered (mem.c) */
 
-  int is_part;                /* a part of another (hier.c): not the user's */
-  struct chorus_stats *stats; /* CHORUS_STATS_INTERVAL: its counters (core/stats.h) */
+  int is_part;                             /* a part of another (hier.c): not the user's */
+  struct chorus_stats *stats;              /* CHORUS_STATS_INTERVAL: its counters (core/stats.h) */
+  chorus_progress progress;                /* its calls, for the stuck report (core/status.h) */
+  int status_held;                         /* it holds the status service (core/status.h) */
+  struct chorus_status_peer *status_peers; /* every rank's, until registered there */
 
   char last_error[1024];
 };

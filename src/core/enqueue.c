@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "algo/func.h"
 #include "coll/coll.h"
 #include "coll/exec.h"
 #include "core/comm.h"
@@ -41,7 +42,7 @@ static int queue_of(chorus_exec_queue **qs, chorus_op ***tails, int *nq, int *ca
     *tails = nts;
     *cap = ncap;
   }
-  (*qs)[*nq] = (chorus_exec_queue){cc, NULL, NULL, ncclSuccess};
+  (*qs)[*nq] = (chorus_exec_queue){.cc = cc, .result = ncclSuccess};
   (*tails)[2 * *nq] = (*tails)[2 * *nq + 1] = NULL;
   return (*nq)++;
 }
@@ -120,6 +121,11 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     res = chorus_exec_run(qs, nq);
     for (int i = 0; i < nq && count; i++) __atomic_sub_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
   }
+  /* Calls handed to a GPU count as ended, host calls once they ran. */
+  for (size_t j = 0; j < k && res == ncclSuccess; j++)
+    if (all[j]->cc->progress)
+      chorus_progress_end(all[j]->cc->progress, !chorus_func_p2p(all[j]->func),
+                          chorus_func_p2p(all[j]->func) != 0);
   for (size_t j = 0; j < k; j++) {
     chorus_coll_release(all[j]);
     if (free_ops) chorus_free(all[j]);

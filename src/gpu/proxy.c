@@ -139,7 +139,7 @@ static batch *lookup(chorus_proxy *px, uint32_t id) {
 /* Runs calls ops[0, n) (one communicator's, prepared here) as the host
  * runs a group of host calls: collectives in order, Send/Recv together. */
 static ncclResult_t run_calls(chorus_op *ops, int n) {
-  chorus_exec_queue q = {ops[0].cc, NULL, NULL, ncclSuccess};
+  chorus_exec_queue q = {.cc = ops[0].cc, .result = ncclSuccess};
   chorus_op *tail[2] = {NULL, NULL};
   ncclResult_t res = ncclSuccess;
   int prepared = 0;

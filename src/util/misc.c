@@ -60,3 +60,8 @@ const char *chorus_type_name(int t) {
                                                   "double", "bfloat16", "f8e4m3", "f8e5m2"};
   return (t >= 0 && t < ncclNumTypes) ? names[t] : "?";
 }
+
+const char *chorus_redop_name(int op) {
+  static const char *const names[] = {"sum", "prod", "max", "min", "avg", "premulsum"};
+  return (op >= 0 && op <= 5) ? names[op] : "?";
+}

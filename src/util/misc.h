@@ -25,6 +25,9 @@ uint64_t chorus_process_token(void);
 size_t chorus_type_size(int datatype);
 /* "float", "half", ... as nccl-tests print them; "?" for invalid. */
 const char *chorus_type_name(int datatype);
+/* "sum", "max", ... for an ncclRedOp_t's kind (ncclSum..ncclAvg, then
+ * "premulsum" for a created operator); "?" otherwise. */
+const char *chorus_redop_name(int op);
 
 /* Whether [a, a + an) and [b, b + bn) share a byte (empty ranges share
  * none). */

@@ -45,6 +45,7 @@ CHORUS_PARAM(NT_STORE_BYTES,   "CHORUS_NT_STORE_BYTES", SIZE, "auto", AUTO, "Out
 CHORUS_PARAM(NT_STORES,        "CHORUS_NT_STORES",      BOOL, "auto", AUTO, "Non-temporal stores into stages and slots (auto: measured per rank)")
 CHORUS_PARAM_GROUP("progress")
 CHORUS_PARAM(OP_TIMEOUT,       "CHORUS_OP_TIMEOUT",     INT, "600", OFF, "Seconds a call may wait for a peer before failing (off: forever)")
+CHORUS_PARAM(STUCK_WARN,       "CHORUS_STUCK_WARN",     INT, "10", OFF, "Seconds a call may stall before every waiting rank reports who it waits for")
 CHORUS_PARAM(SPIN_US,          "CHORUS_SPIN_US",        INT, "auto", AUTO, "Microseconds a waiting rank polls (auto: 1000, 0 when ranks > cores)")
 CHORUS_PARAM(YIELD_US,         "CHORUS_YIELD_US",       INT, "2000", 0, "Microseconds it then yields the CPU before it sleeps")
 CHORUS_PARAM(STATS_INTERVAL,   "CHORUS_STATS_INTERVAL", INT, "off", OFF, "Seconds between lines of live statistics per communicator (off: none)")
