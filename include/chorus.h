@@ -8,6 +8,10 @@
 #ifndef CHORUS_H_
 #define CHORUS_H_
 
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "nccl.h"
 
 #define CHORUS_VERSION_MAJOR  0
@@ -28,6 +32,37 @@ static inline int chorusCommIsHost(ncclComm_t comm) {
   int dev = 0;
   if (ncclCommCuDevice(comm, &dev) != ncclSuccess) return -1;
   return dev < 0 ? 1 : 0;
+}
+
+/*
+ * Asks the library to write the state of every communicator of this process
+ * (calls issued and ended, recent calls, a stalled call and the peer it
+ * waits for, peers and transports) to CHORUS_DUMP_FILE, as the signal
+ * CHORUS_DUMP_SIGNAL does: it raises that signal, which the environment
+ * must name (USR1, USR2, HUP, QUIT, PWR, WINCH or a number). A thread of
+ * the library writes the file within about 0.1 s. Returns 0, or -1 when
+ * CHORUS_DUMP_SIGNAL is unset or no communicator of this process catches it
+ * (the signal is then not raised).
+ */
+static inline int chorusDumpState(void) {
+  static const char *const names[] = {"USR1", "USR2", "HUP", "QUIT", "PWR", "WINCH"};
+  const int sigs[] = {SIGUSR1, SIGUSR2, SIGHUP, SIGQUIT, SIGPWR, SIGWINCH};
+  const char *v = getenv("CHORUS_DUMP_SIGNAL");
+  int sig = 0;
+  if (!v) return -1;
+  if (!strncmp(v, "SIG", 3)) v += 3;
+  for (int i = 0; i < 6; i++)
+    if (!strcmp(v, names[i])) sig = sigs[i];
+  if (!sig) {
+    char *end;
+    const long k = strtol(v, &end, 10);
+    if (*end || k <= 0 || k >= NSIG) return -1;
+    sig = (int)k;
+  }
+  struct sigaction now;
+  if (sigaction(sig, NULL, &now) != 0 || now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN)
+    return -1;
+  return raise(sig) == 0 ? 0 : -1;
 }
 
 #ifdef __cplusplus

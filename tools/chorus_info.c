@@ -7,6 +7,7 @@
  *        chorus_info --markdown         the same as a markdown table
  *        chorus_info --algos            the algorithms of both backends
  *        chorus_info --rules            CHORUS_TUNE's rules, then each backend's defaults
+ *        chorus_info --dump PID         what process PID's communicators are doing
  *        chorus_info --explain FUNC SIZE [--ranks N] [--gpu|--host] [--hosts H]
  *                    [--one-process] [--windows] [--type T]
  *            FUNC as NCCL_ALGO spells it (allreduce, sendrecv, ...); SIZE the
@@ -17,14 +18,19 @@
  * The settings in the environment apply (NCCL_ALGO, NCCL_PROTO,
  * CHORUS_TUNE and the GPU settings), as they would to a communicator.
  */
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "chorus.h"
 #include "core/comm.h"
 #include "core/netprobe.h"
+#include "core/status.h"
 #include "device/device.h"
 #include "gpu/settings.h"
 #include "host/reduce.h"
@@ -338,7 +344,91 @@ static int explain(int argc, char **argv) {
   return 0;
 }
 
+/* The value of variable `name` in process pid's environment (NULL when
+ * unset or unreadable). */
+static const char *environ_of(int pid, const char *name, char *buf, size_t size) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%d/environ", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  const size_t n = strlen(name);
+  const char *found = NULL;
+  size_t len = 0;
+  int c;
+  while (!found && (c = fgetc(f)) != EOF) {
+    if (c != '\0' && len + 1 < size) {
+      buf[len++] = (char)c;
+      continue;
+    }
+    buf[len] = '\0';
+    if (!strncmp(buf, name, n) && buf[n] == '=') found = buf + n + 1;
+    len = 0;
+  }
+  fclose(f);
+  return found;
+}
+
+static int64_t mtime_ns(const char *path) {
+  struct stat st;
+  if (stat(path, &st) != 0) return -1;
+  return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+/* --dump PID: process pid (of this host) writes its state (on its
+ * CHORUS_DUMP_SIGNAL, to its CHORUS_DUMP_FILE: read from its environment,
+ * else this process's settings), which is printed. */
+static int dump(int argc, char **argv) {
+  if (argc != 3 || atoi(argv[2]) <= 0) {
+    fprintf(stderr, "usage: chorus_info --dump PID\n");
+    return 2;
+  }
+  const int pid = atoi(argv[2]);
+  char sbuf[256], fbuf[4096], path[4096], full[4200];
+  const char *stext = environ_of(pid, "CHORUS_DUMP_SIGNAL", sbuf, sizeof sbuf);
+  const char *pattern = environ_of(pid, "CHORUS_DUMP_FILE", fbuf, sizeof fbuf);
+  if (!stext) stext = chorus_param_str(CHORUS_P_DUMP_SIGNAL);
+  if (!pattern) pattern = chorus_param_str(CHORUS_P_DUMP_FILE);
+  const int sig = chorus_status_signal(stext);
+  if (sig <= 0) {
+    fprintf(stderr,
+            "chorus_info: process %d does not set CHORUS_DUMP_SIGNAL (%s), so it would not "
+            "catch a dump signal; start it with CHORUS_DUMP_SIGNAL=USR1, say\n",
+            pid, stext ? stext : "unset");
+    return 1;
+  }
+  chorus_log_expand_path_for(pattern, pid, path, sizeof path);
+  /* A relative path is the process's own working folder's. */
+  if (path[0] == '/')
+    snprintf(full, sizeof full, "%s", path);
+  else
+    snprintf(full, sizeof full, "/proc/%d/cwd/%s", pid, path);
+  const int64_t before = mtime_ns(full);
+  if (kill(pid, sig) != 0) {
+    fprintf(stderr, "chorus_info: cannot signal process %d: %s\n", pid, strerror(errno));
+    return 1;
+  }
+  for (int i = 0; i < 100; i++) { /* 5 s */
+    const int64_t now = mtime_ns(full);
+    if (now >= 0 && now != before) {
+      FILE *f = fopen(full, "r");
+      if (!f) break;
+      char line[4096];
+      while (fgets(line, sizeof line, f)) fputs(line, stdout);
+      fclose(f);
+      return 0;
+    }
+    struct timespec ts = {0, 50000000};
+    nanosleep(&ts, NULL);
+  }
+  fprintf(stderr,
+          "chorus_info: process %d wrote no state to %s within 5 s (no communicator, or "
+          "not a Chorus process)\n",
+          pid, full);
+  return 1;
+}
+
 int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--dump")) return dump(argc, argv);
   if (argc > 1 && !strcmp(argv[1], "--explain")) return explain(argc, argv);
   if (argc > 1 && !strcmp(argv[1], "--rules")) return rules();
   if (argc > 1 && !strcmp(argv[1], "--algos")) {
@@ -347,7 +437,7 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "--markdown")) {
     fprintf(stderr, "usage: chorus_info [--markdown | --algos | --rules | --explain FUNC SIZE "
-                    "[options]]\n");
+                    "[options] | --dump PID]\n");
     return 2;
   }
   settings(argc > 1);

@@ -22,7 +22,8 @@
 #define CHECK_EVERY_NS (100ll * 1000000)
 
 void chorus_exec_fail_comm(chorus_coll_comm *cc, ncclResult_t res, const char *reason) {
-  if (cc->failed == ncclSuccess) cc->failed = res;
+  /* Atomic: the status thread reads it (core/status.h). */
+  if (cc->failed == ncclSuccess) __atomic_store_n(&cc->failed, res, __ATOMIC_RELAXED);
   if (cc->node) { /* ranks waiting in node memory look here */
     chorus_node_rank *me = &cc->node->rank[cc->rank];
     if (!__atomic_load_n(me->failed, __ATOMIC_ACQUIRE)) {

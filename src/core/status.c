@@ -15,12 +15,14 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "algo/func.h"
@@ -91,9 +93,40 @@ static int stopping;
 static pthread_t server_thread, reporter_thread;
 static int running;
 static pthread_cond_t tick = PTHREAD_COND_INITIALIZER;
+/* CHORUS_DUMP_SIGNAL: the handler asks the server thread for a dump. */
+static volatile sig_atomic_t dump_wanted, dump_fd = -1;
+static int dump_sig;
+static struct sigaction dump_old;
 
 static int64_t warn_ns(void) {
   return chorus_param_int(CHORUS_P_STUCK_WARN) * 1000000000ll;
+}
+
+int chorus_status_signal(const char *v) {
+  if (!v || !*v || !strcmp(v, "off") || !strcmp(v, "0")) return 0;
+  static const struct {
+    const char *name;
+    int sig;
+  } names[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"HUP", SIGHUP},
+               {"QUIT", SIGQUIT}, {"PWR", SIGPWR},   {"WINCH", SIGWINCH}};
+  const char *n = strncmp(v, "SIG", 3) ? v : v + 3;
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(n, names[i].name)) return names[i].sig;
+  char *end;
+  const long k = strtol(v, &end, 10);
+  return *end || k <= 0 || k >= NSIG || k == SIGKILL || k == SIGSTOP ? -1 : (int)k;
+}
+
+/* CHORUS_DUMP_SIGNAL's number; 0 unset or unusable (said once). */
+static int dump_signal(void) {
+  const char *v = chorus_param_str(CHORUS_P_DUMP_SIGNAL);
+  const int sig = chorus_status_signal(v);
+  static int warned;
+  if (sig < 0 && !__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED))
+    WARN("CHORUS_DUMP_SIGNAL=%s is not a signal this process can catch (USR1, USR2, HUP, QUIT, "
+         "PWR, WINCH or a number); no state dumps",
+         v);
+  return sig > 0 ? sig : 0;
 }
 
 /* ---- answers --------------------------------------------------------------------- */
@@ -108,7 +141,7 @@ static void fill_answer(const entry *e, uint64_t asked, answer *a) {
   const int64_t now = chorus_now_ns();
   chorus_progress_read(&e->comm->progress, &v);
   a->found = 1;
-  a->failed = e->comm->cc.failed != ncclSuccess;
+  a->failed = __atomic_load_n(&e->comm->cc.failed, __ATOMIC_RELAXED) != ncclSuccess;
   a->device = e->comm->device;
   a->issued = v.issued, a->ended = v.ended;
   a->p2p_issued = v.p2p_issued, a->p2p_ended = v.p2p_ended;
@@ -155,6 +188,98 @@ static void answer_query(int fd, const query *q) {
   (void)send(fd, &a, sizeof a, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* ---- the state dump ---------------------------------------------------------------- */
+
+static void dump_entry(FILE *f, const entry *e, int64_t now) {
+  const ncclComm_t c = e->comm;
+  chorus_progress_view v;
+  chorus_progress_read(&c->progress, &v);
+  const ncclResult_t failed = __atomic_load_n(&c->cc.failed, __ATOMIC_RELAXED);
+  char d[160];
+  fprintf(f, "comm %s: rank %d of %d on %d host(s), %s", e->label, c->rank, c->nranks,
+          c->topo.nhosts, c->device >= 0 ? "GPU" : "host memory");
+  if (c->device >= 0) fprintf(f, " (device %d)", c->device);
+  fprintf(f, "; %s\n", failed == ncclSuccess ? "working" : ncclGetErrorString(failed));
+  fprintf(f, "  collectives: %llu issued, %llu ended%s; Send/Recv: %llu issued, %llu ended\n",
+          (unsigned long long)v.issued, (unsigned long long)v.ended,
+          c->device >= 0 ? " (handed to the GPU)" : "", (unsigned long long)v.p2p_issued,
+          (unsigned long long)v.p2p_ended);
+  if (v.stall_since) {
+    chorus_call_desc_str(&v.stall_call, d, sizeof d);
+    fprintf(f, "  stalled: %s for %.1f s", d, (double)(now - v.stall_since) / 1e9);
+    if (v.wait_peer >= 0 && v.wait_peer < c->nranks)
+      fprintf(f, ", waiting for %s rank %d (host %s, pid %d)",
+              v.wait_dir == CHORUS_DIR_RECV ? "data from" : "room at", v.wait_peer,
+              c->topo.info[v.wait_peer].hostname, (int)c->topo.info[v.wait_peer].pid);
+    fputc('\n', f);
+  }
+  fprintf(f, "  recent collectives:");
+  int any = 0;
+  for (uint64_t k = v.issued; k-- > 0 && v.issued - k <= CHORUS_PROGRESS_RECENT;) {
+    chorus_call_desc cd;
+    int64_t t;
+    if (!chorus_progress_recent(&v, k, &cd, &t)) continue;
+    chorus_call_desc_str(&cd, d, sizeof d);
+    fprintf(f, "%s %s %.1f s ago", any++ ? ";" : "", d, (double)(now - t) / 1e9);
+  }
+  fprintf(f, "%s\n", any ? "" : " none");
+  if (v.p2p_issued && v.last_p2p.seq) {
+    chorus_call_desc_str(&v.last_p2p.d, d, sizeof d);
+    fprintf(f, "  last Send/Recv: %s %.1f s ago\n", d, (double)(now - v.last_p2p.ns) / 1e9);
+  }
+  fprintf(f, "  peers:");
+  for (int r = 0; r < c->nranks; r++) {
+    if (r == c->rank) continue;
+    const chorus_conn *cn =
+        c->cc.conns ? chorus_cc_conn(&c->cc, r, CHORUS_CH_COLL, CHORUS_DIR_SEND) : NULL;
+    const char *how = cn ? cn->transport : "no connection";
+    fprintf(f, " %d (host %s, pid %d, %s)", r, c->topo.info[r].hostname, (int)c->topo.info[r].pid,
+            how);
+    if (r >= 64 && c->nranks > 66) {
+      fprintf(f, " ... %d in all", c->nranks);
+      break;
+    }
+  }
+  fputc('\n', f);
+}
+
+/* Writes every registered communicator's state to CHORUS_DUMP_FILE
+ * (under lock), and says where. */
+static void dump_all(void) {
+  char path[4096], tmp[4200];
+  const char *pattern = chorus_param_str(CHORUS_P_DUMP_FILE);
+  chorus_log_expand_path(pattern ? pattern : "", path, sizeof path);
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  FILE *f = fopen(tmp, "w");
+  if (!f) {
+    WARN("state dump: cannot write %s: %s", tmp, strerror(errno));
+    return;
+  }
+  const int64_t now = chorus_now_ns();
+  const time_t wall = time(NULL);
+  struct tm tm;
+  char when[32];
+  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&wall, &tm));
+  fprintf(f, "Chorus state of pid %d at %s: %d communicator(s)\n", (int)getpid(), when, nentries);
+  for (int i = 0; i < nentries; i++) dump_entry(f, &entries[i], now);
+  if (fclose(f) == 0 && rename(tmp, path) == 0)
+    WARN("state dump: %d communicator(s) written to %s", nentries, path);
+  else
+    WARN("state dump: cannot write %s: %s", path, strerror(errno));
+}
+
+static void on_dump_signal(int sig) {
+  (void)sig;
+  const int saved = errno;
+  dump_wanted = 1;
+  const int fd = dump_fd;
+  if (fd >= 0) {
+    const uint64_t one = 1;
+    (void)!write(fd, &one, sizeof one);
+  }
+  errno = saved;
+}
+
 typedef struct conn {
   int fd;
   size_t got;
@@ -182,6 +307,12 @@ static void *server_main(void *arg) {
     if (pf[0].revents) {
       uint64_t v;
       (void)!read(wake_fd, &v, sizeof v);
+    }
+    if (dump_wanted) {
+      dump_wanted = 0;
+      pthread_mutex_lock(&lock);
+      dump_all();
+      pthread_mutex_unlock(&lock);
     }
     for (int i = 0; i < nl; i++) {
       if (!pf[1 + i].revents) continue;
@@ -563,7 +694,7 @@ static int next_job(job *j, int64_t warn) {
     chorus_progress_view v;
     chorus_progress_read(&e->comm->progress, &v);
     if (!v.stall_since || now - v.stall_since < warn || v.stall_id == e->reported) continue;
-    if (e->comm->cc.failed != ncclSuccess) continue;
+    if (__atomic_load_n(&e->comm->cc.failed, __ATOMIC_RELAXED) != ncclSuccess) continue;
     e->reported = v.stall_id;
     const int n = e->comm->nranks;
     j->peers = chorus_malloc((size_t)n * sizeof *j->peers);
@@ -641,6 +772,15 @@ static int start(void) {
     return -1;
   }
   running = 1;
+  dump_fd = fd;
+  if ((dump_sig = dump_signal()) > 0) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_dump_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(dump_sig, &sa, &dump_old) != 0) dump_sig = 0;
+  }
   return 0;
 }
 
@@ -653,11 +793,12 @@ static int same_host_addr(const chorus_sockaddr *a, const chorus_sockaddr *b) {
 
 void chorus_status_listen(ncclComm_t comm, const chorus_sockaddr *near, chorus_status_peer *out) {
   memset(out, 0, sizeof *out);
-  if (warn_ns() <= 0 || comm->is_part || comm->nranks < 2) return;
+  const int stuck = warn_ns() > 0 && comm->nranks > 1;
+  if (comm->is_part || (!stuck && !dump_signal())) return;
   pthread_mutex_lock(&life);
   int k = 0;
   while (k < nlis && !same_host_addr(&lis[k].addr, near)) k++;
-  if (k == nlis && nlis < MAX_LISTENERS) {
+  if (stuck && k == nlis && nlis < MAX_LISTENERS) {
     chorus_sockaddr at = *near;
     chorus_sock_set_port(&at, 0);
     char err[256];
@@ -677,9 +818,11 @@ void chorus_status_listen(ncclComm_t comm, const chorus_sockaddr *near, chorus_s
       WARN("stuck report: %s; rank %d does not answer its peers", err, comm->rank);
     }
   }
-  if (k < nlis && start() == 0) {
-    out->addr = lis[k].addr;
-    out->pid_ns = chorus_proc_pid_ns();
+  if (start() == 0) {
+    if (stuck && k < nlis) {
+      out->addr = lis[k].addr;
+      out->pid_ns = chorus_proc_pid_ns();
+    }
     comm->status_held = 1;
     holders++;
   }
@@ -740,6 +883,9 @@ void chorus_status_unregister(ncclComm_t comm) {
   pthread_mutex_unlock(&lock);
   chorus_free(peers);
   if (stop) {
+    if (dump_sig > 0) sigaction(dump_sig, &dump_old, NULL);
+    dump_sig = 0;
+    dump_fd = -1;
     pthread_join(server_thread, NULL);
     pthread_join(reporter_thread, NULL);
     running = 0;

@@ -21,6 +21,12 @@
  * pid. A peer that does not answer is named too, as stopped when /proc
  * shows it so (a process of this machine and PID namespace). One report
  * per stall; the call then waits on as before (CHORUS_OP_TIMEOUT ends it).
+ *
+ * The state dump: on CHORUS_DUMP_SIGNAL (chorus.h's chorusDumpState raises
+ * it) the server thread writes every communicator of the process to
+ * CHORUS_DUMP_FILE: calls issued and ended, the recent ones, a stall and
+ * whom it waits for, the peers and their transports, a failure.
+ * `chorus_info --dump PID` asks a process for it and prints it.
  */
 #ifndef CHORUS_CORE_STATUS_H
 #define CHORUS_CORE_STATUS_H
@@ -45,6 +51,10 @@ void chorus_status_listen(ncclComm_t comm, const chorus_sockaddr *near, chorus_s
 /* comm (ready) answers and is watched from now on. peers: every rank's
  * record, taken over (chorus_malloc'd). */
 void chorus_status_register(ncclComm_t comm, chorus_status_peer *peers);
+
+/* The signal CHORUS_DUMP_SIGNAL's text names ("USR1", "SIGUSR1", "10"):
+ * its number, 0 for none ("off", unset), -1 when not one to catch. */
+int chorus_status_signal(const char *text);
 
 /* comm answers no more; the service stops with its last holder. Safe on
  * any communicator. */

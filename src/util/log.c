@@ -79,12 +79,12 @@ static uint32_t parse_subsys(const char *s) {
 }
 
 /* Expands %h and %p (hostname set). */
-static void expand_path(const char *pattern, char *out, size_t size) {
+static void expand_path(const char *pattern, int pid, char *out, size_t size) {
   size_t o = 0;
   for (const char *p = pattern; *p && o + 1 < size; p++) {
     if (p[0] == '%' && (p[1] == 'h' || p[1] == 'p')) {
       int n = p[1] == 'h' ? snprintf(out + o, size - o, "%s", hostname)
-                          : snprintf(out + o, size - o, "%d", (int)getpid());
+                          : snprintf(out + o, size - o, "%d", pid);
       if (n < 0) break;
       o += (size_t)n < size - o ? (size_t)n : size - o - 1;
       p++;
@@ -107,7 +107,7 @@ static void init_locked(void) {
   const char *file = chorus_param_str(CHORUS_P_DEBUG_FILE);
   if (file && *file) {
     char path[4096];
-    expand_path(file, path, sizeof path);
+    expand_path(file, (int)getpid(), path, sizeof path);
     FILE *f = fopen(path, "w");
     if (f) {
       setvbuf(f, NULL, _IOLBF, 0);
@@ -125,9 +125,13 @@ void chorus_log_init(void) {
 }
 
 void chorus_log_expand_path(const char *pattern, char *out, size_t size) {
+  chorus_log_expand_path_for(pattern, (int)getpid(), out, size);
+}
+
+void chorus_log_expand_path_for(const char *pattern, int pid, char *out, size_t size) {
   pthread_mutex_lock(&log_lock);
   init_locked();
-  expand_path(pattern, out, size);
+  expand_path(pattern, pid, out, size);
   pthread_mutex_unlock(&log_lock);
 }
 

@@ -55,6 +55,8 @@ void chorus_log_init(void);
 /* Writes pattern to out with %h (this host's name) and %p (the pid)
  * expanded, as NCCL_DEBUG_FILE takes them. */
 void chorus_log_expand_path(const char *pattern, char *out, size_t size);
+/* The same for process pid of this host (chorus_info --dump). */
+void chorus_log_expand_path_for(const char *pattern, int pid, char *out, size_t size);
 /* Forgets the settings so the next line re-reads them (ncclResetDebugInit). */
 void chorus_log_reset(void);
 

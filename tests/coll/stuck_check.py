@@ -15,7 +15,9 @@ the report names the culprit with its host and pid and says why (not
 issued, with its last call; stopped; waiting in another communicator's
 call), and sorts the ranks (not issued / inside); the culprit of `late`
 writes none; every rank ends as the scenario plans. With processes, `late`
-first sends garbage to rank 0's status service, which must go on answering.
+first sends garbage to rank 0's status service, which must go on answering,
+and checks the state dump: chorus_info --dump (CHORUS_INFO) on rank 0 while
+it stalls, and the culprit's own through chorusDumpState.
 """
 import os
 import re
@@ -65,6 +67,36 @@ def garbage(log):
             garbage.silent = s  # held open across the stall
 
 
+def dump_checks(tmp, procs, culprit):
+    """The state dump, both ways: chorus_info --dump on rank 0 while it
+    stalls; the culprit's own, written by chorusDumpState before its nap."""
+    info = os.environ.get("CHORUS_INFO")
+    if not info:
+        fail("set CHORUS_INFO to chorus_info's path")
+    time.sleep(0.5)  # rank 0's call stalls
+    out = subprocess.run([info, "--dump", str(procs[0].pid)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, timeout=30).stdout
+    print("chorus_info --dump %d:\n%s" % (procs[0].pid, out))
+    for pat in [r"Chorus state of pid %d at " % procs[0].pid,
+                r"comm main: rank 0 of %d on 1 host\(s\), host memory; working" % len(procs),
+                r"collectives: 4 issued, 3 ended",
+                r"stalled: AllReduce\(count=1024, float, sum\) #3 for [\d.]+ s, waiting for ",
+                r"recent collectives: AllReduce\(count=1024, float, sum\) #3 [\d.]+ s ago; "
+                r"AllReduce\(count=1024, float, sum\) #2",
+                r"comm side: rank 0 of %d" % len(procs),
+                r"peers: 1 \(host [^,]+, pid %d, SHM\)" % procs[1].pid]:
+        if not re.search(pat, out):
+            fail("chorus_info --dump lacks /%s/" % pat)
+    path = os.path.join(tmp, "dump.%d.txt" % procs[culprit].pid)
+    own = open(path).read() if os.path.exists(path) else ""
+    for pat in [r"comm main: rank %d of %d" % (culprit, len(procs)),
+                r"collectives: 3 issued, 3 ended"]:
+        if not re.search(pat, own):
+            fail("the culprit's chorusDumpState file lacks /%s/:\n%s" % (pat, own))
+    if "stalled:" in own.split("comm main")[1].split("comm ")[0]:
+        fail("the culprit's dump shows a stall on main")
+
+
 def report_rank(rep):
     """The rank a report is about: 'rank R of N' style prefixes vary, so the
     report's first line says which rank's call it is through [R]."""
@@ -85,7 +117,8 @@ def main():
     tmp = tempfile.mkdtemp(prefix="stuck.")
     env = dict(os.environ, CHORUS_STUCK_WARN=str(WARN_S), READY_DIR=tmp, LATE_S=str(LATE_S),
                CHORUS_OP_TIMEOUT="8" if scen == "branch" else "60", NCCL_DEBUG="INFO",
-               NCCL_DEBUG_SUBSYS="INIT")
+               NCCL_DEBUG_SUBSYS="INIT", CHORUS_DUMP_SIGNAL="USR1",
+               CHORUS_DUMP_FILE=os.path.join(tmp, "dump.%p.txt"))
     procs, logs = [], []
     if mode == "threads":
         logs.append(os.path.join(tmp, "all.log"))
@@ -119,6 +152,7 @@ def main():
         start = max(os.stat(p).st_mtime for p in ready)
         if mode == "procs" and scen == "late":
             garbage(logs[0])
+            dump_checks(tmp, procs, culprit)
         if scen == "stop":
             procs[culprit].send_signal(signal.SIGSTOP)
             stopped = True

@@ -11,8 +11,9 @@
  * Every rank splits off a second communicator named "side" from the first
  * ("main"), then AllReduces 1024 floats on main three times (#0-#2). The
  * culprit is the last rank. Then:
- *   late    the culprit sleeps LATE_S seconds before AllReduce #3; every
- *           call must end right.
+ *   late    the culprit sleeps LATE_S seconds before AllReduce #3 (first
+ *           writing its state with chorusDumpState when
+ *           CHORUS_DUMP_SIGNAL is set); every call must end right.
  *   stop    every rank waits for "go" before #3 (the driver stops the
  *           culprit first and lets it go on after the reports); every
  *           call must end right.
@@ -28,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nccl.h"
+#include "chorus.h"
 
 #define COUNT 1024
 
@@ -92,8 +93,12 @@ static int body(int rank, int nranks, ncclComm_t main_comm) {
   snprintf(name, sizeof name, "ready.%d", rank);
   if (rc == 0 && !strcmp(scenario, "late")) {
     touch(name);
+    /* The culprit's own state, through chorus.h (where CHORUS_DUMP_SIGNAL
+     * is set), then its nap. */
+    const int bad_dump = culprit && getenv("CHORUS_DUMP_SIGNAL") && chorusDumpState() != 0;
+    if (bad_dump) printf("rank %d: chorusDumpState failed\n", rank);
     if (culprit) sleep((unsigned)atoi(getenv("LATE_S") ? getenv("LATE_S") : "5"));
-    rc = allreduce(main_comm, buf, rank, nranks, 3);
+    rc = allreduce(main_comm, buf, rank, nranks, 3) || bad_dump;
   } else if (rc == 0 && !strcmp(scenario, "stop")) {
     touch(name);
     rc = wait_go() == 0 ? allreduce(main_comm, buf, rank, nranks, 3) : -1;
