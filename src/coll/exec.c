@@ -200,7 +200,7 @@ static void publish_stall(chorus_exec_queue *q, int64_t since) {
                               op->dtype,
                               chorus_func_reduces(op->func) ? op->nccl_op : -1,
                               op->root};
-  chorus_progress_stall(p, &d, op->concurrent, since, c ? c->peer : -1, c ? op->wait_dir : -1);
+  chorus_progress_stall(p, &d, op->concurrent, 0, since, c ? c->peer : -1, c ? op->wait_dir : -1);
   q->published = 1;
 }
 

@@ -20,13 +20,6 @@ void chorus_progress_destroy(chorus_progress *p) {
   pthread_mutex_destroy(&p->lock);
 }
 
-/* The issue time: a coarse clock (a few ms fine) costs a few ns. */
-static int64_t coarse_now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void store_desc(chorus_call_desc *to, const chorus_call_desc *d) {
   __atomic_store_n(&to->index, d->index, __ATOMIC_RELAXED);
   __atomic_store_n(&to->count, d->count, __ATOMIC_RELAXED);
@@ -75,7 +68,7 @@ uint64_t chorus_progress_issue(chorus_progress *p, chorus_call_desc *d, int p2p)
   uint64_t *counter = p2p ? &p->p2p_issued : &p->issued;
   d->index = __atomic_load_n(counter, __ATOMIC_RELAXED);
   slot_write(p2p ? &p->last_p2p : &p->recent[d->index % CHORUS_PROGRESS_RECENT], d,
-             coarse_now_ns());
+             chorus_coarse_now_ns());
   __atomic_store_n(counter, d->index + 1, __ATOMIC_RELEASE);
   return d->index;
 }
@@ -85,14 +78,15 @@ void chorus_progress_end(chorus_progress *p, uint64_t n, uint64_t m) {
   if (m) __atomic_add_fetch(&p->p2p_ended, m, __ATOMIC_RELAXED);
 }
 
-void chorus_progress_stall(chorus_progress *p, const chorus_call_desc *d, int p2p, int64_t since,
-                           int peer, int dir) {
+void chorus_progress_stall(chorus_progress *p, const chorus_call_desc *d, int p2p, int gpu,
+                           int64_t since, int peer, int dir) {
   pthread_mutex_lock(&p->lock);
   if (p->stall_since != since || p->stall_p2p != p2p || p->stall_call.index != d->index)
     p->stall_id++;
   p->stall_since = since;
   p->stall_call = *d;
   p->stall_p2p = p2p;
+  p->stall_gpu = gpu;
   p->wait_peer = peer;
   p->wait_dir = dir;
   pthread_mutex_unlock(&p->lock);
@@ -110,6 +104,7 @@ void chorus_progress_read(chorus_progress *p, chorus_progress_view *out) {
   out->p2p_issued = __atomic_load_n(&p->p2p_issued, __ATOMIC_ACQUIRE);
   out->ended = __atomic_load_n(&p->ended, __ATOMIC_RELAXED);
   out->p2p_ended = __atomic_load_n(&p->p2p_ended, __ATOMIC_RELAXED);
+  out->gpu_done = __atomic_load_n(&p->gpu_done, __ATOMIC_RELAXED);
   for (int i = 0; i < CHORUS_PROGRESS_RECENT; i++) slot_read(&p->recent[i], &out->recent[i]);
   slot_read(&p->last_p2p, &out->last_p2p);
   pthread_mutex_lock(&p->lock);
@@ -117,6 +112,7 @@ void chorus_progress_read(chorus_progress *p, chorus_progress_view *out) {
   out->stall_id = p->stall_id;
   out->stall_call = p->stall_call;
   out->stall_p2p = p->stall_p2p;
+  out->stall_gpu = p->stall_gpu;
   out->wait_peer = p->wait_peer;
   out->wait_dir = p->wait_dir;
   pthread_mutex_unlock(&p->lock);

@@ -47,13 +47,23 @@ typedef struct chorus_progress {
   chorus_progress_slot recent[CHORUS_PROGRESS_RECENT]; /* collective k at k % RECENT */
   chorus_progress_slot last_p2p;
   uint64_t ended, p2p_ended; /* atomic: ended (completed, or handed to a GPU) */
+  /* GPU communicators: an event recorded after a launch (at most one a
+   * millisecond), so the status thread learns what the GPU finished
+   * (core/status.c); the last launch, followed or not. */
+  void *gpu_event;     /* made by the launching thread on first use */
+  uint64_t gpu_follow; /* atomic: 1 + the collective it follows; 0: none yet */
+  int64_t gpu_since;   /* atomic: when it was last recorded (coarse clock) */
+  uint64_t gpu_done;   /* atomic: collectives the GPU is known to have finished */
+  uint64_t gpu_tail;   /* atomic: 1 + the last collective launched */
+  int64_t gpu_tail_ns; /* atomic: when (coarse clock) */
   /* The executor's view of a stalled call, under lock (stall_since 0:
    * none): written a few times a second while a call stalls. */
   pthread_mutex_t lock;
   int64_t stall_since; /* CLOCK_MONOTONIC, when it last moved */
   uint64_t stall_id;   /* bumped per stall: one report per stall */
   chorus_call_desc stall_call;
-  int stall_p2p;           /* stall_call is a point-to-point call */
+  int stall_p2p; /* stall_call is a point-to-point call */
+  int stall_gpu; /* 1: the GPU has not finished it; 2: not seen to (no event followed it) */
   int wait_peer, wait_dir; /* -1: unknown; CHORUS_DIR_* */
 } chorus_progress;
 
@@ -66,9 +76,10 @@ uint64_t chorus_progress_issue(chorus_progress *p, chorus_call_desc *d, int p2p)
 /* n collectives and m point-to-point calls ended. */
 void chorus_progress_end(chorus_progress *p, uint64_t n, uint64_t m);
 /* The executor's call d (p2p: point-to-point) has made no progress since
- * `since`, waiting on peer in direction dir (-1: unknown). */
-void chorus_progress_stall(chorus_progress *p, const chorus_call_desc *d, int p2p, int64_t since,
-                           int peer, int dir);
+ * `since`, waiting on peer in direction dir (-1: unknown); gpu: a GPU
+ * has not finished it since then. */
+void chorus_progress_stall(chorus_progress *p, const chorus_call_desc *d, int p2p, int gpu,
+                           int64_t since, int peer, int dir);
 /* It moved again, or ended. */
 void chorus_progress_unstall(chorus_progress *p);
 
@@ -81,7 +92,8 @@ typedef struct chorus_progress_view {
   int64_t stall_since;
   uint64_t stall_id;
   chorus_call_desc stall_call;
-  int stall_p2p, wait_peer, wait_dir;
+  int stall_p2p, stall_gpu, wait_peer, wait_dir;
+  uint64_t gpu_done;
 } chorus_progress_view;
 
 void chorus_progress_read(chorus_progress *p, chorus_progress_view *out);

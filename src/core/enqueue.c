@@ -3,6 +3,7 @@
  */
 #include "core/enqueue.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "algo/func.h"
@@ -10,6 +11,7 @@
 #include "coll/exec.h"
 #include "core/comm.h"
 #include "core/group.h"
+#include "core/status.h"
 #include "gpu/gpu.h"
 #include "gpu/proxy.h"
 #include "util/alloc.h"
@@ -66,6 +68,21 @@ static ncclResult_t run_gpu_ops(chorus_op **gpu, size_t n) {
   return res;
 }
 
+/* The stuck report follows what each GPU finished (core/status.h): one
+ * event per communicator after its last collective here. */
+static void follow_gpu_ops(chorus_op **gpu, size_t n) {
+  for (size_t i = n; i-- > 0;) {
+    const chorus_op *op = gpu[i];
+    if (!op->cc->progress || chorus_func_p2p(op->func)) continue;
+    int later = 0; /* a later collective of its communicator was followed */
+    for (size_t j = i + 1; j < n && !later; j++)
+      later = gpu[j]->cc == op->cc && !chorus_func_p2p(gpu[j]->func);
+    if (later) continue;
+    ncclComm_t comm = (ncclComm_t)(void *)((char *)op->cc - offsetof(struct ncclComm, cc));
+    chorus_status_gpu_launched(comm, op->app_index, op->cuda_stream);
+  }
+}
+
 ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
   const int free_ops = flags & CHORUS_RUN_FREE;
   chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
@@ -115,6 +132,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     chorus_exec_queue_push(&qs[i], &tails[2 * i], op);
   }
   if (res == ncclSuccess && ng) res = run_gpu_ops(gpu, ng);
+  if (res == ncclSuccess && ng) follow_gpu_ops(gpu, ng);
   if (res == ncclSuccess) {
     const int count = !(flags & CHORUS_RUN_COUNTED);
     for (int i = 0; i < nq && count; i++) __atomic_add_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);

@@ -28,6 +28,7 @@
 #include "algo/func.h"
 #include "coll/progress.h"
 #include "core/comm.h"
+#include "device/device.h"
 #include "transport/transport.h"
 #include "util/alloc.h"
 #include "util/clock.h"
@@ -45,6 +46,7 @@
 #define QUERY_BATCH       64
 #define REPORT_TICK_MS    100
 #define LABEL_MAX         48
+#define GPU_FOLLOW_NS     (1000ll * 1000) /* at most one event record a millisecond */
 
 typedef struct query {
   uint32_t magic, version;
@@ -71,6 +73,8 @@ typedef struct entry {
   uint64_t key;
   chorus_status_peer *peers;
   uint64_t reported; /* the stall_id last reported */
+  int gpu_stalled;   /* a GPU stall the reporter marked (gpu_check's kind), 0: none */
+  uint64_t gpu_call; /* of that call */
   char label[LABEL_MAX];
 } entry;
 
@@ -143,7 +147,8 @@ static void fill_answer(const entry *e, uint64_t asked, answer *a) {
   a->found = 1;
   a->failed = __atomic_load_n(&e->comm->cc.failed, __ATOMIC_RELAXED) != ncclSuccess;
   a->device = e->comm->device;
-  a->issued = v.issued, a->ended = v.ended;
+  a->issued = v.issued;
+  a->ended = e->comm->device >= 0 ? v.gpu_done : v.ended;
   a->p2p_issued = v.p2p_issued, a->p2p_ended = v.p2p_ended;
   int64_t t;
   if (v.issued && chorus_progress_recent(&v, v.issued - 1, &a->last, &t)) {
@@ -151,7 +156,7 @@ static void fill_answer(const entry *e, uint64_t asked, answer *a) {
     a->last_ms = ms_since(now, t);
   }
   a->has_asked = chorus_progress_recent(&v, asked, &a->asked, &t);
-  if (v.stall_since) {
+  if (v.stall_since && v.stall_gpu != 2) { /* a suspect (gpu_check) is no stall to tell */
     a->stalled = 1;
     a->stall = v.stall_call;
     a->stall_p2p = v.stall_p2p;
@@ -163,7 +168,9 @@ static void fill_answer(const entry *e, uint64_t asked, answer *a) {
     if (entries[i].key == e->key) continue;
     chorus_progress_view o;
     chorus_progress_read(&entries[i].comm->progress, &o);
-    if (!o.stall_since || (a->other && ms_since(now, o.stall_since) <= a->other_ms)) continue;
+    if (!o.stall_since || o.stall_gpu == 2 ||
+        (a->other && ms_since(now, o.stall_since) <= a->other_ms))
+      continue;
     a->other = 1;
     a->other_call = o.stall_call;
     a->other_ms = ms_since(now, o.stall_since);
@@ -200,13 +207,19 @@ static void dump_entry(FILE *f, const entry *e, int64_t now) {
           c->topo.nhosts, c->device >= 0 ? "GPU" : "host memory");
   if (c->device >= 0) fprintf(f, " (device %d)", c->device);
   fprintf(f, "; %s\n", failed == ncclSuccess ? "working" : ncclGetErrorString(failed));
-  fprintf(f, "  collectives: %llu issued, %llu ended%s; Send/Recv: %llu issued, %llu ended\n",
-          (unsigned long long)v.issued, (unsigned long long)v.ended,
-          c->device >= 0 ? " (handed to the GPU)" : "", (unsigned long long)v.p2p_issued,
+  if (c->device >= 0)
+    fprintf(f, "  collectives: %llu issued, %llu known finished on the GPU",
+            (unsigned long long)v.issued, (unsigned long long)v.gpu_done);
+  else
+    fprintf(f, "  collectives: %llu issued, %llu ended", (unsigned long long)v.issued,
+            (unsigned long long)v.ended);
+  fprintf(f, "; Send/Recv: %llu issued, %llu ended\n", (unsigned long long)v.p2p_issued,
           (unsigned long long)v.p2p_ended);
   if (v.stall_since) {
     chorus_call_desc_str(&v.stall_call, d, sizeof d);
-    fprintf(f, "  stalled: %s for %.1f s", d, (double)(now - v.stall_since) / 1e9);
+    fprintf(f, "  %s: %s for %.1f s",
+            v.stall_gpu == 2 ? "not seen to finish on the GPU" : "stalled", d,
+            (double)(now - v.stall_since) / 1e9);
     if (v.wait_peer >= 0 && v.wait_peer < c->nranks)
       fprintf(f, ", waiting for %s rank %d (host %s, pid %d)",
               v.wait_dir == CHORUS_DIR_RECV ? "data from" : "room at", v.wait_peer,
@@ -579,7 +592,9 @@ static void report(job *j) {
   char d[160];
   chorus_call_desc_str(call, d, sizeof d);
   const int64_t now = chorus_now_ns();
-  say(t, "stuck: %s on comm %s has made no progress for %.1f s", d, j->label,
+  static const char *const how[3] = {"made no progress", "not finished on the GPU",
+                                     "not been seen to finish on the GPU"};
+  say(t, "stuck: %s on comm %s has %s for %.1f s", d, j->label, how[j->me.stall_gpu % 3],
       (double)(now - j->me.stall_since) / 1e9);
   if (j->me.wait_peer >= 0 && j->me.wait_peer < n) {
     say(t, ", waiting for %s ", waits_for(j->me.wait_dir));
@@ -613,7 +628,7 @@ static void report(job *j) {
       odd[r] = 1;
     else if (a->issued <= call->index)
       not_issued[r] = 1;
-    else if (a->ended > call->index && !a->device)
+    else if (a->ended > call->index)
       finished[r] = 1;
     else
       inside[r] = 1;
@@ -656,6 +671,9 @@ static void report(job *j) {
     say_other(t, a);
   }
   if (nculprits > said) say(t, "\n  ... and %d more", nculprits - said);
+  /* A call not seen to finish is only reported with a culprit: without
+   * one it most likely finished. */
+  if (!nculprits && j->me.stall_gpu == 2) goto out;
   if (!nculprits) {
     say(t, "\n  every rank has issued it; the waits:");
     for (int i = 0; i < m; i++) {
@@ -685,6 +703,66 @@ out:
   free(t);
 }
 
+void chorus_status_gpu_launched(ncclComm_t comm, uint64_t index, void *stream) {
+  chorus_progress *p = &comm->progress;
+  if (!comm->status_held || comm->device < 0) return;
+  /* An event record costs about a microsecond: one a millisecond at most.
+   * The launches between are the tail, which gpu_check handles. */
+  const int64_t now = chorus_coarse_now_ns();
+  __atomic_store_n(&p->gpu_tail_ns, now, __ATOMIC_RELAXED);
+  __atomic_store_n(&p->gpu_tail, index + 1, __ATOMIC_RELEASE);
+  if (__atomic_load_n(&p->gpu_follow, __ATOMIC_RELAXED) &&
+      now - __atomic_load_n(&p->gpu_since, __ATOMIC_RELAXED) < GPU_FOLLOW_NS)
+    return;
+  if (chorus_dev_stream_capturing(stream) != 0) return;
+  const int was = chorus_dev_current();
+  if (was != comm->device) chorus_dev_use(comm->device);
+  if (!p->gpu_event && chorus_dev_event_new(&p->gpu_event) != 0) p->gpu_event = NULL;
+  if (p->gpu_event && chorus_dev_event_record(p->gpu_event, stream) == 0) {
+    __atomic_store_n(&p->gpu_since, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&p->gpu_follow, index + 1, __ATOMIC_RELEASE);
+  }
+  if (was >= 0 && was != comm->device) chorus_dev_use(was);
+}
+
+/* What e's GPU finished (under lock). A followed call whose event has not
+ * completed for `warn` is a stall (1). Launches after the last followed
+ * one are not seen to finish: quiet for `warn`, the last of them is a
+ * suspect (2), reported only when a peer shows a culprit. Either ends
+ * with the next launch or completion. */
+static void gpu_check(entry *e, int64_t now, int64_t warn) {
+  chorus_progress *p = &e->comm->progress;
+  const uint64_t follow = __atomic_load_n(&p->gpu_follow, __ATOMIC_ACQUIRE);
+  const uint64_t tail = __atomic_load_n(&p->gpu_tail, __ATOMIC_ACQUIRE);
+  if (!follow) return;
+  const int64_t since = __atomic_load_n(&p->gpu_since, __ATOMIC_RELAXED),
+                tail_ns = __atomic_load_n(&p->gpu_tail_ns, __ATOMIC_RELAXED);
+  chorus_dev_use(e->comm->device);
+  const int done = chorus_dev_event_done(p->gpu_event);
+  if (done == 1 && __atomic_load_n(&p->gpu_done, __ATOMIC_RELAXED) < follow)
+    __atomic_store_n(&p->gpu_done, follow, __ATOMIC_RELAXED);
+  int kind = 0;
+  uint64_t k = 0;
+  int64_t from = 0;
+  if (done == 0 && now - since >= warn)
+    kind = 1, k = follow - 1, from = since;
+  else if (done == 1 && tail > follow && now - tail_ns >= warn)
+    kind = 2, k = tail - 1, from = tail_ns;
+  if (e->gpu_stalled && (e->gpu_stalled != kind || e->gpu_call != k)) {
+    chorus_progress_unstall(p);
+    e->gpu_stalled = 0;
+  }
+  if (!kind || e->gpu_stalled) return;
+  chorus_progress_view v;
+  chorus_progress_read(p, &v);
+  chorus_call_desc d = {k, 0, 0, 0, -1, -1};
+  int64_t t;
+  (void)chorus_progress_recent(&v, k, &d, &t);
+  chorus_progress_stall(p, &d, 0, kind, from, -1, -1);
+  e->gpu_stalled = kind;
+  e->gpu_call = k;
+}
+
 /* The first registered communicator whose stall is due a report, copied
  * into *j (under lock); 0 when none. */
 static int next_job(job *j, int64_t warn) {
@@ -694,6 +772,10 @@ static int next_job(job *j, int64_t warn) {
     chorus_progress_view v;
     chorus_progress_read(&e->comm->progress, &v);
     if (!v.stall_since || now - v.stall_since < warn || v.stall_id == e->reported) continue;
+    /* A GPU communicator's report is its GPU's (gpu_check); a host thread
+     * that stalls beside it (the proxy across hosts) only adds whom it
+     * waits for, in the answers. */
+    if (e->comm->device >= 0 && !v.stall_gpu) continue;
     if (__atomic_load_n(&e->comm->cc.failed, __ATOMIC_RELAXED) != ncclSuccess) continue;
     e->reported = v.stall_id;
     const int n = e->comm->nranks;
@@ -726,6 +808,9 @@ static void *reporter_main(void *arg) {
     until.tv_nsec += REPORT_TICK_MS * 1000000l;
     if (until.tv_nsec >= 1000000000l) until.tv_sec++, until.tv_nsec -= 1000000000l;
     (void)pthread_cond_timedwait(&tick, &lock, &until);
+    const int64_t now = chorus_now_ns();
+    for (int i = 0; i < nentries; i++)
+      if (entries[i].comm->device >= 0) gpu_check(&entries[i], now, warn);
     job j;
     while (!stopping && next_job(&j, warn)) {
       pthread_mutex_unlock(&lock);
@@ -882,6 +967,13 @@ void chorus_status_unregister(ncclComm_t comm) {
   }
   pthread_mutex_unlock(&lock);
   chorus_free(peers);
+  if (comm->progress.gpu_event) { /* the reporter no longer sees it */
+    const int was = chorus_dev_current();
+    if (was != comm->device) chorus_dev_use(comm->device);
+    chorus_dev_event_free(comm->progress.gpu_event);
+    comm->progress.gpu_event = NULL;
+    if (was >= 0 && was != comm->device) chorus_dev_use(was);
+  }
   if (stop) {
     if (dump_sig > 0) sigaction(dump_sig, &dump_old, NULL);
     dump_sig = 0;

@@ -22,6 +22,12 @@
  * shows it so (a process of this machine and PID namespace). One report
  * per stall; the call then waits on as before (CHORUS_OP_TIMEOUT ends it).
  *
+ * On GPU communicators the host does not wait: an event recorded after
+ * each launch (outside graph capture) tells the reporter what the GPU
+ * finished, and a call whose event has not completed for CHORUS_STUCK_WARN
+ * seconds is reported the same way ("has not finished on the GPU"), its
+ * peers' answers counting calls finished on their GPUs.
+ *
  * The state dump: on CHORUS_DUMP_SIGNAL (chorus.h's chorusDumpState raises
  * it) the server thread writes every communicator of the process to
  * CHORUS_DUMP_FILE: calls issued and ended, the recent ones, a stall and
@@ -51,6 +57,10 @@ void chorus_status_listen(ncclComm_t comm, const chorus_sockaddr *near, chorus_s
 /* comm (ready) answers and is watched from now on. peers: every rank's
  * record, taken over (chorus_malloc'd). */
 void chorus_status_register(ncclComm_t comm, chorus_status_peer *peers);
+
+/* GPU communicator comm launched collectives up to #index on stream:
+ * its event follows them (not while the stream is being captured). */
+void chorus_status_gpu_launched(ncclComm_t comm, uint64_t index, void *stream);
 
 /* The signal CHORUS_DUMP_SIGNAL's text names ("USR1", "SIGUSR1", "10"):
  * its number, 0 for none ("off", unset), -1 when not one to catch. */

@@ -18,6 +18,14 @@ static inline int64_t chorus_now_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The same clock, read coarsely (to a few ms) for a few ns: for times
+ * that are only ever shown or compared in seconds. */
+static inline int64_t chorus_coarse_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 /* Deadline `sec` seconds from now; sec <= 0 means none. */
 static inline int64_t chorus_deadline_in_s(int64_t sec) {
   return sec > 0 ? chorus_now_ns() + sec * 1000000000 : CHORUS_NO_DEADLINE;

@@ -1,0 +1,104 @@
+/*
+ * stuck.c - the stuck report on GPU communicators: the last rank comes
+ * late to AllReduce #3, and every other rank's report must name it.
+ *
+ * One process per GPU (chorusrun; also as hosts, NCCL_HOSTID). Each rank
+ * logs to its own NCCL_DEBUG_FILE (set here, in a fresh folder), runs
+ * AllReduce #0-#2 on 1024 floats (checked), then #3: the last rank first
+ * sleeps LATE_S (default 6) seconds; the others launch it and, while their
+ * GPU waits, watch their log for the report. CHORUS_STUCK_WARN must be
+ * set (the check sets 2). A waiting rank passes when its report appears
+ * within CHORUS_STUCK_WARN + 2 s of its launch, says the call has not
+ * finished on the GPU (or not been seen to: launched within a millisecond
+ * of the call before, no event followed it), and names the last rank with its pid as having not
+ * issued AllReduce #3; every rank's #3 must then end right.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu_test.h"
+
+#define COUNT 1024
+
+static float *dev;
+static float host[COUNT];
+
+static void allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n, int k, double *launched) {
+  for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + k);
+  CUDA(cudaMemcpy(dev, host, sizeof host, cudaMemcpyHostToDevice));
+  if (launched) *launched = now();
+  NCCL(ncclAllReduce(dev, dev, COUNT, ncclFloat, ncclSum, comm, s));
+  if (launched) return;
+  CUDA(cudaStreamSynchronize(s));
+  CUDA(cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost));
+  const float want = (float)(n * (n - 1) / 2 + n * k);
+  for (int i = 0; i < COUNT; i++)
+    EXPECT(host[i] == want, "rank %d: AllReduce #%d: element %d is %g, want %g", rank, k, i,
+           host[i], want);
+}
+
+int main(void) {
+  const int warn = env_int("CHORUS_STUCK_WARN", 0), late = env_int("LATE_S", 6);
+  if (warn <= 0 || warn + 2 >= late) {
+    fprintf(stderr, "stuck: set CHORUS_STUCK_WARN (and LATE_S above it + 2)\n");
+    return 2;
+  }
+  char dir[] = "/tmp/chorus-stuck.XXXXXX", log[256];
+  const int rank_env = env_int("RANK", 0);
+  if (!mkdtemp(dir)) return 1;
+  snprintf(log, sizeof log, "%s/rank%d.log", dir, rank_env);
+  setenv("NCCL_DEBUG_FILE", log, 1); /* before the library's first line */
+  int rank, n;
+  ncclComm_t comm;
+  cudaStream_t s;
+  const int joined = join_launched(&rank, &n, &comm, &s);
+  if (joined) return joined;
+  CUDA(cudaMalloc((void **)&dev, sizeof host));
+  for (int k = 0; k < 3; k++) allreduce(comm, s, rank, n, k, NULL);
+  const int culprit = rank == n - 1;
+  if (culprit) sleep((unsigned)late);
+  double launched = 0, seen = -1;
+  allreduce(comm, s, rank, n, 3, &launched);
+  char report[8192] = "";
+  while (!culprit && cudaStreamQuery(s) == cudaErrorNotReady && now() - launched < late + 30) {
+    FILE *f = fopen(log, "r");
+    size_t got = f ? fread(report, 1, sizeof report - 1, f) : 0;
+    if (f) fclose(f);
+    report[got] = '\0';
+    if (seen < 0 && strstr(report, "stuck: ")) seen = now() - launched;
+    usleep(50000);
+  }
+  CUDA(cudaStreamSynchronize(s));
+  CUDA(cudaMemcpy(host, dev, sizeof host, cudaMemcpyDeviceToHost));
+  const float want = (float)(n * (n - 1) / 2 + n * 3);
+  for (int i = 0; i < COUNT; i++)
+    EXPECT(host[i] == want, "rank %d: AllReduce #3: element %d is %g, want %g", rank, i, host[i],
+           want);
+  if (!culprit) {
+    const char *at = strstr(report, "stuck: ");
+    printf("rank %d: report after %.2f s:\n%s\n", rank, seen, at ? at : "(none)");
+    EXPECT(seen >= 0 && seen <= warn + 2.0, "rank %d: no report within %d + 2 s (after %.2f s)",
+           rank, warn, seen);
+    char culprit_words[128];
+    snprintf(culprit_words, sizeof culprit_words, "culprit: rank %d (host ", n - 1);
+    EXPECT(at && strstr(at, "AllReduce(count=1024, float, sum) #3 on comm ") &&
+               (strstr(at, "has not finished on the GPU for") ||
+                strstr(at, "has not been seen to finish on the GPU for")),
+           "rank %d: the report does not say AllReduce #3 has not finished on the GPU", rank);
+    const char *c = at ? strstr(at, culprit_words) : NULL;
+    EXPECT(c && strstr(c, ") has not issued AllReduce #3; its last call was AllReduce(count=1024, "
+                          "float, sum) #2"),
+           "rank %d: the report does not name rank %d as not having issued #3", rank, n - 1);
+    /* The late rank sleeps on the host: nothing of it waits. */
+    const char *eol = c ? strchr(c, '\n') : NULL, *waits = c ? strstr(c, "it waits in") : NULL;
+    EXPECT(!waits || (eol && waits > eol), "rank %d: the report says the late rank waits", rank);
+  }
+  CUDA(cudaFree(dev));
+  NCCL(ncclCommDestroy(comm));
+  unlink(log);
+  rmdir(dir);
+  printf("rank %d: %s\n", rank, failures ? "FAIL" : "ok");
+  return failures ? 1 : 0;
+}
