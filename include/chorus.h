@@ -56,12 +56,15 @@ static inline int chorusDumpState(void) {
   if (!sig) {
     char *end;
     const long k = strtol(v, &end, 10);
-    if (*end || k <= 0 || k >= NSIG) return -1;
+    if (*end || k <= 0 || k > 64) return -1;
     sig = (int)k;
   }
-  struct sigaction now;
-  if (sigaction(sig, NULL, &now) != 0 || now.sa_handler == SIG_DFL || now.sa_handler == SIG_IGN)
-    return -1;
+  /* Only where a handler waits (plain C: the disposition is read by
+   * swapping it, and put back). */
+  void (*now)(int) = signal(sig, SIG_IGN);
+  if (now == SIG_ERR) return -1;
+  signal(sig, now);
+  if (now == SIG_DFL || now == SIG_IGN) return -1;
   return raise(sig) == 0 ? 0 : -1;
 }
 

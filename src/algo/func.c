@@ -78,6 +78,21 @@ size_t chorus_func_size(int func, size_t count, size_t esize, int n) {
   return count * esize * (blocks ? (size_t)n : 1);
 }
 
+double chorus_func_bus_factor(int func, int n) {
+  if (n < 1) return 0;
+  switch (func) {
+  case CHORUS_FUNC_ALLREDUCE:
+    return 2.0 * (n - 1) / n;
+  case CHORUS_FUNC_BROADCAST:
+  case CHORUS_FUNC_REDUCE:
+  case CHORUS_FUNC_SEND:
+  case CHORUS_FUNC_RECV:
+    return 1.0;
+  default:
+    return (double)(n - 1) / n;
+  }
+}
+
 size_t chorus_func_out_bytes(int func, size_t count, size_t esize, int n) {
   const chorus_func_info *f = chorus_func_get(func);
   return count * esize * (f && f->recv_blocks == N ? (size_t)n : 1);

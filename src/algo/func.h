@@ -84,6 +84,10 @@ size_t chorus_func_recv_elems(int func, size_t count, int rank, int root, int n)
  * rules and cost models are stated in (count x element size, times n
  * where a buffer is n blocks). */
 size_t chorus_func_size(int func, size_t count, size_t esize, int n);
+/* nccl-tests' bus bandwidth factor: bus bandwidth = that size / time x
+ * this (2(n-1)/n for AllReduce; (n-1)/n where each rank's block goes to
+ * the others; 1 for Broadcast, Reduce and Send/Recv). */
+double chorus_func_bus_factor(int func, int n);
 /* Bytes of output one rank writes where its output is used everywhere
  * (the root's for Gather), for choosing how to store it. */
 size_t chorus_func_out_bytes(int func, size_t count, size_t esize, int n);

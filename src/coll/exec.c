@@ -54,8 +54,10 @@ static void fail_queue(chorus_exec_queue *q, ncclResult_t res) {
 static ncclResult_t step(chorus_op *op, uint64_t *ticks) {
   uint64_t before = op->ticks;
   op->wait_conn = NULL;
+  if (op->cc->tracing && !op->t_start) op->t_start = chorus_now_ns();
   ncclResult_t res = op->step(op);
   *ticks += op->ticks - before + (res == ncclSuccess);
+  if (op->cc->tracing && res == ncclSuccess) op->t_end = chorus_now_ns();
   return res;
 }
 

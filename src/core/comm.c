@@ -12,6 +12,7 @@
 #include "core/netprobe.h"
 #include "core/stats.h"
 #include "core/status.h"
+#include "core/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,6 +111,8 @@ typedef struct rank_record {
   uint32_t nstreams;
   uint32_t pad;
   chorus_status_peer status; /* where its process answers (core/status.h) */
+  uint32_t traced;           /* CHORUS_TRACE is set there */
+  uint32_t pad2;
 } rank_record;
 
 /* Buffer geometry every rank must agree on (the smallest request wins),
@@ -256,6 +259,8 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   rec[comm->rank].nstreams =
       (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, nthreads) * CHORUS_MIN(16, nsock));
   chorus_status_listen(comm, &comm->bs->listen_addr, &rec[comm->rank].status);
+  const char *trace = chorus_param_str(CHORUS_P_TRACE);
+  rec[comm->rank].traced = trace && *trace;
   ncclResult_t res = chorus_bootstrap_allgather(comm->bs, rec, sizeof *rec);
   if (res == ncclSuccess && comm->status_held &&
       !(comm->status_peers = chorus_malloc((size_t)comm->nranks * sizeof *comm->status_peers)))
@@ -267,7 +272,9 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   }
   *geo = (geometry){rec[0].slot_bytes,   rec[0].stage_bytes,   (int)rec[0].nslots,
                     (int)rec[0].nstages, (int)rec[0].nstreams, nthreads};
+  int traced = 0;
   for (int r = 0; r < comm->nranks; r++) {
+    traced += rec[r].traced != 0;
     info[r] = rec[r].info;
     if (comm->status_peers) comm->status_peers[r] = rec[r].status;
     geo->slot_bytes = CHORUS_MIN(geo->slot_bytes, rec[r].slot_bytes);
@@ -277,6 +284,11 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     geo->nstreams = CHORUS_MIN(geo->nstreams, (int)rec[r].nstreams);
   }
   chorus_free(rec);
+  /* Traces are merged by offsets measured against rank 0, together. */
+  comm->traced_by_all = traced == comm->nranks;
+  if (traced && traced < comm->nranks && comm->rank == 0)
+    WARN("CHORUS_TRACE is set on %d of %d ranks: no rank traces (set it on all)", traced,
+         comm->nranks);
   CHECK(chorus_topo_build(&comm->topo, info, comm->nranks, comm->rank));
   cap_fifos(comm, geo);
   return ncclSuccess;
@@ -533,6 +545,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   if (!comm->is_part) chorus_stats_register(comm);  /* counted from its first call */
   chorus_status_register(comm, comm->status_peers); /* takes them */
   comm->status_peers = NULL;
+  if (comm->traced_by_all) CHECK_GOTO(chorus_trace_open(comm), res, out);
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
   INFO(CHORUS_INIT,
        "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s); the process holds %.1f "
@@ -599,6 +612,7 @@ void chorus_comm_inherit_net(ncclComm_t child, const struct ncclComm *parent) {
 
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
+  chorus_trace_close(comm);       /* its GPU events, while the device side stands */
   chorus_status_unregister(comm); /* no more answers about it */
   chorus_free(comm->status_peers);
   chorus_stats_unregister(comm); /* its last line, while its topology stands */

@@ -87,6 +87,8 @@ struct ncclComm {
   chorus_progress progress;                /* its calls, for the stuck report (core/status.h) */
   int status_held;                         /* it holds the status service (core/status.h) */
   struct chorus_status_peer *status_peers; /* every rank's, until registered there */
+  struct chorus_trace_state *trace;        /* CHORUS_TRACE (core/trace.h), or NULL */
+  int traced_by_all;                       /* every rank set CHORUS_TRACE */
 
   char last_error[1024];
 };

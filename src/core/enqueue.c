@@ -12,6 +12,7 @@
 #include "core/comm.h"
 #include "core/group.h"
 #include "core/status.h"
+#include "core/trace.h"
 #include "gpu/gpu.h"
 #include "gpu/proxy.h"
 #include "util/alloc.h"
@@ -68,6 +69,10 @@ static ncclResult_t run_gpu_ops(chorus_op **gpu, size_t n) {
   return res;
 }
 
+static ncclComm_t comm_of(const chorus_coll_comm *cc) {
+  return (ncclComm_t)(void *)((char *)cc - offsetof(struct ncclComm, cc));
+}
+
 /* The stuck report follows what each GPU finished (core/status.h): one
  * event per communicator after its last collective here. */
 static void follow_gpu_ops(chorus_op **gpu, size_t n) {
@@ -78,8 +83,38 @@ static void follow_gpu_ops(chorus_op **gpu, size_t n) {
     for (size_t j = i + 1; j < n && !later; j++)
       later = gpu[j]->cc == op->cc && !chorus_func_p2p(gpu[j]->func);
     if (later) continue;
-    ncclComm_t comm = (ncclComm_t)(void *)((char *)op->cc - offsetof(struct ncclComm, cc));
-    chorus_status_gpu_launched(comm, op->app_index, op->cuda_stream);
+    chorus_status_gpu_launched(comm_of(op->cc), op->app_index, op->cuda_stream);
+  }
+}
+
+/* CHORUS_TRACE around a launch of GPU calls: per traced communicator (the
+ * first TRACED_MAX), a timing event before them on its first call's stream
+ * and one after them. */
+#define TRACED_MAX 16
+typedef struct traced_launch {
+  int n, slot[TRACED_MAX], first[TRACED_MAX];
+} traced_launch;
+
+static void trace_gpu_begin(chorus_op **gpu, size_t n, traced_launch *t) {
+  t->n = 0;
+  for (size_t i = 0; i < n && t->n < TRACED_MAX; i++) {
+    if (!gpu[i]->cc->tracing) continue;
+    int seen = 0;
+    for (int k = 0; k < t->n && !seen; k++) seen = gpu[t->first[k]]->cc == gpu[i]->cc;
+    if (seen) continue;
+    t->first[t->n] = (int)i;
+    t->slot[t->n++] = chorus_trace_gpu_begin(comm_of(gpu[i]->cc), gpu[i]->cuda_stream);
+  }
+}
+
+static void trace_gpu_end(chorus_op **gpu, size_t n, const traced_launch *t) {
+  for (int k = 0; k < t->n; k++) {
+    const chorus_op *first = gpu[t->first[k]];
+    chorus_op *mine[64];
+    int m = 0;
+    for (size_t i = (size_t)t->first[k]; i < n && m < 64; i++)
+      if (gpu[i]->cc == first->cc) mine[m++] = gpu[i];
+    chorus_trace_gpu_end(comm_of(first->cc), t->slot[k], mine, m, first->cuda_stream);
   }
 }
 
@@ -131,7 +166,10 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     }
     chorus_exec_queue_push(&qs[i], &tails[2 * i], op);
   }
+  traced_launch traced = {0, {0}, {0}};
+  if (res == ncclSuccess && ng) trace_gpu_begin(gpu, ng, &traced);
   if (res == ncclSuccess && ng) res = run_gpu_ops(gpu, ng);
+  if (res == ncclSuccess && ng) trace_gpu_end(gpu, ng, &traced);
   if (res == ncclSuccess && ng) follow_gpu_ops(gpu, ng);
   if (res == ncclSuccess) {
     const int count = !(flags & CHORUS_RUN_COUNTED);
@@ -139,6 +177,9 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     res = chorus_exec_run(qs, nq);
     for (int i = 0; i < nq && count; i++) __atomic_sub_fetch(&qs[i].cc->busy, 1, __ATOMIC_ACQ_REL);
   }
+  for (size_t j = 0; j < k && res == ncclSuccess; j++)
+    if (all[j]->cc->tracing && !all[j]->cc->gpu && !all[j]->cc->proxy)
+      chorus_trace_host(comm_of(all[j]->cc), all[j]);
   /* Calls handed to a GPU count as ended, host calls once they ran. */
   for (size_t j = 0; j < k && res == ncclSuccess; j++)
     if (all[j]->cc->progress)

@@ -129,6 +129,10 @@ int chorus_dev_event_new(void **out);
 int chorus_dev_event_record(void *ev, void *stream);
 int chorus_dev_event_done(void *ev);
 int chorus_dev_event_free(void *ev);
+/* Events that time (CHORUS_TRACE): one made, and the milliseconds from
+ * a's record to b's, both completed. */
+int chorus_dev_event_new_timed(void **out);
+int chorus_dev_event_elapsed(void *a, void *b, float *ms);
 /* Waits on the host for the work before ev's last record. */
 int chorus_dev_event_wait(void *ev);
 /* Makes stream wait for the work before ev's last record (capturable). */

@@ -219,3 +219,12 @@ int chorus_dev_event_wait(void *ev) {
   (void)ev;
   return -1;
 }
+int chorus_dev_event_new_timed(void **out) {
+  *out = NULL;
+  return -1;
+}
+int chorus_dev_event_elapsed(void *a, void *b, float *ms) {
+  (void)a, (void)b;
+  *ms = 0;
+  return -1;
+}

@@ -330,6 +330,21 @@ extern "C" int chorus_dev_event_new(void **out) {
   return 0;
 }
 
+extern "C" int chorus_dev_event_new_timed(void **out) {
+  relaxed_capture relaxed;
+  cudaEvent_t ev;
+  *out = NULL;
+  TRY(cudaEventCreate(&ev), "cudaEventCreate");
+  *out = (void *)ev;
+  return 0;
+}
+
+extern "C" int chorus_dev_event_elapsed(void *a, void *b, float *ms) {
+  relaxed_capture relaxed;
+  TRY(cudaEventElapsedTime(ms, (cudaEvent_t)a, (cudaEvent_t)b), "cudaEventElapsedTime");
+  return 0;
+}
+
 extern "C" int chorus_dev_event_record(void *ev, void *stream) {
   TRY(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream), "cudaEventRecord");
   return 0;

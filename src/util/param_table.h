@@ -48,6 +48,7 @@ CHORUS_PARAM(OP_TIMEOUT,       "CHORUS_OP_TIMEOUT",     INT, "600", OFF, "Second
 CHORUS_PARAM(STUCK_WARN,       "CHORUS_STUCK_WARN",     INT, "10", OFF, "Seconds a call may stall before every waiting rank reports who it waits for")
 CHORUS_PARAM(DUMP_SIGNAL,      "CHORUS_DUMP_SIGNAL",    STR, NULL, 0, "A signal (USR1, 12, ...) on which the process writes every communicator's state")
 CHORUS_PARAM(DUMP_FILE,        "CHORUS_DUMP_FILE",      STR, "/tmp/chorus-dump.%h.%p.txt", 0, "Where (%h host, %p pid); chorus_info --dump PID shows it")
+CHORUS_PARAM(TRACE,            "CHORUS_TRACE",          STR, NULL, 0, "A Chrome trace of every call to this file (%h host, %p pid); tools/chorus_trace.py merges")
 CHORUS_PARAM(SPIN_US,          "CHORUS_SPIN_US",        INT, "auto", AUTO, "Microseconds a waiting rank polls (auto: 1000, 0 when ranks > cores)")
 CHORUS_PARAM(YIELD_US,         "CHORUS_YIELD_US",       INT, "2000", 0, "Microseconds it then yields the CPU before it sleeps")
 CHORUS_PARAM(STATS_INTERVAL,   "CHORUS_STATS_INTERVAL", INT, "off", OFF, "Seconds between lines of live statistics per communicator (off: none)")

@@ -11,7 +11,9 @@
  * within CHORUS_STUCK_WARN + 2 s of its launch, says the call has not
  * finished on the GPU (or not been seen to: launched within a millisecond
  * of the call before, no event followed it), and names the last rank with its pid as having not
- * issued AllReduce #3; every rank's #3 must then end right.
+ * issued AllReduce #3; every rank's #3 must then end right. With
+ * CHORUS_TRACE set, each rank's trace must then hold its four AllReduces
+ * as GPU calls.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +39,37 @@ static void allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n, int k, d
   for (int i = 0; i < COUNT; i++)
     EXPECT(host[i] == want, "rank %d: AllReduce #%d: element %d is %g, want %g", rank, k, i,
            host[i], want);
+}
+
+/* With CHORUS_TRACE (its %p this process): the file, closed with the
+ * communicator, holds AllReduce #0-#3 of this rank, timed on the GPU. */
+static void check_trace(int rank) {
+  const char *pattern = getenv("CHORUS_TRACE");
+  if (!pattern) return;
+  char path[512], *o = path;
+  for (const char *p = pattern; *p && o < path + sizeof path - 16; p++)
+    if (p[0] == '%' && p[1] == 'p') {
+      o += snprintf(o, 16, "%d", (int)getpid());
+      p++;
+    } else {
+      *o++ = *p;
+    }
+  *o = '\0';
+  FILE *f = fopen(path, "r");
+  static char text[1 << 16];
+  const size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  if (f) fclose(f);
+  text[got] = '\0';
+  EXPECT(got > 0 && strstr(text, "\n]\n"), "rank %d: no finished trace at %s", rank, path);
+  for (int k = 0; k < 4; k++) {
+    char want[64];
+    snprintf(want, sizeof want, "\"index\":%d,\"count\":1024,\"type\":\"float\"", k);
+    const char *at = strstr(text, want), *gpu = at ? strstr(at, "\"device\":true") : NULL;
+    const char *next = at ? strstr(at, "\n") : NULL;
+    EXPECT(at && gpu && (!next || gpu < next), "rank %d: AllReduce #%d is not in %s as a GPU call",
+           rank, k, path);
+  }
+  unlink(path);
 }
 
 int main(void) {
@@ -97,6 +130,7 @@ int main(void) {
   }
   CUDA(cudaFree(dev));
   NCCL(ncclCommDestroy(comm));
+  check_trace(rank);
   unlink(log);
   rmdir(dir);
   printf("rank %d: %s\n", rank, failures ? "FAIL" : "ok");

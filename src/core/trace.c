@@ -1,0 +1,395 @@
+/*
+ * trace.c - see trace.h.
+ *
+ * One file per process, under `lock`: events are whole lines, so a file
+ * cut short by a crash still opens (the array's closing bracket is
+ * optional in the format). GPU calls leave a pair of timing events per
+ * launch in their communicator's queue; a thread of this module writes
+ * them once the second completes, placing them on the host's clock
+ * through an anchor event (recorded, waited for, and the host clock
+ * read), renewed every ANCHOR_NS so the float milliseconds CUDA measures
+ * in stay precise.
+ */
+#include "core/trace.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "algo/func.h"
+#include "bootstrap/bootstrap.h"
+#include "core/comm.h"
+#include "device/device.h"
+#include "util/alloc.h"
+#include "util/check.h"
+#include "util/clock.h"
+#include "util/log.h"
+#include "util/misc.h"
+#include "util/param.h"
+#include "util/siphash.h"
+#include "util/socket.h"
+
+#define CLOCK_TAG   0x636c6f636b6f6666ull /* "clockoff": the offset's round trips */
+#define ROUNDS      8
+#define GPU_PENDING 1024 /* launches waiting for their GPU times, per communicator */
+#define ANCHOR_NS   (10ll * 1000000000)
+#define LABEL_MAX   48
+
+typedef struct gpu_launch {
+  void *start, *end; /* timing events around the launch */
+  chorus_call_desc d[8];
+  int64_t t_enq[8];
+  int n, more;  /* descriptions kept (n), calls beyond them (more) */
+  double bytes; /* of all its calls, for the bus bandwidth */
+} gpu_launch;
+
+struct chorus_trace_state {
+  int slot; /* "tid": the communicator's place in this process */
+  char label[LABEL_MAX];
+  double offset_us; /* rank 0's clock minus this one's */
+  /* GPU communicators: launches in flight, a ring. */
+  gpu_launch *ring;
+  unsigned head, tail; /* under lock */
+  void *anchor, *anchor_stream;
+  int64_t anchor_ns; /* host time of the anchor event */
+  unsigned dropped;
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
+static FILE *file;
+static int users, next_slot;
+static ncclComm_t *gpu_comms; /* those with launches to read */
+static int ngpu, cap_gpu;
+static pthread_t reader;
+static int reader_running, reader_stop;
+
+/* ---- the clock offset ----------------------------------------------------------------- */
+
+/* Rank 0's clock minus this rank's, in ns: the round trip of ROUNDS whose
+ * reply came back soonest, halved. Rank 0 answers every other rank in
+ * turn. */
+static ncclResult_t measure_offset(ncclComm_t comm, int64_t *offset) {
+  *offset = 0;
+  if (comm->nranks == 1) return ncclSuccess;
+  chorus_bootstrap *bs = comm->bs;
+  const int64_t dl = chorus_now_ns() + 30ll * 1000000000;
+  char err[256] = "";
+  ncclResult_t res = ncclSuccess;
+  if (comm->rank == 0) {
+    for (int r = 1; r < comm->nranks && res == ncclSuccess; r++) {
+      int fd = -1;
+      CHECK(chorus_bootstrap_accept(bs, r, CLOCK_TAG, &fd));
+      for (int k = 0; k < ROUNDS && res == ncclSuccess; k++) {
+        int64_t t;
+        res = chorus_sock_recv_all(fd, &t, sizeof t, dl, err, sizeof err);
+        t = chorus_now_ns();
+        if (res == ncclSuccess) res = chorus_sock_send_all(fd, &t, sizeof t, dl, err, sizeof err);
+      }
+      close(fd);
+    }
+  } else {
+    int fd = -1;
+    CHECK(chorus_bootstrap_connect(bs, 0, CLOCK_TAG, &fd));
+    int64_t best = INT64_MAX;
+    for (int k = 0; k < ROUNDS && res == ncclSuccess; k++) {
+      int64_t t0 = chorus_now_ns(), theirs = 0;
+      res = chorus_sock_send_all(fd, &t0, sizeof t0, dl, err, sizeof err);
+      if (res == ncclSuccess)
+        res = chorus_sock_recv_all(fd, &theirs, sizeof theirs, dl, err, sizeof err);
+      const int64_t t1 = chorus_now_ns();
+      if (res == ncclSuccess && t1 - t0 < best) {
+        best = t1 - t0;
+        *offset = theirs - (t0 + t1) / 2;
+      }
+    }
+    close(fd);
+  }
+  if (res != ncclSuccess)
+    return chorus_error(res, "CHORUS_TRACE: measuring the clock offset to rank 0: %s", err);
+  return ncclSuccess;
+}
+
+/* ---- events ----------------------------------------------------------------------- */
+
+static void write_event(ncclComm_t comm, const chorus_call_desc *d, int64_t t_enq, double start_us,
+                        double end_us, int algo, double bytes, int more) {
+  const struct chorus_trace_state *t = comm->trace;
+  const double dur = end_us > start_us ? end_us - start_us : 0;
+  const double bus =
+      dur > 0 ? bytes / dur / 1e3 * chorus_func_bus_factor(d->func, comm->nranks) : 0;
+  fprintf(file,
+          "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,"
+          "\"dur\":%.3f,\"args\":{\"comm\":\"%s\",\"index\":%llu,\"count\":%llu,\"type\":\"%s\"",
+          chorus_func_name(d->func), chorus_func_p2p(d->func) ? "p2p" : "collective", comm->rank,
+          t->slot, start_us, dur, t->label, (unsigned long long)d->index,
+          (unsigned long long)d->count, chorus_type_name(d->dtype));
+  if (chorus_func_reduces(d->func)) fprintf(file, ",\"op\":\"%s\"", chorus_redop_name(d->redop));
+  if (d->root >= 0)
+    fprintf(file, ",\"%s\":%d", chorus_func_p2p(d->func) ? "peer" : "root", d->root);
+  fprintf(file, ",\"bytes\":%.0f,\"algorithm\":\"%s\",\"enqueue_ts\":%.3f,\"busbw_GBps\":%.6g",
+          bytes, algo >= 0 ? chorus_algo_name(algo) : "gpu", (double)t_enq / 1e3, bus);
+  if (more) fprintf(file, ",\"grouped_with\":%d", more);
+  fprintf(file, ",\"device\":%s}},\n", comm->device >= 0 ? "true" : "false");
+}
+
+static chorus_call_desc desc_of(const chorus_op *op) {
+  return (chorus_call_desc){
+      chorus_func_p2p(op->func) ? op->ticket : op->app_index, op->count, op->func, op->dtype,
+      chorus_func_reduces(op->func) ? op->nccl_op : -1,       op->root};
+}
+
+static double op_bytes(const ncclComm_t comm, const chorus_op *op) {
+  return (double)chorus_func_size(op->func, op->count, op->esize, comm->nranks);
+}
+
+void chorus_trace_host(ncclComm_t comm, const chorus_op *op) {
+  if (!comm->trace) return;
+  const chorus_call_desc d = desc_of(op);
+  pthread_mutex_lock(&lock);
+  if (file)
+    write_event(comm, &d, op->t_enq, (double)op->t_start / 1e3, (double)op->t_end / 1e3, op->algo,
+                op_bytes(comm, op), 0);
+  pthread_mutex_unlock(&lock);
+}
+
+/* ---- GPU calls -------------------------------------------------------------------- */
+
+/* Host time (ns) of GPU event ev of t's device: its distance from the
+ * anchor. */
+static int gpu_time(const struct chorus_trace_state *t, void *ev, int64_t *ns) {
+  float ms = 0;
+  if (chorus_dev_event_elapsed(t->anchor, ev, &ms) != 0) return -1;
+  *ns = t->anchor_ns + (int64_t)((double)ms * 1e6);
+  return 0;
+}
+
+/* A fresh anchor on the communicator's device (its own stream). */
+static int anchor(struct chorus_trace_state *t) {
+  if (chorus_dev_event_record(t->anchor, t->anchor_stream) != 0 ||
+      chorus_dev_event_wait(t->anchor) != 0)
+    return -1;
+  t->anchor_ns = chorus_now_ns();
+  return 0;
+}
+
+/* Frees t's GPU side (its device current). */
+static void free_gpu(struct chorus_trace_state *t) {
+  if (t->ring)
+    for (int i = 0; i < GPU_PENDING; i++) {
+      (void)chorus_dev_event_free(t->ring[i].start);
+      (void)chorus_dev_event_free(t->ring[i].end);
+    }
+  chorus_free(t->ring);
+  t->ring = NULL;
+  (void)chorus_dev_event_free(t->anchor);
+  t->anchor = NULL;
+  if (t->anchor_stream) (void)chorus_dev_stream_free(t->anchor_stream);
+  t->anchor_stream = NULL;
+}
+
+/* Writes comm's launches that finished (under lock); with `all`, waits
+ * for each. */
+static void drain(ncclComm_t comm, int all) {
+  struct chorus_trace_state *t = comm->trace;
+  chorus_dev_use(comm->device);
+  while (t->tail != t->head) {
+    gpu_launch *g = &t->ring[t->tail % GPU_PENDING];
+    if (!all && chorus_dev_event_done(g->end) == 0) break;
+    if (all) (void)chorus_dev_event_wait(g->end);
+    int64_t s = 0, e = 0;
+    if (file && gpu_time(t, g->start, &s) == 0 && gpu_time(t, g->end, &e) == 0)
+      for (int i = 0; i < g->n; i++)
+        write_event(comm, &g->d[i], g->t_enq[i], (double)s / 1e3, (double)e / 1e3, -1, g->bytes,
+                    g->n + g->more - 1);
+    t->tail++;
+  }
+  if (chorus_now_ns() - t->anchor_ns > ANCHOR_NS && t->tail == t->head) (void)anchor(t);
+}
+
+static void *reader_main(void *arg) {
+  (void)arg;
+  pthread_mutex_lock(&lock);
+  while (!reader_stop) {
+    for (int i = 0; i < ngpu; i++) drain(gpu_comms[i], 0);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += 20 * 1000000l;
+    if (until.tv_nsec >= 1000000000l) until.tv_sec++, until.tv_nsec -= 1000000000l;
+    (void)pthread_cond_timedwait(&wake, &lock, &until);
+  }
+  pthread_mutex_unlock(&lock);
+  return NULL;
+}
+
+int chorus_trace_gpu_begin(ncclComm_t comm, void *stream) {
+  struct chorus_trace_state *t = comm->trace;
+  if (!t || !t->ring || chorus_dev_stream_capturing(stream) != 0) return -1;
+  pthread_mutex_lock(&lock);
+  const int full = t->head - t->tail >= GPU_PENDING;
+  const unsigned slot = t->head;
+  if (full) t->dropped++;
+  pthread_mutex_unlock(&lock);
+  if (full) return -1;
+  gpu_launch *g = &t->ring[slot % GPU_PENDING];
+  const int was = chorus_dev_current(); /* events belong to the stream's device */
+  if (was != comm->device) chorus_dev_use(comm->device);
+  const int ok = (g->start || chorus_dev_event_new_timed(&g->start) == 0) &&
+                 (g->end || chorus_dev_event_new_timed(&g->end) == 0) &&
+                 chorus_dev_event_record(g->start, stream) == 0;
+  if (was >= 0 && was != comm->device) chorus_dev_use(was);
+  return ok ? (int)(slot % GPU_PENDING) : -1;
+}
+
+void chorus_trace_gpu_end(ncclComm_t comm, int slot, chorus_op *const *ops, int n, void *stream) {
+  struct chorus_trace_state *t = comm->trace;
+  if (!t || slot < 0) return;
+  gpu_launch *g = &t->ring[slot];
+  const int was = chorus_dev_current();
+  if (was != comm->device) chorus_dev_use(comm->device);
+  const int recorded = chorus_dev_event_record(g->end, stream) == 0;
+  if (was >= 0 && was != comm->device) chorus_dev_use(was);
+  if (!recorded) return;
+  g->n = g->more = 0;
+  g->bytes = 0;
+  for (int i = 0; i < n; i++) {
+    if (g->n < (int)(sizeof g->d / sizeof g->d[0])) {
+      g->d[g->n] = desc_of(ops[i]);
+      g->t_enq[g->n++] = ops[i]->t_enq;
+    } else {
+      g->more++;
+    }
+    g->bytes += op_bytes(comm, ops[i]);
+  }
+  pthread_mutex_lock(&lock);
+  t->head++;
+  int listed = 0;
+  for (int i = 0; i < ngpu && !listed; i++) listed = gpu_comms[i] == comm;
+  if (!listed && ngpu == cap_gpu) {
+    const int ncap = cap_gpu ? 2 * cap_gpu : 8;
+    ncclComm_t *c = realloc(gpu_comms, (size_t)ncap * sizeof *c);
+    if (c) gpu_comms = c, cap_gpu = ncap;
+  }
+  if (!listed && ngpu < cap_gpu) gpu_comms[ngpu++] = comm;
+  if (!reader_running) {
+    reader_stop = 0;
+    reader_running = pthread_create(&reader, NULL, reader_main, NULL) == 0;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+/* ---- life --------------------------------------------------------------------------- */
+
+ncclResult_t chorus_trace_open(ncclComm_t comm) {
+  const char *pattern = chorus_param_str(CHORUS_P_TRACE);
+  if (!pattern || !*pattern || comm->is_part) return ncclSuccess;
+  int64_t offset;
+  CHECK(measure_offset(comm, &offset));
+  struct chorus_trace_state *t = chorus_calloc(1, sizeof *t);
+  if (!t) return chorus_error(ncclSystemError, "CHORUS_TRACE: out of memory");
+  t->offset_us = (double)offset / 1e3;
+  const uint64_t key[2] = {comm->init.uids[0].secret[0], comm->init.uids[0].secret[1]};
+  if (comm->config.commName && comm->config.commName[0])
+    snprintf(t->label, sizeof t->label, "%.40s", comm->config.commName);
+  else
+    snprintf(t->label, sizeof t->label, "%016llx",
+             (unsigned long long)chorus_siphash(key, "status label", 12));
+  if (comm->device >= 0) {
+    const int was = chorus_dev_current();
+    chorus_dev_use(comm->device);
+    int ok = (t->ring = chorus_calloc(GPU_PENDING, sizeof *t->ring)) != NULL;
+    ok = ok && chorus_dev_stream_new(&t->anchor_stream) == 0;
+    ok = ok && chorus_dev_event_new_timed(&t->anchor) == 0 && anchor(t) == 0;
+    if (was >= 0) chorus_dev_use(was);
+    if (!ok) {
+      WARN("CHORUS_TRACE: cannot time rank %d's GPU calls (%s); no GPU events", comm->rank,
+           chorus_dev_error());
+      free_gpu(t);
+    }
+  }
+  pthread_mutex_lock(&lock);
+  if (!file) {
+    char path[4096];
+    chorus_log_expand_path(pattern, path, sizeof path);
+    if (!(file = fopen(path, "w"))) {
+      pthread_mutex_unlock(&lock);
+      WARN("CHORUS_TRACE: cannot write %s: %s; no timeline", path, strerror(errno));
+      free_gpu(t);
+      chorus_free(t);
+      return ncclSuccess;
+    }
+    fprintf(file, "[\n");
+    INFO(CHORUS_INIT, "CHORUS_TRACE: the timeline goes to %s", path);
+  }
+  users++;
+  t->slot = next_slot++;
+  comm->trace = t;
+  const chorus_rank_info *me = &comm->topo.info[comm->rank];
+  fprintf(file,
+          "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
+          "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"comm "
+          "%s\"}},\n"
+          "{\"name\":\"chorus_clock\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"comm\":\"%s\","
+          "\"rank\":%d,\"nranks\":%d,\"host\":\"%s\",\"os_pid\":%d,\"device\":%d,\"offset_us\":%."
+          "3f}},\n",
+          comm->rank, comm->rank, comm->rank, t->slot, t->label, comm->rank, t->slot, t->label,
+          comm->rank, comm->nranks, me->hostname, (int)me->pid, comm->device, t->offset_us);
+  fflush(file);
+  pthread_mutex_unlock(&lock);
+  comm->cc.tracing = 1;
+  return ncclSuccess;
+}
+
+void chorus_trace_close(ncclComm_t comm) {
+  struct chorus_trace_state *t = comm->trace;
+  if (!t) return;
+  pthread_t join = 0;
+  int stop = 0;
+  pthread_mutex_lock(&lock);
+  if (t->ring) {
+    drain(comm, 1);
+    for (int i = 0; i < ngpu; i++)
+      if (gpu_comms[i] == comm) gpu_comms[i] = gpu_comms[--ngpu];
+  }
+  if (--users == 0) {
+    if (file) {
+      fprintf(file, "{\"name\":\"chorus_end\",\"ph\":\"M\",\"pid\":0,\"args\":{}}\n]\n");
+      fclose(file);
+      file = NULL;
+    }
+    next_slot = 0;
+    if (reader_running) {
+      reader_stop = 1;
+      pthread_cond_broadcast(&wake);
+      join = reader;
+      stop = 1;
+      reader_running = 0;
+    }
+  } else if (file) {
+    fflush(file);
+  }
+  pthread_mutex_unlock(&lock);
+  if (stop) pthread_join(join, NULL);
+  pthread_mutex_lock(&lock);
+  if (!users) {
+    free(gpu_comms);
+    gpu_comms = NULL;
+    ngpu = cap_gpu = 0;
+  }
+  pthread_mutex_unlock(&lock);
+  if (t->dropped)
+    WARN("CHORUS_TRACE: %u GPU launches of rank %d were not traced (more than %d in flight)",
+         t->dropped, comm->rank, GPU_PENDING);
+  comm->trace = NULL;
+  comm->cc.tracing = 0;
+  if (t->ring) {
+    const int was = chorus_dev_current();
+    chorus_dev_use(comm->device);
+    free_gpu(t);
+    if (was >= 0) chorus_dev_use(was);
+  }
+  chorus_free(t);
+}
