@@ -73,7 +73,7 @@ typedef struct chorus_coll_comm {
   /* What the application's calls are doing (coll/progress.h); NULL on a
    * communicator that is a part of another. */
   struct chorus_progress *progress;
-  int tracing; /* CHORUS_TRACE: calls take their times (core/trace.h) */
+  int tracing; /* calls take their times: CHORUS_TRACE (core/trace.h), a profiler plugin */
   /* The call board (coll/calls.h): this rank's last posted calls (NULL:
    * no board); calls from unchecked_from on were not all compared with
    * every peer's when they ended (unchecked = 0: none). */
@@ -144,7 +144,8 @@ struct chorus_op {
   chorus_msg_meta expect;        /* what messages received must carry (= meta, but for Recv) */
   uint64_t ticket;               /* point-to-point: place in its connection's line */
   uint64_t app_index;            /* the call's number in coll/progress.h's sense */
-  int64_t t_enq, t_start, t_end; /* CHORUS_TRACE: issued, first stepped, ended (ns) */
+  int64_t t_enq, t_start, t_end; /* cc->tracing: issued, first stepped, ended (ns) */
+  void *prof_api, *prof_coll;    /* a profiler plugin's handles of its events (core/profiler.h) */
   void *scratch;                 /* freed with chorus_free after the op (may be NULL) */
   int nt;            /* output too big to stay cached: non-temporal stores (host/copy.h) */
   void *cuda_stream; /* GPU communicators: the caller's stream */

@@ -16,6 +16,7 @@
 #include "core/comm.h"
 #include "core/enqueue.h"
 #include "core/group.h"
+#include "core/profiler.h"
 #include "core/redop.h"
 #include "core/stats.h"
 #include "util/check.h"
@@ -129,6 +130,7 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   chorus_call_desc d = {0, c->count, c->func, c->dtype, c->has_op ? op.nccl_op : -1, op.root};
   op.app_index = chorus_progress_issue(&comm->progress, &d, chorus_func_p2p(c->func));
   if (comm->cc.tracing) op.t_enq = chorus_now_ns();
+  chorus_prof_issue(comm, &op, chorus_group_depth());
   if (!comm->stats) return chorus_enqueue(comm, &op);
   /* Host calls outside a group run before chorus_enqueue returns. */
   const int timed = comm->device < 0 && chorus_group_depth() == 0;

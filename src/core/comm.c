@@ -12,6 +12,7 @@
 #include "core/netprobe.h"
 #include "core/stats.h"
 #include "core/status.h"
+#include "core/profiler.h"
 #include "core/trace.h"
 
 #include <stdio.h>
@@ -545,7 +546,8 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   if (!comm->is_part) chorus_stats_register(comm);  /* counted from its first call */
   chorus_status_register(comm, comm->status_peers); /* takes them */
   comm->status_peers = NULL;
-  if (comm->traced_by_all) CHECK_GOTO(chorus_trace_open(comm), res, out);
+  chorus_prof_open(comm); /* before the trace: it times GPU calls for the plugin too */
+  CHECK_GOTO(chorus_trace_open(comm), res, out);
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
   INFO(CHORUS_INIT,
        "comm %p rank %d nranks %d on %d host(s) ready in %.1f ms (%s); the process holds %.1f "
@@ -613,6 +615,7 @@ void chorus_comm_inherit_net(ncclComm_t child, const struct ncclComm *parent) {
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
   chorus_trace_close(comm);       /* its GPU events, while the device side stands */
+  chorus_prof_close(comm);        /* after the trace: its last GPU times go to the plugin */
   chorus_status_unregister(comm); /* no more answers about it */
   chorus_free(comm->status_peers);
   chorus_stats_unregister(comm); /* its last line, while its topology stands */

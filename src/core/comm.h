@@ -89,6 +89,7 @@ struct ncclComm {
   struct chorus_status_peer *status_peers; /* every rank's, until registered there */
   struct chorus_trace_state *trace;        /* CHORUS_TRACE (core/trace.h), or NULL */
   int traced_by_all;                       /* every rank set CHORUS_TRACE */
+  struct chorus_prof_state *prof;          /* a profiler plugin's context (core/profiler.h) */
 
   char last_error[1024];
 };

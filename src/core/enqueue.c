@@ -11,6 +11,7 @@
 #include "coll/exec.h"
 #include "core/comm.h"
 #include "core/group.h"
+#include "core/profiler.h"
 #include "core/status.h"
 #include "core/trace.h"
 #include "gpu/gpu.h"
@@ -118,6 +119,35 @@ static void trace_gpu_end(chorus_op **gpu, size_t n, const traced_launch *t) {
   }
 }
 
+/* A profiler plugin's events for the calls all[0, n), per communicator
+ * (the first PROFILED_MAX, 64 calls each): before they run (when = 0),
+ * after (1: their times, host calls; the group's end). */
+#define PROFILED_MAX 16
+static void prof_calls(chorus_op **all, size_t n, int when, ncclResult_t res) {
+  const chorus_coll_comm *seen[PROFILED_MAX];
+  int nseen = 0;
+  for (size_t i = 0; i < n && nseen < PROFILED_MAX; i++) {
+    const chorus_coll_comm *cc = all[i]->cc;
+    ncclComm_t comm = comm_of(cc);
+    if (!comm->prof || cc->progress == NULL) continue;
+    int known = 0;
+    for (int k = 0; k < nseen && !known; k++) known = seen[k] == cc;
+    if (known) continue;
+    seen[nseen++] = cc;
+    chorus_op *mine[64];
+    int m = 0;
+    for (size_t j = i; j < n && m < 64; j++)
+      if (all[j]->cc == cc) mine[m++] = all[j];
+    if (!when) {
+      chorus_prof_hand(comm, mine, m);
+      continue;
+    }
+    for (int j = 0; j < m && res == ncclSuccess && !cc->gpu && !cc->proxy; j++)
+      chorus_prof_ran(comm, mine[j]->prof_coll, mine[j]->t_start, mine[j]->t_end);
+    chorus_prof_group_end(comm);
+  }
+}
+
 ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
   const int free_ops = flags & CHORUS_RUN_FREE;
   chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
@@ -166,10 +196,17 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     }
     chorus_exec_queue_push(&qs[i], &tails[2 * i], op);
   }
+  if (res == ncclSuccess) prof_calls(all, k, 0, res);
   traced_launch traced = {0, {0}, {0}};
+  void *launched = NULL; /* the KernelLaunch of the first profiled GPU communicator */
+  ncclComm_t launcher = NULL;
+  for (size_t i = 0; i < ng && !launcher && res == ncclSuccess; i++)
+    if (comm_of(gpu[i]->cc)->prof) launcher = comm_of(gpu[i]->cc);
+  if (launcher) launched = chorus_prof_launch_start(launcher, gpu[0]->cuda_stream);
   if (res == ncclSuccess && ng) trace_gpu_begin(gpu, ng, &traced);
   if (res == ncclSuccess && ng) res = run_gpu_ops(gpu, ng);
   if (res == ncclSuccess && ng) trace_gpu_end(gpu, ng, &traced);
+  if (launcher) chorus_prof_launch_stop(launcher, launched);
   if (res == ncclSuccess && ng) follow_gpu_ops(gpu, ng);
   if (res == ncclSuccess) {
     const int count = !(flags & CHORUS_RUN_COUNTED);
@@ -180,6 +217,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
   for (size_t j = 0; j < k && res == ncclSuccess; j++)
     if (all[j]->cc->tracing && !all[j]->cc->gpu && !all[j]->cc->proxy)
       chorus_trace_host(comm_of(all[j]->cc), all[j]);
+  prof_calls(all, k, 1, res);
   /* Calls handed to a GPU count as ended, host calls once they ran. */
   for (size_t j = 0; j < k && res == ncclSuccess; j++)
     if (all[j]->cc->progress)

@@ -22,6 +22,7 @@
 #include "algo/func.h"
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
+#include "core/profiler.h"
 #include "device/device.h"
 #include "util/alloc.h"
 #include "util/check.h"
@@ -42,12 +43,14 @@ typedef struct gpu_launch {
   void *start, *end; /* timing events around the launch */
   chorus_call_desc d[8];
   int64_t t_enq[8];
-  int n, more;  /* descriptions kept (n), calls beyond them (more) */
-  double bytes; /* of all its calls, for the bus bandwidth */
+  void *prof[8]; /* the profiler plugin's Coll/P2p handles */
+  int n, more;   /* descriptions kept (n), calls beyond them (more) */
+  double bytes;  /* of all its calls, for the bus bandwidth */
 } gpu_launch;
 
 struct chorus_trace_state {
-  int slot; /* "tid": the communicator's place in this process */
+  int to_file; /* CHORUS_TRACE (else GPU times for a profiler plugin alone) */
+  int slot;    /* "tid": the communicator's place in this process */
   char label[LABEL_MAX];
   double offset_us; /* rank 0's clock minus this one's */
   /* GPU communicators: launches in flight, a ring. */
@@ -65,7 +68,8 @@ static int users, next_slot;
 static ncclComm_t *gpu_comms; /* those with launches to read */
 static int ngpu, cap_gpu;
 static pthread_t reader;
-static int reader_running, reader_stop;
+static int reader_running;
+static unsigned reader_gen; /* bumped to stop the reader running with it */
 
 /* ---- the clock offset ----------------------------------------------------------------- */
 
@@ -147,7 +151,7 @@ static double op_bytes(const ncclComm_t comm, const chorus_op *op) {
 }
 
 void chorus_trace_host(ncclComm_t comm, const chorus_op *op) {
-  if (!comm->trace) return;
+  if (!comm->trace || !comm->trace->to_file) return;
   const chorus_call_desc d = desc_of(op);
   pthread_mutex_lock(&lock);
   if (file)
@@ -201,19 +205,22 @@ static void drain(ncclComm_t comm, int all) {
     if (!all && chorus_dev_event_done(g->end) == 0) break;
     if (all) (void)chorus_dev_event_wait(g->end);
     int64_t s = 0, e = 0;
-    if (file && gpu_time(t, g->start, &s) == 0 && gpu_time(t, g->end, &e) == 0)
-      for (int i = 0; i < g->n; i++)
-        write_event(comm, &g->d[i], g->t_enq[i], (double)s / 1e3, (double)e / 1e3, -1, g->bytes,
-                    g->n + g->more - 1);
+    if (gpu_time(t, g->start, &s) == 0 && gpu_time(t, g->end, &e) == 0)
+      for (int i = 0; i < g->n; i++) {
+        if (file && t->to_file)
+          write_event(comm, &g->d[i], g->t_enq[i], (double)s / 1e3, (double)e / 1e3, -1, g->bytes,
+                      g->n + g->more - 1);
+        chorus_prof_ran(comm, g->prof[i], s, e);
+      }
     t->tail++;
   }
   if (chorus_now_ns() - t->anchor_ns > ANCHOR_NS && t->tail == t->head) (void)anchor(t);
 }
 
 static void *reader_main(void *arg) {
-  (void)arg;
+  const unsigned mine = (unsigned)(uintptr_t)arg;
   pthread_mutex_lock(&lock);
-  while (!reader_stop) {
+  while (reader_gen == mine) {
     for (int i = 0; i < ngpu; i++) drain(gpu_comms[i], 0);
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
@@ -258,6 +265,7 @@ void chorus_trace_gpu_end(ncclComm_t comm, int slot, chorus_op *const *ops, int 
   for (int i = 0; i < n; i++) {
     if (g->n < (int)(sizeof g->d / sizeof g->d[0])) {
       g->d[g->n] = desc_of(ops[i]);
+      g->prof[g->n] = ops[i]->prof_coll;
       g->t_enq[g->n++] = ops[i]->t_enq;
     } else {
       g->more++;
@@ -274,10 +282,8 @@ void chorus_trace_gpu_end(ncclComm_t comm, int slot, chorus_op *const *ops, int 
     if (c) gpu_comms = c, cap_gpu = ncap;
   }
   if (!listed && ngpu < cap_gpu) gpu_comms[ngpu++] = comm;
-  if (!reader_running) {
-    reader_stop = 0;
-    reader_running = pthread_create(&reader, NULL, reader_main, NULL) == 0;
-  }
+  if (!reader_running)
+    reader_running = pthread_create(&reader, NULL, reader_main, (void *)(uintptr_t)reader_gen) == 0;
   pthread_mutex_unlock(&lock);
 }
 
@@ -285,9 +291,11 @@ void chorus_trace_gpu_end(ncclComm_t comm, int slot, chorus_op *const *ops, int 
 
 ncclResult_t chorus_trace_open(ncclComm_t comm) {
   const char *pattern = chorus_param_str(CHORUS_P_TRACE);
-  if (!pattern || !*pattern || comm->is_part) return ncclSuccess;
-  int64_t offset;
-  CHECK(measure_offset(comm, &offset));
+  const int to_file = comm->traced_by_all && pattern && *pattern && !comm->is_part;
+  if (comm->prof) comm->cc.tracing = 1; /* the plugin's KernelCh events take the times */
+  if (!to_file && !(comm->prof && comm->device >= 0)) return ncclSuccess;
+  int64_t offset = 0;
+  if (to_file) CHECK(measure_offset(comm, &offset));
   struct chorus_trace_state *t = chorus_calloc(1, sizeof *t);
   if (!t) return chorus_error(ncclSystemError, "CHORUS_TRACE: out of memory");
   t->offset_us = (double)offset / 1e3;
@@ -310,6 +318,8 @@ ncclResult_t chorus_trace_open(ncclComm_t comm) {
       free_gpu(t);
     }
   }
+  comm->trace = t;
+  if (!to_file) return ncclSuccess;
   pthread_mutex_lock(&lock);
   if (!file) {
     char path[4096];
@@ -317,16 +327,14 @@ ncclResult_t chorus_trace_open(ncclComm_t comm) {
     if (!(file = fopen(path, "w"))) {
       pthread_mutex_unlock(&lock);
       WARN("CHORUS_TRACE: cannot write %s: %s; no timeline", path, strerror(errno));
-      free_gpu(t);
-      chorus_free(t);
       return ncclSuccess;
     }
     fprintf(file, "[\n");
     INFO(CHORUS_INIT, "CHORUS_TRACE: the timeline goes to %s", path);
   }
   users++;
+  t->to_file = 1;
   t->slot = next_slot++;
-  comm->trace = t;
   const chorus_rank_info *me = &comm->topo.info[comm->rank];
   fprintf(file,
           "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"args\":{\"name\":\"rank %d\"}},\n"
@@ -354,32 +362,30 @@ void chorus_trace_close(ncclComm_t comm) {
     for (int i = 0; i < ngpu; i++)
       if (gpu_comms[i] == comm) gpu_comms[i] = gpu_comms[--ngpu];
   }
-  if (--users == 0) {
+  if (t->to_file && --users == 0) {
     if (file) {
       fprintf(file, "{\"name\":\"chorus_end\",\"ph\":\"M\",\"pid\":0,\"args\":{}}\n]\n");
       fclose(file);
       file = NULL;
     }
     next_slot = 0;
-    if (reader_running) {
-      reader_stop = 1;
-      pthread_cond_broadcast(&wake);
-      join = reader;
-      stop = 1;
-      reader_running = 0;
-    }
-  } else if (file) {
+  } else if (t->to_file && file) {
     fflush(file);
+  }
+  if (!ngpu && reader_running) {
+    reader_gen++;
+    pthread_cond_broadcast(&wake);
+    join = reader;
+    stop = 1;
+    reader_running = 0;
+  }
+  if (!ngpu) {
+    free(gpu_comms);
+    gpu_comms = NULL;
+    cap_gpu = 0;
   }
   pthread_mutex_unlock(&lock);
   if (stop) pthread_join(join, NULL);
-  pthread_mutex_lock(&lock);
-  if (!users) {
-    free(gpu_comms);
-    gpu_comms = NULL;
-    ngpu = cap_gpu = 0;
-  }
-  pthread_mutex_unlock(&lock);
   if (t->dropped)
     WARN("CHORUS_TRACE: %u GPU launches of rank %d were not traced (more than %d in flight)",
          t->dropped, comm->rank, GPU_PENDING);

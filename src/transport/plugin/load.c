@@ -17,6 +17,7 @@
 #include "transport/plugin/plugin_impl.h"
 #include "util/alloc.h"
 #include "util/check.h"
+#include "util/dl.h"
 #include "util/log.h"
 #include "util/param.h"
 
@@ -24,24 +25,6 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static plugin_lib in_use; /* open while in_use.dl */
-
-/* Opens a library by name as NCCL does: as given, then, for a bare name,
- * as libnccl-net-NAME.so. The path that opened into path. */
-static void *open_named(const char *name, char *path, size_t len, char *why, size_t whylen) {
-  snprintf(path, len, "%s", name);
-  void *dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (dl) return dl;
-  const char *e = dlerror();
-  snprintf(why, whylen, "%s", e ? e : "not found");
-  if (strchr(name, '/') || (strncmp(name, "lib", 3) == 0 && strstr(name, ".so"))) return NULL;
-  snprintf(path, len, "libnccl-net-%s.so", name);
-  dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!dl) {
-    e = dlerror();
-    snprintf(why, whylen, "%s", e ? e : "not found");
-  }
-  return dl;
-}
 
 /* The newest table the library exports: 1, or 0 when it has none. */
 static int find_table(plugin_lib *lib) {
@@ -109,7 +92,7 @@ static int try_library(const char *name, uint64_t comm_id, int traffic_class, co
   plugin_lib lib;
   memset(&lib, 0, sizeof lib);
   char why[300];
-  lib.dl = open_named(name, lib.path, sizeof lib.path, why, sizeof why);
+  lib.dl = chorus_dl_open_named("libnccl-net-", name, lib.path, sizeof lib.path, why, sizeof why);
   if (!lib.dl) {
     INFO(CHORUS_INIT | CHORUS_NET, "NET/Plugin: no %s (%s)", name, why);
     return 0;

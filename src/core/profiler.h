@@ -1,0 +1,55 @@
+/*
+ * profiler.h - NCCL's profiler plugins, fed the events NCCL emits.
+ *
+ * The process loads one plugin library, as NCCL does: NCCL_PROFILER_PLUGIN
+ * names it (a path, or NAME for libnccl-profiler-NAME.so; "none": no
+ * plugin), else libnccl-profiler.so when it can be found; the newest table
+ * it exports of ncclProfiler_v5 .. _v1 is used (profiler_abi.h). Each
+ * communicator gets the plugin's context at init and gives it back at
+ * destroy. The events, as in NCCL's hierarchy, each only where the
+ * plugin's activation mask asks for it or for an event below it:
+ *   GroupApi   from a communicator's first call until its calls ran (the
+ *              group's end; depth 1 for a call outside a group, 2 inside)
+ *   CollApi / P2pApi   started and stopped when the application issues it
+ *   KernelLaunch       around the launch of GPU calls
+ *   Group, Coll / P2p  when the calls are handed to the executor or GPU
+ *              (Coll's parent its CollApi; its sequence number per function)
+ *   KernelCh   one channel per call, when it has run: host calls with the
+ *              executor's times, GPU calls with timing events around the
+ *              launch, both in nanoseconds of the host's clock (the ptimer
+ *              of the start, then its stop as state 22)
+ * Versions 1-4 get what their descriptors hold (no API events before 5,
+ * no KernelCh before 3, no times before 4). A plugin whose init fails is
+ * left out for that communicator, with a WARN naming it.
+ */
+#ifndef CHORUS_CORE_PROFILER_H
+#define CHORUS_CORE_PROFILER_H
+
+#include <stdint.h>
+
+#include "coll/op.h"
+#include "nccl.h"
+
+/* At init: the plugin's context for comm (loading the plugin first);
+ * comm->prof stays NULL when there is none. */
+void chorus_prof_open(ncclComm_t comm);
+/* At destroy: finalize; the library is unloaded with the last context. */
+void chorus_prof_close(ncclComm_t comm);
+
+/* The application issued op (filled; not yet enqueued); depth: its
+ * group depth (0: outside a group). */
+void chorus_prof_issue(ncclComm_t comm, chorus_op *op, int depth);
+/* ops[0, n) of comm are handed to the executor or a GPU: their Group and
+ * Coll/P2p events. */
+void chorus_prof_hand(ncclComm_t comm, chorus_op *const *ops, int n);
+/* A launch of comm's GPU calls begins (its KernelLaunch event's handle,
+ * or NULL) and ends. */
+void *chorus_prof_launch_start(ncclComm_t comm, void *stream);
+void chorus_prof_launch_stop(ncclComm_t comm, void *handle);
+/* A call ran from start_ns to end_ns (host clock): its KernelCh event.
+ * coll: its Coll/P2p handle (op->prof_coll). */
+void chorus_prof_ran(ncclComm_t comm, void *coll, int64_t start_ns, int64_t end_ns);
+/* comm's calls of this group ran: its GroupApi ends. */
+void chorus_prof_group_end(ncclComm_t comm);
+
+#endif
