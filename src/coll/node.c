@@ -168,8 +168,15 @@ static unsigned nt_flag(const chorus_op *op) {
 /* Copies len elements of our input into our stage, applying our PreMulSum
  * scalar when the call reduces. The stores are the kind the stage tuner
  * picks (host/copy.h). */
+static void count_staged(chorus_op *op, size_t bytes) {
+  chorus_node *nd = op->cc->node; /* one writer; the state dump reads */
+  __atomic_store_n(&nd->staged_bytes, __atomic_load_n(&nd->staged_bytes, __ATOMIC_RELAXED) + bytes,
+                   __ATOMIC_RELAXED);
+}
+
 static void stage_copy(chorus_op *op, void *dst, const void *src, size_t len) {
   chorus_store_tuner *t = &op->cc->stage_tuner;
+  count_staged(op, len * op->esize);
   if (op->red.kind != CHORUS_RED_PREMULSUM) {
     chorus_copy_tuned(t, dst, src, len * op->esize);
     return;
@@ -187,6 +194,7 @@ static void stage_copy(chorus_op *op, void *dst, const void *src, size_t len) {
 static void reduce_to_stage(chorus_op *op, uint64_t g, size_t at, size_t len, const char *mine) {
   chorus_store_tuner *t = &op->cc->reduce_tuner;
   size_t bytes = len * op->esize;
+  count_staged(op, bytes);
   int st = chorus_store_pick(t, bytes);
   int64_t t0 = chorus_now_ns();
   reduce_stages(op, stage(op, op->cc->rank, g) + at, g, at, len, mine, st ? CHORUS_RED_NT : 0);

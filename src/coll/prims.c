@@ -70,6 +70,12 @@ ncclResult_t chorus_prim_conn_error(chorus_op *op, chorus_conn *c, ncclResult_t 
   return chorus_error(res, "%s failed: %s (%s transport)", me, c->err, c->transport);
 }
 
+/* One owner thread counts; the state dump reads. */
+static void count_bytes(chorus_conn *c, size_t n) {
+  __atomic_store_n(&c->bytes_moved, __atomic_load_n(&c->bytes_moved, __ATOMIC_RELAXED) + n,
+                   __ATOMIC_RELAXED);
+}
+
 /* The outcome of a non-blocking transport call: on ncclInProgress the op
  * records what it waits for; errors are reported for the op. */
 static ncclResult_t outcome(chorus_op *op, chorus_conn *c, int dir, ncclResult_t res) {
@@ -85,6 +91,7 @@ ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, s
   chorus_msg_meta m;
   ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, c->ops->recv_slot(c, buf, bytes, &m));
   if (res != ncclSuccess) return res;
+  count_bytes(c, *bytes);
   if (!chorus_meta_equal(&m, &op->expect)) {
     if (!op->concurrent) return chorus_meta_mismatch(&op->expect, c->peer, &m);
     char mine[160], theirs[160];
@@ -113,6 +120,7 @@ ncclResult_t chorus_prim_send_slot(chorus_op *op, chorus_conn *c, void **buf, si
 ncclResult_t chorus_prim_post(chorus_op *op, chorus_conn *c, size_t bytes) {
   ncclResult_t res = c->ops->send_post(c, bytes, &op->meta);
   if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
+  count_bytes(c, bytes);
   op->ticks++;
   return ncclSuccess;
 }
@@ -129,6 +137,7 @@ ncclResult_t chorus_prim_post_from(chorus_op *op, chorus_conn *c, void *slot, co
   }
   ncclResult_t res = c->ops->send_post_ref(c, src, bytes, &op->meta);
   if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
+  count_bytes(c, bytes);
   op->ticks++;
   return ncclSuccess;
 }

@@ -197,6 +197,21 @@ static void answer_query(int fd, const query *q) {
 
 /* ---- the state dump ---------------------------------------------------------------- */
 
+/* The payload bytes c's connections to peer r moved, both channels, and
+ * their transport (NULL: no connection). */
+static const char *peer_bytes(const struct ncclComm *c, int r, uint64_t *sent, uint64_t *got) {
+  const char *how = NULL;
+  *sent = *got = 0;
+  for (int ch = 0; ch < CHORUS_NCHANNELS && c->cc.conns; ch++)
+    for (int dir = 0; dir < 2; dir++) {
+      const chorus_conn *cn = chorus_cc_conn(&c->cc, r, ch, dir);
+      if (!cn) continue;
+      if (!how) how = cn->transport;
+      *(dir == CHORUS_DIR_SEND ? sent : got) += __atomic_load_n(&cn->bytes_moved, __ATOMIC_RELAXED);
+    }
+  return how;
+}
+
 static void dump_entry(FILE *f, const entry *e, int64_t now) {
   const ncclComm_t c = e->comm;
   chorus_progress_view v;
@@ -243,17 +258,38 @@ static void dump_entry(FILE *f, const entry *e, int64_t now) {
   fprintf(f, "  peers:");
   for (int r = 0; r < c->nranks; r++) {
     if (r == c->rank) continue;
-    const chorus_conn *cn =
-        c->cc.conns ? chorus_cc_conn(&c->cc, r, CHORUS_CH_COLL, CHORUS_DIR_SEND) : NULL;
-    const char *how = cn ? cn->transport : "no connection";
-    fprintf(f, " %d (host %s, pid %d, %s)", r, c->topo.info[r].hostname, (int)c->topo.info[r].pid,
-            how);
+    uint64_t sent, got;
+    const char *how = peer_bytes(c, r, &sent, &got);
+    fprintf(f, " %d (host %s, pid %d, %s", r, c->topo.info[r].hostname, (int)c->topo.info[r].pid,
+            how ? how : "no connection");
+    if (how)
+      fprintf(f, ", sent %llu B, received %llu B", (unsigned long long)sent,
+              (unsigned long long)got);
+    fputc(')', f);
     if (r >= 64 && c->nranks > 66) {
       fprintf(f, " ... %d in all", c->nranks);
       break;
     }
   }
   fputc('\n', f);
+  if (c->cc.node)
+    fprintf(f, "  node memory: %llu B staged for the peers to read\n",
+            (unsigned long long)__atomic_load_n(&c->cc.node->staged_bytes, __ATOMIC_RELAXED));
+  /* A GPU communicator across hosts moves its inter-host bytes through
+   * host-memory parts, one rank per host in each lane. */
+  for (int l = 0; l < c->nlanes; l++) {
+    const ncclComm_t x = c->part_cross[l];
+    if (!x) continue;
+    fprintf(f, "  across hosts, lane %d:", l);
+    for (int h = 0; h < x->nranks && h < 64; h++) {
+      if (h == x->rank) continue;
+      uint64_t sent, got;
+      if (!peer_bytes(x, h, &sent, &got)) continue;
+      fprintf(f, " host %s (sent %llu B, received %llu B)", x->topo.info[h].hostname,
+              (unsigned long long)sent, (unsigned long long)got);
+    }
+    fputc('\n', f);
+  }
 }
 
 /* Writes every registered communicator's state to CHORUS_DUMP_FILE

@@ -203,6 +203,10 @@ struct chorus_conn {
   /* Owned by the schedules, not the transport: point-to-point calls on one
    * connection take tickets in call order and use it one after another. */
   uint64_t tickets_issued, ticket_serving;
+  /* Payload bytes posted (sending) or taken (receiving) on it, counted by
+   * the schedules' primitives (coll/prims.c) for the state dump, which
+   * reads them from another thread. */
+  uint64_t bytes_moved;
 };
 
 /*
@@ -241,7 +245,8 @@ typedef struct chorus_node {
   chorus_node_rank *rank;
   size_t chunk; /* bytes per stage buffer */
   int nbuf;
-  uint64_t next_chunk; /* this rank's next chunk number (same on all ranks) */
+  uint64_t next_chunk;   /* this rank's next chunk number (same on all ranks) */
+  uint64_t staged_bytes; /* written into this rank's stage for the peers (state dump) */
 } chorus_node;
 
 /* A transport sets up the connections of one communicator to the peers the

@@ -84,7 +84,8 @@ def dump_checks(tmp, procs, culprit):
                 r"recent collectives: AllReduce\(count=1024, float, sum\) #3 [\d.]+ s ago; "
                 r"AllReduce\(count=1024, float, sum\) #2",
                 r"comm side: rank 0 of %d" % len(procs),
-                r"peers: 1 \(host [^,]+, pid %d, SHM\)" % procs[1].pid]:
+                r"peers: 1 \(host [^,]+, pid %d, SHM, sent \d+ B, received \d+ B\)" % procs[1].pid,
+                r"node memory: \d+ B staged for the peers to read"]:
         if not re.search(pat, out):
             fail("chorus_info --dump lacks /%s/" % pat)
     path = os.path.join(tmp, "dump.%d.txt" % procs[culprit].pid)
