@@ -50,6 +50,13 @@ void chorus_stats_count(chorus_stats *st, int func, uint64_t bytes, int64_t ns) 
   }
 }
 
+void chorus_stats_time(chorus_stats *st, int func, uint64_t bytes, int64_t ns) {
+  if (!st || func <= 0 || func >= CHORUS_FUNC_COUNT || ns < 0) return;
+  chorus_stats_cell *c = &st->cell[func][size_class(bytes)];
+  __atomic_add_fetch(&c->timed, 1, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&c->ns, (uint64_t)ns, __ATOMIC_RELAXED);
+}
+
 void chorus_stats_error(chorus_stats *st) {
   if (st) __atomic_add_fetch(&st->errors, 1, __ATOMIC_RELAXED);
 }
@@ -126,7 +133,7 @@ static void write_prom(void) {
   } metric[4] = {
       {"chorus_calls_total", "Calls issued, per communicator, function and size class."},
       {"chorus_bytes_total", "Bytes of the calls (nccl-tests' size), per class."},
-      {"chorus_timed_calls_total", "Host-memory calls run alone, whose time is taken."},
+      {"chorus_timed_calls_total", "Calls run alone, whose time is taken (on GPUs by events)."},
       {"chorus_call_seconds_total", "Time of the timed calls."},
   };
   for (int m = 0; m < 4; m++) {

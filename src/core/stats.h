@@ -2,13 +2,13 @@
  * stats.h - live statistics per communicator (CHORUS_STATS_INTERVAL).
  *
  * Each communicator counts its calls, bytes and errors per function and
- * size class, and the time of the host-memory calls that run alone (a call
- * in a group shares its time with the group's others; a GPU call's time
- * is the GPU's). Every CHORUS_STATS_INTERVAL seconds a thread of the
- * process appends one JSON line per live communicator to
- * CHORUS_STATS_FILE and rewrites the Prometheus text file beside it
- * (the same path, ".prom" in place of ".jsonl"); a communicator that
- * ends writes its last line then. Off (the default), nothing is counted.
+ * size class, and the time of the calls that run alone (a call in a group
+ * shares its time with the group's others): host calls timed as they run,
+ * GPU calls by timing events around their launch, read back by
+ * core/trace.c's reader thread (not inside CUDA graphs). Every CHORUS_STATS_INTERVAL seconds a
+ * thread of the process appends one JSON line per live communicator to CHORUS_STATS_FILE and
+ * rewrites the Prometheus text file beside it (the same path, ".prom" in place of ".jsonl"); a
+ * communicator that ends writes its last line then. Off (the default), nothing is counted.
  */
 #ifndef CHORUS_CORE_STATS_H
 #define CHORUS_CORE_STATS_H
@@ -34,6 +34,9 @@ void chorus_stats_register(ncclComm_t comm);
 void chorus_stats_unregister(ncclComm_t comm);
 /* One call of func moving `bytes`, which took ns (< 0: not taken). */
 void chorus_stats_count(chorus_stats *st, int func, uint64_t bytes, int64_t ns);
+/* The time of a call counted without one: a GPU call alone in its launch,
+ * timed by events around it (core/trace.c). */
+void chorus_stats_time(chorus_stats *st, int func, uint64_t bytes, int64_t ns);
 /* One call that returned an error. */
 void chorus_stats_error(chorus_stats *st);
 

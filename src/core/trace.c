@@ -23,6 +23,7 @@
 #include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "core/profiler.h"
+#include "core/stats.h"
 #include "device/device.h"
 #include "util/alloc.h"
 #include "util/check.h"
@@ -212,6 +213,8 @@ static void drain(ncclComm_t comm, int all) {
                       g->n + g->more - 1);
         chorus_prof_ran(comm, g->prof[i], s, e);
       }
+    if (g->n == 1 && !g->more) /* alone in its launch: the time is its own */
+      chorus_stats_time(comm->stats, g->d[0].func, (uint64_t)g->bytes, e - s);
     t->tail++;
   }
   if (chorus_now_ns() - t->anchor_ns > ANCHOR_NS && t->tail == t->head) (void)anchor(t);
@@ -292,8 +295,11 @@ void chorus_trace_gpu_end(ncclComm_t comm, int slot, chorus_op *const *ops, int 
 ncclResult_t chorus_trace_open(ncclComm_t comm) {
   const char *pattern = chorus_param_str(CHORUS_P_TRACE);
   const int to_file = comm->traced_by_all && pattern && *pattern && !comm->is_part;
-  if (comm->prof) comm->cc.tracing = 1; /* the plugin's KernelCh events take the times */
-  if (!to_file && !(comm->prof && comm->device >= 0)) return ncclSuccess;
+  /* A profiler plugin's KernelCh events and the statistics take GPU calls'
+   * times from this file's events too. */
+  const int gpu_timed = comm->device >= 0 && (comm->prof || comm->stats);
+  if (comm->prof || gpu_timed) comm->cc.tracing = 1;
+  if (!to_file && !gpu_timed) return ncclSuccess;
   int64_t offset = 0;
   if (to_file) CHECK(measure_offset(comm, &offset));
   struct chorus_trace_state *t = chorus_calloc(1, sizeof *t);

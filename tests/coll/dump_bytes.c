@@ -16,7 +16,7 @@
 #include "chorus.h"
 #include "nccl.h"
 
-#define SEND_BYTES 1000
+#define SEND_BYTES   1000
 #define GATHER_COUNT 3000
 #define REDUCE_COUNT 5000
 
@@ -44,8 +44,7 @@ static int calls(ncclComm_t comm, int rank, int n) {
   int wrong = res != ncclSuccess;
   for (int i = 0; i < SEND_BYTES && !wrong; i++) wrong = r[i] != (char)(prev + i);
   for (int i = 0; i < GATHER_COUNT * n && !wrong; i++) wrong = g[i] != (float)i;
-  for (int i = 0; i < REDUCE_COUNT && !wrong; i++)
-    wrong = x[i] != (float)(n * i + n * (n - 1) / 2);
+  for (int i = 0; i < REDUCE_COUNT && !wrong; i++) wrong = x[i] != (float)(n * i + n * (n - 1) / 2);
   if (wrong) printf("rank %d: wrong results (%s)\n", rank, ncclGetErrorString(res));
   free(g);
   free(mine);

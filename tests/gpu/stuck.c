@@ -13,7 +13,8 @@
  * of the call before, no event followed it), and names the last rank with its pid as having not
  * issued AllReduce #3; every rank's #3 must then end right. With
  * CHORUS_TRACE set, each rank's trace must then hold its four AllReduces
- * as GPU calls.
+ * as GPU calls; with CHORUS_STATS_INTERVAL, its statistics must count them
+ * with their GPU times.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,13 +42,10 @@ static void allreduce(ncclComm_t comm, cudaStream_t s, int rank, int n, int k, d
            host[i], want);
 }
 
-/* With CHORUS_TRACE (its %p this process): the file, closed with the
- * communicator, holds AllReduce #0-#3 of this rank, timed on the GPU. */
-static void check_trace(int rank) {
-  const char *pattern = getenv("CHORUS_TRACE");
-  if (!pattern) return;
-  char path[512], *o = path;
-  for (const char *p = pattern; *p && o < path + sizeof path - 16; p++)
+/* The file a setting names, its %p this process; its text in `text`. */
+static size_t read_named(const char *pattern, char *path, size_t cap, char *text, size_t tcap) {
+  char *o = path;
+  for (const char *p = pattern; *p && o < path + cap - 16; p++)
     if (p[0] == '%' && p[1] == 'p') {
       o += snprintf(o, 16, "%d", (int)getpid());
       p++;
@@ -56,10 +54,43 @@ static void check_trace(int rank) {
     }
   *o = '\0';
   FILE *f = fopen(path, "r");
-  static char text[1 << 16];
-  const size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+  const size_t got = f ? fread(text, 1, tcap - 1, f) : 0;
   if (f) fclose(f);
   text[got] = '\0';
+  return got;
+}
+
+/* With CHORUS_STATS_INTERVAL and CHORUS_STATS_FILE (its %p this process):
+ * the line written when the communicator ended counts the four AllReduces,
+ * each alone in its launch, so each timed on the GPU. */
+static void check_stats(int rank) {
+  const char *pattern = getenv("CHORUS_STATS_FILE");
+  if (!pattern || !getenv("CHORUS_STATS_INTERVAL")) return;
+  char path[512];
+  static char text[1 << 16];
+  read_named(pattern, path, sizeof path, text, sizeof text);
+  const char *last = NULL;
+  for (const char *at = text; (at = strstr(at, "\"AllReduce\":{\"calls\":4,")); at++) last = at;
+  unsigned long long timed = 0;
+  double us = 0;
+  const char *t = last ? strstr(last, "\"timed\":") : NULL;
+  EXPECT(t && sscanf(t, "\"timed\":%llu,\"time_us\":%lf", &timed, &us) == 2 && timed == 4 && us > 0,
+         "rank %d: %s does not count 4 AllReduces timed on the GPU (timed %llu, %.3f us)", rank,
+         path, timed, us);
+  unlink(path);
+  char prom[512];
+  snprintf(prom, sizeof prom, "%.*s.prom", (int)(strlen(path) - 6), path);
+  unlink(prom);
+}
+
+/* With CHORUS_TRACE (its %p this process): the file, closed with the
+ * communicator, holds AllReduce #0-#3 of this rank, timed on the GPU. */
+static void check_trace(int rank) {
+  const char *pattern = getenv("CHORUS_TRACE");
+  if (!pattern) return;
+  char path[512];
+  static char text[1 << 16];
+  const size_t got = read_named(pattern, path, sizeof path, text, sizeof text);
   EXPECT(got > 0 && strstr(text, "\n]\n"), "rank %d: no finished trace at %s", rank, path);
   for (int k = 0; k < 4; k++) {
     char want[64];
@@ -131,6 +162,7 @@ int main(void) {
   CUDA(cudaFree(dev));
   NCCL(ncclCommDestroy(comm));
   check_trace(rank);
+  check_stats(rank);
   unlink(log);
   rmdir(dir);
   printf("rank %d: %s\n", rank, failures ? "FAIL" : "ok");
