@@ -402,11 +402,13 @@ void chorus_prof_group_end(ncclComm_t comm) {
 
 /* ---- loading and contexts ------------------------------------------------------------ */
 
+static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt,
                    ...) {
   va_list ap;
   va_start(ap, fmt);
-  chorus_vlog((chorus_log_level)level, (uint32_t)flags, file ? file : "plugin", line, fmt, ap);
+  chorus_vlog_plugin(level, flags, file, line, fmt, ap);
   va_end(ap);
 }
 

@@ -185,6 +185,12 @@ void chorus_vlog(chorus_log_level level, uint32_t subsys, const char *file, int 
   pthread_mutex_unlock(&log_lock);
 }
 
+void chorus_vlog_plugin(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                        va_list ap) {
+  if (level <= CHORUS_LOG_NONE || level > CHORUS_LOG_TRACE || !fmt) return;
+  chorus_vlog((chorus_log_level)level, (uint32_t)flags, file ? file : "plugin", line, fmt, ap);
+}
+
 void chorus_log(chorus_log_level level, uint32_t subsys, const char *file, int line,
                 const char *fmt, ...) {
   va_list ap;

@@ -65,6 +65,11 @@ void chorus_log(chorus_log_level level, uint32_t subsys, const char *file, int l
 void chorus_vlog(chorus_log_level level, uint32_t subsys, const char *file, int line,
                  const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
 
+/* A line a plugin logs through the logger NCCL hands it (NCCL's levels
+ * and subsystem bits; a level outside NCCL's is dropped). */
+void chorus_vlog_plugin(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                        va_list ap) __attribute__((format(printf, 5, 0)));
+
 /* Per-thread context: the rank shown in the prefix and where the messages of
  * chorus_error() are also recorded (a communicator's last-error buffer). */
 typedef struct chorus_log_ctx {

@@ -44,10 +44,9 @@ static void plugin_log(ncclDebugLogLevel level, unsigned long flags, const char 
                        const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 static void plugin_log(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
                        const char *fmt, ...) {
-  if (level <= NCCL_LOG_NONE || level > NCCL_LOG_TRACE) return;
   va_list ap;
   va_start(ap, fmt);
-  chorus_vlog((chorus_log_level)level, (uint32_t)flags, file ? file : "plugin", line, fmt, ap);
+  chorus_vlog_plugin((int)level, flags, file, line, fmt, ap);
   va_end(ap);
 }
 
