@@ -48,8 +48,11 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
      {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(FITS_MSG)}}},
     {CHORUS_ALGO_ZEROCOPY,
      "zerocopy",
-     "GPU kernels read and write the peers' own buffers, no staging",
-     {[CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
+     "ranks read the peers' own buffers, no staging: GPU kernels; on host memory one copy "
+     "per byte (memcpy in a process, process_vm_readv between processes)",
+     {[CHORUS_BACKEND_HOST] = {F(ALLGATHER) | F(ALLTOALL) | F(BROADCAST) | F(GATHER) | F(SCATTER),
+                               P(SIMPLE), NEED(RANKS2) | NEED(NODE_MEM) | NEED(PEER_READ)},
+      [CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
                               NEED(RANKS2) | NEED(PEER_ACCESS) | NEED(PEER_BUFS)}}},
     {CHORUS_ALGO_CE,
      "copyengine",

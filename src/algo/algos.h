@@ -39,7 +39,7 @@ typedef enum {
   CHORUS_ALGO_ONESHOT,  /* every rank hands its data to all at once, each takes all */
   CHORUS_ALGO_TWOSHOT,  /* AllReduce: each rank reduces its share, then all gather */
   CHORUS_ALGO_RD,       /* AllReduce: recursive doubling, log2(n) pairwise exchanges */
-  CHORUS_ALGO_ZEROCOPY, /* GPU kernels read and write the peers' own buffers */
+  CHORUS_ALGO_ZEROCOPY, /* ranks read (GPU: and write) the peers' own buffers */
   CHORUS_ALGO_CE,       /* cudaMemcpyAsync between the ranks' buffers (copy engine) */
   CHORUS_ALGO_HIER,     /* GPUs across hosts: kernels in each host, one step across hosts */
   CHORUS_ALGO_STAGED,   /* GPUs across hosts: the whole call carried by the host */
@@ -67,8 +67,10 @@ enum {
   CHORUS_NEED_ONE_PROC = 1u << 4,    /* GPU: every rank's call in one group of this process,
                                         on streams that are not being captured */
   CHORUS_NEED_FITS_MSG = 1u << 5,    /* host: the whole buffer fits one message slot */
-  CHORUS_NEED_HOSTS = 1u << 6        /* GPU: ranks on several hosts (a GPU algorithm without
+  CHORUS_NEED_HOSTS = 1u << 6,       /* GPU: ranks on several hosts (a GPU algorithm without
                                         it runs only among the GPUs of one host) */
+  CHORUS_NEED_PEER_READ = 1u << 7    /* host: every rank reads every rank's memory
+                                        (chorus_node.peer_read) */
 };
 
 typedef struct chorus_algo_backend {

@@ -8,7 +8,10 @@
  * bandwidths in bytes per microsecond, n_cal = 2 with a core per rank and 4
  * when ranks outnumber cores. The bands follow the memory the data lives in
  * (L2, L3, past L3, DRAM), so the modelled time is continuous and grows with
- * size. bench/fit.py fitted the values to bench/calibration-*.txt.
+ * size. bench/fit.py fitted the values to bench/calibration-*.txt: AllGather,
+ * AlltoAll, Broadcast, Gather and Scatter to the 2026-11-28 run (with the
+ * peer reads), the rest to the 2026-11-21 run; each function's algorithms
+ * come from one run, as the machine's speed differs between runs.
  */
 #include "algo/cost.h"
 
@@ -32,12 +35,16 @@ typedef struct fit {
 static const fit fits[] = {
     {CHORUS_FUNC_ALLGATHER,
      CHORUS_ALGO_ONESHOT,
-     {0.186, {14226, 14016, 12073, 6224}},
-     {4.506, {9659, 10915, 4892, 6174}}},
+     {0.410, {14795, 11198, 8927, 7309}},
+     {4.070, {8240, 6456, 4042, 4300}}},
     {CHORUS_FUNC_ALLGATHER,
      CHORUS_ALGO_RING,
-     {0.977, {3562, 3953, 3267, 2863}},
-     {8.902, {6134, 10401, 4412, 2889}}},
+     {1.262, {10617, 11309, 8554, 6611}},
+     {4.625, {8022, 4634, 3369, 2386}}},
+    {CHORUS_FUNC_ALLGATHER,
+     CHORUS_ALGO_ZEROCOPY,
+     {2.241, {31244, 20457, 11261, 8015}},
+     {10.993, {11361, 5869, 5063, 2866}}},
     {CHORUS_FUNC_ALLREDUCE,
      CHORUS_ALGO_ONESHOT,
      {0.245, {7519, 8258, 11189, 4025}},
@@ -52,36 +59,48 @@ static const fit fits[] = {
      {8.618, {4099, 5389, 2825, 3397}}},
     {CHORUS_FUNC_ALLTOALL,
      CHORUS_ALGO_DIRECT,
-     {0.198, {9563, 13643, 15423, 4662}},
-     {4.974, {3423, 5606, 2416, 2859}}},
+     {1.162, {10244, 7835, 9416, 5536}},
+     {4.641, {4059, 3267, 3204, 2322}}},
     {CHORUS_FUNC_ALLTOALL,
      CHORUS_ALGO_ONESHOT,
-     {0.133, {14277, 16308, 17004, 5121}},
-     {4.635, {3649, 6352, 2000, 3378}}},
-    {CHORUS_FUNC_BROADCAST,
-     CHORUS_ALGO_ONESHOT,
-     {0.133, {9533, 14234, 14452, 5650}},
-     {4.453, {7897, 8945, 4218, 6079}}},
+     {0.786, {10706, 11191, 7864, 5640}},
+     {3.458, {5102, 3844, 3260, 2369}}},
+    {CHORUS_FUNC_ALLTOALL,
+     CHORUS_ALGO_ZEROCOPY,
+     {2.063, {33442, 18549, 12262, 7413}},
+     {15.033, {14788, 5732, 5228, 2808}}},
     {CHORUS_FUNC_BROADCAST,
      CHORUS_ALGO_CHAIN,
-     {0.551, {6355, 19563, 15830, 3672}},
-     {1.359, {3664, 12014, 4350, 2596}}},
+     {0.794, {9329, 11687, 6756, 5042}},
+     {2.839, {4047, 4868, 3551, 1800}}},
+    {CHORUS_FUNC_BROADCAST,
+     CHORUS_ALGO_ONESHOT,
+     {0.676, {11448, 10923, 7162, 6302}},
+     {3.595, {6356, 5643, 4160, 3801}}},
+    {CHORUS_FUNC_BROADCAST,
+     CHORUS_ALGO_ZEROCOPY,
+     {1.768, {25259, 16828, 10819, 7843}},
+     {7.462, {12795, 7298, 5643, 2909}}},
     {CHORUS_FUNC_GATHER,
      CHORUS_ALGO_DIRECT,
-     {0.119, {17689, 34472, 24232, 9362}},
-     {1.345, {14668, 18671, 17242, 9606}}},
+     {0.772, {24571, 15917, 12978, 9258}},
+     {1.667, {29946, 14582, 9945, 12173}}},
     {CHORUS_FUNC_GATHER,
      CHORUS_ALGO_ONESHOT,
-     {0.118, {20251, 17963, 24662, 7991}},
-     {4.310, {8492, 16617, 16792, 8033}}},
-    {CHORUS_FUNC_REDUCE,
-     CHORUS_ALGO_ONESHOT,
-     {0.268, {7253, 8176, 8752, 4154}},
-     {8.956, {3226, 4361, 3458, 2990}}},
+     {0.667, {17638, 14756, 9141, 8143}},
+     {3.013, {19215, 12770, 7962, 8524}}},
+    {CHORUS_FUNC_GATHER,
+     CHORUS_ALGO_ZEROCOPY,
+     {1.482, {34252, 23034, 12591, 7626}},
+     {7.368, {52257, 15412, 11278, 7261}}},
     {CHORUS_FUNC_REDUCE,
      CHORUS_ALGO_CHAIN,
      {0.435, {8052, 38229, 24909, 6974}},
      {1.589, {4833, 13061, 4928, 3973}}},
+    {CHORUS_FUNC_REDUCE,
+     CHORUS_ALGO_ONESHOT,
+     {0.268, {7253, 8176, 8752, 4154}},
+     {8.956, {3226, 4361, 3458, 2990}}},
     {CHORUS_FUNC_REDUCESCATTER,
      CHORUS_ALGO_ONESHOT,
      {0.182, {12735, 19219, 17838, 6882}},
@@ -92,12 +111,16 @@ static const fit fits[] = {
      {9.216, {7115, 10893, 5505, 3155}}},
     {CHORUS_FUNC_SCATTER,
      CHORUS_ALGO_DIRECT,
-     {0.308, {16009, 29223, 34821, 9462}},
-     {1.662, {9680, 17874, 21650, 7325}}},
+     {0.973, {29160, 14677, 12651, 7858}},
+     {2.374, {16623, 13660, 11289, 8655}}},
     {CHORUS_FUNC_SCATTER,
      CHORUS_ALGO_ONESHOT,
-     {0.167, {29416, 23868, 30764, 10675}},
-     {4.407, {14290, 17633, 19365, 7289}}},
+     {0.585, {19774, 20454, 11713, 9510}},
+     {2.993, {31894, 12999, 10926, 7855}}},
+    {CHORUS_FUNC_SCATTER,
+     CHORUS_ALGO_ZEROCOPY,
+     {1.858, {62267, 41703, 19468, 14101}},
+     {7.849, {86535, 39247, 18489, 15127}}},
 };
 
 static double curve_us(const curve *c, double a_scale, double size) {
@@ -113,6 +136,7 @@ static double curve_us(const curve *c, double a_scale, double size) {
 
 static double one_host(int func, int algo, double size, const chorus_cost_env *e) {
   if ((algo == CHORUS_ALGO_ONESHOT || algo == CHORUS_ALGO_TWOSHOT) && !e->node) return -1;
+  if (algo == CHORUS_ALGO_ZEROCOPY && !e->peer_read) return -1;
   for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {
     const fit *f = &fits[i];
     if (f->func != func || f->algo != algo) continue;

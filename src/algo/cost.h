@@ -46,6 +46,7 @@ typedef struct chorus_cost_env {
    * us), probed at init or set by CHORUS_NET (core/netprobe.h); 0: the
    * model's own figures. */
   double net_us, net_bw;
+  int peer_read; /* host: ranks read each other's memory (algorithm zerocopy) */
 } chorus_cost_env;
 
 /* Modelled microseconds of func with algo in proto (CHORUS_RULE_ANY: the

@@ -12,6 +12,9 @@ ncclResult_t chorus_allreduce_rd(chorus_op *op);   /* recursive doubling, small 
 ncclResult_t chorus_allreduce_tree(chorus_op *op); /* double binary tree, many hosts */
 /* Node-memory oneshot for every other collective but Send/Recv. */
 ncclResult_t chorus_coll_node(chorus_op *op);
+/* Node memory's peer reads (zerocopy): AllGather, AlltoAll, Broadcast,
+ * Gather, Scatter in one copy per byte, straight from the peers' inputs. */
+ncclResult_t chorus_coll_peer_read(chorus_op *op);
 ncclResult_t chorus_allgather_ring(chorus_op *op);
 ncclResult_t chorus_reducescatter_ring(chorus_op *op);
 ncclResult_t chorus_broadcast_ring(chorus_op *op);

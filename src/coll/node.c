@@ -26,11 +26,14 @@
  * shared-memory connection as what it waits for, so the executor also checks
  * the peer is alive.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "coll/coll.h"
 #include "host/copy.h"
+#include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/coro.h"
@@ -405,5 +408,171 @@ ncclResult_t chorus_coll_node(chorus_op *op) {
     }
   }
   nd->next_chunk += D.nchunks;
+  CORO_END(op->co);
+}
+
+/*
+ * Peer reads (algorithm zerocopy on host memory; chorus_node.peer_read):
+ * AllGather, AlltoAll, Broadcast, Gather and Scatter in one copy per byte.
+ * Each rank publishes the address of its input with its post; each reads
+ * what it needs straight from the peers' inputs into its output (memcpy
+ * from a rank of this process, process_vm_readv from another), then says
+ * so (REDUCED); a rank whose input others read returns only once they all
+ * have. No stage holds data: `posted` still moves, one chunk per call, so
+ * the counters stay equal across ranks. An AlltoAll in place reads from a
+ * copy of its input (its output overwrites blocks the peers still read).
+ */
+
+/* Ranks that are threads of one process hand each other their inputs
+ * through counters in node memory, which each maps at its own address:
+ * ThreadSanitizer cannot see that order, so it is told, on the input's
+ * address (the same for both). */
+#if defined(__SANITIZE_THREAD__)
+#define CHORUS_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CHORUS_TSAN 1
+#endif
+#endif
+#ifdef CHORUS_TSAN
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+#endif
+
+static void tsan_order(const void *addr, int acquire) {
+#ifdef CHORUS_TSAN
+  if (acquire)
+    __tsan_acquire((void *)(uintptr_t)addr);
+  else
+    __tsan_release((void *)(uintptr_t)addr);
+#else
+  (void)addr, (void)acquire;
+#endif
+}
+
+/* Reads bytes at address src of rank p into dst. */
+static ncclResult_t read_peer(chorus_op *op, int p, void *dst, uint64_t src, size_t bytes) {
+  const chorus_node_rank *r = &op->cc->node->rank[p];
+  if (r->same_process) {
+    chorus_copy(dst, (const void *)(uintptr_t)src, bytes, op->nt);
+    return ncclSuccess;
+  }
+  for (size_t done = 0; done < bytes;) {
+    struct iovec mine = {(char *)dst + done, bytes - done};
+    struct iovec theirs = {(void *)(uintptr_t)(src + done), bytes - done};
+    const ssize_t n = process_vm_readv(r->pid, &mine, 1, &theirs, 1, 0);
+    if (n > 0) {
+      done += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    const int err = n < 0 ? errno : EIO;
+    if (__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) return peer_failed(op, p);
+    char me[160];
+    chorus_op_describe(op, me, sizeof me);
+    return chorus_error(err == ESRCH ? ncclRemoteError : ncclSystemError,
+                        "%s failed: reading rank %d's buffer (pid %d) with process_vm_readv: %s",
+                        me, p, (int)r->pid, strerror(err));
+  }
+  return ncclSuccess;
+}
+
+/* Whose inputs this rank reads: -1 every peer, else the one rank (the
+ * root), or -2 none. */
+static int reads_from(const chorus_op *op) {
+  const int me = op->cc->rank;
+  switch (op->func) {
+  case CHORUS_FUNC_BROADCAST:
+  case CHORUS_FUNC_SCATTER:
+    return me == op->root ? -2 : op->root;
+  case CHORUS_FUNC_GATHER:
+    return me == op->root ? -1 : -2;
+  default:
+    return -1;
+  }
+}
+
+/* Rank p's block of this call in our output, and the offset of the block
+ * we take in p's input; bytes: one block. */
+static void place(const chorus_op *op, int p, size_t bytes, char **out, size_t *in_off) {
+  const int me = op->cc->rank;
+  switch (op->func) {
+  case CHORUS_FUNC_ALLGATHER:
+  case CHORUS_FUNC_GATHER:
+    *out = (char *)op->recvbuff + (size_t)p * bytes, *in_off = 0;
+    break;
+  case CHORUS_FUNC_ALLTOALL:
+    *out = (char *)op->recvbuff + (size_t)p * bytes, *in_off = (size_t)me * bytes;
+    break;
+  case CHORUS_FUNC_SCATTER:
+    *out = op->recvbuff, *in_off = (size_t)me * bytes;
+    break;
+  default: /* Broadcast */
+    *out = op->recvbuff, *in_off = 0;
+    break;
+  }
+}
+
+ncclResult_t chorus_coll_peer_read(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  chorus_node *nd = cc->node;
+  const int n = cc->nranks, me = cc->rank;
+  const size_t bytes = op->count * op->esize;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  D.g = nd->next_chunk;
+  CORO_AWAIT_RES(op->co, res, stage_free(op)); /* our address slot */
+  {
+    const void *in = op->sendbuff;
+    if (op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff && bytes) {
+      if (!(op->scratch = chorus_malloc((size_t)n * bytes)))
+        return chorus_error(ncclSystemError, "out of memory for an AlltoAll in place");
+      memcpy(op->scratch, op->sendbuff, (size_t)n * bytes);
+      in = op->scratch;
+    }
+    nd->rank[me].addr[D.g % (uint64_t)nd->nbuf] = (uint64_t)(uintptr_t)in;
+    tsan_order(in, 0);
+  }
+  announce(op, POSTED, D.g + 1);
+  /* (A coroutine resumes inside its awaits: no locals across them.) */
+  if (reads_from(op) >= 0)
+    CORO_AWAIT_RES(op->co, res, reached(op, reads_from(op), POSTED, D.g + 1));
+  if (reads_from(op) == -1) CORO_AWAIT_RES(op->co, res, all_reached(op, POSTED, D.g + 1));
+  {
+    const int from = reads_from(op);
+    const uint64_t slot = D.g % (uint64_t)nd->nbuf;
+    const char *in = op->scratch ? op->scratch : op->sendbuff;
+    for (int p = 0; p < n && from != -2; p++) {
+      char *out;
+      size_t in_off;
+      if (from >= 0 && p != from) continue;
+      place(op, p, bytes, &out, &in_off);
+      if (p == me) continue;
+      const uint64_t at = nd->rank[p].addr[slot];
+      tsan_order((const void *)(uintptr_t)at, 1);
+      CHECK(read_peer(op, p, out, at + in_off, bytes));
+      tsan_order((const void *)(uintptr_t)at, 0);
+    }
+    /* Our own block, where our output holds one: everywhere but at the
+     * ranks of a rooted call that are not its root. */
+    const int rooted = op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_SCATTER ||
+                       op->func == CHORUS_FUNC_GATHER;
+    if (!rooted || me == op->root) {
+      char *out;
+      size_t in_off;
+      place(op, me, bytes, &out, &in_off);
+      if (out != in + in_off && bytes) chorus_copy(out, in + in_off, bytes, op->nt);
+    }
+  }
+  announce(op, REDUCED, D.g + 1); /* done with the peers' inputs */
+  /* Those who read ours: every peer, the root (Gather), or nobody. */
+  if (op->func == CHORUS_FUNC_GATHER) {
+    if (me != op->root) CORO_AWAIT_RES(op->co, res, reached(op, op->root, REDUCED, D.g + 1));
+  } else if ((op->func != CHORUS_FUNC_BROADCAST && op->func != CHORUS_FUNC_SCATTER) ||
+             me == op->root) {
+    CORO_AWAIT_RES(op->co, res, all_reached(op, REDUCED, D.g + 1));
+  }
+  tsan_order((const void *)(uintptr_t)nd->rank[me].addr[D.g % (uint64_t)nd->nbuf], 1);
+  nd->next_chunk += 1;
   CORO_END(op->co);
 }

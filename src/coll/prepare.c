@@ -33,18 +33,23 @@ static const entry table[] = {
     {CHORUS_FUNC_REDUCE, CHORUS_ALGO_ORDERED, chorus_ordered},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_RING, chorus_allgather_ring},
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
+    {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RING, chorus_reducescatter_ring},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
     {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_CHAIN, chorus_broadcast_ring},
     {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ONESHOT, chorus_coll_node},
+    {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
     {CHORUS_FUNC_REDUCE, CHORUS_ALGO_CHAIN, chorus_reduce_ring},
     {CHORUS_FUNC_REDUCE, CHORUS_ALGO_ONESHOT, chorus_coll_node},
     {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_DIRECT, chorus_multi},
     {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_ONESHOT, chorus_coll_node},
+    {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
     {CHORUS_FUNC_GATHER, CHORUS_ALGO_DIRECT, chorus_multi},
     {CHORUS_FUNC_GATHER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
+    {CHORUS_FUNC_GATHER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
     {CHORUS_FUNC_SCATTER, CHORUS_ALGO_DIRECT, chorus_multi},
     {CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
+    {CHORUS_FUNC_SCATTER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
     {CHORUS_FUNC_SEND, CHORUS_ALGO_DIRECT, chorus_sendrecv},
     {CHORUS_FUNC_RECV, CHORUS_ALGO_DIRECT, chorus_sendrecv},
 };
@@ -76,6 +81,7 @@ void chorus_coll_setup(chorus_coll_comm *cc) {
   e->nhosts = cc->topo->nhosts;
   e->node = cc->node != NULL && cc->nranks <= CHORUS_REDUCE_MAX_SRCS;
   e->oversubscribed = cpus > 0 && cc->topo->nlocal > cpus;
+  e->peer_read = e->node && cc->node->peer_read;
   /* The smallest slot of any connection bounds a single message. */
   e->max_msg = 0;
   for (int p = 0; p < cc->nranks; p++) {

@@ -63,6 +63,8 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
   if ((needs & CHORUS_NEED_RANKS2) && n < 2) return "it needs two ranks or more";
   if ((needs & CHORUS_NEED_NODE_MEM) && !m->env.node)
     return "it needs node memory (every rank on this host, shared memory on)";
+  if ((needs & CHORUS_NEED_PEER_READ) && !m->env.peer_read)
+    return "the ranks cannot read each other's memory (process_vm_readv refused: ptrace rules)";
   if ((needs & CHORUS_NEED_FITS_MSG) && bytes > m->env.max_msg)
     return "the buffer does not fit one message slot";
   if ((needs & CHORUS_NEED_PEER_ACCESS) && m->staged)
@@ -71,6 +73,7 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
   if (why) return why;
   switch (algo) {
   case CHORUS_ALGO_ZEROCOPY:
+    if (b == CHORUS_BACKEND_HOST) break;
     if (n > CHORUS_PLAN_MAX_RANKS || c->count == 0) return "nothing to move";
     if (c->facts & CHORUS_FACT_PREMULSUM)
       return "PreMulSum scales each rank's input by that rank's own scalar";

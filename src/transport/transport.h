@@ -236,6 +236,12 @@ typedef struct chorus_node_rank {
   char *reason;          /* CHORUS_NODE_REASON bytes, written before `failed` */
   char *stage;           /* nbuf buffers of `chunk` bytes */
   chorus_doorbell *db;
+  /* Peer reads (chorus_node.peer_read): per stage buffer, the address in
+   * the owner's memory that the call it serves reads from, written before
+   * `posted`; the owner's pid, and whether it is this process. */
+  uint64_t *addr;
+  int32_t pid;
+  int same_process;
 } chorus_node_rank;
 
 #define CHORUS_NODE_REASON CHORUS_REASON_MAX
@@ -247,6 +253,10 @@ typedef struct chorus_node {
   int nbuf;
   uint64_t next_chunk;   /* this rank's next chunk number (same on all ranks) */
   uint64_t staged_bytes; /* written into this rank's stage for the peers (state dump) */
+  /* Every rank can read every other rank's memory: memcpy within a
+   * process, process_vm_readv between processes (probed at set-up and
+   * agreed by all ranks). */
+  int peer_read;
 } chorus_node;
 
 /* A transport sets up the connections of one communicator to the peers the

@@ -21,7 +21,7 @@ static int pick(int func, size_t size, const chorus_cost_env *e) {
 }
 
 static void one_host_own_cores(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0};
   int small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
   EXPECT(small == CHORUS_ALGO_ONESHOT || small == CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_RING);
@@ -41,15 +41,32 @@ static void one_host_own_cores(void) {
 }
 
 static void one_host_oversubscribed(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_REDUCE, 8, &e), CHORUS_ALGO_CHAIN);
 }
 
+/* Peer reads (zerocopy): one copy per byte wins from 64 KiB on two ranks
+ * (bench/calibration-2026-11-28.txt); small calls stay staged; without
+ * peer reads it has no price. */
+static void one_host_peer_reads(void) {
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1};
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_SCATTER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1024, &e), CHORUS_ALGO_ONESHOT);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 1 << 20, &e) <
+         0);
+  e.peer_read = 0;
+  EXPECT(chorus_cost_us(CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 1 << 20, &e) <
+         0);
+}
+
 static void across_hosts(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_RD);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 64 << 20, &e), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 64 << 20, &e), CHORUS_ALGO_DIRECT);
@@ -64,7 +81,7 @@ static void across_hosts(void) {
  * recursive doubling's log2(n) exchanges over the ring's 2(n-1) hops;
  * CHORUS_NET's text parses into them. */
 static void network_figures(void) {
-  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0};
+  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0};
   chorus_cost_env far = near;
   far.net_us = 2000; /* 2 ms one way */
   far.net_bw = 125;  /* 1 Gbit/s */
@@ -86,11 +103,11 @@ static void network_figures(void) {
 }
 
 static void monotone_in_size(void) {
-  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0},
-                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0},
-                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5},
-                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0}};
+  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0},
+                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0}};
   for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++)
     for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
       for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
@@ -103,7 +120,7 @@ static void monotone_in_size(void) {
             prev = t;
           }
         }
-  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0};
+  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &one), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &one), CHORUS_ALGO_CHAIN);
 }
@@ -113,7 +130,7 @@ static void monotone_in_size(void) {
  * rules choose there); small calls are latency, large ones bandwidth (LL
  * dearer per byte than Simple). */
 static void gpu_prices(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
       for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
@@ -135,6 +152,7 @@ static void gpu_prices(void) {
 int main(void) {
   RUN(one_host_own_cores);
   RUN(one_host_oversubscribed);
+  RUN(one_host_peer_reads);
   RUN(across_hosts);
   RUN(network_figures);
   RUN(monotone_in_size);

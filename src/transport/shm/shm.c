@@ -34,10 +34,12 @@
  * pair holds a life line instead, a socket that carries nothing, which
  * the kernel closes when either process ends, however it ends.
  */
+#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "transport/transport.h"
@@ -56,6 +58,7 @@ typedef struct seg_header {
   int32_t rank;
   int32_t pid;
   uint64_t pid_ns; /* the PID namespace pid belongs to (chorus_proc_pid_ns) */
+  uint64_t self;   /* the segment's address in its owner's memory: peer reads probe it */
   uint32_t nfifo, nslots;
   uint64_t slot_bytes;
   chorus_doorbell db __attribute__((aligned(CACHELINE)));
@@ -95,6 +98,7 @@ typedef struct node_counters {
   uint32_t failed __attribute__((aligned(CACHELINE)));
   char reason[CHORUS_NODE_REASON];
   chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
+  uint64_t addr[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
 } node_counters;
 
 typedef struct shm_state {
@@ -147,13 +151,18 @@ static void init_node(shm_state *s) {
   for (int r = 0; r < s->nranks; r++) {
     char *base = s->peer_seg[r].base;
     node_counters *nc = (node_counters *)(base + fifo_end(s));
-    s->node.rank[r] = (chorus_node_rank){&nc->posted,
-                                         &nc->reduced,
-                                         nc->meta,
-                                         &nc->failed,
-                                         nc->reason,
-                                         base + page_up(fifo_end(s) + sizeof(node_counters)),
-                                         &((seg_header *)base)->db};
+    const seg_header *h = (const seg_header *)base;
+    s->node.rank[r] =
+        (chorus_node_rank){&nc->posted,
+                           &nc->reduced,
+                           nc->meta,
+                           &nc->failed,
+                           nc->reason,
+                           base + page_up(fifo_end(s) + sizeof(node_counters)),
+                           &((seg_header *)base)->db,
+                           nc->addr,
+                           h->pid,
+                           h->pid == (int32_t)getpid() && h->pid_ns == chorus_proc_pid_ns()};
   }
   s->node.nranks = s->nranks;
   s->node.chunk = s->stage_bytes;
@@ -374,6 +383,44 @@ static ncclResult_t life_lines(shm_state *s, const chorus_transport_ctx *ctx, co
   return ncclSuccess;
 }
 
+/* Can this rank read rank r's memory? Its own process: yes. Another: if
+ * it is in our PID namespace (else its pid names some other process here)
+ * and process_vm_readv of its segment's header, at the address where r
+ * maps it, gives that header back (ptrace rules, seccomp and Yama can
+ * forbid it). */
+static int can_read(const shm_state *s, int r) {
+  const seg_header *h = s->peer_seg[r].base;
+  if (s->node.rank[r].same_process) return 1;
+  if (h->pid_ns != chorus_proc_pid_ns() || h->pid <= 0) return 0;
+  uint64_t got[2] = {0, 0};
+  struct iovec mine = {got, sizeof got}, theirs = {(void *)(uintptr_t)h->self, sizeof got};
+  const ssize_t n = process_vm_readv(h->pid, &mine, 1, &theirs, 1, 0);
+  return n == (ssize_t)sizeof got && memcmp(got, h, sizeof got) == 0; /* our mapping of it */
+}
+
+/* Peer reads, where every rank can read every other's memory: each rank
+ * probes its peers, then all take the verdict of all (a bootstrap
+ * allgather), so every rank plans alike. (NCCL_ALGO=^zerocopy leaves
+ * them unused.) */
+static ncclResult_t agree_peer_read(shm_state *s, chorus_bootstrap *bs) {
+  uint8_t *ok = chorus_calloc((size_t)s->nranks, 1);
+  if (!ok) return chorus_error(ncclSystemError, "SHM transport: out of memory");
+  int mine = 1, why = -1;
+  for (int r = 0; r < s->nranks && mine; r++)
+    if (r != s->rank && !can_read(s, r)) mine = 0, why = r;
+  if (why >= 0)
+    INFO(CHORUS_SHM | CHORUS_INIT,
+         "SHM transport: cannot read rank %d's memory (pid %d): %s; "
+         "no peer reads",
+         why, (int)s->node.rank[why].pid, strerror(errno));
+  ok[s->rank] = (uint8_t)mine;
+  ncclResult_t res = chorus_bootstrap_allgather(bs, ok, 1);
+  s->node.peer_read = res == ncclSuccess;
+  for (int r = 0; r < s->nranks && s->node.peer_read; r++) s->node.peer_read = ok[r];
+  chorus_free(ok);
+  return res;
+}
+
 static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
                               void **out) {
   *out = NULL;
@@ -422,6 +469,7 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
   hdr->rank = s->rank;
   hdr->pid = (int32_t)getpid();
   hdr->pid_ns = chorus_proc_pid_ns();
+  hdr->self = (uint64_t)(uintptr_t)s->own.base;
   hdr->nfifo = s->nfifo;
   hdr->nslots = s->nslots;
   hdr->slot_bytes = s->slot_bytes;
@@ -452,6 +500,7 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
       init_conn(s, peers[i], ch, CHORUS_DIR_RECV);
     }
   if (s->has_node) init_node(s);
+  if (s->has_node) CHECK_GOTO(agree_peer_read(s, ctx->bs), res, fail);
   chorus_free(rec);
   INFO(CHORUS_SHM | CHORUS_INIT,
        "SHM transport: %d peer(s), %u slots of %zu bytes per FIFO, node memory %s (%d x %zu bytes)",
