@@ -204,12 +204,123 @@ static void reduce_to_stage(chorus_op *op, uint64_t g, size_t at, size_t len, co
   chorus_store_learn(t, st, bytes, chorus_now_ns() - t0);
 }
 
+/*
+ * Small AllReduce (oneshot, up to CHORUS_FAST_MAX bytes) on fast lines
+ * (transport.h): each rank writes its data and the call's description
+ * into its lines of the chunk's parity, flag last in each line, and a
+ * peer waits on those lines alone: one line transfer per peer for up to
+ * 24 bytes, where the stage path has the peer's counter, then its
+ * description and its data. `posted` and the description slot still move,
+ * so the other schedules' counters stay right and a peer in another call
+ * meets a mismatch. The lines of parity g & 1 are rewritten at chunk g
+ * once every peer has posted chunk g - 1 (so read chunk g - 2): known
+ * when our last call was the fast one of chunk g - 1, asked otherwise.
+ */
+#define FAST_RANKS 8
+#define FAST_ASK   64
+
+static int fast_fits(const chorus_op *op) {
+  const size_t bytes = op->count * op->esize;
+  return op->algo == CHORUS_ALGO_ONESHOT && bytes > 0 && bytes <= CHORUS_FAST_MAX &&
+         op->red.kind != CHORUS_RED_PREMULSUM && op->cc->node->nbuf >= 2 &&
+         op->cc->nranks <= FAST_RANKS;
+}
+
+static int fast_nlines(size_t bytes) {
+  return bytes <= CHORUS_FAST_HEAD
+             ? 1
+             : 1 + (int)CHORUS_DIV_UP(bytes - CHORUS_FAST_HEAD, (size_t)CHORUS_FAST_BODY);
+}
+
+static chorus_fast_line *fast_lines(const chorus_op *op, int p, uint64_t g) {
+  return op->cc->node->rank[p].fast + (g & 1) * CHORUS_FAST_LINES;
+}
+
+static void fast_post(chorus_op *op, uint64_t g) {
+  chorus_fast_line *l = fast_lines(op, op->cc->rank, g);
+  const char *src = op->sendbuff;
+  const size_t bytes = op->count * op->esize;
+  size_t at = CHORUS_MIN(bytes, (size_t)CHORUS_FAST_HEAD);
+  l[0].u.head.meta = op->meta;
+  memcpy(l[0].u.head.data, src, at);
+  __atomic_store_n(&l[0].flag, g + 1, __ATOMIC_RELEASE);
+  for (int i = 1; at < bytes; i++, at += CHORUS_FAST_BODY) {
+    memcpy(l[i].u.data, src + at, CHORUS_MIN(bytes - at, (size_t)CHORUS_FAST_BODY));
+    __atomic_store_n(&l[i].flag, g + 1, __ATOMIC_RELEASE);
+  }
+  count_staged(op, bytes);
+  announce(op, POSTED, g + 1);
+}
+
+/* Every peer's lines of chunk g are there, for this call. */
+static ncclResult_t fast_wait(chorus_op *op, uint64_t g) {
+  const int n = op->cc->nranks, nl = fast_nlines(op->count * op->esize);
+  for (int p = 0; p < n; p++) {
+    if (p == op->cc->rank) continue;
+    const chorus_fast_line *l = fast_lines(op, p, g);
+    int ready = 1;
+    for (int i = 0; i < nl && ready; i++)
+      ready = __atomic_load_n(&l[i].flag, __ATOMIC_ACQUIRE) == g + 1;
+    if (!ready) {
+      /* Not yet, or p posted chunk g in another call (a mismatch), or
+       * failed: its counter says which. Asked every FAST_ASK polls only:
+       * the counter's line is the one p writes next. */
+      ncclResult_t res = ++D.c % FAST_ASK ? ncclInProgress : reached(op, p, POSTED, g + 1);
+      if (res != ncclSuccess && res != ncclInProgress) return res;
+      op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+      op->wait_dir = CHORUS_DIR_RECV;
+      return ncclInProgress;
+    }
+    chorus_msg_meta m = l[0].u.head.meta;
+    if (!chorus_meta_equal(&m, &op->expect)) return chorus_meta_mismatch(&op->expect, p, &m);
+  }
+  op->ticks++;
+  return ncclSuccess;
+}
+
+static void fast_reduce(chorus_op *op, uint64_t g) {
+  const int n = op->cc->nranks, me = op->cc->rank;
+  const size_t bytes = op->count * op->esize;
+  const void *src[FAST_RANKS];
+  char copies[FAST_RANKS][CHORUS_FAST_MAX] __attribute__((aligned(64)));
+  for (int p = 0; p < n; p++) {
+    const chorus_fast_line *l = fast_lines(op, p, g);
+    if (p == me) {
+      src[p] = op->sendbuff;
+    } else if (bytes <= CHORUS_FAST_HEAD) {
+      src[p] = l[0].u.head.data;
+    } else {
+      memcpy(copies[p], l[0].u.head.data, CHORUS_FAST_HEAD);
+      for (size_t at = CHORUS_FAST_HEAD, i = 1; at < bytes; i++, at += CHORUS_FAST_BODY)
+        memcpy(copies[p] + at, l[i].u.data, CHORUS_MIN(bytes - at, (size_t)CHORUS_FAST_BODY));
+      src[p] = copies[p];
+    }
+  }
+  chorus_reduce(&op->red, op->recvbuff, src, n, op->count, 0, CHORUS_RED_FINALIZE);
+}
+
+static ncclResult_t allreduce_fast(chorus_op *op) {
+  chorus_node *nd = op->cc->node;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  D.g = nd->next_chunk;
+  D.c = 0;
+  if (nd->last_fast != D.g && D.g > 0) CORO_AWAIT_RES(op->co, res, all_reached(op, FREE, D.g));
+  fast_post(op, D.g);
+  CORO_AWAIT_RES(op->co, res, fast_wait(op, D.g));
+  fast_reduce(op, D.g);
+  nd->last_fast = D.g + 1;
+  nd->next_chunk += 1;
+  CORO_END(op->co);
+}
+
 ncclResult_t chorus_allreduce_node(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   chorus_node *nd = cc->node;
   int n = cc->nranks, me = cc->rank;
   size_t off, len, soff, slen;
   ncclResult_t res;
+  if (fast_fits(op)) return allreduce_fast(op);
   CORO_BEGIN(op->co);
   D.chunk_elems = nd->chunk / op->esize;
   D.nchunks = CHORUS_DIV_UP(op->count, D.chunk_elems);

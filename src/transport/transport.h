@@ -228,6 +228,27 @@ struct chorus_conn {
  */
 #define CHORUS_NODE_MAX_BUFS 16
 
+/* Small AllReduce on node memory: the call's description, its data and a
+ * flag in cache lines of their own, so that one line a peer just wrote
+ * carries all a rank waits for. Line 0 holds the description and the
+ * first CHORUS_FAST_HEAD bytes, each further line CHORUS_FAST_BODY more;
+ * `flag` is the chunk number + 1 whose data the line holds, stored after
+ * the rest of the line (release). Two sets per rank, by chunk parity. */
+#define CHORUS_FAST_LINES 8
+#define CHORUS_FAST_HEAD  24
+#define CHORUS_FAST_BODY  56
+#define CHORUS_FAST_MAX   (CHORUS_FAST_HEAD + (CHORUS_FAST_LINES - 1) * CHORUS_FAST_BODY)
+typedef struct chorus_fast_line {
+  uint64_t flag;
+  union {
+    struct {
+      chorus_msg_meta meta;
+      char data[CHORUS_FAST_HEAD];
+    } head;
+    char data[CHORUS_FAST_BODY];
+  } u;
+} __attribute__((aligned(64))) chorus_fast_line;
+
 typedef struct chorus_node_rank {
   uint64_t *posted, *reduced;
   chorus_msg_meta *meta; /* per stage buffer: the call it holds data of,
@@ -242,6 +263,7 @@ typedef struct chorus_node_rank {
   uint64_t *addr;
   int32_t pid;
   int same_process;
+  chorus_fast_line *fast; /* 2 x CHORUS_FAST_LINES */
 } chorus_node_rank;
 
 #define CHORUS_NODE_REASON CHORUS_REASON_MAX
@@ -257,6 +279,9 @@ typedef struct chorus_node {
    * process, process_vm_readv between processes (probed at set-up and
    * agreed by all ranks). */
   int peer_read;
+  /* The chunk number + 1 of this rank's last small AllReduce on fast
+   * lines (0: none yet). */
+  uint64_t last_fast;
 } chorus_node;
 
 /* A transport sets up the connections of one communicator to the peers the

@@ -686,6 +686,7 @@ static void net_post_call(void *p, const chorus_call_entry *e) {
 /* Pushes pending output on every connection. */
 static ncclResult_t net_progress(void *p) {
   net_state *s = p;
+  if (!s->npeers) return ncclSuccess; /* every peer on this host: polled for nothing */
   net_wake_drain(s);
   for (int peer = 0; peer < s->nranks; peer++) {
     if (!s->is_peer[peer]) continue;

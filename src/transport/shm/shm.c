@@ -99,6 +99,7 @@ typedef struct node_counters {
   char reason[CHORUS_NODE_REASON];
   chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
   uint64_t addr[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
+  chorus_fast_line fast[2 * CHORUS_FAST_LINES];
 } node_counters;
 
 typedef struct shm_state {
@@ -162,12 +163,14 @@ static void init_node(shm_state *s) {
                            &((seg_header *)base)->db,
                            nc->addr,
                            h->pid,
-                           h->pid == (int32_t)getpid() && h->pid_ns == chorus_proc_pid_ns()};
+                           h->pid == (int32_t)getpid() && h->pid_ns == chorus_proc_pid_ns(),
+                           nc->fast};
   }
   s->node.nranks = s->nranks;
   s->node.chunk = s->stage_bytes;
   s->node.nbuf = s->nstages;
   s->node.next_chunk = 0;
+  s->node.last_fast = 0;
 }
 
 static fifo_ctrl *fifo_at(const shm_state *s, void *base, uint32_t idx) {
