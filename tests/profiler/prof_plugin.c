@@ -56,6 +56,20 @@ static ncclResult_t open_log(void **ctx, int *mask) {
   return ncclSuccess;
 }
 
+#if PROF_VERSION >= 4
+/* Versions 4 and 5: the same arguments, in their own orders. */
+static ncclResult_t open_named(void **ctx, int *mask, uint64_t id, const char *name, int nnodes,
+                               int nranks, int rank, int has_log) {
+  ncclResult_t r = open_log(ctx, mask);
+  if (r != ncclSuccess) return r;
+  pthread_mutex_lock(&lock);
+  say("init v%d id %llx name %s nnodes %d nranks %d rank %d log %d", PROF_VERSION,
+      (unsigned long long)id, name ? name : "(null)", nnodes, nranks, rank, has_log);
+  pthread_mutex_unlock(&lock);
+  return ncclSuccess;
+}
+#endif
+
 /* Handles outlive their stop (a stopped API event is its call's parent):
  * a pool, never freed, whose last slot is shared once it runs out. */
 #define POOL 65536
@@ -108,13 +122,7 @@ static ncclResult_t record(void *h, int state, prof_args_v123 *a) {
 #if PROF_VERSION == 5
 static ncclResult_t init(void **ctx, uint64_t id, int *mask, const char *name, int nnodes,
                          int nranks, int rank, prof_logger_t log) {
-  ncclResult_t r = open_log(ctx, mask);
-  if (r != ncclSuccess) return r;
-  pthread_mutex_lock(&lock);
-  say("init v5 id %llx name %s nnodes %d nranks %d rank %d log %d", (unsigned long long)id,
-      name ? name : "(null)", nnodes, nranks, rank, log != NULL);
-  pthread_mutex_unlock(&lock);
-  return ncclSuccess;
+  return open_named(ctx, mask, id, name, nnodes, nranks, rank, log != NULL);
 }
 
 static ncclResult_t start(void *ctx, void **out_h, prof_descr_v5 *d) {
@@ -166,13 +174,7 @@ prof_v5 ncclProfiler_v5 = {"chorus-test-v5", init, start, stop_event, record, fi
 #elif PROF_VERSION == 4
 static ncclResult_t init(void **ctx, int *mask, const char *name, uint64_t id, int nnodes,
                          int nranks, int rank, prof_logger_t log) {
-  ncclResult_t r = open_log(ctx, mask);
-  if (r != ncclSuccess) return r;
-  pthread_mutex_lock(&lock);
-  say("init v4 id %llx name %s nnodes %d nranks %d rank %d log %d", (unsigned long long)id,
-      name ? name : "(null)", nnodes, nranks, rank, log != NULL);
-  pthread_mutex_unlock(&lock);
-  return ncclSuccess;
+  return open_named(ctx, mask, id, name, nnodes, nranks, rank, log != NULL);
 }
 
 static ncclResult_t start(void *ctx, void **out_h, prof_descr_v4 *d) {
