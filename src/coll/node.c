@@ -168,15 +168,15 @@ static unsigned nt_flag(const chorus_op *op) {
   return op->nt ? CHORUS_RED_NT : 0;
 }
 
-/* Copies len elements of our input into our stage, applying our PreMulSum
- * scalar when the call reduces. The stores are the kind the stage tuner
- * picks (host/copy.h). */
 static void count_staged(chorus_op *op, size_t bytes) {
   chorus_node *nd = op->cc->node; /* one writer; the state dump reads */
   __atomic_store_n(&nd->staged_bytes, __atomic_load_n(&nd->staged_bytes, __ATOMIC_RELAXED) + bytes,
                    __ATOMIC_RELAXED);
 }
 
+/* Copies len elements of our input into our stage, applying our PreMulSum
+ * scalar when the call reduces. The stores are the kind the stage tuner
+ * picks (host/copy.h). */
 static void stage_copy(chorus_op *op, void *dst, const void *src, size_t len) {
   chorus_store_tuner *t = &op->cc->stage_tuner;
   count_staged(op, len * op->esize);
@@ -588,19 +588,33 @@ static ncclResult_t read_peer(chorus_op *op, int p, void *dst, uint64_t src, siz
   return ncclSuccess;
 }
 
-/* Whose inputs this rank reads: -1 every peer, else the one rank (the
- * root), or -2 none. */
-static int reads_from(const chorus_op *op) {
+/* Whose inputs this rank reads (reading = 1), or who reads this rank's
+ * (reading = 0): ALL every peer, else the one rank (the root), or NONE. */
+enum { ALL = -1, NONE = -2 };
+static int readers(const chorus_op *op, int reading) {
   const int me = op->cc->rank;
+  int root_reads; /* the root reads the others' inputs (Gather) rather than they its */
   switch (op->func) {
   case CHORUS_FUNC_BROADCAST:
   case CHORUS_FUNC_SCATTER:
-    return me == op->root ? -2 : op->root;
+    root_reads = 0;
+    break;
   case CHORUS_FUNC_GATHER:
-    return me == op->root ? -1 : -2;
+    root_reads = 1;
+    break;
   default:
-    return -1;
+    return ALL;
   }
+  if (me == op->root) return root_reads == reading ? ALL : NONE;
+  return root_reads == reading ? NONE : op->root;
+}
+
+/* Waits until each rank of readers(op, reading) moved its counter to
+ * D.g + 1. */
+static ncclResult_t those_reached(chorus_op *op, int reading, int which) {
+  const int r = readers(op, reading);
+  if (r == NONE) return ncclSuccess;
+  return r == ALL ? all_reached(op, which, D.g + 1) : reached(op, r, which, D.g + 1);
 }
 
 /* Rank p's block of this call in our output, and the offset of the block
@@ -645,15 +659,12 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
     tsan_order(in, 0);
   }
   announce(op, POSTED, D.g + 1);
-  /* (A coroutine resumes inside its awaits: no locals across them.) */
-  if (reads_from(op) >= 0)
-    CORO_AWAIT_RES(op->co, res, reached(op, reads_from(op), POSTED, D.g + 1));
-  if (reads_from(op) == -1) CORO_AWAIT_RES(op->co, res, all_reached(op, POSTED, D.g + 1));
+  CORO_AWAIT_RES(op->co, res, those_reached(op, 1, POSTED)); /* whose inputs we read */
   {
-    const int from = reads_from(op);
+    const int from = readers(op, 1);
     const uint64_t slot = D.g % (uint64_t)nd->nbuf;
     const char *in = op->scratch ? op->scratch : op->sendbuff;
-    for (int p = 0; p < n && from != -2; p++) {
+    for (int p = 0; p < n && from != NONE; p++) {
       char *out;
       size_t in_off;
       if (from >= 0 && p != from) continue;
@@ -675,14 +686,8 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
       if (out != in + in_off && bytes) chorus_copy(out, in + in_off, bytes, op->nt);
     }
   }
-  announce(op, REDUCED, D.g + 1); /* done with the peers' inputs */
-  /* Those who read ours: every peer, the root (Gather), or nobody. */
-  if (op->func == CHORUS_FUNC_GATHER) {
-    if (me != op->root) CORO_AWAIT_RES(op->co, res, reached(op, op->root, REDUCED, D.g + 1));
-  } else if ((op->func != CHORUS_FUNC_BROADCAST && op->func != CHORUS_FUNC_SCATTER) ||
-             me == op->root) {
-    CORO_AWAIT_RES(op->co, res, all_reached(op, REDUCED, D.g + 1));
-  }
+  announce(op, REDUCED, D.g + 1);                             /* done with the peers' inputs */
+  CORO_AWAIT_RES(op->co, res, those_reached(op, 0, REDUCED)); /* those who read ours */
   tsan_order((const void *)(uintptr_t)nd->rank[me].addr[D.g % (uint64_t)nd->nbuf], 1);
   nd->next_chunk += 1;
   CORO_END(op->co);

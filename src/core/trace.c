@@ -206,15 +206,16 @@ static void drain(ncclComm_t comm, int all) {
     if (!all && chorus_dev_event_done(g->end) == 0) break;
     if (all) (void)chorus_dev_event_wait(g->end);
     int64_t s = 0, e = 0;
-    if (gpu_time(t, g->start, &s) == 0 && gpu_time(t, g->end, &e) == 0)
+    if (gpu_time(t, g->start, &s) == 0 && gpu_time(t, g->end, &e) == 0) {
       for (int i = 0; i < g->n; i++) {
         if (file && t->to_file)
           write_event(comm, &g->d[i], g->t_enq[i], (double)s / 1e3, (double)e / 1e3, -1, g->bytes,
                       g->n + g->more - 1);
         chorus_prof_ran(comm, g->prof[i], s, e);
       }
-    if (g->n == 1 && !g->more) /* alone in its launch: the time is its own */
-      chorus_stats_time(comm->stats, g->d[0].func, (uint64_t)g->bytes, e - s);
+      if (g->n == 1 && !g->more) /* alone in its launch: the time is its own */
+        chorus_stats_time(comm->stats, g->d[0].func, (uint64_t)g->bytes, e - s);
+    }
     t->tail++;
   }
   if (chorus_now_ns() - t->anchor_ns > ANCHOR_NS && t->tail == t->head) (void)anchor(t);

@@ -1,6 +1,7 @@
 /*
  * dump_bytes.c - calls of known sizes, then the state dump
- * (dump_check.py reads it): N ranks as threads on one communicator each
+ * (dump_check.py reads it): N ranks as threads (tests/harness, which
+ * bounds them in time) on one communicator each
  * Send SEND_BYTES to the next rank and receive from the previous (one
  * group), then AllGather GATHER_COUNT floats each and AllReduce
  * REDUCE_COUNT floats; results checked; chorusDumpState (the file is
@@ -15,16 +16,14 @@
 
 #include "chorus.h"
 #include "nccl.h"
+#include "spawn.h"
 
 #define SEND_BYTES   1000
 #define GATHER_COUNT 3000
 #define REDUCE_COUNT 5000
 
-typedef struct arg {
-  int rank, n, rc;
-  ncclUniqueId id;
-  pthread_barrier_t *bar;
-} arg;
+/* The ranks meet before the dump and after it (threads of this process). */
+static pthread_barrier_t bar;
 
 static int calls(ncclComm_t comm, int rank, int n) {
   char s[SEND_BYTES], r[SEND_BYTES];
@@ -51,49 +50,37 @@ static int calls(ncclComm_t comm, int rank, int n) {
   return wrong;
 }
 
-static void *rank_main(void *p) {
-  arg *a = p;
+static int rank_main(int rank, int n, ncclUniqueId id, const char *param) {
+  (void)param;
   ncclComm_t comm;
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.commName = "counted";
-  if (ncclCommInitRankConfig(&comm, a->n, a->id, a->rank, &cfg) != ncclSuccess) {
-    a->rc = 1;
-    return NULL;
-  }
-  a->rc = calls(comm, a->rank, a->n);
-  pthread_barrier_wait(a->bar);
-  if (a->rank == 0) {
+  if (ncclCommInitRankConfig(&comm, n, id, rank, &cfg) != ncclSuccess) return 1;
+  int rc = calls(comm, rank, n);
+  pthread_barrier_wait(&bar);
+  if (rank == 0) {
     const char *path = getenv("CHORUS_DUMP_FILE");
-    if (!path || chorusDumpState() != 0) a->rc = 1;
+    if (!path || chorusDumpState() != 0) rc = 1;
     for (int i = 0; i < 1000 && path && access(path, F_OK) != 0; i++) {
       const struct timespec t = {0, 10 * 1000000L};
       nanosleep(&t, NULL);
     }
-    if (path && access(path, F_OK) != 0) printf("no dump at %s\n", path), a->rc = 1;
+    if (path && access(path, F_OK) != 0) printf("no dump at %s\n", path), rc = 1;
   }
-  pthread_barrier_wait(a->bar);
+  pthread_barrier_wait(&bar);
   ncclCommDestroy(comm);
-  return NULL;
+  return rc;
 }
 
+static const harness_case cases[] = {{"counted", rank_main}, {NULL, NULL}};
+
 int main(int argc, char **argv) {
+  harness_init(argc, argv, cases);
   const int n = argc > 1 ? atoi(argv[1]) : 3;
-  ncclUniqueId id;
-  if (n < 2 || n > 16 || ncclGetUniqueId(&id) != ncclSuccess) return 2;
-  pthread_barrier_t bar;
+  if (n < 2 || n > 16) return 2;
   pthread_barrier_init(&bar, NULL, (unsigned)n);
-  pthread_t t[16];
-  arg a[16];
-  for (int r = 0; r < n; r++) {
-    a[r] = (arg){r, n, 0, id, &bar};
-    pthread_create(&t[r], NULL, rank_main, &a[r]);
-  }
-  int rc = 0;
-  for (int r = 0; r < n; r++) {
-    pthread_join(t[r], NULL);
-    rc |= a[r].rc;
-  }
+  const int failed = harness_spawn(HARNESS_THREADS, n, "counted", "", 60);
   pthread_barrier_destroy(&bar);
-  printf("%s\n", rc ? "FAIL" : "ok");
-  return rc;
+  printf("%s\n", failed ? "FAIL" : "ok");
+  return failed ? 1 : 0;
 }

@@ -1,6 +1,7 @@
 /*
  * prof_calls.c - calls for a profiler plugin to see (prof_check.py reads
- * what the test plugin logged): N ranks as threads, each issuing
+ * what the test plugin logged): N ranks as threads (tests/harness, which
+ * bounds them in time), each issuing
  * AllReduce (1024 floats, outside a group), then in one group Broadcast
  * (256 int32 from root 0) and a Send and Recv of 64 bytes around the
  * ring, then AllReduce again; with "paced", PACED more AllReduces of
@@ -9,82 +10,65 @@
  * checked; destroy.
  * usage: prof_calls N [paced]
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "nccl.h"
+#include "spawn.h"
 
 #define PACED  4
 #define GAP_MS 30
 
-typedef struct arg {
-  int rank, n, rc, paced;
-  ncclUniqueId id;
-} arg;
-
-static void *rank_main(void *p) {
-  arg *a = p;
+static int calls(int rank, int n, ncclUniqueId id, const char *param) {
+  const int paced = strcmp(param, "paced") == 0;
   ncclComm_t comm;
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
   cfg.commName = "profiled";
-  if (ncclCommInitRankConfig(&comm, a->n, a->id, a->rank, &cfg) != ncclSuccess) {
-    a->rc = 1;
-    return NULL;
-  }
+  if (ncclCommInitRankConfig(&comm, n, id, rank, &cfg) != ncclSuccess) return 1;
   float x[1024];
   int b[256];
   char s[64], r[64];
-  for (int i = 0; i < 1024; i++) x[i] = (float)a->rank;
-  for (int i = 0; i < 256; i++) b[i] = a->rank == 0 ? i : -1;
-  for (int i = 0; i < 64; i++) s[i] = (char)a->rank;
+  for (int i = 0; i < 1024; i++) x[i] = (float)rank;
+  for (int i = 0; i < 256; i++) b[i] = rank == 0 ? i : -1;
+  for (int i = 0; i < 64; i++) s[i] = (char)rank;
   ncclResult_t res = ncclAllReduce(x, x, 1024, ncclFloat, ncclSum, comm, NULL);
   if (res == ncclSuccess) res = ncclGroupStart();
   if (res == ncclSuccess) res = ncclBroadcast(b, b, 256, ncclInt32, 0, comm, NULL);
-  if (res == ncclSuccess) res = ncclSend(s, 64, ncclInt8, (a->rank + 1) % a->n, comm, NULL);
-  if (res == ncclSuccess) res = ncclRecv(r, 64, ncclInt8, (a->rank + a->n - 1) % a->n, comm, NULL);
+  if (res == ncclSuccess) res = ncclSend(s, 64, ncclInt8, (rank + 1) % n, comm, NULL);
+  if (res == ncclSuccess) res = ncclRecv(r, 64, ncclInt8, (rank + n - 1) % n, comm, NULL);
   if (res == ncclSuccess) res = ncclGroupEnd();
   if (res == ncclSuccess) res = ncclAllReduce(x, x, 1024, ncclFloat, ncclSum, comm, NULL);
-  const float want = (float)(a->n * (a->n * (a->n - 1) / 2));
+  const float want = (float)(n * (n * (n - 1) / 2));
   int wrong = res != ncclSuccess;
   for (int i = 0; i < 1024 && !wrong; i++) wrong = x[i] != want;
   for (int i = 0; i < 256 && !wrong; i++) wrong = b[i] != i;
-  for (int i = 0; i < 64 && !wrong; i++) wrong = r[i] != (char)((a->rank + a->n - 1) % a->n);
-  for (int i = 0; i < PACED && a->paced && !wrong; i++) {
+  for (int i = 0; i < 64 && !wrong; i++) wrong = r[i] != (char)((rank + n - 1) % n);
+  for (int i = 0; i < PACED && paced && !wrong; i++) {
     const size_t count = (size_t)2048 << i;
     float *mine = malloc(count * sizeof *mine);
-    for (size_t j = 0; j < count && mine; j++) mine[j] = (float)(a->rank + 1);
+    for (size_t j = 0; j < count && mine; j++) mine[j] = (float)(rank + 1);
     const struct timespec gap = {0, GAP_MS * 1000000L};
     nanosleep(&gap, NULL);
     res = mine ? ncclAllReduce(mine, mine, count, ncclFloat, ncclSum, comm, NULL) : ncclSystemError;
     wrong = res != ncclSuccess;
-    for (size_t j = 0; j < count && !wrong; j++) wrong = mine[j] != (float)(a->n * (a->n + 1) / 2);
+    for (size_t j = 0; j < count && !wrong; j++) wrong = mine[j] != (float)(n * (n + 1) / 2);
     free(mine);
     if (i == PACED - 1) nanosleep(&gap, NULL); /* the last one too, before finalize */
   }
-  if (wrong) printf("rank %d: wrong results (%s)\n", a->rank, ncclGetErrorString(res));
+  if (wrong) printf("rank %d: wrong results (%s)\n", rank, ncclGetErrorString(res));
   ncclCommDestroy(comm);
-  a->rc = wrong;
-  return NULL;
+  return wrong;
 }
 
+static const harness_case cases[] = {{"calls", calls}, {NULL, NULL}};
+
 int main(int argc, char **argv) {
+  harness_init(argc, argv, cases);
   const int n = argc > 1 ? atoi(argv[1]) : 2;
-  ncclUniqueId id;
-  if (n < 2 || n > 16 || ncclGetUniqueId(&id) != ncclSuccess) return 2;
-  pthread_t t[16];
-  arg a[16];
-  for (int r = 0; r < n; r++) {
-    a[r] = (arg){r, n, 0, argc > 2 && strcmp(argv[2], "paced") == 0, id};
-    pthread_create(&t[r], NULL, rank_main, &a[r]);
-  }
-  int rc = 0;
-  for (int r = 0; r < n; r++) {
-    pthread_join(t[r], NULL);
-    rc |= a[r].rc;
-  }
-  printf("%s\n", rc ? "FAIL" : "ok");
-  return rc;
+  if (n < 2 || n > 16) return 2;
+  const int failed = harness_spawn(HARNESS_THREADS, n, "calls", argc > 2 ? argv[2] : "", 60);
+  printf("%s\n", failed ? "FAIL" : "ok");
+  return failed ? 1 : 0;
 }

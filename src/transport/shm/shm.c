@@ -386,19 +386,23 @@ static ncclResult_t life_lines(shm_state *s, const chorus_transport_ctx *ctx, co
   return ncclSuccess;
 }
 
-/* Can this rank read rank r's memory? Its own process: yes. Another: if
+/* Why this rank cannot read rank r's memory (NULL: it can). Its own
+ * process: it can. Another: if
  * it is in our PID namespace (else its pid names some other process here)
  * and process_vm_readv of its segment's header, at the address where r
  * maps it, gives that header back (ptrace rules, seccomp and Yama can
  * forbid it). */
-static int can_read(const shm_state *s, int r) {
+static const char *cannot_read(const shm_state *s, int r) {
   const seg_header *h = s->peer_seg[r].base;
-  if (s->node.rank[r].same_process) return 1;
-  if (h->pid_ns != chorus_proc_pid_ns() || h->pid <= 0) return 0;
+  if (s->node.rank[r].same_process) return NULL;
+  if (h->pid_ns != chorus_proc_pid_ns() || h->pid <= 0) return "it is in another PID namespace";
   uint64_t got[2] = {0, 0};
   struct iovec mine = {got, sizeof got}, theirs = {(void *)(uintptr_t)h->self, sizeof got};
   const ssize_t n = process_vm_readv(h->pid, &mine, 1, &theirs, 1, 0);
-  return n == (ssize_t)sizeof got && memcmp(got, h, sizeof got) == 0; /* our mapping of it */
+  if (n < 0) return strerror(errno);
+  if (n != (ssize_t)sizeof got || memcmp(got, h, sizeof got) != 0) /* our mapping of it */
+    return "process_vm_readv read something else";
+  return NULL;
 }
 
 /* Peer reads, where every rank can read every other's memory: each rank
@@ -408,15 +412,13 @@ static int can_read(const shm_state *s, int r) {
 static ncclResult_t agree_peer_read(shm_state *s, chorus_bootstrap *bs) {
   uint8_t *ok = chorus_calloc((size_t)s->nranks, 1);
   if (!ok) return chorus_error(ncclSystemError, "SHM transport: out of memory");
-  int mine = 1, why = -1;
-  for (int r = 0; r < s->nranks && mine; r++)
-    if (r != s->rank && !can_read(s, r)) mine = 0, why = r;
-  if (why >= 0)
-    INFO(CHORUS_SHM | CHORUS_INIT,
-         "SHM transport: cannot read rank %d's memory (pid %d): %s; "
-         "no peer reads",
-         why, (int)s->node.rank[why].pid, strerror(errno));
-  ok[s->rank] = (uint8_t)mine;
+  const char *why = NULL;
+  for (int r = 0; r < s->nranks && !why; r++)
+    if (r != s->rank && (why = cannot_read(s, r)))
+      INFO(CHORUS_SHM | CHORUS_INIT,
+           "SHM transport: cannot read rank %d's memory (pid %d): %s; no peer reads", r,
+           (int)s->node.rank[r].pid, why);
+  ok[s->rank] = why == NULL;
   ncclResult_t res = chorus_bootstrap_allgather(bs, ok, 1);
   s->node.peer_read = res == ncclSuccess;
   for (int r = 0; r < s->nranks && s->node.peer_read; r++) s->node.peer_read = ok[r];
