@@ -150,9 +150,18 @@ def check_example(tmp, lib, prog):
 
 def check_inspector(tmp, lib, prog):
     out = os.path.join(tmp, "inspector", "out")
-    run(prog, dict(os.environ, NCCL_PROFILER_PLUGIN=lib, NCCL_INSPECTOR_ENABLE="1",
-                   NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS="1000",
-                   NCCL_INSPECTOR_DUMP_DIR=out, NCCL_DEBUG="WARN"))
+    # The Inspector moves a finalized communicator's record (calloc'd at
+    # init) to a list that only its dump thread frees, and that thread
+    # stops at the last finalize without another pass: under ASan the
+    # record is a leak once the plugin is unloaded. The leak is the
+    # plugin's, so LeakSanitizer is off for this run only; the example
+    # run and profiler.versions keep it on for Chorus's own paths.
+    env = dict(os.environ, NCCL_PROFILER_PLUGIN=lib, NCCL_INSPECTOR_ENABLE="1",
+               NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS="1000",
+               NCCL_INSPECTOR_DUMP_DIR=out, NCCL_DEBUG="WARN")
+    env["ASAN_OPTIONS"] = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"),
+                                                  "detect_leaks=0"]))
+    run(prog, env)
     logs = glob.glob(os.path.join(out, "*.log"))
     if not logs:
         fail("inspector: no log in %s" % out)
