@@ -267,6 +267,9 @@ static int explain(int argc, char **argv) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   c.env.node = nhosts == 1 && !chorus_param_int(CHORUS_P_SHM_DISABLE) &&
                chorus_param_int(CHORUS_P_NODE_CHUNK) > 0 && nranks <= CHORUS_REDUCE_MAX_SRCS;
+  /* As where the ranks may read each other's memory (the library probes it
+   * at set-up; ptrace rules can forbid it). */
+  c.env.peer_read = c.env.node;
   c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
   c.env.max_msg = chorus_comm_slot_bytes(NULL);
   const int net = chorus_netprobe_setting(&c.env.net_us, &c.env.net_bw);

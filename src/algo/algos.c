@@ -50,7 +50,8 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
      "zerocopy",
      "ranks read the peers' own buffers, no staging: GPU kernels; on host memory one copy "
      "per byte (memcpy in a process, process_vm_readv between processes)",
-     {[CHORUS_BACKEND_HOST] = {F(ALLGATHER) | F(ALLTOALL) | F(BROADCAST) | F(GATHER) | F(SCATTER),
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER) | F(ALLTOALL) |
+                                   F(BROADCAST) | F(GATHER) | F(SCATTER),
                                P(SIMPLE), NEED(RANKS2) | NEED(NODE_MEM) | NEED(PEER_READ)},
       [CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
                               NEED(RANKS2) | NEED(PEER_ACCESS) | NEED(PEER_BUFS)}}},

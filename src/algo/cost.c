@@ -8,10 +8,10 @@
  * bandwidths in bytes per microsecond, n_cal = 2 with a core per rank and 4
  * when ranks outnumber cores. The bands follow the memory the data lives in
  * (L2, L3, past L3, DRAM), so the modelled time is continuous and grows with
- * size. bench/fit.py fitted the values to bench/calibration-*.txt: AllGather,
- * AlltoAll, Broadcast, Gather and Scatter to the 2026-11-28 run (with the
- * peer reads), the rest to the 2026-11-21 run; each function's algorithms
- * come from one run, as the machine's speed differs between runs.
+ * size. bench/fit.py fitted the values to bench/calibration-*.txt: every
+ * function with peer reads (all but Reduce) to the 2026-11-28 runs, Reduce
+ * to the 2026-11-21 run; each function's algorithms come from one run, as
+ * the machine's speed differs between runs.
  */
 #include "algo/cost.h"
 
@@ -47,16 +47,20 @@ static const fit fits[] = {
      {10.993, {11361, 5869, 5063, 2866}}},
     {CHORUS_FUNC_ALLREDUCE,
      CHORUS_ALGO_ONESHOT,
-     {0.245, {7519, 8258, 11189, 4025}},
-     {4.387, {2831, 3251, 2146, 2439}}},
+     {0.472, {5494, 9395, 4778, 3883}},
+     {3.207, {4830, 1799, 1633, 1215}}},
     {CHORUS_FUNC_ALLREDUCE,
      CHORUS_ALGO_RING,
-     {0.369, {5788, 13340, 11012, 4203}},
-     {17.949, {3271, 5796, 2405, 2027}}},
+     {1.207, {6871, 8882, 5161, 5043}},
+     {9.017, {3558, 2554, 2130, 1438}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_ZEROCOPY,
+     {3.620, {6920, 7772, 6373, 5201}},
+     {16.615, {2090, 2689, 2567, 1343}}},
     {CHORUS_FUNC_ALLREDUCE,
      CHORUS_ALGO_TWOSHOT,
-     {0.313, {7086, 8588, 7272, 3932}},
-     {8.618, {4099, 5389, 2825, 3397}}},
+     {1.082, {5819, 7061, 4679, 4127}},
+     {5.298, {4570, 3044, 2233, 1497}}},
     {CHORUS_FUNC_ALLTOALL,
      CHORUS_ALGO_DIRECT,
      {1.162, {10244, 7835, 9416, 5536}},
@@ -103,12 +107,16 @@ static const fit fits[] = {
      {8.956, {3226, 4361, 3458, 2990}}},
     {CHORUS_FUNC_REDUCESCATTER,
      CHORUS_ALGO_ONESHOT,
-     {0.182, {12735, 19219, 17838, 6882}},
-     {4.795, {5495, 8320, 4104, 3630}}},
+     {0.534, {18712, 12209, 8765, 7505}},
+     {3.708, {5384, 5317, 4094, 2852}}},
     {CHORUS_FUNC_REDUCESCATTER,
      CHORUS_ALGO_RING,
-     {0.385, {8904, 24352, 29156, 6948}},
-     {9.216, {7115, 10893, 5505, 3155}}},
+     {0.711, {13715, 11269, 10768, 7305}},
+     {4.887, {7506, 6770, 3992, 3012}}},
+    {CHORUS_FUNC_REDUCESCATTER,
+     CHORUS_ALGO_ZEROCOPY,
+     {2.577, {23468, 15764, 11388, 7177}},
+     {11.980, {7388, 4931, 5436, 3299}}},
     {CHORUS_FUNC_SCATTER,
      CHORUS_ALGO_DIRECT,
      {0.973, {29160, 14677, 12651, 7858}},

@@ -15,6 +15,9 @@ ncclResult_t chorus_coll_node(chorus_op *op);
 /* Node memory's peer reads (zerocopy): AllGather, AlltoAll, Broadcast,
  * Gather, Scatter in one copy per byte, straight from the peers' inputs. */
 ncclResult_t chorus_coll_peer_read(chorus_op *op);
+/* ... and AllReduce, ReduceScatter: each rank reduces its share straight
+ * from the peers' inputs; AllReduce then reads the peers' finished shares. */
+ncclResult_t chorus_coll_peer_reduce(chorus_op *op);
 ncclResult_t chorus_allgather_ring(chorus_op *op);
 ncclResult_t chorus_reducescatter_ring(chorus_op *op);
 ncclResult_t chorus_broadcast_ring(chorus_op *op);

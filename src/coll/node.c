@@ -692,3 +692,126 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
   nd->next_chunk += 1;
   CORO_END(op->co);
 }
+
+/*
+ * Reductions by peer reads (zerocopy: AllReduce, ReduceScatter). Each
+ * rank reduces its share (AllReduce: 1/n of the buffer; ReduceScatter: its
+ * block) of every rank's input straight into its output, in rank order,
+ * reading a peer that is a thread of this process in place and copying one
+ * that is another process piece by piece (process_vm_readv) into a scratch
+ * that stays in cache; then, for AllReduce, it copies every peer's
+ * finished share out of that peer's output. The call takes two chunk
+ * numbers: at g its address slot holds its input and output, posted(g+1)
+ * says they are there and reduced(g+1) that its share is finished; posted
+ * (g+2) that it read all it needed from the peers, so a rank returns (and
+ * its buffers are the application's again) once every peer posted g+2.
+ */
+#define PEER_PIECE (64u << 10) /* bytes of one peer read: a few fit in L2 */
+
+/* Reduces len elements at byte offset `at` of every rank's input into dst. */
+static ncclResult_t reduce_from_peers(chorus_op *op, char *dst, size_t at, size_t len) {
+  const chorus_node *nd = op->cc->node;
+  const int n = op->cc->nranks, me = op->cc->rank;
+  const uint64_t slot = D.g % (uint64_t)nd->nbuf;
+  const size_t es = op->esize, step = PEER_PIECE / es;
+  for (size_t done = 0; done < len; done += step) {
+    const size_t k = CHORUS_MIN(step, len - done), off = at + done * es;
+    const void *src[CHORUS_REDUCE_MAX_SRCS];
+    char *tmp = op->scratch;
+    for (int p = 0; p < n; p++) {
+      const uint64_t a = nd->rank[p].addr[slot] + off;
+      if (p == me) {
+        src[p] = (const char *)op->sendbuff + off;
+      } else if (nd->rank[p].same_process) {
+        src[p] = (const void *)(uintptr_t)a;
+      } else {
+        CHECK(read_peer(op, p, tmp, a, k * es));
+        src[p] = tmp;
+        tmp += PEER_PIECE;
+      }
+    }
+    chorus_reduce(&op->red, dst + done * es, src, n, k, 0, CHORUS_RED_FINALIZE | nt_flag(op));
+  }
+  return ncclSuccess;
+}
+
+/* Reads a peer's finished share into our output. Past the cache, a peer
+ * in another process is read piece by piece into the scratch and streamed
+ * out from there: process_vm_readv's own stores would read every output
+ * line in before writing it. */
+static ncclResult_t read_share(chorus_op *op, int p, char *dst, uint64_t src, size_t bytes) {
+  if (!op->nt || op->cc->node->rank[p].same_process) return read_peer(op, p, dst, src, bytes);
+  for (size_t done = 0; done < bytes; done += PEER_PIECE) {
+    const size_t k = CHORUS_MIN((size_t)PEER_PIECE, bytes - done);
+    CHECK(read_peer(op, p, op->scratch, src + done, k));
+    chorus_copy(dst + done, op->scratch, k, 1);
+  }
+  return ncclSuccess;
+}
+
+/* TSan: every peer's input (phase 1) or output (phase 2) as read now. */
+static void tsan_peers(const chorus_op *op, int out, int acquire) {
+  const chorus_node *nd = op->cc->node;
+  const uint64_t slot = D.g % (uint64_t)nd->nbuf;
+  for (int p = 0; p < op->cc->nranks; p++)
+    if (p != op->cc->rank)
+      tsan_order((const void *)(uintptr_t)(out ? nd->rank[p].addr_out : nd->rank[p].addr)[slot],
+                 acquire);
+}
+
+ncclResult_t chorus_coll_peer_reduce(chorus_op *op) {
+  chorus_coll_comm *cc = op->cc;
+  chorus_node *nd = cc->node;
+  const int n = cc->nranks, me = cc->rank;
+  const size_t es = op->esize;
+  const int allreduce = op->func == CHORUS_FUNC_ALLREDUCE;
+  size_t soff, slen;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  D.g = nd->next_chunk;
+  CORO_AWAIT_RES(op->co, res, stage_free(op)); /* our address slot */
+  {
+    int remote = 0;
+    for (int p = 0; p < n; p++) remote += p != me && !nd->rank[p].same_process;
+    if (remote && op->count && !(op->scratch = chorus_malloc((size_t)remote * PEER_PIECE)))
+      return chorus_error(ncclSystemError, "out of memory for a peer-read reduction's pieces");
+    const uint64_t slot = D.g % (uint64_t)nd->nbuf;
+    nd->rank[me].addr[slot] = (uint64_t)(uintptr_t)op->sendbuff;
+    nd->rank[me].addr_out[slot] = (uint64_t)(uintptr_t)op->recvbuff;
+    tsan_order(op->sendbuff, 0);
+  }
+  announce(op, POSTED, D.g + 1);
+  CORO_AWAIT_RES(op->co, res, all_reached(op, POSTED, D.g + 1));
+  tsan_peers(op, 0, 1);
+  if (allreduce) {
+    slen = share(op, op->count, me, &soff);
+    CHECK(reduce_from_peers(op, (char *)op->recvbuff + soff * es, soff * es, slen));
+  } else {
+    CHECK(reduce_from_peers(op, op->recvbuff, (size_t)me * op->count * es, op->count));
+  }
+  tsan_peers(op, 0, 0);
+  tsan_order(op->recvbuff, 0);
+  announce(op, REDUCED, D.g + 1);
+  if (allreduce) {
+    CORO_AWAIT_RES(op->co, res, all_reached(op, REDUCED, D.g + 1));
+    /* In place, our output's peer shares are our input's, which the peers
+     * read until they said reduced. */
+    tsan_order(op->sendbuff, 1);
+    tsan_peers(op, 1, 1);
+    for (int p = 0; p < n; p++) {
+      if (p == me) continue;
+      slen = share(op, op->count, p, &soff);
+      const uint64_t at = nd->rank[p].addr_out[D.g % (uint64_t)nd->nbuf] + soff * es;
+      CHECK(read_share(op, p, (char *)op->recvbuff + soff * es, at, slen * es));
+    }
+    tsan_peers(op, 1, 0);
+  }
+  D.g += 1;
+  CORO_AWAIT_RES(op->co, res, stage_free(op));
+  announce(op, POSTED, D.g + 1); /* done reading the peers' buffers */
+  CORO_AWAIT_RES(op->co, res, all_reached(op, POSTED, D.g + 1));
+  tsan_order(op->sendbuff, 1);
+  tsan_order(op->recvbuff, 1);
+  nd->next_chunk += 2;
+  CORO_END(op->co);
+}

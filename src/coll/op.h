@@ -56,7 +56,8 @@ typedef struct chorus_coll_comm {
   chorus_plan_comm plan;
   struct {
     size_t bytes;
-    int algo; /* -1: none */
+    int algo;   /* -1: none */
+    int premul; /* chosen for a PreMulSum call (zerocopy cannot take one) */
   } last[CHORUS_FUNC_COUNT][CHORUS_COLL_MEMO];
   uint8_t last_next[CHORUS_FUNC_COUNT]; /* the entry to replace next */
   size_t nt_bytes;                      /* outputs this big take non-temporal stores */

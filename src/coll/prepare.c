@@ -28,6 +28,7 @@ static const entry table[] = {
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, chorus_allreduce_node},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, chorus_allreduce_rd},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TREE, chorus_allreduce_tree},
+    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_reduce},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ORDERED, chorus_ordered},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ORDERED, chorus_ordered},
     {CHORUS_FUNC_REDUCE, CHORUS_ALGO_ORDERED, chorus_ordered},
@@ -36,6 +37,7 @@ static const entry table[] = {
     {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RING, chorus_reducescatter_ring},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
+    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_reduce},
     {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_CHAIN, chorus_broadcast_ring},
     {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ONESHOT, chorus_coll_node},
     {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
@@ -109,13 +111,25 @@ static ncclResult_t choose(chorus_op *op) {
     op->algo = CHORUS_ALGO_ORDERED; /* not a choice for speed: no rule or cost applies */
     return ncclSuccess;
   }
+  const int premul = op->red.kind == CHORUS_RED_PREMULSUM;
   for (int k = 0; k < CHORUS_COLL_MEMO; k++)
-    if (cc->last[f][k].algo >= 0 && cc->last[f][k].bytes == bytes) {
+    if (cc->last[f][k].algo >= 0 && cc->last[f][k].bytes == bytes &&
+        cc->last[f][k].premul == premul) {
       op->algo = cc->last[f][k].algo;
       return ncclSuccess;
     }
-  chorus_plan_call c = {&cc->plan,    f, op->count, op->esize, op->root, 0, 0, op->sendbuff,
-                        op->recvbuff, 0, 0,         op};
+  chorus_plan_call c = {&cc->plan,
+                        f,
+                        op->count,
+                        op->esize,
+                        op->root,
+                        0,
+                        0,
+                        op->sendbuff,
+                        op->recvbuff,
+                        premul ? CHORUS_FACT_PREMULSUM : 0,
+                        CHORUS_FACT_PREMULSUM,
+                        op};
   chorus_task t;
   char err[256];
   if (chorus_plan_choose(&c, NULL, 0, 0, &t, NULL, err, sizeof err) != 0)
@@ -125,6 +139,7 @@ static ncclResult_t choose(chorus_op *op) {
   const int k = cc->last_next[f];
   cc->last_next[f] = (uint8_t)((k + 1) % CHORUS_COLL_MEMO);
   cc->last[f][k].bytes = bytes;
+  cc->last[f][k].premul = premul;
   cc->last[f][k].algo = op->algo = t.algo;
   return ncclSuccess;
 }

@@ -73,10 +73,10 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
   if (why) return why;
   switch (algo) {
   case CHORUS_ALGO_ZEROCOPY:
-    if (b == CHORUS_BACKEND_HOST) break;
-    if (n > CHORUS_PLAN_MAX_RANKS || c->count == 0) return "nothing to move";
     if (c->facts & CHORUS_FACT_PREMULSUM)
       return "PreMulSum scales each rank's input by that rank's own scalar";
+    if (b == CHORUS_BACKEND_HOST) break;
+    if (n > CHORUS_PLAN_MAX_RANKS || c->count == 0) return "nothing to move";
     if (c->func != CHORUS_FUNC_ALLREDUCE && bytes % 16) return "blocks are not 16-byte units";
     if (!aligned16(c->send) || !aligned16(c->recv)) return "a buffer is not 16-byte aligned";
     break;

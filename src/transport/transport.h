@@ -257,10 +257,11 @@ typedef struct chorus_node_rank {
   char *reason;          /* CHORUS_NODE_REASON bytes, written before `failed` */
   char *stage;           /* nbuf buffers of `chunk` bytes */
   chorus_doorbell *db;
-  /* Peer reads (chorus_node.peer_read): per stage buffer, the address in
-   * the owner's memory that the call it serves reads from, written before
-   * `posted`; the owner's pid, and whether it is this process. */
-  uint64_t *addr;
+  /* Peer reads (chorus_node.peer_read): per stage buffer, the addresses
+   * in the owner's memory that the call it serves reads from (its input;
+   * its output, for reductions that gather finished shares), written
+   * before `posted`; the owner's pid, and whether it is this process. */
+  uint64_t *addr, *addr_out;
   int32_t pid;
   int same_process;
   chorus_fast_line *fast; /* 2 x CHORUS_FAST_LINES */

@@ -24,7 +24,7 @@ static void one_host_own_cores(void) {
   chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0};
   int small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
   EXPECT(small == CHORUS_ALGO_ONESHOT || small == CHORUS_ALGO_TWOSHOT);
-  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_RING);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 16 << 20, &e), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 2 << 20, &e), CHORUS_ALGO_DIRECT);
   /* No node memory: only point-to-point algorithms. */
   e.node = 0;
@@ -48,8 +48,9 @@ static void one_host_oversubscribed(void) {
   EXPECT_EQ_INT(pick(CHORUS_FUNC_REDUCE, 8, &e), CHORUS_ALGO_CHAIN);
 }
 
-/* Peer reads (zerocopy): one copy per byte wins from 64 KiB on two ranks
- * (bench/calibration-2026-11-28.txt); small calls stay staged; without
+/* Peer reads (zerocopy): one copy per byte wins from 64 KiB on two ranks,
+ * and the reductions from a few MiB (bench/calibration-2026-11-28.txt);
+ * small calls stay staged; without
  * peer reads it has no price. */
 static void one_host_peer_reads(void) {
   chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1};
@@ -58,7 +59,11 @@ static void one_host_peer_reads(void) {
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_SCATTER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1024, &e), CHORUS_ALGO_ONESHOT);
-  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 1 << 20, &e) <
+  /* The reductions: each rank's share straight from the peers' inputs. */
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 4 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_REDUCESCATTER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_REDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 1 << 20, &e) <
          0);
   e.peer_read = 0;
   EXPECT(chorus_cost_us(CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 1 << 20, &e) <

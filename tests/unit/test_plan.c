@@ -323,7 +323,7 @@ static void host_choices(void) {
   const chorus_task small = choose(&c, AR, 8);
   EXPECT(small.algo == ONESHOT || small.algo == TWOSHOT);
   EXPECT_EQ_INT(small.proto, SIMPLE);
-  EXPECT_CHOICE(choose(&c, AR, 1 * MB), RING, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AR, 16 * MB), RING, SIMPLE);
   EXPECT_CHOICE(choose(&c, BC, 1 * MB), CHAIN, SIMPLE);
   EXPECT_CHOICE(choose(&c, CHORUS_FUNC_SEND, 1 * MB), DIRECT, SIMPLE);
   host_comm(&c, 8, 2, 0, 0); /* across hosts */

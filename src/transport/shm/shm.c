@@ -99,6 +99,7 @@ typedef struct node_counters {
   char reason[CHORUS_NODE_REASON];
   chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
   uint64_t addr[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
+  uint64_t addr_out[CHORUS_NODE_MAX_BUFS];
   chorus_fast_line fast[2 * CHORUS_FAST_LINES];
 } node_counters;
 
@@ -162,6 +163,7 @@ static void init_node(shm_state *s) {
                            base + page_up(fifo_end(s) + sizeof(node_counters)),
                            &((seg_header *)base)->db,
                            nc->addr,
+                           nc->addr_out,
                            h->pid,
                            h->pid == (int32_t)getpid() && h->pid_ns == chorus_proc_pid_ns(),
                            nc->fast};
