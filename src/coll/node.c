@@ -561,12 +561,15 @@ static void tsan_order(const void *addr, int acquire) {
 #endif
 }
 
-/* Reads bytes at address src of rank p into dst. */
+/* Reads bytes at address src of rank p into dst. A rank that failed
+ * returns while its buffers may still be read, and they are then the
+ * application's again: a copy is good only if p had not failed once it
+ * was made. */
 static ncclResult_t read_peer(chorus_op *op, int p, void *dst, uint64_t src, size_t bytes) {
   const chorus_node_rank *r = &op->cc->node->rank[p];
   if (r->same_process) {
     chorus_copy(dst, (const void *)(uintptr_t)src, bytes, op->nt);
-    return ncclSuccess;
+    return __atomic_load_n(r->failed, __ATOMIC_ACQUIRE) ? peer_failed(op, p) : ncclSuccess;
   }
   for (size_t done = 0; done < bytes;) {
     struct iovec mine = {(char *)dst + done, bytes - done};
@@ -585,7 +588,7 @@ static ncclResult_t read_peer(chorus_op *op, int p, void *dst, uint64_t src, siz
                         "%s failed: reading rank %d's buffer (pid %d) with process_vm_readv: %s",
                         me, p, (int)r->pid, strerror(err));
   }
-  return ncclSuccess;
+  return __atomic_load_n(r->failed, __ATOMIC_ACQUIRE) ? peer_failed(op, p) : ncclSuccess;
 }
 
 /* Whose inputs this rank reads (reading = 1), or who reads this rank's
@@ -732,6 +735,10 @@ static ncclResult_t reduce_from_peers(chorus_op *op, char *dst, size_t at, size_
     }
     chorus_reduce(&op->red, dst + done * es, src, n, k, 0, CHORUS_RED_FINALIZE | nt_flag(op));
   }
+  for (int p = 0; p < n; p++) /* read in place: good only if p had not failed (read_peer) */
+    if (p != me && nd->rank[p].same_process &&
+        __atomic_load_n(nd->rank[p].failed, __ATOMIC_ACQUIRE))
+      return peer_failed(op, p);
   return ncclSuccess;
 }
 
