@@ -3,7 +3,7 @@
  *
  *   chorusrun -n N [--hosts H] [--timeout SEC] [--grace SEC] [--] program [args...]
  *
- * Picks a free loopback port (bind 127.0.0.1:0, read it, close) and starts
+ * Picks a free loopback port (below the ephemeral range) and starts
  * N copies of program with RANK, WORLD_SIZE, LOCAL_RANK and
  * LOCAL_WORLD_SIZE set (torchrun's variables), and with
  * NCCL_COMM_ID=127.0.0.1:<port> unless NCCL_COMM_ID is already set, so that
@@ -112,19 +112,45 @@ static int parse(int argc, char **argv, opts *o) {
   return 0;
 }
 
-/* A loopback port that was free a moment ago. */
-static int free_port(void) {
+/* The lowest port the kernel hands out to connections on its own
+ * (ip_local_port_range), or 32768. */
+static int ephemeral_low(void) {
+  int lo = 32768, hi = 0;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f) {
+    if (fscanf(f, "%d %d", &lo, &hi) != 2 || lo < 2048) lo = 32768;
+    fclose(f);
+  }
+  return lo;
+}
+
+/* Whether 127.0.0.1:port can be bound now (port 0: any; *got: the one). */
+static int bindable(int port, int *got) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in a = {0};
   socklen_t len = sizeof a;
   a.sin_family = AF_INET;
+  a.sin_port = htons((uint16_t)port);
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int port = -1;
-  if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
+  int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+           getsockname(fd, (struct sockaddr *)&a, &len) == 0;
+  if (ok) *got = ntohs(a.sin_port);
   if (fd >= 0) close(fd);
-  return port;
+  return ok;
+}
+
+/* A loopback port that was free a moment ago. Rank 0 binds it only
+ * later, so it is taken below the ephemeral range, where no connection
+ * made in between (another job's, the ranks' own) is given it. */
+static int free_port(void) {
+  const int lo = ephemeral_low(), base = 10000;
+  int got = -1;
+  if (lo > base + 1000) {
+    unsigned seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    for (int i = 0; i < 64; i++)
+      if (bindable(base + (int)(rand_r(&seed) % (unsigned)(lo - base)), &got)) return got;
+  }
+  return bindable(0, &got) ? got : -1;
 }
 
 static void set_int_env(const char *name, int v) {
