@@ -32,6 +32,12 @@ ncclResult_t chorus_ordered_prepare(chorus_op *op);
  * and an ordered op's gathering call's). */
 void chorus_coll_release(chorus_op *op);
 void chorus_p2p_take_ticket(chorus_op *op);
+/* The host calls of one group, prepared and not yet run. Sends may go by
+ * reference (chorus_op.by_ref) where the group also receives. A Send
+ * whose buffer a Recv of the group writes (one buffer sent to one peer
+ * and received from another, "in place") sends from a copy taken now, so
+ * it sends what was there rather than what arrives. */
+ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n);
 
 typedef ncclResult_t (*chorus_coll_step)(chorus_op *);
 /* The schedule of func with algorithm algo, or NULL (prepare.c). */

@@ -126,6 +126,12 @@ struct chorus_op {
   chorus_coll_comm *cc;
   int co;         /* coroutine resume point */
   int concurrent; /* point-to-point: runs beside other ops */
+  /* Its transfers may go by reference, the peer reading them in place
+   * (coll/xfer.h), so a send completes only once read: collectives, and
+   * Sends in a group that also receives. A lone Send keeps to slots and
+   * completes into them without its receiver, as programs that Send
+   * before they Recv on both sides expect of messages that fit. */
+  int by_ref;
   int moved;      /* the schedule finished; the call board's check remains (coll/calls.h) */
   uint64_t ticks; /* bumped whenever the schedule moves */
   chorus_conn *wait_conn;

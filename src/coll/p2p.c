@@ -9,6 +9,8 @@
  * AlltoAll, Gather, Scatter: one op drives a transfer per peer on the
  * collective channel, all at once, and copies its own block locally.
  */
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "coll/coll.h"
@@ -47,6 +49,64 @@ ncclResult_t chorus_sendrecv(chorus_op *op) {
   c->ticket_serving++;
   op->ticks++;
   CORO_END(op->co);
+}
+
+typedef struct span {
+  uintptr_t lo, hi;
+} span;
+
+static int span_cmp(const void *a, const void *b) {
+  const uintptr_t x = ((const span *)a)->lo, y = ((const span *)b)->lo;
+  return x < y ? -1 : x > y;
+}
+
+static int host_p2p(const chorus_op *op, int func) {
+  return op->func == func && !op->cc->gpu && !op->cc->proxy && op->count > 0;
+}
+
+ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n) {
+  size_t nr = 0;
+  for (size_t i = 0; i < n; i++) nr += host_p2p(ops[i], CHORUS_FUNC_RECV);
+  for (size_t i = 0; i < n; i++)
+    if (host_p2p(ops[i], CHORUS_FUNC_SEND)) ops[i]->by_ref = nr > 0;
+  if (!nr) return ncclSuccess;
+  /* Receive spans by start, each with the furthest end so far: a send
+   * [a, b) meets one if some span starting before b ends after a. */
+  span *r = chorus_malloc(nr * sizeof *r);
+  if (!r) return chorus_error(ncclSystemError, "out of memory checking a group's buffers");
+  nr = 0;
+  for (size_t i = 0; i < n; i++)
+    if (host_p2p(ops[i], CHORUS_FUNC_RECV)) {
+      const uintptr_t lo = (uintptr_t)ops[i]->recvbuff;
+      r[nr++] = (span){lo, lo + ops[i]->count * ops[i]->esize};
+    }
+  qsort(r, nr, sizeof *r, span_cmp);
+  for (size_t i = 1; i < nr; i++) r[i].hi = CHORUS_MAX(r[i].hi, r[i - 1].hi);
+  ncclResult_t res = ncclSuccess;
+  for (size_t i = 0; i < n && res == ncclSuccess; i++) {
+    chorus_op *op = ops[i];
+    if (!host_p2p(op, CHORUS_FUNC_SEND)) continue;
+    const size_t bytes = op->count * op->esize;
+    const uintptr_t a = (uintptr_t)op->sendbuff, b = a + bytes;
+    size_t lo = 0, hi = nr; /* spans [0, lo) start before b */
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (r[mid].lo < b)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo == 0 || r[lo - 1].hi <= a) continue;
+    if (!(op->scratch = chorus_malloc(bytes))) {
+      res =
+          chorus_error(ncclSystemError, "out of memory copying a Send's buffer (%zu bytes)", bytes);
+      break;
+    }
+    memcpy(op->scratch, op->sendbuff, bytes);
+    op->sendbuff = op->scratch;
+  }
+  chorus_free(r);
+  return res;
 }
 
 static void multi_wait_info(chorus_op *op, chorus_waitset *ws) {

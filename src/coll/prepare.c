@@ -155,6 +155,7 @@ ncclResult_t chorus_coll_prepare(chorus_op *op) {
   op->moved = 0;
   op->nt = chorus_func_out_bytes(op->func, op->count, op->esize, cc->nranks) >= cc->nt_bytes;
   op->concurrent = chorus_func_p2p(op->func);
+  op->by_ref = !op->concurrent; /* Sends: chorus_p2p_snapshot decides */
   if (op->concurrent) chorus_p2p_take_ticket(op);
   chorus_op_stamp(op);
   chorus_calls_post(op);

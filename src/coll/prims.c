@@ -87,10 +87,29 @@ static ncclResult_t outcome(chorus_op *op, chorus_conn *c, int dir, ncclResult_t
   return res == ncclSuccess ? res : chorus_prim_conn_error(op, c, res);
 }
 
+static ncclResult_t received(chorus_op *op, chorus_conn *c, const size_t *bytes,
+                             const chorus_msg_meta *mp);
+
 ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, size_t *bytes) {
   chorus_msg_meta m;
   ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, c->ops->recv_slot(c, buf, bytes, &m));
   if (res != ncclSuccess) return res;
+  return received(op, c, bytes, &m);
+}
+
+ncclResult_t chorus_prim_recv_read(chorus_op *op, chorus_conn *c, void *dst, size_t room,
+                                   const void **buf, size_t *bytes, int *read) {
+  chorus_msg_meta m;
+  ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV,
+                             c->ops->recv_read(c, dst, room, &op->expect, buf, bytes, &m, read));
+  if (res != ncclSuccess) return res;
+  return received(op, c, bytes, &m);
+}
+
+/* A message taken: counted, and checked to belong to op's call. */
+static ncclResult_t received(chorus_op *op, chorus_conn *c, const size_t *bytes,
+                             const chorus_msg_meta *mp) {
+  const chorus_msg_meta m = *mp;
   count_bytes(c, *bytes);
   if (!chorus_meta_equal(&m, &op->expect)) {
     if (!op->concurrent) return chorus_meta_mismatch(&op->expect, c->peer, &m);
@@ -136,6 +155,14 @@ ncclResult_t chorus_prim_post_from(chorus_op *op, chorus_conn *c, void *slot, co
     return chorus_prim_post(op, c, bytes);
   }
   ncclResult_t res = c->ops->send_post_ref(c, src, bytes, &op->meta);
+  if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
+  count_bytes(c, bytes);
+  op->ticks++;
+  return ncclSuccess;
+}
+
+ncclResult_t chorus_prim_post_read(chorus_op *op, chorus_conn *c, const void *src, size_t bytes) {
+  ncclResult_t res = c->ops->send_post_read(c, src, bytes, &op->meta);
   if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
   count_bytes(c, bytes);
   op->ticks++;

@@ -11,6 +11,11 @@
 #include "coll/op.h"
 
 ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, size_t *bytes);
+/* chorus_prim_recv where c->peer_reads: a message the peer sent by
+ * reference for this call, of at most `room` bytes, is read into dst
+ * first (*read = 1, *buf = dst). */
+ncclResult_t chorus_prim_recv_read(chorus_op *op, chorus_conn *c, void *dst, size_t room,
+                                   const void **buf, size_t *bytes, int *read);
 ncclResult_t chorus_prim_release(chorus_op *op, chorus_conn *c);
 ncclResult_t chorus_prim_send_slot(chorus_op *op, chorus_conn *c, void **buf, size_t *cap);
 ncclResult_t chorus_prim_post(chorus_op *op, chorus_conn *c, size_t bytes);
@@ -21,6 +26,11 @@ ncclResult_t chorus_prim_flush(chorus_op *op, chorus_conn *c);
  * then stay unchanged until the op's flush), else copied into the slot. */
 ncclResult_t chorus_prim_post_from(chorus_op *op, chorus_conn *c, void *slot, const void *src,
                                    size_t bytes);
+
+/* Posts the slot that send_slot gave as `bytes` the peer reads straight
+ * from src (c->peer_reads only); src must stay unchanged until the op's
+ * flush, which waits for the peer to have read it. */
+ncclResult_t chorus_prim_post_read(chorus_op *op, chorus_conn *c, const void *src, size_t bytes);
 
 /* Where message j of a line of messages from one connection (counted from
  * the line's first) belongs in the caller's buffers, with its bytes; NULL

@@ -24,6 +24,12 @@ ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x) {
   CORO_BEGIN(x->co);
   while (x->done < x->bytes) {
     CORO_AWAIT_RES(x->co, res, chorus_prim_send_slot(op, x->conn, &x->slot, &x->cap));
+    if (op->by_ref && x->conn->peer_reads && x->bytes >= CHORUS_XFER_READ_MIN) {
+      n = CHORUS_MIN(CHORUS_XFER_READ_UNIT, x->bytes - x->done);
+      CHECK(chorus_prim_post_read(op, x->conn, x->buf + x->done, n));
+      x->done += n;
+      continue;
+    }
     n = CHORUS_MIN(x->cap, x->bytes - x->done);
     if (x->conn->shared) {
       chorus_copy_tuned(&op->cc->slot_tuner, x->slot, x->buf + x->done, n);
@@ -45,16 +51,26 @@ static char *xfer_place(const void *ctx, uint64_t j, size_t *bytes) {
   return x->buf + at;
 }
 
+/* The next message: where the sender may post by reference, read straight
+ * into its place (*read); else through the slots, placed ahead. */
+static ncclResult_t recv_next(chorus_op *op, chorus_xfer *x, int *read) {
+  *read = 0;
+  if (x->conn->peer_reads)
+    return chorus_prim_recv_read(op, x->conn, x->buf + x->done, x->bytes - x->done, &x->rbuf,
+                                 &x->rbytes, read);
+  return chorus_prim_recv_placed(op, x->conn, xfer_place, x,
+                                 CHORUS_DIV_UP(x->bytes, x->conn->slot_bytes), &x->placed,
+                                 x->done / x->conn->slot_bytes, &x->rbuf, &x->rbytes);
+}
+
 ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
   ncclResult_t res;
   size_t want;
+  int read;
   CORO_BEGIN(x->co);
   while (x->done < x->bytes) {
-    CORO_AWAIT_RES(x->co, res,
-                   chorus_prim_recv_placed(op, x->conn, xfer_place, x,
-                                           CHORUS_DIV_UP(x->bytes, x->conn->slot_bytes), &x->placed,
-                                           x->done / x->conn->slot_bytes, &x->rbuf, &x->rbytes));
-    want = CHORUS_MIN(x->conn->slot_bytes, x->bytes - x->done);
+    CORO_AWAIT_RES(x->co, res, recv_next(op, x, &read));
+    want = CHORUS_MIN(read ? CHORUS_XFER_READ_UNIT : x->conn->slot_bytes, x->bytes - x->done);
     if (x->rbytes != want) {
       char me[160];
       chorus_op_describe(op, me, sizeof me);

@@ -7,6 +7,13 @@
  * size; the receiver checks every message's call description and size. A
  * zero-byte range moves nothing.
  *
+ * From CHORUS_XFER_READ_MIN bytes, where the peer may read this process's
+ * memory (chorus_conn.peer_reads) and the op allows it (chorus_op.by_ref),
+ * a send goes by reference in messages of up to CHORUS_XFER_READ_UNIT:
+ * the receiver copies each straight from the sender's range into its own,
+ * one copy per byte instead of two, and the send's flush waits for it. A
+ * receiver takes either kind as it comes.
+ *
  * Both return ncclSuccess when the range has moved (sends: flushed),
  * ncclInProgress while waiting (the op records what for), or an error.
  */
@@ -14,6 +21,9 @@
 #define CHORUS_COLL_XFER_H
 
 #include "coll/op.h"
+
+#define CHORUS_XFER_READ_MIN  (64u << 10)
+#define CHORUS_XFER_READ_UNIT ((size_t)64 << 20) /* bytes per message read in place */
 
 void chorus_xfer_init(chorus_xfer *x, chorus_conn *c, const void *buf, size_t bytes);
 ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x);

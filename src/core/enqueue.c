@@ -196,6 +196,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     }
     chorus_exec_queue_push(&qs[i], &tails[2 * i], op);
   }
+  if (res == ncclSuccess) res = chorus_p2p_snapshot(all, k);
   if (res == ncclSuccess) prof_calls(all, k, 0, res);
   traced_launch traced = {0, {0}, {0}};
   void *launched = NULL; /* the KernelLaunch of the first profiled GPU communicator */

@@ -160,6 +160,20 @@ typedef struct chorus_conn_ops {
    * copy into it. src must stay as it is until send_flush has succeeded. */
   ncclResult_t (*send_post_ref)(chorus_conn *c, const void *src, size_t bytes,
                                 const chorus_msg_meta *meta);
+  /* Optional (shared memory between processes that may read each other's
+   * memory: chorus_conn.peer_reads). Posts the slot that send_slot gave as
+   * a message the peer copies straight out of src in this process, with
+   * process_vm_readv: no copy into the slot. src must stay as it is until
+   * send_flush has succeeded, which it does once the peer has read it. */
+  ncclResult_t (*send_post_read)(chorus_conn *c, const void *src, size_t bytes,
+                                 const chorus_msg_meta *meta);
+  /* Optional, with send_post_read: recv_slot, except that a message sent
+   * by reference that belongs to the call `want` and fits `room` bytes is
+   * first copied to dst, which is then its buffer (*read = 1). One that
+   * does not is returned unread, for the caller's checks to report;
+   * recv_slot refuses them. */
+  ncclResult_t (*recv_read)(chorus_conn *c, void *dst, size_t room, const chorus_msg_meta *want,
+                            const void **buf, size_t *bytes, chorus_msg_meta *meta, int *read);
   /* Optional, as send_post_ref. Asks that the message `ahead` places after
    * the next one recv_slot returns be received straight into dst, if it has
    * exactly `bytes` bytes and belongs to the call `meta`; recv_slot then
@@ -189,6 +203,8 @@ struct chorus_conn {
   const chorus_conn_ops *ops;
   const char *transport; /* "SHM", "NET" */
   int shared;            /* send slots are memory the peer reads in place (SHM) */
+  int peer_reads;        /* sending: send_post_read may be used (the peer reads our
+                            memory); receiving: the peer may send that way (recv_read) */
   int peer;
   int channel;
   size_t slot_bytes;

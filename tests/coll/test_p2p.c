@@ -3,7 +3,9 @@
  * all-pairs exchanges (any matched set completes), several messages to the
  * same peer in one group (delivered in call order), sends to self, zero
  * counts, point-to-point mixed with a collective in one group, ungrouped
- * pairs, and a count mismatch that is reported rather than corrupting data.
+ * pairs, and a count mismatch that is reported rather than corrupting data,
+ * small and large (between processes, large messages go by reference), and
+ * a ring shift in place (one buffer sent and received in a group).
  *
  * usage: test_p2p threads|procs NRANKS
  */
@@ -41,6 +43,22 @@ static int ring_shift(ncclComm_t comm, int rank, int n, ncclDataType_t t, size_t
   size_t bad = ref_check_copy(t, 0, tagged((rank + n - 1) % n, 1), r, 0, count, "ring shift");
   free(s);
   free(r);
+  return bad != 0;
+}
+
+/* The same, in place: one buffer sent to the next rank and received
+ * from the previous one in a group; it must end with the previous rank's
+ * data, whatever arrives while the send still reads it. */
+static int ring_shift_inplace(ncclComm_t comm, int rank, int n, size_t count) {
+  const ncclDataType_t t = ncclInt32;
+  unsigned char *b = malloc(count * 4 + 1);
+  ref_fill(t, 0, tagged(rank, 2), b, 0, count);
+  CHECKR(ncclGroupStart());
+  CHECKR(ncclSend(b, count, t, (rank + 1) % n, comm, NULL));
+  CHECKR(ncclRecv(b, count, t, (rank + n - 1) % n, comm, NULL));
+  CHECKR(ncclGroupEnd());
+  size_t bad = ref_check_copy(t, 0, tagged((rank + n - 1) % n, 2), b, 0, count, "ring in place");
+  free(b);
   return bad != 0;
 }
 
@@ -94,8 +112,12 @@ static int p2p_all(int rank, int nranks, ncclUniqueId id, const char *param) {
   for (int t = 0; t < ncclNumTypes; t++)
     for (size_t k = 0; k < 4; k++)
       fails += ring_shift(comm, rank, nranks, (ncclDataType_t)t, counts[k]);
+  static const size_t inplace[] = {1024, 70000, 600000}; /* 4 KiB to 2.4 MB: past a FIFO */
+  for (size_t k = 0; k < 3 && nranks > 1; k++)
+    fails += ring_shift_inplace(comm, rank, nranks, inplace[k]);
   fails += all_pairs(comm, rank, nranks, 1);
   fails += all_pairs(comm, rank, nranks, 5000);
+  fails += all_pairs(comm, rank, nranks, 40000); /* 160 KB: read by the peer where it can */
   fails += mixed_with_collective(comm, rank, nranks);
   /* Ungrouped: even ranks send then receive, odd ranks receive then send. */
   if (nranks % 2 == 0) {
@@ -114,15 +136,28 @@ static int p2p_all(int rank, int nranks, ncclUniqueId id, const char *param) {
   return fails ? 1 : 0;
 }
 
-/* Rank 0 sends 100 ints, rank 1 expects 200: an error naming the peer. */
+/* Rank 0 sends 100 ints, rank 1 expects 200 (param "big": 100000 and
+ * 200000, messages the receiver reads from the sender's memory where it
+ * can): an error naming the peer. */
 static int count_mismatch(int rank, int nranks, ncclUniqueId id, const char *param) {
-  (void)param;
+  const size_t count = strcmp(param, "big") == 0 ? 100000 : 100;
   ncclComm_t comm;
   CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
-  int buf[200] = {0};
+  int *buf = calloc(2 * count + 1, sizeof *buf);
   ncclResult_t r = ncclSuccess;
-  if (rank == 0) r = ncclSend(buf, 100, ncclInt, 1, comm, NULL);
-  if (rank == 1) r = ncclRecv(buf, 200, ncclInt, 0, comm, NULL);
+  /* Big: each in a group with a one-int message the other way, as
+   * exchanges are made (a Send in a group that receives may go by
+   * reference). */
+  const int big = count > 100, peer = 1 - rank;
+  if (big && rank < 2) CHECKR(ncclGroupStart());
+  if (rank == 0) r = ncclSend(buf, count, ncclInt, 1, comm, NULL);
+  if (rank == 1) r = ncclRecv(buf, 2 * count, ncclInt, 0, comm, NULL);
+  if (big && rank < 2) {
+    if (rank == 0) (void)ncclRecv(buf + 2 * count, 1, ncclInt, peer, comm, NULL);
+    if (rank == 1) (void)ncclSend(buf + 2 * count, 1, ncclInt, peer, comm, NULL);
+    r = ncclGroupEnd();
+  }
+  free(buf);
   const char *msg = ncclGetLastError(comm);
   harness_log(rank, "%s: %s", ncclGetErrorString(r), msg);
   int ok = rank > 1 || (rank == 1 && r == ncclInvalidUsage && strstr(msg, "rank 0")) ||
@@ -141,6 +176,7 @@ int main(int argc, char **argv) {
   int n = atoi(argv[2]);
   int failed = harness_spawn(mode, n, "p2p_all", "", 240);
   if (n >= 2) failed += harness_spawn(mode, 2, "count_mismatch", "", 60);
+  if (n >= 2) failed += harness_spawn(mode, 2, "count_mismatch", "big", 60);
   printf("p2p %s x%d: %s\n", argv[1], n, failed ? "FAILED" : "passed");
   return failed ? 1 : 0;
 }

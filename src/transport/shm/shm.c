@@ -66,6 +66,7 @@ typedef struct seg_header {
 
 typedef struct slot_header {
   uint64_t bytes;
+  uint64_t ref; /* nonzero: the message is at this address of the sender, not in the slot */
   chorus_msg_meta meta;
 } slot_header;
 
@@ -90,6 +91,10 @@ typedef struct shm_conn {
   chorus_doorbell *my_db;
   pid_t peer_pid; /* 0: not in this PID namespace, not watched by pid */
   int life_fd;    /* peers of another PID namespace: the pair's life line (else -1) */
+  /* Messages the peer reads from our memory (peer_reads): those before
+   * read_until went by reference, so flush waits for the peer's head to
+   * pass it. */
+  uint64_t read_until;
 } shm_conn;
 
 typedef struct node_counters {
@@ -217,10 +222,10 @@ static ncclResult_t shm_send_slot(chorus_conn *cc, void **buf, size_t *cap) {
   return ncclSuccess;
 }
 
-static ncclResult_t shm_send_post(chorus_conn *cc, size_t bytes, const chorus_msg_meta *meta) {
-  shm_conn *c = (shm_conn *)cc;
+static ncclResult_t post(shm_conn *c, size_t bytes, const void *ref, const chorus_msg_meta *meta) {
   slot_header *h = &c->ctrl->slot[c->pos % c->nslots];
   h->bytes = bytes;
+  h->ref = (uint64_t)(uintptr_t)ref;
   h->meta = *meta;
   c->pos++;
   c->holding = 0;
@@ -229,14 +234,62 @@ static ncclResult_t shm_send_post(chorus_conn *cc, size_t bytes, const chorus_ms
   return ncclSuccess;
 }
 
-static ncclResult_t shm_send_flush(chorus_conn *cc) {
-  (void)cc;
-  return ncclSuccess;
+static ncclResult_t shm_send_post(chorus_conn *cc, size_t bytes, const chorus_msg_meta *meta) {
+  return post((shm_conn *)cc, bytes, NULL, meta);
 }
 
-static ncclResult_t shm_recv_slot(chorus_conn *cc, const void **buf, size_t *bytes,
-                                  chorus_msg_meta *meta) {
+static ncclResult_t shm_send_post_read(chorus_conn *cc, const void *src, size_t bytes,
+                                       const chorus_msg_meta *meta) {
   shm_conn *c = (shm_conn *)cc;
+  if (!cc->peer_reads) {
+    snprintf(cc->err, sizeof cc->err, "a message by reference where rank %d cannot read it",
+             cc->peer);
+    return ncclInternalError;
+  }
+  ncclResult_t res = post(c, bytes, src, meta);
+  c->read_until = c->pos;
+  return res;
+}
+
+/* Messages in slots are the peer's once posted; those it reads from our
+ * memory are done once it released them. */
+static ncclResult_t shm_send_flush(chorus_conn *cc) {
+  shm_conn *c = (shm_conn *)cc;
+  if (c->other >= c->read_until) return ncclSuccess;
+  c->other = __atomic_load_n(&c->ctrl->head, __ATOMIC_ACQUIRE);
+  if (c->other >= c->read_until) return ncclSuccess;
+  if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
+  return ncclInProgress;
+}
+
+/* Copies the message at h, sent by reference, out of the sender's memory
+ * into dst. */
+static ncclResult_t fetch(shm_conn *c, const slot_header *h, char *dst) {
+  for (size_t done = 0; done < h->bytes;) {
+    struct iovec mine = {dst + done, h->bytes - done};
+    struct iovec theirs = {(void *)(uintptr_t)(h->ref + done), h->bytes - done};
+    const ssize_t n = process_vm_readv(c->peer_pid, &mine, 1, &theirs, 1, 0);
+    if (n > 0) {
+      done += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
+    const int err = n < 0 ? errno : EIO;
+    snprintf(c->base.err, sizeof c->base.err,
+             "reading a message from rank %d's memory (pid %d) with process_vm_readv: %s",
+             c->base.peer, (int)c->peer_pid, strerror(err));
+    return err == ESRCH ? ncclRemoteError : ncclSystemError;
+  }
+  /* A sender that failed returns while its message may be unread, and
+   * its buffer is then the application's again: a copy is good only if
+   * the sender had not failed once it was made. */
+  return __atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE) ? peer_failed(c) : ncclSuccess;
+}
+
+/* The next message's header: ncclSuccess, ncclInProgress (none yet) or
+ * the peer's failure. */
+static ncclResult_t next_message(shm_conn *c, const slot_header **h) {
   if (c->pos == c->other) {
     c->other = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
     if (c->pos == c->other) {
@@ -248,11 +301,48 @@ static ncclResult_t shm_recv_slot(chorus_conn *cc, const void **buf, size_t *byt
       if (c->pos == c->other) return peer_failed(c);
     }
   }
-  const slot_header *h = &c->ctrl->slot[c->pos % c->nslots];
+  *h = &c->ctrl->slot[c->pos % c->nslots];
+  return ncclSuccess;
+}
+
+static ncclResult_t shm_recv_slot(chorus_conn *cc, const void **buf, size_t *bytes,
+                                  chorus_msg_meta *meta) {
+  shm_conn *c = (shm_conn *)cc;
+  const slot_header *h = NULL;
+  ncclResult_t res = next_message(c, &h);
+  if (res != ncclSuccess) return res;
+  if (h->ref) { /* only recv_read takes these */
+    snprintf(c->base.err, sizeof c->base.err,
+             "rank %d sent %llu bytes for this rank to read in place where this rank's call "
+             "takes none (the ranks' calls differ)",
+             c->base.peer, (unsigned long long)h->bytes);
+    return ncclInvalidUsage;
+  }
   *buf = c->data + (size_t)(c->pos % c->nslots) * c->base.slot_bytes;
   *bytes = h->bytes;
   *meta = h->meta;
   c->holding = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t shm_recv_read(chorus_conn *cc, void *dst, size_t room,
+                                  const chorus_msg_meta *want, const void **buf, size_t *bytes,
+                                  chorus_msg_meta *meta, int *read) {
+  shm_conn *c = (shm_conn *)cc;
+  const slot_header *h = NULL;
+  *read = 0;
+  ncclResult_t res = next_message(c, &h);
+  if (res != ncclSuccess) return res;
+  *buf = c->data + (size_t)(c->pos % c->nslots) * cc->slot_bytes;
+  *bytes = h->bytes;
+  *meta = h->meta;
+  c->holding = 1;
+  /* In a slot, or not what the caller's call expects (left unread: the
+   * caller's own checks of its description and size report it). */
+  if (!h->ref || h->bytes > room || !chorus_meta_equal(&h->meta, want)) return ncclSuccess;
+  if ((res = fetch(c, h, dst)) != ncclSuccess) return res;
+  *buf = dst;
+  *read = 1;
   return ncclSuccess;
 }
 
@@ -316,8 +406,10 @@ static const chorus_conn_ops shm_ops = {
     .send_slot = shm_send_slot,
     .send_post = shm_send_post,
     .send_flush = shm_send_flush,
+    .send_post_read = shm_send_post_read,
     .recv_slot = shm_recv_slot,
     .recv_release = shm_recv_release,
+    .recv_read = shm_recv_read,
     .wait_info = shm_wait_info,
     .check = shm_check,
     .fail = shm_fail,
@@ -428,6 +520,22 @@ static ncclResult_t agree_peer_read(shm_state *s, chorus_bootstrap *bs) {
   return res;
 }
 
+/* Where peer reads are agreed, messages between processes may go by
+ * reference (send_post_read, recv_read). Ranks of this process keep to
+ * slots, read where the sender wrote them. */
+static void read_by_peers(shm_state *s, const int *peers, int npeers) {
+  for (int i = 0; i < npeers; i++) {
+    const int p = peers[i];
+    if (p == s->rank || s->node.rank[p].same_process) continue;
+    for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
+      shm_conn *in = conn_of(s, p, ch, CHORUS_DIR_RECV);
+      if (!in->peer_pid) continue;
+      in->base.peer_reads = 1;
+      conn_of(s, p, ch, CHORUS_DIR_SEND)->base.peer_reads = 1;
+    }
+  }
+}
+
 static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
                               void **out) {
   *out = NULL;
@@ -508,10 +616,13 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
     }
   if (s->has_node) init_node(s);
   if (s->has_node) CHECK_GOTO(agree_peer_read(s, ctx->bs), res, fail);
+  if (s->has_node && s->node.peer_read) read_by_peers(s, peers, npeers);
   chorus_free(rec);
   INFO(CHORUS_SHM | CHORUS_INIT,
-       "SHM transport: %d peer(s), %u slots of %zu bytes per FIFO, node memory %s (%d x %zu bytes)",
-       npeers, s->nslots, s->slot_bytes, s->has_node ? "on" : "off", s->nstages, s->stage_bytes);
+       "SHM transport: %d peer(s), %u slots of %zu bytes per FIFO, node memory %s (%d x %zu "
+       "bytes), peer reads %s",
+       npeers, s->nslots, s->slot_bytes, s->has_node ? "on" : "off", s->nstages, s->stage_bytes,
+       s->has_node && s->node.peer_read ? "on" : "off");
   *out = s;
   return ncclSuccess;
 fail:
