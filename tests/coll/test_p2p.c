@@ -32,33 +32,22 @@ static int tagged(int r, int tag) {
   return r * 97 + tag * 7919;
 }
 
-static int ring_shift(ncclComm_t comm, int rank, int n, ncclDataType_t t, size_t count) {
+/* Each rank sends to the next and receives from the previous one in a
+ * group. In place, one buffer does both: it must end with the previous
+ * rank's data, whatever arrives while the send still reads it. */
+static int ring_shift(ncclComm_t comm, int rank, int n, ncclDataType_t t, size_t count,
+                      int in_place) {
   size_t es = ref_type_size(t);
-  unsigned char *s = malloc(count * es + 1), *r = malloc(count * es + 1);
+  unsigned char *s = malloc(count * es + 1), *r = in_place ? s : malloc(count * es + 1);
   ref_fill(t, 0, tagged(rank, 1), s, 0, count);
   CHECKR(ncclGroupStart());
   CHECKR(ncclSend(s, count, t, (rank + 1) % n, comm, NULL));
   CHECKR(ncclRecv(r, count, t, (rank + n - 1) % n, comm, NULL));
   CHECKR(ncclGroupEnd());
-  size_t bad = ref_check_copy(t, 0, tagged((rank + n - 1) % n, 1), r, 0, count, "ring shift");
+  size_t bad = ref_check_copy(t, 0, tagged((rank + n - 1) % n, 1), r, 0, count,
+                              in_place ? "ring shift in place" : "ring shift");
+  if (!in_place) free(r);
   free(s);
-  free(r);
-  return bad != 0;
-}
-
-/* The same, in place: one buffer sent to the next rank and received
- * from the previous one in a group; it must end with the previous rank's
- * data, whatever arrives while the send still reads it. */
-static int ring_shift_inplace(ncclComm_t comm, int rank, int n, size_t count) {
-  const ncclDataType_t t = ncclInt32;
-  unsigned char *b = malloc(count * 4 + 1);
-  ref_fill(t, 0, tagged(rank, 2), b, 0, count);
-  CHECKR(ncclGroupStart());
-  CHECKR(ncclSend(b, count, t, (rank + 1) % n, comm, NULL));
-  CHECKR(ncclRecv(b, count, t, (rank + n - 1) % n, comm, NULL));
-  CHECKR(ncclGroupEnd());
-  size_t bad = ref_check_copy(t, 0, tagged((rank + n - 1) % n, 2), b, 0, count, "ring in place");
-  free(b);
   return bad != 0;
 }
 
@@ -111,10 +100,10 @@ static int p2p_all(int rank, int nranks, ncclUniqueId id, const char *param) {
   static const size_t counts[] = {0, 1, 1031, 70001};
   for (int t = 0; t < ncclNumTypes; t++)
     for (size_t k = 0; k < 4; k++)
-      fails += ring_shift(comm, rank, nranks, (ncclDataType_t)t, counts[k]);
+      fails += ring_shift(comm, rank, nranks, (ncclDataType_t)t, counts[k], 0);
   static const size_t inplace[] = {1024, 70000, 600000}; /* 4 KiB to 2.4 MB: past a FIFO */
   for (size_t k = 0; k < 3 && nranks > 1; k++)
-    fails += ring_shift_inplace(comm, rank, nranks, inplace[k]);
+    fails += ring_shift(comm, rank, nranks, ncclInt32, inplace[k], 1);
   fails += all_pairs(comm, rank, nranks, 1);
   fails += all_pairs(comm, rank, nranks, 5000);
   fails += all_pairs(comm, rank, nranks, 40000); /* 160 KB: read by the peer where it can */
