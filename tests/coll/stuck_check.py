@@ -127,7 +127,7 @@ def main():
             procs.append(subprocess.Popen([prog, scen, "threads", str(n)], env=env, stdout=log,
                                           stderr=subprocess.STDOUT))
     else:
-        port = 20000 + os.getpid() % 20000
+        port = 10000 + os.getpid() % 20000  # below the ephemeral range (32768 up)
         root_ip = hosts[0][2] if hosts else "127.0.0.1"
         for r in range(n):
             e = dict(env, RANK=str(r), WORLD_SIZE=str(n), NCCL_COMM_ID="%s:%d" % (root_ip, port))

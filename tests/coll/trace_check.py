@@ -39,7 +39,7 @@ def main():
             if run.returncode:
                 fail("stuck_rank exited %d:\n%s" % (run.returncode, run.stdout))
         else:
-            port = 20000 + os.getpid() % 20000
+            port = 10000 + os.getpid() % 20000  # below the ephemeral range (32768 up)
             procs = [subprocess.Popen([prog, "late"], stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True,
                                       env=dict(env, RANK=str(r), WORLD_SIZE=str(n),

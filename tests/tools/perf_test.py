@@ -10,6 +10,7 @@ loopback (NCCL_SOCKET_IFNAME=lo). Exit status: 0 pass, 1 fail, 77 skip.
 import argparse
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -84,6 +85,19 @@ def run(cmd, env, limit=LIMIT_S):
 
 
 def free_port():
+    """A port free now, below the ephemeral range (32768 up), where no
+    connection made before the rank binds it is handed it; it and the
+    next one are used."""
+    for _ in range(64):
+        port = random.randint(10000, 30000)
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s, \
+                    socket.socket(socket.AF_INET, socket.SOCK_STREAM) as t:
+                s.bind(("127.0.0.1", port))
+                t.bind(("127.0.0.1", port + 1))
+                return port
+        except OSError:
+            continue
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
