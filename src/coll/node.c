@@ -29,7 +29,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/uio.h>
 
 #include "coll/coll.h"
 #include "host/copy.h"
@@ -39,6 +38,7 @@
 #include "util/coro.h"
 #include "util/doorbell.h"
 #include "util/misc.h"
+#include "util/proc.h"
 
 #define D (op->u.node)
 
@@ -561,34 +561,31 @@ static void tsan_order(const void *addr, int acquire) {
 #endif
 }
 
-/* Reads bytes at address src of rank p into dst. A rank that failed
- * returns while its buffers may still be read, and they are then the
- * application's again: a copy is good only if p had not failed once it
- * was made. */
+/* A rank that failed returns while its buffers may still be read, and
+ * they are then the application's again: a copy from rank p is good only
+ * if p had not failed once it was made. */
+static ncclResult_t unless_failed(chorus_op *op, int p) {
+  return __atomic_load_n(op->cc->node->rank[p].failed, __ATOMIC_ACQUIRE) ? peer_failed(op, p)
+                                                                         : ncclSuccess;
+}
+
+/* Reads bytes at address src of rank p into dst. */
 static ncclResult_t read_peer(chorus_op *op, int p, void *dst, uint64_t src, size_t bytes) {
   const chorus_node_rank *r = &op->cc->node->rank[p];
   if (r->same_process) {
     chorus_copy(dst, (const void *)(uintptr_t)src, bytes, op->nt);
-    return __atomic_load_n(r->failed, __ATOMIC_ACQUIRE) ? peer_failed(op, p) : ncclSuccess;
+    return unless_failed(op, p);
   }
-  for (size_t done = 0; done < bytes;) {
-    struct iovec mine = {(char *)dst + done, bytes - done};
-    struct iovec theirs = {(void *)(uintptr_t)(src + done), bytes - done};
-    const ssize_t n = process_vm_readv(r->pid, &mine, 1, &theirs, 1, 0);
-    if (n > 0) {
-      done += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    const int err = n < 0 ? errno : EIO;
-    if (__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) return peer_failed(op, p);
+  const int err = chorus_proc_read(r->pid, dst, src, bytes);
+  if (err) {
+    CHECK(unless_failed(op, p));
     char me[160];
     chorus_op_describe(op, me, sizeof me);
     return chorus_error(err == ESRCH ? ncclRemoteError : ncclSystemError,
                         "%s failed: reading rank %d's buffer (pid %d) with process_vm_readv: %s",
                         me, p, (int)r->pid, strerror(err));
   }
-  return __atomic_load_n(r->failed, __ATOMIC_ACQUIRE) ? peer_failed(op, p) : ncclSuccess;
+  return unless_failed(op, p);
 }
 
 /* Whose inputs this rank reads (reading = 1), or who reads this rank's
@@ -735,10 +732,8 @@ static ncclResult_t reduce_from_peers(chorus_op *op, char *dst, size_t at, size_
     }
     chorus_reduce(&op->red, dst + done * es, src, n, k, 0, CHORUS_RED_FINALIZE | nt_flag(op));
   }
-  for (int p = 0; p < n; p++) /* read in place: good only if p had not failed (read_peer) */
-    if (p != me && nd->rank[p].same_process &&
-        __atomic_load_n(nd->rank[p].failed, __ATOMIC_ACQUIRE))
-      return peer_failed(op, p);
+  for (int p = 0; p < n; p++) /* read in place */
+    if (p != me && nd->rank[p].same_process) CHECK(unless_failed(op, p));
   return ncclSuccess;
 }
 

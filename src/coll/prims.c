@@ -87,14 +87,13 @@ static ncclResult_t outcome(chorus_op *op, chorus_conn *c, int dir, ncclResult_t
   return res == ncclSuccess ? res : chorus_prim_conn_error(op, c, res);
 }
 
-static ncclResult_t received(chorus_op *op, chorus_conn *c, const size_t *bytes,
-                             const chorus_msg_meta *mp);
+static ncclResult_t received(chorus_op *op, chorus_conn *c, size_t bytes, const chorus_msg_meta *m);
 
 ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, size_t *bytes) {
   chorus_msg_meta m;
   ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, c->ops->recv_slot(c, buf, bytes, &m));
   if (res != ncclSuccess) return res;
-  return received(op, c, bytes, &m);
+  return received(op, c, *bytes, &m);
 }
 
 ncclResult_t chorus_prim_recv_read(chorus_op *op, chorus_conn *c, void *dst, size_t room,
@@ -103,19 +102,18 @@ ncclResult_t chorus_prim_recv_read(chorus_op *op, chorus_conn *c, void *dst, siz
   ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV,
                              c->ops->recv_read(c, dst, room, &op->expect, buf, bytes, &m, read));
   if (res != ncclSuccess) return res;
-  return received(op, c, bytes, &m);
+  return received(op, c, *bytes, &m);
 }
 
 /* A message taken: counted, and checked to belong to op's call. */
-static ncclResult_t received(chorus_op *op, chorus_conn *c, const size_t *bytes,
-                             const chorus_msg_meta *mp) {
-  const chorus_msg_meta m = *mp;
-  count_bytes(c, *bytes);
-  if (!chorus_meta_equal(&m, &op->expect)) {
-    if (!op->concurrent) return chorus_meta_mismatch(&op->expect, c->peer, &m);
+static ncclResult_t received(chorus_op *op, chorus_conn *c, size_t bytes,
+                             const chorus_msg_meta *m) {
+  count_bytes(c, bytes);
+  if (!chorus_meta_equal(m, &op->expect)) {
+    if (!op->concurrent) return chorus_meta_mismatch(&op->expect, c->peer, m);
     char mine[160], theirs[160];
     chorus_meta_describe(&op->expect, mine, sizeof mine);
-    chorus_meta_describe(&m, theirs, sizeof theirs);
+    chorus_meta_describe(m, theirs, sizeof theirs);
     return chorus_error(ncclInvalidUsage,
                         "mismatched point-to-point calls: this rank's Recv expected rank %d's "
                         "%s but rank %d sent %s. A send and its receive must have the same "

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/uio.h>
 
 uint64_t chorus_proc_pid_ns(void) {
   struct stat st;
@@ -28,4 +29,19 @@ int chorus_proc_exited(int32_t pid) {
   /* "pid (name) state ...": the name may hold spaces and parentheses. */
   const char *end = strrchr(buf, ')');
   return end && end[1] == ' ' && end[2] == 'Z';
+}
+
+int chorus_proc_read(int32_t pid, void *dst, uint64_t src, size_t bytes) {
+  for (size_t done = 0; done < bytes;) {
+    struct iovec mine = {(char *)dst + done, bytes - done};
+    struct iovec theirs = {(void *)(uintptr_t)(src + done), bytes - done};
+    const ssize_t n = process_vm_readv((pid_t)pid, &mine, 1, &theirs, 1, 0);
+    if (n > 0) {
+      done += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 ? errno : EIO;
+  }
+  return 0;
 }

@@ -1,5 +1,6 @@
 /*
- * proc.h - whether another process of this host still lives.
+ * proc.h - whether another process of this host still lives, and reading
+ * its memory.
  *
  * kill(pid, 0) answers for a process that has exited but that its parent
  * has not reaped (a zombie: a launcher busy elsewhere, a parent blocked in
@@ -10,6 +11,7 @@
 #ifndef CHORUS_UTIL_PROC_H
 #define CHORUS_UTIL_PROC_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* This process's PID namespace (the inode of /proc/self/ns/pid); 0 when
@@ -19,5 +21,10 @@ uint64_t chorus_proc_pid_ns(void);
 /* Whether process pid of this PID namespace has exited: gone, or a
  * zombie. 0 when it lives or cannot be told. */
 int chorus_proc_exited(int32_t pid);
+
+/* Copies bytes at address src of process pid (this PID namespace) into
+ * dst with process_vm_readv, however many calls it takes: 0, or the errno
+ * of the call that failed (EIO for one that read nothing). */
+int chorus_proc_read(int32_t pid, void *dst, uint64_t src, size_t bytes);
 
 #endif

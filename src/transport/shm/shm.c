@@ -265,26 +265,16 @@ static ncclResult_t shm_send_flush(chorus_conn *cc) {
 /* Copies the message at h, sent by reference, out of the sender's memory
  * into dst. */
 static ncclResult_t fetch(shm_conn *c, const slot_header *h, char *dst) {
-  for (size_t done = 0; done < h->bytes;) {
-    struct iovec mine = {dst + done, h->bytes - done};
-    struct iovec theirs = {(void *)(uintptr_t)(h->ref + done), h->bytes - done};
-    const ssize_t n = process_vm_readv(c->peer_pid, &mine, 1, &theirs, 1, 0);
-    if (n > 0) {
-      done += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
-    const int err = n < 0 ? errno : EIO;
-    snprintf(c->base.err, sizeof c->base.err,
-             "reading a message from rank %d's memory (pid %d) with process_vm_readv: %s",
-             c->base.peer, (int)c->peer_pid, strerror(err));
-    return err == ESRCH ? ncclRemoteError : ncclSystemError;
-  }
+  const int err = chorus_proc_read(c->peer_pid, dst, h->ref, h->bytes);
   /* A sender that failed returns while its message may be unread, and
    * its buffer is then the application's again: a copy is good only if
    * the sender had not failed once it was made. */
-  return __atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE) ? peer_failed(c) : ncclSuccess;
+  if (__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return peer_failed(c);
+  if (!err) return ncclSuccess;
+  snprintf(c->base.err, sizeof c->base.err,
+           "reading a message from rank %d's memory (pid %d) with process_vm_readv: %s",
+           c->base.peer, (int)c->peer_pid, strerror(err));
+  return err == ESRCH ? ncclRemoteError : ncclSystemError;
 }
 
 /* The next message's header: ncclSuccess, ncclInProgress (none yet) or
