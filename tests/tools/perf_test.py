@@ -350,6 +350,16 @@ def case_chorusrun_env(a):
     got = sorted(line.split() for line in out.splitlines())
     check([g[:4] for g in got] == [[str(r), "3", str(r), "3"] for r in range(3)], out)
     check(len({g[4] for g in got}) == 1 and re.match(r"^127\.0\.0\.1:\d+$", got[0][4]), out)
+    # The port rank 0 binds later is below the range the kernel gives
+    # connections on its own, so none can take it in between.
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low = int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 0
+    if low > 11000:
+        port = int(got[0][4].split(":")[1])
+        check(port < low, "port %d is in the ephemeral range (from %d)" % (port, low))
     rc, out, _ = run([a.chorusrun, "-n", "2", "sh", "-c", 'echo "$NCCL_COMM_ID"'],
                      base_env(NCCL_COMM_ID="10.1.2.3:4567"), 30)
     check(rc == 0 and out.split() == ["10.1.2.3:4567"] * 2, "NCCL_COMM_ID not kept: " + out)
