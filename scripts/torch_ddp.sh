@@ -11,7 +11,9 @@
 # usage: scripts/torch_ddp.sh   (after scripts/gpu.sh build; BUILD as there,
 #        or CHORUS_LIB=path of the libnccl.so.2; CTest runs it as
 #        examples-gpu.pytorch_ddp in CUDA builds); LIBS="chorus" or
-#        "nccl" runs one library only)
+#        "nccl" runs one library only; TRACE=dir: Chorus's runs also write
+#        their timelines and statistics under dir/<shape>, each checked by
+#        tests/gpu/trace_ddp_check.py)
 # Prints one line per run: shape, library, result, seconds, the library
 # file the ranks loaded. Exit 1 if a run fails.
 set -u
@@ -34,9 +36,16 @@ gpus() { seq -s, "$1" "$(($1 + half - 1))"; } # the GPUs of node $1's half
 port=29500
 rc=0
 for lib in ${LIBS:-chorus nccl}; do
-  pre=()
-  [ $lib = chorus ] && pre=(env LD_PRELOAD="$chorus")
   for shape in 1node 2nodes; do
+    pre=()
+    [ $lib = chorus ] && pre=(env LD_PRELOAD="$chorus")
+    traced=
+    if [ $lib = chorus ] && [ -n "${TRACE:-}" ]; then
+      traced=$TRACE/$shape
+      rm -rf "$traced" && mkdir -p "$traced"
+      pre+=(CHORUS_TRACE="$traced/trace.%p.json" CHORUS_STATS_INTERVAL=1
+        CHORUS_STATS_FILE="$traced/stats.%p.jsonl")
+    fi
     log=$logs/${shape}_$lib.log
     port=$((port + 10))
     start=$SECONDS
@@ -68,6 +77,10 @@ for lib in ${LIBS:-chorus nccl}; do
     loaded=$(grep -o 'NCCL: [^)]*' "$log" | head -1)
     printf '%-7s %-7s %-20s %4d s  %s\n' $shape $lib "$result" $((SECONDS - start)) "$loaded"
     [ "$result" = passed ] || tail -15 "$log"
+    if [ -n "$traced" ]; then
+      python3 tests/gpu/trace_ddp_check.py "$traced" | sed 's/^/    /'
+      [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+    fi
   done
 done
 exit $rc
