@@ -69,6 +69,9 @@ typedef struct chorus_coll_comm {
    * host-memory communicators. */
   struct chorus_gpu *gpu;
   struct chorus_proxy *proxy;
+  /* CHORUS_REPRODUCIBLE on a GPU communicator: the scratch its reductions
+   * gather into (gpu/ordered.h); else NULL. */
+  struct chorus_gpu_ordered *gpu_ordered;
   /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
   int busy;
   /* What the application's calls are doing (coll/progress.h); NULL on a
@@ -204,6 +207,17 @@ struct chorus_op {
       char *scaled;     /* PreMulSum: this rank's contribution, scaled */
       size_t mine_bytes;
     } ordered;
+    struct {
+      /* A GPU call running as the gathering of a reduction in rank order
+       * (gpu/ordered.h): the caller's function (0: not turned) and what
+       * the turn replaced; every contribution, in rank order (NULL: none
+       * here). */
+      int func;
+      const void *sendbuff;
+      void *recvbuff;
+      chorus_red red;
+      char *all;
+    } gpu_ordered;
   } u;
   chorus_op *next_op; /* executor queue link */
 };

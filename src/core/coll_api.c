@@ -106,11 +106,6 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   if (chorus_func_p2p(c->func) && (c->root < 0 || c->root >= n))
     return chorus_error(ncclInvalidArgument, "%s: peer = %d is outside 0..%d", c->name, c->root,
                         n - 1);
-  if (comm->cc.reproducible && comm->device >= 0 && chorus_func_reduces(c->func))
-    return chorus_error(ncclInvalidUsage,
-                        "%s: CHORUS_REPRODUCIBLE=1 is not supported on GPU communicators yet "
-                        "(host-memory communicators only)",
-                        c->name);
   chorus_op op;
   memset(&op, 0, sizeof op);
   op.nccl_op = 0;

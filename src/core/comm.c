@@ -24,6 +24,7 @@
 #include "core/config.h"
 #include "device/device.h"
 #include "gpu/gpu.h"
+#include "gpu/ordered.h"
 #include "gpu/proxy.h"
 #include "transport/plugin/netplug.h"
 #include "transport/transport.h"
@@ -543,6 +544,8 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
     CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
                                 comm->device, &comm->cc.plan),
                res, out);
+  if (comm->device >= 0 && comm->cc.reproducible && !comm->is_part)
+    CHECK_GOTO(chorus_gpu_ordered_new(&comm->cc.gpu_ordered, comm->device), res, out);
   if (!comm->is_part) chorus_stats_register(comm);  /* counted from its first call */
   chorus_status_register(comm, comm->status_peers); /* takes them */
   comm->status_peers = NULL;
@@ -624,6 +627,8 @@ void chorus_comm_free(ncclComm_t comm) {
   comm->cc.gpu = NULL;
   chorus_proxy_free(comm->cc.proxy); /* its thread, before the connections and parts go */
   comm->cc.proxy = NULL;
+  chorus_gpu_ordered_free(comm->cc.gpu_ordered);
+  comm->cc.gpu_ordered = NULL;
   chorus_comm_free_parts(comm);
   for (int t = 1; t >= 0; t--) {
     transports_of(comm)[t]->destroy(comm->tstate[t]);

@@ -15,6 +15,7 @@
 #include "core/status.h"
 #include "core/trace.h"
 #include "gpu/gpu.h"
+#include "gpu/ordered.h"
 #include "gpu/proxy.h"
 #include "util/alloc.h"
 #include "util/check.h"
@@ -68,6 +69,15 @@ static ncclResult_t run_gpu_ops(chorus_op **gpu, size_t n) {
   if (res == ncclSuccess) res = chorus_proxy_run_ops(tmp + nk, n - nk);
   chorus_free(tmp);
   return res;
+}
+
+/* The GPU calls, reductions in rank order (CHORUS_REPRODUCIBLE) launched
+ * as their gatherings followed by their additions (gpu/ordered.h). */
+static ncclResult_t launch_gpu_ops(chorus_op **gpu, size_t n) {
+  ncclResult_t res = chorus_gpu_ordered_begin(gpu, n);
+  if (res == ncclSuccess) res = run_gpu_ops(gpu, n);
+  const ncclResult_t end = chorus_gpu_ordered_end(gpu, n, res == ncclSuccess);
+  return res != ncclSuccess ? res : end;
 }
 
 static ncclComm_t comm_of(const chorus_coll_comm *cc) {
@@ -205,7 +215,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     if (comm_of(gpu[i]->cc)->prof) launcher = comm_of(gpu[i]->cc);
   if (launcher) launched = chorus_prof_launch_start(launcher, gpu[0]->cuda_stream);
   if (res == ncclSuccess && ng) trace_gpu_begin(gpu, ng, &traced);
-  if (res == ncclSuccess && ng) res = run_gpu_ops(gpu, ng);
+  if (res == ncclSuccess && ng) res = launch_gpu_ops(gpu, ng);
   if (res == ncclSuccess && ng) trace_gpu_end(gpu, ng, &traced);
   if (launcher) chorus_prof_launch_stop(launcher, launched);
   if (res == ncclSuccess && ng) follow_gpu_ops(gpu, ng);

@@ -174,6 +174,16 @@ int chorus_kern_zc_run(const chorus_kern_comm *c, const chorus_kern_red *red,
   (void)c, (void)red, (void)d, (void)stream;
   return -1;
 }
+int chorus_kern_ordered_add(const chorus_kern_red *red, void *dst, const void *all, size_t count,
+                            int n, size_t stride, void *stream) {
+  (void)red, (void)dst, (void)all, (void)count, (void)n, (void)stride, (void)stream;
+  return -1;
+}
+int chorus_kern_premul(const chorus_kern_red *red, void *dst, const void *src, size_t count,
+                       void *stream) {
+  (void)red, (void)dst, (void)src, (void)count, (void)stream;
+  return -1;
+}
 int chorus_dev_reachable(const void *p, const int *devices, int n) {
   (void)p, (void)devices, (void)n;
   return 0;

@@ -391,4 +391,14 @@ typedef struct chorus_kern_proxy {
 } chorus_kern_proxy;
 int chorus_kern_proxy_run(const chorus_kern_proxy *p, void *stream);
 
+/* Reductions in rank order (CHORUS_REPRODUCIBLE, gpu/ordered.h), on the
+ * current device: dst[i] = ((all[i] + all[stride + i]) + ...) over n
+ * contributions stride elements apart, rounded to the type after each
+ * pair, red's final division applied (a PreMulSum adds: its owners scaled
+ * their contributions with chorus_kern_premul, dst = src * red's scalar). */
+int chorus_kern_ordered_add(const chorus_kern_red *red, void *dst, const void *all, size_t count,
+                            int n, size_t stride, void *stream);
+int chorus_kern_premul(const chorus_kern_red *red, void *dst, const void *src, size_t count,
+                       void *stream);
+
 #endif

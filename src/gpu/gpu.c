@@ -453,14 +453,13 @@ ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *ll,
   return ncclSuccess;
 }
 
-/* The reduction of op as the kernels take it. */
-static void kern_red_of(const chorus_op *op, chorus_kern_red *red) {
+void chorus_gpu_kern_red(const chorus_red *r, chorus_kern_red *red) {
   memset(red, 0, sizeof *red);
-  red->kind = (int)op->red.kind;
-  red->dtype = op->red.dtype;
-  memcpy(red->scalar, op->red.scalar, sizeof red->scalar);
-  red->scalar_dev = op->red.scalar_dev;
-  red->divisor = op->red.divisor;
+  red->kind = (int)r->kind;
+  red->dtype = r->dtype;
+  memcpy(red->scalar, r->scalar, sizeof red->scalar);
+  red->scalar_dev = r->scalar_dev;
+  red->divisor = r->divisor;
 }
 
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task *t,
@@ -468,7 +467,7 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task 
   ncclResult_t async = chorus_gpu_async_error(g);
   if (async != ncclSuccess) return async;
   chorus_kern_red red;
-  kern_red_of(op, &red);
+  chorus_gpu_kern_red(&op->red, &red);
   if (t->algo == CHORUS_ALGO_ZEROCOPY) {
     chorus_kern_zc d;
     if (zc)

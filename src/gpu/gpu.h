@@ -118,6 +118,8 @@ ncclResult_t chorus_gpu_run_ops(chorus_op **ops, size_t n);
  * windows). */
 ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task *t,
                                 const chorus_kern_zc *zc);
+/* A reduction as the kernels take it. */
+void chorus_gpu_kern_red(const chorus_red *r, chorus_kern_red *red);
 
 int chorus_gpu_rank(const chorus_gpu *g);
 int chorus_gpu_nranks(const chorus_gpu *g);

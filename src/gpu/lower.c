@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "gpu/gpu.h"
+#include "gpu/ordered.h"
 
 /* A ring or chain (ring.cu) over blocks of sb bytes: one launch for the
  * whole collective, in which every rank streams to the next one only. */
@@ -149,9 +150,10 @@ size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines) {
 /* Bits 0-3 function, 4-7 type, 8-10 operator (reductions), 11-14 root
  * (rooted calls), 15-63 count. */
 uint64_t chorus_gpu_call_desc(const chorus_op *op) {
-  uint64_t d = (uint64_t)(op->func & 15) | (uint64_t)(op->dtype & 15) << 4;
-  if (chorus_func_reduces(op->func)) d |= (uint64_t)(op->nccl_op & 7) << 8;
-  if (chorus_func_rooted(op->func)) d |= (uint64_t)(op->root & 15) << 11;
+  const int f = chorus_gpu_ordered_func(op);
+  uint64_t d = (uint64_t)(f & 15) | (uint64_t)(op->dtype & 15) << 4;
+  if (chorus_func_reduces(f)) d |= (uint64_t)(op->nccl_op & 7) << 8;
+  if (chorus_func_rooted(f)) d |= (uint64_t)(op->root & 15) << 11;
   return d | (uint64_t)op->count << 15;
 }
 
