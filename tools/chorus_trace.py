@@ -8,7 +8,9 @@ file (a run cut short leaves it without its closing bracket: read anyway).
 Every communicator's ranks are placed on rank 0's clock (the offset each
 rank measured at init, its "chorus_clock" record) and written to one file
 (default chorus-trace.json) that Perfetto or chrome://tracing opens: a
-process per communicator, a thread per rank. The summary printed: per
+process per communicator, a thread per rank. A call captured in a CUDA
+graph appears once per replay (its "replay" number), each replay matched
+across the ranks as a call of its own. The summary printed: per
 communicator and function the calls, their mean time and bus bandwidth;
 then the stragglers: for each call, the last rank to issue it and how long
 after the first rank (and after the median one) it did, the N latest
@@ -61,14 +63,14 @@ def main():
         for r in range(nranks[c]):
             out.append({"name": "thread_name", "ph": "M", "pid": ci, "tid": r,
                         "args": {"name": "rank %d (%s)" % (r, where.get((c, r), "?"))}})
-    by_call = {}  # (comm, func, index, p2p) -> {rank: (issued, start, end, busbw)}
+    by_call = {}  # (comm, func, index, replay, p2p) -> {rank: (issued, start, end, busbw)}
     for c, r, e in calls:
         off = offset.get((c, r), 0.0)
         a = dict(e["args"])
         ts = e["ts"] + off
         a["enqueue_ts"] = a["enqueue_ts"] + off
         out.append(dict(e, pid=comms.index(c), tid=r, ts=round(ts, 3), args=a))
-        key = (c, e["name"], a["index"], e["cat"] == "p2p")
+        key = (c, e["name"], a["index"], a.get("replay", -1), e["cat"] == "p2p")
         by_call.setdefault(key, {})[r] = (a["enqueue_ts"], ts, ts + e["dur"], a["busbw_GBps"])
     with open(args.output, "w") as f:
         json.dump(out, f)
@@ -76,7 +78,7 @@ def main():
     for c in comms:
         print("comm %s: %d ranks" % (c, nranks[c]))
         funcs = {}
-        for (cc, name, _, _), ranks in by_call.items():
+        for (cc, name, _, _, _), ranks in by_call.items():
             if cc == c:
                 funcs.setdefault(name, []).append(ranks)
         for name in sorted(funcs):
@@ -85,7 +87,7 @@ def main():
             print("  %-14s %6d calls, %10.1f us mean, %8.2f GB/s mean bus bandwidth" % (
                 name, len(funcs[name]), statistics.mean(times), statistics.mean(bws)))
     late, total = [], {}
-    for (c, name, index, p2p), ranks in by_call.items():
+    for (c, name, index, _, p2p), ranks in by_call.items():
         if p2p or len(ranks) < 2:
             continue
         issued = sorted((t, r) for r, (t, _, _, _) in ranks.items())

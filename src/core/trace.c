@@ -8,7 +8,13 @@
  * them once the second completes, placing them on the host's clock
  * through an anchor event (recorded, waited for, and the host clock
  * read), renewed every ANCHOR_NS so the float milliseconds CUDA measures
- * in stay precise.
+ * in stay precise. Events cannot time the replays of a CUDA graph (a
+ * graph records its events once), so launches captured into one are
+ * timed by the GPU itself: a timestamp kernel before and after them
+ * writes the GPU's timer into a ring in host memory at every replay
+ * (device/kernels.h, chorus_kern_stamp), which the same thread reads and
+ * places on the host's clock by an offset measured at init; each replay's
+ * calls become events of their own, numbered by replay.
  */
 #include "core/trace.h"
 
@@ -25,6 +31,7 @@
 #include "core/profiler.h"
 #include "core/stats.h"
 #include "device/device.h"
+#include "device/kernels.h"
 #include "util/alloc.h"
 #include "util/check.h"
 #include "util/clock.h"
@@ -39,6 +46,7 @@
 #define GPU_PENDING 1024 /* launches waiting for their GPU times, per communicator */
 #define ANCHOR_NS   (10ll * 1000000000)
 #define LABEL_MAX   48
+#define STAMPS      (1u << 14) /* GPU timestamps in flight, per communicator (a power of 2) */
 
 typedef struct gpu_launch {
   void *start, *end; /* timing events around the launch */
@@ -48,6 +56,15 @@ typedef struct gpu_launch {
   int n, more;   /* descriptions kept (n), calls beyond them (more) */
   double bytes;  /* of all its calls, for the bus bandwidth */
 } gpu_launch;
+
+/* A launch captured into a graph: its calls, and its replays so far. */
+typedef struct graph_launch {
+  chorus_call_desc d[8];
+  int n, more;
+  double bytes;
+  int64_t begun;    /* the GPU time at which the replay under way began (ns) */
+  uint32_t replays; /* those that ended */
+} graph_launch;
 
 struct chorus_trace_state {
   int to_file; /* CHORUS_TRACE (else GPU times for a profiler plugin alone) */
@@ -60,6 +77,18 @@ struct chorus_trace_state {
   void *anchor, *anchor_stream;
   int64_t anchor_ns; /* host time of the anchor event */
   unsigned dropped;
+  /* Launches captured into graphs: the timestamps' ring (host view, device
+   * view), its counter (device memory), the next entry to read, the host
+   * clock minus the GPU's timer, and a record per captured launch (index
+   * k: its stamps are tagged 2k, before, and 2k + 1, after). */
+  volatile uint64_t *stamps;
+  void *stamps_dev;
+  uint32_t *stamp_counter;
+  uint32_t stamp_next;
+  int64_t gpu_offset_ns;
+  graph_launch *graphs;
+  int ngraphs, cap_graphs;
+  unsigned stamps_lost;
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -121,7 +150,7 @@ static ncclResult_t measure_offset(ncclComm_t comm, int64_t *offset) {
 /* ---- events ----------------------------------------------------------------------- */
 
 static void write_event(ncclComm_t comm, const chorus_call_desc *d, int64_t t_enq, double start_us,
-                        double end_us, int algo, double bytes, int more) {
+                        double end_us, int algo, double bytes, int more, int replay) {
   const struct chorus_trace_state *t = comm->trace;
   const double dur = end_us > start_us ? end_us - start_us : 0;
   const double bus =
@@ -138,6 +167,7 @@ static void write_event(ncclComm_t comm, const chorus_call_desc *d, int64_t t_en
   fprintf(file, ",\"bytes\":%.0f,\"algorithm\":\"%s\",\"enqueue_ts\":%.3f,\"busbw_GBps\":%.6g",
           bytes, algo >= 0 ? chorus_algo_name(algo) : "gpu", (double)t_enq / 1e3, bus);
   if (more) fprintf(file, ",\"grouped_with\":%d", more);
+  if (replay >= 0) fprintf(file, ",\"graph\":true,\"replay\":%d", replay);
   fprintf(file, ",\"device\":%s}},\n", comm->device >= 0 ? "true" : "false");
 }
 
@@ -157,7 +187,7 @@ void chorus_trace_host(ncclComm_t comm, const chorus_op *op) {
   pthread_mutex_lock(&lock);
   if (file)
     write_event(comm, &d, op->t_enq, (double)op->t_start / 1e3, (double)op->t_end / 1e3, op->algo,
-                op_bytes(comm, op), 0);
+                op_bytes(comm, op), 0, -1);
   pthread_mutex_unlock(&lock);
 }
 
@@ -181,6 +211,42 @@ static int anchor(struct chorus_trace_state *t) {
   return 0;
 }
 
+static void free_stamps(struct chorus_trace_state *t) {
+  if (t->stamps) (void)chorus_dev_host_free((void *)t->stamps);
+  t->stamps = NULL;
+  (void)chorus_dev_free(t->stamp_counter);
+  t->stamp_counter = NULL;
+  free(t->graphs);
+  t->graphs = NULL;
+}
+
+/* The ring of GPU timestamps, and the host clock minus the GPU's timer:
+ * of four timestamps taken on an idle stream, the one whose host times
+ * around it lie closest, placed midway (its device current). */
+static int setup_stamps(struct chorus_trace_state *t) {
+  void *h = NULL, *c = NULL;
+  if (chorus_dev_host_alloc((size_t)STAMPS * 2 * sizeof(uint64_t), &h, &t->stamps_dev) != 0)
+    return -1;
+  t->stamps = h;
+  if (chorus_dev_alloc(sizeof(uint32_t), &c) != 0) return -1;
+  t->stamp_counter = c;
+  int64_t best = INT64_MAX;
+  for (uint32_t k = 0; k < 4; k++) {
+    const int64_t t0 = chorus_now_ns();
+    if (chorus_kern_stamp(t->stamps_dev, t->stamp_counter, STAMPS, UINT32_MAX, t->anchor_stream) !=
+            0 ||
+        chorus_dev_stream_sync(t->anchor_stream) != 0)
+      return -1;
+    const int64_t t1 = chorus_now_ns(), gpu = (int64_t)t->stamps[2 * k + 1];
+    if (t1 - t0 < best) {
+      best = t1 - t0;
+      t->gpu_offset_ns = t0 + (t1 - t0) / 2 - gpu;
+    }
+  }
+  t->stamp_next = 4;
+  return 0;
+}
+
 /* Frees t's GPU side (its device current). */
 static void free_gpu(struct chorus_trace_state *t) {
   if (t->ring)
@@ -192,8 +258,50 @@ static void free_gpu(struct chorus_trace_state *t) {
   t->ring = NULL;
   (void)chorus_dev_event_free(t->anchor);
   t->anchor = NULL;
+  free_stamps(t);
   if (t->anchor_stream) (void)chorus_dev_stream_free(t->anchor_stream);
   t->anchor_stream = NULL;
+}
+
+/* A stamp read: the beginning or the end of a replay of captured launch k. */
+static void stamped(ncclComm_t comm, uint32_t tag, int64_t gpu_ns) {
+  struct chorus_trace_state *t = comm->trace;
+  const uint32_t k = tag >> 1;
+  if (k >= (uint32_t)t->ngraphs) return;
+  graph_launch *g = &t->graphs[k];
+  if (!(tag & 1)) {
+    g->begun = gpu_ns;
+    return;
+  }
+  const double s = (double)(g->begun + t->gpu_offset_ns), e = (double)(gpu_ns + t->gpu_offset_ns);
+  for (int i = 0; i < g->n && file && t->to_file; i++)
+    write_event(comm, &g->d[i], (int64_t)s, s / 1e3, e / 1e3, -1, g->bytes, g->n + g->more - 1,
+                (int)g->replays);
+  g->replays++;
+}
+
+/* Reads the timestamps the GPU wrote since the last time (under lock). An
+ * entry is whole when its header, read before and after its time, names
+ * the entry expected; one already a lap ahead means the entries between
+ * were overwritten unread. */
+static void drain_stamps(ncclComm_t comm) {
+  struct chorus_trace_state *t = comm->trace;
+  for (int guard = 0; guard < (int)STAMPS; guard++) {
+    volatile uint64_t *e = t->stamps + 2 * (size_t)(t->stamp_next & (STAMPS - 1));
+    const uint64_t h = e[0];
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    const uint64_t ns = e[1];
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (e[0] != h) break; /* being written */
+    const uint32_t seq = (uint32_t)(h >> 32), want = t->stamp_next + 1;
+    if (seq != want) {
+      if ((int32_t)(seq - want) <= 0) break; /* not written yet */
+      t->stamps_lost += seq - want;
+      t->stamp_next = seq - 1;
+    }
+    stamped(comm, (uint32_t)h, (int64_t)ns);
+    t->stamp_next++;
+  }
 }
 
 /* Writes comm's launches that finished (under lock); with `all`, waits
@@ -210,7 +318,7 @@ static void drain(ncclComm_t comm, int all) {
       for (int i = 0; i < g->n; i++) {
         if (file && t->to_file)
           write_event(comm, &g->d[i], g->t_enq[i], (double)s / 1e3, (double)e / 1e3, -1, g->bytes,
-                      g->n + g->more - 1);
+                      g->n + g->more - 1, -1);
         chorus_prof_ran(comm, g->prof[i], s, e);
       }
       if (g->n == 1 && !g->more) /* alone in its launch: the time is its own */
@@ -218,6 +326,7 @@ static void drain(ncclComm_t comm, int all) {
     }
     t->tail++;
   }
+  if (t->stamps) drain_stamps(comm);
   if (chorus_now_ns() - t->anchor_ns > ANCHOR_NS && t->tail == t->head) (void)anchor(t);
 }
 
@@ -236,9 +345,54 @@ static void *reader_main(void *arg) {
   return NULL;
 }
 
+/* comm has GPU times to read: the reader thread reads them (under lock). */
+static void follow(ncclComm_t comm) {
+  int listed = 0;
+  for (int i = 0; i < ngpu && !listed; i++) listed = gpu_comms[i] == comm;
+  if (!listed && ngpu == cap_gpu) {
+    const int ncap = cap_gpu ? 2 * cap_gpu : 8;
+    ncclComm_t *c = realloc(gpu_comms, (size_t)ncap * sizeof *c);
+    if (c) gpu_comms = c, cap_gpu = ncap;
+  }
+  if (!listed && ngpu < cap_gpu) gpu_comms[ngpu++] = comm;
+  if (!reader_running)
+    reader_running = pthread_create(&reader, NULL, reader_main, (void *)(uintptr_t)reader_gen) == 0;
+}
+
+/* A timestamp of comm's GPU on stream, tagged. */
+static int stamp(ncclComm_t comm, uint32_t tag, void *stream) {
+  const struct chorus_trace_state *t = comm->trace;
+  const int was = chorus_dev_current();
+  if (was != comm->device) chorus_dev_use(comm->device);
+  const int rc = chorus_kern_stamp(t->stamps_dev, t->stamp_counter, STAMPS, tag, stream);
+  if (was >= 0 && was != comm->device) chorus_dev_use(was);
+  return rc;
+}
+
+/* Launches captured into a graph: a record, and the GPU's timestamp
+ * before them. Slots -2, -3, ... name records 0, 1, ... */
+static int graph_begin(ncclComm_t comm, void *stream) {
+  struct chorus_trace_state *t = comm->trace;
+  if (!t->stamps || !t->to_file) return -1;
+  pthread_mutex_lock(&lock);
+  if (t->ngraphs == t->cap_graphs) {
+    const int ncap = t->cap_graphs ? 2 * t->cap_graphs : 16;
+    graph_launch *g = realloc(t->graphs, (size_t)ncap * sizeof *g);
+    if (g) t->graphs = g, t->cap_graphs = ncap;
+  }
+  const int k = t->ngraphs < t->cap_graphs ? t->ngraphs++ : -1;
+  if (k >= 0) memset(&t->graphs[k], 0, sizeof t->graphs[k]);
+  pthread_mutex_unlock(&lock);
+  if (k < 0 || stamp(comm, (uint32_t)k << 1, stream) != 0) return -1;
+  return -2 - k;
+}
+
 int chorus_trace_gpu_begin(ncclComm_t comm, void *stream) {
   struct chorus_trace_state *t = comm->trace;
-  if (!t || !t->ring || chorus_dev_stream_capturing(stream) != 0) return -1;
+  if (!t || !t->ring) return -1;
+  const int captured = chorus_dev_stream_capturing(stream);
+  if (captured == 1) return graph_begin(comm, stream);
+  if (captured != 0) return -1;
   pthread_mutex_lock(&lock);
   const int full = t->head - t->tail >= GPU_PENDING;
   const unsigned slot = t->head;
@@ -255,39 +409,58 @@ int chorus_trace_gpu_begin(ncclComm_t comm, void *stream) {
   return ok ? (int)(slot % GPU_PENDING) : -1;
 }
 
+/* The calls ops[0, n) of a launch: the first `cap` described in d[] (with
+ * their profiler handles and issue times where prof is given), how many
+ * more (*more), and all their bytes (*bytes). Returns how many d[] holds. */
+static int describe_launch(ncclComm_t comm, chorus_op *const *ops, int n, chorus_call_desc *d,
+                           int cap, void **prof, int64_t *t_enq, int *more, double *bytes) {
+  int kept = 0;
+  *more = 0;
+  *bytes = 0;
+  for (int i = 0; i < n; i++) {
+    if (kept < cap) {
+      if (prof) {
+        prof[kept] = ops[i]->prof_coll;
+        t_enq[kept] = ops[i]->t_enq;
+      }
+      d[kept++] = desc_of(ops[i]);
+    } else {
+      (*more)++;
+    }
+    *bytes += op_bytes(comm, ops[i]);
+  }
+  return kept;
+}
+
+static void graph_end(ncclComm_t comm, int k, chorus_op *const *ops, int n, void *stream) {
+  struct chorus_trace_state *t = comm->trace;
+  if (stamp(comm, (uint32_t)k << 1 | 1, stream) != 0) return;
+  graph_launch rec;
+  memset(&rec, 0, sizeof rec);
+  rec.n = describe_launch(comm, ops, n, rec.d, 8, NULL, NULL, &rec.more, &rec.bytes);
+  pthread_mutex_lock(&lock);
+  t->graphs[k] = rec; /* before any replay: the graph is still being captured */
+  follow(comm);
+  pthread_mutex_unlock(&lock);
+}
+
 void chorus_trace_gpu_end(ncclComm_t comm, int slot, chorus_op *const *ops, int n, void *stream) {
   struct chorus_trace_state *t = comm->trace;
-  if (!t || slot < 0) return;
+  if (!t || slot == -1) return;
+  if (slot <= -2) {
+    graph_end(comm, -2 - slot, ops, n, stream);
+    return;
+  }
   gpu_launch *g = &t->ring[slot];
   const int was = chorus_dev_current();
   if (was != comm->device) chorus_dev_use(comm->device);
   const int recorded = chorus_dev_event_record(g->end, stream) == 0;
   if (was >= 0 && was != comm->device) chorus_dev_use(was);
   if (!recorded) return;
-  g->n = g->more = 0;
-  g->bytes = 0;
-  for (int i = 0; i < n; i++) {
-    if (g->n < (int)(sizeof g->d / sizeof g->d[0])) {
-      g->d[g->n] = desc_of(ops[i]);
-      g->prof[g->n] = ops[i]->prof_coll;
-      g->t_enq[g->n++] = ops[i]->t_enq;
-    } else {
-      g->more++;
-    }
-    g->bytes += op_bytes(comm, ops[i]);
-  }
+  g->n = describe_launch(comm, ops, n, g->d, 8, g->prof, g->t_enq, &g->more, &g->bytes);
   pthread_mutex_lock(&lock);
   t->head++;
-  int listed = 0;
-  for (int i = 0; i < ngpu && !listed; i++) listed = gpu_comms[i] == comm;
-  if (!listed && ngpu == cap_gpu) {
-    const int ncap = cap_gpu ? 2 * cap_gpu : 8;
-    ncclComm_t *c = realloc(gpu_comms, (size_t)ncap * sizeof *c);
-    if (c) gpu_comms = c, cap_gpu = ncap;
-  }
-  if (!listed && ngpu < cap_gpu) gpu_comms[ngpu++] = comm;
-  if (!reader_running)
-    reader_running = pthread_create(&reader, NULL, reader_main, (void *)(uintptr_t)reader_gen) == 0;
+  follow(comm);
   pthread_mutex_unlock(&lock);
 }
 
@@ -318,12 +491,17 @@ ncclResult_t chorus_trace_open(ncclComm_t comm) {
     int ok = (t->ring = chorus_calloc(GPU_PENDING, sizeof *t->ring)) != NULL;
     ok = ok && chorus_dev_stream_new(&t->anchor_stream) == 0;
     ok = ok && chorus_dev_event_new_timed(&t->anchor) == 0 && anchor(t) == 0;
-    if (was >= 0) chorus_dev_use(was);
     if (!ok) {
       WARN("CHORUS_TRACE: cannot time rank %d's GPU calls (%s); no GPU events", comm->rank,
            chorus_dev_error());
       free_gpu(t);
+    } else if (to_file && setup_stamps(t) != 0) {
+      WARN("CHORUS_TRACE: cannot time rank %d's calls in CUDA graphs (%s); they stay off the "
+           "timeline",
+           comm->rank, chorus_dev_error());
+      free_stamps(t);
     }
+    if (was >= 0) chorus_dev_use(was);
   }
   comm->trace = t;
   if (!to_file) return ncclSuccess;
@@ -396,6 +574,10 @@ void chorus_trace_close(ncclComm_t comm) {
   if (t->dropped)
     WARN("CHORUS_TRACE: %u GPU launches of rank %d were not traced (more than %d in flight)",
          t->dropped, comm->rank, GPU_PENDING);
+  if (t->stamps_lost)
+    WARN("CHORUS_TRACE: %u GPU timestamps of rank %d's graph replays were overwritten unread "
+         "(more than %u in flight)",
+         t->stamps_lost, comm->rank, STAMPS);
   comm->trace = NULL;
   comm->cc.tracing = 0;
   if (t->ring) {

@@ -401,4 +401,11 @@ int chorus_kern_ordered_add(const chorus_kern_red *red, void *dst, const void *a
 int chorus_kern_premul(const chorus_kern_red *red, void *dst, const void *src, size_t count,
                        void *stream);
 
+/* A timestamp of the GPU's global timer (ns) when stream reaches it, for
+ * calls captured in graphs (core/trace.c): entry i % entries (a power of
+ * two) of ring, host-mapped, two words: the time, then ((i + 1) << 32 |
+ * tag), i taken from *counter (device memory, zeroed) on the GPU. */
+int chorus_kern_stamp(volatile uint64_t *ring, uint32_t *counter, uint32_t entries, uint32_t tag,
+                      void *stream);
+
 #endif

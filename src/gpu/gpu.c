@@ -388,6 +388,79 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
                       words);
 }
 
+/* ---- bytes per peer ------------------------------------------------------------------ */
+
+static void moved(chorus_gpu *g, int p, uint64_t sent, uint64_t got) {
+  if (p == g->rank || p < 0 || p >= g->nranks) return;
+  __atomic_add_fetch(&g->peer_sent[p], sent, __ATOMIC_RELAXED);
+  __atomic_add_fetch(&g->peer_got[p], got, __ATOMIC_RELAXED);
+}
+
+/* Block i of `block` bytes each within `total` (the last ones short or empty). */
+static uint64_t block_of(size_t i, size_t block, size_t total) {
+  const size_t at = i * block;
+  return at >= total ? 0 : CHORUS_MIN(block, total - at);
+}
+
+/* What exchange x moves: a ring or chain to the next rank and from the
+ * one before; a two-shot's blocks to their reducers and the reduced block
+ * back; else a block to each rank sent to and from each taken from. */
+static void count_exchange(chorus_gpu *g, const chorus_kern_xchg *x) {
+  const int n = g->nranks, me = g->rank;
+  if (x->ring) {
+    const int next = (me + 1) % n, prev = (me + n - 1) % n;
+    uint64_t out = 0, in = 0;
+    if (chorus_kern_ring_is_chain(x->ring)) {
+      const int s = chorus_kern_ring_first(x->ring, me, n, x->root);
+      out = s < n - 1 ? x->bytes : 0;
+      in = s > 0 ? x->bytes : 0;
+    } else {
+      out = in = (uint64_t)x->bytes * (uint64_t)(chorus_kern_ring_steps(x->ring, n) - 1);
+    }
+    moved(g, next, out, 0);
+    moved(g, prev, 0, in);
+    return;
+  }
+  for (int p = 0; p < n; p++) {
+    if (x->twoshot) {
+      const uint64_t theirs = block_of((size_t)p, x->bytes, x->total),
+                     mine = block_of((size_t)me, x->bytes, x->total);
+      moved(g, p, theirs + mine, mine + theirs);
+    } else {
+      moved(g, p, (x->send_to >> p & 1) ? x->bytes : 0, (x->recv_from >> p & 1) ? x->bytes : 0);
+    }
+  }
+}
+
+/* Zero-copy: an AllReduce reads its block from every peer and writes the
+ * result back to each (and the peers the same with theirs); AllGather
+ * and ReduceScatter a block each way per peer. */
+static void count_zc(chorus_gpu *g, const chorus_kern_zc *d) {
+  for (int p = 0; p < g->nranks; p++) {
+    if (d->kind != CHORUS_KERN_ZC_ALLREDUCE) {
+      moved(g, p, d->bytes, d->bytes);
+      continue;
+    }
+    const uint64_t theirs = block_of((size_t)p, d->block, d->bytes),
+                   mine = block_of((size_t)g->rank, d->block, d->bytes);
+    moved(g, p, theirs + mine, mine + theirs);
+  }
+}
+
+static void count_p2p(chorus_gpu *g, const chorus_kern_p2p *x) {
+  for (int p = 0; p < g->nranks; p++) moved(g, p, x->sbytes[p], x->rbytes[p]);
+}
+
+void chorus_gpu_peer_bytes(const chorus_gpu *g, int peer, uint64_t *sent, uint64_t *got) {
+  *sent =
+      peer >= 0 && peer < g->nranks ? __atomic_load_n(&g->peer_sent[peer], __ATOMIC_RELAXED) : 0;
+  *got = peer >= 0 && peer < g->nranks ? __atomic_load_n(&g->peer_got[peer], __ATOMIC_RELAXED) : 0;
+}
+
+int chorus_gpu_direct(const chorus_gpu *g) {
+  return !g->staged;
+}
+
 /* Runs one exchange, the same way on every rank: rings and chains in the
  * ring kernel, two-shot AllReduce in its kernel, large blocks in one pipelined launch, the rest as
  * LL launches of pieces that fit the slots. */
@@ -413,6 +486,7 @@ static ncclResult_t run_exchange(chorus_gpu *g, const chorus_kern_red *red,
     snprintf(what, sizeof what, "nccl%s", chorus_func_name(op->func));
     return chorus_gpu_cuda_error(what);
   }
+  count_exchange(g, whole);
   return ncclSuccess;
 }
 
@@ -442,6 +516,7 @@ ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *ll,
     x.overlap = (uint32_t)chorus_gpu_p2p_overlap(&x, g->rank, g->nranks);
     if (chorus_kern_sendrecv_ll(&g->kc, &x, stream) != 0)
       return chorus_gpu_cuda_error("ncclSend/ncclRecv (LL)");
+    count_p2p(g, &x);
   }
   if (p2p_any(fifo, g->nranks)) {
     chorus_kern_p2p x = *fifo;
@@ -449,6 +524,7 @@ ncclResult_t chorus_gpu_sendrecv(chorus_gpu *g, const chorus_kern_p2p *ll,
     x.recv_desc = g->p2p_recv_desc;
     if (chorus_kern_sendrecv(&g->kc, &x, stream) != 0)
       return chorus_gpu_cuda_error("ncclSend/ncclRecv");
+    count_p2p(g, &x);
   }
   return ncclSuccess;
 }
@@ -490,6 +566,7 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task 
       snprintf(what, sizeof what, "nccl%s (zero-copy)", chorus_func_name(op->func));
       return chorus_gpu_cuda_error(what);
     }
+    count_zc(g, &d);
     return ncclSuccess;
   }
   chorus_kern_xchg steps[CHORUS_GPU_MAX_STEPS];

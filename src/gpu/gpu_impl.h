@@ -44,6 +44,9 @@ struct chorus_gpu {
     chorus_task task;
   } memo[CHORUS_FUNC_COUNT];
   struct chorus_gpu_window *windows;
+  /* Payload bytes the kernels launched so far move from this rank's GPU to
+   * each peer's and back (gpu.c; atomic, read by the state dump). */
+  uint64_t peer_sent[CHORUS_KERN_MAX_RANKS], peer_got[CHORUS_KERN_MAX_RANKS];
 };
 
 /* Frees every window still registered on g (regwin.c). */

@@ -1,0 +1,193 @@
+/*
+ * observe.c - GPU calls as the observability features show them: calls
+ * captured in a CUDA graph on the CHORUS_TRACE timeline, once per replay,
+ * at the times the GPU ran them; and the bytes the kernels moved to each
+ * peer in the state dump.
+ *
+ * One process per GPU (chorusrun; also as hosts), CHORUS_TRACE set (with
+ * %p). Each rank makes one eager AllReduce of 1M floats; with
+ * CHORUS_DUMP_SIGNAL set (one host), it then asks for the state dump
+ * (chorusDumpState) and reads CHORUS_DUMP_FILE (with %p): every peer's
+ * entry must say what the kernels sent and received, together at least
+ * what an AllReduce must move, 2 (n - 1) / n of the buffer each way, and
+ * no more than a copy of it to every peer and back. Then it captures two
+ * in-place AllReduces of 1M floats and a Broadcast into a graph and
+ * replays it R times, the host clock read before the first replay and
+ * after the last one ended; the results are checked. After
+ * ncclCommDestroy its trace file must hold, for each of the three
+ * captured calls, one event per replay marked "graph":true, replays
+ * 0..R-1, each with a positive duration, inside the host's window, and
+ * each replay after the one before it.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "chorus.h"
+#include "gpu_test.h"
+
+#define COUNT (1 << 20)
+#define R     4
+#define SLACK                                                                                      \
+  2000.0 /* us: the GPU clock's offset is measured to a few us, the window's ends are              \
+            host times of their own */
+
+typedef struct {
+  char name[32];
+  int index, replay;
+  double ts, dur;
+} event;
+
+/* The graph events of the file: lines holding "graph":true. */
+static int read_events(const char *path, event *ev, int cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  char line[2048];
+  int n = 0;
+  while (fgets(line, sizeof line, f) && n < cap) {
+    if (!strstr(line, "\"graph\":true")) continue;
+    event *e = &ev[n];
+    const char *p;
+    if (!(p = strstr(line, "\"name\":\"")) || sscanf(p + 8, "%31[^\"]", e->name) != 1) continue;
+    if (!(p = strstr(line, "\"ts\":")) || sscanf(p + 5, "%lf", &e->ts) != 1) continue;
+    if (!(p = strstr(line, "\"dur\":")) || sscanf(p + 6, "%lf", &e->dur) != 1) continue;
+    if (!(p = strstr(line, "\"index\":")) || sscanf(p + 8, "%d", &e->index) != 1) continue;
+    if (!(p = strstr(line, "\"replay\":")) || sscanf(p + 9, "%d", &e->replay) != 1) continue;
+    n++;
+  }
+  fclose(f);
+  return n;
+}
+
+/* pattern with its %p made this process's pid. */
+static void with_pid(const char *pattern, char *path, size_t size) {
+  const char *at = strstr(pattern, "%p");
+  if (!at)
+    snprintf(path, size, "%s", pattern);
+  else
+    snprintf(path, size, "%.*s%d%s", (int)(at - pattern), pattern, (int)getpid(), at + 2);
+}
+
+/* The state dump after one AllReduce of `bytes`: each peer's bytes. */
+static void check_dump(int rank, int n, double bytes) {
+  const char *pattern = getenv("CHORUS_DUMP_FILE");
+  if (!getenv("CHORUS_DUMP_SIGNAL") || !pattern || n < 2) return;
+  char path[512];
+  with_pid(pattern, path, sizeof path);
+  unlink(path);
+  EXPECT(chorusDumpState() == 0, "rank %d: chorusDumpState failed", rank);
+  static char text[1 << 16];
+  size_t got = 0;
+  for (double t0 = now(); now() - t0 < 10 && !strstr(text, "\n  peers:");) {
+    usleep(50000);
+    FILE *f = fopen(path, "r");
+    got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[got] = '\0';
+  }
+  const char *peers = strstr(text, "\n  peers:");
+  EXPECT(peers != NULL, "rank %d: no peers in the dump %s", rank, path);
+  if (!peers) return;
+  double sent = 0, received = 0;
+  int listed = 0;
+  for (const char *p = strstr(peers, "sent "); p && p < strchr(peers + 1, '\n');
+       p = strstr(p + 1, "sent ")) {
+    unsigned long long s = 0, r = 0;
+    if (sscanf(p, "sent %llu B, received %llu B", &s, &r) == 2) {
+      sent += (double)s;
+      received += (double)r;
+      listed++;
+    }
+  }
+  const double least = 2.0 * (n - 1) / n * bytes, most = 2.0 * (n - 1) * bytes;
+  printf("rank %d: the dump counts %.0f B sent, %.0f B received over %d peers\n", rank, sent,
+         received, listed);
+  EXPECT(listed == n - 1, "rank %d: %d peers with bytes in the dump, want %d", rank, listed, n - 1);
+  EXPECT(sent >= least && sent <= most && received >= least && received <= most,
+         "rank %d: the dump counts %.0f B sent and %.0f B received, want each in [%.0f, %.0f]",
+         rank, sent, received, least, most);
+  unlink(path);
+}
+
+int main(void) {
+  const char *pattern = getenv("CHORUS_TRACE");
+  if (!pattern || !strstr(pattern, "%p")) {
+    fprintf(stderr, "observe: set CHORUS_TRACE to a path with %%p\n");
+    return 2;
+  }
+  int rank, n;
+  ncclComm_t comm;
+  cudaStream_t s;
+  const int joined = join_launched(&rank, &n, &comm, &s);
+  if (joined) return joined;
+  float *a, *b, *host = malloc(COUNT * sizeof *host);
+  CUDA(cudaMalloc((void **)&a, COUNT * sizeof *a));
+  CUDA(cudaMalloc((void **)&b, COUNT * sizeof *b));
+  NCCL(ncclAllReduce(a, a, COUNT, ncclFloat, ncclSum, comm, s)); /* eager: not a graph's */
+  CUDA(cudaStreamSynchronize(s));
+  check_dump(rank, n, (double)COUNT * sizeof *a);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  NCCL(ncclAllReduce(a, a, COUNT, ncclFloat, ncclSum, comm, s));
+  NCCL(ncclAllReduce(a, a, COUNT, ncclFloat, ncclSum, comm, s));
+  NCCL(ncclBroadcast(a, b, COUNT, ncclFloat, 0, comm, s));
+  CUDA(cudaStreamEndCapture(s, &graph));
+  CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  CUDA(cudaGraphDestroy(graph));
+  double t0 = 0;
+  for (int rep = 0; rep < R; rep++) {
+    for (int i = 0; i < COUNT; i++) host[i] = (float)(rank + rep + i % 3);
+    CUDA(cudaMemcpy(a, host, COUNT * sizeof *host, cudaMemcpyHostToDevice));
+    CUDA(cudaDeviceSynchronize());
+    if (rep == 0) t0 = now();
+    CUDA(cudaGraphLaunch(exec, s));
+    CUDA(cudaStreamSynchronize(s));
+    CUDA(cudaMemcpy(host, b, COUNT * sizeof *host, cudaMemcpyDeviceToHost));
+    for (int i = 0; i < COUNT; i += 4099) {
+      const float sum = (float)(n * (n - 1) / 2 + n * (rep + i % 3)), want = sum * n;
+      EXPECT(host[i] == want, "rank %d replay %d: element %d is %g, want %g", rank, rep, i, host[i],
+             want);
+    }
+  }
+  const double t1 = now();
+  CUDA(cudaGraphExecDestroy(exec));
+  NCCL(ncclCommDestroy(comm));
+  char path[512];
+  with_pid(pattern, path, sizeof path);
+  event ev[64];
+  const int got = read_events(path, ev, 64);
+  EXPECT(got == 3 * R, "rank %d: %d graph events in %s, want %d (3 calls x %d replays)", rank, got,
+         path, 3 * R, R);
+  /* Per call (its index), replays 0..R-1, in order, inside [t0, t1]. */
+  int calls = 0;
+  for (int i = 0; i < got; i++) {
+    int first = 1;
+    for (int j = 0; j < i && first; j++) first = ev[j].index != ev[i].index;
+    if (!first) continue;
+    calls++;
+    double last_end = 0;
+    for (int rep = 0; rep < R; rep++) {
+      const event *e = NULL;
+      for (int j = 0; j < got && !e; j++)
+        if (ev[j].index == ev[i].index && ev[j].replay == rep) e = &ev[j];
+      EXPECT(e != NULL, "rank %d: %s #%d has no event for replay %d", rank, ev[i].name, ev[i].index,
+             rep);
+      if (!e) continue;
+      EXPECT(e->dur > 0 && e->ts >= t0 * 1e6 - SLACK && e->ts + e->dur <= t1 * 1e6 + SLACK,
+             "rank %d: %s #%d replay %d at [%.1f, +%.1f] us, outside the replays' [%.1f, %.1f]",
+             rank, e->name, e->index, rep, e->ts, e->dur, t0 * 1e6, t1 * 1e6);
+      EXPECT(e->ts >= last_end - SLACK, "rank %d: %s #%d replay %d begins before replay %d ended",
+             rank, e->name, e->index, rep, rep - 1);
+      last_end = e->ts + e->dur;
+    }
+  }
+  EXPECT(calls == 3, "rank %d: %d captured calls on the timeline, want 3", rank, calls);
+  unlink(path);
+  CUDA(cudaFree(a));
+  CUDA(cudaFree(b));
+  free(host);
+  printf("rank %d: %s (%d graph events)\n", rank, failures ? "FAIL" : "ok", got);
+  return failures ? 1 : 0;
+}
