@@ -261,10 +261,10 @@ static void dump_entry(FILE *f, const entry *e, int64_t now) {
     if (r == c->rank) continue;
     uint64_t sent, got;
     const char *how = peer_bytes(c, r, &sent, &got);
-    if (c->cc.gpu) { /* its data moves in its kernels (gpu.h; not the copy engine's copies) */
+    if (c->cc.gpu) { /* its data moves between the GPUs (gpu.h) */
       chorus_gpu_peer_bytes(c->cc.gpu, r, &sent, &got);
-      how = chorus_gpu_direct(c->cc.gpu) ? "GPU kernels over peer access (NVLink or PCIe)"
-                                         : "GPU kernels through pinned host memory";
+      how = chorus_gpu_direct(c->cc.gpu) ? "GPU peer access (NVLink or PCIe)"
+                                         : "GPUs through pinned host memory";
     }
     fprintf(f, " %d (host %s, pid %d, %s", r, c->topo.info[r].hostname, (int)c->topo.info[r].pid,
             how ? how : "no connection");

@@ -97,6 +97,12 @@ ncclResult_t chorus_gpu_ce_run(chorus_op **ops, size_t n, const chorus_task *tas
   }
   const size_t nsteps = chorus_gpu_ce_plan_pairs(c, n, pair, steps);
   res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, "ncclSend/ncclRecv");
+  for (size_t i = 0; i < n && res == ncclSuccess; i++) /* each pair's bytes, at both ends */
+    if (pair[i] >= 0 && ops[i]->func == CHORUS_FUNC_SEND) {
+      chorus_op *r = ops[pair[i]];
+      chorus_gpu_moved(ops[i]->cc->gpu, ops[i]->root, c[i].bytes, 0);
+      chorus_gpu_moved(r->cc->gpu, r->root, 0, c[i].bytes);
+    }
   for (size_t i = 0; i < n && res == ncclSuccess; i++) {
     chorus_gpu *g = ops[i]->cc->gpu;
     if (pair[i] < 0 || ops[i]->func != CHORUS_FUNC_SEND || g->ce_told) continue;
@@ -159,6 +165,27 @@ static ncclResult_t coll_program(chorus_op **ops, size_t n, const chorus_task *t
   return ncclSuccess;
 }
 
+/* The bytes of the collective whose ranks' calls are ops[i..], at both
+ * ends of every copy: a Broadcast's buffer along its chain from the root,
+ * an AllGather's or AlltoAll's block between every two ranks. */
+static void count_coll(chorus_op **ops, size_t n, size_t i) {
+  const chorus_op *first = ops[i];
+  const int np = first->cc->gpu->nranks;
+  const uint64_t bytes = first->count * first->esize;
+  chorus_gpu *g[CHORUS_KERN_MAX_RANKS] = {NULL};
+  for (size_t j = i; j < n && j < i + (size_t)np; j++) g[ops[j]->cc->gpu->rank] = ops[j]->cc->gpu;
+  for (int r = 0; r < np; r++) {
+    if (!g[r]) return;
+    if (first->func != CHORUS_FUNC_BROADCAST) {
+      for (int p = 0; p < np; p++) chorus_gpu_moved(g[r], p, bytes, bytes);
+      continue;
+    }
+    const int h = (r - first->root + np) % np; /* its hop along the chain */
+    if (h < np - 1) chorus_gpu_moved(g[r], (r + 1) % np, bytes, 0);
+    if (h > 0) chorus_gpu_moved(g[r], (r + np - 1) % np, 0, bytes);
+  }
+}
+
 ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const chorus_task *tasks, size_t i) {
   chorus_op *first = ops[i];
   chorus_gpu *g0 = first->cc->gpu;
@@ -171,6 +198,7 @@ ncclResult_t chorus_gpu_ce_coll_run(chorus_op **ops, size_t n, const chorus_task
   if (res == ncclSuccess && streams_of(ops, n, &streams, &devices) != 0)
     res = chorus_error(ncclSystemError, "out of memory queueing a %s", name);
   if (res == ncclSuccess) res = chorus_gpu_ce_exec(steps, nsteps, streams, devices, name);
+  if (res == ncclSuccess) count_coll(ops, n, i);
   const unsigned bit = 1u << first->func;
   if (res == ncclSuccess && !(g0->ce_coll_told & bit)) {
     g0->ce_coll_told |= bit;

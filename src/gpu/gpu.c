@@ -390,7 +390,7 @@ ncclResult_t chorus_gpu_async_error(chorus_gpu *g) {
 
 /* ---- bytes per peer ------------------------------------------------------------------ */
 
-static void moved(chorus_gpu *g, int p, uint64_t sent, uint64_t got) {
+void chorus_gpu_moved(chorus_gpu *g, int p, uint64_t sent, uint64_t got) {
   if (p == g->rank || p < 0 || p >= g->nranks) return;
   __atomic_add_fetch(&g->peer_sent[p], sent, __ATOMIC_RELAXED);
   __atomic_add_fetch(&g->peer_got[p], got, __ATOMIC_RELAXED);
@@ -417,17 +417,18 @@ static void count_exchange(chorus_gpu *g, const chorus_kern_xchg *x) {
     } else {
       out = in = (uint64_t)x->bytes * (uint64_t)(chorus_kern_ring_steps(x->ring, n) - 1);
     }
-    moved(g, next, out, 0);
-    moved(g, prev, 0, in);
+    chorus_gpu_moved(g, next, out, 0);
+    chorus_gpu_moved(g, prev, 0, in);
     return;
   }
   for (int p = 0; p < n; p++) {
     if (x->twoshot) {
       const uint64_t theirs = block_of((size_t)p, x->bytes, x->total),
                      mine = block_of((size_t)me, x->bytes, x->total);
-      moved(g, p, theirs + mine, mine + theirs);
+      chorus_gpu_moved(g, p, theirs + mine, mine + theirs);
     } else {
-      moved(g, p, (x->send_to >> p & 1) ? x->bytes : 0, (x->recv_from >> p & 1) ? x->bytes : 0);
+      chorus_gpu_moved(g, p, (x->send_to >> p & 1) ? x->bytes : 0,
+                       (x->recv_from >> p & 1) ? x->bytes : 0);
     }
   }
 }
@@ -438,17 +439,17 @@ static void count_exchange(chorus_gpu *g, const chorus_kern_xchg *x) {
 static void count_zc(chorus_gpu *g, const chorus_kern_zc *d) {
   for (int p = 0; p < g->nranks; p++) {
     if (d->kind != CHORUS_KERN_ZC_ALLREDUCE) {
-      moved(g, p, d->bytes, d->bytes);
+      chorus_gpu_moved(g, p, d->bytes, d->bytes);
       continue;
     }
     const uint64_t theirs = block_of((size_t)p, d->block, d->bytes),
                    mine = block_of((size_t)g->rank, d->block, d->bytes);
-    moved(g, p, theirs + mine, mine + theirs);
+    chorus_gpu_moved(g, p, theirs + mine, mine + theirs);
   }
 }
 
 static void count_p2p(chorus_gpu *g, const chorus_kern_p2p *x) {
-  for (int p = 0; p < g->nranks; p++) moved(g, p, x->sbytes[p], x->rbytes[p]);
+  for (int p = 0; p < g->nranks; p++) chorus_gpu_moved(g, p, x->sbytes[p], x->rbytes[p]);
 }
 
 void chorus_gpu_peer_bytes(const chorus_gpu *g, int peer, uint64_t *sent, uint64_t *got) {

@@ -121,11 +121,10 @@ ncclResult_t chorus_gpu_enqueue(chorus_gpu *g, chorus_op *op, const chorus_task 
 /* A reduction as the kernels take it. */
 void chorus_gpu_kern_red(const chorus_red *r, chorus_kern_red *red);
 
-/* Payload bytes the kernels launched on g moved between its GPU and peer's
- * (to it, *sent; from it, *got), whichever GPU drove the copy; counted as
- * launched (a graph's calls once, at capture); the copy engine's copies
- * are not counted. Whether the GPUs reach each other directly (else
- * through pinned host memory). */
+/* Payload bytes the calls launched on g moved between its GPU and peer's
+ * (to it, *sent; from it, *got), whichever GPU or copy engine drove the
+ * copy; counted as launched (a graph's calls once, at capture). Whether
+ * the GPUs reach each other directly (else through pinned host memory). */
 void chorus_gpu_peer_bytes(const chorus_gpu *g, int peer, uint64_t *sent, uint64_t *got);
 int chorus_gpu_direct(const chorus_gpu *g);
 

@@ -49,6 +49,10 @@ struct chorus_gpu {
   uint64_t peer_sent[CHORUS_KERN_MAX_RANKS], peer_got[CHORUS_KERN_MAX_RANKS];
 };
 
+/* Counts bytes moved between g's GPU and peer p's (sent to it, got from
+ * it; gpu.h chorus_gpu_peer_bytes). */
+void chorus_gpu_moved(chorus_gpu *g, int p, uint64_t sent, uint64_t got);
+
 /* Frees every window still registered on g (regwin.c). */
 void chorus_gpu_windows_free(chorus_gpu *g);
 /* Fills *d for op (task t) from the symmetric windows holding its

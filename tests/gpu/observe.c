@@ -5,7 +5,9 @@
  * peer in the state dump.
  *
  * One process per GPU (chorusrun; also as hosts), CHORUS_TRACE set (with
- * %p). Each rank makes one eager AllReduce of 1M floats; with
+ * %p); or -g N, one process driving N GPUs (the dump alone: an
+ * AllGather, the copy engine's where CHORUS_TUNE says, must count its
+ * blocks). Each rank makes one eager AllReduce of 1M floats; with
  * CHORUS_DUMP_SIGNAL set (one host), it then asks for the state dump
  * (chorusDumpState) and reads CHORUS_DUMP_FILE (with %p): every peer's
  * entry must say what the kernels sent and received, together at least
@@ -110,7 +112,87 @@ static void check_dump(int rank, int n, double bytes) {
   unlink(path);
 }
 
-int main(void) {
+/* -g N: N communicators of this process, an AllGather of `bytes` per rank
+ * (CHORUS_TUNE may put it on the copy engine), then every communicator's
+ * peers in the dump: each sent and received (N - 1) blocks over its peers,
+ * whichever way they went. */
+static int dump_one_process(int n) {
+  enum { BLOCK = 1 << 22 };
+  ncclComm_t comm[8];
+  cudaStream_t s[8];
+  void *in[8], *out[8];
+  NCCL(ncclCommInitAll(comm, n, NULL));
+  for (int l = 0; l < n; l++) {
+    CUDA(cudaSetDevice(l));
+    CUDA(cudaStreamCreateWithFlags(&s[l], cudaStreamNonBlocking));
+    CUDA(cudaMalloc(&in[l], BLOCK));
+    CUDA(cudaMalloc(&out[l], (size_t)BLOCK * n));
+    CUDA(cudaMemset(in[l], l + 1, BLOCK));
+    CUDA(cudaDeviceSynchronize());
+  }
+  NCCL(ncclGroupStart());
+  for (int l = 0; l < n; l++) NCCL(ncclAllGather(in[l], out[l], BLOCK, ncclInt8, comm[l], s[l]));
+  NCCL(ncclGroupEnd());
+  unsigned char *host = malloc((size_t)BLOCK * n);
+  for (int l = 0; l < n; l++) {
+    CUDA(cudaStreamSynchronize(s[l]));
+    CUDA(cudaMemcpy(host, out[l], (size_t)BLOCK * n, cudaMemcpyDeviceToHost));
+    for (int p = 0; p < n; p++)
+      EXPECT(host[(size_t)p * BLOCK] == p + 1 && host[(size_t)p * BLOCK + BLOCK - 1] == p + 1,
+             "rank %d: block %d of the AllGather is wrong", l, p);
+  }
+  free(host);
+  char path[512];
+  with_pid(getenv("CHORUS_DUMP_FILE"), path, sizeof path);
+  unlink(path);
+  EXPECT(chorusDumpState() == 0, "chorusDumpState failed");
+  static char text[1 << 16];
+  int comms = 0;
+  for (double t0 = now(); now() - t0 < 10 && comms < n;) {
+    usleep(50000);
+    FILE *f = fopen(path, "r");
+    const size_t got = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    if (f) fclose(f);
+    text[got] = '\0';
+    comms = 0;
+    for (const char *p = strstr(text, "\n  peers:"); p; p = strstr(p + 1, "\n  peers:")) comms++;
+  }
+  EXPECT(comms == n, "%d communicators' peers in the dump %s, want %d", comms, path, n);
+  for (const char *line = strstr(text, "\n  peers:"); line; line = strstr(line + 1, "\n  peers:")) {
+    const char *eol = strchr(line + 1, '\n');
+    double sent = 0, received = 0;
+    for (const char *p = strstr(line, "sent "); p && (!eol || p < eol);
+         p = strstr(p + 1, "sent ")) {
+      unsigned long long a = 0, b = 0;
+      if (sscanf(p, "sent %llu B, received %llu B", &a, &b) == 2)
+        sent += (double)a, received += (double)b;
+    }
+    const double want = (double)BLOCK * (n - 1);
+    printf("a communicator's peers: %.0f B sent, %.0f B received (want %.0f)\n", sent, received,
+           want);
+    EXPECT(sent == want && received == want,
+           "the dump counts %.0f B sent and %.0f B received, want %.0f each", sent, received, want);
+  }
+  unlink(path);
+  for (int l = 0; l < n; l++) {
+    NCCL(ncclCommDestroy(comm[l]));
+    CUDA(cudaFree(in[l]));
+    CUDA(cudaFree(out[l]));
+  }
+  printf("one process, %d GPUs: %s\n", n, failures ? "FAIL" : "ok");
+  return failures ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 3 && strcmp(argv[1], "-g") == 0) {
+    int ndev = 0;
+    if (cudaGetDeviceCount(&ndev) != cudaSuccess || ndev < atoi(argv[2])) return 77;
+    if (!getenv("CHORUS_DUMP_SIGNAL") || !getenv("CHORUS_DUMP_FILE")) {
+      fprintf(stderr, "observe -g: set CHORUS_DUMP_SIGNAL and CHORUS_DUMP_FILE\n");
+      return 2;
+    }
+    return dump_one_process(atoi(argv[2]));
+  }
   const char *pattern = getenv("CHORUS_TRACE");
   if (!pattern || !strstr(pattern, "%p")) {
     fprintf(stderr, "observe: set CHORUS_TRACE to a path with %%p\n");
