@@ -10,21 +10,17 @@
 #include "device/kernels.h"
 #include "gpu/arena.h"
 #include "gpu/gpu.h"
+#include "gpu/scratch.h"
 #include "util/alloc.h"
 #include "util/check.h"
-#include "util/misc.h"
 
-#define ALIGN       256
-#define MIN_SCRATCH ((size_t)1 << 20)
+#define ALIGN 256
 
 struct chorus_gpu_ordered {
   int device;
-  char *scratch; /* eager calls' */
-  size_t cap;
+  chorus_gpu_scratch scratch;
   void *event;  /* recorded after the last eager call's additions */
   void *stream; /* the stream it was recorded on (NULL: never recorded) */
-  void **kept;  /* captured calls' scratch */
-  int nkept, kept_cap;
 };
 
 ncclResult_t chorus_gpu_ordered_new(chorus_gpu_ordered **out, int device) {
@@ -42,9 +38,7 @@ ncclResult_t chorus_gpu_ordered_new(chorus_gpu_ordered **out, int device) {
 void chorus_gpu_ordered_free(chorus_gpu_ordered *o) {
   if (!o) return;
   chorus_dev_use(o->device);
-  chorus_dev_scratch_free(o->scratch);
-  for (int i = 0; i < o->nkept; i++) chorus_dev_scratch_free(o->kept[i]);
-  chorus_free(o->kept);
+  chorus_gpu_scratch_free(&o->scratch);
   chorus_dev_event_free(o->event);
   chorus_free(o);
 }
@@ -81,44 +75,6 @@ static int gathering_func(int func) {
   return func == CHORUS_FUNC_ALLREDUCE       ? CHORUS_FUNC_ALLGATHER
          : func == CHORUS_FUNC_REDUCESCATTER ? CHORUS_FUNC_ALLTOALL
                                              : CHORUS_FUNC_GATHER;
-}
-
-/* Scratch of `bytes` for calls of which one at least is captured
- * (captured) or none. */
-static ncclResult_t scratch(chorus_gpu_ordered *o, size_t bytes, int captured, char **out) {
-  void *p;
-  if (captured) {
-    if (o->nkept == o->kept_cap) {
-      const int cap = o->kept_cap ? 2 * o->kept_cap : 8;
-      void **k = chorus_malloc((size_t)cap * sizeof *k);
-      if (!k) return chorus_error(ncclSystemError, "out of memory keeping a graph's scratch");
-      if (o->nkept) memcpy(k, o->kept, (size_t)o->nkept * sizeof *k);
-      chorus_free(o->kept);
-      o->kept = k;
-      o->kept_cap = cap;
-    }
-    if (chorus_dev_scratch_alloc(bytes, &p) != 0)
-      return chorus_gpu_cuda_error("allocating scratch for a captured reproducible reduction");
-    o->kept[o->nkept++] = p;
-    *out = p;
-    return ncclSuccess;
-  }
-  if (o->cap < bytes) {
-    /* Earlier calls' additions read the old scratch until the event. */
-    if (o->stream && chorus_dev_event_wait(o->event) != 0)
-      return chorus_gpu_cuda_error("waiting for earlier reproducible reductions");
-    if (chorus_dev_scratch_free(o->scratch) != 0)
-      return chorus_gpu_cuda_error("freeing scratch of reproducible reductions");
-    o->scratch = NULL;
-    o->cap = 0;
-    const size_t cap = CHORUS_MAX(bytes, MIN_SCRATCH);
-    if (chorus_dev_scratch_alloc(cap, &p) != 0)
-      return chorus_gpu_cuda_error("allocating scratch for reproducible reductions");
-    o->scratch = p;
-    o->cap = cap;
-  }
-  *out = o->scratch;
-  return ncclSuccess;
 }
 
 /* Turns op, given its scratch at s. */
@@ -159,7 +115,9 @@ static ncclResult_t turn_comm(chorus_op **ops, size_t i, size_t n) {
     }
   if (chorus_dev_use(o->device) != 0) return chorus_gpu_cuda_error("selecting the GPU");
   char *s = NULL;
-  if (total) CHECK(scratch(o, total, captured, &s));
+  if (total)
+    CHECK(chorus_gpu_scratch_get(&o->scratch, total, captured, o->stream ? o->event : NULL,
+                                 "reproducible reductions", &s));
   for (size_t j = i; j < n; j++) {
     chorus_op *op = ops[j];
     if (op->cc != cc || !turns(op)) continue;

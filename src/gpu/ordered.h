@@ -11,10 +11,9 @@
  * bytes only, so neither its algorithm nor the communicator's shape (GPUs
  * of one process, processes, hosts) can change a bit of the result.
  *
- * Scratch: eager calls share one buffer per communicator, grown as needed
- * (each call's additions end before a later call's gathering starts on
- * any stream); a call captured into a CUDA graph gets its own, kept until
- * the communicator goes, since the graph may replay until then.
+ * Scratch (scratch.h): eager calls share one buffer per communicator, each
+ * call's additions ending before a later call's gathering starts on any
+ * stream; a call captured into a CUDA graph gets its own.
  */
 #ifndef CHORUS_GPU_ORDERED_H
 #define CHORUS_GPU_ORDERED_H

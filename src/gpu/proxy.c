@@ -16,6 +16,7 @@
  * running (ncclCommGetAsyncError reports the first failure).
  */
 #include "gpu/proxy.h"
+#include "gpu/scratch.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -104,13 +105,9 @@ struct chorus_proxy {
    * env.nhosts, nlocal (ranks per host, once the parts are set) and
    * hosts_in_order shape the steps too. */
   chorus_plan_comm plan;
-  /* Device scratch between the steps of a hierarchical call: one for
-   * eager calls (grown after the last one finished), one per captured
-   * call (kept with the graph's batches until the communicator goes). */
-  void *scratch;
-  size_t scratch_cap;
-  void **kept_scratch;
-  int nkept_scratch, kept_scratch_cap;
+  /* Device scratch between the steps of a hierarchical call (scratch.h;
+   * last_event follows the last eager one). */
+  chorus_gpu_scratch scratch;
   /* Lanes 1..nlanes-1: a thread each, running its share of a cut call on
    * its own cross-host part while the progress thread runs lane 0's. */
   struct lane {
@@ -676,41 +673,8 @@ static chorus_op cross_step(const unit *u, const chorus_op *op, size_t count, co
 
 /* Device scratch of `bytes` for unit u's steps. */
 static ncclResult_t unit_scratch(unit *u, size_t bytes, char **out) {
-  chorus_proxy *px = u->px;
-  void *p;
-  if (u->captured) {
-    if (px->nkept_scratch == px->kept_scratch_cap) {
-      const int cap = px->kept_scratch_cap ? 2 * px->kept_scratch_cap : 8;
-      void **k = chorus_malloc((size_t)cap * sizeof *k);
-      if (!k) return chorus_error(ncclSystemError, "out of memory keeping a graph's scratch");
-      if (px->nkept_scratch) memcpy(k, px->kept_scratch, (size_t)px->nkept_scratch * sizeof *k);
-      chorus_free(px->kept_scratch);
-      px->kept_scratch = k;
-      px->kept_scratch_cap = cap;
-    }
-    if (chorus_dev_scratch_alloc(bytes, &p) != 0)
-      return chorus_gpu_cuda_error("allocating scratch for a captured call across hosts");
-    px->kept_scratch[px->nkept_scratch++] = p;
-    *out = p;
-    return ncclSuccess;
-  }
-  if (px->scratch_cap < bytes) {
-    /* The eager calls before this one used the old scratch; the last of
-     * them ends before last_event. */
-    if (px->scratch && px->last_event && chorus_dev_event_wait(px->last_event) != 0)
-      return chorus_gpu_cuda_error("waiting for earlier calls across hosts");
-    if (chorus_dev_scratch_free(px->scratch) != 0)
-      return chorus_gpu_cuda_error("freeing scratch of calls across hosts");
-    px->scratch = NULL;
-    px->scratch_cap = 0;
-    const size_t cap = CHORUS_MAX(bytes, (size_t)1 << 20);
-    if (chorus_dev_scratch_alloc(cap, &p) != 0)
-      return chorus_gpu_cuda_error("allocating scratch for calls across hosts");
-    px->scratch = p;
-    px->scratch_cap = cap;
-  }
-  *out = px->scratch;
-  return ncclSuccess;
+  return chorus_gpu_scratch_get(&u->px->scratch, bytes, u->captured, u->px->last_event,
+                                "calls across hosts", out);
 }
 
 /* Does the unit run hierarchically (hier) or staged whole? The planner
@@ -1025,9 +989,7 @@ void chorus_proxy_free(chorus_proxy *px) {
   for (int k = 1; k <= px->nlane_threads; k++) pthread_join(px->lane[k].thread, NULL);
   for (uint32_t i = 0; i < px->ntable; i++) batch_free(px->table[i]);
   chorus_free(px->table);
-  chorus_dev_scratch_free(px->scratch);
-  for (int i = 0; i < px->nkept_scratch; i++) chorus_dev_scratch_free(px->kept_scratch[i]);
-  chorus_free(px->kept_scratch);
+  chorus_gpu_scratch_free(&px->scratch);
   chorus_free(px->work);
   chorus_dev_event_free(px->last_event);
   chorus_dev_free(px->issued);
