@@ -1,0 +1,181 @@
+#!/usr/bin/env python3
+"""nvidia_gpu_check.py - NVIDIA's profiler plugins on Chorus and on NCCL, side by side.
+
+usage: nvidia_gpu_check.py PERF_DIR EXT_PROFILER_DIR CHORUS_LIB_DIR [NCCL_LIB_DIR]
+
+Builds NVIDIA's example and Inspector plugins as nvidia_check.py does,
+then runs the same perf program (PERF_DIR/all_reduce_perf -g N, N the
+GPUs visible up to 4, or 2 host-memory ranks where there is none) with
+each plugin on each library, the library chosen by LD_LIBRARY_PATH
+(NCCL_LIB_DIR: NVIDIA's libnccl.so.2; default the nvidia-nccl Python
+package's, as PyTorch installs it; none found: Chorus alone, its own
+checks only). Checked per library: the example plugin's files, one per
+rank, hold every begin with its end and a Coll event per collective the
+program made, each with a KernelCh (GPU) event under it; the Inspector
+logs JSON lines, each collective with its size and a time. Then against NCCL: the example plugin's event categories and
+the argument keys of each, and the sequence of collectives (function,
+count, type), must be the same on Chorus; the Inspector's records must
+carry the same keys, with the same timing source.
+Exit 77 (skipped) without the plugins' sources or g++.
+"""
+import glob
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import nvidia_check  # noqa: E402  (the plugins' build, the example's event lines)
+
+SKIP = 77
+PROXY_AND_NET = 8 | 16 | 32 | 2048  # ProxyOp, ProxyStep, ProxyCtrl, NetPlugin
+
+
+def fail(msg):
+    print("FAIL: " + msg)
+    sys.exit(1)
+
+
+def gpus():
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, text=True,
+                             timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return min(4, sum(1 for line in out.splitlines() if line.startswith("GPU")))
+
+
+def nccl_dir():
+    code = "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))"
+    r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True)
+    d = r.stdout.strip()
+    return d if r.returncode == 0 and os.path.exists(os.path.join(d, "libnccl.so.2")) else None
+
+
+def run_perf(perf, ngpu, libdir, env):
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir, NCCL_NVLS_ENABLE="0", NCCL_DEBUG="VERSION",
+               **env)
+    args = [os.path.join(perf, "all_reduce_perf"), "-g", str(ngpu or 2), "-b", "4K", "-e",
+            "1M", "-f", "16", "-n", "1", "-w", "0", "-c", "1"]
+    r = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=300)
+    if r.returncode != 0 or "Out of bounds values : 0 OK" not in r.stdout:
+        fail("%s on %s: exit %d\n%s" % (" ".join(args), libdir, r.returncode, r.stdout[-3000:]))
+    return r.stdout
+
+
+def example(perf, ngpu, lib, libdir, tmp, name):
+    dump = os.path.join(tmp, name, "out")
+    os.makedirs(os.path.dirname(dump), exist_ok=True)
+    mask = 4095 & ~PROXY_AND_NET  # pools of 16 events each: the run's 12 collectives fit
+    run_perf(perf, ngpu, libdir, dict(
+        NCCL_PROFILER_PLUGIN=lib, NCCL_PROFILE_EVENT_MASK=str(mask), NCCL_PROFILE_DUMP_FILE=dump,
+        NCCL_PROFILE_COLL_POOL_SIZE="16", NCCL_PROFILE_P2P_POOL_SIZE="16"))
+    files = sorted(glob.glob(dump + "_*_*.json"))
+    if len(files) != (ngpu or 2):
+        fail("%s: example files %s" % (name, files))
+    keys, colls = {}, {}
+    for f in files:
+        rank = int(re.search(r"_(\d+)\.json$", f).group(1))
+        ev = nvidia_check.example_events(f)
+        for cat in {e[1] for e in ev}:
+            b = sum(1 for e in ev if e[1] == cat and e[2] == "b")
+            e = sum(1 for e in ev if e[1] == cat and e[2] == "e")
+            if b != e:
+                fail("%s rank %d: %s begins %d, ends %d" % (name, rank, cat, b, e))
+        for e in ev:
+            if e[2] == "b":
+                keys.setdefault(e[1], set()).update(e[3])
+        colls[rank] = [(e[0], int(e[3]["Count"]), e[3]["Datatype"])
+                       for e in ev if e[1] == "COLL" and e[2] == "b"]
+        if not colls[rank]:
+            fail("%s rank %d: no Coll events" % (name, rank))
+        if sum(1 for e in ev if e[1] == "GPU" and e[2] == "b") < len(colls[rank]):
+            fail("%s rank %d: fewer KernelCh events than collectives" % (name, rank))
+    return keys, colls
+
+
+def inspector(perf, ngpu, lib, libdir, tmp, name):
+    out = os.path.join(tmp, name, "inspector")
+    run_perf(perf, ngpu, libdir, dict(
+        NCCL_PROFILER_PLUGIN=lib, NCCL_INSPECTOR_ENABLE="1", NCCL_INSPECTOR_DUMP_DIR=out,
+        NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS="1000"))
+    recs = []
+    for path in glob.glob(os.path.join(out, "*.log")):
+        for line in open(path):
+            try:
+                recs.append(json.loads(line))
+            except ValueError:
+                fail("%s: an Inspector line that is not JSON: %s" % (name, line))
+    if not recs:
+        fail("%s: the Inspector logged nothing in %s" % (name, out))
+    keys = {k: set() for k in ("top", "header", "coll_perf")}
+    sources = set()
+    for rec in recs:
+        perf_rec = rec.get("coll_perf", {})
+        keys["top"].update(rec)
+        keys["header"].update(rec.get("header", {}))
+        keys["coll_perf"].update(perf_rec)
+        sources.add(perf_rec.get("coll_timing_source"))
+        if perf_rec.get("coll_msg_size_bytes", 0) <= 0 or perf_rec.get("coll_exec_time_us", -1) < 0:
+            fail("%s: Inspector record %s" % (name, rec))
+    return keys, sources, len(recs)
+
+
+def main():
+    if len(sys.argv) not in (4, 5):
+        print(__doc__)
+        return 2
+    perf, ext, chorus = sys.argv[1:4]
+    ext = os.environ.get("CHORUS_EXT_PROFILER", ext)
+    if not os.path.isdir(os.path.join(ext, "example")) or not shutil.which("g++"):
+        print("SKIP: no %s/example or no g++" % ext)
+        return SKIP
+    ngpu = gpus()
+    nccl = (sys.argv[4] if len(sys.argv) == 5 else nccl_dir()) if ngpu else None
+    libs = [("chorus", chorus)] + ([("nccl", nccl)] if nccl else [])
+    with tempfile.TemporaryDirectory() as tmp:
+        ex = nvidia_check.build(os.path.join(ext, "example"), tmp, "example",
+                                ["plugin.cc", "print_event.cc"])
+        version = '#include "version.h"\nconst char* get_git_version_info() { return "2.28.9"; }\n'
+        ins = nvidia_check.build(os.path.join(ext, "inspector"), tmp, "inspector",
+                                 ["inspector_plugin.cc", "inspector.cc", "json.cc", "version.cc"],
+                                 {"version.cc": version})
+        got = {}
+        for name, libdir in libs:
+            got[name] = (example(perf, ngpu, ex, libdir, tmp, name),
+                         inspector(perf, ngpu, ins, libdir, tmp, name))
+            (keys, colls), (ikeys, sources, nrec) = got[name]
+            print("%s: example plugin %s; %d collectives per rank; Inspector %d records (%s)" % (
+                name, ", ".join("%s %d keys" % (c, len(k)) for c, k in sorted(keys.items())),
+                len(colls[0]), nrec, ", ".join(sorted(map(str, sources)))))
+        if "nccl" in got:
+            (ck, cc), (cik, csrc, _) = got["chorus"]
+            (nk, nc), (nik, nsrc, _) = got["nccl"]
+            if set(ck) != set(nk):
+                fail("event categories: Chorus %s, NCCL %s" % (sorted(ck), sorted(nk)))
+            for cat in nk:
+                if ck[cat] != nk[cat]:
+                    fail("%s events' keys: Chorus %s, NCCL %s" % (cat, sorted(ck[cat]),
+                                                                   sorted(nk[cat])))
+            if cc != nc:
+                fail("collectives: Chorus %s, NCCL %s" % (cc, nc))
+            for part in nik:
+                if cik[part] != nik[part]:
+                    fail("Inspector %s keys: Chorus %s, NCCL %s" % (part, sorted(cik[part]),
+                                                                     sorted(nik[part])))
+            if csrc != nsrc:
+                fail("Inspector timing sources: Chorus %s, NCCL %s" % (csrc, nsrc))
+            print("the same categories, keys and collectives as on NCCL")
+        else:
+            print("no NVIDIA NCCL (or no GPU) here: Chorus's own checks only")
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
