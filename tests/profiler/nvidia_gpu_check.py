@@ -5,7 +5,8 @@ usage: nvidia_gpu_check.py PERF_DIR EXT_PROFILER_DIR CHORUS_LIB_DIR [NCCL_LIB_DI
 
 Builds NVIDIA's example and Inspector plugins as nvidia_check.py does,
 then runs the same perf program (PERF_DIR/all_reduce_perf -g N, N the
-GPUs visible up to 4, or 2 host-memory ranks where there is none) with
+GPUs visible up to 4; none: skipped, unless CHORUS_PROFILER_HOST=1 asks
+for 2 host-memory ranks) with
 each plugin on each library, the library chosen by LD_LIBRARY_PATH
 (NCCL_LIB_DIR: NVIDIA's libnccl.so.2; default the nvidia-nccl Python
 package's, as PyTorch installs it; none found: Chorus alone, its own
@@ -101,9 +102,11 @@ def example(perf, ngpu, lib, libdir, tmp, name):
 
 def inspector(perf, ngpu, lib, libdir, tmp, name):
     out = os.path.join(tmp, name, "inspector")
+    # The Inspector's own leak under ASan: see nvidia_check.py.
+    asan = ":".join(filter(None, [os.environ.get("ASAN_OPTIONS"), "detect_leaks=0"]))
     run_perf(perf, ngpu, libdir, dict(
         NCCL_PROFILER_PLUGIN=lib, NCCL_INSPECTOR_ENABLE="1", NCCL_INSPECTOR_DUMP_DIR=out,
-        NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS="1000"))
+        NCCL_INSPECTOR_DUMP_THREAD_INTERVAL_MICROSECONDS="1000", ASAN_OPTIONS=asan))
     recs = []
     for path in glob.glob(os.path.join(out, "*.log")):
         for line in open(path):
@@ -136,6 +139,10 @@ def main():
         print("SKIP: no %s/example or no g++" % ext)
         return SKIP
     ngpu = gpus()
+    if not ngpu and not os.environ.get("CHORUS_PROFILER_HOST"):
+        print("SKIP: no GPU (profiler.nvidia covers host memory; CHORUS_PROFILER_HOST=1 runs "
+              "this on it, Chorus alone)")
+        return SKIP
     nccl = (sys.argv[4] if len(sys.argv) == 5 else nccl_dir()) if ngpu else None
     libs = [("chorus", chorus)] + ([("nccl", nccl)] if nccl else [])
     with tempfile.TemporaryDirectory() as tmp:
