@@ -260,11 +260,13 @@ static void dump_entry(FILE *f, const entry *e, int64_t now) {
   for (int r = 0; r < c->nranks; r++) {
     if (r == c->rank) continue;
     uint64_t sent, got;
-    const char *how = peer_bytes(c, r, &sent, &got);
-    if (c->cc.gpu) { /* its data moves between the GPUs (gpu.h) */
+    const char *how;
+    if (c->cc.gpu) { /* its data moves between the GPUs (gpu.h), not on its connections */
       chorus_gpu_peer_bytes(c->cc.gpu, r, &sent, &got);
       how = chorus_gpu_direct(c->cc.gpu) ? "GPU peer access (NVLink or PCIe)"
                                          : "GPUs through pinned host memory";
+    } else {
+      how = peer_bytes(c, r, &sent, &got);
     }
     fprintf(f, " %d (host %s, pid %d, %s", r, c->topo.info[r].hostname, (int)c->topo.info[r].pid,
             how ? how : "no connection");

@@ -64,11 +64,14 @@ static size_t mine_bytes(const chorus_op *op) {
   return blocks * op->count * op->esize;
 }
 
-/* Scratch op needs: every contribution, and a PreMulSum's scaled input. */
+/* Scratch for every contribution (none on a Reduce's other ranks). */
+static size_t all_bytes(const chorus_op *op) {
+  return gathers(op) ? up((size_t)op->cc->nranks * op->count * op->esize) : 0;
+}
+
+/* Scratch op needs: every contribution, then a PreMulSum's scaled input. */
 static size_t need(const chorus_op *op) {
-  size_t b = gathers(op) ? up((size_t)op->cc->nranks * op->count * op->esize) : 0;
-  if (op->red.kind == CHORUS_RED_PREMULSUM) b += up(mine_bytes(op));
-  return b;
+  return all_bytes(op) + (op->red.kind == CHORUS_RED_PREMULSUM ? up(mine_bytes(op)) : 0);
 }
 
 static int gathering_func(int func) {
@@ -86,7 +89,7 @@ static ncclResult_t turn(chorus_op *op, char *s) {
   op->u.gpu_ordered.all = gathers(op) ? s : NULL;
   const void *send = op->sendbuff;
   if (op->red.kind == CHORUS_RED_PREMULSUM) { /* this rank's scalar, on its own input */
-    char *scaled = s + (gathers(op) ? up((size_t)op->cc->nranks * op->count * op->esize) : 0);
+    char *scaled = s + all_bytes(op);
     chorus_kern_red kred;
     chorus_gpu_kern_red(&op->red, &kred);
     if (chorus_kern_premul(&kred, scaled, op->sendbuff, mine_bytes(op) / op->esize,
@@ -190,9 +193,8 @@ ncclResult_t chorus_gpu_ordered_end(chorus_op **ops, size_t n, int launched) {
   if (!turned) return ncclSuccess;
   const int saved = chorus_dev_current();
   ncclResult_t res = ncclSuccess;
-  for (size_t i = 0; i < n && launched && res == ncclSuccess; i++) {
+  for (size_t i = 0; i < n && launched && res == ncclSuccess; i++)
     if (ops[i]->u.gpu_ordered.func) res = add(ops[i]);
-  }
   for (size_t i = 0; i < n && launched && res == ncclSuccess; i++) {
     int first = ops[i]->u.gpu_ordered.func != 0; /* of its communicator's turned calls */
     for (size_t j = 0; j < i && first; j++)

@@ -16,7 +16,6 @@
  * running (ncclCommGetAsyncError reports the first failure).
  */
 #include "gpu/proxy.h"
-#include "gpu/scratch.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -31,6 +30,7 @@
 #include "device/kernels.h"
 #include "gpu/arena.h"
 #include "gpu/gpu.h"
+#include "gpu/scratch.h"
 #include "plan/plan.h"
 #include "util/alloc.h"
 #include "util/check.h"
