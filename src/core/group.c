@@ -8,6 +8,7 @@
 #include "core/api.h"
 #include "core/comm.h"
 #include "core/enqueue.h"
+#include "core/profiler.h"
 #include "util/alloc.h"
 #include "util/check.h"
 
@@ -123,7 +124,9 @@ static ncclResult_t run_jobs(chorus_job *jobs) {
       void *ret = NULL;
       pthread_join(j->thread, &ret);
       ncclResult_t r = (ncclResult_t)(intptr_t)ret;
-      if (r != ncclSuccess && res == ncclSuccess) res = r;
+      /* The cause over its echo: ranks that learned of another's failure
+       * return ncclRemoteError, whichever thread is joined first. */
+      if (r != ncclSuccess && (res == ncclSuccess || (res == ncclRemoteError && r != res))) res = r;
     } else if (j->started) {
       hand_over(j);
       pending_nonblocking = 1;
@@ -203,7 +206,9 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   if (G.depth == 0)
     return chorus_error(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   if (--G.depth > 0) return ncclSuccess;
-  return close_group(NULL);
+  const ncclResult_t res = close_group(NULL);
+  chorus_prof_group_end();
+  return res;
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
@@ -215,5 +220,7 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
         ncclInvalidArgument,
         "ncclGroupSimulateEnd: simInfo not initialized via NCCL_SIM_INFO_INITIALIZER");
   if (--G.depth > 0) return ncclSuccess;
-  return close_group(simInfo);
+  const ncclResult_t res = close_group(simInfo);
+  chorus_prof_group_end();
+  return res;
 }
