@@ -131,7 +131,7 @@ static void trace_gpu_end(chorus_op **gpu, size_t n, const traced_launch *t) {
 
 /* A profiler plugin's events for the calls all[0, n), per communicator
  * (the first PROFILED_MAX, 64 calls each): before they run (when = 0),
- * after (1: their times, host calls; the group's end). */
+ * after (1: their times, host calls). */
 #define PROFILED_MAX 16
 static void prof_calls(chorus_op **all, size_t n, int when, ncclResult_t res) {
   const chorus_coll_comm *seen[PROFILED_MAX];
@@ -154,7 +154,6 @@ static void prof_calls(chorus_op **all, size_t n, int when, ncclResult_t res) {
     }
     for (int j = 0; j < m && res == ncclSuccess && !cc->gpu && !cc->proxy; j++)
       chorus_prof_ran(comm, mine[j]->prof_coll, mine[j]->t_start, mine[j]->t_end);
-    chorus_prof_group_end(comm);
   }
 }
 
@@ -252,7 +251,9 @@ ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op) {
   op->next_op = NULL;
   if (chorus_group_depth() > 0) return chorus_group_add_op(op, comm);
   /* The call entered through chorus_comm_enter_call: counted already. */
-  return chorus_run_ops(op, CHORUS_RUN_COUNTED);
+  const ncclResult_t res = chorus_run_ops(op, CHORUS_RUN_COUNTED);
+  chorus_prof_group_end();
+  return res;
 }
 
 ncclResult_t chorus_estimate_ops(const chorus_op *ops, float *us) {

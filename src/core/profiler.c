@@ -30,8 +30,6 @@
 
 struct chorus_prof_state {
   void *ctx;
-  void *group_api; /* the open GroupApi's handle */
-  int group_open;
   uint64_t seq[CHORUS_FUNC_COUNT]; /* Coll sequence numbers per function */
   uint64_t hash;
   char name[64];
@@ -50,6 +48,12 @@ static const char *const type_names[ncclNumTypes] = {
     "ncclInt64",   "ncclUint64",   "ncclFloat16",    "ncclFloat32",
     "ncclFloat64", "ncclBfloat16", "ncclFloat8e4m3", "ncclFloat8e5m2"};
 static char algo_names[CHORUS_ALGO_COUNT][24];
+/* The thread's open GroupApi, as NCCL keeps it: one per outermost group of
+ * the thread, in the context of its first profiled communicator; the API
+ * events of every communicator in the group hang under it. */
+static _Thread_local void *group_api;
+static _Thread_local int group_open;
+static _Thread_local ncclComm_t group_owner;
 
 /* ---- one event, in every version ------------------------------------------------------ */
 
@@ -319,14 +323,15 @@ static ev base(ncclComm_t comm, int type, void *parent) {
 void chorus_prof_issue(ncclComm_t comm, chorus_op *op, int depth) {
   struct chorus_prof_state *s = comm->prof;
   if (!s) return;
-  if (!s->group_open) {
+  if (!group_open) {
     ev g = base(comm, PROF_GROUP_API, NULL);
     g.depth = depth + 1;
-    s->group_api = start(comm, &g);
-    s->group_open = 1;
+    group_api = start(comm, &g);
+    group_open = 1;
+    group_owner = comm;
   }
   const int p2p = chorus_func_p2p(op->func);
-  ev e = base(comm, p2p ? PROF_P2P_API : PROF_COLL_API, s->group_api);
+  ev e = base(comm, p2p ? PROF_P2P_API : PROF_COLL_API, group_api);
   e.func = op->func;
   e.count = op->count;
   e.dtype = op->dtype;
@@ -339,7 +344,7 @@ void chorus_prof_issue(ncclComm_t comm, chorus_op *op, int depth) {
 void *chorus_prof_launch_start(ncclComm_t comm, void *stream) {
   struct chorus_prof_state *s = comm->prof;
   if (!s) return NULL;
-  ev e = base(comm, PROF_KERNEL_LAUNCH, s->group_api);
+  ev e = base(comm, PROF_KERNEL_LAUNCH, group_api);
   e.stream = stream;
   return start(comm, &e);
 }
@@ -392,12 +397,12 @@ void chorus_prof_ran(ncclComm_t comm, void *coll, int64_t start_ns, int64_t end_
   stop(h);
 }
 
-void chorus_prof_group_end(ncclComm_t comm) {
-  struct chorus_prof_state *s = comm->prof;
-  if (!s || !s->group_open) return;
-  stop(s->group_api);
-  s->group_api = NULL;
-  s->group_open = 0;
+void chorus_prof_group_end(void) {
+  if (!group_open) return;
+  stop(group_api);
+  group_api = NULL;
+  group_open = 0;
+  group_owner = NULL;
 }
 
 /* ---- loading and contexts ------------------------------------------------------------ */
@@ -493,7 +498,7 @@ void chorus_prof_open(ncclComm_t comm) {
 void chorus_prof_close(ncclComm_t comm) {
   struct chorus_prof_state *s = comm->prof;
   if (!s) return;
-  chorus_prof_group_end(comm);
+  if (group_owner == comm) chorus_prof_group_end(); /* destroyed inside its group */
   pthread_mutex_lock(&lock);
   (void)((const prof_v5 *)table)->finalize(s->ctx); /* the same slot in every version */
   comm->prof = NULL;

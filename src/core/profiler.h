@@ -8,8 +8,10 @@
  * communicator gets the plugin's context at init and gives it back at
  * destroy. The events, as in NCCL's hierarchy, each only where the
  * plugin's activation mask asks for it or for an event below it:
- *   GroupApi   from a communicator's first call until its calls ran (the
- *              group's end; depth 1 for a call outside a group, 2 inside)
+ *   GroupApi   one per outermost group of a thread (or call outside a
+ *              group), from its first call until the group ended, in its
+ *              first communicator's context (depth 1 outside a group, 2
+ *              inside); every communicator's API events hang under it
  *   CollApi / P2pApi   started and stopped when the application issues it
  *   KernelLaunch       around the launch of GPU calls
  *   Group, Coll / P2p  when the calls are handed to the executor or GPU
@@ -49,7 +51,8 @@ void chorus_prof_launch_stop(ncclComm_t comm, void *handle);
 /* A call ran from start_ns to end_ns (host clock): its KernelCh event.
  * coll: its Coll/P2p handle (op->prof_coll). */
 void chorus_prof_ran(ncclComm_t comm, void *coll, int64_t start_ns, int64_t end_ns);
-/* comm's calls of this group ran: its GroupApi ends. */
-void chorus_prof_group_end(ncclComm_t comm);
+/* The thread's outermost group (or call outside a group) ended, run or
+ * not: its GroupApi ends. */
+void chorus_prof_group_end(void);
 
 #endif

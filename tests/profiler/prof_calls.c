@@ -7,8 +7,10 @@
  * ring, then AllReduce again; with "paced", PACED more AllReduces of
  * 2048 << i floats, GAP_MS apart and before destroy (time for a plugin that
  * writes on its own clock, as NVIDIA's Inspector does, to see each); results
- * checked; destroy.
- * usage: prof_calls N [paced]
+ * checked; destroy. With "all", one thread makes N communicators with
+ * ncclCommInitAll and issues the same calls on all of them, each step one
+ * group (as nccl-tests' -g does): a plugin sees one GroupApi per group.
+ * usage: prof_calls N [paced|all]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,13 +64,56 @@ static int calls(int rank, int n, ncclUniqueId id, const char *param) {
   return wrong;
 }
 
-static const harness_case cases[] = {{"calls", calls}, {NULL, NULL}};
+/* The calls above, from one thread for n communicators: a group per step. */
+static int calls_all(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)rank, (void)nranks, (void)id;
+  const int n = atoi(param);
+  ncclComm_t comm[4];
+  float x[4][1024];
+  int b[4][256];
+  char s[4][64], r[4][64];
+  if (n < 2 || n > 4 || ncclCommInitAll(comm, n, NULL) != ncclSuccess) return 1;
+  for (int k = 0; k < n; k++) {
+    for (int i = 0; i < 1024; i++) x[k][i] = (float)k;
+    for (int i = 0; i < 256; i++) b[k][i] = k == 0 ? i : -1;
+    for (int i = 0; i < 64; i++) s[k][i] = (char)k;
+  }
+  ncclResult_t res = ncclSuccess;
+  for (int step = 0; step < 3 && res == ncclSuccess; step++) {
+    res = ncclGroupStart();
+    for (int k = 0; k < n && res == ncclSuccess; k++) {
+      if (step != 1) {
+        res = ncclAllReduce(x[k], x[k], 1024, ncclFloat, ncclSum, comm[k], NULL);
+        continue;
+      }
+      res = ncclBroadcast(b[k], b[k], 256, ncclInt32, 0, comm[k], NULL);
+      if (res == ncclSuccess) res = ncclSend(s[k], 64, ncclInt8, (k + 1) % n, comm[k], NULL);
+      if (res == ncclSuccess) res = ncclRecv(r[k], 64, ncclInt8, (k + n - 1) % n, comm[k], NULL);
+    }
+    const ncclResult_t end = ncclGroupEnd();
+    if (res == ncclSuccess) res = end;
+  }
+  const float want = (float)(n * (n * (n - 1) / 2));
+  int wrong = res != ncclSuccess;
+  for (int k = 0; k < n; k++) {
+    for (int i = 0; i < 1024 && !wrong; i++) wrong = x[k][i] != want;
+    for (int i = 0; i < 256 && !wrong; i++) wrong = b[k][i] != i;
+    for (int i = 0; i < 64 && !wrong; i++) wrong = r[k][i] != (char)((k + n - 1) % n);
+  }
+  if (wrong) printf("all: wrong results (%s)\n", ncclGetErrorString(res));
+  for (int k = 0; k < n; k++) ncclCommDestroy(comm[k]);
+  return wrong;
+}
+
+static const harness_case cases[] = {{"calls", calls}, {"all", calls_all}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
   const int n = argc > 1 ? atoi(argv[1]) : 2;
   if (n < 2 || n > 16) return 2;
-  const int failed = harness_spawn(HARNESS_THREADS, n, "calls", argc > 2 ? argv[2] : "", 60);
+  const int all = argc > 2 && strcmp(argv[2], "all") == 0;
+  const int failed = all ? harness_spawn_ex(HARNESS_THREADS, 1, "all", argv[1], 60, 0)
+                         : harness_spawn(HARNESS_THREADS, n, "calls", argc > 2 ? argv[2] : "", 60);
   printf("%s\n", failed ? "FAIL" : "ok");
   return failed ? 1 : 0;
 }

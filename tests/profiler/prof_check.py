@@ -11,7 +11,10 @@ events each version can carry (API events from 5, KernelCh from 3 with
 its times from 4), their fields (function, count, type, root or peer,
 sequence number per function; version 1's codes), their parents (each
 call's Coll under its CollApi, in its Group; KernelCh under its Coll),
-every handle stopped once. Then: a mask of Coll alone (its ancestors are
+every handle stopped once. Then version 5 with one thread driving both
+ranks' communicators, a group per step: one GroupApi per group, in the
+first communicator's context, with both ranks' API events under it (as
+NCCL keeps it per thread). Then: a mask of Coll alone (its ancestors are
 still emitted, P2P events and KernelCh not), an init that fails, a
 library that is not there and one without a table (each: no events, the
 calls still right, and a WARN for the two broken libraries).
@@ -30,8 +33,8 @@ def fail(msg):
     sys.exit(1)
 
 
-def run(prog, env):
-    r = subprocess.run([prog, "2"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+def run(prog, env, *mode):
+    r = subprocess.run([prog, "2", *mode], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        text=True, timeout=120)
     if r.returncode != 0 or "ok" not in r.stdout.split():
         fail("prof_calls: exit %d:\n%s" % (r.returncode, r.stdout))
@@ -135,6 +138,30 @@ def check_version(v, events, stops, records, inits, fin):
             fail("%s: a Coll/P2p event with a parent" % where)
 
 
+def check_all(events, stops, records, inits, fin):
+    """prof_calls all: one thread, both communicators, three groups."""
+    if len(inits) != 2 or fin != 2 or sorted(stops) != sorted(events):
+        fail("all: %d inits, %d finalizes, started %s, stopped %s" % (
+            len(inits), fin, sorted(events), sorted(stops)))
+    by = lambda t: sorted((e for e in events.values() if e["type"] == t), key=lambda e: e["id"])
+    gapi = by(GAPI)
+    if [(g["rank"], g["depth"]) for g in gapi] != [(0, "2")] * 3:
+        fail("all: GroupApi events %s, want three on rank 0 at depth 2" % gapi)
+    gids = [g["id"] for g in gapi]
+    for r in (0, 1):
+        capi = [a for a in by(CAPI) if a["rank"] == r]
+        papi = [a for a in by(PAPI) if a["rank"] == r]
+        got = [(a["func"], gids.index(a["parent"]) if a["parent"] in gids else None)
+               for a in capi + papi]
+        want = [("AllReduce", 0), ("Broadcast", 1), ("AllReduce", 2), ("Send", 1), ("Recv", 1)]
+        if got != want:
+            fail("all rank %d: API events (function, group) %s, want %s" % (r, got, want))
+        colls = [c for c in by(COLL) if c["rank"] == r]
+        if [(c["func"], c["seq"]) for c in colls] != [("AllReduce", "0"), ("Broadcast", "0"),
+                                                      ("AllReduce", "1")]:
+            fail("all rank %d: Coll events %s" % (r, colls))
+
+
 def main():
     if len(sys.argv) != 4:
         print(__doc__)
@@ -148,6 +175,11 @@ def main():
                 plugdir, "libnccl-profiler-test%d.so" % v), CHORUS_TEST_PROF_LOG=log))
             check_version(v, *parse(log))
             print("v%d: events, fields and parents as NCCL emits them" % v)
+        log = os.path.join(tmp, "all.log")
+        run(prog, dict(base, NCCL_PROFILER_PLUGIN=os.path.join(plugdir, "libnccl-profiler-test5.so"),
+                       CHORUS_TEST_PROF_LOG=log), "all")
+        check_all(*parse(log))
+        print("one thread, two communicators: one GroupApi per group, both ranks under it")
         # A mask of Coll alone: its ancestors come, the rest does not.
         log = os.path.join(tmp, "mask.log")
         run(prog, dict(base, NCCL_PROFILER_PLUGIN=os.path.join(plugdir, "libnccl-profiler-test5.so"),
