@@ -162,7 +162,7 @@ static uint32_t assumed(void *arg, const chorus_plan_call *c, uint32_t want) {
  * hosts (hier); the host's planner chooses its algorithm. */
 static int across_hosts(const chorus_plan_comm *gpu, const chorus_plan_call *call, int algo,
                         uint64_t size) {
-  const int hier = algo == CHORUS_ALGO_HIER, nhosts = gpu->env.nhosts, L = gpu->nlocal;
+  const int hier = algo == CHORUS_ALGO_HIER, nhosts = gpu->env.nhosts, L = gpu->env.nlocal;
   chorus_plan_comm h;
   memset(&h, 0, sizeof h);
   h.env = (chorus_cost_env){.backend = CHORUS_BACKEND_HOST,
@@ -289,7 +289,8 @@ static int explain(int argc, char **argv) {
     c.staged = staged;
     /* Across hosts: ranks placed host by host, as chorusrun --hosts,
      * torchrun and mpirun by node place them. */
-    c.nlocal = nranks % nhosts == 0 ? nranks / nhosts : 0;
+    c.env.nlocal = nranks % nhosts == 0 ? nranks / nhosts : 0;
+    c.env.lanes = (int)chorus_param_int(CHORUS_P_GPU_HIER_LANES);
     c.hosts_in_order = 1;
     if (nhosts > 1) chorus_plan_unbind_foreign(&c);
     facts =

@@ -231,11 +231,12 @@ static double gpu_traffic(int func, int algo, double size, int n) {
 /* Latency (us) and link rate (bytes/us) per algorithm and protocol, from
  * the 4xH100 runs: LL lines carry 8 of every 16 bytes; the SM copies of
  * FIFO chunks reach about 340 GB/s, the copy engine about 380. */
+static double across_us(int func, int algo, double size, const chorus_cost_env *e);
+
 static double gpu_us(int func, int algo, int proto, uint64_t size, const chorus_cost_env *e) {
   if (!chorus_algo_runs(algo, CHORUS_BACKEND_GPU, func)) return -1;
-  /* Across hosts the network decides, and its figures are not in this
-   * model: the rules' measured crossovers choose there. */
-  if (algo == CHORUS_ALGO_HIER || algo == CHORUS_ALGO_STAGED || e->nhosts > 1) return -1;
+  if (e->nhosts > 1) return across_us(func, algo, (double)size, e);
+  if (algo == CHORUS_ALGO_HIER || algo == CHORUS_ALGO_STAGED) return -1;
   const chorus_algo_info *a = chorus_algo_get(algo);
   if (proto == CHORUS_RULE_ANY)
     proto = (a->on[CHORUS_BACKEND_GPU].protos & CHORUS_PROTO_BIT(CHORUS_PROTO_LL)) &&
@@ -263,6 +264,89 @@ static double gpu_us(int func, int algo, int proto, uint64_t size, const chorus_
     break;
   }
   return lat + gpu_traffic(func, algo, (double)size, n) / rate;
+}
+
+/* ---- GPUs across hosts ---------------------------------------------------- */
+
+/* A copy between a GPU and pinned host memory (a kernel's or the copy
+ * engine's, and the wait for it), and the hand-offs between the caller's
+ * stream and the progress thread that runs the host call (gpu/proxy.c):
+ * 4xH200, 2 hosts x 2 GPUs over loopback, where a staged 8-byte AllReduce
+ * took 25-31 us of which the host call's two hops took about 19. */
+#define COPY_US    4.0
+#define COPY_BW    25e3
+#define HANDOFF_US 6.0
+#define LANE_US    5.0 /* waking the threads of a block's other lanes */
+
+static double copy_us(double bytes) {
+  return COPY_US + bytes / COPY_BW;
+}
+
+/* The host call that carries a GPU call across hosts: func on `size` bytes
+ * (its larger buffer) among nranks ranks, at the host planner's cheapest,
+ * every hop priced as a network hop. */
+static double host_call_us(int func, double size, int nranks, const chorus_cost_env *e) {
+  if (nranks < 2) return 0;
+  const chorus_cost_env h = {.backend = CHORUS_BACKEND_HOST,
+                             .nranks = nranks,
+                             .nhosts = e->nhosts,
+                             .max_msg = e->max_msg ? e->max_msg : 128u << 10,
+                             .net_us = e->net_us,
+                             .net_bw = e->net_bw};
+  if (chorus_func_p2p(func))
+    return (e->net_us > 0 ? e->net_us : CHORUS_NET_HOP_US) +
+           size / (e->net_bw > 0 ? e->net_bw : CHORUS_NET_BW);
+  double best = -1;
+  for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
+    const double us = host_us(func, a, (uint64_t)size, &h);
+    if (us >= 0 && (best < 0 || us < best)) best = us;
+  }
+  return best;
+}
+
+/* The host's kernels on its L GPUs (hier's steps in the host). */
+static double in_host_us(int func, double size, int L) {
+  if (L < 2) return 0;
+  const chorus_cost_env g = {.backend = CHORUS_BACKEND_GPU, .nranks = L, .nhosts = 1};
+  return gpu_us(func, CHORUS_ALGO_RING, CHORUS_PROTO_SIMPLE, (uint64_t)size, &g);
+}
+
+static double across_us(int func, int algo, double size, const chorus_cost_env *e) {
+  const int n = e->nranks, H = e->nhosts;
+  const double block = size / (double)chorus_func_size(func, 1, 1, n); /* a rank's unit */
+  if (algo == CHORUS_ALGO_STAGED) {
+    double in = size, out = size;
+    if (func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_GATHER) in = block;
+    if (func == CHORUS_FUNC_REDUCESCATTER || func == CHORUS_FUNC_SCATTER) out = block;
+    const double host = host_call_us(func, size, n, e);
+    return host < 0 ? -1 : copy_us(in) + host + copy_us(out) + HANDOFF_US;
+  }
+  if (algo != CHORUS_ALGO_HIER || e->nlocal < 1 || H < 2) return -1;
+  const int L = e->nlocal, lanes = e->lanes > 1 ? e->lanes : 1;
+  const double wake = lanes > 1 ? LANE_US : 0;
+  double mine, cross; /* a place's bytes in host memory; its host call, lanes in parallel */
+  switch (func) {
+  case CHORUS_FUNC_ALLREDUCE: /* ReduceScatter, AllReduce of a share per place, AllGather */
+    mine = size / L;
+    cross = host_call_us(func, mine / lanes, H, e) + wake;
+    return cross < 0 ? -1
+                     : in_host_us(CHORUS_FUNC_REDUCESCATTER, size, L) + 2.0 * copy_us(mine) +
+                           cross + in_host_us(CHORUS_FUNC_ALLGATHER, size, L) + HANDOFF_US;
+  case CHORUS_FUNC_ALLGATHER: /* across the hosts per place, then in the host */
+    mine = block * H;
+    cross = host_call_us(func, mine / lanes, H, e) + wake;
+    return cross < 0
+               ? -1
+               : copy_us(block) + cross + copy_us(mine) + in_host_us(func, size, L) + HANDOFF_US;
+  case CHORUS_FUNC_REDUCESCATTER: /* in the host, then across the hosts per place */
+    mine = block * H;
+    cross = host_call_us(func, mine / lanes, H, e) + wake;
+    return cross < 0
+               ? -1
+               : in_host_us(func, size, L) + copy_us(mine) + cross + copy_us(block) + HANDOFF_US;
+  default:
+    return -1;
+  }
 }
 
 double chorus_cost_us(int func, int algo, int proto, uint64_t size, const chorus_cost_env *e) {

@@ -15,9 +15,15 @@
  *
  * GPUs: latency plus the bytes that cross one rank's links over the link
  * rate of the protocol, with constants read off the side-by-side runs of
- * docs/PERFORMANCE.md (4xH100). Rough: the GPU planner chooses by its
- * measured rules (rules.h) and uses this only where a user's filters
- * leave those nothing, and for ncclGroupSimulateEnd.
+ * docs/PERFORMANCE.md (4xH100). Rough: on one host the GPU planner
+ * chooses by its measured rules (rules.h) and uses this only where a
+ * user's filters leave those nothing, and for ncclGroupSimulateEnd.
+ * Across hosts it chooses by this: `staged` is the copies to and from
+ * pinned host memory around the whole call run on host memory by every
+ * rank (priced as above, hops at the network's figures); `hier` is the
+ * host's kernels on its GPUs around a host call per place with one rank
+ * of each host, each block cut across the lanes, and copies of one place's
+ * share.
  *
  * Pure arithmetic, unit-tested on its own.
  */
@@ -47,6 +53,9 @@ typedef struct chorus_cost_env {
    * model's own figures. */
   double net_us, net_bw;
   int peer_read; /* host: ranks read each other's memory (algorithm zerocopy) */
+  /* GPUs across hosts: ranks per host where every host holds as many
+   * (else 0), and the lanes `hier` cuts a block across (0: one). */
+  int nlocal, lanes;
 } chorus_cost_env;
 
 /* Modelled microseconds of func with algo in proto (CHORUS_RULE_ANY: the

@@ -35,15 +35,15 @@ static const chorus_rule host_rules[] = {
 /* GPUs: measured crossovers, first match wins (docs/PERFORMANCE.md has
  * the runs). */
 static const chorus_rule gpu_rules[] = {
-    /* Ranks on several hosts (only these two run there): AllReduce,
-     * AllGather and ReduceScatter from 64 KiB in steps, so that each byte
-     * crosses the network once per host and the copies to and from host
-     * memory shrink to one block per rank (AllReduce on 2 hosts x 2 GPUs,
-     * 4xH200: 2.0-2.7x NCCL's bus bandwidth from 8 MiB); everything else,
-     * and smaller calls, staged whole (one copy each way, one host call). */
-    {G, .funcs = F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), .algo = ALGO(HIER), .proto = ANY,
-     .min_hosts = 2, .lo = 64 * KB, .hi = INF},
-    {G, .funcs = CHORUS_FUNC_ALL, .algo = ALGO(STAGED), .proto = ANY, .min_hosts = 2, .hi = INF},
+    /* Ranks on several hosts (only hier and staged run there): the cost
+     * model prices both with the network's figures (probed at init, or
+     * CHORUS_NET). AllReduce, AllGather and ReduceScatter in steps cross
+     * the network once per host and copy one block per rank to and from
+     * host memory (AllReduce on 2 hosts x 2 GPUs, 4xH200: 2.0-2.7x NCCL's
+     * bus bandwidth from 8 MiB), staged whole costs the fewest steps: over
+     * loopback (9.5 us, 3.5 GB/s a hop) they cross near 64 KiB. */
+    {G, .funcs = CHORUS_FUNC_ALL, .algo = CHORUS_RULE_AUTO, .proto = ANY, .min_hosts = 2,
+     .hi = INF},
     /* Copy engine. Send/Recv from 8 MiB: below, joining two streams
      * (about 19 us) costs more than the kernels take (2xH200). Broadcast,
      * AllGather and AlltoAll on 2 GPUs from 64 MiB (1 GiB on 2xH200:

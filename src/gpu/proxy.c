@@ -97,12 +97,12 @@ struct chorus_proxy {
   chorus_op *work; /* the thread's copies of a batch's calls */
   int work_cap;
   /* The parts (chorus_proxy_set_parts), or NULL; this rank is `place` of
-   * `plan.nlocal` on its host. */
+   * `plan.env.nlocal` on its host. */
   struct chorus_gpu *local;
   chorus_coll_comm *local_cc, *cross_cc[CHORUS_PROXY_LANES];
   int place, nlanes;
-  /* The choice between hier and staged (algo/rules.c, NCCL_ALGO); its
-   * env.nhosts, nlocal (ranks per host, once the parts are set) and
+  /* The choice between hier and staged (the cost model, NCCL_ALGO); its
+   * env.nhosts, env.nlocal (ranks per host, once the parts are set) and
    * hosts_in_order shape the steps too. */
   chorus_plan_comm plan;
   /* Device scratch between the steps of a hierarchical call (scratch.h;
@@ -703,7 +703,7 @@ static ncclResult_t unit_choose(unit *u) {
 
 static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
   const chorus_proxy *px = u->px;
-  const size_t L = (size_t)px->plan.nlocal, H = (size_t)px->plan.env.nhosts, es = op->esize;
+  const size_t L = (size_t)px->plan.env.nlocal, H = (size_t)px->plan.env.nhosts, es = op->esize;
   if (L == 1) {
     /* One rank per host: no steps in the host, the call itself goes
      * across (on lanes, unit_batches), reduced there as it stands; the
@@ -884,8 +884,10 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   if (!px) return chorus_error(ncclSystemError, "out of memory setting up a GPU communicator");
   px->cc = cc;
   px->device = device;
-  px->plan.env = (chorus_cost_env){
-      .backend = CHORUS_BACKEND_GPU, .nranks = cc->nranks, .nhosts = cc->topo->nhosts};
+  /* The host communicator's figures (the network's, its slot size) price
+   * the host calls under GPU calls. */
+  px->plan.env = cc->plan.env;
+  px->plan.env.backend = CHORUS_BACKEND_GPU;
   px->plan.rank = cc->rank;
   char err[256];
   if (chorus_plan_comm_settings(&px->plan, err, sizeof err) != 0) {
@@ -942,7 +944,8 @@ ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
   px->place = local ? chorus_gpu_rank(local) : 0;
   const int L = local ? chorus_gpu_nranks(local) : 1;
   const chorus_topo *t = px->cc->topo;
-  px->plan.nlocal = L;
+  px->plan.env.nlocal = L;
+  px->plan.env.lanes = nlanes;
   px->plan.hosts_in_order = 1;
   for (int r = 0; r < px->cc->nranks; r++) {
     const int first = r - r % L;

@@ -91,9 +91,9 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
       return "fewer elements than ranks";
     break;
   case CHORUS_ALGO_HIER:
-    if (!m->nlocal) return "hosts hold different numbers of ranks";
+    if (!m->env.nlocal) return "hosts hold different numbers of ranks";
     if (c->count == 0) return "nothing to move";
-    if (c->func == CHORUS_FUNC_ALLREDUCE && c->count < (size_t)m->nlocal)
+    if (c->func == CHORUS_FUNC_ALLREDUCE && c->count < (size_t)m->env.nlocal)
       return "fewer elements than ranks on a host";
     if (c->func != CHORUS_FUNC_ALLREDUCE && !m->hosts_in_order)
       return "a host's blocks are not contiguous (its ranks are not consecutive, in place order)";
@@ -197,14 +197,26 @@ static int try_rule(chorus_plan_call *c, const chorus_plan_probe *probe, const c
   const chorus_plan_comm *m = c->comm;
   if (r->algo == CHORUS_RULE_AUTO) { /* the cheapest the cost model prices */
     double best = -1;
+    int priced = 0;
     t->depends = 1; /* it looks at every algorithm */
+    /* Why the others cannot run: said for what runs this function on
+     * this side of the host boundary. */
+    for (int a = 0; a < CHORUS_ALGO_COUNT && ex; a++) {
+      const char *why = algos & (1u << a) ? cannot(c, probe, a, group) : NULL;
+      if (why && chorus_algo_runs(a, m->env.backend, c->func) && !chorus_plan_hosts_misfit(m, a))
+        chorus_explain_put(ex, "  skipped %s: %s\n", chorus_algo_name(a), why);
+    }
     for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
       if (!(algos & (1u << a)) || cannot(c, probe, a, group)) continue;
       const int p = pick_proto(protos_of(c, a), protos, default_proto(c, a));
       if (p < 0) continue;
       const double us = chorus_cost_us(c->func, a, p, chorus_plan_size(c), &m->env);
-      if (us >= 0 && (best < 0 || us < best)) best = us, t->algo = (int8_t)a, t->proto = (int8_t)p;
+      if (us < 0) continue;
+      chorus_explain_put(ex, "%s %s/%s %.1f us", priced++ ? "," : "  priced:", chorus_algo_name(a),
+                         chorus_proto_name(p), us);
+      if (best < 0 || us < best) best = us, t->algo = (int8_t)a, t->proto = (int8_t)p;
     }
+    if (priced) chorus_explain_put(ex, "\n");
     if (best >= 0)
       chorus_explain_put(ex, "  the cost model prices %s/%s cheapest (%.1f us)\n",
                          chorus_algo_name(t->algo), chorus_proto_name(t->proto), best);

@@ -46,8 +46,7 @@ typedef struct chorus_plan_comm {
   uint32_t zc_channels;                     /* zero-copy: most CTAs */
   size_t zc_cta_bytes;                      /* zero-copy: least bytes per CTA */
   /* GPU communicators across hosts (gpu/proxy.c). */
-  int nlocal;         /* ranks per host where every host holds as many (one or more); else 0 */
-  int hosts_in_order; /* each host's ranks consecutive, in place order */
+  int hosts_in_order; /* each host's ranks consecutive, in place order (env.nlocal: per host) */
   /* The choice. */
   chorus_algo_filter filter;
   chorus_rule user[CHORUS_RULES_MAX];

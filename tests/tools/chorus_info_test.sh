@@ -20,7 +20,7 @@ CHORUS_OP_TIMEOUT=off "$info" | grep -q "CHORUS_OP_TIMEOUT  *600 =off " || fail 
 CHORUS_REPRODUCIBLE=1 "$info" --explain reducescatter 1M --host --ranks 4 | grep -q "algorithm ordered" ||
   fail "--explain does not name ordered under CHORUS_REPRODUCIBLE=1"
 ex=$("$info" --explain allreduce 64K --gpu --ranks 4) || fail "--explain exited $?"
-printf '%s\n' "$ex" | grep -q "default rule 10 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
+printf '%s\n' "$ex" | grep -q "default rule 9 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
   fail "--explain did not name the rule: $ex"
 printf '%s\n' "$ex" | grep -q "^-> twoshot/LL" || fail "--explain did not give the choice: $ex"
 ex=$(CHORUS_TUNE=allreduce:0-256K:oneshot "$info" --explain allreduce 64K --gpu --ranks 4)
@@ -28,18 +28,26 @@ printf '%s\n' "$ex" | grep -q "CHORUS_TUNE rule 1 matches" || fail "CHORUS_TUNE 
 printf '%s\n' "$ex" | grep -q "^-> oneshot/LL" || fail "CHORUS_TUNE not taken: $ex"
 ex=$("$info" --explain allreduce 8M --gpu --ranks 4 --one-process)
 printf '%s\n' "$ex" | grep -q "^-> zerocopy/Simple" || fail "no zero-copy in one process: $ex"
-# Across hosts: hier from 64 KiB with its steps and the host call under
-# it; staged below, and for what hier cannot cut; NCCL_ALGO names both.
+# Across hosts: the cost model prices hier (with its steps and the host
+# call under it) and staged, by the network's figures: a slower network
+# takes hier for smaller calls; staged for what hier cannot cut; NCCL_ALGO
+# names both.
 ex=$("$info" --explain allreduce 1M --gpu --ranks 4 --hosts 2)
 printf '%s\n' "$ex" | grep -q "^-> hier/Simple" || fail "across hosts, no hier: $ex"
+printf '%s\n' "$ex" | grep -Eq "priced: hier/Simple [0-9.]+ us, staged/Simple [0-9.]+ us" ||
+  fail "across hosts, not both priced: $ex"
 printf '%s\n' "$ex" | grep -q "the host call across hosts (512K on 2 ranks)" || fail "hier step: $ex"
+ex=$(CHORUS_NET=9.5,3.5 "$info" --explain allreduce 32K --gpu --ranks 4 --hosts 2)
+printf '%s\n' "$ex" | grep -q "^-> staged/Simple" || fail "32K over loopback's figures: $ex"
+ex=$(CHORUS_NET=200,0.5 "$info" --explain allreduce 32K --gpu --ranks 4 --hosts 2)
+printf '%s\n' "$ex" | grep -q "^-> hier/Simple" || fail "32K over a slow network: $ex"
 # One rank per host: hier without steps in the host, the whole call on lanes.
 ex=$("$info" --explain allgather 4M --gpu --ranks 2 --hosts 2)
 printf '%s\n' "$ex" | grep -q "^-> hier/Simple" || fail "one rank per host, no hier: $ex"
 printf '%s\n' "$ex" | grep -q "one rank per host: nothing to do in the host" || fail "1/host: $ex"
 printf '%s\n' "$ex" | grep -q "the host call across hosts (4M on 2 ranks)" || fail "1/host step: $ex"
 ex=$("$info" --explain allreduce 1M --gpu --ranks 3 --hosts 2)
-printf '%s\n' "$ex" | grep -q "skipped: hosts hold different numbers of ranks" || fail "uneven: $ex"
+printf '%s\n' "$ex" | grep -q "skipped hier: hosts hold different numbers of ranks" || fail "uneven: $ex"
 printf '%s\n' "$ex" | grep -q "^-> staged/Simple" || fail "uneven hosts not staged: $ex"
 ex=$(NCCL_ALGO=staged "$info" --explain allgather 64M --gpu --ranks 8 --hosts 2)
 printf '%s\n' "$ex" | grep -q "^-> staged/Simple" || fail "NCCL_ALGO=staged not taken: $ex"

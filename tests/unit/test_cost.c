@@ -21,7 +21,7 @@ static int pick(int func, size_t size, const chorus_cost_env *e) {
 }
 
 static void one_host_own_cores(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0, 0, 0};
   int small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
   EXPECT(small == CHORUS_ALGO_ONESHOT || small == CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 16 << 20, &e), CHORUS_ALGO_RING);
@@ -41,7 +41,7 @@ static void one_host_own_cores(void) {
 }
 
 static void one_host_oversubscribed(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
@@ -53,7 +53,7 @@ static void one_host_oversubscribed(void) {
  * small calls stay staged; without
  * peer reads it has no price. */
 static void one_host_peer_reads(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
@@ -71,7 +71,7 @@ static void one_host_peer_reads(void) {
 }
 
 static void across_hosts(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_RD);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 64 << 20, &e), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 64 << 20, &e), CHORUS_ALGO_DIRECT);
@@ -86,7 +86,7 @@ static void across_hosts(void) {
  * recursive doubling's log2(n) exchanges over the ring's 2(n-1) hops;
  * CHORUS_NET's text parses into them. */
 static void network_figures(void) {
-  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0};
+  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0};
   chorus_cost_env far = near;
   far.net_us = 2000; /* 2 ms one way */
   far.net_bw = 125;  /* 1 Gbit/s */
@@ -108,11 +108,13 @@ static void network_figures(void) {
 }
 
 static void monotone_in_size(void) {
-  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0},
-                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0},
-                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0},
-                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0}};
+  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4},
+                            {CHORUS_BACKEND_GPU, 8, 2, 0, 0, 131072, 0, 0, 0, 4, 1}};
   for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++)
     for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
       for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
@@ -125,17 +127,17 @@ static void monotone_in_size(void) {
             prev = t;
           }
         }
-  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0};
+  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &one), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &one), CHORUS_ALGO_CHAIN);
 }
 
 /* Every GPU algorithm the table runs on one host has a price in each of
- * its protocols, and none outside them (those across hosts have none: the
- * rules choose there); small calls are latency, large ones bandwidth (LL
- * dearer per byte than Simple). */
+ * its protocols, and none outside them (those across hosts are priced
+ * only across hosts: gpu_across_hosts); small calls are latency, large
+ * ones bandwidth (LL dearer per byte than Simple). */
 static void gpu_prices(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
       for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
@@ -154,6 +156,54 @@ static void gpu_prices(void) {
          chorus_cost_us(AR, CHORUS_ALGO_ONESHOT, CHORUS_PROTO_LL, 1 << 30, &e));
 }
 
+/* The smallest power of two from 8 B where hier prices below staged for
+ * func (0: nowhere up to 1 GiB). */
+static uint64_t hier_from(int func, const chorus_cost_env *e) {
+  for (uint64_t b = 8; b <= (1ull << 30); b *= 2)
+    if (chorus_cost_us(func, CHORUS_ALGO_HIER, CHORUS_PROTO_SIMPLE, b, e) <
+        chorus_cost_us(func, CHORUS_ALGO_STAGED, CHORUS_PROTO_SIMPLE, b, e))
+      return b;
+  return 0;
+}
+
+/* GPUs across hosts: only hier and staged have a price (hier for the
+ * functions it cuts), staged's fewer steps win small calls and hier's
+ * single crossing per host large ones, the crossover moves down as the
+ * network slows and up as it speeds, and lanes make hier cheaper. Over
+ * loopback's probed figures on 2 hosts x 2 GPUs it sits near 64 KiB for
+ * AllReduce, where the runs of docs/PERFORMANCE.md put it. */
+static void gpu_across_hosts(void) {
+  const int AR = CHORUS_FUNC_ALLREDUCE, AG = CHORUS_FUNC_ALLGATHER, RS = CHORUS_FUNC_REDUCESCATTER;
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4};
+  for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
+    for (int f = 1; f < CHORUS_FUNC_COUNT; f++) {
+      const int hier = f == AR || f == AG || f == RS;
+      const int priced = a == CHORUS_ALGO_STAGED || (a == CHORUS_ALGO_HIER && hier);
+      EXPECT_EQ_INT(chorus_cost_us(f, a, CHORUS_PROTO_SIMPLE, 1 << 20, &e) > 0, priced);
+    }
+  const uint64_t loop = hier_from(AR, &e);
+  EXPECT(loop >= (16u << 10) && loop <= (128u << 10));
+  EXPECT(hier_from(AG, &e) > 0 && hier_from(RS, &e) > 0);
+  for (uint64_t b = 256u << 10; b <= (1ull << 30); b *= 4)
+    for (int f = AR; f >= 0; f = f == AR ? AG : f == AG ? RS : -1)
+      EXPECT(chorus_cost_us(f, CHORUS_ALGO_HIER, CHORUS_PROTO_SIMPLE, b, &e) <
+             chorus_cost_us(f, CHORUS_ALGO_STAGED, CHORUS_PROTO_SIMPLE, b, &e));
+  EXPECT(chorus_cost_us(AR, CHORUS_ALGO_STAGED, CHORUS_PROTO_SIMPLE, 8, &e) <
+         chorus_cost_us(AR, CHORUS_ALGO_HIER, CHORUS_PROTO_SIMPLE, 8, &e));
+  chorus_cost_env slow = e, fast = e, one_lane = e;
+  slow.net_us = 100, slow.net_bw = 500;
+  fast.net_us = 2, fast.net_bw = 40e3;
+  EXPECT(hier_from(AR, &slow) < loop);
+  EXPECT(hier_from(AR, &fast) > loop);
+  one_lane.lanes = 1;
+  EXPECT(chorus_cost_us(AR, CHORUS_ALGO_HIER, CHORUS_PROTO_SIMPLE, 64u << 20, &e) <
+         chorus_cost_us(AR, CHORUS_ALGO_HIER, CHORUS_PROTO_SIMPLE, 64u << 20, &one_lane));
+  /* Hosts of different sizes: hier cannot cut the call. */
+  chorus_cost_env uneven = e;
+  uneven.nlocal = 0;
+  EXPECT(chorus_cost_us(AR, CHORUS_ALGO_HIER, CHORUS_PROTO_SIMPLE, 1 << 20, &uneven) < 0);
+}
+
 int main(void) {
   RUN(one_host_own_cores);
   RUN(one_host_oversubscribed);
@@ -162,5 +212,6 @@ int main(void) {
   RUN(network_figures);
   RUN(monotone_in_size);
   RUN(gpu_prices);
+  RUN(gpu_across_hosts);
   return unit_report();
 }
