@@ -277,6 +277,7 @@ static double gpu_us(int func, int algo, int proto, uint64_t size, const chorus_
 #define COPY_BW    25e3
 #define HANDOFF_US 6.0
 #define LANE_US    5.0 /* waking the threads of a block's other lanes */
+#define HIER_US    3.0 /* hier's device scratch and events between its steps */
 
 static double copy_us(double bytes) {
   return COPY_US + bytes / COPY_BW;
@@ -321,29 +322,27 @@ static double across_us(int func, int algo, double size, const chorus_cost_env *
     const double host = host_call_us(func, size, n, e);
     return host < 0 ? -1 : copy_us(in) + host + copy_us(out) + HANDOFF_US;
   }
-  if (algo != CHORUS_ALGO_HIER || e->nlocal < 1 || H < 2) return -1;
-  const int L = e->nlocal, lanes = e->lanes > 1 ? e->lanes : 1;
-  const double wake = lanes > 1 ? LANE_US : 0;
-  double mine, cross; /* a place's bytes in host memory; its host call, lanes in parallel */
+  if (algo != CHORUS_ALGO_HIER || e->nlocal < 1 || H < 2 ||
+      (func != CHORUS_FUNC_ALLREDUCE && func != CHORUS_FUNC_ALLGATHER &&
+       func != CHORUS_FUNC_REDUCESCATTER))
+    return -1;
+  const int L = e->nlocal;
+  /* A place's bytes in host memory (the step across hosts carries them). */
+  const double mine = func == CHORUS_FUNC_ALLREDUCE ? size / L : block * H;
+  int lanes = (int)(mine / CHORUS_LANE_MIN_BYTES);
+  if (lanes > e->lanes) lanes = e->lanes;
+  if (lanes < 1) lanes = 1;
+  const double cross = host_call_us(func, mine / lanes, H, e);
+  if (cross < 0) return -1;
+  const double across = cross + (lanes > 1 ? LANE_US : 0) + HANDOFF_US + HIER_US;
   switch (func) {
   case CHORUS_FUNC_ALLREDUCE: /* ReduceScatter, AllReduce of a share per place, AllGather */
-    mine = size / L;
-    cross = host_call_us(func, mine / lanes, H, e) + wake;
-    return cross < 0 ? -1
-                     : in_host_us(CHORUS_FUNC_REDUCESCATTER, size, L) + 2.0 * copy_us(mine) +
-                           cross + in_host_us(CHORUS_FUNC_ALLGATHER, size, L) + HANDOFF_US;
+    return in_host_us(CHORUS_FUNC_REDUCESCATTER, size, L) + 2.0 * copy_us(mine) + across +
+           in_host_us(CHORUS_FUNC_ALLGATHER, size, L);
   case CHORUS_FUNC_ALLGATHER: /* across the hosts per place, then in the host */
-    mine = block * H;
-    cross = host_call_us(func, mine / lanes, H, e) + wake;
-    return cross < 0
-               ? -1
-               : copy_us(block) + cross + copy_us(mine) + in_host_us(func, size, L) + HANDOFF_US;
+    return copy_us(block) + across + copy_us(mine) + in_host_us(func, size, L);
   case CHORUS_FUNC_REDUCESCATTER: /* in the host, then across the hosts per place */
-    mine = block * H;
-    cross = host_call_us(func, mine / lanes, H, e) + wake;
-    return cross < 0
-               ? -1
-               : in_host_us(func, size, L) + copy_us(mine) + cross + copy_us(block) + HANDOFF_US;
+    return in_host_us(func, size, L) + copy_us(mine) + across + copy_us(block);
   default:
     return -1;
   }

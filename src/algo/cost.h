@@ -40,6 +40,9 @@
  * us, and its bandwidth in bytes per us. */
 #define CHORUS_NET_HOP_US 25.0
 #define CHORUS_NET_BW     1000.0
+/* GPUs across hosts: hier's step across hosts goes on as many lanes as
+ * carry this many bytes each (gpu/proxy.c), up to env.lanes. */
+#define CHORUS_LANE_MIN_BYTES (512u << 10)
 
 typedef struct chorus_cost_env {
   int backend; /* chorus_backend */

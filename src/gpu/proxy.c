@@ -48,7 +48,6 @@
 #define MAX_FLIGHT      4   /* eager batches in flight before a new one waits */
 /* A lane carries at least this much of a cut call: below, the hand-off
  * costs more than the parallel streams save. */
-#define LANE_MIN_BYTES (512u << 10)
 /* The progress thread polls without sleeping while a queued batch has not
  * come, or this long after the last one (graph replays come unannounced). */
 #define HOT_NS (2 * 1000000ll)
@@ -782,12 +781,12 @@ static ncclResult_t unit_batches(unit *u) {
   /* Events belong to the device current at their making. */
   if (chorus_dev_use(u->px->device) != 0) return chorus_gpu_cuda_error("selecting the GPU");
   if (!u->hier) return post_batch(u->px, u->ops, u->n, u->stream, u->captured, 1);
-  /* The staged step goes across on as many lanes as carry LANE_MIN_BYTES
+  /* The staged step goes across on as many lanes as carry CHORUS_LANE_MIN_BYTES
    * each (alike on every rank: the step's size is). */
   const chorus_op *x = &u->cross;
   const size_t bytes =
       x->count * x->esize * (x->func == CHORUS_FUNC_ALLREDUCE ? 1 : (size_t)u->px->plan.env.nhosts);
-  const int lanes = (int)CHORUS_MIN(bytes / LANE_MIN_BYTES, (size_t)u->px->nlanes);
+  const int lanes = (int)CHORUS_MIN(bytes / CHORUS_LANE_MIN_BYTES, (size_t)u->px->nlanes);
   chorus_op *one = &u->cross;
   CHECK(post_batch(u->px, &one, 1, u->stream, u->captured, lanes > 1 ? lanes : 1));
   if (u->tail.count == 0) return ncclSuccess;
