@@ -15,10 +15,12 @@ run=$build/tools/chorusrun
 export NCCL_NVLS_ENABLE=0 NCCL_SOCKET_IFNAME=lo CHORUS_OP_TIMEOUT=${CHORUS_OP_TIMEOUT:-30}
 ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 logs=$(mktemp -d /tmp/chorus-crossover.XXXXXX)
-# 2 x 4 shares each of 4 GPUs between the hosts, as scripts/gpu_hosts_bench.sh.
+# 2 x 4 shares each of 4 GPUs between the hosts, as scripts/gpu_hosts_bench.sh;
+# SHARED=1 lets any layout share GPUs between hosts (2 x 1 on one GPU).
 for layout in ${LAYOUTS:-2x1 2x2 2x4}; do
   h=${layout%x*} g=${layout#*x}
-  [ $((h * g)) -le "$ngpu" ] || { [ "$layout" = 2x4 ] && [ "$ngpu" -eq 4 ]; } || continue
+  [ $((h * g)) -le "$ngpu" ] || { [ "$layout" = 2x4 ] && [ "$ngpu" -eq 4 ]; } ||
+    { [ -n "${SHARED:-}" ] && [ "$g" -le "$ngpu" ]; } || continue
   for coll in ${COLLS:-all_reduce all_gather reduce_scatter}; do
     for algo in staged hier default; do
       env=(env)
