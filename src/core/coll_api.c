@@ -19,6 +19,7 @@
 #include "core/profiler.h"
 #include "core/redop.h"
 #include "core/stats.h"
+#include "device/device.h"
 #include "util/check.h"
 #include "util/clock.h"
 #include "util/misc.h"
@@ -127,11 +128,14 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   if (comm->cc.tracing) op.t_enq = chorus_now_ns();
   chorus_prof_issue(comm, &op, chorus_group_depth());
   if (!comm->stats) return chorus_enqueue(comm, &op);
-  /* Host calls outside a group run before chorus_enqueue returns. */
+  /* Host calls outside a group run before chorus_enqueue returns. A call
+   * captured into a CUDA graph runs at each replay: core/trace.c counts
+   * it then. */
   const int timed = comm->device < 0 && chorus_group_depth() == 0;
+  const int captured = comm->device >= 0 && chorus_dev_stream_capturing(c->stream) == 1;
   const int64_t t0 = timed ? chorus_now_ns() : 0;
   ncclResult_t res = chorus_enqueue(comm, &op);
-  if (res == ncclSuccess)
+  if (res == ncclSuccess && !captured)
     chorus_stats_count(comm->stats, c->func, chorus_func_size(c->func, c->count, esize, n),
                        timed ? chorus_now_ns() - t0 : -1);
   return res;

@@ -5,7 +5,8 @@
  * size class, and the time of the calls that run alone (a call in a group
  * shares its time with the group's others): host calls timed as they run,
  * GPU calls by timing events around their launch, read back by
- * core/trace.c's reader thread (not inside CUDA graphs). Every CHORUS_STATS_INTERVAL seconds a
+ * core/trace.c's reader thread; calls captured into CUDA graphs count at
+ * each replay, timed by the GPU's timestamps. Every CHORUS_STATS_INTERVAL seconds a
  * thread of the process appends one JSON line per live communicator to CHORUS_STATS_FILE and
  * rewrites the Prometheus text file beside it (the same path, ".prom" in place of ".jsonl"); a
  * communicator that ends writes its last line then. Off (the default), nothing is counted.

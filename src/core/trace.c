@@ -14,7 +14,8 @@
  * writes the GPU's timer into a ring in host memory at every replay
  * (device/kernels.h, chorus_kern_stamp), which the same thread reads and
  * places on the host's clock by an offset measured at init; each replay's
- * calls become events of their own, numbered by replay.
+ * calls become events of their own, numbered by replay, and count in the
+ * statistics then (the stamps are taken for them too).
  */
 #include "core/trace.h"
 
@@ -57,13 +58,21 @@ typedef struct gpu_launch {
   double bytes;  /* of all its calls, for the bus bandwidth */
 } gpu_launch;
 
-/* A launch captured into a graph: its calls, and its replays so far. */
+/* A call of a captured launch, as the statistics count it. */
+typedef struct graph_call {
+  int func;
+  uint64_t bytes;
+} graph_call;
+
+/* A launch captured into a graph: its calls (described, and for the
+ * statistics every one), and its replays so far. */
 typedef struct graph_launch {
   chorus_call_desc d[8];
   int n, more;
   double bytes;
-  int64_t begun;    /* the GPU time at which the replay under way began (ns) */
-  uint32_t replays; /* those that ended */
+  graph_call *calls; /* with statistics on: all n + more */
+  int64_t begun;     /* the GPU time at which the replay under way began (ns) */
+  uint32_t replays;  /* those that ended */
 } graph_launch;
 
 struct chorus_trace_state {
@@ -216,6 +225,7 @@ static void free_stamps(struct chorus_trace_state *t) {
   t->stamps = NULL;
   (void)chorus_dev_free(t->stamp_counter);
   t->stamp_counter = NULL;
+  for (int k = 0; k < t->ngraphs; k++) free(t->graphs[k].calls);
   free(t->graphs);
   t->graphs = NULL;
 }
@@ -277,6 +287,11 @@ static void stamped(ncclComm_t comm, uint32_t tag, int64_t gpu_ns) {
   for (int i = 0; i < g->n && file && t->to_file; i++)
     write_event(comm, &g->d[i], (int64_t)s, s / 1e3, e / 1e3, -1, g->bytes, g->n + g->more - 1,
                 (int)g->replays);
+  /* Each replay runs the calls again: they count now, not at capture. */
+  const int ncalls = g->n + g->more;
+  for (int i = 0; i < ncalls && g->calls; i++)
+    chorus_stats_count(comm->stats, g->calls[i].func, g->calls[i].bytes,
+                       ncalls == 1 ? gpu_ns - g->begun : -1);
   g->replays++;
 }
 
@@ -373,7 +388,7 @@ static int stamp(ncclComm_t comm, uint32_t tag, void *stream) {
  * before them. Slots -2, -3, ... name records 0, 1, ... */
 static int graph_begin(ncclComm_t comm, void *stream) {
   struct chorus_trace_state *t = comm->trace;
-  if (!t->stamps || !t->to_file) return -1;
+  if (!t->stamps) return -1;
   pthread_mutex_lock(&lock);
   if (t->ngraphs == t->cap_graphs) {
     const int ncap = t->cap_graphs ? 2 * t->cap_graphs : 16;
@@ -438,6 +453,9 @@ static void graph_end(ncclComm_t comm, int k, chorus_op *const *ops, int n, void
   graph_launch rec;
   memset(&rec, 0, sizeof rec);
   rec.n = describe_launch(comm, ops, n, rec.d, 8, NULL, NULL, &rec.more, &rec.bytes);
+  if (comm->stats && (rec.calls = malloc((size_t)n * sizeof *rec.calls)) != NULL)
+    for (int i = 0; i < n; i++)
+      rec.calls[i] = (graph_call){ops[i]->func, (uint64_t)op_bytes(comm, ops[i])};
   pthread_mutex_lock(&lock);
   t->graphs[k] = rec; /* before any replay: the graph is still being captured */
   follow(comm);
@@ -495,9 +513,9 @@ ncclResult_t chorus_trace_open(ncclComm_t comm) {
       WARN("CHORUS_TRACE: cannot time rank %d's GPU calls (%s); no GPU events", comm->rank,
            chorus_dev_error());
       free_gpu(t);
-    } else if (to_file && setup_stamps(t) != 0) {
-      WARN("CHORUS_TRACE: cannot time rank %d's calls in CUDA graphs (%s); they stay off the "
-           "timeline",
+    } else if ((to_file || comm->stats) && setup_stamps(t) != 0) {
+      WARN("CHORUS_TRACE: cannot time rank %d's calls in CUDA graphs (%s); their replays stay "
+           "off the timeline and out of the statistics",
            comm->rank, chorus_dev_error());
       free_stamps(t);
     }

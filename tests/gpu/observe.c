@@ -19,7 +19,10 @@
  * ncclCommDestroy its trace file must hold, for each of the three
  * captured calls, one event per replay marked "graph":true, replays
  * 0..R-1, each with a positive duration, inside the host's window, and
- * each replay after the one before it.
+ * each replay after the one before it. With CHORUS_STATS_FILE set (with
+ * %p) and CHORUS_STATS_INTERVAL, the statistics' last line must count the
+ * captured calls once per replay and not at their capture: 1 + 2 R
+ * AllReduces and R Broadcasts.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +43,24 @@ typedef struct {
   int index, replay;
   double ts, dur;
 } event;
+
+/* The calls of func the statistics' last line of `path` counts; -1 when
+ * there is none. */
+static long stats_calls(const char *path, const char *func) {
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  static char line[16384];
+  long calls = -1;
+  char key[64];
+  snprintf(key, sizeof key, "\"%s\":{\"calls\":", func);
+  while (fgets(line, sizeof line, f)) {
+    if (!strstr(line, "\"last\":true")) continue;
+    const char *p = strstr(line, key);
+    calls = p ? strtol(p + strlen(key), NULL, 10) : 0;
+  }
+  fclose(f);
+  return calls;
+}
 
 /* The graph events of the file: lines holding "graph":true. */
 static int read_events(const char *path, event *ev, int cap) {
@@ -267,6 +288,23 @@ int main(int argc, char **argv) {
   }
   EXPECT(calls == 3, "rank %d: %d captured calls on the timeline, want 3", rank, calls);
   unlink(path);
+  const char *stats = getenv("CHORUS_STATS_FILE");
+  if (stats && getenv("CHORUS_STATS_INTERVAL")) {
+    char spath[512];
+    with_pid(stats, spath, sizeof spath);
+    const long ar = stats_calls(spath, "AllReduce"), bc = stats_calls(spath, "Broadcast");
+    printf("rank %d: the statistics count %ld AllReduces and %ld Broadcasts\n", rank, ar, bc);
+    EXPECT(ar == 1 + 2 * R && bc == R,
+           "rank %d: the statistics (%s) count %ld AllReduces and %ld Broadcasts, want %d and %d "
+           "(each captured call once per replay)",
+           rank, spath, ar, bc, 1 + 2 * R, R);
+    unlink(spath);
+    const size_t len = strlen(spath);
+    if (len > 6 && !strcmp(spath + len - 6, ".jsonl")) {
+      strcpy(spath + len - 6, ".prom");
+      unlink(spath);
+    }
+  }
   CUDA(cudaFree(a));
   CUDA(cudaFree(b));
   free(host);
