@@ -22,6 +22,7 @@
 #include "algo/func.h"
 #include "core/comm.h"
 #include "core/profiler_abi.h"
+#include "device/device.h"
 #include "util/alloc.h"
 #include "util/dl.h"
 #include "util/log.h"
@@ -323,9 +324,12 @@ static ev base(ncclComm_t comm, int type, void *parent) {
 void chorus_prof_issue(ncclComm_t comm, chorus_op *op, int depth) {
   struct chorus_prof_state *s = comm->prof;
   if (!s) return;
+  /* Issued under stream capture: it runs at the graph's replays. */
+  const uint8_t graph = comm->device >= 0 && chorus_dev_stream_capturing(op->cuda_stream) == 1;
   if (!group_open) {
     ev g = base(comm, PROF_GROUP_API, NULL);
     g.depth = depth + 1;
+    g.graph = graph;
     group_api = start(comm, &g);
     group_open = 1;
     group_owner = comm;
@@ -337,6 +341,7 @@ void chorus_prof_issue(ncclComm_t comm, chorus_op *op, int depth) {
   e.dtype = op->dtype;
   e.root = op->root;
   e.stream = op->cuda_stream;
+  e.graph = graph;
   op->prof_api = start(comm, &e);
   stop(op->prof_api);
 }

@@ -22,7 +22,10 @@
  * each replay after the one before it. With CHORUS_STATS_FILE set (with
  * %p) and CHORUS_STATS_INTERVAL, the statistics' last line must count the
  * captured calls once per replay and not at their capture: 1 + 2 R
- * AllReduces and R Broadcasts.
+ * AllReduces and R Broadcasts. With CHORUS_OBSERVE_PROF=1 the test
+ * profiler plugin (tests/profiler, beside this program's folder) logs the
+ * calls: the three captured calls' CollApi and GroupApi events must say
+ * GraphCaptured, the eager AllReduce's not.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +63,38 @@ static long stats_calls(const char *path, const char *func) {
   }
   fclose(f);
   return calls;
+}
+
+/* The test plugin (tests/profiler/libnccl-profiler-test5.so, beside this
+ * program's tests/gpu) logging to a file of this process. */
+static int load_test_plugin(char *log, size_t size) {
+  char exe[4096];
+  const ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 64);
+  if (k <= 0) return -1;
+  exe[k] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (!slash) return -1;
+  strcpy(slash, "/../profiler/libnccl-profiler-test5.so");
+  snprintf(log, size, "/tmp/chorus-check-prof.%d.log", (int)getpid());
+  return setenv("NCCL_PROFILER_PLUGIN", exe, 1) || setenv("CHORUS_TEST_PROF_LOG", log, 1);
+}
+
+/* The API events (GroupApi and CollApi) the plugin logged, by whether
+ * they say GraphCaptured: counts[type == CollApi][graph]. */
+static void api_events(const char *log, int counts[2][2]) {
+  memset(counts, 0, 4 * sizeof(int));
+  FILE *f = fopen(log, "r");
+  char line[1024];
+  while (f && fgets(line, sizeof line, f)) {
+    int id, type, parent, r, graph;
+    const char *g = strstr(line, " graph ");
+    if (sscanf(line, "start %d type %d parent %d rank %d", &id, &type, &parent, &r) != 4 || !g ||
+        sscanf(g, " graph %d", &graph) != 1 || (type != 256 && type != 512) || graph < 0 ||
+        graph > 1)
+      continue;
+    counts[type == 512][graph]++;
+  }
+  if (f) fclose(f);
 }
 
 /* The graph events of the file: lines holding "graph":true. */
@@ -222,6 +257,11 @@ int main(int argc, char **argv) {
   int rank, n;
   ncclComm_t comm;
   cudaStream_t s;
+  char prof_log[256] = "";
+  if (getenv("CHORUS_OBSERVE_PROF") && load_test_plugin(prof_log, sizeof prof_log) != 0) {
+    fprintf(stderr, "observe: cannot name the test profiler plugin\n");
+    return 2;
+  }
   const int joined = join_launched(&rank, &n, &comm, &s);
   if (joined) return joined;
   float *a, *b, *host = malloc(COUNT * sizeof *host);
@@ -288,6 +328,17 @@ int main(int argc, char **argv) {
   }
   EXPECT(calls == 3, "rank %d: %d captured calls on the timeline, want 3", rank, calls);
   unlink(path);
+  if (prof_log[0]) {
+    int c[2][2];
+    api_events(prof_log, c);
+    printf("rank %d: the plugin's CollApi events: %d captured, %d not; GroupApi: %d, %d\n", rank,
+           c[1][1], c[1][0], c[0][1], c[0][0]);
+    EXPECT(c[1][1] == 3 && c[1][0] == 1 && c[0][1] == 3 && c[0][0] == 1,
+           "rank %d: CollApi events %d captured and %d not, GroupApi %d and %d, want 3 and 1 each "
+           "(%s)",
+           rank, c[1][1], c[1][0], c[0][1], c[0][0], prof_log);
+    unlink(prof_log);
+  }
   const char *stats = getenv("CHORUS_STATS_FILE");
   if (stats && getenv("CHORUS_STATS_INTERVAL")) {
     char spath[512];

@@ -123,6 +123,8 @@ def check_version(v, events, stops, records, inits, fin):
             depths = [g["depth"] for g in sorted(gapi, key=lambda e: e["id"])]
             if depths != ["1", "2", "1"]:
                 fail("v5 rank %d: GroupApi depths %s" % (r, depths))
+            if any(a.get("graph") != "0" for a in gapi + by(CAPI) + by(PAPI)):
+                fail("v5 rank %d: an API event marked graph-captured on host memory" % r)
             gids = {g["id"] for g in gapi}
             if len(capi) != 3 or len(papi) != 2 or any(a["parent"] not in gids
                                                         for a in capi + papi):

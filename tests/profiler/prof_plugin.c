@@ -136,12 +136,12 @@ static ncclResult_t start(void *ctx, void **out_h, prof_descr_v5 *d) {
     snprintf(f, sizeof f, "depth %d graph %d", d->group_api.depth, d->group_api.graph_captured);
     break;
   case PROF_COLL_API:
-    snprintf(f, sizeof f, "func %s count %zu dtype %s root %d", d->coll_api.func, d->coll_api.count,
-             d->coll_api.datatype, d->coll_api.root);
+    snprintf(f, sizeof f, "func %s count %zu dtype %s root %d graph %d", d->coll_api.func,
+             d->coll_api.count, d->coll_api.datatype, d->coll_api.root, d->coll_api.graph_captured);
     break;
   case PROF_P2P_API:
-    snprintf(f, sizeof f, "func %s count %zu dtype %s", d->p2p_api.func, d->p2p_api.count,
-             d->p2p_api.datatype);
+    snprintf(f, sizeof f, "func %s count %zu dtype %s graph %d", d->p2p_api.func, d->p2p_api.count,
+             d->p2p_api.datatype, d->p2p_api.graph_captured);
     break;
   case PROF_COLL:
     snprintf(f, sizeof f,
