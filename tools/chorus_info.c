@@ -273,6 +273,9 @@ static int explain(int argc, char **argv) {
   c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
   c.env.max_msg = chorus_comm_slot_bytes(NULL);
   const int net = chorus_netprobe_setting(&c.env.net_us, &c.env.net_bw);
+  /* Across hosts: ranks placed host by host, as chorusrun --hosts,
+   * torchrun and mpirun by node place them. */
+  c.env.nlocal = nranks % nhosts == 0 ? nranks / nhosts : 0;
   if (net < 0) return 2; /* its WARN line named the setting */
   char err[320];
   if (chorus_plan_comm_settings(&c, err, sizeof err) != 0) {
@@ -287,9 +290,6 @@ static int explain(int argc, char **argv) {
     chorus_gpu_settings_plan(&st, &c);
     c.one_process = one_proc;
     c.staged = staged;
-    /* Across hosts: ranks placed host by host, as chorusrun --hosts,
-     * torchrun and mpirun by node place them. */
-    c.env.nlocal = nranks % nhosts == 0 ? nranks / nhosts : 0;
     c.env.lanes = (int)chorus_param_int(CHORUS_P_GPU_HIER_LANES);
     c.hosts_in_order = 1;
     if (nhosts > 1) chorus_plan_unbind_foreign(&c);
@@ -341,8 +341,13 @@ static int explain(int argc, char **argv) {
     printf("error: %s\n", err);
     return 1;
   }
-  if (t.algo == CHORUS_ALGO_HIER || t.algo == CHORUS_ALGO_STAGED)
+  if (gpu && (t.algo == CHORUS_ALGO_HIER || t.algo == CHORUS_ALGO_STAGED))
     return across_hosts(&c, &call, t.algo, size);
+  if (t.algo == CHORUS_ALGO_HIER)
+    printf("steps, per round of %d slot-sized segments: ReduceScatter around each host's %d "
+           "ranks (shared memory); AllReduce of each rank's segment with its place on the %d "
+           "hosts (the network); AllGather around the host's ranks\n",
+           c.env.nlocal, c.env.nlocal, nhosts);
   const double us = chorus_cost_us(func, t.algo, t.proto, size, &c.env);
   if (us >= 0) printf("modelled time: %.1f us\n", us);
   return 0;

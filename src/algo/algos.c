@@ -62,9 +62,10 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
                               NEED(RANKS2) | NEED(PEER_ACCESS) | NEED(ONE_PROC)}}},
     {CHORUS_ALGO_HIER,
      "hier",
-     "GPUs across hosts: steps among each host's GPUs in kernels around one step across "
-     "hosts, per place on the host (gpu/proxy.c)",
-     {[CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
+     "across hosts: steps among each host's ranks around one step across hosts per place on "
+     "the host (GPUs: kernels in the host, gpu/proxy.c; host memory: rings, coll/hier.c)",
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(RANKS2) | NEED(HOSTS)},
+      [CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
                               NEED(RANKS2) | NEED(HOSTS)}}},
     {CHORUS_ALGO_STAGED,
      "staged",

@@ -41,7 +41,7 @@ typedef enum {
   CHORUS_ALGO_RD,       /* AllReduce: recursive doubling, log2(n) pairwise exchanges */
   CHORUS_ALGO_ZEROCOPY, /* ranks read (GPU: and write) the peers' own buffers */
   CHORUS_ALGO_CE,       /* cudaMemcpyAsync between the ranks' buffers (copy engine) */
-  CHORUS_ALGO_HIER,     /* GPUs across hosts: kernels in each host, one step across hosts */
+  CHORUS_ALGO_HIER,     /* across hosts: steps in each host around one step across hosts */
   CHORUS_ALGO_STAGED,   /* GPUs across hosts: the whole call carried by the host */
   CHORUS_ALGO_TREE,     /* AllReduce: up and down two binary trees, a half each */
   CHORUS_ALGO_ORDERED,  /* reductions gathered, then added in rank order (CHORUS_REPRODUCIBLE) */

@@ -193,8 +193,33 @@ static double hops(int func, int algo, double bytes, const chorus_cost_env *e) {
   }
 }
 
+/* hier (coll/hier.c): a ring in each host of L ranks (shared memory:
+ * priced as one host's ring AllReduce, which moves what its ReduceScatter
+ * and AllGather move), around a ring AllReduce of a 1/L share among the
+ * H ranks of a place across hosts. */
+static double host_hier(int func, double size, const chorus_cost_env *e) {
+  const int L = e->nlocal, H = e->nhosts;
+  if (L < 2 || H < 2) return -1;
+  const chorus_cost_env in = {.backend = CHORUS_BACKEND_HOST,
+                              .nranks = L,
+                              .nhosts = 1,
+                              .node = 1,
+                              .oversubscribed = e->oversubscribed,
+                              .max_msg = e->max_msg};
+  const chorus_cost_env across = {.backend = CHORUS_BACKEND_HOST,
+                                  .nranks = H,
+                                  .nhosts = H,
+                                  .max_msg = e->max_msg,
+                                  .net_us = e->net_us,
+                                  .net_bw = e->net_bw};
+  const double local = one_host(func, CHORUS_ALGO_RING, size, &in);
+  const double cross = hops(func, CHORUS_ALGO_RING, size / L, &across);
+  return local < 0 || cross < 0 ? -1 : local + cross;
+}
+
 static double host_us(int func, int algo, uint64_t size, const chorus_cost_env *e) {
   if (!chorus_algo_runs(algo, CHORUS_BACKEND_HOST, func)) return -1;
+  if (algo == CHORUS_ALGO_HIER) return host_hier(func, (double)size, e);
   if (algo == CHORUS_ALGO_ORDERED) return -1; /* never for speed: CHORUS_REPRODUCIBLE takes it */
   if (chorus_func_p2p(func)) return 1.0;
   if (e->nranks <= 1)

@@ -11,7 +11,9 @@
  * cores (calibrated at 4); latency scales with the rank count from there.
  * bench/calibrate.py measures, bench/fit.py fits. Across hosts the model
  * counts network hops, priced by the figures measured at init
- * (core/netprobe.h) or set by CHORUS_NET. The host planner picks by these costs.
+ * (core/netprobe.h) or set by CHORUS_NET; AllReduce in steps (hier) is a
+ * host's ring priced as above around hops across hosts of a 1/L share.
+ * The host planner picks by these costs.
  *
  * GPUs: latency plus the bytes that cross one rank's links over the link
  * rate of the protocol, with constants read off the side-by-side runs of

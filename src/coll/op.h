@@ -174,6 +174,16 @@ struct chorus_op {
       uint64_t placed, taken;
     } ring;
     struct {
+      chorus_ring_plan plan; /* over the host's L ranks */
+      size_t round, seg_off, seg_len;
+      int k, L, li, H, hi; /* ranks per host and ours; hosts and ours */
+      chorus_conn *lnext, *lprev, *xnext, *xprev;
+      const void *rbuf;
+      size_t rbytes;
+      void *sbuf;
+      size_t scap;
+    } hier;
+    struct {
       chorus_xfer x;
     } p2p;
     struct {

@@ -28,6 +28,7 @@ static const entry table[] = {
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, chorus_allreduce_node},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, chorus_allreduce_rd},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TREE, chorus_allreduce_tree},
+    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_HIER, chorus_allreduce_hier},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_reduce},
     {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ORDERED, chorus_ordered},
     {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ORDERED, chorus_ordered},
@@ -84,6 +85,10 @@ void chorus_coll_setup(chorus_coll_comm *cc) {
   e->node = cc->node != NULL && cc->nranks <= CHORUS_REDUCE_MAX_SRCS;
   e->oversubscribed = cpus > 0 && cc->topo->nlocal > cpus;
   e->peer_read = e->node && cc->node->peer_read;
+  /* Ranks per host where every host holds as many (algorithm hier). */
+  e->nlocal = cc->topo->nlocal;
+  for (int h = 0; h < cc->topo->nhosts; h++)
+    if (cc->topo->nlocal_of_host[h] != cc->topo->nlocal) e->nlocal = 0;
   /* The smallest slot of any connection bounds a single message. */
   e->max_msg = 0;
   for (int p = 0; p < cc->nranks; p++) {

@@ -46,6 +46,10 @@ const char *chorus_plan_hosts_misfit(const chorus_plan_comm *m, int algo) {
   if (m->env.backend == CHORUS_BACKEND_GPU && m->env.nhosts > 1 && !across)
     return "its kernels reach only the GPUs of one host";
   if (across && m->env.nhosts < 2) return "every rank is on this host";
+  /* Host memory's hier has steps inside hosts of as many ranks, two or more. */
+  if (algo == CHORUS_ALGO_HIER && m->env.backend == CHORUS_BACKEND_HOST && m->env.nlocal < 2)
+    return m->env.nlocal ? "one rank per host: nothing to do inside a host"
+                         : "hosts hold different numbers of ranks";
   return NULL;
 }
 
@@ -92,6 +96,7 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
     break;
   case CHORUS_ALGO_HIER:
     if (!m->env.nlocal) return "hosts hold different numbers of ranks";
+    if (b == CHORUS_BACKEND_HOST) break; /* its rings take any count */
     if (c->count == 0) return "nothing to move";
     if (c->func == CHORUS_FUNC_ALLREDUCE && c->count < (size_t)m->env.nlocal)
       return "fewer elements than ranks on a host";

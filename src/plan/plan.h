@@ -113,7 +113,8 @@ typedef struct chorus_explain {
  * a message naming the bad word in err. */
 int chorus_plan_comm_settings(chorus_plan_comm *c, char *err, size_t errlen);
 /* Why algo cannot run on m for its host count (NULL: it can): one host's
- * GPU kernels across hosts, an across-hosts algorithm on one host. */
+ * GPU kernels across hosts, an across-hosts algorithm on one host, host
+ * memory's hier without two or more ranks on every host, as many. */
 const char *chorus_plan_hosts_misfit(const chorus_plan_comm *m, int algo);
 
 /* Frees the functions NCCL_ALGO names only with algorithms that cannot

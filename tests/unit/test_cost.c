@@ -79,6 +79,19 @@ static void across_hosts(void) {
   EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, CHORUS_RULE_ANY, 1 << 20, &e) < 0);
   EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, CHORUS_RULE_ANY, 8, &e) < 0);
   EXPECT(chorus_cost_us(CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_RING, CHORUS_RULE_ANY, 8, &e) < 0);
+  /* Hosts of as many ranks, two or more (nlocal), AllReduce in steps
+   * (hier): a ring in each host around a 1/L share across; it crosses the
+   * network once per host, so from mid sizes it beats the ring of all
+   * ranks; without the hosts' shape it has no price, nor for other
+   * functions. */
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_HIER, CHORUS_RULE_ANY, 1 << 20, &e) < 0);
+  e.nlocal = 4;
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_HIER);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_HIER, CHORUS_RULE_ANY, 64 << 20, &e) <
+         chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RING, CHORUS_RULE_ANY, 64 << 20, &e));
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_HIER, CHORUS_RULE_ANY, 1 << 20, &e) < 0);
+  e.nlocal = 1;
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_HIER, CHORUS_RULE_ANY, 1 << 20, &e) < 0);
 }
 
 /* Across hosts the hops are priced by the network's figures: a slow,

@@ -330,6 +330,18 @@ static void host_choices(void) {
   EXPECT_CHOICE(choose(&c, AR, 8), CHORUS_ALGO_RD, SIMPLE);
   EXPECT_CHOICE(choose(&c, AR, 64 * MB), RING, SIMPLE);
   EXPECT_CHOICE(choose(&c, A2A, 64 * MB), DIRECT, SIMPLE);
+  /* Hosts of 4 ranks each: AllReduce in steps (hier) from mid sizes;
+   * NCCL_ALGO=allreduce:hier where hosts hold one rank each does not bind
+   * (as a list of another backend's algorithms would not). */
+  c.env.nlocal = 4;
+  EXPECT_CHOICE(choose(&c, AR, 1 * MB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), HIER, SIMPLE);
+  env("allreduce:hier", NULL, NULL);
+  host_comm(&c, 4, 4, 0, 0);
+  c.env.nlocal = 1;
+  chorus_plan_unbind_foreign(&c);
+  EXPECT_EQ_INT(choose(&c, AR, 1 * MB).algo >= 0, 1);
+  EXPECT(choose(&c, AR, 1 * MB).algo != HIER);
   env("allreduce:rd", NULL, NULL); /* recursive doubling on one host when asked */
   host_comm(&c, 3, 1, 1, 0);
   EXPECT_CHOICE(choose(&c, AR, 1 * KB), CHORUS_ALGO_RD, SIMPLE);
