@@ -354,9 +354,7 @@ static double across_us(int func, int algo, double size, const chorus_cost_env *
   const int L = e->nlocal;
   /* A place's bytes in host memory (the step across hosts carries them). */
   const double mine = func == CHORUS_FUNC_ALLREDUCE ? size / L : block * H;
-  int lanes = (int)(mine / CHORUS_LANE_MIN_BYTES);
-  if (lanes > e->lanes) lanes = e->lanes;
-  if (lanes < 1) lanes = 1;
+  const int lanes = chorus_hier_lanes((size_t)mine, e->lanes);
   const double cross = host_call_us(func, mine / lanes, H, e);
   if (cross < 0) return -1;
   const double across = cross + (lanes > 1 ? LANE_US : 0) + HANDOFF_US + HIER_US;

@@ -42,9 +42,15 @@
  * us, and its bandwidth in bytes per us. */
 #define CHORUS_NET_HOP_US 25.0
 #define CHORUS_NET_BW     1000.0
-/* GPUs across hosts: hier's step across hosts goes on as many lanes as
- * carry this many bytes each (gpu/proxy.c), up to env.lanes. */
-#define CHORUS_LANE_MIN_BYTES (512u << 10)
+/* GPUs across hosts: hier's step across hosts of `bytes` goes on as many
+ * lanes as carry 512 KiB each, up to `most` (at least one): below, the
+ * hand-off costs more than the parallel streams save. gpu/proxy.c cuts
+ * by it and the model prices by it. */
+static inline int chorus_hier_lanes(size_t bytes, int most) {
+  size_t k = bytes / (512u << 10);
+  if (most >= 0 && k > (size_t)most) k = (size_t)most;
+  return k > 1 ? (int)k : 1;
+}
 
 typedef struct chorus_cost_env {
   int backend; /* chorus_backend */

@@ -46,8 +46,6 @@
 #define KERNEL_COPY_MAX (16u << 10)
 #define STAGE_ALIGN     256 /* each staged buffer, for the copy engine */
 #define MAX_FLIGHT      4   /* eager batches in flight before a new one waits */
-/* A lane carries at least this much of a cut call: below, the hand-off
- * costs more than the parallel streams save. */
 /* The progress thread polls without sleeping while a queued batch has not
  * come, or this long after the last one (graph replays come unannounced). */
 #define HOT_NS (2 * 1000000ll)
@@ -781,14 +779,14 @@ static ncclResult_t unit_batches(unit *u) {
   /* Events belong to the device current at their making. */
   if (chorus_dev_use(u->px->device) != 0) return chorus_gpu_cuda_error("selecting the GPU");
   if (!u->hier) return post_batch(u->px, u->ops, u->n, u->stream, u->captured, 1);
-  /* The staged step goes across on as many lanes as carry CHORUS_LANE_MIN_BYTES
-   * each (alike on every rank: the step's size is). */
+  /* The staged step goes across on lanes (alike on every rank: the step's
+   * size is). */
   const chorus_op *x = &u->cross;
   const size_t bytes =
       x->count * x->esize * (x->func == CHORUS_FUNC_ALLREDUCE ? 1 : (size_t)u->px->plan.env.nhosts);
-  const int lanes = (int)CHORUS_MIN(bytes / CHORUS_LANE_MIN_BYTES, (size_t)u->px->nlanes);
   chorus_op *one = &u->cross;
-  CHECK(post_batch(u->px, &one, 1, u->stream, u->captured, lanes > 1 ? lanes : 1));
+  CHECK(
+      post_batch(u->px, &one, 1, u->stream, u->captured, chorus_hier_lanes(bytes, u->px->nlanes)));
   if (u->tail.count == 0) return ncclSuccess;
   one = &u->tail;
   return post_batch(u->px, &one, 1, u->stream, u->captured, 1);
