@@ -86,9 +86,7 @@ void chorus_coll_setup(chorus_coll_comm *cc) {
   e->oversubscribed = cpus > 0 && cc->topo->nlocal > cpus;
   e->peer_read = e->node && cc->node->peer_read;
   /* Ranks per host where every host holds as many (algorithm hier). */
-  e->nlocal = cc->topo->nlocal;
-  for (int h = 0; h < cc->topo->nhosts; h++)
-    if (cc->topo->nlocal_of_host[h] != cc->topo->nlocal) e->nlocal = 0;
+  e->nlocal = chorus_topo_uneven_host(cc->topo) < 0 ? cc->topo->nlocal : 0;
   /* The smallest slot of any connection bounds a single message. */
   e->max_msg = 0;
   for (int p = 0; p < cc->nranks; p++) {

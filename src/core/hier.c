@@ -64,14 +64,14 @@ ncclResult_t chorus_comm_build_parts(ncclComm_t comm) {
   /* Ranks that read the shared settings differently would compose calls
    * differently (the rules, NCCL_ALGO, the lanes). */
   CHECK(chorus_gpu_agree_all(comm->bs, me, comm->nranks));
-  for (int h = 0; h < H; h++)
-    if (t->nlocal_of_host[h] != L) {
-      INFO(CHORUS_INIT,
-           "rank %d: hosts hold different numbers of ranks (%d here, %d on host %d): every call "
-           "is staged whole through host memory",
-           me, L, t->nlocal_of_host[h], h);
-      return ncclSuccess;
-    }
+  const int uneven = chorus_topo_uneven_host(t);
+  if (uneven >= 0) {
+    INFO(CHORUS_INIT,
+         "rank %d: hosts hold different numbers of ranks (%d here, %d on host %d): every call "
+         "is staged whole through host memory",
+         me, L, t->nlocal_of_host[uneven], uneven);
+    return ncclSuccess;
+  }
   const int li = t->local_index[me], hi = t->host_of[me];
   /* The cross part: the ranks of local index li, in rank order; its first
    * one makes its id, as the host's first rank makes the local part's. */

@@ -60,6 +60,13 @@ void chorus_topo_host_words(const chorus_topo *t, int rank, char *buf, size_t le
 static inline int chorus_topo_same_host(const chorus_topo *t, int a, int b) {
   return t->host_of[a] == t->host_of[b];
 }
+/* The first host holding another number of ranks than this rank's host,
+ * or -1 when every host holds as many (what steps in each host need). */
+static inline int chorus_topo_uneven_host(const chorus_topo *t) {
+  for (int h = 0; h < t->nhosts; h++)
+    if (t->nlocal_of_host[h] != t->nlocal) return h;
+  return -1;
+}
 static inline int chorus_topo_same_proc(const chorus_topo *t, int a, int b) {
   return t->info[a].host_hash == t->info[b].host_hash &&
          t->info[a].proc_hash == t->info[b].proc_hash;
