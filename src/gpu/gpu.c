@@ -182,7 +182,12 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->kc.status_info = (uint64_t *)((char *)g->ctl_dev + STATUS_INFO_OFF);
   g->kc.peer_gone = (volatile uint32_t *)((char *)g->ctl_dev + PEER_GONE_OFF);
   CHECK_GOTO(chorus_bootstrap_allgather(bs, rec, sizeof *rec), res, fail);
-  for (int p = 0; p < nranks; p++)
+  /* Refused as NCCL refuses it: ranks of a host wait on each other's
+   * kernels, which one GPU runs in turns between processes. Tests of
+   * multi-GPU layouts may still run on fewer GPUs, slowly, with
+   * CHORUS_SHARE_GPU. */
+  const int share_ok = chorus_param_int(CHORUS_P_SHARE_GPU) != 0;
+  for (int p = 0; p < nranks && !share_ok; p++)
     if (p != rank && chorus_topo_same_host(topo, p, rank) && !strcmp(rec[p].bus_id, me->bus_id)) {
       res = chorus_error(ncclInvalidUsage,
                          "ranks %d and %d both use GPU %s; each rank of a GPU communicator needs "

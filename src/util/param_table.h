@@ -83,6 +83,7 @@ CHORUS_PARAM(GPU_CE_CHUNK_BYTES,"CHORUS_GPU_CE_CHUNK_BYTES", SIZE, "32M", 0, "Co
 CHORUS_PARAM(GPU_HIER_LANES,   "CHORUS_GPU_HIER_LANES", INT, "4", AGREE, "Across hosts: connections and threads per rank for hierarchical calls (1..8)")
 CHORUS_PARAM_GROUP("testing")
 CHORUS_PARAM(LEAK_CHECK,       "CHORUS_LEAK_CHECK",     BOOL, "0", 0, "1: WARN at the last communicator destroy if memory is still held")
+CHORUS_PARAM(SHARE_GPU,        "CHORUS_SHARE_GPU",      BOOL, "0", 0, "1: ranks of one host may share a GPU (multi-GPU tests on fewer GPUs; slow)")
 CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, NULL, 0, "Fault injection: the n-th host allocation after the first init starts fails")
 CHORUS_PARAM(FAULT_SHM,        "CHORUS_FAULT_SHM",      INT, NULL, 0, "Fault injection: the n-th shared-memory segment after the first init starts fails")
 CHORUS_PARAM(FAULT_DEVICE,     "CHORUS_FAULT_DEVICE",   INT, NULL, 0, "Fault injection: the n-th device or pinned allocation after the first init starts fails")

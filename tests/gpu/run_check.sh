@@ -16,6 +16,7 @@
 # EXPECT "-", or a grep pattern (basic regular expression) that the output
 #        must contain; then the program's exit status is not looked at, as
 #        a check for an error message expects the program to fail.
+# CHORUS_CHECK_GPUS=N: as if N GPUs were visible (ranks share GPUs).
 # In ARGS, {E} becomes $CHORUS_CHECK_E (default 1M: the matrix's largest
 # size; gpu.sh full sets 16M). A setting (from the test's ENVIRONMENT) whose
 # value is {rank} is set to each process's rank (procs only), for checks of
@@ -53,6 +54,13 @@ visible_gpus() {
 }
 need=${gpus%-*} most=${gpus#*-}
 have=$(visible_gpus)
+# CHORUS_CHECK_GPUS=N runs the checks as on N GPUs where fewer are
+# visible: ranks of a host then share GPUs (CHORUS_SHARE_GPU, slow), which
+# tests the multi-GPU code paths, not their speed.
+if [ -n "${CHORUS_CHECK_GPUS:-}" ] && [ "$have" -gt 0 ] && [ "$have" -lt "$CHORUS_CHECK_GPUS" ]; then
+  have=$CHORUS_CHECK_GPUS
+  export CHORUS_SHARE_GPU=1
+fi
 if [ "$have" -lt "$need" ]; then
   echo "skipped: needs $need GPU(s), $have visible"
   exit 77
