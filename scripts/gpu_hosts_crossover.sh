@@ -21,7 +21,7 @@ for layout in ${LAYOUTS:-2x1 2x2 2x4}; do
   h=${layout%x*} g=${layout#*x}
   [ $((h * g)) -le "$ngpu" ] || { [ "$layout" = 2x4 ] && [ "$ngpu" -eq 4 ]; } ||
     { [ -n "${SHARED:-}" ] && [ "$g" -le "$ngpu" ]; } || continue
-  for coll in ${COLLS:-all_reduce all_gather reduce_scatter}; do
+  for coll in ${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce}; do
     for algo in staged hier default; do
       env=(env)
       [ "$algo" = default ] || env=(env NCCL_ALGO=$algo)

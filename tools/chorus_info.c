@@ -181,19 +181,24 @@ static int across_hosts(const chorus_plan_comm *gpu, const chorus_plan_call *cal
   k.comm = &h;
   const long long lanes = chorus_param_int(CHORUS_P_GPU_HIER_LANES);
   const int ar = call->func == CHORUS_FUNC_ALLREDUCE, ag = call->func == CHORUS_FUNC_ALLGATHER;
+  const int bc = call->func == CHORUS_FUNC_BROADCAST, red = call->func == CHORUS_FUNC_REDUCE;
   /* hier's AllGather and ReduceScatter move a block per host across. */
-  uint64_t step = hier && !ar ? (uint64_t)call->count * call->esize * (uint64_t)nhosts : size;
+  uint64_t step =
+      hier && !ar && !bc && !red ? (uint64_t)call->count * call->esize * (uint64_t)nhosts : size;
   if (hier && L == 1) {
     printf("steps: the whole call with the other hosts' ranks (one rank per host: nothing to do "
            "in the host; a host call, cut across up to %lld lanes)\n",
            lanes);
-  } else if (hier && ar) {
+  } else if (hier && (ar || bc || red)) {
     k.count = call->count / (size_t)L;
     step = k.count * call->esize;
-    printf("steps: ReduceScatter among each host's %d GPUs (kernels); AllReduce of each GPU's "
-           "block with its place on the other hosts (a host call, cut across up to %lld "
-           "lanes); AllGather among the host's GPUs\n",
-           L, lanes);
+    const char *before =
+        bc ? "Scatter from the root among its host's" : "ReduceScatter among each host's";
+    const char *after =
+        red ? "Gather to the root among its host's GPUs" : "AllGather among the host's GPUs";
+    printf("steps: %s %d GPUs (kernels); %s of each GPU's share with its place on the other hosts "
+           "(a host call, cut across up to %lld lanes); %s\n",
+           before, L, chorus_func_name(call->func), lanes, after);
   } else if (hier) {
     const char *local = ag ? "one AllGather per host among the host's GPUs (kernels)"
                            : "one ReduceScatter per host among the host's GPUs (kernels)";

@@ -65,8 +65,9 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
      "across hosts: steps among each host's ranks around one step across hosts per place on "
      "the host (GPUs: kernels in the host, gpu/proxy.c; host memory: rings, coll/hier.c)",
      {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(RANKS2) | NEED(HOSTS)},
-      [CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
-                              NEED(RANKS2) | NEED(HOSTS)}}},
+      [CHORUS_BACKEND_GPU] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER) | F(BROADCAST) |
+                                  F(REDUCE),
+                              P(SIMPLE), NEED(RANKS2) | NEED(HOSTS)}}},
     {CHORUS_ALGO_STAGED,
      "staged",
      "GPUs across hosts: the whole call copied to pinned host memory, run as a host call, "

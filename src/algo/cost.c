@@ -330,11 +330,14 @@ static double host_call_us(int func, double size, int nranks, const chorus_cost_
   return best;
 }
 
-/* The host's kernels on its L GPUs (hier's steps in the host). */
+/* The host's kernels on its L GPUs (hier's steps in the host): a ring
+ * where one runs the function, else a one-shot exchange. */
 static double in_host_us(int func, double size, int L) {
   if (L < 2) return 0;
   const chorus_cost_env g = {.backend = CHORUS_BACKEND_GPU, .nranks = L, .nhosts = 1};
-  return gpu_us(func, CHORUS_ALGO_RING, CHORUS_PROTO_SIMPLE, (uint64_t)size, &g);
+  const double ring = gpu_us(func, CHORUS_ALGO_RING, CHORUS_PROTO_SIMPLE, (uint64_t)size, &g);
+  return ring >= 0 ? ring
+                   : gpu_us(func, CHORUS_ALGO_ONESHOT, CHORUS_PROTO_SIMPLE, (uint64_t)size, &g);
 }
 
 static double across_us(int func, int algo, double size, const chorus_cost_env *e) {
@@ -347,13 +350,14 @@ static double across_us(int func, int algo, double size, const chorus_cost_env *
     const double host = host_call_us(func, size, n, e);
     return host < 0 ? -1 : copy_us(in) + host + copy_us(out) + HANDOFF_US;
   }
+  const int whole =
+      func == CHORUS_FUNC_ALLREDUCE || func == CHORUS_FUNC_BROADCAST || func == CHORUS_FUNC_REDUCE;
   if (algo != CHORUS_ALGO_HIER || e->nlocal < 1 || H < 2 ||
-      (func != CHORUS_FUNC_ALLREDUCE && func != CHORUS_FUNC_ALLGATHER &&
-       func != CHORUS_FUNC_REDUCESCATTER))
+      (!whole && func != CHORUS_FUNC_ALLGATHER && func != CHORUS_FUNC_REDUCESCATTER))
     return -1;
   const int L = e->nlocal;
   /* A place's bytes in host memory (the step across hosts carries them). */
-  const double mine = func == CHORUS_FUNC_ALLREDUCE ? size / L : block * H;
+  const double mine = whole ? size / L : block * H;
   const int lanes = chorus_hier_lanes((size_t)mine, e->lanes);
   const double cross = host_call_us(func, mine / lanes, H, e);
   if (cross < 0) return -1;
@@ -362,6 +366,12 @@ static double across_us(int func, int algo, double size, const chorus_cost_env *
   case CHORUS_FUNC_ALLREDUCE: /* ReduceScatter, AllReduce of a share per place, AllGather */
     return in_host_us(CHORUS_FUNC_REDUCESCATTER, size, L) + 2.0 * copy_us(mine) + across +
            in_host_us(CHORUS_FUNC_ALLGATHER, size, L);
+  case CHORUS_FUNC_BROADCAST: /* the root's host scatters, a share per place across, AllGather */
+    return in_host_us(CHORUS_FUNC_SCATTER, size, L) + 2.0 * copy_us(mine) + across +
+           in_host_us(CHORUS_FUNC_ALLGATHER, size, L);
+  case CHORUS_FUNC_REDUCE: /* ReduceScatter, a share per place across, the root's host gathers */
+    return in_host_us(CHORUS_FUNC_REDUCESCATTER, size, L) + 2.0 * copy_us(mine) + across +
+           in_host_us(CHORUS_FUNC_GATHER, size, L);
   case CHORUS_FUNC_ALLGATHER: /* across the hosts per place, then in the host */
     return copy_us(block) + across + copy_us(mine) + in_host_us(func, size, L);
   case CHORUS_FUNC_REDUCESCATTER: /* in the host, then across the hosts per place */

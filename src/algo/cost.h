@@ -25,7 +25,8 @@
  * rank (priced as above, hops at the network's figures); `hier` is the
  * host's kernels on its GPUs around a host call per place with one rank
  * of each host, each block cut across the lanes, and copies of one place's
- * share.
+ * share (AllReduce, Broadcast, Reduce: a share of the buffer; AllGather,
+ * ReduceScatter: a block per host).
  *
  * Pure arithmetic, unit-tested on its own.
  */

@@ -594,9 +594,10 @@ static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *s
 /* One communicator's calls of a group, as they are queued: on the first
  * call's stream, the others joined to it before and after.
  *
- * A lone AllReduce, AllGather or ReduceScatter large enough runs in
- * steps, so that each byte crosses the network once per host instead of
- * once per rank, and the host-local work runs on NVLink:
+ * A lone AllReduce, AllGather, ReduceScatter, Broadcast or Reduce may run
+ * in steps (where the cost model prices them cheaper), so that each byte
+ * crosses the network once per host instead of once per rank, and the
+ * host-local work runs on NVLink:
  * - AllReduce: ReduceScatter among this host's GPUs (the host-local
  *   part's kernels) leaves each its block, place p of the elements; each
  *   AllReduces its block with the same place on every other host (the
@@ -610,6 +611,15 @@ static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *s
  * - ReduceScatter (hosts in order): one ReduceScatter per host among this
  *   host's GPUs sums that host's blocks into device scratch; then each
  *   rank ReduceScatters the scratch with the same place on every host.
+ * - Broadcast (hosts in order): the root's host Scatters the root's buffer
+ *   among its GPUs, share p to place p; each place Broadcasts its share
+ *   from the root's host to the same place on every host; AllGather among
+ *   each host's GPUs.
+ * - Reduce (hosts in order): ReduceScatter among each host's GPUs into
+ *   device scratch; each place Reduces its share to the root's host;
+ *   the root's host Gathers the shares to the root.
+ * Broadcast and Reduce, like AllReduce, send the elements past the last
+ * whole share per place staged whole.
  * The host-local steps of every communicator of the group are launched
  * together, as a group of the local parts, so that a process driving
  * several GPUs of a host launches them as it would any group. */
@@ -698,6 +708,49 @@ static ncclResult_t unit_choose(unit *u) {
   return ncclSuccess;
 }
 
+/* The elements of op past per * L of each buffer, staged whole (AllReduce,
+ * Broadcast, Reduce); buffers a rank does not use may be NULL. */
+static void whole_tail(unit *u, const chorus_op *op, size_t done) {
+  const size_t off = done * op->esize;
+  u->tail = *op;
+  u->tail.count = op->count - done;
+  u->tail.sendbuff = op->sendbuff ? (const char *)op->sendbuff + off : NULL;
+  u->tail.recvbuff = op->recvbuff ? (char *)op->recvbuff + off : NULL;
+}
+
+/* Broadcast and Reduce in steps (hosts in order: the root is place
+ * root % L of host root / L, and that host is rank root / L of every
+ * place's cross-host part). */
+static ncclResult_t rooted_steps(unit *u, const chorus_op *op, const chorus_red *local,
+                                 const chorus_red *cross) {
+  const chorus_proxy *px = u->px;
+  const int L = px->plan.env.nlocal, root_host = op->root / L, root_place = op->root % L;
+  const int at_root_host = px->cc->rank / L == root_host;
+  const size_t per = op->count / (size_t)L, es = op->esize;
+  chorus_op *first = &u->local_one[0], *last = &u->local_one[1];
+  if (op->func == CHORUS_FUNC_BROADCAST) {
+    char *mine = (char *)op->recvbuff + (size_t)px->place * per * es;
+    *first = local_step(u, op, CHORUS_FUNC_SCATTER, per, local, op->sendbuff, mine);
+    first->root = root_place;
+    *last = local_step(u, op, CHORUS_FUNC_ALLGATHER, per, local, mine, op->recvbuff);
+    u->pre = first, u->npre = at_root_host;
+    u->post = last, u->npost = 1;
+    u->cross = cross_step(u, op, per, cross, mine, mine);
+  } else {
+    char *x = NULL;
+    CHECK(unit_scratch(u, per * es, &x));
+    *first = local_step(u, op, CHORUS_FUNC_REDUCESCATTER, per, local, op->sendbuff, x);
+    *last = local_step(u, op, CHORUS_FUNC_GATHER, per, local, x, op->recvbuff);
+    last->root = root_place;
+    u->pre = first, u->npre = 1;
+    u->post = last, u->npost = at_root_host;
+    u->cross = cross_step(u, op, per, cross, x, x);
+  }
+  u->cross.root = root_host;
+  whole_tail(u, op, per * (size_t)L);
+  return ncclSuccess;
+}
+
 static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
   const chorus_proxy *px = u->px;
   const size_t L = (size_t)px->plan.env.nlocal, H = (size_t)px->plan.env.nhosts, es = op->esize;
@@ -710,6 +763,8 @@ static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
   }
   chorus_red local, cross;
   split_red(&op->red, &local, &cross);
+  if (op->func == CHORUS_FUNC_BROADCAST || op->func == CHORUS_FUNC_REDUCE)
+    return rooted_steps(u, op, &local, &cross);
   if (op->func == CHORUS_FUNC_ALLREDUCE) {
     const size_t per = op->count / L;
     char *recv = op->recvbuff, *mine = recv + (size_t)px->place * per * es;
@@ -719,10 +774,7 @@ static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
     u->post = &u->local_one[1];
     u->npre = u->npost = 1;
     u->cross = cross_step(u, op, per, &cross, mine, mine);
-    u->tail = *op;
-    u->tail.count = op->count - per * L;
-    u->tail.sendbuff = (const char *)op->sendbuff + per * L * es;
-    u->tail.recvbuff = recv + per * L * es;
+    whole_tail(u, op, per * L);
     return ncclSuccess;
   }
   const size_t c = op->count, block = c * es;
@@ -782,8 +834,8 @@ static ncclResult_t unit_batches(unit *u) {
   /* The staged step goes across on lanes (alike on every rank: the step's
    * size is). */
   const chorus_op *x = &u->cross;
-  const size_t bytes =
-      x->count * x->esize * (x->func == CHORUS_FUNC_ALLREDUCE ? 1 : (size_t)u->px->plan.env.nhosts);
+  const int blocks = x->func == CHORUS_FUNC_ALLGATHER || x->func == CHORUS_FUNC_REDUCESCATTER;
+  const size_t bytes = x->count * x->esize * (blocks ? (size_t)u->px->plan.env.nhosts : 1);
   chorus_op *one = &u->cross;
   CHECK(
       post_batch(u->px, &one, 1, u->stream, u->captured, chorus_hier_lanes(bytes, u->px->nlanes)));

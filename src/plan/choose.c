@@ -98,10 +98,13 @@ static const char *cannot(chorus_plan_call *c, const chorus_plan_probe *probe, i
     if (!m->env.nlocal) return "hosts hold different numbers of ranks";
     if (b == CHORUS_BACKEND_HOST) break; /* its rings take any count */
     if (c->count == 0) return "nothing to move";
-    if (c->func == CHORUS_FUNC_ALLREDUCE && c->count < (size_t)m->env.nlocal)
+    if ((c->func == CHORUS_FUNC_ALLREDUCE || c->func == CHORUS_FUNC_BROADCAST ||
+         c->func == CHORUS_FUNC_REDUCE) &&
+        c->count < (size_t)m->env.nlocal)
       return "fewer elements than ranks on a host";
     if (c->func != CHORUS_FUNC_ALLREDUCE && !m->hosts_in_order)
-      return "a host's blocks are not contiguous (its ranks are not consecutive, in place order)";
+      return "a host's ranks are not consecutive, in place order (its blocks, or the root's host "
+             "and place, are not one range)";
     break;
   default:
     break;

@@ -190,7 +190,8 @@ static void gpu_across_hosts(void) {
   chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++) {
-      const int hier = f == AR || f == AG || f == RS;
+      const int hier =
+          f == AR || f == AG || f == RS || f == CHORUS_FUNC_BROADCAST || f == CHORUS_FUNC_REDUCE;
       const int priced = a == CHORUS_ALGO_STAGED || (a == CHORUS_ALGO_HIER && hier);
       EXPECT_EQ_INT(chorus_cost_us(f, a, CHORUS_PROTO_SIMPLE, 1 << 20, &e) > 0, priced);
     }

@@ -612,15 +612,20 @@ static void gpu_hosts(void) {
   EXPECT_CHOICE(choose(&c, AR, 256 * KB), HIER, SIMPLE);
   EXPECT_CHOICE(choose(&c, AG, 128 * MB), HIER, SIMPLE);
   EXPECT_CHOICE(choose(&c, RS, 1 * MB), HIER, SIMPLE);
-  EXPECT_CHOICE(choose(&c, BC, 128 * MB), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, BC, 128 * MB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, CHORUS_FUNC_REDUCE, 4 * MB), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, BC, 8), STAGED, SIMPLE);
   EXPECT_CHOICE(choose(&c, A2A, 1 * MB), STAGED, SIMPLE);
   EXPECT_CHOICE(choose(&c, CHORUS_FUNC_SEND, 8 * MB), STAGED, SIMPLE);
   EXPECT_CHOICE(choose(&c, CHORUS_FUNC_RECV, 8), STAGED, SIMPLE);
-  /* Hosts out of rank order: a host's AllGather blocks are not one range. */
+  /* Hosts out of rank order: a host's AllGather blocks are not one
+   * range, nor is the root's host and place one rank's division by L. */
   hosts_comm(&c, 4, 2, 2, 0);
   EXPECT_CHOICE(choose(&c, AR, 1 * MB), HIER, SIMPLE);
   EXPECT_CHOICE(choose(&c, AG, 1 * MB), STAGED, SIMPLE);
   EXPECT_CHOICE(choose(&c, RS, 1 * MB), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, BC, 1 * MB), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, CHORUS_FUNC_REDUCE, 1 * MB), STAGED, SIMPLE);
   /* Hosts of different sizes, or of one rank each: no parts. */
   hosts_comm(&c, 3, 2, 0, 1);
   EXPECT_CHOICE(choose(&c, AR, 1 * MB), STAGED, SIMPLE);
@@ -651,7 +656,8 @@ static void gpu_hosts(void) {
   env("hier", NULL, NULL);
   hosts_comm(&c, 4, 2, 2, 1);
   EXPECT_CHOICE(choose(&c, AR, 8), HIER, SIMPLE);
-  EXPECT_CHOICE(choose(&c, BC, 8), STAGED, SIMPLE);
+  EXPECT_CHOICE(choose(&c, BC, 8), HIER, SIMPLE);
+  EXPECT_CHOICE(choose(&c, A2A, 8), STAGED, SIMPLE);
   env("^hier", NULL, NULL);
   hosts_comm(&c, 4, 2, 2, 1);
   EXPECT_CHOICE(choose(&c, RS, 64 * MB), STAGED, SIMPLE);
