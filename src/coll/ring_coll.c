@@ -195,10 +195,14 @@ ncclResult_t chorus_broadcast_ring(chorus_op *op) {
   size_t off, len;
   ncclResult_t res;
   CORO_BEGIN(op->co);
-  if (d == 0 && op->sendbuff != op->recvbuff && op->count)
+  if (n == 1 && op->sendbuff != op->recvbuff && op->count)
     memcpy(op->recvbuff, op->sendbuff, op->count * op->esize);
   if (n == 1 || op->count == 0) return ncclSuccess;
   ring_setup(op);
+  /* The root sends from its input and copies each piece to its output
+   * once the piece is posted: the copy then overlaps the pieces in
+   * flight, and reads what the send has just brought into the cache,
+   * where a copy of the whole buffer first would delay the first piece. */
   for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
     if (d > 0) {
       CORO_AWAIT_RES(op->co, res,
@@ -212,8 +216,12 @@ ncclResult_t chorus_broadcast_ring(chorus_op *op) {
     if (d < n - 1) {
       CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
       piece(op, &off, &len);
-      CHECK(chorus_prim_post_from(op, R.next, R.sbuf, (char *)op->recvbuff + off * op->esize,
-                                  len * op->esize));
+      CHECK(chorus_prim_post_from(
+          op, R.next, R.sbuf,
+          (const char *)(d == 0 ? op->sendbuff : op->recvbuff) + off * op->esize, len * op->esize));
+      if (d == 0 && op->sendbuff != op->recvbuff)
+        memcpy((char *)op->recvbuff + off * op->esize, (const char *)op->sendbuff + off * op->esize,
+               len * op->esize);
     }
     if (d > 0) CHECK(release_prev(op));
   }
