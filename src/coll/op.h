@@ -210,6 +210,10 @@ struct chorus_op {
       chorus_xfer *x;   /* nx transfers, in scratch */
       uint8_t *is_send; /* per transfer, in scratch */
       int nx;
+      /* This rank's own block, copied while the transfers wait */
+      char *own_dst;
+      const char *own_src;
+      size_t own_left;
     } multi;
     struct {
       chorus_op *child; /* the gathering call, in scratch */

@@ -122,8 +122,14 @@ static void multi_add(chorus_op *op, int peer, int send, const void *buf, size_t
   M.is_send[M.nx++] = (uint8_t)send;
 }
 
-/* Lays out the transfers of AlltoAll, Gather or Scatter and copies this
- * rank's own block (no peer needed). In-place AlltoAll sends from a copy of
+static void own_block(chorus_op *op, char *dst, const char *src, size_t bytes) {
+  M.own_dst = dst;
+  M.own_src = src;
+  M.own_left = bytes;
+}
+
+/* Lays out the transfers of AlltoAll, Gather or Scatter and this rank's
+ * own block (no peer needed). In-place AlltoAll sends from a copy of
  * the input, since what arrives overwrites what is still to be sent. */
 static ncclResult_t multi_plan(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
@@ -137,6 +143,7 @@ static ncclResult_t multi_plan(chorus_op *op) {
   M.x = op->scratch;
   M.is_send = (uint8_t *)(M.x + 2 * n);
   M.nx = 0;
+  M.own_left = 0;
   op->wait_info = multi_wait_info;
   const char *send = op->sendbuff;
   char *recv = op->recvbuff;
@@ -151,13 +158,13 @@ static ncclResult_t multi_plan(chorus_op *op) {
         multi_add(op, p, 1, send + (size_t)p * blk, blk);
         multi_add(op, p, 0, recv + (size_t)p * blk, blk);
       }
-    if (send != recv) memcpy(recv + (size_t)me * blk, send + (size_t)me * blk, blk);
+    if (send != recv) own_block(op, recv + (size_t)me * blk, send + (size_t)me * blk, blk);
     break;
   case CHORUS_FUNC_GATHER:
     if (me == op->root) {
       for (int p = 0; p < n; p++)
         if (p != me) multi_add(op, p, 0, recv + (size_t)p * blk, blk);
-      if (send != recv + (size_t)me * blk) memcpy(recv + (size_t)me * blk, send, blk);
+      if (send != recv + (size_t)me * blk) own_block(op, recv + (size_t)me * blk, send, blk);
     } else {
       multi_add(op, op->root, 1, send, blk);
     }
@@ -166,7 +173,7 @@ static ncclResult_t multi_plan(chorus_op *op) {
     if (me == op->root) {
       for (int p = 0; p < n; p++)
         if (p != me) multi_add(op, p, 1, send + (size_t)p * blk, blk);
-      if (recv != send + (size_t)me * blk) memcpy(recv, send + (size_t)me * blk, blk);
+      if (recv != send + (size_t)me * blk) own_block(op, recv, send + (size_t)me * blk, blk);
     } else {
       multi_add(op, op->root, 0, recv, blk);
     }
@@ -177,10 +184,27 @@ static ncclResult_t multi_plan(chorus_op *op) {
   return ncclSuccess;
 }
 
+/* The transfers, and the own block in pieces of OWN_PIECE whenever they
+ * wait: across hosts the copy then overlaps the bytes in flight instead of
+ * delaying the first message. */
+#define OWN_PIECE ((size_t)256 << 10)
+
+static ncclResult_t multi_step(chorus_op *op) {
+  for (;;) {
+    ncclResult_t res = chorus_xfer_all(op, M.x, M.is_send, M.nx);
+    if ((res != ncclInProgress && res != ncclSuccess) || !M.own_left) return res;
+    const size_t n = CHORUS_MIN(M.own_left, OWN_PIECE);
+    memcpy(M.own_dst, M.own_src, n);
+    M.own_dst += n;
+    M.own_src += n;
+    M.own_left -= n;
+  }
+}
+
 ncclResult_t chorus_multi(chorus_op *op) {
   ncclResult_t res;
   CORO_BEGIN(op->co);
   CHECK(multi_plan(op));
-  CORO_AWAIT_RES(op->co, res, chorus_xfer_all(op, M.x, M.is_send, M.nx));
+  CORO_AWAIT_RES(op->co, res, multi_step(op));
   CORO_END(op->co);
 }
