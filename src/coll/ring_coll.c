@@ -93,19 +93,23 @@ ncclResult_t chorus_allgather_ring(chorus_op *op) {
   int n = cc->nranks, p = cc->ring_pos[cc->rank];
   size_t off, len;
   ncclResult_t res;
+  char *own = blk(op, op->recvbuff, cc->rank, 0);
   CORO_BEGIN(op->co);
   /* Our own block: in place when sendbuff already is recvbuff's block. */
-  if (op->sendbuff != blk(op, op->recvbuff, cc->rank, 0))
-    memcpy(blk(op, op->recvbuff, cc->rank, 0), op->sendbuff, op->count * op->esize);
+  if (n == 1 && op->sendbuff != own) memcpy(own, op->sendbuff, op->count * op->esize);
   if (n == 1 || op->count == 0) return ncclSuccess;
   ring_setup(op);
   /* Every piece is sent from, and received into, its place in recvbuff
-   * (no copy through the slots where the transport allows). */
+   * (no copy through the slots where the transport allows); our own
+   * pieces from sendbuff, each copied to its place once posted, as
+   * Broadcast's root does. */
   for (R.round = 0; R.round < R.plan.nrounds; R.round++) {
     CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, R.next, &R.sbuf, &R.scap));
     piece(op, &off, &len);
-    CHECK(chorus_prim_post_from(op, R.next, R.sbuf, blk(op, op->recvbuff, cc->rank, off),
+    CHECK(chorus_prim_post_from(op, R.next, R.sbuf, (const char *)op->sendbuff + off * op->esize,
                                 len * op->esize));
+    if (op->sendbuff != own)
+      memcpy(own + off * op->esize, (const char *)op->sendbuff + off * op->esize, len * op->esize);
     for (R.k = 1; R.k < n; R.k++) {
       CORO_AWAIT_RES(op->co, res,
                      chorus_prim_recv_placed(op, R.prev, allgather_place, op,
