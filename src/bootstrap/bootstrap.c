@@ -92,7 +92,8 @@ static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int 
   }
   if (res != ncclSuccess) {
     chorus_sock_close(&fd);
-    return chorus_error(res,
+    const ncclResult_t cause = chorus_root_local_cause(uid->secret); /* a root of ours failed */
+    return chorus_error(cause != ncclSuccess ? cause : res,
                         "bootstrap: cannot reach the rendezvous root at %s: %s. Is the process "
                         "that called ncclGetUniqueId (or rank 0, with NCCL_COMM_ID) alive and "
                         "reachable? CHORUS_BOOTSTRAP_TIMEOUT=%lld s",
@@ -126,14 +127,19 @@ static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int 
   }
   if (res == ncclSuccess && rep.status != ncclSuccess) {
     chorus_sock_close(&fd);
-    return chorus_error(ncclRemoteError, "bootstrap: the rendezvous failed: %s", rep.msg);
+    const ncclResult_t cause = chorus_root_local_cause(uid->secret);
+    return chorus_error(cause != ncclSuccess ? cause : ncclRemoteError,
+                        "bootstrap: the rendezvous failed: %s", rep.msg);
   }
   if (res == ncclSuccess)
     res = chorus_sock_recv_all(fd, bs->addrs, (size_t)bs->nranks * sizeof *bs->addrs, final, err,
                                sizeof err);
   chorus_sock_close(&fd);
-  if (res != ncclSuccess)
-    return chorus_error(res, "bootstrap: lost the rendezvous root at %s: %s", a, err);
+  if (res != ncclSuccess) {
+    const ncclResult_t cause = chorus_root_local_cause(uid->secret);
+    return chorus_error(cause != ncclSuccess ? cause : res,
+                        "bootstrap: lost the rendezvous root at %s: %s", a, err);
+  }
   return ncclSuccess;
 }
 

@@ -7,6 +7,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap/hello.h"
@@ -34,6 +35,7 @@ typedef struct root {
   int *subroot_fd;
   chorus_sockaddr *table; /* nranks entries */
   char failure[300];      /* set when the rendezvous must fail */
+  ncclResult_t cause;     /* a failure of the root itself (out of memory), or success */
   int fixed;              /* bound to a fixed address (NCCL_COMM_ID) */
 } root;
 
@@ -82,6 +84,72 @@ static int fail(root *r, const char *fmt, ...) {
   return -1;
 }
 
+/* The roots this process hosts, by secret, so that its own ranks can ask
+ * for a root's cause: a failure of the root itself (out of memory) is a
+ * failure of their process, which they return as it is, not as
+ * ncclRemoteError. A ring: a root's entry lives from its start until 64
+ * roots later. */
+#define ROOTS_KEPT 64
+static struct {
+  pthread_mutex_t lock;
+  pthread_cond_t done;
+  struct {
+    uint64_t secret[2];
+    int running;
+    ncclResult_t cause;
+  } ring[ROOTS_KEPT];
+  unsigned next;
+} local_roots = {
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, {{{0, 0}, 0, ncclSuccess}}, 0};
+
+static void roots_started(const uint64_t secret[2]) {
+  pthread_mutex_lock(&local_roots.lock);
+  const unsigned i = local_roots.next++ % ROOTS_KEPT;
+  memcpy(local_roots.ring[i].secret, secret, sizeof local_roots.ring[i].secret);
+  local_roots.ring[i].running = 1;
+  local_roots.ring[i].cause = ncclSuccess;
+  pthread_mutex_unlock(&local_roots.lock);
+}
+
+static int roots_find(const uint64_t secret[2]) {
+  for (int i = 0; i < ROOTS_KEPT; i++)
+    if ((local_roots.ring[i].running || local_roots.ring[i].cause != ncclSuccess) &&
+        !memcmp(local_roots.ring[i].secret, secret, sizeof local_roots.ring[i].secret))
+      return i;
+  return -1;
+}
+
+static void roots_ended(const root *r) {
+  pthread_mutex_lock(&local_roots.lock);
+  const int i = roots_find(r->secret);
+  if (i >= 0) {
+    local_roots.ring[i].running = 0;
+    local_roots.ring[i].cause = r->cause;
+  }
+  pthread_cond_broadcast(&local_roots.done);
+  pthread_mutex_unlock(&local_roots.lock);
+}
+
+ncclResult_t chorus_root_local_cause(const uint64_t secret[2]) {
+  const int64_t dl = chorus_now_ns() + 2000000000ll; /* it is ending: its ranks heard */
+  ncclResult_t cause = ncclSuccess;
+  pthread_mutex_lock(&local_roots.lock);
+  for (int i; (i = roots_find(secret)) >= 0;) {
+    if (!local_roots.ring[i].running) {
+      cause = local_roots.ring[i].cause;
+      break;
+    }
+    if (chorus_expired(dl)) break;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 10000000;
+    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    pthread_cond_timedwait(&local_roots.done, &local_roots.lock, &ts);
+  }
+  pthread_mutex_unlock(&local_roots.lock);
+  return cause;
+}
+
 /* First arrival fixes the job's shape. Returns -1 if inconsistent. */
 static int learn_shape(root *r, const chorus_hello *h, const chorus_root_join *j) {
   if (r->rank_fd) {
@@ -102,8 +170,10 @@ static int learn_shape(root *r, const chorus_hello *h, const chorus_root_join *j
   r->table = chorus_calloc((size_t)r->nranks, sizeof *r->table);
   if (r->index == 0 && r->nroots > 1)
     r->subroot_fd = chorus_malloc((size_t)r->nroots * sizeof(int));
-  if (!r->rank_fd || !r->table || (r->index == 0 && r->nroots > 1 && !r->subroot_fd))
+  if (!r->rank_fd || !r->table || (r->index == 0 && r->nroots > 1 && !r->subroot_fd)) {
+    r->cause = ncclSystemError;
     return fail(r, "root out of memory");
+  }
   for (int i = 0; i < r->count; i++) r->rank_fd[i] = -1;
   if (r->subroot_fd)
     for (int i = 0; i < r->nroots; i++) r->subroot_fd[i] = -1;
@@ -253,6 +323,7 @@ static void *root_main(void *arg) {
       break;
     }
     if (res != ncclSuccess) {
+      r->cause = res;
       fail(r, "root accept loop failed");
       failed = 1;
       break;
@@ -275,6 +346,7 @@ static void *root_main(void *arg) {
   }
   if (!failed && r->index != 0) failed = exchange_with_root0(r) != 0;
   if (failed) WARN("bootstrap root: %s", r->failure);
+  roots_ended(r); /* before the answers: a rank of this process may ask for its cause */
   if (r->rank_fd) reply_all(r, failed ? ncclRemoteError : ncclSuccess);
   if (failed) linger(r);
   INFO(CHORUS_BOOTSTRAP, "bootstrap root %d of %d: rendezvous of %d ranks %s", r->index, r->nroots,
@@ -317,9 +389,11 @@ ncclResult_t chorus_root_start(const chorus_sockaddr *bind_addr, const uint64_t 
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  roots_started(secret);
   int rc = pthread_create(&th, &attr, root_main, r);
   pthread_attr_destroy(&attr);
   if (rc != 0) {
+    roots_ended(r);
     root_free(r);
     return chorus_error(ncclSystemError, "bootstrap: cannot start the root thread");
   }

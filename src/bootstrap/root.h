@@ -25,4 +25,10 @@
 ncclResult_t chorus_root_start(const chorus_sockaddr *bind_addr, const uint64_t secret[2],
                                chorus_sockaddr *bound);
 
+/* The cause of a failure of this process's root with that secret itself
+ * (out of memory: ncclSystemError), or ncclSuccess: ranks in the process
+ * that hosts their root report its own cause, as for any failure of
+ * their process. */
+ncclResult_t chorus_root_local_cause(const uint64_t secret[2]);
+
 #endif

@@ -111,6 +111,43 @@ static int init_all(int rank, int nranks, ncclUniqueId id, const char *param) {
   return 0;
 }
 
+/* ncclCommInitAll whose n-th host allocation fails (CHORUS_FAULT_ALLOC, a
+ * child process per n, before it makes any communicator): the call
+ * returns the failing rank's cause, never another rank's echo of it
+ * (ncclRemoteError: the rank whose thread is joined first may be one that
+ * only heard of the failure), and never hangs (a child is killed after
+ * 60 s). Several n land in the init. */
+static int init_all_fault(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)nranks, (void)id, (void)param;
+  static const int at[] = {1, 4, 12, 40, 120, 400};
+  int failed_inits = 0;
+  for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+    const pid_t pid = fork();
+    EXPECTR(pid >= 0);
+    if (pid == 0) {
+      char v[16];
+      snprintf(v, sizeof v, "%d", at[i]);
+      setenv("CHORUS_FAULT_ALLOC", v, 1);
+      setenv("NCCL_DEBUG", "NONE", 1); /* the failures are expected */
+      alarm(60);
+      ncclComm_t comms[6];
+      const ncclResult_t r = ncclCommInitAll(comms, 6, NULL);
+      fflush(NULL);
+      _exit((int)r);
+    }
+    int st = 0;
+    EXPECTR(waitpid(pid, &st, 0) == pid);
+    EXPECTR(WIFEXITED(st));
+    const int r = WEXITSTATUS(st);
+    harness_log(rank, "host allocation %d fails: ncclCommInitAll returns %s", at[i],
+                ncclGetErrorString((ncclResult_t)r));
+    EXPECTR(r != ncclRemoteError && r != ncclInProgress);
+    failed_inits += r != ncclSuccess;
+  }
+  EXPECTR(failed_inits >= 3);
+  return 0;
+}
+
 /* Each harness rank drives two communicator ranks from one thread through a
  * group of ncclCommInitRank (the multi-GPU-per-process pattern). */
 static int group_init(int rank, int nranks, ncclUniqueId id, const char *param) {
@@ -679,6 +716,7 @@ static int killed_in_init(int rank, int nranks, ncclUniqueId id, const char *par
 }
 
 static const harness_case cases[] = {{"init_all", init_all},
+                                     {"init_all_fault", init_all_fault},
                                      {"group_init", group_init},
                                      {"nonblocking", nonblocking},
                                      {"split", split},
@@ -723,7 +761,7 @@ int main(int argc, char **argv) {
   /* A rank killed before it joins is missing: the others wait this long. */
   if (strcmp(name, "missing_rank") == 0 || strcmp(name, "killed_in_init") == 0)
     setenv("CHORUS_BOOTSTRAP_TIMEOUT", "2", 1);
-  if (strcmp(name, "init_all") == 0) n = 1; /* one thread drives all ranks */
+  if (strncmp(name, "init_all", 8) == 0) n = 1; /* one thread drives all ranks */
   if (strcmp(name, "comm_id_repeat") == 0) {
     char addr[64];
     /* Below Linux's ephemeral ports (32768 on): another test's outgoing
@@ -731,7 +769,7 @@ int main(int argc, char **argv) {
     snprintf(addr, sizeof addr, "127.0.0.1:%d", 12000 + (int)(getpid() % 20000));
     setenv("NCCL_COMM_ID", addr, 1);
   }
-  int own_ids = strcmp(name, "init_all") == 0 || strcmp(name, "comm_id_repeat") == 0;
+  int own_ids = strncmp(name, "init_all", 8) == 0 || strcmp(name, "comm_id_repeat") == 0;
   int failed = 0;
   if (strcmp(name, "killed_in_init") == 0) {
     /* Trials at different moments; the victim's death is no failure. */
