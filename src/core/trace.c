@@ -303,11 +303,11 @@ static void drain_stamps(ncclComm_t comm) {
   struct chorus_trace_state *t = comm->trace;
   for (int guard = 0; guard < (int)STAMPS; guard++) {
     volatile uint64_t *e = t->stamps + 2 * (size_t)(t->stamp_next & (STAMPS - 1));
-    const uint64_t h = e[0];
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    const uint64_t ns = e[1];
-    __atomic_thread_fence(__ATOMIC_ACQUIRE);
-    if (e[0] != h) break; /* being written */
+    /* Acquire loads order the time between the two header reads (a fence
+     * would too, but ThreadSanitizer builds refuse fences). */
+    const uint64_t h = __atomic_load_n(&e[0], __ATOMIC_ACQUIRE);
+    const uint64_t ns = __atomic_load_n(&e[1], __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&e[0], __ATOMIC_ACQUIRE) != h) break; /* being written */
     const uint32_t seq = (uint32_t)(h >> 32), want = t->stamp_next + 1;
     if (seq != want) {
       if ((int32_t)(seq - want) <= 0) break; /* not written yet */
