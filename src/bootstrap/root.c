@@ -7,7 +7,6 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "bootstrap/hello.h"
@@ -140,10 +139,7 @@ ncclResult_t chorus_root_local_cause(const uint64_t secret[2]) {
       break;
     }
     if (chorus_expired(dl)) break;
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 10000000;
-    if (ts.tv_nsec >= 1000000000) ts.tv_sec++, ts.tv_nsec -= 1000000000;
+    const struct timespec ts = chorus_realtime_in_ms(10);
     pthread_cond_timedwait(&local_roots.done, &local_roots.lock, &ts);
   }
   pthread_mutex_unlock(&local_roots.lock);

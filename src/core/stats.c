@@ -18,6 +18,7 @@
 
 #include "algo/func.h"
 #include "core/comm.h"
+#include "util/clock.h"
 #include "util/log.h"
 #include "util/param.h"
 #include "util/siphash.h"
@@ -173,9 +174,7 @@ static void *writer_main(void *arg) {
   const int64_t interval = chorus_param_int(CHORUS_P_STATS_INTERVAL);
   pthread_mutex_lock(&lock);
   while (gen == mine) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += (time_t)interval;
+    const struct timespec until = chorus_realtime_in_ms(interval * 1000);
     while (gen == mine && pthread_cond_timedwait(&wake, &lock, &until) != ETIMEDOUT) {
     }
     if (gen != mine) break;

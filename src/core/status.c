@@ -847,10 +847,7 @@ static void *reporter_main(void *arg) {
   const int64_t warn = warn_ns();
   pthread_mutex_lock(&lock);
   while (!stopping) {
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += REPORT_TICK_MS * 1000000l;
-    if (until.tv_nsec >= 1000000000l) until.tv_sec++, until.tv_nsec -= 1000000000l;
+    const struct timespec until = chorus_realtime_in_ms(REPORT_TICK_MS);
     (void)pthread_cond_timedwait(&tick, &lock, &until);
     const int64_t now = chorus_now_ns();
     for (int i = 0; i < nentries; i++)

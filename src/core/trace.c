@@ -350,10 +350,7 @@ static void *reader_main(void *arg) {
   pthread_mutex_lock(&lock);
   while (reader_gen == mine) {
     for (int i = 0; i < ngpu; i++) drain(gpu_comms[i], 0);
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += 20 * 1000000l;
-    if (until.tv_nsec >= 1000000000l) until.tv_sec++, until.tv_nsec -= 1000000000l;
+    const struct timespec until = chorus_realtime_in_ms(20);
     (void)pthread_cond_timedwait(&wake, &lock, &until);
   }
   pthread_mutex_unlock(&lock);

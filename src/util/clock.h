@@ -39,6 +39,17 @@ static inline int chorus_ms_left(int64_t deadline, int cap_ms) {
   return left > cap_ms ? cap_ms : (int)left;
 }
 
+/* The CLOCK_REALTIME time `ms` from now: what pthread_cond_timedwait
+ * takes (condition variables here keep their default clock). */
+static inline struct timespec chorus_realtime_in_ms(int64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += (time_t)(ms / 1000);
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+  return ts;
+}
+
 static inline int chorus_expired(int64_t deadline) {
   return deadline != CHORUS_NO_DEADLINE && chorus_now_ns() >= deadline;
 }

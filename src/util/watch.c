@@ -5,10 +5,10 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include <time.h>
 
 #include "util/alloc.h"
 #include "util/check.h"
+#include "util/clock.h"
 #include "util/proc.h"
 
 struct chorus_watch {
@@ -39,11 +39,7 @@ static void *watch_main(void *arg) {
           __atomic_fetch_or(w->mask, 1u << w->ranks[i], __ATOMIC_RELEASE);
         }
     }
-    struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_nsec += (long)CHORUS_WATCH_PERIOD_MS * 1000000L;
-    until.tv_sec += until.tv_nsec / 1000000000L;
-    until.tv_nsec %= 1000000000L;
+    const struct timespec until = chorus_realtime_in_ms(CHORUS_WATCH_PERIOD_MS);
     pthread_cond_timedwait(&wake, &lock, &until);
   }
   pthread_mutex_unlock(&lock);
