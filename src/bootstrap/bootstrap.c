@@ -58,6 +58,13 @@ static ncclResult_t pick_listen_addr(const chorus_sockaddr *root, chorus_sockadd
  * table. *silent_close is set when the root closed before answering a
  * single byte: with a fixed address (NCCL_COMM_ID) that is the previous
  * communicator's root going away, and the caller tries again. */
+/* A failed join's result: the root's own cause where that root is this
+ * process's and failed by itself (root.h), else res. */
+static ncclResult_t root_cause_or(const chorus_uid *uid, ncclResult_t res) {
+  const ncclResult_t cause = chorus_root_local_cause(uid->secret);
+  return cause != ncclSuccess ? cause : res;
+}
+
 static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int nids, int k,
                               int *silent_close) {
   char err[256] = "", a[CHORUS_ADDR_STRLEN];
@@ -92,8 +99,7 @@ static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int 
   }
   if (res != ncclSuccess) {
     chorus_sock_close(&fd);
-    const ncclResult_t cause = chorus_root_local_cause(uid->secret); /* a root of ours failed */
-    return chorus_error(cause != ncclSuccess ? cause : res,
+    return chorus_error(root_cause_or(uid, res),
                         "bootstrap: cannot reach the rendezvous root at %s: %s. Is the process "
                         "that called ncclGetUniqueId (or rank 0, with NCCL_COMM_ID) alive and "
                         "reachable? CHORUS_BOOTSTRAP_TIMEOUT=%lld s",
@@ -127,19 +133,16 @@ static ncclResult_t join_once(chorus_bootstrap *bs, const chorus_uid *uids, int 
   }
   if (res == ncclSuccess && rep.status != ncclSuccess) {
     chorus_sock_close(&fd);
-    const ncclResult_t cause = chorus_root_local_cause(uid->secret);
-    return chorus_error(cause != ncclSuccess ? cause : ncclRemoteError,
-                        "bootstrap: the rendezvous failed: %s", rep.msg);
+    return chorus_error(root_cause_or(uid, ncclRemoteError), "bootstrap: the rendezvous failed: %s",
+                        rep.msg);
   }
   if (res == ncclSuccess)
     res = chorus_sock_recv_all(fd, bs->addrs, (size_t)bs->nranks * sizeof *bs->addrs, final, err,
                                sizeof err);
   chorus_sock_close(&fd);
-  if (res != ncclSuccess) {
-    const ncclResult_t cause = chorus_root_local_cause(uid->secret);
-    return chorus_error(cause != ncclSuccess ? cause : res,
-                        "bootstrap: lost the rendezvous root at %s: %s", a, err);
-  }
+  if (res != ncclSuccess)
+    return chorus_error(root_cause_or(uid, res), "bootstrap: lost the rendezvous root at %s: %s", a,
+                        err);
   return ncclSuccess;
 }
 
