@@ -57,6 +57,10 @@ have=$(visible_gpus)
 # CHORUS_CHECK_GPUS=N runs the checks as on N GPUs where fewer are
 # visible: ranks of a host then share GPUs (CHORUS_SHARE_GPU, slow), which
 # tests the multi-GPU code paths, not their speed.
+if [ -n "${CHORUS_CHECK_GPUS:-}" ] && ! [[ $CHORUS_CHECK_GPUS =~ ^[1-8]$ ]]; then
+  echo "FAIL: CHORUS_CHECK_GPUS is a GPU count from 1 to 8, not '$CHORUS_CHECK_GPUS'"
+  exit 2
+fi
 if [ -n "${CHORUS_CHECK_GPUS:-}" ] && [ "$have" -gt 0 ] && [ "$have" -lt "$CHORUS_CHECK_GPUS" ]; then
   have=$CHORUS_CHECK_GPUS
   export CHORUS_SHARE_GPU=1
