@@ -135,6 +135,9 @@ struct chorus_op {
    * completes into them without its receiver, as programs that Send
    * before they Recv on both sides expect of messages that fit. */
   int by_ref;
+  /* Send/Recv of a GPU communicator whose buffer is the user's device
+   * memory, moved by the network itself (chorus_conn.dev_mem, xfer.h). */
+  int dev_mem;
   int moved;      /* the schedule finished; the call board's check remains (coll/calls.h) */
   uint64_t ticks; /* bumped whenever the schedule moves */
   chorus_conn *wait_conn;

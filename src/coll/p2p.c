@@ -43,9 +43,14 @@ ncclResult_t chorus_sendrecv(chorus_op *op) {
   CORO_AWAIT(op->co, c->ticket_serving == op->ticket);
   chorus_xfer_init(&P.x, c, op->func == CHORUS_FUNC_SEND ? op->sendbuff : op->recvbuff,
                    op->count * op->esize);
-  CORO_AWAIT_RES(op->co, res,
-                 op->func == CHORUS_FUNC_SEND ? chorus_xfer_send(op, &P.x)
-                                              : chorus_xfer_recv(op, &P.x));
+  if (op->dev_mem) /* the network moves the GPU buffer itself */
+    CORO_AWAIT_RES(op->co, res,
+                   op->func == CHORUS_FUNC_SEND ? chorus_xfer_send_dev(op, &P.x)
+                                                : chorus_xfer_recv_dev(op, &P.x));
+  else
+    CORO_AWAIT_RES(op->co, res,
+                   op->func == CHORUS_FUNC_SEND ? chorus_xfer_send(op, &P.x)
+                                                : chorus_xfer_recv(op, &P.x));
   c->ticket_serving++;
   op->ticks++;
   CORO_END(op->co);

@@ -87,6 +87,64 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
   CORO_END(x->co);
 }
 
+/* The message before a device transfer. */
+typedef struct dev_note {
+  uint64_t magic;
+  uint64_t bytes;
+} dev_note;
+#define DEV_NOTE_MAGIC 0x4445564d454d2121ull /* "DEVMEM!!" */
+
+/* The network's move of x, the op recorded as waiting on it meanwhile. */
+static ncclResult_t dev_move(chorus_op *op, chorus_xfer *x) {
+  const ncclResult_t res = x->conn->ops->dev_move(x->conn, x->buf, x->bytes);
+  if (res == ncclInProgress) {
+    op->wait_conn = x->conn;
+    op->wait_dir = op->func == CHORUS_FUNC_SEND ? CHORUS_DIR_SEND : CHORUS_DIR_RECV;
+  }
+  return res;
+}
+
+ncclResult_t chorus_xfer_send_dev(chorus_op *op, chorus_xfer *x) {
+  ncclResult_t res;
+  CORO_BEGIN(x->co);
+  CORO_AWAIT_RES(x->co, res, chorus_prim_send_slot(op, x->conn, &x->slot, &x->cap));
+  const dev_note note = {DEV_NOTE_MAGIC, x->bytes};
+  memcpy(x->slot, &note, sizeof note);
+  CHECK(chorus_prim_post(op, x->conn, sizeof note));
+  CORO_AWAIT_RES(x->co, res, dev_move(op, x));
+  x->done = x->bytes;
+  __atomic_store_n(&x->conn->bytes_moved,
+                   __atomic_load_n(&x->conn->bytes_moved, __ATOMIC_RELAXED) + x->bytes,
+                   __ATOMIC_RELAXED);
+  CORO_AWAIT_RES(x->co, res, chorus_prim_flush(op, x->conn));
+  CORO_END(x->co);
+}
+
+ncclResult_t chorus_xfer_recv_dev(chorus_op *op, chorus_xfer *x) {
+  ncclResult_t res;
+  dev_note note;
+  CORO_BEGIN(x->co);
+  CORO_AWAIT_RES(x->co, res, chorus_prim_recv(op, x->conn, &x->rbuf, &x->rbytes));
+  memset(&note, 0, sizeof note);
+  if (x->rbytes == sizeof note) memcpy(&note, x->rbuf, sizeof note);
+  if (note.magic != DEV_NOTE_MAGIC || note.bytes != x->bytes) {
+    char me[160];
+    chorus_op_describe(op, me, sizeof me);
+    return chorus_error(ncclInvalidUsage,
+                        "%s: rank %d sends %s where %zu bytes of GPU memory were expected (counts "
+                        "or types differ between sender and receiver)",
+                        me, x->conn->peer,
+                        note.magic == DEV_NOTE_MAGIC ? "another size" : "host memory", x->bytes);
+  }
+  CHECK(chorus_prim_release(op, x->conn));
+  CORO_AWAIT_RES(x->co, res, dev_move(op, x));
+  x->done = x->bytes;
+  __atomic_store_n(&x->conn->bytes_moved,
+                   __atomic_load_n(&x->conn->bytes_moved, __ATOMIC_RELAXED) + x->bytes,
+                   __ATOMIC_RELAXED);
+  CORO_END(x->co);
+}
+
 ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *send, int n) {
   ncclResult_t first_wait = ncclSuccess;
   chorus_conn *wc = NULL;

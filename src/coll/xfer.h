@@ -29,6 +29,13 @@ void chorus_xfer_init(chorus_xfer *x, chorus_conn *c, const void *buf, size_t by
 ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x);
 ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x);
 
+/* A range of device memory over a connection that takes it (dev_mem): one
+ * message says how many bytes come, the network moves them (dev_move).
+ * The receiver checks the size against its own before it posts anything,
+ * so calls that differ fail naming the peer. */
+ncclResult_t chorus_xfer_send_dev(chorus_op *op, chorus_xfer *x);
+ncclResult_t chorus_xfer_recv_dev(chorus_op *op, chorus_xfer *x);
+
 /* Runs xs[0..n) until all are done; sends are marked by send[i]. */
 ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *send, int n);
 

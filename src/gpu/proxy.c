@@ -426,7 +426,22 @@ static int lane_rows(const chorus_op *op, int lanes, int recv) {
   return lanes > 1 && op->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
 }
 
+/* A Send/Recv with a peer whose network takes GPU memory itself
+ * (chorus_conn.dev_mem: a plugin with NCCL_PTR_CUDA) moves the user's
+ * buffer as it is: nothing staged, nothing copied. */
+static int goes_direct(const chorus_op *op) {
+  if ((op->func != CHORUS_FUNC_SEND && op->func != CHORUS_FUNC_RECV) || !op->count) return 0;
+  const chorus_conn *c =
+      chorus_cc_conn(op->cc, op->root, CHORUS_CH_P2P,
+                     op->func == CHORUS_FUNC_SEND ? CHORUS_DIR_SEND : CHORUS_DIR_RECV);
+  return c && c->dev_mem;
+}
+
 static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int lanes, span *s) {
+  if (goes_direct(op)) {
+    *s = (span){0, 0, 0, 0};
+    return 0;
+  }
   s->sbytes = chorus_func_send_elems(op->func, op->count, rank, op->root, nranks) * op->esize;
   s->rbytes = chorus_func_recv_elems(op->func, op->count, rank, op->root, nranks) * op->esize;
   const uintptr_t a = (uintptr_t)op->sendbuff, b = (uintptr_t)op->recvbuff;
@@ -511,8 +526,9 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
     if (!recv && op->recvbuff && op->recvbuff == op->sendbuff) recv = send;
     chorus_op *t = &b->ops[i];
     *t = *op;
-    t->sendbuff = send;
-    t->recvbuff = recv;
+    t->dev_mem = goes_direct(op);
+    t->sendbuff = t->dev_mem ? op->sendbuff : send;
+    t->recvbuff = t->dev_mem ? op->recvbuff : recv;
     t->cuda_stream = NULL;
     t->next_op = NULL;
     t->scratch = NULL;

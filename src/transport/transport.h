@@ -183,6 +183,13 @@ typedef struct chorus_conn_ops {
    * release), else 1. */
   int (*recv_expect)(chorus_conn *c, unsigned ahead, void *dst, size_t bytes,
                      const chorus_msg_meta *meta);
+  /* Optional (a network that takes GPU memory itself: chorus_conn.dev_mem).
+   * Moves `bytes` of device memory at buf (sending: from it, receiving:
+   * into it) past the messages of the connection, all of it to the peer's
+   * one matching call; the message before it says how many bytes come
+   * (coll/xfer.c). Call again while it returns ncclInProgress; one at a
+   * time per connection, with the same arguments until done. */
+  ncclResult_t (*dev_move)(chorus_conn *c, void *buf, size_t bytes);
   /* Adds what the owner should sleep on while this connection blocks it. */
   void (*wait_info)(chorus_conn *c, int dir, chorus_waitset *ws);
   /* Slow checks run while a wait drags on: is the peer still alive?
@@ -205,6 +212,7 @@ struct chorus_conn {
   int shared;            /* send slots are memory the peer reads in place (SHM) */
   int peer_reads;        /* sending: send_post_read may be used (the peer reads our
                             memory); receiving: the peer may send that way (recv_read) */
+  int dev_mem;           /* dev_move may be used: GPU buffers go to the network as they are */
   int peer;
   int channel;
   size_t slot_bytes;

@@ -38,6 +38,7 @@ CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, "8", 0, "Slots per 
 CHORUS_PARAM(SOCKET_NTHREADS,  "NCCL_SOCKET_NTHREADS",  INT, "0", 0, "Threads per rank moving TCP bytes, 0..16 (0: the rank's own; 2-4 help AlltoAll)")
 CHORUS_PARAM(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", INT, "1", 0, "TCP sockets per thread, peer and channel (threads x sockets: 16 at most)")
 CHORUS_PARAM(NET_PLUGIN,       "NCCL_NET_PLUGIN",       STR, NULL, 0, "Network plugins, comma-separated: paths, or NAME for libnccl-net-NAME.so, or none")
+CHORUS_PARAM(NET_GDR_LEVEL,    "NCCL_NET_GDR_LEVEL",    STR, NULL, AGREE, "LOC or 0: GPU buffers never go to a network plugin as they are (else where it takes them)")
 CHORUS_PARAM(PROFILER_PLUGIN,  "NCCL_PROFILER_PLUGIN",  STR, NULL, 0, "A profiler plugin: a path, or NAME for libnccl-profiler-NAME.so, or none")
 CHORUS_PARAM(NET_MODEL,        "CHORUS_NET",            STR, NULL, AGREE, "Network hop for the cost model: 25,1.5 is 25 us, 1.5 GB/s (unset: probed at init)")
 CHORUS_PARAM(NODE_CHUNK,       "CHORUS_NODE_CHUNK",     SIZE, "512K", OFF, "Stage buffer of the one-host schedules (off: no node memory)")

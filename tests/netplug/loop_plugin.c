@@ -22,13 +22,27 @@
  * Knobs, for tests of the loader's failure paths: LOOP_FAIL_INIT=1 makes
  * init fail, LOOP_NDEV=0 reports no device, LOOP_NO_HOST=1 advertises
  * NCCL_PTR_CUDA only. They are read at each init.
+ *
+ * GPU memory, as a GPUDirect network takes it: LOOP_CUDA=1 advertises
+ * NCCL_PTR_CUDA too and moves memory registered as CUDA through a host
+ * bounce buffer with the CUDA runtime (found in the process, or loaded,
+ * at the first comm), as a NIC would by DMA; LOOP_TRACE=1 logs each copy. Each
+ * comm that moved some says how much when it closes (stderr); LOOP_CUDA=host
+ * does the same with host memory standing in for the GPU's (memcpy), for
+ * machines without one;
+ * LOOP_CUDA_EXPECT=1 makes the process exit with status 3 at the close of
+ * its last comm if none did, so a test sees a GPU transfer that never
+ * reached the plugin.
  */
+#include <dlfcn.h>
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -105,6 +119,7 @@ struct loop_req {
   int tags[LOOP_MAX_RECVS];
   size_t got[LOOP_MAX_RECVS]; /* bytes of the matched message */
   int filled[LOOP_MAX_RECVS]; /* recv: whole message landed in buffer i */
+  char *gpu[LOOP_MAX_RECVS];  /* CUDA memory: the caller's buffer (data[i] is a bounce) */
 };
 
 /* A send or receive end. Progress state for the message on the wire sits
@@ -131,6 +146,7 @@ struct loop_comm {
   struct loop_req *cur;
   int cur_i;
   size_t off;
+  unsigned long long cuda_bytes, cuda_msgs, flushes; /* reported at close */
 };
 
 struct loop_listen {
@@ -142,6 +158,7 @@ struct loop_listen {
  * check that it is given back something regMr made. */
 struct loop_mr {
   uint32_t magic;
+  int cuda; /* registered as NCCL_PTR_CUDA */
 };
 
 #if LOOP_VERSION >= 11
@@ -157,6 +174,30 @@ static ncclDebugLogger_t loop_logger;
 static int loop_ndev = 1;
 static int loop_ptr_support = NCCL_PTR_HOST;
 static char loop_dev_name[] = "loop0";
+static int loop_cuda, loop_cuda_expect;    /* LOOP_CUDA, LOOP_CUDA_EXPECT */
+static unsigned long long loop_cuda_total; /* CUDA bytes moved, all comms (atomic) */
+static int loop_live_comms;                /* atomic */
+/* The CUDA runtime's calls, found at the first comm made with LOOP_CUDA=1,
+ * and what copies use: a stream that does not wait for the program's
+ * (cudaStreamNonBlocking) and a pinned bounce, both made then, during the
+ * program's init: made later, while the program's kernels wait for this
+ * plugin, a pinned allocation would wait for them (CUDA synchronises
+ * around it), and so may a copy to pageable memory. One copy at a time. */
+#define LOOP_PINNED ((size_t)8 << 20)
+typedef int (*loop_stream_create_fn)(void **, unsigned);
+typedef int (*loop_memcpy_async_fn)(void *, const void *, size_t, int, void *);
+typedef int (*loop_stream_sync_fn)(void *);
+typedef int (*loop_host_alloc_fn)(void **, size_t, unsigned);
+static struct {
+  pthread_mutex_t lock;
+  int ready; /* 1: usable, -1: tried and failed */
+  loop_stream_create_fn create;
+  loop_memcpy_async_fn copy;
+  loop_stream_sync_fn sync;
+  loop_host_alloc_fn host_alloc;
+  void *stream;
+  char *pinned;
+} loop_rt = {PTHREAD_MUTEX_INITIALIZER, 0, NULL, NULL, NULL, NULL, NULL, NULL};
 
 #define LOOP_LOG(level, flags, ...)                                                                \
   do {                                                                                             \
@@ -177,7 +218,16 @@ static ncclResult_t loop_init_common(ncclDebugLogger_t logger) {
     return ncclSystemError;
   }
   __atomic_store_n(&loop_ndev, env_is("LOOP_NDEV", "0") ? 0 : 1, __ATOMIC_RELAXED);
-  __atomic_store_n(&loop_ptr_support, env_is("LOOP_NO_HOST", "1") ? NCCL_PTR_CUDA : NCCL_PTR_HOST,
+  __atomic_store_n(&loop_cuda,
+                   env_is("LOOP_CUDA", "1")      ? 1
+                   : env_is("LOOP_CUDA", "host") ? 2
+                                                 : 0,
+                   __ATOMIC_RELAXED);
+  __atomic_store_n(&loop_cuda_expect, env_is("LOOP_CUDA_EXPECT", "1"), __ATOMIC_RELAXED);
+  __atomic_store_n(&loop_ptr_support,
+                   env_is("LOOP_NO_HOST", "1")                     ? NCCL_PTR_CUDA
+                   : __atomic_load_n(&loop_cuda, __ATOMIC_RELAXED) ? NCCL_PTR_HOST | NCCL_PTR_CUDA
+                                                                   : NCCL_PTR_HOST,
                    __ATOMIC_RELAXED);
   LOOP_LOG(NCCL_LOG_INFO, NCCL_NET_LOG_INIT, "NET/Loop v%d initialised", LOOP_VERSION);
   return ncclSuccess;
@@ -283,7 +333,71 @@ static ncclResult_t xfer(int fd, int sending, void *buf, size_t len, size_t *off
 static void comm_free(struct loop_comm *c) {
   if (c == NULL) return;
   if (c->fd >= 0) close(c->fd);
+  for (int i = 0; i < NCCL_NET_MAX_REQUESTS; i++) /* bounces of requests never tested */
+    for (int k = 0; k < LOOP_MAX_RECVS; k++)
+      if (c->reqs[i].used && c->reqs[i].gpu[k]) free(c->reqs[i].data[k]);
   free(c);
+}
+
+/* Finds the runtime and makes the stream and the bounce (under the lock). */
+static void cuda_setup(void) {
+  if (loop_rt.ready) return;
+  loop_rt.ready = -1;
+  const char *libs[] = {NULL, "libcudart.so.12", "libcudart.so",
+                        "/usr/local/cuda/lib64/libcudart.so"};
+  for (size_t i = 0; i < sizeof libs / sizeof libs[0] && !loop_rt.host_alloc; i++) {
+    void *h = RTLD_DEFAULT;
+    if (libs[i] && !(h = dlopen(libs[i], RTLD_NOW | RTLD_LOCAL))) continue;
+    loop_rt.create = (loop_stream_create_fn)(uintptr_t)dlsym(h, "cudaStreamCreateWithFlags");
+    loop_rt.copy = (loop_memcpy_async_fn)(uintptr_t)dlsym(h, "cudaMemcpyAsync");
+    loop_rt.sync = (loop_stream_sync_fn)(uintptr_t)dlsym(h, "cudaStreamSynchronize");
+    loop_rt.host_alloc = (loop_host_alloc_fn)(uintptr_t)dlsym(h, "cudaHostAlloc");
+    if (!loop_rt.create || !loop_rt.copy || !loop_rt.sync) loop_rt.host_alloc = NULL;
+  }
+  if (!loop_rt.host_alloc) {
+    LOOP_WARN("NET/Loop: LOOP_CUDA=1, but no CUDA runtime in or for this process");
+    return;
+  }
+  void *pinned = NULL;
+  if (loop_rt.create(&loop_rt.stream, 1 /* cudaStreamNonBlocking */) != 0 ||
+      loop_rt.host_alloc(&pinned, LOOP_PINNED, 0) != 0) {
+    LOOP_WARN("NET/Loop: LOOP_CUDA=1: no stream or pinned memory for copies");
+    return;
+  }
+  loop_rt.pinned = pinned;
+  loop_rt.ready = 1;
+}
+
+/* Copies n bytes from (to_gpu 0) or to (1) GPU memory, host memory on the
+ * other side, as a NIC's DMA would: outside every stream of the program
+ * (see loop_rt), through the pinned bounce. 0 on success. */
+static int cuda_copy(int to_gpu, void *dst, const void *src, size_t n) {
+  if (__atomic_load_n(&loop_cuda, __ATOMIC_RELAXED) == 2) { /* host memory stands in */
+    memcpy(dst, src, n);
+    return 0;
+  }
+  const int trace = env_is("LOOP_TRACE", "1");
+  int rc = 0;
+  pthread_mutex_lock(&loop_rt.lock);
+  if (loop_rt.ready != 1) rc = -1;
+  for (size_t off = 0; off < n && rc == 0;) {
+    const size_t k = n - off < LOOP_PINNED ? n - off : LOOP_PINNED;
+    char *d = (char *)dst + off;
+    const char *from = (const char *)src + off;
+    if (trace) fprintf(stderr, "NET/Loop: %zu bytes %s the GPU\n", k, to_gpu ? "to" : "from");
+    if (to_gpu) memcpy(loop_rt.pinned, from, k);
+    rc = loop_rt.copy(to_gpu ? d : loop_rt.pinned, to_gpu ? loop_rt.pinned : from, k,
+                      to_gpu ? 1 /* cudaMemcpyHostToDevice */ : 2 /* DeviceToHost */,
+                      loop_rt.stream) == 0 &&
+                 loop_rt.sync(loop_rt.stream) == 0
+             ? 0
+             : -1;
+    if (rc == 0 && !to_gpu) memcpy(d, loop_rt.pinned, k);
+    if (trace) fprintf(stderr, "NET/Loop: copied (%d)\n", rc);
+    off += k;
+  }
+  pthread_mutex_unlock(&loop_rt.lock);
+  return rc;
 }
 
 static struct loop_comm *comm_new(int fd, int is_send) {
@@ -292,6 +406,12 @@ static struct loop_comm *comm_new(int fd, int is_send) {
   c->fd = fd;
   c->is_send = is_send;
   c->traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  __atomic_add_fetch(&loop_live_comms, 1, __ATOMIC_RELAXED);
+  if (__atomic_load_n(&loop_cuda, __ATOMIC_RELAXED) == 1) { /* at init: see loop_rt */
+    pthread_mutex_lock(&loop_rt.lock);
+    cuda_setup();
+    pthread_mutex_unlock(&loop_rt.lock);
+  }
   return c;
 }
 
@@ -471,13 +591,15 @@ static ncclResult_t loop_reg_mr(void *comm, void *data, loop_mr_size_t size, int
                                 void **mhandle) {
   if (comm == NULL || mhandle == NULL) return ncclInternalError;
   *mhandle = NULL;
-  if (!(type & NCCL_PTR_HOST)) {
+  const int cuda = type == NCCL_PTR_CUDA && __atomic_load_n(&loop_cuda, __ATOMIC_RELAXED);
+  if (!(type & NCCL_PTR_HOST) && !cuda) {
     LOOP_WARN("NET/Loop: regMr of memory type %d, only host memory is supported", type);
     return ncclInternalError;
   }
   struct loop_mr *mr = calloc(1, sizeof(*mr));
   if (mr == NULL) return ncclSystemError;
   mr->magic = LOOP_MR_MAGIC;
+  mr->cuda = cuda;
   *mhandle = mr;
   return ncclSuccess;
 }
@@ -611,7 +733,13 @@ static ncclResult_t progress(struct loop_comm *c) {
   return res;
 }
 
-static ncclResult_t isend_common(void *sendComm, void *data, size_t size, int tag, void **request) {
+static int mr_cuda(const void *mhandle) {
+  const struct loop_mr *mr = mhandle;
+  return mr != NULL && mr->magic == LOOP_MR_MAGIC && mr->cuda;
+}
+
+static ncclResult_t isend_common(void *sendComm, void *data, size_t size, int tag, void *mhandle,
+                                 void **request) {
   struct loop_comm *c = sendComm;
   if (c == NULL || !c->is_send || request == NULL) return ncclInternalError;
   *request = NULL;
@@ -620,6 +748,20 @@ static ncclResult_t isend_common(void *sendComm, void *data, size_t size, int ta
   struct loop_req *r = req_get(c, LOOP_REQ_SEND);
   if (r == NULL) return ncclSuccess;
   r->n = 1;
+  if (mr_cuda(mhandle) && size > 0) { /* the NIC's DMA read, done now */
+    char *bounce = malloc(size);
+    if (bounce == NULL || cuda_copy(0, bounce, data, size) != 0) {
+      free(bounce);
+      r->used = 0;
+      c->nused--;
+      return ncclSystemError;
+    }
+    r->gpu[0] = data;
+    data = bounce;
+    c->cuda_bytes += size;
+    c->cuda_msgs++;
+    __atomic_add_fetch(&loop_cuda_total, size, __ATOMIC_RELAXED);
+  }
   r->data[0] = data;
   r->posted[0] = size;
   r->tags[0] = tag;
@@ -629,7 +771,7 @@ static ncclResult_t isend_common(void *sendComm, void *data, size_t size, int ta
 }
 
 static ncclResult_t irecv_common(void *recvComm, int n, void **data, const size_t *sizes, int *tags,
-                                 void **request) {
+                                 void **mhandles, void **request) {
   struct loop_comm *c = recvComm;
   if (c == NULL || c->is_send || request == NULL) return ncclInternalError;
   *request = NULL;
@@ -644,6 +786,16 @@ static ncclResult_t irecv_common(void *recvComm, int n, void **data, const size_
     r->data[i] = data[i];
     r->posted[i] = sizes[i];
     r->tags[i] = tags[i];
+    if (mhandles && mr_cuda(mhandles[i]) && sizes[i] > 0) { /* lands in a bounce first */
+      r->gpu[i] = data[i];
+      if ((r->data[i] = malloc(sizes[i])) == NULL) {
+        for (int k = 0; k < i; k++)
+          if (r->gpu[k]) free(r->data[k]);
+        r->used = 0;
+        c->nused--;
+        return ncclSystemError;
+      }
+    }
   }
   fifo_push(c, r);
   *request = r;
@@ -668,7 +820,7 @@ static ncclResult_t loop_isend(void *sendComm, void *data, loop_msg_size_t size,
   size_t len;
   ncclResult_t res = posted_sizes(1, &size, &len);
   if (res != ncclSuccess) return res;
-  return isend_common(sendComm, data, len, tag, request);
+  return isend_common(sendComm, data, len, tag, mhandle, request);
 }
 
 static ncclResult_t loop_irecv(void *recvComm, int n, void **data, loop_msg_size_t *sizes,
@@ -676,13 +828,13 @@ static ncclResult_t loop_irecv(void *recvComm, int n, void **data, loop_msg_size
   size_t posted[LOOP_MAX_RECVS];
   ncclResult_t res = posted_sizes(n, sizes, posted);
   if (res != ncclSuccess) return res;
-  return irecv_common(recvComm, n, data, posted, tags, request);
+  return irecv_common(recvComm, n, data, posted, tags, mhandles, request);
 }
 #else
 /* v10 added profiler parent handles (phandle/phandles); nothing to do. */
 static ncclResult_t loop_isend(void *sendComm, void *data, loop_msg_size_t size, int tag,
                                void *mhandle, void *phandle, void **request) {
-  return isend_common(sendComm, data, size, tag, request);
+  return isend_common(sendComm, data, size, tag, mhandle, request);
 }
 
 static ncclResult_t loop_irecv(void *recvComm, int n, void **data, loop_msg_size_t *sizes,
@@ -690,7 +842,7 @@ static ncclResult_t loop_irecv(void *recvComm, int n, void **data, loop_msg_size
   size_t posted[LOOP_MAX_RECVS];
   ncclResult_t res = posted_sizes(n, sizes, posted);
   if (res != ncclSuccess) return res;
-  return irecv_common(recvComm, n, data, posted, tags, request);
+  return irecv_common(recvComm, n, data, posted, tags, mhandles, request);
 }
 #endif
 
@@ -703,6 +855,7 @@ static ncclResult_t loop_iflush(void *recvComm, int n, void **data, int *sizes, 
   struct loop_req *r = req_get(c, LOOP_REQ_FLUSH);
   if (r == NULL) return ncclSuccess;
   r->done = 1;
+  c->flushes++;
   *request = r;
   return ncclSuccess;
 }
@@ -722,6 +875,24 @@ static ncclResult_t loop_test(void *request, int *done, int *sizes) {
     if (res != ncclSuccess && !r->done) return res;
     if (!r->done) return ncclSuccess;
   }
+  /* Bounces: a receive's bytes go to the GPU before it is reported done. */
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < r->n; i++) {
+    if (!r->gpu[i]) continue;
+    if (r->kind == LOOP_REQ_RECV && r->got[i]) {
+      if (cuda_copy(1, r->gpu[i], r->data[i], r->got[i]) != 0) res = ncclSystemError;
+      c->cuda_bytes += r->got[i];
+      c->cuda_msgs++;
+      __atomic_add_fetch(&loop_cuda_total, r->got[i], __ATOMIC_RELAXED);
+    }
+    free(r->data[i]);
+    r->gpu[i] = NULL;
+  }
+  if (res != ncclSuccess) {
+    r->used = 0;
+    c->nused--;
+    return res;
+  }
   *done = 1;
   if (sizes && r->kind != LOOP_REQ_FLUSH)
     for (int i = 0; i < r->n; i++) sizes[i] = (int)r->got[i];
@@ -732,7 +903,18 @@ static ncclResult_t loop_test(void *request, int *done, int *sizes) {
 
 /* Requests still posted die with their comm, as NCCL expects after close. */
 static ncclResult_t loop_close_comm(void *comm) {
+  struct loop_comm *c = comm;
+  if (c && c->cuda_bytes)
+    fprintf(stderr,
+            "NET/Loop: a %s comm moved %llu bytes of CUDA memory in %llu messages, %llu flushes\n",
+            c->is_send ? "send" : "receive", c->cuda_bytes, c->cuda_msgs, c->flushes);
   comm_free(comm);
+  if (c && __atomic_sub_fetch(&loop_live_comms, 1, __ATOMIC_RELAXED) == 0 &&
+      __atomic_load_n(&loop_cuda_expect, __ATOMIC_RELAXED) &&
+      __atomic_load_n(&loop_cuda_total, __ATOMIC_RELAXED) == 0) {
+    fprintf(stderr, "NET/Loop: LOOP_CUDA_EXPECT=1, but no CUDA memory reached the plugin\n");
+    _exit(3);
+  }
   return ncclSuccess;
 }
 

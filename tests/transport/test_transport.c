@@ -386,6 +386,45 @@ static void direct_places(rank_arg *a, chorus_bootstrap *bs, void *st) {
   free(place);
 }
 
+/* A network that takes GPU memory (dev_mem): ranks 0 and 1 move ranges
+ * past the messages, each all of it to the other's matching call, sizes
+ * from 1 byte to several of the plugin's pieces. The test plugin stands in
+ * host memory for the GPU's (LOOP_CUDA=host). */
+static void dev_moves(rank_arg *a, chorus_bootstrap *bs, void *st) {
+  const chorus_transport *t = a->t;
+  static const size_t sizes[] = {1, 4096, 3 * SLOT + 5, (size_t)3 << 20};
+  const int peer = 1 - a->rank;
+  chorus_conn *snd = t->conn(st, peer, CHORUS_CH_P2P, CHORUS_DIR_SEND);
+  chorus_conn *rcv = t->conn(st, peer, CHORUS_CH_P2P, CHORUS_DIR_RECV);
+  FAILIF(!snd->dev_mem || !rcv->dev_mem, "point-to-point connections take no device memory");
+  if (!snd->dev_mem || !rcv->dev_mem) return;
+  for (size_t z = 0; z < sizeof sizes / sizeof sizes[0]; z++) {
+    const size_t n = sizes[z];
+    unsigned char *out = malloc(n), *in = malloc(n);
+    for (size_t k = 0; k < n; k++) out[k] = pattern(a->rank, (int)z, k);
+    memset(in, 0x5a, n);
+    ncclResult_t res;
+    if (a->rank == 0) { /* 0 sends first, then receives; 1 the other way */
+      RETRY(res, st, t, snd->ops->dev_move(snd, out, n));
+      FAILIF(res != ncclSuccess, "dev_move of %zu bytes out: %d %s", n, (int)res, snd->err);
+      RETRY(res, st, t, rcv->ops->dev_move(rcv, in, n));
+    } else {
+      RETRY(res, st, t, rcv->ops->dev_move(rcv, in, n));
+      FAILIF(res != ncclSuccess, "dev_move of %zu bytes in: %d %s", n, (int)res, rcv->err);
+      RETRY(res, st, t, snd->ops->dev_move(snd, out, n));
+    }
+    FAILIF(res != ncclSuccess, "dev_move of %zu bytes: %d", n, (int)res);
+    for (size_t k = 0; k < n; k++)
+      if (in[k] != pattern(peer, (int)z, k)) {
+        FAILIF(1, "moved %zu bytes: byte %zu is %#x", n, k, in[k]);
+        break;
+      }
+    free(out);
+    free(in);
+  }
+  chorus_bootstrap_barrier(bs);
+}
+
 static void *rank_main(void *p) {
   rank_arg *a = p;
   chorus_log_ctx_set((chorus_log_ctx){a->rank, a->nranks, NULL, 0});
@@ -421,6 +460,7 @@ static void *rank_main(void *p) {
     chorus_bootstrap_barrier(bs);
     if (a->nranks == 2 && a->t->conn(st, 1 - a->rank, 0, 0)->ops->recv_expect)
       direct_places(a, bs, st);
+    if (a->nranks == 2 && getenv("LOOP_CUDA")) dev_moves(a, bs, st);
     if (a->nranks >= 2) {
       board_posts(a, bs, st);
       channels_independent(a, bs, st);

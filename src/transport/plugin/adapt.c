@@ -6,7 +6,7 @@
  * versions 6-8 (which NCCL limits to 1 GiB a message), the profiler
  * handles of versions 10-11 passed as NULL, version 10's connect given
  * the communicator's config, version 11's given its context, device
- * handles (7+) never asked for (Chorus stages through host memory).
+ * handles (7+) never asked for (the kernels never post to a network).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -375,6 +375,20 @@ ncclResult_t chorus_net_isend(chorus_net *n, void *send_comm, void *data, size_t
   default:
     return lib->t.v11->isend(send_comm, data, size, tag, mhandle, NULL, request);
   }
+}
+
+ncclResult_t chorus_net_iflush(chorus_net *n, void *recv_comm, int k, void **data, int *sizes,
+                               void **mhandles, void **request) {
+  *request = NULL;
+  const plugin_lib *lib = n->lib;
+  const int has = lib->version == 6    ? lib->t.v6->iflush != NULL
+                  : lib->version == 7  ? lib->t.v7->iflush != NULL
+                  : lib->version == 8  ? lib->t.v8->iflush != NULL
+                  : lib->version == 9  ? lib->t.v9->iflush != NULL
+                  : lib->version == 10 ? lib->t.v10->iflush != NULL
+                                       : lib->t.v11->iflush != NULL;
+  if (!has) return ncclSuccess; /* a network that needs no flush */
+  return CALL_ANY(lib, iflush, recv_comm, k, data, sizes, mhandles, request);
 }
 
 ncclResult_t chorus_net_irecv(chorus_net *n, void *recv_comm, int k, void **data, size_t *sizes,

@@ -71,6 +71,10 @@ ncclResult_t chorus_net_isend(chorus_net *n, void *send_comm, void *data, size_t
 /* k (1..max_recvs) buffers matched by tag, under one request. */
 ncclResult_t chorus_net_irecv(chorus_net *n, void *recv_comm, int k, void **data, size_t *sizes,
                               int *tags, void **mhandles, void **request);
+/* After a receive into device memory: makes what it wrote visible to the
+ * GPU's kernels; *request NULL when nothing is to wait for. */
+ncclResult_t chorus_net_iflush(chorus_net *n, void *recv_comm, int k, void **data, int *sizes,
+                               void **mhandles, void **request);
 /* *done, and once done the bytes each buffer received (k ints). */
 ncclResult_t chorus_net_test(chorus_net *n, void *request, int *done, int *sizes);
 ncclResult_t chorus_net_close_send(chorus_net *n, void *send_comm);

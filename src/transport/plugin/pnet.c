@@ -10,6 +10,15 @@
  * are non-blocking and driven together for all peers until every
  * connection is up.
  *
+ * GPU memory: where the plugin takes CUDA memory (NCCL_PTR_CUDA) and
+ * NCCL_NET_GDR_LEVEL allows it, each pair also has a direct connection
+ * each way, on which point-to-point calls of a GPU communicator move the
+ * user's device buffers as they are (dev_move): registered for the
+ * transfer, sent and received in pieces of at most the plugin's largest
+ * message, each received piece flushed (iflush) before the GPU reads it.
+ * The transfer's size travels before it as an ordinary message, so the
+ * receiver posts its receive only for a sender that has one.
+ *
  * Slots: each connection has nslots slots of one header (pnet_hdr) and
  * slot_bytes of payload, registered once; a message is one isend of its
  * header and payload. Receivers keep a receive posted on every free slot,
@@ -22,6 +31,7 @@
  * the executor to poll.
  */
 #include <stdio.h>
+#include <strings.h>
 #include <string.h>
 
 #include "transport/plugin/ext_net.h"
@@ -32,13 +42,18 @@
 #include "util/clock.h"
 #include "util/log.h"
 #include "util/misc.h"
+#include "util/param.h"
 
 #define PNET_MAGIC   0x504e4554u /* "PNET" */
 #define PNET_TAG     0x706e6574u /* bootstrap tag of the handle exchange */
 #define MAX_INFLIGHT 8           /* requests per plugin connection (version 6 allows 8) */
 #define NOTE_QUEUE   256
-#define NCOMMS       (CHORUS_NCHANNELS + 1) /* per peer and direction: channels, then notes */
-#define NOTE_BYTES   (sizeof(pnet_hdr) + CHORUS_REASON_MAX) /* a note, or a FAIL with its reason */
+/* Per peer and direction: channels, notes, then (GPU memory) direct. */
+#define NCOMMS_HOST (CHORUS_NCHANNELS + 1)
+#define NCOMMS_DEV  (CHORUS_NCHANNELS + 2)
+#define DIRECT      (CHORUS_NCHANNELS + 1) /* the direct connection's index */
+#define DEV_PIECE   ((size_t)1 << 30)      /* a direct message at most (iflush takes int sizes) */
+#define NOTE_BYTES  (sizeof(pnet_hdr) + CHORUS_REASON_MAX) /* a note, or a FAIL with its reason */
 
 enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2 };
 
@@ -49,6 +64,14 @@ typedef struct pnet_hdr {
   chorus_msg_meta meta;
   uint64_t pad;
 } pnet_hdr;
+
+/* A transfer of device memory on a direct connection (dev_move). */
+typedef struct pnet_dev {
+  int active;
+  void *mh;          /* its registration */
+  void *req, *flush; /* the piece in flight; its flush */
+  size_t off, n;     /* bytes done; the piece's */
+} pnet_dev;
 
 typedef struct pnet_conn {
   chorus_conn base;
@@ -67,6 +90,8 @@ typedef struct pnet_conn {
   ncclResult_t rx_err; /* recv: the plugin refused a receive; an error once none is left */
   int broken, peer_failed;
   int failing; /* fail() was called: no more use, but a FAIL frame still to push out */
+  void *dcomm; /* point-to-point, GPU memory: the direct connection (or NULL) */
+  pnet_dev dv;
 } pnet_conn;
 
 /* The notes of one peer: headers out (queued, then in flight) and in. */
@@ -90,12 +115,14 @@ typedef struct pnet_notes {
 typedef struct pnet_state {
   int rank, nranks, npeers;
   chorus_net *net;
-  void **listen;     /* [peer][NCOMMS] */
+  void **listen;     /* [peer][ncomms] */
   pnet_conn *conns;  /* [peer][channel][dir] */
   pnet_notes *notes; /* [peer] */
   uint8_t *is_peer;
   size_t slot_bytes;
   int nslots;
+  int ncomms;       /* NCOMMS_HOST, or NCOMMS_DEV with direct connections */
+  size_t dev_piece; /* the largest direct message */
 } pnet_state;
 
 static pnet_conn *conn_of(pnet_state *s, int peer, int ch, int dir) {
@@ -306,6 +333,68 @@ static ncclResult_t pnet_recv_release(chorus_conn *cc) {
   return arm(c);
 }
 
+static ncclResult_t pnet_dev_move(chorus_conn *cc, void *buf, size_t bytes) {
+  pnet_conn *c = (pnet_conn *)cc;
+  pnet_state *s = c->s;
+  pnet_dev *d = &c->dv;
+  const int sending = c->dir == CHORUS_DIR_SEND;
+  if (c->failing || c->broken || c->peer_failed) return ncclRemoteError;
+  if (!c->dcomm)
+    return chorus_error(ncclInternalError, "NET: no direct connection to rank %d", c->base.peer);
+  if (sending) CHECK(push(c)); /* the message that announces the transfer */
+  ncclResult_t res;
+  if (!d->active) {
+    if (!bytes) return ncclSuccess;
+    res = chorus_net_reg(s->net, c->dcomm, buf, bytes, NCCL_PTR_CUDA, &d->mh);
+    if (res != ncclSuccess) return broken(c, "refused to register GPU memory", res);
+    *d = (pnet_dev){1, d->mh, NULL, NULL, 0, 0};
+  }
+  while (d->off < bytes) {
+    char *at = (char *)buf + d->off;
+    if (!d->req && !d->flush) {
+      const size_t n = CHORUS_MIN(bytes - d->off, s->dev_piece);
+      if (sending) {
+        res = chorus_net_isend(s->net, c->dcomm, at, n, 0, d->mh, &d->req);
+      } else {
+        void *data = at;
+        size_t size = n;
+        int tag = 0;
+        res = chorus_net_irecv(s->net, c->dcomm, 1, &data, &size, &tag, &d->mh, &d->req);
+      }
+      if (res != ncclSuccess) return broken(c, sending ? "failed a send" : "failed a receive", res);
+      if (!d->req) return ncclInProgress; /* the plugin is full: later */
+      d->n = n;
+    }
+    if (d->req) {
+      int done = 0, size = 0;
+      res = chorus_net_test(s->net, d->req, &done, &size);
+      if (res != ncclSuccess) return broken(c, sending ? "failed a send" : "failed a receive", res);
+      if (!done) return ncclInProgress;
+      d->req = NULL;
+      if (!sending) {
+        if ((size_t)size != d->n) return broken(c, "carried a short GPU transfer", ncclRemoteError);
+        void *data = at;
+        int sz = (int)d->n;
+        res = chorus_net_iflush(s->net, c->dcomm, 1, &data, &sz, &d->mh, &d->flush);
+        if (res != ncclSuccess) return broken(c, "failed to flush a receive", res);
+      }
+    }
+    if (d->flush) {
+      int done = 0, size = 0;
+      res = chorus_net_test(s->net, d->flush, &done, &size);
+      if (res != ncclSuccess) return broken(c, "failed to flush a receive", res);
+      if (!done) return ncclInProgress;
+      d->flush = NULL;
+    }
+    d->off += d->n;
+  }
+  res = chorus_net_dereg(s->net, c->dcomm, d->mh);
+  d->active = 0;
+  d->mh = NULL;
+  if (res != ncclSuccess) return broken(c, "failed to deregister GPU memory", res);
+  return ncclSuccess;
+}
+
 static void pnet_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
   (void)cc;
   (void)dir;
@@ -382,6 +471,7 @@ static const chorus_conn_ops pnet_ops = {
     .check = pnet_check,
     .fail = pnet_fail,
     .hear = pnet_hear,
+    .dev_move = pnet_dev_move,
 };
 
 static void pnet_destroy(void *p) {
@@ -393,6 +483,9 @@ static void pnet_destroy(void *p) {
       for (int d = 0; d < 2; d++) {
         pnet_conn *c = conn_of(s, peer, ch, d);
         if (c->mh) (void)chorus_net_dereg(n, c->comm, c->mh);
+        if (c->dv.active) (void)chorus_net_dereg(n, c->dcomm, c->dv.mh);
+        if (c->dcomm && d == CHORUS_DIR_SEND) (void)chorus_net_close_send(n, c->dcomm);
+        if (c->dcomm && d == CHORUS_DIR_RECV) (void)chorus_net_close_recv(n, c->dcomm);
         if (d == CHORUS_DIR_SEND)
           (void)chorus_net_close_send(n, c->comm);
         else
@@ -411,8 +504,8 @@ static void pnet_destroy(void *p) {
       chorus_free(nt->board);
       chorus_free(nt->in);
     }
-    for (int k = 0; k < NCOMMS && s->listen; k++)
-      (void)chorus_net_close_listen(n, s->listen[(size_t)peer * NCOMMS + (size_t)k]);
+    for (int k = 0; k < s->ncomms && s->listen; k++)
+      (void)chorus_net_close_listen(n, s->listen[(size_t)peer * (size_t)s->ncomms + (size_t)k]);
   }
   chorus_net_close(n);
   chorus_free(s->listen);
@@ -469,15 +562,22 @@ static ncclResult_t init_notes(pnet_state *s, int peer) {
 }
 
 /* Handles of this rank's listens to peer, and peer's to this rank. */
-static ncclResult_t swap_handles(const chorus_transport_ctx *ctx, int peer, const char *mine,
-                                 char *theirs) {
-  const size_t len = (size_t)NCOMMS * CHORUS_NET_HANDLE_BYTES;
+static ncclResult_t swap_handles(const chorus_transport_ctx *ctx, int peer, int ncomms,
+                                 const char *mine, char *theirs) {
+  const size_t len = (size_t)ncomms * CHORUS_NET_HANDLE_BYTES;
   if (peer > ctx->rank) {
     CHECK(chorus_bootstrap_send(ctx->bs, peer, PNET_TAG, mine, len));
     return chorus_bootstrap_recv(ctx->bs, peer, PNET_TAG, theirs, len);
   }
   CHECK(chorus_bootstrap_recv(ctx->bs, peer, PNET_TAG, theirs, len));
   return chorus_bootstrap_send(ctx->bs, peer, PNET_TAG, mine, len);
+}
+
+/* NCCL_NET_GDR_LEVEL=LOC (or 0) keeps GPU memory away from the network, as
+ * in NCCL; any other level allows it where the plugin takes it. */
+static int gdr_allowed(void) {
+  const char *v = chorus_param_str(CHORUS_P_NET_GDR_LEVEL);
+  return !v || (strcasecmp(v, "LOC") != 0 && strcmp(v, "0") != 0);
 }
 
 /* Takes ctx->net over: closed with the state, or at once on failure. */
@@ -499,7 +599,14 @@ static ncclResult_t pnet_setup(const chorus_transport_ctx *ctx, const int *peers
   s->nranks = ctx->nranks;
   s->slot_bytes = ctx->slot_bytes;
   s->nslots = (int)CHORUS_MAX(2, CHORUS_MIN(ctx->nslots, 64));
-  const size_t per = (size_t)NCOMMS;
+  s->ncomms = NCOMMS_HOST;
+  chorus_net_props props;
+  if (gdr_allowed() && chorus_net_properties(net, 0, &props) == ncclSuccess &&
+      (props.ptr_support & NCCL_PTR_CUDA)) {
+    s->ncomms = NCOMMS_DEV;
+    s->dev_piece = CHORUS_MAX((size_t)1, CHORUS_MIN(props.max_p2p_bytes, DEV_PIECE));
+  }
+  const size_t per = (size_t)s->ncomms;
   s->listen = chorus_calloc((size_t)s->nranks * per, sizeof *s->listen);
   s->conns = chorus_calloc((size_t)s->nranks * CHORUS_NCHANNELS * 2, sizeof *s->conns);
   s->notes = chorus_calloc((size_t)s->nranks, sizeof *s->notes);
@@ -529,7 +636,8 @@ static ncclResult_t pnet_setup(const chorus_transport_ctx *ctx, const int *peers
         goto out;
       }
     }
-    CHECK_GOTO(swap_handles(ctx, p, mine, mine + per * CHORUS_NET_HANDLE_BYTES), res, out);
+    CHECK_GOTO(swap_handles(ctx, p, s->ncomms, mine, mine + per * CHORUS_NET_HANDLE_BYTES), res,
+               out);
   }
   /* Connect and accept, all at once, none blocking. */
   const int64_t deadline = chorus_now_ns() + 120ll * 1000000000;
@@ -578,9 +686,19 @@ static ncclResult_t pnet_setup(const chorus_transport_ctx *ctx, const int *peers
       CHECK_GOTO(init_conn(s, p, ch, CHORUS_DIR_SEND, sc), res, out);
       CHECK_GOTO(init_conn(s, p, ch, CHORUS_DIR_RECV, rc), res, out);
     }
+    if (s->ncomms == NCOMMS_DEV) { /* point-to-point takes GPU memory directly */
+      pnet_conn *cs = conn_of(s, p, CHORUS_CH_P2P, CHORUS_DIR_SEND);
+      pnet_conn *cr = conn_of(s, p, CHORUS_CH_P2P, CHORUS_DIR_RECV);
+      cs->dcomm = send[(size_t)p * per + DIRECT];
+      cr->dcomm = recv[(size_t)p * per + DIRECT];
+      send[(size_t)p * per + DIRECT] = recv[(size_t)p * per + DIRECT] = NULL;
+      cs->base.dev_mem = cr->base.dev_mem = 1;
+    }
   }
-  INFO(CHORUS_NET | CHORUS_INIT, "NET/%s transport: %d peer(s), %d channels, %d slots of %zu bytes",
-       chorus_net_name(net), npeers, CHORUS_NCHANNELS, s->nslots, s->slot_bytes);
+  INFO(CHORUS_NET | CHORUS_INIT,
+       "NET/%s transport: %d peer(s), %d channels, %d slots of %zu bytes%s", chorus_net_name(net),
+       npeers, CHORUS_NCHANNELS, s->nslots, s->slot_bytes,
+       s->ncomms == NCOMMS_DEV ? "; GPU buffers of Send/Recv go to the plugin as they are" : "");
 out:
   for (size_t i = 0; send && recv && i < (size_t)s->nranks * per; i++) {
     (void)chorus_net_close_send(net, send[i]);
