@@ -133,9 +133,11 @@ static int pass(chorus_exec_queue *qs, int nq, uint64_t *ticks) {
     ncclResult_t res = ncclSuccess;
     if (__atomic_load_n(q->cc->abort_flag, __ATOMIC_ACQUIRE))
       res = chorus_error(ncclInvalidUsage, "operation stopped: the communicator is being aborted");
+    /* The queue first: a call's TCP notes then leave with its first
+     * message to each peer, where it sends one (net_post_call). */
+    if (res == ncclSuccess) res = run_queue(q, ticks);
     for (int t = 0; t < q->cc->ntransports && res == ncclSuccess; t++)
       res = q->cc->transports[t]->progress(q->cc->tstates[t]);
-    if (res == ncclSuccess) res = run_queue(q, ticks);
     if (res != ncclSuccess) fail_queue(q, res);
     if (q->head || q->p2p) pending++;
     if (old.err_buf != q->cc->log_ctx.err_buf) chorus_log_ctx_set(old);

@@ -10,7 +10,9 @@
  *     given (relayed), on the other side;
  *   - post_call() on one side shows on the other's collective receive
  *     connection (heard) after hear(), in call order, and a later post of
- *     the same board slot replaces an earlier one;
+ *     the same board slot replaces an earlier one; a note followed by a
+ *     message of its call shows once the message is read (TCP: it travels
+ *     with the message, the notes socket carries no frame for it);
  *   - destroying with undelivered messages is clean;
  *   - TCP: a malformed frame on a notes socket fails the pair's connection
  *     with ncclRemoteError naming the peer, not silently;
@@ -30,11 +32,13 @@
 #include <string.h>
 #include <time.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "bootstrap/bootstrap.h"
+#include "transport/net/net_impl.h"
 #include "transport/plugin/ext_net.h"
 #include "transport/plugin/netplug.h"
 #include "transport/transport.h"
@@ -257,6 +261,82 @@ static void board_posts(rank_arg *a, chorus_bootstrap *bs, void *st) {
   chorus_bootstrap_barrier(bs);
 }
 
+/* Rank 0 posts call K's note and then a message of call K to rank 1,
+ * then call K + 1's note and a message of another call. Rank 1's board
+ * must show both calls once it has read the messages and heard (the
+ * first note may travel with its call's message: TCP's DATA_NOTE, which
+ * leaves the notes socket only the second note). */
+static void note_with_data(rank_arg *a, chorus_bootstrap *bs, void *st) {
+  const chorus_transport *t = a->t;
+  enum { K = 100000 };
+  if (a->rank == 0) {
+    chorus_conn *c = t->conn(st, 1, CHORUS_CH_COLL, CHORUS_DIR_SEND);
+    for (int j = 0; j < 2; j++) {
+      chorus_call_entry e;
+      memset(&e, 0, sizeof e);
+      e.posted = K + j + 1;
+      e.chain = 777 + (uint64_t)j;
+      e.meta.seq = K + (uint64_t)j;
+      e.meta.count = 5;
+      t->post_call(st, &e);
+      chorus_msg_meta m = e.meta;
+      if (j == 1) m.seq = K + 50;
+      void *buf;
+      size_t cap;
+      ncclResult_t r;
+      RETRY(r, st, t, c->ops->send_slot(c, &buf, &cap));
+      FAILIF(r != ncclSuccess, "send_slot: %d", (int)r);
+      if (r != ncclSuccess) continue;
+      memcpy(buf, "note", 4);
+      FAILIF(c->ops->send_post(c, 4, &m) != ncclSuccess, "post");
+      RETRY(r, st, t, c->ops->send_flush(c));
+      t->progress(st);
+    }
+  }
+  chorus_bootstrap_barrier(bs);
+  if (a->rank != 1) {
+    chorus_bootstrap_barrier(bs);
+    return;
+  }
+  chorus_conn *c = t->conn(st, 0, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+  const int fd = t == &chorus_transport_net ? chorus_net_notes_fd(st, 0) : -1;
+  if (fd >= 0) { /* what the notes socket holds, once it stops growing */
+    int have = 0, was = -1;
+    for (int i = 0; i < 100 && (have == 0 || have != was); i++) {
+      was = have;
+      usleep(10000);
+      FAILIF(ioctl(fd, FIONREAD, &have) != 0, "FIONREAD");
+    }
+    FAILIF(have != (int)sizeof(net_wire_hdr),
+           "the notes socket holds %d bytes, not one note's %zu: call %d's note did not "
+           "travel with its message",
+           have, sizeof(net_wire_hdr), K);
+  }
+  for (int j = 0; j < 2; j++) {
+    const void *buf;
+    size_t sz;
+    chorus_msg_meta m;
+    ncclResult_t r;
+    RETRY(r, st, t, c->ops->recv_slot(c, &buf, &sz, &m));
+    FAILIF(r != ncclSuccess || sz != 4 || memcmp(buf, "note", 4) != 0 ||
+               m.seq != (j ? K + 50u : K + 0u),
+           "message %d not received as sent", j);
+    if (r == ncclSuccess) c->ops->recv_release(c);
+    const chorus_call_entry *e = &c->heard[(K + j) % CHORUS_NODE_CALLS];
+    const int64_t dl = chorus_now_ns() + 10000000000ll;
+    while (__atomic_load_n(&e->posted, __ATOMIC_ACQUIRE) != (uint64_t)(K + j + 1) &&
+           !chorus_expired(dl)) {
+      t->progress(st);
+      FAILIF(c->ops->hear(c) != ncclSuccess, "hear() failed: %s", c->err);
+    }
+    FAILIF(e->posted != (uint64_t)(K + j + 1) || e->chain != 777u + (uint64_t)j ||
+               e->meta.seq != (uint64_t)(K + j) || e->meta.count != 5,
+           "call %d's note reads back as posted %llu chain %llu", K + j,
+           (unsigned long long)e->posted, (unsigned long long)e->chain);
+  }
+  chorus_bootstrap_barrier(bs);
+}
+
 /* Rank 1 writes bytes no rank sends on its notes socket to rank 0; rank
  * 0's hear() must fail the connection naming rank 1 (not relayed: rank 1
  * said no such thing). */
@@ -463,6 +543,7 @@ static void *rank_main(void *p) {
     if (a->nranks == 2 && getenv("LOOP_CUDA")) dev_moves(a, bs, st);
     if (a->nranks >= 2) {
       board_posts(a, bs, st);
+      if (a->nranks == 2) note_with_data(a, bs, st);
       channels_independent(a, bs, st);
       failure_propagates(a, bs, st);
     }

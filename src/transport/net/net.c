@@ -25,7 +25,7 @@
  *
  * Wire format: frames of a net_wire_hdr (magic, kind, payload bytes,
  * meta), then the payload. A wrong magic, kind or length fails the
- * connection. Besides messages (DATA), two kinds of frames:
+ * connection. Besides messages (DATA), three kinds of frames:
  *   NOTE  an entry of the sender's call board (coll/calls.h): a call's
  *         description and the hash of the sender's calls so far. Notes
  *         have a socket of their own per pair of ranks, which carries no
@@ -35,7 +35,11 @@
  *         non-root may finish and close while its root, behind, still
  *         posts). The receiver keeps the last CHORUS_NODE_CALLS in the
  *         collective channel's `heard`.
- *   FAIL  the sender failed: the payload is why (its first cause), which
+ *   DATA_NOTE  a message that also carries the note of its call (the
+         header's chain): a note still queued when the call posts data
+         to the same peer goes with it, so a rooted call whose data
+         reaches that peer sends one frame, not two (net_post_call).
+   FAIL  the sender failed: the payload is why (its first cause), which
  *         the receiver reports as it is. Sent on every socket that is
  *         between frames when the sender fails, before it shuts them
  *         down; a stream that ends without one ends with "closed" (and
@@ -60,7 +64,7 @@
 #define NOTE_QUEUE 256         /* notes held for a peer until its socket takes them */
 #define NOTES_TAG  (CHORUS_NCHANNELS * NET_MAX_STREAMS) /* the notes socket's connection tag */
 
-enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2 };
+enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2, FRAME_DATA_NOTE = 3 };
 
 static int *fd_of(net_state *s, int peer, int ch, int stream) {
   return &s->fds[((size_t)peer * CHORUS_NCHANNELS + (size_t)ch) * NET_MAX_STREAMS + (size_t)stream];
@@ -129,6 +133,7 @@ int net_push_stream(net_conn *c, net_stream *st, size_t limit) {
 }
 
 static void pull_notes(net_notes *nt);
+static void push_notes(net_notes *nt);
 
 /* Reads the peer's notes socket; a FAIL frame there becomes c's news.
  * Returns whether it did. */
@@ -245,11 +250,20 @@ int net_pull_stream(net_conn *c, net_stream *st, size_t limit) {
     }
     moved = 1;
     st->off += (size_t)r;
-    if (st->off == sizeof *h && (h->magic != WIRE_MAGIC || h->bytes > c->base.slot_bytes ||
-                                 (h->kind != FRAME_DATA && h->kind != FRAME_FAIL) ||
-                                 (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX)))
+    if (st->off == sizeof *h &&
+        (h->magic != WIRE_MAGIC || h->bytes > c->base.slot_bytes ||
+         (h->kind != FRAME_DATA && h->kind != FRAME_FAIL && h->kind != FRAME_DATA_NOTE) ||
+         (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX)))
       return stream_end(st, NET_BROKEN, "carried garbage", "bad message header");
-    if (st->off == sizeof *h) place_payload(c, st->next);
+    if (st->off == sizeof *h) {
+      if (h->kind == FRAME_DATA_NOTE) { /* the call's note, onto the board */
+        const net_notes *nt = &c->state->notes[c->base.peer];
+        chorus_call_entry_write(&nt->board[h->meta.seq % CHORUS_NODE_CALLS], h->meta.seq + 1,
+                                h->chain, &h->meta);
+        h->kind = FRAME_DATA;
+      }
+      place_payload(c, st->next);
+    }
     if (st->off < sizeof *h + h->bytes) continue;
     if (h->kind == FRAME_FAIL) { /* the stream ends here, with the peer's reason */
       st->off = 0;
@@ -296,10 +310,24 @@ static ncclResult_t net_send_slot(chorus_conn *cc, void **buf, size_t *cap) {
   return ncclSuccess;
 }
 
+/* Message h of a call whose note to the same peer is the last one queued,
+ * and not begun, takes that note along (FRAME_DATA_NOTE). */
+static void take_note(net_state *s, int peer, net_wire_hdr *h) {
+  net_notes *nt = &s->notes[peer];
+  const uint32_t queued = nt->tail - nt->head;
+  if (!queued || (queued == 1 && nt->out_off)) return;
+  const net_wire_hdr *n = &nt->out[(nt->tail - 1) % NOTE_QUEUE];
+  if (!chorus_meta_equal(&n->meta, &h->meta) || n->meta.flags != h->meta.flags) return;
+  h->kind = FRAME_DATA_NOTE;
+  h->chain = n->chain;
+  nt->tail--;
+}
+
 static ncclResult_t net_send_post(chorus_conn *cc, size_t bytes, const chorus_msg_meta *meta) {
   net_conn *c = (net_conn *)cc;
   uint32_t i = (uint32_t)(c->posted % c->nslots);
   c->hdr[i] = (net_wire_hdr){WIRE_MAGIC, FRAME_DATA, bytes, 0, *meta};
+  take_note(c->state, c->base.peer, &c->hdr[i]);
   /* net_send_post_ref set place[i].ref first; a plain post leaves it NULL
    * (push clears it when the slot frees). Sequentially consistent: a pump
    * about to sleep looks at `posted` after announcing it (pump.c). */
@@ -460,6 +488,7 @@ static void net_fail(chorus_conn *cc, const char *reason) {
     net_unlock(st);
   }
   net_notes *nt = &c->state->notes[c->base.peer];
+  if (say && c->base.channel == CHORUS_CH_COLL && nt->fd >= 0) push_notes(nt); /* the calls first */
   if (say && c->base.channel == CHORUS_CH_COLL && nt->fd >= 0 && nt->out_off == 0) {
     send_fail(nt->fd, reason);
     shutdown(nt->fd, SHUT_RDWR);
@@ -664,10 +693,11 @@ static void push_notes(net_notes *nt) {
   }
 }
 
-/* Queues e as a note to every peer. A queue full of notes the socket
- * will not take drops its oldest one not in flight: a peer that reads
- * nothing of ours for that long is stuck on an earlier call, which the
- * checks report. */
+/* Queues e as a note to every peer, written at the end of the executor's
+ * pass that starts the call (net_progress follows the schedules) unless a message of the call to
+ * that peer takes it along first (take_note). A queue full of notes the socket will not take drops
+ * its oldest one not in flight: a peer that reads nothing of ours for that long is stuck on an
+ * earlier call, which the checks report. */
 static void net_post_call(void *p, const chorus_call_entry *e) {
   net_state *s = p;
   if (!s->npeers) return; /* every peer on this host: nothing to send per call */
@@ -679,7 +709,6 @@ static void net_post_call(void *p, const chorus_call_entry *e) {
       nt->head++;
     }
     nt->out[nt->tail++ % NOTE_QUEUE] = (net_wire_hdr){WIRE_MAGIC, FRAME_NOTE, 0, e->chain, e->meta};
-    push_notes(nt);
   }
 }
 
