@@ -76,6 +76,10 @@ COLLS = [
     ("sendrecv", "sendrecv_perf", 0, 0, "SendRecv (ring shift: send to rank+1, recv from rank-1)"),
 ]
 COLL_BY_OPT = {c[0]: c for c in COLLS}
+# Chorus programs timed in place: MPI_Bcast and Gloo's broadcast have one
+# buffer, so in place Chorus does the work they do. Out of place the root
+# also copies its input to its output, a copy their calls cannot ask for.
+CHORUS_IN_PLACE = {"broadcast_perf"}
 LIBS = ["chorus", "chorusbase", "ompi", "gloo"]
 LIB_TITLE = {"chorus": "Chorus", "chorusbase": "Base", "ompi": "OMPI", "gloo": "Gloo"}
 
@@ -224,7 +228,10 @@ def read_jsonl(path):
 
 
 def row_result(row):
-    """The measured placement of a row: out of place, else in place."""
+    """The measured placement of a row: out of place, else in place (in
+    place first for CHORUS_IN_PLACE)."""
+    if row.get("collective") in CHORUS_IN_PLACE and row.get("in_place"):
+        return row["in_place"]
     return row.get("out_of_place") or row.get("in_place")
 
 
@@ -299,7 +306,8 @@ class ChorusRunner(Runner):
         return [self.launcher, "-n", str(n)] + hosts + ["--timeout", str(limit), "--",
                 os.path.join(self.perfdir, coll[1]), "-b", str(lo), "-e", str(hi), "-f", "2",
                 "-n", str(iters), "-w", str(warm), "-c", str(check), "-a", "3",
-                "-I", "1" if self.args.chorus_inplace else "0", "-J", json_path]
+                "-I", "1" if self.args.chorus_inplace or coll[1] in CHORUS_IN_PLACE else "0",
+                "-J", json_path]
 
     def limit(self, coll, n, sizes, iters, warm):
         """Seconds an invocation over these requested sizes may take: per size
