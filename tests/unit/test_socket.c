@@ -8,12 +8,22 @@
  *                  exact names;
  *   picks_usable:  with no setting an address is picked on any machine
  *                  (loopback at worst), and a setting that matches no
- *                  interface is an error naming the setting.
+ *                  interface is an error naming the setting;
+ *   loopback_unpaced: a loopback stream whose congestion control paces
+ *                  (bbr, inherited from its listener) leaves it for one
+ *                  that does not (skipped where bbr is not available).
  */
 #include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "unit.h"
+#include "util/clock.h"
 #include "util/socket.h"
 
 static void default_order(void) {
@@ -50,9 +60,32 @@ static void picks_usable(void) {
   unsetenv("NCCL_SOCKET_IFNAME");
 }
 
+static void loopback_unpaced(void) {
+  chorus_sockaddr a, bound;
+  char err[256], cc[16] = {0};
+  int lfd, cfd, afd;
+  REQUIRE(chorus_sock_parse("127.0.0.1:0", &a, err, sizeof err) == ncclSuccess);
+  REQUIRE(chorus_sock_listen(&a, &lfd, &bound, err, sizeof err) == ncclSuccess);
+  if (setsockopt(lfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) != 0) {
+    fprintf(stderr, "loopback_unpaced: skipped, bbr not available here\n");
+    close(lfd);
+    return;
+  }
+  const int64_t deadline = chorus_now_ns() + 5000000000ll;
+  REQUIRE(chorus_sock_connect(&bound, deadline, &cfd, err, sizeof err) == ncclSuccess);
+  REQUIRE(chorus_sock_accept(lfd, deadline, &afd, err, sizeof err) == ncclSuccess);
+  socklen_t n = sizeof cc - 1;
+  EXPECT(getsockopt(afd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0);
+  EXPECT(cc[0] != '\0' && strncmp(cc, "bbr", 3) != 0);
+  close(afd);
+  close(cfd);
+  close(lfd);
+}
+
 int main(void) {
   RUN(default_order);
   RUN(ifname_spec);
   RUN(picks_usable);
+  RUN(loopback_unpaced);
   return unit_report();
 }
