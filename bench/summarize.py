@@ -269,8 +269,8 @@ def write_host(args):
     if args.raw:
         head.append(("raw", args.raw))
     head += [("rows", "median over rounds (%s) of the slowest rank's average time per "
-                     "operation, us; Chorus and Open MPI out of place, Gloo as PyTorch calls "
-                     "it; wrong/failed: libraries with wrong results or a failure there"
+                     "operation, us; Chorus and Open MPI out of place (Chorus's Broadcast in "
+                     "place, as MPI_Bcast), Gloo as PyTorch calls it; wrong/failed: libraries with wrong results or a failure there"
                      % meta.get("rounds", "?"))]
     out = io.StringIO()
     for k, v in head:
