@@ -529,8 +529,11 @@ ncclResult_t chorus_coll_node(chorus_op *op) {
  * what it needs straight from the peers' inputs into its output (memcpy
  * from a rank of this process, process_vm_readv from another), then says
  * so (REDUCED); a rank whose input others read returns only once they all
- * have. No stage holds data: `posted` still moves, one chunk per call, so
- * the counters stay equal across ranks. An AlltoAll in place reads from a
+ * have. A Broadcast's root in place, idle otherwise, writes the leading
+ * 1/n of every reader's output itself (process_vm_writev) while the
+ * readers copy the rest (root_lead): its readers publish their outputs,
+ * and return once the root says it is done (REDUCED). No stage holds data: `posted` still moves,
+ * one chunk per call, so the counters stay equal across ranks. An AlltoAll in place reads from a
  * copy of its input (its output overwrites blocks the peers still read).
  */
 
@@ -586,6 +589,40 @@ static ncclResult_t read_peer(chorus_op *op, int p, void *dst, uint64_t src, siz
                         me, p, (int)r->pid, strerror(err));
   }
   return unless_failed(op, p);
+}
+
+/* Writes bytes from src at address dst of rank p. */
+static ncclResult_t write_peer(chorus_op *op, int p, uint64_t dst, const void *src, size_t bytes) {
+  const chorus_node_rank *r = &op->cc->node->rank[p];
+  if (r->same_process) {
+    chorus_copy((void *)(uintptr_t)dst, src, bytes, op->nt);
+    return unless_failed(op, p);
+  }
+  const int err = chorus_proc_write(r->pid, dst, src, bytes);
+  if (err) {
+    CHECK(unless_failed(op, p));
+    char me[160];
+    chorus_op_describe(op, me, sizeof me);
+    return chorus_error(err == ESRCH ? ncclRemoteError : ncclSystemError,
+                        "%s failed: writing rank %d's buffer (pid %d) with process_vm_writev: %s",
+                        me, p, (int)r->pid, strerror(err));
+  }
+  return unless_failed(op, p);
+}
+
+/* The leading bytes of each reader's output that a Broadcast's root
+ * writes itself while the readers copy the rest. In place the root has
+ * nothing else to copy, so with a core per rank the n ranks share the
+ * copying, 1/n of the buffer per reader each (2 ranks: twice the rate of
+ * the readers alone). None out of place (the root copies its own output
+ * then), with more ranks than cores, or below 64 KiB (two more waits). */
+static size_t root_lead(const chorus_op *op, size_t bytes) {
+  const int n = op->cc->nranks;
+  if (op->func != CHORUS_FUNC_BROADCAST || op->cc->rank != op->root ||
+      op->sendbuff != op->recvbuff || bytes < ((size_t)64 << 10) || n < 2 ||
+      op->cc->plan.env.oversubscribed)
+    return 0;
+  return bytes / (size_t)n / 64 * 64;
 }
 
 /* Whose inputs this rank reads (reading = 1), or who reads this rank's
@@ -655,8 +692,13 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
       memcpy(op->scratch, op->sendbuff, (size_t)n * bytes);
       in = op->scratch;
     }
-    nd->rank[me].addr[D.g % (uint64_t)nd->nbuf] = (uint64_t)(uintptr_t)in;
-    tsan_order(in, 0);
+    const uint64_t slot = D.g % (uint64_t)nd->nbuf;
+    /* A Broadcast's reader publishes its output (no one reads its input),
+     * where the root may write. */
+    const int bcast_reader = op->func == CHORUS_FUNC_BROADCAST && me != op->root;
+    nd->rank[me].addr[slot] = (uint64_t)(uintptr_t)(bcast_reader ? op->recvbuff : in);
+    nd->rank[me].lead[slot] = root_lead(op, bytes);
+    tsan_order(bcast_reader ? op->recvbuff : in, 0);
   }
   announce(op, POSTED, D.g + 1);
   CORO_AWAIT_RES(op->co, res, those_reached(op, 1, POSTED)); /* whose inputs we read */
@@ -671,8 +713,10 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
       place(op, p, bytes, &out, &in_off);
       if (p == me) continue;
       const uint64_t at = nd->rank[p].addr[slot];
+      /* What a Broadcast's root writes itself, it leaves out. */
+      const size_t lead = op->func == CHORUS_FUNC_BROADCAST ? nd->rank[p].lead[slot] : 0;
       tsan_order((const void *)(uintptr_t)at, 1);
-      CHECK(read_peer(op, p, out, at + in_off, bytes));
+      CHECK(read_peer(op, p, out + lead, at + in_off + lead, bytes - lead));
       tsan_order((const void *)(uintptr_t)at, 0);
     }
     /* Our own block, where our output holds one: everywhere but at the
@@ -686,8 +730,22 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
       if (out != in + in_off && bytes) chorus_copy(out, in + in_off, bytes, op->nt);
     }
   }
+  if (nd->rank[me].lead[D.g % (uint64_t)nd->nbuf]) {               /* a Broadcast's root helps */
+    CORO_AWAIT_RES(op->co, res, all_reached(op, POSTED, D.g + 1)); /* the readers' outputs */
+    const uint64_t slot = D.g % (uint64_t)nd->nbuf;
+    for (int p = 0; p < n; p++) {
+      if (p == me) continue;
+      const uint64_t at = nd->rank[p].addr[slot];
+      tsan_order((const void *)(uintptr_t)at, 1); /* the reader is done with it */
+      CHECK(write_peer(op, p, at, op->sendbuff, nd->rank[me].lead[slot]));
+      tsan_order((const void *)(uintptr_t)at, 0);
+    }
+  }
   announce(op, REDUCED, D.g + 1);                             /* done with the peers' inputs */
   CORO_AWAIT_RES(op->co, res, those_reached(op, 0, REDUCED)); /* those who read ours */
+  if (op->func == CHORUS_FUNC_BROADCAST && me != op->root &&
+      nd->rank[op->root].lead[D.g % (uint64_t)nd->nbuf]) /* the root's writes into ours */
+    CORO_AWAIT_RES(op->co, res, reached(op, op->root, REDUCED, D.g + 1));
   tsan_order((const void *)(uintptr_t)nd->rank[me].addr[D.g % (uint64_t)nd->nbuf], 1);
   nd->next_chunk += 1;
   CORO_END(op->co);

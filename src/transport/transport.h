@@ -286,6 +286,10 @@ typedef struct chorus_node_rank {
    * its output, for reductions that gather finished shares), written
    * before `posted`; the owner's pid, and whether it is this process. */
   uint64_t *addr, *addr_out;
+  /* Broadcast by peer reads, per stage buffer: the leading bytes of each
+   * reader's output that the root writes itself (0: none), written
+   * before `posted`. */
+  uint64_t *lead;
   int32_t pid;
   int same_process;
   chorus_fast_line *fast; /* 2 x CHORUS_FAST_LINES */

@@ -45,3 +45,18 @@ int chorus_proc_read(int32_t pid, void *dst, uint64_t src, size_t bytes) {
   }
   return 0;
 }
+
+int chorus_proc_write(int32_t pid, uint64_t dst, const void *src, size_t bytes) {
+  for (size_t done = 0; done < bytes;) {
+    struct iovec mine = {(char *)(uintptr_t)src + done, bytes - done};
+    struct iovec theirs = {(void *)(uintptr_t)(dst + done), bytes - done};
+    const ssize_t n = process_vm_writev((pid_t)pid, &mine, 1, &theirs, 1, 0);
+    if (n > 0) {
+      done += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 ? errno : EIO;
+  }
+  return 0;
+}

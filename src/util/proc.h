@@ -27,4 +27,8 @@ int chorus_proc_exited(int32_t pid);
  * of the call that failed (EIO for one that read nothing). */
 int chorus_proc_read(int32_t pid, void *dst, uint64_t src, size_t bytes);
 
+/* Copies bytes from src into address dst of process pid with
+ * process_vm_writev, the same way. */
+int chorus_proc_write(int32_t pid, uint64_t dst, const void *src, size_t bytes);
+
 #endif

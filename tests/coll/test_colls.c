@@ -5,11 +5,16 @@
  * size that spans pipeline rounds) x in place / out of place x root (first
  * and last), against the independent reference in harness/ref.c.
  *
+ * bcast_big: Broadcast of 64 KiB-16 MiB (and a few bytes more) in place
+ * and not, from the first and the last rank, every byte checked and the
+ * bytes after the output untouched: sizes where a root in place writes
+ * part of its readers' outputs itself (coll/node.c, root_lead).
+ *
  * usage: test_colls COLLECTIVE threads|procs NRANKS
  *        test_colls COLLECTIVE env     (one rank: RANK, WORLD_SIZE and
  *                                       NCCL_COMM_ID from the environment)
  *   COLLECTIVE: allreduce broadcast bcast reduce allgather reducescatter
- *               alltoall gather scatter, or all
+ *               alltoall gather scatter, or all; or bcast_big
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,7 +235,54 @@ static int matrix(int rank, int nranks, ncclUniqueId id, const char *param) {
   return failures ? 1 : 0;
 }
 
-static const harness_case cases[] = {{"matrix", matrix}, {NULL, NULL}};
+static unsigned char big_byte(int root, size_t i) {
+  return (unsigned char)(root * 37 + i * 7 + (i >> 12));
+}
+
+static int bcast_big(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  static const size_t sizes_b[] = {64u << 10, (64u << 10) + 4, (1u << 20) + 12, (16u << 20) + 20};
+  const size_t most = sizes_b[3], guard = 256;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
+  unsigned char *s = malloc(most + guard), *r = malloc(most + guard);
+  int failures = 0;
+  for (size_t k = 0; k < sizeof sizes_b / sizeof sizes_b[0] && s && r; k++)
+    for (int inplace = 0; inplace < 2; inplace++)
+      for (int root = 0; root<nranks; root += nranks> 1 ? nranks - 1 : 1) {
+        const size_t n = sizes_b[k];
+        unsigned char *out = inplace ? s : r;
+        memset(s, 0xa5, most + guard);
+        memset(r, 0x5a, most + guard);
+        if (rank == root)
+          for (size_t i = 0; i < n; i++) s[i] = big_byte(root, i);
+        cudaStream_t st = NULL;
+        if (ncclBroadcast(s, out, n, ncclUint8, root, comm, st) != ncclSuccess) {
+          harness_log(rank, "broadcast of %zu bytes from %d failed", n, root);
+          failures++;
+          continue;
+        }
+        size_t bad = 0, first = n;
+        for (size_t i = 0; i < n; i++)
+          if (out[i] != big_byte(root, i)) bad++, first = first < i ? first : i;
+        const unsigned char fill = inplace ? 0xa5 : 0x5a;
+        size_t past = 0;
+        for (size_t i = n; i < n + guard; i++) past += out[i] != fill;
+        if (bad || past) {
+          harness_log(rank,
+                      "broadcast of %zu bytes from %d %s: %zu wrong (first at %zu), %zu "
+                      "past the end written",
+                      n, root, inplace ? "in place" : "out of place", bad, first, past);
+          failures++;
+        }
+      }
+  free(s);
+  free(r);
+  if (ncclCommDestroy(comm) != ncclSuccess) failures++;
+  return failures ? 1 : 0;
+}
+
+static const harness_case cases[] = {{"matrix", matrix}, {"bcast_big", bcast_big}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
@@ -252,7 +304,8 @@ int main(int argc, char **argv) {
   }
   harness_mode mode = strcmp(argv[2], "procs") == 0 ? HARNESS_PROCS : HARNESS_THREADS;
   int n = atoi(argv[3]);
-  int failed = harness_spawn(mode, n, "matrix", argv[1], 240);
+  const int big = strcmp(argv[1], "bcast_big") == 0;
+  int failed = harness_spawn(mode, n, big ? "bcast_big" : "matrix", argv[1], 240);
   printf("%s %s x%d: %s\n", argv[1], argv[2], n, failed ? "FAILED" : "passed");
   return failed ? 1 : 0;
 }

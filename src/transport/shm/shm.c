@@ -105,6 +105,7 @@ typedef struct node_counters {
   chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
   uint64_t addr[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
   uint64_t addr_out[CHORUS_NODE_MAX_BUFS];
+  uint64_t lead[CHORUS_NODE_MAX_BUFS];
   chorus_fast_line fast[2 * CHORUS_FAST_LINES];
 } node_counters;
 
@@ -169,6 +170,7 @@ static void init_node(shm_state *s) {
                            &((seg_header *)base)->db,
                            nc->addr,
                            nc->addr_out,
+                           nc->lead,
                            h->pid,
                            h->pid == (int32_t)getpid() && h->pid_ns == chorus_proc_pid_ns(),
                            nc->fast};
