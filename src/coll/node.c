@@ -572,42 +572,32 @@ static ncclResult_t unless_failed(chorus_op *op, int p) {
                                                                          : ncclSuccess;
 }
 
-/* Reads bytes at address src of rank p into dst. */
-static ncclResult_t read_peer(chorus_op *op, int p, void *dst, uint64_t src, size_t bytes) {
+/* Copies bytes between local memory and address remote of rank p: into
+ * p's memory when `write`, else out of it. */
+static ncclResult_t peer_copy(chorus_op *op, int p, void *local, uint64_t remote, size_t bytes,
+                              int write) {
   const chorus_node_rank *r = &op->cc->node->rank[p];
   if (r->same_process) {
-    chorus_copy(dst, (const void *)(uintptr_t)src, bytes, op->nt);
+    void *theirs = (void *)(uintptr_t)remote;
+    chorus_copy(write ? theirs : local, write ? local : theirs, bytes, op->nt);
     return unless_failed(op, p);
   }
-  const int err = chorus_proc_read(r->pid, dst, src, bytes);
+  const int err = write ? chorus_proc_write(r->pid, remote, local, bytes)
+                        : chorus_proc_read(r->pid, local, remote, bytes);
   if (err) {
     CHECK(unless_failed(op, p));
     char me[160];
     chorus_op_describe(op, me, sizeof me);
     return chorus_error(err == ESRCH ? ncclRemoteError : ncclSystemError,
-                        "%s failed: reading rank %d's buffer (pid %d) with process_vm_readv: %s",
-                        me, p, (int)r->pid, strerror(err));
+                        "%s failed: %s rank %d's buffer (pid %d) with process_vm_%s: %s", me,
+                        write ? "writing" : "reading", p, (int)r->pid, write ? "writev" : "readv",
+                        strerror(err));
   }
   return unless_failed(op, p);
 }
 
-/* Writes bytes from src at address dst of rank p. */
-static ncclResult_t write_peer(chorus_op *op, int p, uint64_t dst, const void *src, size_t bytes) {
-  const chorus_node_rank *r = &op->cc->node->rank[p];
-  if (r->same_process) {
-    chorus_copy((void *)(uintptr_t)dst, src, bytes, op->nt);
-    return unless_failed(op, p);
-  }
-  const int err = chorus_proc_write(r->pid, dst, src, bytes);
-  if (err) {
-    CHECK(unless_failed(op, p));
-    char me[160];
-    chorus_op_describe(op, me, sizeof me);
-    return chorus_error(err == ESRCH ? ncclRemoteError : ncclSystemError,
-                        "%s failed: writing rank %d's buffer (pid %d) with process_vm_writev: %s",
-                        me, p, (int)r->pid, strerror(err));
-  }
-  return unless_failed(op, p);
+static ncclResult_t read_peer(chorus_op *op, int p, void *dst, uint64_t src, size_t bytes) {
+  return peer_copy(op, p, dst, src, bytes, 0);
 }
 
 /* The leading bytes of each reader's output that a Broadcast's root
@@ -737,7 +727,7 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
       if (p == me) continue;
       const uint64_t at = nd->rank[p].addr[slot];
       tsan_order((const void *)(uintptr_t)at, 1); /* the reader is done with it */
-      CHECK(write_peer(op, p, at, op->sendbuff, nd->rank[me].lead[slot]));
+      CHECK(peer_copy(op, p, (void *)(uintptr_t)op->sendbuff, at, nd->rank[me].lead[slot], 1));
       tsan_order((const void *)(uintptr_t)at, 0);
     }
   }

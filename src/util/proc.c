@@ -31,11 +31,15 @@ int chorus_proc_exited(int32_t pid) {
   return end && end[1] == ' ' && end[2] == 'Z';
 }
 
-int chorus_proc_read(int32_t pid, void *dst, uint64_t src, size_t bytes) {
+/* Moves bytes between local memory and address remote of process pid:
+ * process_vm_writev when `write`, else process_vm_readv, however many
+ * calls it takes. */
+static int vm_copy(int32_t pid, void *local, uint64_t remote, size_t bytes, int write) {
   for (size_t done = 0; done < bytes;) {
-    struct iovec mine = {(char *)dst + done, bytes - done};
-    struct iovec theirs = {(void *)(uintptr_t)(src + done), bytes - done};
-    const ssize_t n = process_vm_readv((pid_t)pid, &mine, 1, &theirs, 1, 0);
+    struct iovec mine = {(char *)local + done, bytes - done};
+    struct iovec theirs = {(void *)(uintptr_t)(remote + done), bytes - done};
+    const ssize_t n = write ? process_vm_writev((pid_t)pid, &mine, 1, &theirs, 1, 0)
+                            : process_vm_readv((pid_t)pid, &mine, 1, &theirs, 1, 0);
     if (n > 0) {
       done += (size_t)n;
       continue;
@@ -46,17 +50,10 @@ int chorus_proc_read(int32_t pid, void *dst, uint64_t src, size_t bytes) {
   return 0;
 }
 
+int chorus_proc_read(int32_t pid, void *dst, uint64_t src, size_t bytes) {
+  return vm_copy(pid, dst, src, bytes, 0);
+}
+
 int chorus_proc_write(int32_t pid, uint64_t dst, const void *src, size_t bytes) {
-  for (size_t done = 0; done < bytes;) {
-    struct iovec mine = {(char *)(uintptr_t)src + done, bytes - done};
-    struct iovec theirs = {(void *)(uintptr_t)(dst + done), bytes - done};
-    const ssize_t n = process_vm_writev((pid_t)pid, &mine, 1, &theirs, 1, 0);
-    if (n > 0) {
-      done += (size_t)n;
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    return n < 0 ? errno : EIO;
-  }
-  return 0;
+  return vm_copy(pid, (void *)(uintptr_t)src, dst, bytes, 1);
 }
