@@ -532,9 +532,10 @@ ncclResult_t chorus_coll_node(chorus_op *op) {
  * have. A Broadcast's root in place, idle otherwise, writes the leading
  * 1/n of every reader's output itself (process_vm_writev) while the
  * readers copy the rest (root_lead): its readers publish their outputs,
- * and return once the root says it is done (REDUCED). No stage holds data: `posted` still moves,
- * one chunk per call, so the counters stay equal across ranks. An AlltoAll in place reads from a
- * copy of its input (its output overwrites blocks the peers still read).
+ * and return once the root says it is done (REDUCED). No stage holds
+ * data: `posted` still moves, one chunk per call, so the counters stay
+ * equal across ranks. An AlltoAll in place reads from a copy of its input
+ * (its output overwrites blocks the peers still read).
  */
 
 /* Ranks that are threads of one process hand each other their inputs

@@ -146,6 +146,13 @@ ncclResult_t chorus_prim_flush(chorus_op *op, chorus_conn *c) {
   return outcome(op, c, CHORUS_DIR_SEND, c->ops->send_flush(c));
 }
 
+ncclResult_t chorus_prim_dev_move(chorus_op *op, chorus_conn *c, void *buf, size_t bytes) {
+  const int dir = op->func == CHORUS_FUNC_SEND ? CHORUS_DIR_SEND : CHORUS_DIR_RECV;
+  const ncclResult_t res = outcome(op, c, dir, c->ops->dev_move(c, buf, bytes));
+  if (res == ncclSuccess) count_bytes(c, bytes);
+  return res;
+}
+
 ncclResult_t chorus_prim_post_from(chorus_op *op, chorus_conn *c, void *slot, const void *src,
                                    size_t bytes) {
   if (!c->ops->send_post_ref) {

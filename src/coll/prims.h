@@ -20,6 +20,9 @@ ncclResult_t chorus_prim_release(chorus_op *op, chorus_conn *c);
 ncclResult_t chorus_prim_send_slot(chorus_op *op, chorus_conn *c, void **buf, size_t *cap);
 ncclResult_t chorus_prim_post(chorus_op *op, chorus_conn *c, size_t bytes);
 ncclResult_t chorus_prim_flush(chorus_op *op, chorus_conn *c);
+/* Moves `bytes` of device memory at buf over c (c->dev_mem): out of it
+ * for a Send, into it for a Recv, by the network itself (dev_move). */
+ncclResult_t chorus_prim_dev_move(chorus_op *op, chorus_conn *c, void *buf, size_t bytes);
 
 /* Posts the slot that send_slot gave (slot) with `bytes` from src: by
  * reference where the transport sends from the caller's memory (src must

@@ -94,16 +94,6 @@ typedef struct dev_note {
 } dev_note;
 #define DEV_NOTE_MAGIC 0x4445564d454d2121ull /* "DEVMEM!!" */
 
-/* The network's move of x, the op recorded as waiting on it meanwhile. */
-static ncclResult_t dev_move(chorus_op *op, chorus_xfer *x) {
-  const ncclResult_t res = x->conn->ops->dev_move(x->conn, x->buf, x->bytes);
-  if (res == ncclInProgress) {
-    op->wait_conn = x->conn;
-    op->wait_dir = op->func == CHORUS_FUNC_SEND ? CHORUS_DIR_SEND : CHORUS_DIR_RECV;
-  }
-  return res;
-}
-
 ncclResult_t chorus_xfer_send_dev(chorus_op *op, chorus_xfer *x) {
   ncclResult_t res;
   CORO_BEGIN(x->co);
@@ -111,11 +101,8 @@ ncclResult_t chorus_xfer_send_dev(chorus_op *op, chorus_xfer *x) {
   const dev_note note = {DEV_NOTE_MAGIC, x->bytes};
   memcpy(x->slot, &note, sizeof note);
   CHECK(chorus_prim_post(op, x->conn, sizeof note));
-  CORO_AWAIT_RES(x->co, res, dev_move(op, x));
+  CORO_AWAIT_RES(x->co, res, chorus_prim_dev_move(op, x->conn, (void *)x->buf, x->bytes));
   x->done = x->bytes;
-  __atomic_store_n(&x->conn->bytes_moved,
-                   __atomic_load_n(&x->conn->bytes_moved, __ATOMIC_RELAXED) + x->bytes,
-                   __ATOMIC_RELAXED);
   CORO_AWAIT_RES(x->co, res, chorus_prim_flush(op, x->conn));
   CORO_END(x->co);
 }
@@ -137,11 +124,8 @@ ncclResult_t chorus_xfer_recv_dev(chorus_op *op, chorus_xfer *x) {
                         note.magic == DEV_NOTE_MAGIC ? "another size" : "host memory", x->bytes);
   }
   CHECK(chorus_prim_release(op, x->conn));
-  CORO_AWAIT_RES(x->co, res, dev_move(op, x));
+  CORO_AWAIT_RES(x->co, res, chorus_prim_dev_move(op, x->conn, (void *)x->buf, x->bytes));
   x->done = x->bytes;
-  __atomic_store_n(&x->conn->bytes_moved,
-                   __atomic_load_n(&x->conn->bytes_moved, __ATOMIC_RELAXED) + x->bytes,
-                   __ATOMIC_RELAXED);
   CORO_END(x->co);
 }
 

@@ -36,10 +36,10 @@
  *         posts). The receiver keeps the last CHORUS_NODE_CALLS in the
  *         collective channel's `heard`.
  *   DATA_NOTE  a message that also carries the note of its call (the
-         header's chain): a note still queued when the call posts data
-         to the same peer goes with it, so a rooted call whose data
-         reaches that peer sends one frame, not two (net_post_call).
-   FAIL  the sender failed: the payload is why (its first cause), which
+ *         header's chain): a note still queued when the call posts data
+ *         to the same peer goes with it, so a rooted call whose data
+ *         reaches that peer sends one frame, not two (net_post_call).
+ *   FAIL  the sender failed: the payload is why (its first cause), which
  *         the receiver reports as it is. Sent on every socket that is
  *         between frames when the sender fails, before it shuts them
  *         down; a stream that ends without one ends with "closed" (and
@@ -134,6 +134,12 @@ int net_push_stream(net_conn *c, net_stream *st, size_t limit) {
 
 static void pull_notes(net_notes *nt);
 static void push_notes(net_notes *nt);
+
+/* A note that came (alone, or with its call's message) onto the board. */
+static void heard_note(const net_notes *nt, const net_wire_hdr *h) {
+  chorus_call_entry_write(&nt->board[h->meta.seq % CHORUS_NODE_CALLS], h->meta.seq + 1, h->chain,
+                          &h->meta);
+}
 
 /* Reads the peer's notes socket; a FAIL frame there becomes c's news.
  * Returns whether it did. */
@@ -256,10 +262,8 @@ int net_pull_stream(net_conn *c, net_stream *st, size_t limit) {
          (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX)))
       return stream_end(st, NET_BROKEN, "carried garbage", "bad message header");
     if (st->off == sizeof *h) {
-      if (h->kind == FRAME_DATA_NOTE) { /* the call's note, onto the board */
-        const net_notes *nt = &c->state->notes[c->base.peer];
-        chorus_call_entry_write(&nt->board[h->meta.seq % CHORUS_NODE_CALLS], h->meta.seq + 1,
-                                h->chain, &h->meta);
+      if (h->kind == FRAME_DATA_NOTE) {
+        heard_note(&c->state->notes[c->base.peer], h);
         h->kind = FRAME_DATA;
       }
       place_payload(c, st->next);
@@ -433,8 +437,7 @@ static void pull_notes(net_notes *nt) {
       nt->peer_failed = nt->in_closed = 1;
       return;
     }
-    chorus_call_entry_write(&nt->board[h->meta.seq % CHORUS_NODE_CALLS], h->meta.seq + 1, h->chain,
-                            &h->meta);
+    heard_note(nt, h);
   }
 }
 
@@ -694,10 +697,11 @@ static void push_notes(net_notes *nt) {
 }
 
 /* Queues e as a note to every peer, written at the end of the executor's
- * pass that starts the call (net_progress follows the schedules) unless a message of the call to
- * that peer takes it along first (take_note). A queue full of notes the socket will not take drops
- * its oldest one not in flight: a peer that reads nothing of ours for that long is stuck on an
- * earlier call, which the checks report. */
+ * pass that starts the call (net_progress follows the schedules) unless
+ * a message of the call to that peer takes it along first (take_note). A
+ * queue full of notes the socket will not take drops its oldest one not
+ * in flight: a peer that reads nothing of ours for that long is stuck on
+ * an earlier call, which the checks report. */
 static void net_post_call(void *p, const chorus_call_entry *e) {
   net_state *s = p;
   if (!s->npeers) return; /* every peer on this host: nothing to send per call */
