@@ -195,6 +195,7 @@ struct chorus_op {
     } node;
     struct {
       int p2, rem, v, mask, peer;
+      const void *acc; /* this rank's partial result so far, sent by reference */
       const void *rbuf;
       size_t rbytes;
       void *sbuf;

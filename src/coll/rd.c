@@ -32,12 +32,30 @@ static int real_rank(int v, int rem) {
   return v < rem ? 2 * v + 1 : v + rem;
 }
 
-/* acc = acc (+) received, finalize only at the end. */
-static void combine(chorus_op *op, const void *rbuf) {
-  const void *src[2] = {op->scratch, rbuf};
-  chorus_reduce(&op->red, op->scratch, src, 2, op->count, 0, 0);
+static chorus_conn *tx(const chorus_op *op, int peer) {
+  return chorus_cc_conn(op->cc, peer, CHORUS_CH_COLL, CHORUS_DIR_SEND);
+}
+static chorus_conn *rx(const chorus_op *op, int peer) {
+  return chorus_cc_conn(op->cc, peer, CHORUS_CH_COLL, CHORUS_DIR_RECV);
 }
 
+static ncclResult_t check_size(const chorus_op *op, size_t bytes) {
+  if (X.rbytes == bytes) return ncclSuccess;
+  return chorus_error(ncclInvalidUsage, "AllReduce: rank %d sent %zu bytes, expected %zu", X.peer,
+                      X.rbytes, bytes);
+}
+
+/* dst = acc (+) what came; the last combine writes the output, finished
+ * (SUMPOSTDIV's division applied once). */
+static void combine(chorus_op *op, void *dst, int last) {
+  const void *src[2] = {X.acc, X.rbuf};
+  chorus_reduce(&op->red, dst, src, 2, op->count, 0, last ? CHORUS_RED_FINALIZE : 0);
+  X.acc = dst;
+}
+
+/* Every message goes out by reference from the partial result (the input
+ * itself at first), so a step copies nothing besides its combine; the
+ * send is flushed before that combine overwrites what it sent from. */
 ncclResult_t chorus_allreduce_rd(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   int n = cc->nranks, r = cc->rank;
@@ -48,74 +66,58 @@ ncclResult_t chorus_allreduce_rd(chorus_op *op) {
   X.rem = n - X.p2;
   op->scratch = chorus_malloc(bytes ? bytes : 1);
   if (!op->scratch) return chorus_error(ncclSystemError, "out of memory for an AllReduce");
-  {
+  X.acc = op->sendbuff;
+  if (op->red.kind == CHORUS_RED_PREMULSUM && bytes) { /* each input scaled once, here */
     const void *src[1] = {op->sendbuff};
-    if (bytes) chorus_reduce(&op->red, op->scratch, src, 1, op->count, 1u, 0);
+    chorus_reduce(&op->red, op->scratch, src, 1, op->count, 1u, 0);
+    X.acc = op->scratch;
   }
   if (r < 2 * X.rem && r % 2 == 0) {
-    /* Sit out: hand our data up, then wait for the result. */
+    /* Sit out: hand our data up, then take the finished result. */
     X.peer = r + 1;
-    CORO_AWAIT_RES(
-        op->co, res,
-        chorus_prim_send_slot(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND),
-                              &X.sbuf, &X.scap));
-    memcpy(X.sbuf, op->scratch, bytes);
-    CHECK(chorus_prim_post(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND), bytes));
-    CORO_AWAIT_RES(op->co, res,
-                   chorus_prim_recv(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV),
-                                    &X.rbuf, &X.rbytes));
-    memcpy(op->scratch, X.rbuf, bytes);
-    CHECK(chorus_prim_release(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV)));
+    CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, tx(op, X.peer), &X.sbuf, &X.scap));
+    CHECK(chorus_prim_post_from(op, tx(op, X.peer), X.sbuf, X.acc, bytes));
+    CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, rx(op, X.peer), &X.rbuf, &X.rbytes));
+    CHECK(check_size(op, bytes));
+    CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, tx(op, X.peer)));
+    if (bytes) memcpy(op->recvbuff, X.rbuf, bytes);
+    CHECK(chorus_prim_release(op, rx(op, X.peer)));
   } else {
     X.v = r < 2 * X.rem ? r / 2 : r - X.rem;
     if (r < 2 * X.rem) { /* take the data of the rank below */
-      CORO_AWAIT_RES(op->co, res,
-                     chorus_prim_recv(op,
-                                      chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_RECV),
-                                      &X.rbuf, &X.rbytes));
-      combine(op, X.rbuf);
-      CHECK(chorus_prim_release(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_RECV)));
+      X.peer = r - 1;
+      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, rx(op, X.peer), &X.rbuf, &X.rbytes));
+      CHECK(check_size(op, bytes));
+      if (bytes) combine(op, op->scratch, 0);
+      CHECK(chorus_prim_release(op, rx(op, X.peer)));
     }
     for (X.mask = 1; X.mask < X.p2; X.mask <<= 1) {
       X.peer = real_rank(X.v ^ X.mask, X.rem);
-      CORO_AWAIT_RES(
-          op->co, res,
-          chorus_prim_send_slot(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND),
-                                &X.sbuf, &X.scap));
-      memcpy(X.sbuf, op->scratch, bytes);
-      CHECK(
-          chorus_prim_post(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND), bytes));
-      CORO_AWAIT_RES(op->co, res,
-                     chorus_prim_recv(op,
-                                      chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV),
-                                      &X.rbuf, &X.rbytes));
-      if (X.rbytes != bytes)
-        return chorus_error(ncclInvalidUsage, "AllReduce: rank %d sent %zu bytes, expected %zu",
-                            X.peer, X.rbytes, bytes);
-      combine(op, X.rbuf);
-      CHECK(chorus_prim_release(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_RECV)));
+      CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, tx(op, X.peer), &X.sbuf, &X.scap));
+      CHECK(chorus_prim_post_from(op, tx(op, X.peer), X.sbuf, X.acc, bytes));
+      CORO_AWAIT_RES(op->co, res, chorus_prim_recv(op, rx(op, X.peer), &X.rbuf, &X.rbytes));
+      CHECK(check_size(op, bytes));
+      CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, tx(op, X.peer)));
+      if (bytes) {
+        const int last = X.mask << 1 >= X.p2;
+        combine(op, last ? op->recvbuff : op->scratch, last);
+      }
+      CHECK(chorus_prim_release(op, rx(op, X.peer)));
     }
-    if (r < 2 * X.rem) { /* hand the result back down */
-      CORO_AWAIT_RES(
-          op->co, res,
-          chorus_prim_send_slot(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_SEND),
-                                &X.sbuf, &X.scap));
-      memcpy(X.sbuf, op->scratch, bytes);
-      CHECK(
-          chorus_prim_post(op, chorus_cc_conn(cc, r - 1, CHORUS_CH_COLL, CHORUS_DIR_SEND), bytes));
+    if (bytes && X.acc != op->recvbuff) { /* one rank: no exchange */
+      const void *src[1] = {X.acc};
+      chorus_reduce(&op->red, op->recvbuff, src, 1, op->count, 0, CHORUS_RED_FINALIZE);
     }
-  }
-  {
-    /* Result, with SUMPOSTDIV's division applied once. */
-    const void *src[1] = {op->scratch};
-    if (bytes) chorus_reduce(&op->red, op->recvbuff, src, 1, op->count, 0, 1);
+    if (r < 2 * X.rem) { /* hand the finished result back down */
+      X.peer = r - 1;
+      CORO_AWAIT_RES(op->co, res, chorus_prim_send_slot(op, tx(op, X.peer), &X.sbuf, &X.scap));
+      CHECK(chorus_prim_post_from(op, tx(op, X.peer), X.sbuf, op->recvbuff, bytes));
+    }
   }
   /* Flush whatever we sent (TCP hands it to the kernel). */
   for (X.peer = 0; X.peer < n; X.peer++) {
     if (X.peer == r) continue;
-    CORO_AWAIT_RES(
-        op->co, res,
-        chorus_prim_flush(op, chorus_cc_conn(cc, X.peer, CHORUS_CH_COLL, CHORUS_DIR_SEND)));
+    CORO_AWAIT_RES(op->co, res, chorus_prim_flush(op, tx(op, X.peer)));
   }
   CORO_END(op->co);
 }
