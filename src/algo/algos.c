@@ -44,8 +44,10 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
       [CHORUS_BACKEND_GPU] = {F(ALLREDUCE), P(LL) | P(SIMPLE), NEED(RANKS2)}}},
     {CHORUS_ALGO_RD,
      "rd",
-     "AllReduce: recursive doubling, log2(n) pairwise exchanges of the whole buffer",
-     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(FITS_MSG)}}},
+     "recursive doubling, log2(n) pairwise exchanges: AllReduce swaps the whole buffer, "
+     "AllGather the blocks gathered so far; ReduceScatter halves the blocks each time",
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), P(SIMPLE),
+                               NEED(FITS_MSG)}}},
     {CHORUS_ALGO_ZEROCOPY,
      "zerocopy",
      "ranks read the peers' own buffers, no staging: GPU kernels; on host memory one copy "

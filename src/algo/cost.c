@@ -175,9 +175,12 @@ static double hops(int func, int algo, double bytes, const chorus_cost_env *e) {
     return (n - 1) * perhop + bytes / bw;
   case CHORUS_ALGO_RD: {
     if (bytes > (double)e->max_msg) return -1;
-    int p2 = 1 << log2_floor(n);
-    int steps = log2_floor(n) + (n > p2 ? 2 : 0);
-    return steps * (perhop + bytes / bw);
+    const int k = log2_floor(n), extra = n > 1 << k;
+    /* The first 2 rem ranks add a hand-up and a hand-back: AllGather a
+     * block up and all n back, ReduceScatter all n up and a block back. */
+    if (func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_REDUCESCATTER)
+      return (k + 2 * extra) * perhop + ((n - 1) + extra * (n + 1)) * bytes / bw;
+    return (k + 2 * extra) * (perhop + bytes / bw);
   }
   case CHORUS_ALGO_TREE: {
     /* Up then down a tree of depth d, a half of the buffer on each tree:

@@ -195,7 +195,10 @@ struct chorus_op {
     } node;
     struct {
       int p2, rem, v, mask, peer;
-      const void *acc; /* this rank's partial result so far, sent by reference */
+      int lo, hi;       /* ReduceScatter: the blocks still halved (participants) */
+      chorus_xfer x[2]; /* AllGather, ReduceScatter: one exchange */
+      uint8_t kind[2];
+      const void *acc; /* AllReduce: this rank's partial result so far, sent by reference */
       const void *rbuf;
       size_t rbytes;
       void *sbuf;
@@ -211,8 +214,8 @@ struct chorus_op {
       size_t scap;
     } tree;
     struct {
-      chorus_xfer *x;   /* nx transfers, in scratch */
-      uint8_t *is_send; /* per transfer, in scratch */
+      chorus_xfer *x; /* nx transfers, in scratch */
+      uint8_t *kind;  /* per transfer (CHORUS_XFER_SEND, ...), in scratch */
       int nx;
       /* This rank's own block, copied while the transfers wait */
       char *own_dst;

@@ -117,14 +117,14 @@ ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n) {
 static void multi_wait_info(chorus_op *op, chorus_waitset *ws) {
   for (int i = 0; i < M.nx; i++)
     if (M.x[i].co != -1)
-      M.x[i].conn->ops->wait_info(M.x[i].conn, M.is_send[i] ? CHORUS_DIR_SEND : CHORUS_DIR_RECV,
-                                  ws);
+      M.x[i].conn->ops->wait_info(
+          M.x[i].conn, M.kind[i] == CHORUS_XFER_SEND ? CHORUS_DIR_SEND : CHORUS_DIR_RECV, ws);
 }
 
 static void multi_add(chorus_op *op, int peer, int send, const void *buf, size_t bytes) {
   int dir = send ? CHORUS_DIR_SEND : CHORUS_DIR_RECV;
   chorus_xfer_init(&M.x[M.nx], chorus_cc_conn(op->cc, peer, CHORUS_CH_COLL, dir), buf, bytes);
-  M.is_send[M.nx++] = (uint8_t)send;
+  M.kind[M.nx++] = send ? CHORUS_XFER_SEND : CHORUS_XFER_RECV;
 }
 
 static void own_block(chorus_op *op, char *dst, const char *src, size_t bytes) {
@@ -146,7 +146,7 @@ static ncclResult_t multi_plan(chorus_op *op) {
   if (!op->scratch)
     return chorus_error(ncclSystemError, "out of memory planning %s", chorus_func_name(op->func));
   M.x = op->scratch;
-  M.is_send = (uint8_t *)(M.x + 2 * n);
+  M.kind = (uint8_t *)(M.x + 2 * n);
   M.nx = 0;
   M.own_left = 0;
   op->wait_info = multi_wait_info;
@@ -196,7 +196,7 @@ static ncclResult_t multi_plan(chorus_op *op) {
 
 static ncclResult_t multi_step(chorus_op *op) {
   for (;;) {
-    ncclResult_t res = chorus_xfer_all(op, M.x, M.is_send, M.nx);
+    ncclResult_t res = chorus_xfer_all(op, M.x, M.kind, M.nx);
     if ((res != ncclInProgress && res != ncclSuccess) || !M.own_left) return res;
     const size_t n = CHORUS_MIN(M.own_left, OWN_PIECE);
     memcpy(M.own_dst, M.own_src, n);

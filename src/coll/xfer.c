@@ -7,6 +7,7 @@
 
 #include "coll/prims.h"
 #include "host/copy.h"
+#include "host/reduce.h"
 #include "util/check.h"
 #include "util/coro.h"
 #include "util/misc.h"
@@ -63,6 +64,16 @@ static ncclResult_t recv_next(chorus_op *op, chorus_xfer *x, int *read) {
                                  x->done / x->conn->slot_bytes, &x->rbuf, &x->rbytes);
 }
 
+static ncclResult_t size_error(const chorus_op *op, const chorus_xfer *x, size_t want) {
+  char me[160];
+  chorus_op_describe(op, me, sizeof me);
+  return chorus_error(ncclInvalidUsage,
+                      "%s: rank %d sent a %zu-byte message where %zu bytes were expected "
+                      "(counts or types differ between sender and receiver, or the ranks "
+                      "use different NCCL_BUFFSIZE/CHORUS_NSLOTS)",
+                      me, x->conn->peer, x->rbytes, want);
+}
+
 ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
   ncclResult_t res;
   size_t want;
@@ -71,16 +82,27 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
   while (x->done < x->bytes) {
     CORO_AWAIT_RES(x->co, res, recv_next(op, x, &read));
     want = CHORUS_MIN(read ? CHORUS_XFER_READ_UNIT : x->conn->slot_bytes, x->bytes - x->done);
-    if (x->rbytes != want) {
-      char me[160];
-      chorus_op_describe(op, me, sizeof me);
-      return chorus_error(ncclInvalidUsage,
-                          "%s: rank %d sent a %zu-byte message where %zu bytes were expected "
-                          "(counts or types differ between sender and receiver, or the ranks "
-                          "use different NCCL_BUFFSIZE/CHORUS_NSLOTS)",
-                          me, x->conn->peer, x->rbytes, want);
-    }
+    if (x->rbytes != want) return size_error(op, x, want);
     if (x->rbuf != x->buf + x->done) chorus_copy(x->buf + x->done, x->rbuf, x->rbytes, op->nt);
+    x->done += x->rbytes;
+    CHECK(chorus_prim_release(op, x->conn));
+  }
+  CORO_END(x->co);
+}
+
+ncclResult_t chorus_xfer_fold(chorus_op *op, chorus_xfer *x) {
+  ncclResult_t res;
+  size_t want;
+  const void *src[2];
+  CORO_BEGIN(x->co);
+  while (x->done < x->bytes) {
+    /* Into the slot, never placed: the range holds what it combines with. */
+    CORO_AWAIT_RES(x->co, res, chorus_prim_recv(op, x->conn, &x->rbuf, &x->rbytes));
+    want = CHORUS_MIN(x->conn->slot_bytes, x->bytes - x->done);
+    if (x->rbytes != want) return size_error(op, x, want);
+    src[0] = x->buf + x->done;
+    src[1] = x->rbuf;
+    chorus_reduce(&op->red, x->buf + x->done, src, 2, x->rbytes / op->esize, 0, 0);
     x->done += x->rbytes;
     CHECK(chorus_prim_release(op, x->conn));
   }
@@ -129,13 +151,15 @@ ncclResult_t chorus_xfer_recv_dev(chorus_op *op, chorus_xfer *x) {
   CORO_END(x->co);
 }
 
-ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *send, int n) {
+ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *kind, int n) {
   ncclResult_t first_wait = ncclSuccess;
   chorus_conn *wc = NULL;
   int wd = 0;
   for (int i = 0; i < n; i++) {
     if (xs[i].co == -1) continue; /* done */
-    ncclResult_t res = send[i] ? chorus_xfer_send(op, &xs[i]) : chorus_xfer_recv(op, &xs[i]);
+    ncclResult_t res = kind[i] == CHORUS_XFER_SEND   ? chorus_xfer_send(op, &xs[i])
+                       : kind[i] == CHORUS_XFER_FOLD ? chorus_xfer_fold(op, &xs[i])
+                                                     : chorus_xfer_recv(op, &xs[i]);
     if (res == ncclInProgress) {
       if (first_wait == ncclSuccess) wc = op->wait_conn, wd = op->wait_dir;
       first_wait = ncclInProgress;

@@ -28,6 +28,10 @@
 void chorus_xfer_init(chorus_xfer *x, chorus_conn *c, const void *buf, size_t bytes);
 ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x);
 ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x);
+/* A receive that combines each message into the range (buf = buf (+)
+ * message, by the op's reduction, unscaled and unfinished) instead of
+ * storing it: partial results meeting (coll/rd.c). */
+ncclResult_t chorus_xfer_fold(chorus_op *op, chorus_xfer *x);
 
 /* A range of device memory over a connection that takes it (dev_mem): one
  * message says how many bytes come, the network moves them (dev_move).
@@ -36,7 +40,10 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x);
 ncclResult_t chorus_xfer_send_dev(chorus_op *op, chorus_xfer *x);
 ncclResult_t chorus_xfer_recv_dev(chorus_op *op, chorus_xfer *x);
 
-/* Runs xs[0..n) until all are done; sends are marked by send[i]. */
-ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *send, int n);
+/* What a transfer of chorus_xfer_all does. */
+enum { CHORUS_XFER_RECV = 0, CHORUS_XFER_SEND = 1, CHORUS_XFER_FOLD = 2 };
+
+/* Runs xs[0..n) until all are done, xs[i] doing kind[i]. */
+ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *kind, int n);
 
 #endif

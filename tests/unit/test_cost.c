@@ -111,6 +111,20 @@ static void network_figures(void) {
   const double rd_far = chorus_cost_us(AR, CHORUS_ALGO_RD, CHORUS_RULE_ANY, mid, &far);
   EXPECT(ring_far > 10 * ring_near && rd_far > 10 * rd_near);
   EXPECT(rd_far / ring_far < rd_near / ring_near);
+  /* AllGather and ReduceScatter: log2(n) exchanges carry the same bytes
+   * as the ring's n-1 hops, so recursive doubling while a block fits a
+   * slot; a rank count that is no power of two pays a hand-up and a
+   * hand-back of the whole buffer. */
+  const int blocky[2] = {CHORUS_FUNC_ALLGATHER, CHORUS_FUNC_REDUCESCATTER};
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ_INT(pick(blocky[i], 8 * (64 << 10), &near), CHORUS_ALGO_RD);
+    EXPECT_EQ_INT(pick(blocky[i], 8 * (1 << 20), &near), CHORUS_ALGO_RING);
+    chorus_cost_env odd = near;
+    odd.nranks = 7;
+    const double rd7 = chorus_cost_us(blocky[i], CHORUS_ALGO_RD, CHORUS_RULE_ANY, 7 << 10, &odd);
+    const double rd8 = chorus_cost_us(blocky[i], CHORUS_ALGO_RD, CHORUS_RULE_ANY, 8 << 10, &near);
+    EXPECT(rd7 > rd8);
+  }
   double us = 0, bw = 0;
   EXPECT_EQ_INT(chorus_netprobe_parse("25,1.5", &us, &bw), 0);
   EXPECT(us == 25 && bw == 1500);
