@@ -78,8 +78,9 @@ static const chorus_algo_info algos[CHORUS_ALGO_COUNT] = {
     {CHORUS_ALGO_TREE,
      "tree",
      "AllReduce: each half of the buffer reduced up a binary tree and sent back down it, "
-     "the two trees mirrored (depth log2(n), for many hosts)",
-     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE), P(SIMPLE), NEED(RANKS2)}}},
+     "the two trees mirrored; Broadcast and Reduce: down or up a binomial tree from the root "
+     "(depth log2(n), for many hosts)",
+     {[CHORUS_BACKEND_HOST] = {F(ALLREDUCE) | F(BROADCAST) | F(REDUCE), P(SIMPLE), NEED(RANKS2)}}},
     {CHORUS_ALGO_ORDERED,
      "ordered",
      "every rank's contribution gathered, then added in rank order ((r0 + r1) + r2) + ...: "

@@ -183,6 +183,11 @@ static double hops(int func, int algo, double bytes, const chorus_cost_env *e) {
     return (k + 2 * extra) * (perhop + bytes / bw);
   }
   case CHORUS_ALGO_TREE: {
+    if (func == CHORUS_FUNC_BROADCAST || func == CHORUS_FUNC_REDUCE) {
+      /* A binomial tree of depth ceil(log2(n)), the whole buffer a level. */
+      const int d = log2_floor(n) + (n > 1 << log2_floor(n));
+      return d * (perhop + bytes / bw);
+    }
     /* Up then down a tree of depth d, a half of the buffer on each tree:
      * an inner node takes in two halves; the first piece fills the pipe. */
     const int d = log2_floor(n);

@@ -7,12 +7,14 @@
 #include "coll/op.h"
 
 ncclResult_t chorus_allreduce_ring(chorus_op *op);
-ncclResult_t chorus_allreduce_node(chorus_op *op);   /* oneshot and twoshot */
-ncclResult_t chorus_allreduce_rd(chorus_op *op);     /* recursive doubling, small */
-ncclResult_t chorus_allgather_rd(chorus_op *op);     /* recursive doubling, small */
-ncclResult_t chorus_reducescatter_rd(chorus_op *op); /* recursive halving, small */
-ncclResult_t chorus_allreduce_tree(chorus_op *op);   /* double binary tree, many hosts */
-ncclResult_t chorus_allreduce_hier(chorus_op *op);   /* in each host, across, in each host */
+ncclResult_t chorus_allreduce_node(chorus_op *op);     /* oneshot and twoshot */
+ncclResult_t chorus_allreduce_rd(chorus_op *op);       /* recursive doubling, small */
+ncclResult_t chorus_allgather_rd(chorus_op *op);       /* recursive doubling, small */
+ncclResult_t chorus_reducescatter_rd(chorus_op *op);   /* recursive halving, small */
+ncclResult_t chorus_allreduce_tree(chorus_op *op);     /* double binary tree, many hosts */
+ncclResult_t chorus_broadcast_binomial(chorus_op *op); /* binomial tree, small, many hosts */
+ncclResult_t chorus_reduce_binomial(chorus_op *op);    /* binomial tree, small, many hosts */
+ncclResult_t chorus_allreduce_hier(chorus_op *op);     /* in each host, across, in each host */
 /* Node-memory oneshot for every other collective but Send/Recv. */
 ncclResult_t chorus_coll_node(chorus_op *op);
 /* Node memory's peer reads (zerocopy): AllGather, AlltoAll, Broadcast,

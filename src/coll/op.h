@@ -205,6 +205,12 @@ struct chorus_op {
       size_t scap;
     } rd;
     struct {
+      chorus_xfer *x; /* a transfer per child (and the parent's), in scratch */
+      uint8_t *kind;
+      int nx, m;
+      char *acc; /* Reduce: this rank's partial sum, in scratch */
+    } binomial;
+    struct {
       int parent[2], kid[2][2]; /* per tree; -1: none */
       size_t seg, npieces, c;   /* elements per piece, pieces per half, this piece */
       int t, k;                 /* this tree, this link */

@@ -125,6 +125,13 @@ static void network_figures(void) {
     const double rd8 = chorus_cost_us(blocky[i], CHORUS_ALGO_RD, CHORUS_RULE_ANY, 8 << 10, &near);
     EXPECT(rd7 > rd8);
   }
+  /* Broadcast and Reduce: a binomial tree's log2(n) levels while the
+   * hops' latency dominates, the pipelined chain once bytes do. */
+  const int rooted[2] = {CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE};
+  for (int i = 0; i < 2; i++) {
+    EXPECT_EQ_INT(pick(rooted[i], 8 << 10, &near), CHORUS_ALGO_TREE);
+    EXPECT_EQ_INT(pick(rooted[i], 1 << 20, &near), CHORUS_ALGO_CHAIN);
+  }
   double us = 0, bw = 0;
   EXPECT_EQ_INT(chorus_netprobe_parse("25,1.5", &us, &bw), 0);
   EXPECT(us == 25 && bw == 1500);
