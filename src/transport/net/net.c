@@ -569,6 +569,30 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
   return ncclSuccess;
 }
 
+/* Socket threads that this machine has cores for. Every rank on it (hosts
+ * made with NCCL_HOSTID count) runs its executor and its pumps, and the
+ * kernel's TCP work for their bytes needs cores too, so the threads of all
+ * ranks may take half the CPUs at most. Past that, pumps take the cores of
+ * the threads they hand messages to, and each message waits for a wake-up.
+ * Measured (every rank a host over loopback, against none): 16 cores, 2
+ * ranks with 2-4 pumps: AlltoAll 2x faster; 8 ranks with 2 pumps each
+ * (24 threads): AllGather and AllReduce 2-7x slower, with 1 each (16
+ * threads) still 0.6-0.9x; 2 cores, 2 ranks with 1 pump each: a 1 MiB
+ * AllGather 17x slower. */
+static int pumps_that_fit(const net_state *s, int want) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const long ranks = s->topo && s->topo->nmachine > 0 ? s->topo->nmachine : 1;
+  if (want <= 0 || cpus <= 0 || !chorus_param_int(CHORUS_P_SOCKET_THREADS_FIT))
+    return CHORUS_MAX(want, 0);
+  const int fit = (int)CHORUS_MAX(0l, cpus / (2 * ranks) - 1);
+  if (fit >= want) return want;
+  if (s->rank == 0)
+    WARN("NCCL_SOCKET_NTHREADS asks for %d socket thread(s) per rank, but %ld rank(s) share this "
+         "machine's %ld CPUs: %d thread(s) each%s",
+         want, ranks, cpus, fit, fit ? "" : " (the calling thread moves the bytes)");
+  return fit;
+}
+
 static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
                               void **out) {
   *out = NULL;
@@ -637,7 +661,7 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
   }
   /* A pump per stream at most: NCCL_SOCKET_NTHREADS threads, each with
    * NCCL_NSOCKS_PERTHREAD sockets of every peer and channel. */
-  const int npumps = CHORUS_MIN(ctx->nthreads, s->nstreams);
+  const int npumps = pumps_that_fit(s, CHORUS_MIN(ctx->nthreads, s->nstreams));
   if (npumps > 0 && s->npeers > 0) CHECK_GOTO(net_pumps_start(s, npumps), res, fail);
   if (s->npumps)
     INFO(CHORUS_NET | CHORUS_INIT,
