@@ -117,7 +117,7 @@ static void network_figures(void) {
    * hand-back of the whole buffer. */
   const int blocky[2] = {CHORUS_FUNC_ALLGATHER, CHORUS_FUNC_REDUCESCATTER};
   for (int i = 0; i < 2; i++) {
-    EXPECT_EQ_INT(pick(blocky[i], 8 * (64 << 10), &near), CHORUS_ALGO_RD);
+    EXPECT_EQ_INT(pick(blocky[i], 8 * (16 << 10), &near), CHORUS_ALGO_RD);
     EXPECT_EQ_INT(pick(blocky[i], 8 * (1 << 20), &near), CHORUS_ALGO_RING);
     chorus_cost_env odd = near;
     odd.nranks = 7;
