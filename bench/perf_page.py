@@ -63,7 +63,7 @@ COLL_NOTE = {"all_reduce": "float sum", "reduce_scatter": "float sum; size = tot
              "sendrecv": "ring shift: send to rank+1, receive from rank-1"}
 GPU_MODES = ["g4", "procs4", "win_procs4", "g2", "procs2", "win_procs2"]
 # Rows marked in merged host tables, by the run they come from (2nd, 3rd...).
-MARKS = ["†", "‡", "§", "¶", "‖"]
+MARKS = ["†", "‡", "§", "¶", "‖", "°", "◊"]
 
 
 def mode_text(mode):
