@@ -56,11 +56,6 @@ static char *allreduce_place(const void *ctx, uint64_t j, size_t *bytes) {
   return (char *)op->recvbuff + off * op->esize;
 }
 
-static ncclResult_t allreduce_single(chorus_op *op) {
-  if (op->count) reduce_into(op, op->recvbuff, NULL, 0, op->count, 1);
-  return ncclSuccess;
-}
-
 ncclResult_t chorus_allreduce_ring(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   int n = cc->nranks, p = cc->ring_pos[cc->rank];
@@ -68,7 +63,11 @@ ncclResult_t chorus_allreduce_ring(chorus_op *op) {
   size_t off, len;
   ncclResult_t res;
   CORO_BEGIN(op->co);
-  if (n == 1 || op->count == 0) return n == 1 ? allreduce_single(op) : ncclSuccess;
+  if (n == 1 || op->count == 0) {
+    if (n == 1 && op->count)
+      chorus_coll_own_input(op, op->recvbuff, op->count, CHORUS_RED_FINALIZE);
+    return ncclSuccess;
+  }
   R.next = chorus_cc_conn(cc, chorus_cc_ring_rank(cc, p + 1), CHORUS_CH_COLL, CHORUS_DIR_SEND);
   R.prev = chorus_cc_conn(cc, chorus_cc_ring_rank(cc, p - 1), CHORUS_CH_COLL, CHORUS_DIR_RECV);
   chorus_ring_plan_init(&R.plan, op->count, n,

@@ -22,7 +22,6 @@
 #include "coll/coll.h"
 #include "coll/prims.h"
 #include "coll/xfer.h"
-#include "util/alloc.h"
 #include "util/check.h"
 #include "util/coro.h"
 #include "util/misc.h"
@@ -57,15 +56,9 @@ static chorus_conn *conn(const chorus_op *op, int peer, int dir) {
 
 /* Room for a transfer per child: at most log2(n) + 1 of them. */
 static ncclResult_t alloc_xfers(chorus_op *op, size_t extra) {
-  size_t nx = 1;
-  while (((size_t)1 << nx) < (size_t)op->cc->nranks) nx++;
-  const size_t xbytes = CHORUS_ALIGN_UP((nx + 1) * (sizeof(chorus_xfer) + 1), (size_t)64);
-  if (!(op->scratch = chorus_malloc(xbytes + extra)))
-    return chorus_error(ncclSystemError, "out of memory planning %s", chorus_func_name(op->func));
-  B.x = op->scratch;
-  B.kind = (uint8_t *)(B.x + nx + 1);
-  B.acc = (char *)op->scratch + xbytes;
-  return ncclSuccess;
+  int nx = 1;
+  while ((1 << nx) < op->cc->nranks) nx++;
+  return chorus_xfer_alloc(op, nx + 1, extra, &B.x, &B.kind, &B.acc);
 }
 
 ncclResult_t chorus_broadcast_binomial(chorus_op *op) {
@@ -99,16 +92,11 @@ ncclResult_t chorus_reduce_binomial(chorus_op *op) {
   ncclResult_t res;
   CORO_BEGIN(op->co);
   if (n == 1 || bytes == 0) {
-    const void *src[1] = {op->sendbuff};
-    if (bytes) chorus_reduce(&op->red, op->recvbuff, src, 1, op->count, 1u, CHORUS_RED_FINALIZE);
+    if (bytes) chorus_coll_own_input(op, op->recvbuff, op->count, CHORUS_RED_FINALIZE);
     return ncclSuccess;
   }
   CHECK(alloc_xfers(op, bytes));
-  {
-    /* This rank's contribution, scaled where PreMulSum scales it. */
-    const void *src[1] = {op->sendbuff};
-    chorus_reduce(&op->red, B.acc, src, 1, op->count, 1u, 0);
-  }
+  chorus_coll_own_input(op, B.acc, op->count, 0); /* this rank's contribution */
   for (B.m = 1; B.m < low_bit(v, n); B.m <<= 1) {
     if (v + B.m >= n) break; /* no child here, nor further out */
     chorus_xfer_init(&B.x[0], conn(op, rank_at(op, v + B.m), CHORUS_DIR_RECV), B.acc, bytes);

@@ -36,6 +36,10 @@ ncclResult_t chorus_ordered_prepare(chorus_op *op);
 /* Frees what a prepared op holds once it ended or failed (its scratch,
  * and an ordered op's gathering call's). */
 void chorus_coll_release(chorus_op *op);
+/* dst = the first count elements of this rank's input, scaled where
+ * PreMulSum scales each rank's input; flags as chorus_reduce takes them
+ * (CHORUS_RED_FINALIZE: finished too, for a rank alone). */
+void chorus_coll_own_input(chorus_op *op, void *dst, size_t count, unsigned flags);
 void chorus_p2p_take_ticket(chorus_op *op);
 /* The host calls of one group, prepared and not yet run. Sends may go by
  * reference (chorus_op.by_ref) where the group also receives. A Send

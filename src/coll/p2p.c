@@ -141,20 +141,16 @@ static ncclResult_t multi_plan(chorus_op *op) {
   int n = cc->nranks, me = cc->rank;
   size_t blk = op->count * op->esize;
   int inplace_a2a = op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff && n > 1;
-  size_t xbytes = CHORUS_ALIGN_UP((size_t)(2 * n) * (sizeof(chorus_xfer) + 1), (size_t)64);
-  op->scratch = chorus_malloc(xbytes + (inplace_a2a ? blk * (size_t)n : 0));
-  if (!op->scratch)
-    return chorus_error(ncclSystemError, "out of memory planning %s", chorus_func_name(op->func));
-  M.x = op->scratch;
-  M.kind = (uint8_t *)(M.x + 2 * n);
+  char *copy;
+  CHECK(chorus_xfer_alloc(op, 2 * n, inplace_a2a ? blk * (size_t)n : 0, &M.x, &M.kind, &copy));
   M.nx = 0;
   M.own_left = 0;
   op->wait_info = multi_wait_info;
   const char *send = op->sendbuff;
   char *recv = op->recvbuff;
   if (inplace_a2a) {
-    memcpy((char *)op->scratch + xbytes, send, blk * (size_t)n);
-    send = (char *)op->scratch + xbytes;
+    memcpy(copy, send, blk * (size_t)n);
+    send = copy;
   }
   switch (op->func) {
   case CHORUS_FUNC_ALLTOALL:

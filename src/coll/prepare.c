@@ -177,3 +177,8 @@ void chorus_coll_release(chorus_op *op) {
   chorus_free(op->scratch);
   op->scratch = NULL;
 }
+
+void chorus_coll_own_input(chorus_op *op, void *dst, size_t count, unsigned flags) {
+  const void *src[1] = {op->sendbuff};
+  chorus_reduce(&op->red, dst, src, 1, count, 1u, flags);
+}

@@ -190,7 +190,8 @@ ncclResult_t chorus_prim_size_error(chorus_op *op, chorus_conn *c, size_t got, s
   char me[160];
   chorus_op_describe(op, me, sizeof me);
   return chorus_error(ncclInvalidUsage,
-                      "%s: rank %d sent %zu bytes where %zu were expected; ranks must use the "
-                      "same NCCL_BUFFSIZE and CHORUS_NSLOTS",
+                      "%s: rank %d sent %zu bytes where %zu were expected (counts or types "
+                      "differ between the ranks, or they use different NCCL_BUFFSIZE or "
+                      "CHORUS_NSLOTS)",
                       me, c->peer, got, want);
 }

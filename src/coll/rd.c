@@ -58,10 +58,9 @@ static chorus_conn *rx(const chorus_op *op, int peer) {
   return chorus_cc_conn(op->cc, peer, CHORUS_CH_COLL, CHORUS_DIR_RECV);
 }
 
-static ncclResult_t check_size(const chorus_op *op, size_t bytes) {
+static ncclResult_t check_size(chorus_op *op, size_t bytes) {
   if (X.rbytes == bytes) return ncclSuccess;
-  return chorus_error(ncclInvalidUsage, "AllReduce: rank %d sent %zu bytes, expected %zu", X.peer,
-                      X.rbytes, bytes);
+  return chorus_prim_size_error(op, rx(op, X.peer), X.rbytes, bytes);
 }
 
 /* dst = acc (+) what came; the last combine writes the output, finished
@@ -87,8 +86,7 @@ ncclResult_t chorus_allreduce_rd(chorus_op *op) {
   if (!op->scratch) return chorus_error(ncclSystemError, "out of memory for an AllReduce");
   X.acc = op->sendbuff;
   if (op->red.kind == CHORUS_RED_PREMULSUM && bytes) { /* each input scaled once, here */
-    const void *src[1] = {op->sendbuff};
-    chorus_reduce(&op->red, op->scratch, src, 1, op->count, 1u, 0);
+    chorus_coll_own_input(op, op->scratch, op->count, 0);
     X.acc = op->scratch;
   }
   if (r < 2 * X.rem && r % 2 == 0) {
@@ -221,8 +219,7 @@ ncclResult_t chorus_reducescatter_rd(chorus_op *op) {
   ncclResult_t res;
   CORO_BEGIN(op->co);
   if (n == 1 || blk == 0) {
-    const void *src[1] = {op->sendbuff};
-    if (blk) chorus_reduce(&op->red, op->recvbuff, src, 1, op->count, 1u, CHORUS_RED_FINALIZE);
+    if (blk) chorus_coll_own_input(op, op->recvbuff, op->count, CHORUS_RED_FINALIZE);
     return ncclSuccess;
   }
   X.p2 = pow2_below(n);
@@ -232,10 +229,7 @@ ncclResult_t chorus_reducescatter_rd(chorus_op *op) {
   if (!(op->scratch = chorus_malloc((size_t)n * blk)))
     return chorus_error(ncclSystemError, "out of memory for a ReduceScatter");
   acc = op->scratch;
-  {
-    const void *src[1] = {op->sendbuff};
-    chorus_reduce(&op->red, acc, src, 1, op->count * (size_t)n, 1u, 0);
-  }
+  chorus_coll_own_input(op, acc, op->count * (size_t)n, 0);
   if (r < 2 * X.rem && r % 2 == 0) {
     /* Sit out: hand every block up, then take our own, finished. */
     X.peer = r + 1;

@@ -152,7 +152,7 @@ ncclResult_t chorus_reducescatter_ring(chorus_op *op) {
   ncclResult_t res;
   CORO_BEGIN(op->co);
   if (n == 1) {
-    if (op->count) reduce_piece(op, op->recvbuff, op->sendbuff, NULL, op->count, 1);
+    if (op->count) chorus_coll_own_input(op, op->recvbuff, op->count, CHORUS_RED_FINALIZE);
     return ncclSuccess;
   }
   if (op->count == 0) return ncclSuccess;
@@ -242,7 +242,7 @@ ncclResult_t chorus_reduce_ring(chorus_op *op) {
   ncclResult_t res;
   CORO_BEGIN(op->co);
   if (n == 1) {
-    if (op->count) reduce_piece(op, op->recvbuff, op->sendbuff, NULL, op->count, 1);
+    if (op->count) chorus_coll_own_input(op, op->recvbuff, op->count, CHORUS_RED_FINALIZE);
     return ncclSuccess;
   }
   if (op->count == 0) return ncclSuccess;

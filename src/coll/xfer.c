@@ -8,6 +8,7 @@
 #include "coll/prims.h"
 #include "host/copy.h"
 #include "host/reduce.h"
+#include "util/alloc.h"
 #include "util/check.h"
 #include "util/coro.h"
 #include "util/misc.h"
@@ -64,16 +65,6 @@ static ncclResult_t recv_next(chorus_op *op, chorus_xfer *x, int *read) {
                                  x->done / x->conn->slot_bytes, &x->rbuf, &x->rbytes);
 }
 
-static ncclResult_t size_error(const chorus_op *op, const chorus_xfer *x, size_t want) {
-  char me[160];
-  chorus_op_describe(op, me, sizeof me);
-  return chorus_error(ncclInvalidUsage,
-                      "%s: rank %d sent a %zu-byte message where %zu bytes were expected "
-                      "(counts or types differ between sender and receiver, or the ranks "
-                      "use different NCCL_BUFFSIZE/CHORUS_NSLOTS)",
-                      me, x->conn->peer, x->rbytes, want);
-}
-
 ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
   ncclResult_t res;
   size_t want;
@@ -82,7 +73,7 @@ ncclResult_t chorus_xfer_recv(chorus_op *op, chorus_xfer *x) {
   while (x->done < x->bytes) {
     CORO_AWAIT_RES(x->co, res, recv_next(op, x, &read));
     want = CHORUS_MIN(read ? CHORUS_XFER_READ_UNIT : x->conn->slot_bytes, x->bytes - x->done);
-    if (x->rbytes != want) return size_error(op, x, want);
+    if (x->rbytes != want) return chorus_prim_size_error(op, x->conn, x->rbytes, want);
     if (x->rbuf != x->buf + x->done) chorus_copy(x->buf + x->done, x->rbuf, x->rbytes, op->nt);
     x->done += x->rbytes;
     CHECK(chorus_prim_release(op, x->conn));
@@ -99,7 +90,7 @@ ncclResult_t chorus_xfer_fold(chorus_op *op, chorus_xfer *x) {
     /* Into the slot, never placed: the range holds what it combines with. */
     CORO_AWAIT_RES(x->co, res, chorus_prim_recv(op, x->conn, &x->rbuf, &x->rbytes));
     want = CHORUS_MIN(x->conn->slot_bytes, x->bytes - x->done);
-    if (x->rbytes != want) return size_error(op, x, want);
+    if (x->rbytes != want) return chorus_prim_size_error(op, x->conn, x->rbytes, want);
     src[0] = x->buf + x->done;
     src[1] = x->rbuf;
     chorus_reduce(&op->red, x->buf + x->done, src, 2, x->rbytes / op->esize, 0, 0);
@@ -174,4 +165,15 @@ ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *kind
     op->wait_dir = wd;
   }
   return first_wait;
+}
+
+ncclResult_t chorus_xfer_alloc(chorus_op *op, int n, size_t extra, chorus_xfer **xs, uint8_t **kind,
+                               char **extra_at) {
+  const size_t xbytes = CHORUS_ALIGN_UP((size_t)n * (sizeof(chorus_xfer) + 1), (size_t)64);
+  if (!(op->scratch = chorus_malloc(xbytes + extra)))
+    return chorus_error(ncclSystemError, "out of memory planning %s", chorus_func_name(op->func));
+  *xs = op->scratch;
+  *kind = (uint8_t *)(*xs + n);
+  *extra_at = (char *)op->scratch + xbytes;
+  return ncclSuccess;
 }

@@ -46,4 +46,9 @@ enum { CHORUS_XFER_RECV = 0, CHORUS_XFER_SEND = 1, CHORUS_XFER_FOLD = 2 };
 /* Runs xs[0..n) until all are done, xs[i] doing kind[i]. */
 ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *kind, int n);
 
+/* op->scratch as room for n transfers and their kinds (chorus_xfer_all's
+ * arguments), then `extra` bytes, 64-byte aligned, at *extra_at. */
+ncclResult_t chorus_xfer_alloc(chorus_op *op, int n, size_t extra, chorus_xfer **xs, uint8_t **kind,
+                               char **extra_at);
+
 #endif
