@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "algo/func.h"
 #include "coll/calls.h"
 #include "coll/progress.h"
 #include "coll/prims.h"
@@ -121,6 +122,25 @@ static ncclResult_t run_queue(chorus_exec_queue *q, uint64_t *ticks) {
   return ncclSuccess;
 }
 
+/* A call that only moves bytes in messages this large (a rank's block, or
+ * the whole Broadcast) may leave them to the transports' helper threads.
+ * Under it a hand-off per message cost more than it saved (256 KiB
+ * AllGather and AlltoAll on 2 ranks: 0.6x; NCCL_SOCKET_NTHREADS=auto,
+ * core/comm.c). */
+#define MOVES_HELPED_BYTES (512u << 10)
+
+/* Tells q's transports what its next call does, when that changes. */
+static void hint(chorus_exec_queue *q) {
+  chorus_coll_comm *cc = q->cc;
+  const chorus_op *op = q->head ? q->head : q->p2p;
+  const int moves =
+      op && !chorus_func_reduces(op->func) && op->count * op->esize >= MOVES_HELPED_BYTES;
+  if (moves == cc->moves) return;
+  cc->moves = moves;
+  for (int t = 0; t < cc->ntransports; t++)
+    if (cc->transports[t]->hint) cc->transports[t]->hint(cc->tstates[t], moves);
+}
+
 /* One pass over all queues. Returns how many queues still have work. */
 static int pass(chorus_exec_queue *qs, int nq, uint64_t *ticks) {
   int pending = 0;
@@ -135,7 +155,10 @@ static int pass(chorus_exec_queue *qs, int nq, uint64_t *ticks) {
       res = chorus_error(ncclInvalidUsage, "operation stopped: the communicator is being aborted");
     /* The queue first: a call's TCP notes then leave with its first
      * message to each peer, where it sends one (net_post_call). */
-    if (res == ncclSuccess) res = run_queue(q, ticks);
+    if (res == ncclSuccess) {
+      hint(q);
+      res = run_queue(q, ticks);
+    }
     for (int t = 0; t < q->cc->ntransports && res == ncclSuccess; t++)
       res = q->cc->transports[t]->progress(q->cc->tstates[t]);
     if (res != ncclSuccess) fail_queue(q, res);

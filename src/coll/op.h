@@ -78,6 +78,9 @@ typedef struct chorus_coll_comm {
    * communicator that is a part of another. */
   struct chorus_progress *progress;
   int tracing; /* calls take their times: CHORUS_TRACE (core/trace.h), a profiler plugin */
+  /* The executor's last hint to the transports (transport.h): its calls
+   * only move bytes, in large messages; 0 until said, as they start. */
+  int moves;
   /* The call board (coll/calls.h): this rank's last posted calls (NULL:
    * no board); calls from unchecked_from on were not all compared with
    * every peer's when they ended (unchecked = 0: none). */

@@ -88,14 +88,10 @@ static ncclResult_t choose_network(ncclComm_t comm, chorus_net **out) {
 }
 
 /* Threads that move this rank's TCP bytes (NCCL_SOCKET_NTHREADS, 0..16
- * as NCCL takes it). None by default: measured on 4xH200 over loopback
- * with two or four, host ring AllReduce ran 0.8-0.97x and GPU calls
- * across 2 hosts x 2 GPUs 0.2-0.7x (each of a rank's lanes is a
- * communicator with threads of its own), where the hand-off per message
- * costs what it saves; host AlltoAll ran 1.5-1.9x at most sizes
- * (docs/PERFORMANCE.md). */
+ * as NCCL takes it), or -1 for auto (auto_threads). */
 static int socket_threads(int rank) {
   const int64_t v = chorus_param_int(CHORUS_P_SOCKET_NTHREADS);
+  if (v == CHORUS_AUTO) return -1;
   const int n = (int)CHORUS_MAX(0, CHORUS_MIN(16, v));
   if (n != v)
     WARN("rank %d: NCCL_SOCKET_NTHREADS=%lld is outside 0..16; using %d", rank, (long long)v, n);
@@ -111,10 +107,10 @@ typedef struct rank_record {
   uint32_t nstages;
   uint64_t stage_bytes;
   uint32_t nstreams;
-  uint32_t pad;
+  uint32_t cpus;             /* its machine's */
   chorus_status_peer status; /* where its process answers (core/status.h) */
   uint32_t traced;           /* CHORUS_TRACE is set there */
-  uint32_t pad2;
+  uint32_t threads_auto;     /* its NCCL_SOCKET_NTHREADS is auto */
 } rank_record;
 
 /* Buffer geometry every rank must agree on (the smallest request wins),
@@ -123,7 +119,54 @@ typedef struct geometry {
   size_t slot_bytes, stage_bytes;
   int nslots, nstages, nstreams;
   int nthreads;
+  int threads_on_hint; /* auto: they move what calls that only move bytes hand them */
 } geometry;
+
+/* NCCL_SOCKET_NTHREADS=auto gives a host-memory communicator this many
+ * threads, each with a socket of its own per peer and channel, where every
+ * machine it spans has the cores (the rule of net.c's cap: CPUs / (2 x
+ * ranks there) - 1 fit), and the executor hands them the large messages of
+ * calls that only move bytes (coll/exec.c). Threads for every call,
+ * measured on 16 cores with every rank a host, 256 KiB-16 MiB against
+ * none, at 2 ranks: AlltoAll 2.1-2.7x, Broadcast 2.0-3.1x and AllGather
+ * 1.2-1.3x from 1 MiB, but AllReduce 0.7-0.95x and ReduceScatter 0.7-0.9x
+ * (a hand-off per message in a reduction's pipeline; threads writing only
+ * a reduction's sends measured 1.1-1.2x in one run, 0.7-0.8x in another)
+ * and byte moves of 256 KiB 0.6x; three threads gained no more. With the
+ * rule, against the build without threads in the same run: AlltoAll
+ * 2.2-2.5x and AllGather 1.2-1.3x from 1 MiB, Broadcast 1.8-1.9x from
+ * 512 KiB, AllReduce and ReduceScatter 0.9-1.07x (their second socket).
+ * A GPU communicator's parts and lanes get none: their threads run beside
+ * the kernels' proxies, where 2 x 2 GPUs across hosts measured 0.2-0.7x. */
+#define AUTO_THREADS 2
+
+typedef struct machine_cpus {
+  uint64_t hash;
+  uint32_t cpus;
+} machine_cpus;
+
+static int by_machine(const void *a, const void *b) {
+  const uint64_t x = ((const machine_cpus *)a)->hash, y = ((const machine_cpus *)b)->hash;
+  return x < y ? -1 : x > y;
+}
+
+/* Whether every machine of the records has the cores for AUTO_THREADS
+ * threads per rank (sorted by machine: no pass over pairs of ranks). */
+static int auto_threads_fit(const rank_record *rec, int n) {
+  if (!chorus_param_int(CHORUS_P_SOCKET_THREADS_FIT)) return 1;
+  machine_cpus *m = chorus_malloc((size_t)n * sizeof *m);
+  if (!m) return 0;
+  for (int r = 0; r < n; r++) m[r] = (machine_cpus){rec[r].info.machine_hash, rec[r].cpus};
+  qsort(m, (size_t)n, sizeof *m, by_machine);
+  int fit = 1;
+  for (int i = 0, j; i < n && fit; i = j) {
+    uint32_t cpus = m[i].cpus;
+    for (j = i; j < n && m[j].hash == m[i].hash; j++) cpus = CHORUS_MIN(cpus, m[j].cpus);
+    fit = (int64_t)cpus / (2 * (int64_t)(j - i)) - 1 >= AUTO_THREADS;
+  }
+  chorus_free(m);
+  return fit;
+}
 
 static int live_comms;
 
@@ -257,9 +300,14 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   /* NCCL's meaning: threads x sockets per thread streams per peer (and
    * channel), agreed; how many threads move them is each rank's own. */
   const int64_t nsock = CHORUS_MAX(1, chorus_param_int(CHORUS_P_NSOCKS_PERTHREAD));
-  const int nthreads = socket_threads(comm->rank);
+  const int asked = socket_threads(comm->rank);
+  const int on_hint = asked < 0 && comm->device < 0 && !comm->is_part;
+  const int nthreads = asked >= 0 ? asked : on_hint ? AUTO_THREADS : 0;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   rec[comm->rank].nstreams =
       (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, nthreads) * CHORUS_MIN(16, nsock));
+  rec[comm->rank].cpus = (uint32_t)CHORUS_CLAMP(cpus, 1, UINT32_MAX);
+  rec[comm->rank].threads_auto = asked < 0;
   chorus_status_listen(comm, &comm->bs->listen_addr, &rec[comm->rank].status);
   const char *trace = chorus_param_str(CHORUS_P_TRACE);
   rec[comm->rank].traced = trace && *trace;
@@ -272,11 +320,17 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     chorus_free(info);
     return res;
   }
-  *geo = (geometry){rec[0].slot_bytes,   rec[0].stage_bytes,   (int)rec[0].nslots,
-                    (int)rec[0].nstages, (int)rec[0].nstreams, nthreads};
-  int traced = 0;
+  *geo = (geometry){rec[0].slot_bytes,
+                    rec[0].stage_bytes,
+                    (int)rec[0].nslots,
+                    (int)rec[0].nstages,
+                    (int)rec[0].nstreams,
+                    nthreads,
+                    on_hint};
+  int traced = 0, any_auto = 0;
   for (int r = 0; r < comm->nranks; r++) {
     traced += rec[r].traced != 0;
+    any_auto |= rec[r].threads_auto != 0;
     info[r] = rec[r].info;
     if (comm->status_peers) comm->status_peers[r] = rec[r].status;
     geo->slot_bytes = CHORUS_MIN(geo->slot_bytes, rec[r].slot_bytes);
@@ -284,6 +338,12 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     geo->nslots = CHORUS_MIN(geo->nslots, (int)rec[r].nslots);
     geo->nstages = CHORUS_MIN(geo->nstages, (int)rec[r].nstages);
     geo->nstreams = CHORUS_MIN(geo->nstreams, (int)rec[r].nstreams);
+  }
+  /* Auto and short of cores somewhere: no threads, a socket per thread
+   * asked for as without them (every rank decides alike from the records). */
+  if (any_auto && !auto_threads_fit(rec, comm->nranks)) {
+    geo->nstreams = CHORUS_MIN(geo->nstreams, (int)CHORUS_MIN(16, nsock));
+    if (on_hint) geo->nthreads = 0;
   }
   chorus_free(rec);
   /* Traces are merged by offsets measured against rank 0, together. */
@@ -327,17 +387,9 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
     int shm = p == comm->rank || (shm_ok && chorus_topo_same_host(&comm->topo, p, comm->rank));
     peers[shm ? T_SHM : T_NET][npeers[shm ? T_SHM : T_NET]++] = p;
   }
-  chorus_transport_ctx ctx = {comm->bs,
-                              &comm->topo,
-                              comm->rank,
-                              n,
-                              geo->slot_bytes,
-                              geo->nslots,
-                              geo->stage_bytes,
-                              geo->nstages,
-                              geo->nstreams,
-                              geo->nthreads,
-                              NULL};
+  chorus_transport_ctx ctx = {comm->bs,        &comm->topo,   comm->rank,           n,
+                              geo->slot_bytes, geo->nslots,   geo->stage_bytes,     geo->nstages,
+                              geo->nstreams,   geo->nthreads, geo->threads_on_hint, NULL};
   const chorus_transport *const *transports = transports_of(comm);
   /* Every rank has peers over the network, or none has (the split is
    * symmetric): all choose one together, or none does. */
@@ -501,7 +553,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   const long long host0 = chorus_alloc_bytes(CHORUS_MEM_HOST),
                   shm0 = chorus_alloc_bytes(CHORUS_MEM_SHM);
   ncclResult_t res;
-  geometry geo = {0, 0, 0, 0, 0, 0};
+  geometry geo = {0, 0, 0, 0, 0, 0, 0};
   res = choose_device(comm);
   if (res != ncclSuccess) {
     chorus_bootstrap_give_up(comm->init.uids, comm->init.nuids, comm->nranks, comm->rank);

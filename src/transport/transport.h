@@ -325,6 +325,9 @@ typedef struct chorus_transport_ctx {
   int nstages;        /* node memory: buffers per rank */
   int nstreams;       /* TCP sockets per peer and channel */
   int nthreads;       /* threads moving them (0: the executor) */
+  /* The threads move only what the executor hands them per call (hint):
+   * NCCL_SOCKET_NTHREADS=auto. Else they move every call's bytes. */
+  int threads_on_hint;
   /* A network plugin's network (transport/plugin/netplug.h) for
    * chorus_transport_pnet, which takes it over; NULL for the others. */
   struct chorus_net *net;
@@ -358,6 +361,11 @@ typedef struct chorus_transport {
   /* Node memory (see above) when this transport reaches every rank through
    * shared memory, else NULL. */
   chorus_node *(*node)(void *state);
+  /* Optional (NULL: none): the calls the executor runs now only move
+   * bytes, in messages large enough to hand to helper threads (moves = 1),
+   * or they reduce on the way or are small (0). A hint for speed: any
+   * thread may move any message either way. */
+  void (*hint)(void *state, int moves);
   /* Frees everything; safe on a half-built state. */
   void (*destroy)(void *state);
 } chorus_transport;

@@ -10,11 +10,18 @@
  * bytes after the output untouched: sizes where a root in place writes
  * part of its readers' outputs itself (coll/node.c, root_lead).
  *
+ * big_mix: rounds of AllGather, AllReduce, AlltoAll, ReduceScatter,
+ * Broadcast and a ring of Send/Recv, each of 600 KiB per rank, on one
+ * communicator, every element checked: calls that only move bytes and
+ * calls that reduce, in turn (with NCCL_SOCKET_NTHREADS=auto the socket
+ * threads take the first kind's messages and the rank's thread moves the
+ * second's, core/comm.c).
+ *
  * usage: test_colls COLLECTIVE threads|procs NRANKS
  *        test_colls COLLECTIVE env     (one rank: RANK, WORLD_SIZE and
  *                                       NCCL_COMM_ID from the environment)
  *   COLLECTIVE: allreduce broadcast bcast reduce allgather reducescatter
- *               alltoall gather scatter, or all; or bcast_big
+ *               alltoall gather scatter, or all; or bcast_big, big_mix
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,7 +289,98 @@ static int bcast_big(int rank, int nranks, ncclUniqueId id, const char *param) {
   return failures ? 1 : 0;
 }
 
-static const harness_case cases[] = {{"matrix", matrix}, {"bcast_big", bcast_big}, {NULL, NULL}};
+/* big_mix's value of element i of rank r's block j (small: sums of up to
+ * 8 ranks stay exact in int32). */
+static int32_t mix_val(int round, int r, int j, size_t i) {
+  return (int32_t)((round * 131 + r * 17 + j * 5 + (int)(i % 1009)) % 4099);
+}
+
+static int mix_check(int rank, const char *what, int round, const int32_t *got, size_t n,
+                     int32_t (*want)(int, int, int, int, size_t), int nranks) {
+  for (size_t i = 0; i < n; i++) {
+    const int32_t w = want(round, rank, nranks, 0, i);
+    if (got[i] != w) {
+      harness_log(rank, "big_mix round %d %s: element %zu is %d, not %d", round, what, i,
+                  (int)got[i], (int)w);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+#define MIX_N ((size_t)600 * 1024 / 4) /* elements per rank's block */
+
+/* Wanted outputs, element i of the whole output (a = round, me, n). */
+static int32_t want_ag(int round, int me, int n, int unused, size_t i) {
+  (void)me, (void)n, (void)unused;
+  return mix_val(round, (int)(i / MIX_N), 0, i % MIX_N);
+}
+static int32_t want_sum(int round, int me, int n, int unused, size_t i) {
+  (void)unused;
+  int32_t s = 0; /* AllReduce (me = -1) or this rank's block of ReduceScatter */
+  for (int r = 0; r < n; r++) s += mix_val(round, r, me < 0 ? 0 : me, i);
+  return s;
+}
+static int32_t want_a2a(int round, int me, int n, int unused, size_t i) {
+  (void)n, (void)unused; /* block j of the output: rank j's block me */
+  return mix_val(round, (int)(i / MIX_N), me, i % MIX_N);
+}
+static int32_t want_bcast(int round, int me, int n, int unused, size_t i) {
+  (void)me, (void)unused; /* from the last rank */
+  return mix_val(round, n - 1, 7, i);
+}
+static int32_t want_ring(int round, int me, int n, int unused, size_t i) {
+  (void)unused;
+  return mix_val(round, (me + n - 1) % n, 9, i);
+}
+
+static int big_mix(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
+  const size_t all = MIX_N * (size_t)nranks;
+  int32_t *s = malloc(all * sizeof *s), *r = malloc(all * sizeof *r);
+  int failures = !s || !r;
+  cudaStream_t st = NULL;
+  for (int round = 0; round < 3 && !failures; round++) {
+    for (size_t i = 0; i < MIX_N; i++) s[i] = mix_val(round, rank, 0, i);
+    failures += ncclAllGather(s, r, MIX_N, ncclInt32, comm, st) != ncclSuccess ||
+                mix_check(rank, "allgather", round, r, all, want_ag, nranks);
+    failures += ncclAllReduce(s, r, MIX_N, ncclInt32, ncclSum, comm, st) != ncclSuccess;
+    for (size_t i = 0; i < MIX_N && !failures; i++)
+      if (r[i] != want_sum(round, -1, nranks, 0, i)) {
+        harness_log(rank, "big_mix round %d allreduce: element %zu is %d", round, i, (int)r[i]);
+        failures++;
+      }
+    for (int j = 0; j < nranks; j++)
+      for (size_t i = 0; i < MIX_N; i++) s[(size_t)j * MIX_N + i] = mix_val(round, rank, j, i);
+    failures += ncclAlltoAll(s, r, MIX_N, ncclInt32, comm, st) != ncclSuccess ||
+                mix_check(rank, "alltoall", round, r, all, want_a2a, nranks);
+    failures += ncclReduceScatter(s, r, MIX_N, ncclInt32, ncclSum, comm, st) != ncclSuccess;
+    for (size_t i = 0; i < MIX_N && !failures; i++)
+      if (r[i] != want_sum(round, rank, nranks, 0, i)) {
+        harness_log(rank, "big_mix round %d reducescatter: element %zu is %d", round, i, (int)r[i]);
+        failures++;
+      }
+    for (size_t i = 0; i < MIX_N; i++) s[i] = mix_val(round, nranks - 1, 7, i);
+    failures += ncclBroadcast(s, r, MIX_N, ncclInt32, nranks - 1, comm, st) != ncclSuccess ||
+                mix_check(rank, "broadcast", round, r, MIX_N, want_bcast, nranks);
+    for (size_t i = 0; i < MIX_N; i++) s[i] = mix_val(round, rank, 9, i);
+    failures +=
+        ncclGroupStart() != ncclSuccess ||
+        ncclSend(s, MIX_N, ncclInt32, (rank + 1) % nranks, comm, st) != ncclSuccess ||
+        ncclRecv(r, MIX_N, ncclInt32, (rank + nranks - 1) % nranks, comm, st) != ncclSuccess ||
+        ncclGroupEnd() != ncclSuccess;
+    if (!failures) failures += mix_check(rank, "send/recv", round, r, MIX_N, want_ring, nranks);
+  }
+  free(s);
+  free(r);
+  if (ncclCommDestroy(comm) != ncclSuccess) failures++;
+  return failures ? 1 : 0;
+}
+
+static const harness_case cases[] = {
+    {"matrix", matrix}, {"bcast_big", bcast_big}, {"big_mix", big_mix}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
@@ -304,8 +402,9 @@ int main(int argc, char **argv) {
   }
   harness_mode mode = strcmp(argv[2], "procs") == 0 ? HARNESS_PROCS : HARNESS_THREADS;
   int n = atoi(argv[3]);
-  const int big = strcmp(argv[1], "bcast_big") == 0;
-  int failed = harness_spawn(mode, n, big ? "bcast_big" : "matrix", argv[1], 240);
+  const char *body =
+      strcmp(argv[1], "bcast_big") == 0 || strcmp(argv[1], "big_mix") == 0 ? argv[1] : "matrix";
+  int failed = harness_spawn(mode, n, body, argv[1], 240);
   printf("%s %s x%d: %s\n", argv[1], argv[2], n, failed ? "FAILED" : "passed");
   return failed ? 1 : 0;
 }

@@ -58,6 +58,7 @@ typedef struct {
   int nthreads; /* NET: pump threads */
   int garbage;  /* run garbage_notes alone */
   int failures;
+  int on_hint; /* NET: the pumps move only while hinted to; stream() flips the hint */
 } rank_arg;
 
 #define FAILIF(cond, ...)                                                                          \
@@ -95,8 +96,9 @@ static void stream(rank_arg *a, void *st, int ch, int nmsg) {
   int *sent = calloc((size_t)n, sizeof(int)), *got = calloc((size_t)n, sizeof(int));
   int64_t dl = chorus_now_ns() + 20000000000ll;
   int done = 0;
-  while (!done && !chorus_expired(dl)) {
+  for (unsigned pass = 0; !done && !chorus_expired(dl); pass++) {
     done = 1;
+    if (a->on_hint && t->hint) t->hint(st, (int)(pass / 3 % 2));
     for (int p = 0; p < n; p++) {
       chorus_conn *sc = t->conn(st, p, ch, CHORUS_DIR_SEND);
       chorus_conn *rc = t->conn(st, p, ch, CHORUS_DIR_RECV);
@@ -523,8 +525,8 @@ static void *rank_main(void *p) {
   int peers[8], np = 0;
   for (int q = 0; q < a->nranks; q++)
     if (q != a->rank || a->t == &chorus_transport_shm) peers[np++] = q;
-  chorus_transport_ctx ctx = {bs, &topo, a->rank,     a->nranks,   SLOT, NSLOTS,
-                              0,  0,     a->nstreams, a->nthreads, NULL};
+  chorus_transport_ctx ctx = {bs, &topo, a->rank,     a->nranks,   SLOT,       NSLOTS,
+                              0,  0,     a->nstreams, a->nthreads, a->on_hint, NULL};
   /* The plugin transport takes a network over (NCCL_NET_PLUGIN names it). */
   if (a->t == &chorus_transport_pnet &&
       chorus_net_open(7, NCCL_NET_TRAFFIC_CLASS_UNDEF, NULL, &ctx.net) != ncclSuccess)
@@ -555,13 +557,14 @@ static void *rank_main(void *p) {
   return NULL;
 }
 
-static int run_ex(const chorus_transport *t, int nranks, int nstreams, int nthreads, int garbage) {
+static int run_hinted(const chorus_transport *t, int nranks, int nstreams, int nthreads,
+                      int garbage, int on_hint) {
   rank_arg a[8];
   pthread_t th[8];
   chorus_uid uid;
   if (chorus_uid_create(&uid) != ncclSuccess) return 0;
   for (int r = 0; r < nranks; r++) {
-    a[r] = (rank_arg){t, uid, r, nranks, nstreams, nthreads, garbage, 0};
+    a[r] = (rank_arg){t, uid, r, nranks, nstreams, nthreads, garbage, 0, on_hint};
     pthread_create(&th[r], NULL, rank_main, &a[r]);
   }
   int failures = 0;
@@ -570,6 +573,10 @@ static int run_ex(const chorus_transport *t, int nranks, int nstreams, int nthre
     failures += a[r].failures;
   }
   return failures == 0;
+}
+
+static int run_ex(const chorus_transport *t, int nranks, int nstreams, int nthreads, int garbage) {
+  return run_hinted(t, nranks, nstreams, nthreads, garbage, 0);
 }
 
 static int run(const chorus_transport *t, int nranks, int nstreams) {
@@ -593,6 +600,10 @@ static void net_conformance(void) {
   EXPECT(run_ex(&chorus_transport_net, 3, 4, 2, 0));
   EXPECT(run_ex(&chorus_transport_net, 4, 3, 2, 0));
   EXPECT(run_ex(&chorus_transport_net, 2, 2, 2, 1));
+  /* Pumps that move only while the executor says so (NCCL_SOCKET_NTHREADS
+   * =auto): the hint flips every few passes, mid-frame too. */
+  EXPECT(run_hinted(&chorus_transport_net, 2, 2, 2, 0, 1));
+  EXPECT(run_hinted(&chorus_transport_net, 3, 4, 2, 0, 1));
 }
 
 /* The same suite over a network plugin (test_transport pnet, with
@@ -614,7 +625,7 @@ static void *shm_pair(const chorus_uid *uid, int rank, chorus_bootstrap **bs, ch
   if (!info) return NULL;
   chorus_topo_self(&info[rank], rank, -1);
   int peers[2] = {0, 1};
-  chorus_transport_ctx ctx = {*bs, topo, rank, 2, SLOT, NSLOTS, 0, 0, 1, 0, NULL};
+  chorus_transport_ctx ctx = {*bs, topo, rank, 2, SLOT, NSLOTS, 0, 0, 1, 0, 0, NULL};
   if (chorus_bootstrap_allgather(*bs, info, sizeof info[0]) != ncclSuccess ||
       chorus_topo_build(topo, info, 2, rank) != ncclSuccess ||
       chorus_transport_shm.setup(&ctx, peers, 2, &st) != ncclSuccess ||

@@ -176,15 +176,16 @@ static void adopt(net_conn *c) {
 static void exec_push(net_conn *c, net_stream *st) {
   net_state *s = c->state;
   if (!net_try_lock(st)) return;
-  if (!net_ended(st)) (void)net_push_stream(c, st, s->npumps ? NET_EXEC_MAX : SIZE_MAX);
+  const int helped = net_helped(s);
+  if (!net_ended(st)) (void)net_push_stream(c, st, helped ? NET_EXEC_MAX : SIZE_MAX);
   const int left = st->next < __atomic_load_n(&c->posted, __ATOMIC_RELAXED) && !net_ended(st);
   net_unlock(st);
-  if (left && s->npumps) net_pump_kick_if_asleep(net_pump_of(s, (int)(st - c->st)));
+  if (left && helped) net_pump_kick_if_asleep(net_pump_of(s, (int)(st - c->st)));
 }
 
 static void exec_pull(net_conn *c, net_stream *st) {
   if (!net_try_lock(st)) return;
-  if (!net_ended(st)) (void)net_pull_stream(c, st, c->state->npumps ? NET_EXEC_MAX : SIZE_MAX);
+  if (!net_ended(st)) (void)net_pull_stream(c, st, net_helped(c->state) ? NET_EXEC_MAX : SIZE_MAX);
   net_unlock(st);
 }
 
@@ -370,7 +371,7 @@ static ncclResult_t net_recv_release(chorus_conn *cc) {
   /* The slot freed carries message done + nslots, on its stream. */
   __atomic_store_n(&c->done, c->done + 1, __ATOMIC_SEQ_CST);
   net_state *s = c->state;
-  if (s->npumps) {
+  if (net_helped(s)) {
     const int k = (int)((c->done - 1 + c->nslots) % (uint64_t)c->nstreams);
     net_pump_kick_starved(net_pump_of(s, k), &c->st[k]);
   }
@@ -395,7 +396,7 @@ static int net_recv_expect(chorus_conn *cc, unsigned ahead, void *dst, size_t by
 
 static void net_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
   net_conn *c = (net_conn *)cc;
-  if (c->state->npumps) { /* the pumps watch the sockets, and wake this one */
+  if (net_helped(c->state)) { /* the pumps watch the sockets, and wake this one */
     chorus_waitset_add_fd(ws, c->state->wake_fd, POLLIN);
     return;
   }
@@ -662,11 +663,14 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
   /* A pump per stream at most: NCCL_SOCKET_NTHREADS threads, each with
    * NCCL_NSOCKS_PERTHREAD sockets of every peer and channel. */
   const int npumps = pumps_that_fit(s, CHORUS_MIN(ctx->nthreads, s->nstreams));
+  s->on_hint = ctx->threads_on_hint;
+  s->helped = !s->on_hint;
   if (npumps > 0 && s->npeers > 0) CHECK_GOTO(net_pumps_start(s, npumps), res, fail);
   if (s->npumps)
     INFO(CHORUS_NET | CHORUS_INIT,
-         "NET transport: %d peer(s), %d channels x %d sockets each, moved by %d thread(s)", npeers,
-         CHORUS_NCHANNELS, s->nstreams, s->npumps);
+         "NET transport: %d peer(s), %d channels x %d sockets each, moved by %d thread(s)%s",
+         npeers, CHORUS_NCHANNELS, s->nstreams, s->npumps,
+         s->on_hint ? " in calls that only move large messages" : "");
   else
     INFO(CHORUS_NET | CHORUS_INIT,
          "NET transport: %d peer(s), %d channels x %d sockets each, moved by the calling thread",
@@ -676,6 +680,15 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
 fail:
   net_destroy(s);
   return res;
+}
+
+static void net_hint(void *p, int moves) {
+  net_state *s = p;
+  if (!s->on_hint || !s->npumps || __atomic_load_n(&s->helped, __ATOMIC_RELAXED) == moves) return;
+  /* Sequentially consistent against a pump's `asleep` (pump_watch): it
+   * sees the flag, or this sees it asleep and kicks it. */
+  __atomic_store_n(&s->helped, moves, __ATOMIC_SEQ_CST);
+  if (moves) net_pumps_kick(s);
 }
 
 static ncclResult_t net_finish(void *p) {
@@ -798,5 +811,6 @@ const chorus_transport chorus_transport_net = {
     .doorbell = net_doorbell,
     .post_call = net_post_call,
     .node = net_node,
+    .hint = net_hint,
     .destroy = net_destroy,
 };

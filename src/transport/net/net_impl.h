@@ -9,6 +9,11 @@
  * the executor, when it finds a stream's lock free, still starts frames
  * of at most NET_EXEC_MAX payload bytes itself (a small message then
  * costs no hand-off between threads) and leaves larger ones to the pump.
+ * With NCCL_SOCKET_NTHREADS=auto the pumps do so only while `helped` is
+ * set (the executor's hint: its calls only move bytes, in large
+ * messages); otherwise they sleep and the executor moves everything, as
+ * without pumps. Either way any mover may take any frame up: the flag
+ * only says who tries.
  *
  * Between the executor and a pump (atomics, see net.c and pump.c):
  *   send: the executor fills hdr[i] (and place[i].ref), then publishes
@@ -140,6 +145,8 @@ typedef struct net_state {
   /* Pumps (none: the executor moves every stream). */
   int npumps;
   net_pump *pumps;
+  int on_hint;      /* NCCL_SOCKET_NTHREADS=auto: the pumps move while `helped` */
+  int helped;       /* atomic: the pumps move the large frames (always, unless on_hint) */
   int stop;         /* atomic: pumps, end */
   int wake_fd;      /* eventfd: a pump moved something */
   int wake_pending; /* atomic: wake_fd written and not yet drained */
@@ -166,6 +173,11 @@ static inline int net_ended(net_stream *st) {
   return __atomic_load_n(&st->end, __ATOMIC_ACQUIRE) != NET_OPEN;
 }
 
+/* Whether the pumps move the large frames now. */
+static inline int net_helped(net_state *s) {
+  return s->npumps && __atomic_load_n(&s->helped, __ATOMIC_ACQUIRE);
+}
+
 /* pump.c */
 ncclResult_t net_pumps_start(net_state *s, int npumps);
 /* Stops and joins the pumps; safe on a half-started set. */
@@ -173,6 +185,8 @@ void net_pumps_stop(net_state *s);
 net_pump *net_pump_of(net_state *s, int stream);
 /* The executor left stream work: wake its pump if it sleeps. */
 void net_pump_kick_if_asleep(net_pump *p);
+/* Wakes every pump that sleeps (the executor set `helped`). */
+void net_pumps_kick(net_state *s);
 /* The executor freed a slot of a starved receive stream. */
 void net_pump_kick_starved(net_pump *p, net_stream *st);
 /* The executor's side of wake_fd: drain it (each pass). */

@@ -63,10 +63,15 @@ void net_wake_drain(net_state *s) {
   if (s->wake_drain && read(s->wake_fd, &v, sizeof v) == sizeof v) s->wake_drain = 0;
 }
 
-/* Moves every stream of p that no one else holds. Returns whether any
- * bytes moved. */
+void net_pumps_kick(net_state *s) {
+  for (int id = 0; id < s->npumps; id++) net_pump_kick_if_asleep(&s->pumps[id]);
+}
+
+/* Moves every stream of p that no one else holds, while the executor
+ * leaves the large frames to the pumps. Returns whether any bytes moved. */
 static int pump_pass(net_pump *p) {
   int moved = 0;
+  if (!net_helped(p->s)) return 0;
   for (int i = 0; i < p->nitems; i++) {
     const struct net_pump_item *it = &p->items[i];
     net_stream *ss = &it->send->st[it->k], *rs = &it->recv->st[it->k];
@@ -87,9 +92,15 @@ static uint64_t next_of(net_stream *st) {
 }
 
 /* What each socket of p waits for, read after p announced its sleep (so
- * work published later comes with a kick). */
+ * work published later comes with a kick): nothing while the executor
+ * moves every frame itself (setting `helped` kicks). */
 static void pump_watch(net_pump *p) {
+  const int helped = __atomic_load_n(&p->s->helped, __ATOMIC_SEQ_CST);
   for (int i = 0; i < p->nitems; i++) {
+    if (!helped) {
+      p->pfd[i] = (struct pollfd){-1, 0, 0};
+      continue;
+    }
     const struct net_pump_item *it = &p->items[i];
     net_conn *sc = it->send, *rc = it->recv;
     net_stream *ss = &sc->st[it->k], *rs = &rc->st[it->k];
