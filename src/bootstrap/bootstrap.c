@@ -162,6 +162,11 @@ static ncclResult_t join_root(chorus_bootstrap *bs, const chorus_uid *uids, int 
   }
 }
 
+/* The error of a rank whose neighbour's init failed first (bs->cause). */
+static ncclResult_t failed_elsewhere(const chorus_bootstrap *bs) {
+  return chorus_error(ncclRemoteError, "bootstrap: the init failed on another rank: %s", bs->cause);
+}
+
 /* A neighbour's word that its init failed (the first one is kept): an
  * error carrying that first cause. */
 static ncclResult_t heard_failure(chorus_bootstrap *bs, chorus_arrival *a) {
@@ -170,7 +175,7 @@ static ncclResult_t heard_failure(chorus_bootstrap *bs, chorus_arrival *a) {
     bs->cause[sizeof bs->cause - 1] = '\0';
   }
   close(a->fd);
-  return chorus_error(ncclRemoteError, "bootstrap: the init failed on another rank: %s", bs->cause);
+  return failed_elsewhere(bs);
 }
 
 /* Keeps an arrival for whoever claims it; drops one that is not of this
@@ -213,6 +218,12 @@ static ncclResult_t serve_until(chorus_bootstrap *bs, int64_t until) {
     if (res != ncclSuccess) return res; /* ncclInProgress: until came */
     CHECK(stash(bs, &a));
   }
+}
+
+ncclResult_t chorus_bootstrap_hear_failure(chorus_bootstrap *bs) {
+  if (bs->cause[0]) return failed_elsewhere(bs);
+  const ncclResult_t res = serve_until(bs, chorus_now_ns() + HEAR_NS);
+  return bs->cause[0] ? res : ncclInProgress; /* heard: res is failed_elsewhere's */
 }
 
 /* Takes a matching arrival from the unexpected list, or waits for one. */

@@ -63,6 +63,13 @@ void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int 
  * neighbour that told it. Destroy still frees bs. */
 void chorus_bootstrap_fail(chorus_bootstrap *bs);
 
+/* This rank's init failed in a way that a peer's earlier failure may
+ * explain (a peer's shared memory gone before this rank mapped it): waits
+ * briefly for a neighbour's word of the first cause. ncclRemoteError with
+ * that cause recorded as this thread's error, or ncclInProgress when no
+ * word came (the caller reports its own error). */
+ncclResult_t chorus_bootstrap_hear_failure(chorus_bootstrap *bs);
+
 /* data holds nranks blocks of `size` bytes; this rank's block is filled in;
  * on return all are. */
 ncclResult_t chorus_bootstrap_allgather(chorus_bootstrap *bs, void *data, size_t size);

@@ -219,6 +219,8 @@ static void give_up_fails_the_rendezvous(void) {
 typedef struct failer {
   chorus_uid uid;
   int rank, nranks;
+  int hear;      /* the others fail on their own, and listen for a first cause */
+  int none_fail; /* (with hear) the last rank does not fail either */
   ncclResult_t res;
   double took;
   char err[512];
@@ -241,38 +243,65 @@ static void *fail_main(void *p) {
     return NULL;
   }
   const int64_t t0 = chorus_now_ns();
-  if (f->rank == f->nranks - 1) {
+  if (f->rank == f->nranks - 1 && !f->none_fail) {
     snprintf(f->err, sizeof f->err, "rank %d of %d: a test cause", f->rank, f->nranks);
     f->res = ncclSystemError;
+  } else if (f->hear) {
+    f->res = chorus_bootstrap_hear_failure(bs); /* ncclInProgress: no word came */
   } else {
     int data[8] = {0};
     f->res = chorus_bootstrap_allgather(bs, data, sizeof data[0]);
   }
-  if (f->res != ncclSuccess) chorus_bootstrap_fail(bs);
+  if (f->res != ncclSuccess && f->res != ncclInProgress) chorus_bootstrap_fail(bs);
   f->took = (double)(chorus_now_ns() - t0) / 1e9;
   chorus_bootstrap_destroy(bs);
   return NULL;
 }
 
-static void init_failure_names_its_rank(void) {
-  enum { N = 4 };
+static void run_failers(failer *f, int n, int hear, int none_fail) {
   chorus_uid u;
   REQUIRE(chorus_uid_create(&u) == ncclSuccess);
   setenv("CHORUS_BOOTSTRAP_TIMEOUT", "30", 1);
-  failer f[N];
-  pthread_t th[N];
-  for (int r = 0; r < N; r++) {
+  pthread_t th[8];
+  for (int r = 0; r < n; r++) {
     memset(&f[r], 0, sizeof f[r]);
-    f[r].uid = u, f[r].rank = r, f[r].nranks = N;
+    f[r].uid = u, f[r].rank = r, f[r].nranks = n, f[r].hear = hear, f[r].none_fail = none_fail;
     pthread_create(&th[r], NULL, fail_main, &f[r]);
   }
-  for (int r = 0; r < N; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
+  unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
+}
+
+static void init_failure_names_its_rank(void) {
+  enum { N = 4 };
+  failer f[N];
+  run_failers(f, N, 0, 0);
   for (int r = 0; r < N - 1; r++) {
     EXPECT(f[r].res == ncclRemoteError);
     EXPECT(f[r].took < 2);
     EXPECT(strstr(f[r].err, "rank 3 of 4: a test cause") != NULL);
   }
-  unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
+}
+
+/* Ranks whose own failure a peer's earlier one may explain (its shared
+ * memory gone) wait for the word: each names the rank that failed first,
+ * the ring neighbours of rank 4 told by it, the others by them. Where no
+ * rank failed, the wait ends empty-handed (ncclInProgress) in about
+ * 0.3 s. */
+static void consequent_failures_name_the_first(void) {
+  enum { N = 5 };
+  failer f[N];
+  run_failers(f, N, 1, 0);
+  for (int r = 0; r < N - 1; r++) {
+    EXPECT(f[r].res == ncclRemoteError);
+    EXPECT(f[r].took < 2);
+    EXPECT(strstr(f[r].err, "rank 4 of 5: a test cause") != NULL);
+  }
+  run_failers(f, 3, 1, 1);
+  for (int r = 0; r < 3; r++) {
+    EXPECT(f[r].res == ncclInProgress);
+    EXPECT(f[r].took > 0.2 && f[r].took < 2);
+  }
 }
 
 int main(void) {
@@ -283,5 +312,6 @@ int main(void) {
   RUN(refused_root_is_final);
   RUN(give_up_fails_the_rendezvous);
   RUN(init_failure_names_its_rank);
+  RUN(consequent_failures_name_the_first);
   return unit_report();
 }

@@ -591,6 +591,13 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
     res = chorus_shm_open(&s->peer_seg[p], rec[p].name, rec[p].size, err, sizeof err);
     if (res == ncclSuccess && ((seg_header *)s->peer_seg[p].base)->magic != SEG_MAGIC)
       res = chorus_errmsg(err, sizeof err, ncclSystemError, "segment %s is not ours", rec[p].name);
+    /* A rank whose init failed removes its segment, and so does each rank
+     * that failed in turn for want of it: the first cause comes from a
+     * neighbour in a moment, and names the rank that failed first. */
+    if (res != ncclSuccess && chorus_bootstrap_hear_failure(ctx->bs) == ncclRemoteError) {
+      res = ncclRemoteError;
+      goto fail;
+    }
     if (res != ncclSuccess) {
       res = chorus_error(res,
                          "SHM transport: cannot map the segment of rank %d (%s): %s. Ranks that "
