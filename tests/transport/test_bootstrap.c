@@ -272,15 +272,21 @@ static void run_failers(failer *f, int n, int hear, int none_fail) {
   unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
 }
 
-static void init_failure_names_its_rank(void) {
-  enum { N = 4 };
-  failer f[N];
-  run_failers(f, N, 0, 0);
-  for (int r = 0; r < N - 1; r++) {
+/* Every rank but the last failed at once with the last one's cause. */
+static void expect_last_named(const failer *f, int n) {
+  char want[64];
+  snprintf(want, sizeof want, "rank %d of %d: a test cause", n - 1, n);
+  for (int r = 0; r < n - 1; r++) {
     EXPECT(f[r].res == ncclRemoteError);
     EXPECT(f[r].took < 2);
-    EXPECT(strstr(f[r].err, "rank 3 of 4: a test cause") != NULL);
+    EXPECT(strstr(f[r].err, want) != NULL);
   }
+}
+
+static void init_failure_names_its_rank(void) {
+  failer f[4];
+  run_failers(f, 4, 0, 0);
+  expect_last_named(f, 4);
 }
 
 /* Ranks whose own failure a peer's earlier one may explain (its shared
@@ -289,14 +295,9 @@ static void init_failure_names_its_rank(void) {
  * rank failed, the wait ends empty-handed (ncclInProgress) in about
  * 0.3 s. */
 static void consequent_failures_name_the_first(void) {
-  enum { N = 5 };
-  failer f[N];
-  run_failers(f, N, 1, 0);
-  for (int r = 0; r < N - 1; r++) {
-    EXPECT(f[r].res == ncclRemoteError);
-    EXPECT(f[r].took < 2);
-    EXPECT(strstr(f[r].err, "rank 4 of 5: a test cause") != NULL);
-  }
+  failer f[5];
+  run_failers(f, 5, 1, 0);
+  expect_last_named(f, 5);
   run_failers(f, 3, 1, 1);
   for (int r = 0; r < 3; r++) {
     EXPECT(f[r].res == ncclInProgress);
