@@ -124,21 +124,22 @@ typedef struct geometry {
 
 /* NCCL_SOCKET_NTHREADS=auto gives a host-memory communicator this many
  * threads, each with a socket of its own per peer and channel, where every
- * machine it spans has the cores (the rule of net.c's cap: CPUs / (2 x
- * ranks there) - 1 fit), and the executor hands them the large messages of
- * calls that only move bytes (coll/exec.c). Threads for every call,
- * measured on 16 cores with every rank a host, 256 KiB-16 MiB against
- * none, at 2 ranks: AlltoAll 2.1-2.7x, Broadcast 2.0-3.1x and AllGather
- * 1.2-1.3x from 1 MiB, but AllReduce 0.7-0.95x and ReduceScatter 0.7-0.9x
- * (a hand-off per message in a reduction's pipeline; threads writing only
- * a reduction's sends measured 1.1-1.2x in one run, 0.7-0.8x in another,
- * threads reading only its messages 0.78-0.88x)
- * and byte moves of 256 KiB 0.6x; three threads gained no more. With the
- * rule, against the build without threads in the same run: AlltoAll
- * 2.2-2.5x and AllGather 1.2-1.3x from 1 MiB, Broadcast 1.8-1.9x from
- * 512 KiB, AllReduce and ReduceScatter 0.9-1.07x (their second socket).
- * A GPU communicator's parts and lanes get none: their threads run beside
- * the kernels' proxies, where 2 x 2 GPUs across hosts measured 0.2-0.7x. */
+ * machine it spans has room for them (chorus_socket_threads_room: CPUs /
+ * (2 x ranks there) - 1, the cap net.c applies to any count), and the
+ * executor hands them the large messages of calls that only move bytes
+ * (coll/exec.c). Threads for every call, measured on 16 cores with every
+ * rank a host, 256 KiB-16 MiB against none, at 2 ranks: AlltoAll 2.1-2.7x,
+ * Broadcast 2.0-3.1x and AllGather 1.2-1.3x from 1 MiB, but AllReduce
+ * 0.7-0.95x and ReduceScatter 0.7-0.9x (a hand-off per message in a
+ * reduction's pipeline; threads writing only a reduction's sends measured
+ * 1.1-1.2x in one run, 0.7-0.8x in another, threads reading only its
+ * messages 0.78-0.88x) and byte moves of 256 KiB 0.6x; three threads
+ * gained no more. With the rule, against the build without threads in the
+ * same run: AlltoAll 2.2-2.5x and AllGather 1.2-1.3x from 1 MiB, Broadcast
+ * 1.8-1.9x from 512 KiB, AllReduce and ReduceScatter 0.9-1.07x (their
+ * second socket). A GPU communicator's parts and lanes get none: their
+ * threads run beside the kernels' proxies, where 2 x 2 GPUs across hosts
+ * measured 0.2-0.7x. */
 #define AUTO_THREADS 2
 
 typedef struct machine_cpus {
@@ -163,7 +164,7 @@ static int auto_threads_fit(const rank_record *rec, int n) {
   for (int i = 0, j; i < n && fit; i = j) {
     uint32_t cpus = m[i].cpus;
     for (j = i; j < n && m[j].hash == m[i].hash; j++) cpus = CHORUS_MIN(cpus, m[j].cpus);
-    fit = (int64_t)cpus / (2 * (int64_t)(j - i)) - 1 >= AUTO_THREADS;
+    fit = chorus_socket_threads_room((long)cpus, j - i) >= AUTO_THREADS;
   }
   chorus_free(m);
   return fit;

@@ -313,6 +313,15 @@ typedef struct chorus_node {
   uint64_t last_fast;
 } chorus_node;
 
+/* Socket threads per rank that a machine of `cpus` CPUs has room for with
+ * `ranks` ranks on it: all their threads together take half the CPUs at
+ * most, the rest left to the ranks' own threads and the kernel's TCP work
+ * (the measurements: net.c, pumps_that_fit). */
+static inline int chorus_socket_threads_room(long cpus, long ranks) {
+  const long room = cpus / (2 * ranks) - 1;
+  return room > 0 ? (int)room : 0;
+}
+
 /* A transport sets up the connections of one communicator to the peers the
  * core assigned to it. */
 typedef struct chorus_transport_ctx {

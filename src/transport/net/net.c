@@ -585,7 +585,7 @@ static int pumps_that_fit(const net_state *s, int want) {
   const long ranks = s->topo && s->topo->nmachine > 0 ? s->topo->nmachine : 1;
   if (want <= 0 || cpus <= 0 || !chorus_param_int(CHORUS_P_SOCKET_THREADS_FIT))
     return CHORUS_MAX(want, 0);
-  const int fit = (int)CHORUS_MAX(0l, cpus / (2 * ranks) - 1);
+  const int fit = chorus_socket_threads_room(cpus, ranks);
   if (fit >= want) return want;
   if (s->rank == 0)
     WARN("NCCL_SOCKET_NTHREADS asks for %d socket thread(s) per rank, but %ld rank(s) share this "
