@@ -9,6 +9,7 @@
 #define CHORUS_DEVICE_DEVICE_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Number of CUDA devices this process can use (0 without CUDA, without a
  * driver, or without a GPU). Never fails. */
@@ -137,5 +138,11 @@ int chorus_dev_event_elapsed(void *a, void *b, float *ms);
 int chorus_dev_event_wait(void *ev);
 /* Makes stream wait for the work before ev's last record (capturable). */
 int chorus_dev_stream_wait_event(void *stream, void *ev);
+/* Waits on a word the host writes (memop.cu): whether the driver offers
+ * them (1/0), and making stream wait, holding no SM, until the 32-bit
+ * word at `word` (a device address of host-mapped memory) reaches value:
+ * (int32_t)(*word - value) >= 0. */
+int chorus_dev_word_waits(void);
+int chorus_dev_stream_wait_word(void *stream, const void *word, uint32_t value);
 
 #endif

@@ -230,6 +230,13 @@ int chorus_dev_stream_wait_event(void *stream, void *ev) {
   (void)stream, (void)ev;
   return -1;
 }
+int chorus_dev_word_waits(void) {
+  return 0;
+}
+int chorus_dev_stream_wait_word(void *stream, const void *word, uint32_t value) {
+  (void)stream, (void)word, (void)value;
+  return -1;
+}
 int chorus_dev_event_wait(void *ev) {
   (void)ev;
   return -1;

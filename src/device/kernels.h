@@ -373,8 +373,11 @@ int chorus_kern_zc_run(const chorus_kern_comm *c, const chorus_kern_red *red,
  * until the host's *done count passes it, and copies the small outputs
  * back (copies[nin, ncopies)). A nonzero *abort or *failed ends the wait
  * (outputs not copied). Larger buffers move as copies queued around the
- * launch. */
+ * launch. Modes: all of that (SPIN), the inputs and the post alone
+ * (POST: the stream then waits on a word the host writes; stopped, the
+ * kernel writes it), or the outputs alone (OUTS: after that wait). */
 #define CHORUS_KERN_PROXY_RING 256
+enum { CHORUS_KERN_PROXY_SPIN, CHORUS_KERN_PROXY_POST, CHORUS_KERN_PROXY_OUTS };
 typedef struct chorus_kern_copy {
   void *dst;
   const void *src;
@@ -388,6 +391,11 @@ typedef struct chorus_kern_proxy {
   uint32_t *issued;               /* device memory */
   const chorus_kern_copy *copies; /* host-mapped */
   uint32_t batch, nin, ncopies;
+  uint32_t mode; /* CHORUS_KERN_PROXY_* */
+  /* POST: the word the stream then waits on, and the value it waits for,
+   * written here where the host will not hear of the call (stopped). */
+  volatile uint32_t *word;
+  uint32_t gen;
 } chorus_kern_proxy;
 int chorus_kern_proxy_run(const chorus_kern_proxy *p, void *stream);
 

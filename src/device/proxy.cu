@@ -48,25 +48,33 @@ __device__ static int stopped(const chorus_kern_proxy &p) {
 
 __global__ void __launch_bounds__(NT) proxy(chorus_kern_proxy p) {
   __shared__ int s_stop;
-  for (uint32_t i = 0; i < p.nin; i++)
-    copy_bytes((char *)p.copies[i].dst, (const char *)p.copies[i].src, p.copies[i].bytes);
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int stop = 0;
-    __threadfence_system(); /* the copies, before the host sees the post */
-    const uint32_t t = atomicAdd(p.issued, 1u);
-    while ((int32_t)(t - *p.done) >= CHORUS_KERN_PROXY_RING && !(stop = stopped(p)))
-      __nanosleep(256);
-    if (!stop) {
-      p.ring[t % CHORUS_KERN_PROXY_RING] = (uint64_t)(t + 1) << 32 | p.batch;
-      __threadfence_system();
-      while ((int32_t)(*p.done - (t + 1)) < 0 && !(stop = stopped(p))) __nanosleep(128);
-      __threadfence_system(); /* the host's outputs, after its word */
+  if (p.mode != CHORUS_KERN_PROXY_OUTS) {
+    for (uint32_t i = 0; i < p.nin; i++)
+      copy_bytes((char *)p.copies[i].dst, (const char *)p.copies[i].src, p.copies[i].bytes);
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int stop = 0;
+      __threadfence_system(); /* the copies, before the host sees the post */
+      const uint32_t t = atomicAdd(p.issued, 1u);
+      while ((int32_t)(t - *p.done) >= CHORUS_KERN_PROXY_RING && !(stop = stopped(p)))
+        __nanosleep(256);
+      if (!stop) {
+        p.ring[t % CHORUS_KERN_PROXY_RING] = (uint64_t)(t + 1) << 32 | p.batch;
+        __threadfence_system();
+        while (p.mode == CHORUS_KERN_PROXY_SPIN && (int32_t)(*p.done - (t + 1)) < 0 &&
+               !(stop = stopped(p)))
+          __nanosleep(128);
+        __threadfence_system(); /* the host's outputs, after its word */
+      }
+      if (stop && p.mode == CHORUS_KERN_PROXY_POST) { /* the host never will */
+        *p.word = p.gen;
+        __threadfence_system();
+      }
+      s_stop = stop;
     }
-    s_stop = stop;
+    __syncthreads();
+    if (s_stop || p.mode == CHORUS_KERN_PROXY_POST) return;
   }
-  __syncthreads();
-  if (s_stop) return;
   for (uint32_t i = p.nin; i < p.ncopies; i++)
     copy_bytes((char *)p.copies[i].dst, (const char *)p.copies[i].src, p.copies[i].bytes);
 }
