@@ -295,6 +295,9 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   if (nstage < 2) nstage = 2;
   if (nstage > 16) nstage = 16;
   chorus_topo_self(&rec[comm->rank].info, comm->rank, comm->device);
+  chorus_rank_info *mine = &rec[comm->rank].info;
+  if (comm->device >= 0 && chorus_dev_bus_id(comm->device, mine->bus_id, sizeof mine->bus_id) != 0)
+    mine->bus_id[0] = '\0';
   rec[comm->rank].slot_bytes = (uint64_t)sb;
   rec[comm->rank].nslots = (uint32_t)ns;
   rec[comm->rank].stage_bytes = (uint64_t)stage;

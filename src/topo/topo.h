@@ -29,6 +29,7 @@ typedef struct chorus_rank_info {
   int32_t device; /* CUDA device, or -1 for a host-memory rank */
   int32_t pad;
   char hostname[64];
+  char bus_id[16]; /* its GPU's PCI address (core fills it), or "" */
 } chorus_rank_info;
 
 typedef struct chorus_topo {
