@@ -50,6 +50,13 @@
  * come, or this long after the last one (graph replays come unannounced). */
 #define HOT_NS (2 * 1000000ll)
 #define NAP_NS 50000
+/* A staged call moves in at most this many pieces (CHORUS_GPU_STAGE_PIECE). */
+#define MAX_PIECES 8
+/* A ring entry's batch: its id, and the piece in the top bits. */
+#define PIECE_SHIFT 24
+#define ID_MASK     ((1u << PIECE_SHIFT) - 1)
+/* The head of a batch's staging: the words the host releases pieces by. */
+#define WORDS_BYTES 256
 
 /* Host-mapped: the kernels write the ring, the thread the rest. */
 typedef struct ctl {
@@ -67,7 +74,13 @@ struct batch {
   char *host;  /* pinned staging; the device reaches it at dev */
   char *dev;
   size_t cap;
-  int lanes;            /* its one call is cut across this many lanes */
+  int lanes;  /* its one call is cut across this many lanes */
+  int pieces; /* ... and in this many pieces in turn (1: whole) */
+  /* Queued with word waits: the stream waits for piece j until the host
+   * sets words[j] (the staging's head) to gen, this queuing's number;
+   * else its kernel polls. */
+  int words;
+  uint32_t gen;
   chorus_op *ops;       /* the calls on staged buffers */
   const char **scalars; /* per call: its staged PreMulSum scalar, or NULL */
   int nops, opcap;
@@ -119,6 +132,14 @@ struct chorus_proxy {
   int lane_stop;
   pthread_mutex_t lane_lock;
   pthread_cond_t lane_go, lane_done;
+  /* Eager calls wait on words the host writes, not in a polling kernel,
+   * where the driver allows (word_waits): always where another process
+   * of the job shares this GPU (shared_gpu: a polling kernel would hold
+   * the GPU through the others' time slices), and for calls in pieces
+   * (piece_bytes, 0: none), whose copies the stream makes between the
+   * pieces' waits. */
+  int word_waits, shared_gpu;
+  size_t piece_bytes;
 };
 
 /* ---- the progress thread ------------------------------------------------------- */
@@ -169,7 +190,9 @@ static void *lane_main(void *arg) {
   return NULL;
 }
 
-/* Share k of n of the elements of a call of `count`: [*first, +*len). */
+/* Share k of n of the elements of a call of `count`: [*first, +*len).
+ * A call in P pieces on L lanes is cut into P * L shares, piece j being
+ * shares [j * L, (j + 1) * L), lane k running share j * L + k. */
 static void lane_share(size_t count, int k, int n, size_t *first, size_t *len) {
   const size_t per = count / (size_t)n, extra = count % (size_t)n;
   *first = (size_t)k * per + ((size_t)k < extra ? (size_t)k : extra);
@@ -188,20 +211,22 @@ static void lane_offsets(const chorus_op *whole, size_t first, size_t *soff, siz
   *roff = whole->func == CHORUS_FUNC_ALLGATHER ? h * first : first;
 }
 
-/* Runs a cut call: share k of its elements on lane k's cross-host part,
- * lane 0's here, the others on their threads, all at once. */
-static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, int n) {
+/* Runs shares base .. base + n - 1 of a call cut into `cut`: share
+ * base + k on lane k's cross-host part, lane 0's here, the others on
+ * their threads, all at once. */
+static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, int n, int cut, int base) {
   chorus_op mine;
   pthread_mutex_lock(&px->lane_lock);
   for (int k = 0; k < n; k++) {
     size_t first, len, soff, roff;
-    lane_share(whole->count, k, n, &first, &len);
+    lane_share(whole->count, base + k, cut, &first, &len);
     lane_offsets(whole, first, &soff, &roff);
     chorus_op o = *whole;
-    o.cc = px->cross_cc[k];
+    o.cc = k ? px->cross_cc[k] : whole->cc; /* lane 0's: the call's own */
     o.count = len;
-    o.sendbuff = (const char *)whole->sendbuff + soff * whole->esize;
-    o.recvbuff = (char *)whole->recvbuff + roff * whole->esize;
+    /* A buffer this rank does not use stays NULL. */
+    o.sendbuff = whole->sendbuff ? (const char *)whole->sendbuff + soff * whole->esize : NULL;
+    o.recvbuff = whole->recvbuff ? (char *)whole->recvbuff + roff * whole->esize : NULL;
     if (k == 0) {
       mine = o;
       continue;
@@ -222,8 +247,8 @@ static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, int n) {
   return res;
 }
 
-/* Runs batch b's calls. */
-static ncclResult_t run_batch(chorus_proxy *px, const batch *b) {
+/* Runs batch b's calls (piece j of its one call, where it has pieces). */
+static ncclResult_t run_batch(chorus_proxy *px, const batch *b, int j) {
   if (b->nops > px->work_cap) {
     chorus_op *w = chorus_malloc((size_t)b->nops * sizeof *w);
     if (!w) return chorus_error(ncclSystemError, "out of memory running %d staged calls", b->nops);
@@ -239,7 +264,9 @@ static ncclResult_t run_batch(chorus_proxy *px, const batch *b) {
       op->red.scalar_dev = NULL;
     }
   }
-  if (b->lanes > 1) return run_lanes(px, &px->work[0], b->lanes);
+  if (b->pieces > 1)
+    return run_lanes(px, &px->work[0], b->lanes, b->pieces * b->lanes, j * b->lanes);
+  if (b->lanes > 1) return run_lanes(px, &px->work[0], b->lanes, b->lanes, 0);
   return run_calls(px->work, b->nops);
 }
 
@@ -258,10 +285,12 @@ static void *progress(void *arg) {
   for (;;) {
     const uint64_t e = __atomic_load_n(&px->ctl_host->ring[head % RING], __ATOMIC_ACQUIRE);
     if ((uint32_t)(e >> 32) == head + 1) {
-      batch *b = lookup(px, (uint32_t)e);
+      batch *b = lookup(px, (uint32_t)e & ID_MASK);
+      const int piece = (int)((uint32_t)e >> PIECE_SHIFT);
+      if (b && piece >= b->pieces) b = NULL;
       if (!c->failed) {
         __atomic_add_fetch(&px->cc->busy, 1, __ATOMIC_ACQ_REL);
-        ncclResult_t res = b ? run_batch(px, b)
+        ncclResult_t res = b ? run_batch(px, b, piece)
                              : chorus_error(ncclInternalError,
                                             "rank %d: a staged GPU call posted batch %u, which "
                                             "does not exist",
@@ -273,7 +302,12 @@ static void *progress(void *arg) {
         }
         __atomic_sub_fetch(&px->cc->busy, 1, __ATOMIC_ACQ_REL);
       }
-      if (b && !b->kept) __atomic_add_fetch(&px->ran, 1, __ATOMIC_RELEASE);
+      /* The piece is done (or failed, or skipped after a failure): its
+       * stream goes on, and may queue the batch again at once, so what
+       * is read of it is read first. */
+      const int ran_last = b && !b->kept && piece == b->pieces - 1;
+      if (b && b->words) __atomic_store_n(&((uint32_t *)b->host)[piece], b->gen, __ATOMIC_RELEASE);
+      if (ran_last) __atomic_add_fetch(&px->ran, 1, __ATOMIC_RELEASE);
       head++;
       __atomic_store_n(&px->ctl_host->done, head, __ATOMIC_RELEASE);
       active = chorus_now_ns();
@@ -383,6 +417,8 @@ static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, batch *
       b->host = h;
       b->dev = d;
       b->cap = bytes;
+      /* Fresh words: every queuing so far released (gen wraps). */
+      for (int j = 0; j < MAX_PIECES; j++) ((uint32_t *)b->host)[j] = b->gen;
     }
   }
   if (res == ncclSuccess && b->opcap < nops) {
@@ -421,9 +457,10 @@ typedef struct span {
   size_t bytes; /* 0: two regions, send then receive */
 } span;
 
-/* Is op's staged side `recv` (else send) laid out lane by lane? */
-static int lane_rows(const chorus_op *op, int lanes, int recv) {
-  return lanes > 1 && op->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
+/* Is op's staged side `recv` (else send) laid out share by share, the
+ * call being cut into `cut` shares (lanes x pieces)? */
+static int lane_rows(const chorus_op *op, int cut, int recv) {
+  return cut > 1 && op->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
 }
 
 /* A Send/Recv with a peer whose network takes GPU memory itself
@@ -437,7 +474,7 @@ static int goes_direct(const chorus_op *op) {
   return c && c->dev_mem;
 }
 
-static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int lanes, span *s) {
+static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int cut, span *s) {
   if (goes_direct(op)) {
     *s = (span){0, 0, 0, 0};
     return 0;
@@ -447,7 +484,7 @@ static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int lanes, 
   const uintptr_t a = (uintptr_t)op->sendbuff, b = (uintptr_t)op->recvbuff;
   s->lo = 0;
   s->bytes = 0;
-  const int laid = lane_rows(op, lanes, 0) || lane_rows(op, lanes, 1);
+  const int laid = lane_rows(op, cut, 0) || lane_rows(op, cut, 1);
   if (!laid && s->sbytes && s->rbytes && a < b + s->rbytes && b < a + s->sbytes) {
     s->lo = a < b ? a : b;
     const uintptr_t hi = a + s->sbytes > b + s->rbytes ? a + s->sbytes : b + s->rbytes;
@@ -457,16 +494,16 @@ static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int lanes, 
   return round_up(s->sbytes) + round_up(s->rbytes);
 }
 
-/* A cut AllGather's output or ReduceScatter's input (op: the call, on
- * the device's buffer dev, laid out host by host) to or from its staging
- * (laid out lane by lane, lane_offsets): each lane's rows move as one
- * strided copy. */
-static int copy_lane_rows(const chorus_op *op, int lanes, char *dev, char *stage, int to_stage,
-                          void *stream) {
+/* Shares [s0, s1) of a cut AllGather's output or ReduceScatter's input
+ * (op: the call, cut into `cut` shares; on the device's buffer dev, laid
+ * out host by host) to or from its staging (laid out share by share,
+ * lane_offsets): each share's rows move as one strided copy. */
+static int copy_lane_rows(const chorus_op *op, int cut, int s0, int s1, char *dev, char *stage,
+                          int to_stage, void *stream) {
   const size_t h = (size_t)op->cc->nranks, es = op->esize, pitch = op->count * es;
-  for (int k = 0; k < lanes; k++) {
+  for (int k = s0; k < s1; k++) {
     size_t first, len, soff, roff;
-    lane_share(op->count, k, lanes, &first, &len);
+    lane_share(op->count, k, cut, &first, &len);
     if (!len) continue;
     lane_offsets(op, first, &soff, &roff);
     char *d = dev + first * es, *st = stage + (to_stage ? soff : roff) * es;
@@ -477,27 +514,126 @@ static int copy_lane_rows(const chorus_op *op, int lanes, char *dev, char *stage
   return 0;
 }
 
+/* Piece j's copies of a call in pieces (op, on the user's buffers; t,
+ * the same on the staging; cut into lanes x pieces shares), queued on
+ * stream: its inputs into the staging (in) or its outputs back. */
+static int piece_copies(const chorus_op *op, const chorus_op *t, int lanes, int cut, int j, int in,
+                        void *stream) {
+  const int s0 = j * lanes, s1 = s0 + lanes;
+  const int rank = op->cc->rank, nranks = op->cc->nranks;
+  const size_t es = op->esize;
+  const size_t elems = in ? chorus_func_send_elems(op->func, op->count, rank, op->root, nranks)
+                          : chorus_func_recv_elems(op->func, op->count, rank, op->root, nranks);
+  if (!elems) return 0;
+  char *stage = in ? (char *)t->sendbuff : (char *)t->recvbuff;
+  char *dev = in ? (char *)op->sendbuff : (char *)op->recvbuff;
+  if (lane_rows(op, cut, !in)) return copy_lane_rows(op, cut, s0, s1, dev, stage, in, stream);
+  /* The other side holds the call's count elements: the piece's range. */
+  size_t f0, l0, f1, l1;
+  lane_share(op->count, s0, cut, &f0, &l0);
+  lane_share(op->count, s1 - 1, cut, &f1, &l1);
+  const size_t off = f0 * es, len = (f1 + l1 - f0) * es;
+  if (!len) return 0;
+  return in ? chorus_dev_copy(stage + off, dev + off, len, stream)
+            : chorus_dev_copy(dev + off, stage + off, len, stream);
+}
+
 typedef struct copies {
   chorus_kern_copy *k; /* in the batch's staging: kernel copies, ins then outs */
   uint32_t nin, nk;
 } copies;
 
+/* How many pieces a batch of ops[0, n) on `lanes` moves in: a lone call
+ * that is cut element by element (as lanes cut it), of at least two
+ * pieces' bytes in all. Decided alike on every rank, from the call alone:
+ * each piece is a call of its own across hosts. */
+static int batch_pieces(const chorus_proxy *px, chorus_op *const *ops, int n, int lanes) {
+  if (n != 1 || !px->piece_bytes) return 1;
+  const chorus_op *op = ops[0];
+  const int blocks = op->func == CHORUS_FUNC_ALLGATHER || op->func == CHORUS_FUNC_REDUCESCATTER;
+  if (!blocks && op->func != CHORUS_FUNC_ALLREDUCE && op->func != CHORUS_FUNC_BROADCAST &&
+      op->func != CHORUS_FUNC_REDUCE)
+    return 1;
+  const size_t total = op->count * op->esize * (blocks ? (size_t)op->cc->nranks : 1);
+  size_t p = total / px->piece_bytes;
+  if (p > MAX_PIECES) p = MAX_PIECES;
+  if (p > op->count / (size_t)lanes) p = op->count / (size_t)lanes; /* no empty shares */
+  return p > 1 ? (int)p : 1;
+}
+
+/* Queues the kernel of piece j of batch b in `mode`, with the copies
+ * list[0, nin) before its post and list[nin, ncopies) after. */
+static int launch(const chorus_proxy *px, const batch *b, int j, uint32_t mode,
+                  const chorus_kern_copy *list, uint32_t nin, uint32_t ncopies, void *stream) {
+  chorus_kern_proxy k = {(volatile uint64_t *)px->ctl_dev,
+                         (volatile uint32_t *)((char *)px->ctl_dev + offsetof(ctl, done)),
+                         (volatile uint32_t *)((char *)px->ctl_dev + offsetof(ctl, failed)),
+                         (volatile int32_t *)((char *)px->ctl_dev + offsetof(ctl, abort)),
+                         px->issued,
+                         list,
+                         b->id | (uint32_t)j << PIECE_SHIFT,
+                         nin,
+                         ncopies,
+                         mode,
+                         (volatile uint32_t *)b->dev + j,
+                         b->gen};
+  return chorus_kern_proxy_run(&k, stream);
+}
+
+/* Makes stream wait until the host has run piece j of b's queuing. */
+static int wait_piece(const batch *b, int j, void *stream) {
+  return chorus_dev_stream_wait_word(stream, (const uint32_t *)b->dev + j, b->gen);
+}
+
+/* The stream's part of a call in pieces (op; t, on the staging): each
+ * piece's input copied, then posted. With word waits, piece j's output
+ * is copied back once the host has run it, while it runs piece j + 1,
+ * whose input went before: the copies overlap the network. Without, each
+ * piece's kernel polls until it has run. */
+static int queue_pieces(const chorus_proxy *px, const batch *b, const chorus_op *op,
+                        const chorus_op *t, const copies *cp, const chorus_kern_copy *list,
+                        void *stream) {
+  const int P = b->pieces, L = b->lanes, cut = P * L;
+  const uint32_t mode = b->words ? CHORUS_KERN_PROXY_POST : CHORUS_KERN_PROXY_SPIN;
+  for (int j = 0; j < P; j++) {
+    const uint32_t nin = j ? 0 : cp->nin; /* the scalar, with the first */
+    if (piece_copies(op, t, L, cut, j, 1, stream) != 0 ||
+        launch(px, b, j, mode, list, nin, nin, stream) != 0)
+      return -1;
+    if (!b->words) {
+      if (piece_copies(op, t, L, cut, j, 0, stream) != 0) return -1;
+    } else if (j && (wait_piece(b, j - 1, stream) != 0 ||
+                     piece_copies(op, t, L, cut, j - 1, 0, stream) != 0)) {
+      return -1;
+    }
+  }
+  if (b->words &&
+      (wait_piece(b, P - 1, stream) != 0 || piece_copies(op, t, L, cut, P - 1, 0, stream) != 0))
+    return -1;
+  return 0;
+}
+
 static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int lanes, void *stream,
-                                batch **out) {
+                                int captured, batch **out) {
   const int rank = ops[0]->cc->rank, nranks = ops[0]->cc->nranks;
+  const int pieces = batch_pieces(px, ops, n, lanes), cut = lanes * pieces;
   span stackspan[16], *sp = n <= 16 ? stackspan : chorus_malloc((size_t)n * sizeof *sp);
   if (!sp) return chorus_error(ncclSystemError, "out of memory staging %d GPU calls", n);
-  /* Layout: the kernel's copy list (three per call at most: scalar, input,
-   * output), the scalars, then each call's buffers. */
-  const size_t list = round_up((size_t)3 * (size_t)n * sizeof(chorus_kern_copy));
+  /* Layout: the words, the kernel's copy list (three per call at most:
+   * scalar, input, output), the scalars, then each call's buffers. */
+  const size_t list = WORDS_BYTES + round_up((size_t)3 * (size_t)n * sizeof(chorus_kern_copy));
   size_t bytes = list + round_up((size_t)n * 16);
-  for (int i = 0; i < n; i++) bytes += stage_bytes(ops[i], rank, nranks, lanes, &sp[i]);
+  for (int i = 0; i < n; i++) bytes += stage_bytes(ops[i], rank, nranks, cut, &sp[i]);
   batch *b = NULL;
   ncclResult_t res = take_batch(px, bytes, n, &b);
   if (res != ncclSuccess) goto out;
-  b->lanes = lanes; /* before the launch: the thread may take the batch at once */
+  /* before the launch: the thread may take the batch at once */
+  b->lanes = lanes;
+  b->pieces = pieces;
+  b->words = px->word_waits && !captured && (pieces > 1 || px->shared_gpu);
+  if (b->words) b->gen++;
   const ptrdiff_t to_dev = b->dev - b->host;
-  copies cp = {(chorus_kern_copy *)b->host, 0, 0};
+  copies cp = {(chorus_kern_copy *)(b->host + WORDS_BYTES), 0, 0};
   char *scal = b->host + list;
   char *at = scal + round_up((size_t)n * 16);
   chorus_kern_copy *outs = chorus_malloc((size_t)n * sizeof *outs); /* kernel outs, for after */
@@ -538,41 +674,42 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
       cp.k[cp.nk++] = (chorus_kern_copy){sc + to_dev, op->red.scalar_dev, op->esize};
       b->scalars[i] = sc;
     }
-    if (s->sbytes) {
+    if (s->sbytes && pieces == 1) { /* in pieces: queue_pieces copies */
       int rc = 0;
-      if (lane_rows(op, lanes, 0))
-        rc = copy_lane_rows(op, lanes, (char *)op->sendbuff, send, 1, stream);
+      if (lane_rows(op, cut, 0))
+        rc = copy_lane_rows(op, cut, 0, cut, (char *)op->sendbuff, send, 1, stream);
       else if (s->sbytes <= KERNEL_COPY_MAX)
         cp.k[cp.nk++] = (chorus_kern_copy){send + to_dev, op->sendbuff, s->sbytes};
       else
         rc = chorus_dev_copy(send, op->sendbuff, s->sbytes, stream);
       if (rc != 0) res = chorus_gpu_cuda_error("staging a GPU call's input in host memory");
     }
-    if (s->rbytes && s->rbytes <= KERNEL_COPY_MAX)
+    if (s->rbytes && s->rbytes <= KERNEL_COPY_MAX && pieces == 1)
       outs[nouts++] = (chorus_kern_copy){op->recvbuff, recv + to_dev, s->rbytes};
   }
   cp.nin = cp.nk;
   for (uint32_t j = 0; j < nouts; j++) cp.k[cp.nk++] = outs[j];
   chorus_free(outs);
-  if (res == ncclSuccess) {
-    chorus_kern_proxy k = {(volatile uint64_t *)px->ctl_dev,
-                           (volatile uint32_t *)((char *)px->ctl_dev + offsetof(ctl, done)),
-                           (volatile uint32_t *)((char *)px->ctl_dev + offsetof(ctl, failed)),
-                           (volatile int32_t *)((char *)px->ctl_dev + offsetof(ctl, abort)),
-                           px->issued,
-                           (const chorus_kern_copy *)((char *)cp.k + to_dev),
-                           b->id,
-                           cp.nin,
-                           cp.nk};
-    if (chorus_kern_proxy_run(&k, stream) != 0)
-      res = chorus_gpu_cuda_error("launching a staged GPU call");
+  const chorus_kern_copy *list_dev = (const chorus_kern_copy *)((char *)cp.k + to_dev);
+  if (res == ncclSuccess && pieces > 1) {
+    if (queue_pieces(px, b, ops[0], &b->ops[0], &cp, list_dev, stream) != 0)
+      res = chorus_gpu_cuda_error("queuing a staged GPU call in pieces");
+  } else if (res == ncclSuccess) {
+    const int rc =
+        !b->words ? launch(px, b, 0, CHORUS_KERN_PROXY_SPIN, list_dev, cp.nin, cp.nk, stream)
+                  : launch(px, b, 0, CHORUS_KERN_PROXY_POST, list_dev, cp.nin, cp.nin, stream) ||
+                        wait_piece(b, 0, stream) ||
+                        (cp.nk > cp.nin &&
+                         launch(px, b, 0, CHORUS_KERN_PROXY_OUTS, list_dev, cp.nin, cp.nk, stream));
+    if (rc != 0) res = chorus_gpu_cuda_error("launching a staged GPU call");
   }
   for (int i = 0; i < n && res == ncclSuccess; i++) { /* the large outputs, after */
     const chorus_op *t = &b->ops[i];
-    if (sp[i].rbytes <= KERNEL_COPY_MAX) continue;
-    const int rc = lane_rows(ops[i], lanes, 1)
-                       ? copy_lane_rows(ops[i], lanes, ops[i]->recvbuff, t->recvbuff, 0, stream)
-                       : chorus_dev_copy(ops[i]->recvbuff, t->recvbuff, sp[i].rbytes, stream);
+    if (sp[i].rbytes <= KERNEL_COPY_MAX || pieces > 1) continue;
+    const int rc =
+        lane_rows(ops[i], cut, 1)
+            ? copy_lane_rows(ops[i], cut, 0, cut, ops[i]->recvbuff, t->recvbuff, 0, stream)
+            : chorus_dev_copy(ops[i]->recvbuff, t->recvbuff, sp[i].rbytes, stream);
     if (rc != 0) res = chorus_gpu_cuda_error("copying a staged GPU call's output back");
   }
 out:
@@ -591,7 +728,7 @@ out:
 static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *stream, int captured,
                                int lanes) {
   batch *b;
-  CHECK(stage_batch(px, ops, n, lanes, stream, &b));
+  CHECK(stage_batch(px, ops, n, lanes, stream, captured, &b));
   if (captured) {
     b->kept = 1;
     return ncclSuccess;
@@ -954,6 +1091,15 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   px->plan.env = cc->plan.env;
   px->plan.env.backend = CHORUS_BACKEND_GPU;
   px->plan.rank = cc->rank;
+  const int64_t piece = chorus_param_int(CHORUS_P_GPU_STAGE_PIECE);
+  px->piece_bytes = piece > 0 ? (size_t)piece : 0;
+  px->word_waits = chorus_dev_word_waits();
+  const chorus_topo *t = cc->topo;
+  const chorus_rank_info *me = &t->info[cc->rank];
+  for (int r = 0; r < cc->nranks; r++)
+    if (r != cc->rank && me->bus_id[0] && t->info[r].machine_hash == me->machine_hash &&
+        strcmp(t->info[r].bus_id, me->bus_id) == 0)
+      px->shared_gpu = 1;
   char err[256];
   if (chorus_plan_comm_settings(&px->plan, err, sizeof err) != 0) {
     chorus_free(px);
@@ -984,8 +1130,13 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   px->has_thread = 1;
   INFO(CHORUS_INIT,
        "rank %d GPU %d: ranks on %d hosts; calls staged through host memory by a progress "
-       "thread (inputs up to %u bytes copied by its kernel, larger by the copy engine)",
-       cc->rank, device, cc->topo->nhosts, KERNEL_COPY_MAX);
+       "thread (inputs up to %u bytes copied by its kernel, larger by the copy engine; "
+       "large AllReduce, AllGather, ReduceScatter, Broadcast and Reduce in pieces of %zu "
+       "bytes (0: whole)); streams wait for the host %s",
+       cc->rank, device, cc->topo->nhosts, KERNEL_COPY_MAX, px->piece_bytes,
+       !px->word_waits  ? "in a polling kernel (the driver has no stream word waits)"
+       : px->shared_gpu ? "on a word (another process shares this GPU)"
+                        : "on a word for calls in pieces, else in a polling kernel");
   *out = px;
   return ncclSuccess;
 fail:
@@ -1035,6 +1186,14 @@ void chorus_proxy_abort(chorus_proxy *px) {
   if (px && px->ctl_host) __atomic_store_n(&px->ctl_host->abort, 1, __ATOMIC_RELEASE);
 }
 
+/* Waits, up to a second in all, for the eager batches in flight to pass
+ * their last copy: their memory goes next. */
+static void settle_flights(chorus_proxy *px) {
+  const int64_t end = chorus_now_ns() + 1000000000ll;
+  for (batch *b = px->flight_head; b; b = b->next)
+    while (chorus_dev_event_done(b->event) == 0 && chorus_now_ns() < end) nap();
+}
+
 void chorus_proxy_free(chorus_proxy *px) {
   if (!px) return;
   chorus_dev_use(px->device);
@@ -1055,6 +1214,13 @@ void chorus_proxy_free(chorus_proxy *px) {
   pthread_cond_broadcast(&px->lane_go);
   pthread_mutex_unlock(&px->lane_lock);
   for (int k = 1; k <= px->nlane_threads; k++) pthread_join(px->lane[k].thread, NULL);
+  /* Streams still waiting on a word of a queued batch go on (the host
+   * runs nothing more), and may finish before their memory goes. */
+  for (uint32_t i = 0; i < px->ntable; i++)
+    if (px->table[i]->host)
+      for (int j = 0; j < MAX_PIECES; j++)
+        __atomic_store_n(&((uint32_t *)px->table[i]->host)[j], px->table[i]->gen, __ATOMIC_RELEASE);
+  settle_flights(px);
   for (uint32_t i = 0; i < px->ntable; i++) batch_free(px->table[i]);
   chorus_free(px->table);
   chorus_gpu_scratch_free(&px->scratch);

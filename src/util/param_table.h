@@ -81,6 +81,7 @@ CHORUS_PARAM(GPU_P2P_PULL,     "CHORUS_GPU_P2P_PULL",   BOOL, "0", AGREE, "1: re
 CHORUS_PARAM(GPU_ZEROCOPY_CHANNELS,"CHORUS_GPU_ZEROCOPY_CHANNELS", INT, "64", AGREE, "Most CTAs of the zero-copy kernel (1..64)")
 CHORUS_PARAM(GPU_ZEROCOPY_CTA_BYTES,"CHORUS_GPU_ZEROCOPY_CTA_BYTES", SIZE, "8K", AGREE, "Least of a rank's block per zero-copy CTA")
 CHORUS_PARAM(GPU_CE_CHUNK_BYTES,"CHORUS_GPU_CE_CHUNK_BYTES", SIZE, "32M", 0, "Copy of a copy-engine Broadcast chain on 3+ GPUs (1M at least)")
+CHORUS_PARAM(GPU_STAGE_PIECE,  "CHORUS_GPU_STAGE_PIECE", SIZE, "4M", OFF | AGREE, "Staged calls across hosts of 2+ pieces move in pieces (at most 8), copies overlapped")
 CHORUS_PARAM(GPU_HIER_LANES,   "CHORUS_GPU_HIER_LANES", INT, "4", AGREE, "Across hosts: connections and threads per rank for hierarchical calls (1..8)")
 CHORUS_PARAM_GROUP("testing")
 CHORUS_PARAM(LEAK_CHECK,       "CHORUS_LEAK_CHECK",     BOOL, "0", 0, "1: WARN at the last communicator destroy if memory is still held")
