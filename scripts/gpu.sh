@@ -49,8 +49,8 @@ fi
 rm -f "$out/build.log"
 echo "# built in $BUILD (${SECONDS} s so far)"
 # BASE_SRC=dir (a source tree of an earlier commit, e.g. from git archive):
-# its library alone, built here, becomes BASE_LIB (bench, tune).
-if [ -n "${BASE_SRC:-}" ] && [ "$mode" != check ] && [ "$mode" != build ]; then
+# its library alone, built here, becomes BASE_LIB (bench, tune, build).
+if [ -n "${BASE_SRC:-}" ] && [ "$mode" != check ]; then
   if ! build_lib "$BASE_SRC" build-gpu-base "$out/build.log"; then
     tail -30 "$out/build.log"
     echo "BASE BUILD FAILED (build.log)"
