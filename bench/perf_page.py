@@ -339,7 +339,9 @@ def before_after(args):
 
 def hosts_tables(args):
     """Per layout and collective of a hosts run (scripts/gpu_hosts_bench.sh):
-    time and bus bandwidth of both libraries, and NCCL's time over ours."""
+    time and bus bandwidth of both libraries, and NCCL's time over ours;
+    where the run timed the build before too (base_us), its time and its
+    time over ours."""
     path = args[0]
     head, rows_all = read(path)
     probe = "; ".join(head.get("probe", []))
@@ -354,8 +356,11 @@ def hosts_tables(args):
     for r in rows_all:
         runs.setdefault((r["layout"], r["collective"]), []).append(r)
     for (layout, coll), rows in runs.items():
+        base = all(r.get("base_us") for r in rows)
         out.append("**%s, %s hosts x GPUs** (us; bus GB/s; NCCL's time over Chorus's, "
-                   "above 1 faster):" % (coll, layout))
+                   "above 1 faster%s):" % (coll, layout,
+                                           "; Base: the build before, its time over "
+                                           "Chorus's" if base else ""))
         out.append("")
         body = []
         for r in rows:
@@ -363,10 +368,15 @@ def hosts_tables(args):
             if b == 0:
                 continue
             cu, nu = r["chorus_us"], r["nccl_us"]
-            body.append([size_text(b), gpu_us(cu), gpu_bw(r["chorus_busbw"]), gpu_us(nu),
-                         gpu_bw(r["nccl_busbw"]), ratio_text(nu / cu if cu > 0 else None)])
-        out += table(["size", "Chorus us", "GB/s", "NCCL us", "GB/s", "ratio"], body,
-                     ["---:"] * 6)
+            cells = [size_text(b), gpu_us(cu), gpu_bw(r["chorus_busbw"]), gpu_us(nu),
+                     gpu_bw(r["nccl_busbw"]), ratio_text(nu / cu if cu > 0 else None)]
+            if base:
+                cells += [gpu_us(r["base_us"]), ratio_text(r["base_us"] / cu if cu > 0 else None)]
+            body.append(cells)
+        heads = ["size", "Chorus us", "GB/s", "NCCL us", "GB/s", "ratio"]
+        if base:
+            heads += ["Base us", "Base ratio"]
+        out += table(heads, body, ["---:"] * len(heads))
         out.append("")
     return out
 
