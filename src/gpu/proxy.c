@@ -1182,8 +1182,24 @@ ncclResult_t chorus_proxy_async_error(chorus_proxy *px) {
   return px->local ? chorus_gpu_async_error(px->local) : ncclSuccess;
 }
 
+/* Every stream waiting on a word of a batch goes on, the host having
+ * run it or not: nothing waits for a communicator that stops (what its
+ * outputs then hold is undefined, as after NCCL's abort). */
+static void release_words(chorus_proxy *px) {
+  pthread_mutex_lock(&px->lock);
+  for (uint32_t i = 0; i < px->ntable; i++) {
+    batch *b = px->table[i];
+    if (b->host)
+      for (int j = 0; j < MAX_PIECES; j++)
+        __atomic_store_n(&((uint32_t *)b->host)[j], b->gen, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&px->lock);
+}
+
 void chorus_proxy_abort(chorus_proxy *px) {
-  if (px && px->ctl_host) __atomic_store_n(&px->ctl_host->abort, 1, __ATOMIC_RELEASE);
+  if (!px || !px->ctl_host) return;
+  __atomic_store_n(&px->ctl_host->abort, 1, __ATOMIC_RELEASE);
+  release_words(px);
 }
 
 /* Waits, up to a second in all, for the eager batches in flight to pass
@@ -1214,12 +1230,9 @@ void chorus_proxy_free(chorus_proxy *px) {
   pthread_cond_broadcast(&px->lane_go);
   pthread_mutex_unlock(&px->lane_lock);
   for (int k = 1; k <= px->nlane_threads; k++) pthread_join(px->lane[k].thread, NULL);
-  /* Streams still waiting on a word of a queued batch go on (the host
-   * runs nothing more), and may finish before their memory goes. */
-  for (uint32_t i = 0; i < px->ntable; i++)
-    if (px->table[i]->host)
-      for (int j = 0; j < MAX_PIECES; j++)
-        __atomic_store_n(&((uint32_t *)px->table[i]->host)[j], px->table[i]->gen, __ATOMIC_RELEASE);
+  /* The batches queued since (their streams may finish before their
+   * memory goes). */
+  release_words(px);
   settle_flights(px);
   for (uint32_t i = 0; i < px->ntable; i++) batch_free(px->table[i]);
   chorus_free(px->table);
