@@ -29,6 +29,7 @@
 #include "device/device.h"
 #include "device/kernels.h"
 #include "gpu/arena.h"
+#include "gpu/cut.h"
 #include "gpu/gpu.h"
 #include "gpu/scratch.h"
 #include "plan/plan.h"
@@ -190,37 +191,24 @@ static void *lane_main(void *arg) {
   return NULL;
 }
 
-/* Share k of n of the elements of a call of `count`: [*first, +*len).
- * A call in P pieces on L lanes is cut into P * L shares, piece j being
- * shares [j * L, (j + 1) * L), lane k running share j * L + k. */
-static void lane_share(size_t count, int k, int n, size_t *first, size_t *len) {
-  const size_t per = count / (size_t)n, extra = count % (size_t)n;
-  *first = (size_t)k * per + ((size_t)k < extra ? (size_t)k : extra);
-  *len = per + ((size_t)k < extra ? 1 : 0);
+/* How a call w (on the staging) is cut, for a batch on `lanes` in
+ * `pieces` (cut.h). */
+static chorus_cut cut_of(const chorus_op *w, int lanes, int pieces) {
+  return (chorus_cut){w->func, w->count, w->esize, w->cc->nranks, lanes, pieces};
 }
 
-/* Where lane share [first, ...) of a cut call starts in its staged send
- * and receive buffers, in elements. An AllReduce's share is one range of
- * both. An AllGather's receive side and a ReduceScatter's send side hold
- * one block per host; staged, they are laid out lane by lane (lane k's
- * rows of every host together, copy_lane_rows), so each lane's call runs
- * on contiguous memory. */
-static void lane_offsets(const chorus_op *whole, size_t first, size_t *soff, size_t *roff) {
-  const size_t h = (size_t)whole->cc->nranks;
-  *soff = whole->func == CHORUS_FUNC_REDUCESCATTER ? h * first : first;
-  *roff = whole->func == CHORUS_FUNC_ALLGATHER ? h * first : first;
-}
-
-/* Runs shares base .. base + n - 1 of a call cut into `cut`: share
- * base + k on lane k's cross-host part, lane 0's here, the others on
- * their threads, all at once. */
-static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, int n, int cut, int base) {
+/* Runs piece j of call `whole` cut as c: share j * L + k on lane k's
+ * cross-host part, lane 0's here, the others on their threads, all at
+ * once. */
+static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, const chorus_cut *c,
+                              int j) {
+  const int n = c->lanes;
   chorus_op mine;
   pthread_mutex_lock(&px->lane_lock);
   for (int k = 0; k < n; k++) {
     size_t first, len, soff, roff;
-    lane_share(whole->count, base + k, cut, &first, &len);
-    lane_offsets(whole, first, &soff, &roff);
+    chorus_cut_share(whole->count, j * n + k, n * c->pieces, &first, &len);
+    chorus_cut_offsets(c, first, &soff, &roff);
     chorus_op o = *whole;
     o.cc = k ? px->cross_cc[k] : whole->cc; /* lane 0's: the call's own */
     o.count = len;
@@ -264,9 +252,10 @@ static ncclResult_t run_batch(chorus_proxy *px, const batch *b, int j) {
       op->red.scalar_dev = NULL;
     }
   }
-  if (b->pieces > 1)
-    return run_lanes(px, &px->work[0], b->lanes, b->pieces * b->lanes, j * b->lanes);
-  if (b->lanes > 1) return run_lanes(px, &px->work[0], b->lanes, b->lanes, 0);
+  if (b->pieces > 1 || b->lanes > 1) {
+    const chorus_cut c = cut_of(&px->work[0], b->lanes, b->pieces);
+    return run_lanes(px, &px->work[0], &c, j);
+  }
   return run_calls(px->work, b->nops);
 }
 
@@ -449,19 +438,13 @@ static size_t round_up(size_t v) {
 /* The bytes op reads from sendbuff and writes to recvbuff on this rank,
  * and the staging both take: one region where they overlap (the in-place
  * forms), so their offsets in it are those of the user's buffers; but
- * two where one side is laid out lane by lane (lane_rows), as a lane's
- * input would then sit among other lanes' output. */
+ * two where one side is laid out share by share (cut.h), as a share's
+ * input would then sit among other shares' output. */
 typedef struct span {
   size_t sbytes, rbytes;
   uintptr_t lo; /* start of the region, in the user's addresses */
   size_t bytes; /* 0: two regions, send then receive */
 } span;
-
-/* Is op's staged side `recv` (else send) laid out share by share, the
- * call being cut into `cut` shares (lanes x pieces)? */
-static int lane_rows(const chorus_op *op, int cut, int recv) {
-  return cut > 1 && op->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
-}
 
 /* A Send/Recv with a peer whose network takes GPU memory itself
  * (chorus_conn.dev_mem: a plugin with NCCL_PTR_CUDA) moves the user's
@@ -474,7 +457,7 @@ static int goes_direct(const chorus_op *op) {
   return c && c->dev_mem;
 }
 
-static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int cut, span *s) {
+static size_t stage_bytes(const chorus_op *op, int rank, int nranks, const chorus_cut *c, span *s) {
   if (goes_direct(op)) {
     *s = (span){0, 0, 0, 0};
     return 0;
@@ -484,7 +467,7 @@ static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int cut, sp
   const uintptr_t a = (uintptr_t)op->sendbuff, b = (uintptr_t)op->recvbuff;
   s->lo = 0;
   s->bytes = 0;
-  const int laid = lane_rows(op, cut, 0) || lane_rows(op, cut, 1);
+  const int laid = chorus_cut_laid(c, 0) || chorus_cut_laid(c, 1);
   if (!laid && s->sbytes && s->rbytes && a < b + s->rbytes && b < a + s->sbytes) {
     s->lo = a < b ? a : b;
     const uintptr_t hi = a + s->sbytes > b + s->rbytes ? a + s->sbytes : b + s->rbytes;
@@ -494,48 +477,23 @@ static size_t stage_bytes(const chorus_op *op, int rank, int nranks, int cut, sp
   return round_up(s->sbytes) + round_up(s->rbytes);
 }
 
-/* Shares [s0, s1) of a cut AllGather's output or ReduceScatter's input
- * (op: the call, cut into `cut` shares; on the device's buffer dev, laid
- * out host by host) to or from its staging (laid out share by share,
- * lane_offsets): each share's rows move as one strided copy. */
-static int copy_lane_rows(const chorus_op *op, int cut, int s0, int s1, char *dev, char *stage,
-                          int to_stage, void *stream) {
-  const size_t h = (size_t)op->cc->nranks, es = op->esize, pitch = op->count * es;
-  for (int k = s0; k < s1; k++) {
-    size_t first, len, soff, roff;
-    lane_share(op->count, k, cut, &first, &len);
-    if (!len) continue;
-    lane_offsets(op, first, &soff, &roff);
-    char *d = dev + first * es, *st = stage + (to_stage ? soff : roff) * es;
-    const int rc = to_stage ? chorus_dev_copy_rows(st, len * es, d, pitch, len * es, h, stream)
-                            : chorus_dev_copy_rows(d, pitch, st, len * es, len * es, h, stream);
-    if (rc != 0) return rc;
-  }
-  return 0;
+/* cut.h's copier: the copy engine, on the stream arg. */
+static int copy_on(void *stream, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                   size_t width, size_t rows) {
+  return rows == 1 ? chorus_dev_copy(dst, src, width, stream)
+                   : chorus_dev_copy_rows(dst, dst_pitch, src, src_pitch, width, rows, stream);
 }
 
-/* Piece j's copies of a call in pieces (op, on the user's buffers; t,
- * the same on the staging; cut into lanes x pieces shares), queued on
- * stream: its inputs into the staging (in) or its outputs back. */
-static int piece_copies(const chorus_op *op, const chorus_op *t, int lanes, int cut, int j, int in,
-                        void *stream) {
-  const int s0 = j * lanes, s1 = s0 + lanes;
+/* Queues the copies of shares [s0, s1) of op (on the user's buffers; t,
+ * the same call on the staging; cut as c) on stream: its input into the
+ * staging (in) or its output back. */
+static int share_copies(const chorus_op *op, const chorus_op *t, const chorus_cut *c, int s0,
+                        int s1, int in, void *stream) {
   const int rank = op->cc->rank, nranks = op->cc->nranks;
-  const size_t es = op->esize;
   const size_t elems = in ? chorus_func_send_elems(op->func, op->count, rank, op->root, nranks)
                           : chorus_func_recv_elems(op->func, op->count, rank, op->root, nranks);
-  if (!elems) return 0;
-  char *stage = in ? (char *)t->sendbuff : (char *)t->recvbuff;
-  char *dev = in ? (char *)op->sendbuff : (char *)op->recvbuff;
-  if (lane_rows(op, cut, !in)) return copy_lane_rows(op, cut, s0, s1, dev, stage, in, stream);
-  /* The other side holds the call's count elements: the piece's range. */
-  size_t f0, l0, f1, l1;
-  lane_share(op->count, s0, cut, &f0, &l0);
-  lane_share(op->count, s1 - 1, cut, &f1, &l1);
-  const size_t off = f0 * es, len = (f1 + l1 - f0) * es;
-  if (!len) return 0;
-  return in ? chorus_dev_copy(stage + off, dev + off, len, stream)
-            : chorus_dev_copy(dev + off, stage + off, len, stream);
+  return chorus_cut_copies(c, !in, elems, s0, s1, (char *)(in ? op->sendbuff : op->recvbuff),
+                           (char *)(in ? t->sendbuff : t->recvbuff), in, copy_on, stream);
 }
 
 typedef struct copies {
@@ -543,22 +501,12 @@ typedef struct copies {
   uint32_t nin, nk;
 } copies;
 
-/* How many pieces a batch of ops[0, n) on `lanes` moves in: a lone call
- * that is cut element by element (as lanes cut it), of at least two
- * pieces' bytes in all. Decided alike on every rank, from the call alone:
- * each piece is a call of its own across hosts. */
+/* How many pieces a batch of ops[0, n) on `lanes` moves in: a lone
+ * call's (cut.h), else 1. */
 static int batch_pieces(const chorus_proxy *px, chorus_op *const *ops, int n, int lanes) {
-  if (n != 1 || !px->piece_bytes) return 1;
+  if (n != 1) return 1;
   const chorus_op *op = ops[0];
-  const int blocks = op->func == CHORUS_FUNC_ALLGATHER || op->func == CHORUS_FUNC_REDUCESCATTER;
-  if (!blocks && op->func != CHORUS_FUNC_ALLREDUCE && op->func != CHORUS_FUNC_BROADCAST &&
-      op->func != CHORUS_FUNC_REDUCE)
-    return 1;
-  const size_t total = op->count * op->esize * (blocks ? (size_t)op->cc->nranks : 1);
-  size_t p = total / px->piece_bytes;
-  if (p > MAX_PIECES) p = MAX_PIECES;
-  if (p > op->count / (size_t)lanes) p = op->count / (size_t)lanes; /* no empty shares */
-  return p > 1 ? (int)p : 1;
+  return chorus_cut_pieces(op->func, op->count, op->esize, op->cc->nranks, lanes, px->piece_bytes);
 }
 
 /* Queues the kernel of piece j of batch b in `mode`, with the copies
@@ -593,22 +541,21 @@ static int wait_piece(const batch *b, int j, void *stream) {
 static int queue_pieces(const chorus_proxy *px, const batch *b, const chorus_op *op,
                         const chorus_op *t, const copies *cp, const chorus_kern_copy *list,
                         void *stream) {
-  const int P = b->pieces, L = b->lanes, cut = P * L;
+  const int P = b->pieces, L = b->lanes;
+  const chorus_cut c = cut_of(op, L, P);
   const uint32_t mode = b->words ? CHORUS_KERN_PROXY_POST : CHORUS_KERN_PROXY_SPIN;
   for (int j = 0; j < P; j++) {
     const uint32_t nin = j ? 0 : cp->nin; /* the scalar, with the first */
-    if (piece_copies(op, t, L, cut, j, 1, stream) != 0 ||
+    if (share_copies(op, t, &c, j * L, (j + 1) * L, 1, stream) != 0 ||
         launch(px, b, j, mode, list, nin, nin, stream) != 0)
       return -1;
-    if (!b->words) {
-      if (piece_copies(op, t, L, cut, j, 0, stream) != 0) return -1;
-    } else if (j && (wait_piece(b, j - 1, stream) != 0 ||
-                     piece_copies(op, t, L, cut, j - 1, 0, stream) != 0)) {
+    const int out = b->words ? j - 1 : j; /* the piece whose output may go back */
+    if (out >= 0 && ((b->words && wait_piece(b, out, stream) != 0) ||
+                     share_copies(op, t, &c, out * L, (out + 1) * L, 0, stream) != 0))
       return -1;
-    }
   }
-  if (b->words &&
-      (wait_piece(b, P - 1, stream) != 0 || piece_copies(op, t, L, cut, P - 1, 0, stream) != 0))
+  if (b->words && (wait_piece(b, P - 1, stream) != 0 ||
+                   share_copies(op, t, &c, (P - 1) * L, P * L, 0, stream) != 0))
     return -1;
   return 0;
 }
@@ -616,14 +563,17 @@ static int queue_pieces(const chorus_proxy *px, const batch *b, const chorus_op 
 static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int lanes, void *stream,
                                 int captured, batch **out) {
   const int rank = ops[0]->cc->rank, nranks = ops[0]->cc->nranks;
-  const int pieces = batch_pieces(px, ops, n, lanes), cut = lanes * pieces;
+  const int pieces = batch_pieces(px, ops, n, lanes);
   span stackspan[16], *sp = n <= 16 ? stackspan : chorus_malloc((size_t)n * sizeof *sp);
   if (!sp) return chorus_error(ncclSystemError, "out of memory staging %d GPU calls", n);
   /* Layout: the words, the kernel's copy list (three per call at most:
    * scalar, input, output), the scalars, then each call's buffers. */
   const size_t list = WORDS_BYTES + round_up((size_t)3 * (size_t)n * sizeof(chorus_kern_copy));
   size_t bytes = list + round_up((size_t)n * 16);
-  for (int i = 0; i < n; i++) bytes += stage_bytes(ops[i], rank, nranks, cut, &sp[i]);
+  for (int i = 0; i < n; i++) {
+    const chorus_cut c = cut_of(ops[i], lanes, pieces);
+    bytes += stage_bytes(ops[i], rank, nranks, &c, &sp[i]);
+  }
   batch *b = NULL;
   ncclResult_t res = take_batch(px, bytes, n, &b);
   if (res != ncclSuccess) goto out;
@@ -674,10 +624,11 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
       cp.k[cp.nk++] = (chorus_kern_copy){sc + to_dev, op->red.scalar_dev, op->esize};
       b->scalars[i] = sc;
     }
+    const chorus_cut c = cut_of(op, lanes, pieces);
     if (s->sbytes && pieces == 1) { /* in pieces: queue_pieces copies */
       int rc = 0;
-      if (lane_rows(op, cut, 0))
-        rc = copy_lane_rows(op, cut, 0, cut, (char *)op->sendbuff, send, 1, stream);
+      if (chorus_cut_laid(&c, 0))
+        rc = share_copies(op, t, &c, 0, lanes, 1, stream);
       else if (s->sbytes <= KERNEL_COPY_MAX)
         cp.k[cp.nk++] = (chorus_kern_copy){send + to_dev, op->sendbuff, s->sbytes};
       else
@@ -706,10 +657,10 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
   for (int i = 0; i < n && res == ncclSuccess; i++) { /* the large outputs, after */
     const chorus_op *t = &b->ops[i];
     if (sp[i].rbytes <= KERNEL_COPY_MAX || pieces > 1) continue;
-    const int rc =
-        lane_rows(ops[i], cut, 1)
-            ? copy_lane_rows(ops[i], cut, 0, cut, ops[i]->recvbuff, t->recvbuff, 0, stream)
-            : chorus_dev_copy(ops[i]->recvbuff, t->recvbuff, sp[i].rbytes, stream);
+    const chorus_cut c = cut_of(ops[i], lanes, pieces);
+    const int rc = chorus_cut_laid(&c, 1)
+                       ? share_copies(ops[i], t, &c, 0, lanes, 0, stream)
+                       : chorus_dev_copy(ops[i]->recvbuff, t->recvbuff, sp[i].rbytes, stream);
     if (rc != 0) res = chorus_gpu_cuda_error("copying a staged GPU call's output back");
   }
 out:

@@ -1,0 +1,68 @@
+/*
+ * cut.c - see cut.h.
+ */
+#include "gpu/cut.h"
+
+#include "algo/func.h"
+
+void chorus_cut_share(size_t count, int k, int n, size_t *first, size_t *len) {
+  const size_t per = count / (size_t)n, extra = count % (size_t)n;
+  *first = (size_t)k * per + ((size_t)k < extra ? (size_t)k : extra);
+  *len = per + ((size_t)k < extra ? 1 : 0);
+}
+
+void chorus_cut_offsets(const chorus_cut *c, size_t first, size_t *soff, size_t *roff) {
+  const size_t h = (size_t)c->nranks;
+  *soff = c->func == CHORUS_FUNC_REDUCESCATTER ? h * first : first;
+  *roff = c->func == CHORUS_FUNC_ALLGATHER ? h * first : first;
+}
+
+int chorus_cut_laid(const chorus_cut *c, int recv) {
+  return c->lanes * c->pieces > 1 &&
+         c->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
+}
+
+int chorus_cut_pieces(int func, size_t count, size_t esize, int nranks, int lanes,
+                      size_t piece_bytes) {
+  const int blocks = func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_REDUCESCATTER;
+  if (!piece_bytes || lanes < 1 ||
+      (!blocks && func != CHORUS_FUNC_ALLREDUCE && func != CHORUS_FUNC_BROADCAST &&
+       func != CHORUS_FUNC_REDUCE))
+    return 1;
+  size_t p = count * esize * (blocks ? (size_t)nranks : 1) / piece_bytes;
+  if (p > CHORUS_CUT_MAX_PIECES) p = CHORUS_CUT_MAX_PIECES;
+  if (p > count / (size_t)lanes) p = count / (size_t)lanes;
+  return p > 1 ? (int)p : 1;
+}
+
+int chorus_cut_copies(const chorus_cut *c, int recv, size_t elems, int s0, int s1, char *dev,
+                      char *stage, int in, chorus_cut_rows_fn fn, void *arg) {
+  if (!elems || s0 >= s1) return 0;
+  const int cut = c->lanes * c->pieces;
+  const size_t es = c->esize;
+  if (chorus_cut_laid(c, recv)) {
+    const size_t h = (size_t)c->nranks, pitch = c->count * es;
+    for (int k = s0; k < s1; k++) {
+      size_t first, len, soff, roff;
+      chorus_cut_share(c->count, k, cut, &first, &len);
+      if (!len) continue;
+      chorus_cut_offsets(c, first, &soff, &roff);
+      char *d = dev + first * es, *st = stage + (recv ? roff : soff) * es;
+      const int rc = in ? fn(arg, st, len * es, d, pitch, len * es, h)
+                        : fn(arg, d, pitch, st, len * es, len * es, h);
+      if (rc != 0) return rc;
+    }
+    return 0;
+  }
+  size_t off = 0, bytes = elems * es;
+  if (cut > 1) { /* a side of count elements: the shares' range */
+    size_t f0, l0, f1, l1;
+    chorus_cut_share(c->count, s0, cut, &f0, &l0);
+    chorus_cut_share(c->count, s1 - 1, cut, &f1, &l1);
+    off = f0 * es;
+    bytes = (f1 + l1 - f0) * es;
+  }
+  if (!bytes) return 0;
+  return in ? fn(arg, stage + off, bytes, dev + off, bytes, bytes, 1)
+            : fn(arg, dev + off, bytes, stage + off, bytes, bytes, 1);
+}

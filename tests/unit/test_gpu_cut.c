@@ -1,0 +1,239 @@
+/*
+ * test_gpu_cut.c - a staged call across hosts cut into lanes and pieces
+ * (gpu/cut.h) computes the call: the copies to and from the staging that
+ * cut.h queues, and the call of each share on the staging at the offsets
+ * cut.h gives, replayed on host memory for every rank, leave each rank's
+ * output what the collective computed directly on the user's buffers
+ * gives. AllReduce, AllGather, ReduceScatter, Broadcast and Reduce; 1 to 4
+ * ranks, counts that do and do not divide, 1 to 4 lanes, 1 to 8 pieces,
+ * 4- and 8-byte elements; every byte is copied once each way, and no
+ * copy reaches past its buffers (guards). And how many pieces a call
+ * moves in.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo/func.h"
+#include "gpu/cut.h"
+#include "unit.h"
+
+#define MAXN       4
+#define GUARD      64
+#define GUARD_BYTE 0xa5
+
+/* A buffer of n elements of es bytes with guard bytes after it. */
+static char *buffer(size_t n, size_t es) {
+  char *p = malloc(n * es + GUARD);
+  if (!p) abort();
+  memset(p, 0, n * es);
+  memset(p + n * es, GUARD_BYTE, GUARD);
+  return p;
+}
+
+static int guard_intact(const char *p, size_t n, size_t es) {
+  for (size_t i = 0; i < GUARD; i++)
+    if ((unsigned char)p[n * es + i] != GUARD_BYTE) return 0;
+  return 1;
+}
+
+static int64_t get(const char *p, size_t i, size_t es) {
+  if (es == 4) {
+    int32_t v;
+    memcpy(&v, p + i * 4, 4);
+    return v;
+  }
+  int64_t v;
+  memcpy(&v, p + i * 8, 8);
+  return v;
+}
+
+static void put(char *p, size_t i, size_t es, int64_t v) {
+  if (es == 4) {
+    const int32_t w = (int32_t)v;
+    memcpy(p + i * 4, &w, 4);
+  } else {
+    memcpy(p + i * 8, &v, 8);
+  }
+}
+
+/* cut.h's copier on host memory; arg counts the bytes copied. */
+static int host_rows(void *arg, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
+                     size_t width, size_t rows) {
+  *(size_t *)arg += width * rows;
+  for (size_t r = 0; r < rows; r++)
+    memcpy((char *)dst + r * dst_pitch, (const char *)src + r * src_pitch, width);
+  return 0;
+}
+
+/* The call of `len` elements of one share across the ranks, on the
+ * staging at element offsets soff and roff (as the host path runs it). */
+static void run_share(int func, int n, int root, size_t es, char **ss, char **sr, size_t soff,
+                      size_t roff, size_t len) {
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < len; i++) switch (func) {
+      case CHORUS_FUNC_ALLREDUCE: {
+        int64_t v = 0;
+        for (int b = 0; b < n; b++) v += get(ss[b], soff + i, es);
+        put(sr[r], roff + i, es, v);
+        break;
+      }
+      case CHORUS_FUNC_ALLGATHER:
+        for (int b = 0; b < n; b++)
+          put(sr[r], roff + (size_t)b * len + i, es, get(ss[b], soff + i, es));
+        break;
+      case CHORUS_FUNC_REDUCESCATTER: {
+        int64_t v = 0;
+        for (int b = 0; b < n; b++) v += get(ss[b], soff + (size_t)r * len + i, es);
+        put(sr[r], roff + i, es, v);
+        break;
+      }
+      case CHORUS_FUNC_BROADCAST:
+        put(sr[r], roff + i, es, get(ss[root], soff + i, es));
+        break;
+      case CHORUS_FUNC_REDUCE:
+        if (r == root) {
+          int64_t v = 0;
+          for (int b = 0; b < n; b++) v += get(ss[b], soff + i, es);
+          put(sr[r], roff + i, es, v);
+        }
+        break;
+      }
+}
+
+/* The collective on the user's buffers directly: rank r's output. */
+static int64_t expect_at(int func, int n, int root, size_t count, size_t es, char **us, int r,
+                         size_t i) {
+  int64_t v = 0;
+  switch (func) {
+  case CHORUS_FUNC_ALLREDUCE:
+  case CHORUS_FUNC_REDUCE:
+    for (int b = 0; b < n; b++) v += get(us[b], i, es);
+    return v;
+  case CHORUS_FUNC_ALLGATHER:
+    return get(us[i / count], i % count, es);
+  case CHORUS_FUNC_REDUCESCATTER:
+    for (int b = 0; b < n; b++) v += get(us[b], (size_t)r * count + i, es);
+    return v;
+  default: /* Broadcast */
+    return get(us[root], i, es);
+  }
+}
+
+/* One call cut into lanes x pieces, replayed; 0 when every rank's output
+ * is right and every guard intact. */
+static int replay(int func, int n, size_t count, size_t es, int lanes, int pieces) {
+  const int root = n - 1;
+  const chorus_cut c = {func, count, es, n, lanes, pieces};
+  char *us[MAXN], *ur[MAXN], *ss[MAXN], *sr[MAXN];
+  size_t ns[MAXN], nr[MAXN];
+  for (int r = 0; r < n; r++) {
+    ns[r] = chorus_func_send_elems(func, count, r, root, n);
+    nr[r] = chorus_func_recv_elems(func, count, r, root, n);
+    us[r] = buffer(ns[r], es);
+    ur[r] = buffer(nr[r], es);
+    ss[r] = buffer(ns[r], es);
+    sr[r] = buffer(nr[r], es);
+    for (size_t i = 0; i < ns[r]; i++)
+      put(us[r], i, es, (int64_t)(r + 1) * 1000003 + (int64_t)i * 7);
+  }
+  const int cut = lanes * pieces;
+  size_t moved_in[MAXN] = {0}, moved_out[MAXN] = {0};
+  for (int j = 0; j < pieces; j++) {
+    for (int r = 0; r < n; r++)
+      chorus_cut_copies(&c, 0, ns[r], j * lanes, (j + 1) * lanes, us[r], ss[r], 1, host_rows,
+                        &moved_in[r]);
+    for (int k = 0; k < lanes; k++) {
+      size_t first, len, soff, roff;
+      chorus_cut_share(count, j * lanes + k, cut, &first, &len);
+      chorus_cut_offsets(&c, first, &soff, &roff);
+      run_share(func, n, root, es, ss, sr, soff, roff, len);
+    }
+    for (int r = 0; r < n; r++)
+      chorus_cut_copies(&c, 1, nr[r], j * lanes, (j + 1) * lanes, ur[r], sr[r], 0, host_rows,
+                        &moved_out[r]);
+  }
+  int bad = 0;
+  for (int r = 0; r < n; r++) {
+    for (size_t i = 0; i < nr[r] && !bad; i++)
+      if (get(ur[r], i, es) != expect_at(func, n, root, count, es, us, r, i)) {
+        fprintf(stderr,
+                "func %d, %d ranks, count %zu, %zu-byte elements, %d lanes x %d pieces: rank %d "
+                "element %zu is %lld, want %lld\n",
+                func, n, count, es, lanes, pieces, r, i, (long long)get(ur[r], i, es),
+                (long long)expect_at(func, n, root, count, es, us, r, i));
+        bad = 1;
+      }
+    /* Each byte moves once each way: a piece copies its own range only. */
+    if (moved_in[r] != ns[r] * es || moved_out[r] != nr[r] * es) {
+      fprintf(stderr,
+              "func %d, %d ranks, count %zu, %d lanes x %d pieces: rank %d copied %zu bytes in "
+              "and %zu out, want %zu and %zu\n",
+              func, n, count, lanes, pieces, r, moved_in[r], moved_out[r], ns[r] * es, nr[r] * es);
+      bad = 1;
+    }
+    if (!guard_intact(us[r], ns[r], es) || !guard_intact(ur[r], nr[r], es) ||
+        !guard_intact(ss[r], ns[r], es) || !guard_intact(sr[r], nr[r], es)) {
+      fprintf(
+          stderr,
+          "func %d, %d ranks, count %zu, %d lanes x %d pieces: a copy ran past rank %d's buffers\n",
+          func, n, count, lanes, pieces, r);
+      bad = 1;
+    }
+  }
+  for (int r = 0; r < n; r++) {
+    free(us[r]);
+    free(ur[r]);
+    free(ss[r]);
+    free(sr[r]);
+  }
+  return bad;
+}
+
+static void every_cut_computes_the_call(void) {
+  static const int funcs[] = {CHORUS_FUNC_ALLREDUCE, CHORUS_FUNC_ALLGATHER,
+                              CHORUS_FUNC_REDUCESCATTER, CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE};
+  static const size_t counts[] = {1, 2, 3, 5, 17, 64, 1001};
+  int runs = 0, wrong = 0;
+  for (size_t f = 0; f < sizeof funcs / sizeof funcs[0]; f++)
+    for (int n = 1; n <= MAXN; n++)
+      for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+        for (size_t es = 4; es <= 8; es += 4)
+          for (int lanes = 1; lanes <= 4; lanes++)
+            for (int pieces = 1; pieces <= CHORUS_CUT_MAX_PIECES; pieces++) {
+              if ((size_t)(lanes * pieces) > counts[ci]) continue; /* no empty shares */
+              runs++;
+              wrong += replay(funcs[f], n, counts[ci], es, lanes, pieces);
+            }
+  EXPECT(runs > 3000);
+  EXPECT_EQ_INT(wrong, 0);
+}
+
+static void pieces_follow_the_size(void) {
+  const size_t M = 1 << 20;
+  /* AllReduce of 16 MiB in 4 MiB pieces: 4; AllGather's and
+   * ReduceScatter's size is the whole of the larger side (2 x 16 MiB: 8,
+   * the most; 3 x 4 MiB: 3). */
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 4 * M, 4, 2, 1, 4 * M), 4);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLGATHER, 4 * M, 4, 2, 4, 4 * M), 8);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_REDUCESCATTER, M, 4, 3, 2, 4 * M), 3);
+  /* Under two pieces, off, or a function not cut element by element: whole. */
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 2 * M - 1, 4, 2, 1, 4 * M), 1);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 64 * M, 4, 2, 1, 0), 1);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLTOALL, 64 * M, 4, 2, 1, 4 * M), 1);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_SEND, 64 * M, 4, 2, 1, 4 * M), 1);
+  /* Never a share without elements: at most count / lanes pieces. */
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_BROADCAST, 12, 1 << 20, 2, 4, 4 * M), 3);
+  for (size_t count = 1; count < 4096; count = count * 3 + 1)
+    for (int lanes = 1; lanes <= 8; lanes++) {
+      const int p = chorus_cut_pieces(CHORUS_FUNC_REDUCE, count, 8, 4, lanes, 1024);
+      EXPECT(p >= 1 && p <= CHORUS_CUT_MAX_PIECES);
+      EXPECT(p == 1 || (size_t)(p * lanes) <= count);
+    }
+}
+
+int main(void) {
+  RUN(every_cut_computes_the_call);
+  RUN(pieces_follow_the_size);
+  return unit_report();
+}
