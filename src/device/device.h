@@ -139,7 +139,8 @@ int chorus_dev_event_wait(void *ev);
 /* Makes stream wait for the work before ev's last record (capturable). */
 int chorus_dev_stream_wait_event(void *stream, void *ev);
 /* Waits on a word the host writes (memop.cu): whether the driver offers
- * them (1/0), and making stream wait, holding no SM, until the 32-bit
+ * them (1/0; tried once per process, on the current device), and making
+ * stream wait, holding no SM, until the 32-bit
  * word at `word` (a device address of host-mapped memory) reaches value:
  * (int32_t)(*word - value) >= 0. */
 int chorus_dev_word_waits(void);

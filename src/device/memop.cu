@@ -9,6 +9,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 
 extern "C" {
@@ -18,12 +19,36 @@ extern "C" {
 static decltype(&cuStreamWaitValue32) wait_value;
 static pthread_once_t found = PTHREAD_ONCE_INIT;
 
+/* Whether a wait on host-mapped memory works here: one on a word that
+ * already holds its value, on a stream of its own (a driver may offer the
+ * entry point and refuse the operation). */
+static int works(decltype(&cuStreamWaitValue32) fn) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  uint32_t *word = NULL;
+  void *dev = NULL;
+  cudaStream_t s = NULL;
+  int ok = cudaHostAlloc((void **)&word, sizeof *word, cudaHostAllocMapped) == cudaSuccess;
+  if (ok) {
+    *word = 1;
+    ok = cudaHostGetDevicePointer(&dev, word, 0) == cudaSuccess &&
+         cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess &&
+         fn(s, (CUdeviceptr)dev, 1, CU_STREAM_WAIT_VALUE_GEQ) == CUDA_SUCCESS &&
+         cudaStreamSynchronize(s) == cudaSuccess;
+  }
+  if (s) cudaStreamDestroy(s);
+  if (word) cudaFreeHost(word);
+  cudaGetLastError();
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  return ok;
+}
+
 static void find(void) {
   cudaDriverEntryPointQueryResult q;
   void *fn = NULL;
   if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) ==
           cudaSuccess &&
-      q == cudaDriverEntryPointSuccess)
+      q == cudaDriverEntryPointSuccess && fn && works((decltype(&cuStreamWaitValue32))fn))
     wait_value = (decltype(&cuStreamWaitValue32))fn;
   cudaGetLastError();
 }
