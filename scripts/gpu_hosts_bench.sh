@@ -5,7 +5,7 @@
 # blocks talk over loopback TCP as machines would over a network
 # (NCCL_SOCKET_IFNAME=lo for both). 2 hosts x 1 GPU, 2 hosts x 2 GPUs
 # where there are 4, and 2 hosts x 4 (8 ranks, each GPU shared by two
-# hosts) where there are 4.
+# hosts) where there are 4; on one GPU, 2 x 1 with the GPU shared.
 #
 # usage: scripts/gpu_hosts_bench.sh   (after scripts/gpu.sh build)
 #   BUILD, NCCL_REF_LIB, BENCH as for gpu_bench.sh; HOSTS_E (default 256M)
@@ -69,10 +69,12 @@ PY
 # which the GPU then serves in turns (time slices of about 2.3 ms: small
 # calls take that long on both libraries), so it is run only on 4 GPUs,
 # where nothing unshared is left to measure.
+# On a 1-GPU machine 2x1 shares the GPU between the two hosts' processes.
 for layout in 2x1 2x2 2x4; do
   h=${layout%x*} g=${layout#*x}
   if [ "$layout" = 2x4 ]; then [ "$ngpu" -eq 4 ] || continue
-  else [ $((h * g)) -le "$ngpu" ] || continue; fi
+  elif [ "$layout" != 2x1 ]; then [ $((h * g)) -le "$ngpu" ] || continue
+  else [ "$ngpu" -ge 1 ] || continue; fi
   np=$((h * g))
   for coll in all_reduce all_gather reduce_scatter; do
     label=${coll}_hosts$layout
