@@ -134,12 +134,12 @@ struct chorus_proxy {
   pthread_mutex_t lane_lock;
   pthread_cond_t lane_go, lane_done;
   /* Eager calls wait on words the host writes, not in a polling kernel,
-   * where the driver allows (word_waits): always where another process
-   * of the job shares this GPU (shared_gpu: a polling kernel would hold
-   * the GPU through the others' time slices), and for calls in pieces
-   * (piece_bytes, 0: none), whose copies the stream makes between the
+   * where the driver allows (word_waits): whole calls too (whole_words)
+   * where another process of the job shares this GPU (a polling kernel
+   * would hold the GPU through the others' time slices), and calls in
+   * pieces (piece_bytes, 0: none) always, their copies made between the
    * pieces' waits. */
-  int word_waits, shared_gpu;
+  int word_waits, whole_words;
   size_t piece_bytes;
 };
 
@@ -580,7 +580,7 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
   /* before the launch: the thread may take the batch at once */
   b->lanes = lanes;
   b->pieces = pieces;
-  b->words = px->word_waits && !captured && (pieces > 1 || px->shared_gpu);
+  b->words = px->word_waits && !captured && (pieces > 1 || px->whole_words);
   if (b->words) b->gen++;
   const ptrdiff_t to_dev = b->dev - b->host;
   copies cp = {(chorus_kern_copy *)(b->host + WORDS_BYTES), 0, 0};
@@ -1044,13 +1044,21 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   px->plan.rank = cc->rank;
   const int64_t piece = chorus_param_int(CHORUS_P_GPU_STAGE_PIECE);
   px->piece_bytes = piece > 0 ? (size_t)piece : 0;
-  px->word_waits = chorus_dev_word_waits();
   const chorus_topo *t = cc->topo;
   const chorus_rank_info *me = &t->info[cc->rank];
+  int shared = 0;
   for (int r = 0; r < cc->nranks; r++)
     if (r != cc->rank && me->bus_id[0] && t->info[r].machine_hash == me->machine_hash &&
         strcmp(t->info[r].bus_id, me->bus_id) == 0)
-      px->shared_gpu = 1;
+      shared = 1;
+  /* CHORUS_GPU_STAGE_WAIT: kernel never waits on words, word always
+   * (eager calls, as on a shared GPU), auto as above. */
+  const char *wait = chorus_param_str(CHORUS_P_GPU_STAGE_WAIT);
+  const int never = wait && strcmp(wait, "kernel") == 0, always = wait && strcmp(wait, "word") == 0;
+  if (wait && !never && !always && strcmp(wait, "auto") != 0)
+    WARN("CHORUS_GPU_STAGE_WAIT=\"%s\" is not auto, kernel or word; using auto", wait);
+  px->word_waits = !never && chorus_dev_word_waits();
+  px->whole_words = shared || always;
   char err[256];
   if (chorus_plan_comm_settings(&px->plan, err, sizeof err) != 0) {
     chorus_free(px);
@@ -1085,9 +1093,9 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
        "large AllReduce, AllGather, ReduceScatter, Broadcast and Reduce in pieces of %zu "
        "bytes (0: whole)); streams wait for the host %s",
        cc->rank, device, cc->topo->nhosts, KERNEL_COPY_MAX, px->piece_bytes,
-       !px->word_waits  ? "in a polling kernel (the driver has no stream word waits)"
-       : px->shared_gpu ? "on a word (another process shares this GPU)"
-                        : "on a word for calls in pieces, else in a polling kernel");
+       !px->word_waits   ? "in a polling kernel (no stream word waits, or CHORUS_GPU_STAGE_WAIT)"
+       : px->whole_words ? "on a word (another process shares this GPU, or CHORUS_GPU_STAGE_WAIT)"
+                         : "on a word for calls in pieces, else in a polling kernel");
   *out = px;
   return ncclSuccess;
 fail:
