@@ -51,13 +51,13 @@
  * come, or this long after the last one (graph replays come unannounced). */
 #define HOT_NS (2 * 1000000ll)
 #define NAP_NS 50000
-/* A staged call moves in at most this many pieces (CHORUS_GPU_STAGE_PIECE). */
-#define MAX_PIECES 8
 /* A ring entry's batch: its id, and the piece in the top bits. */
 #define PIECE_SHIFT 24
 #define ID_MASK     ((1u << PIECE_SHIFT) - 1)
-/* The head of a batch's staging: the words the host releases pieces by. */
+/* The head of a batch's staging: the words the host releases pieces by,
+ * one per piece. */
 #define WORDS_BYTES 256
+_Static_assert(CHORUS_CUT_MAX_PIECES * sizeof(uint32_t) <= WORDS_BYTES, "a word per piece");
 
 /* Host-mapped: the kernels write the ring, the thread the rest. */
 typedef struct ctl {
@@ -142,6 +142,17 @@ struct chorus_proxy {
   int word_waits, whole_words;
   size_t piece_bytes;
 };
+
+/* Piece j of batch b's queuing gen has run (or will not): its stream,
+ * waiting for words[j] to reach gen, goes on. */
+static void release_word(const batch *b, int j) {
+  __atomic_store_n(&((uint32_t *)b->host)[j], b->gen, __ATOMIC_RELEASE);
+}
+
+/* Every piece of b's queuings so far. */
+static void release_every_word(const batch *b) {
+  for (int j = 0; j < CHORUS_CUT_MAX_PIECES; j++) release_word(b, j);
+}
 
 /* ---- the progress thread ------------------------------------------------------- */
 
@@ -295,7 +306,7 @@ static void *progress(void *arg) {
        * stream goes on, and may queue the batch again at once, so what
        * is read of it is read first. */
       const int ran_last = b && !b->kept && piece == b->pieces - 1;
-      if (b && b->words) __atomic_store_n(&((uint32_t *)b->host)[piece], b->gen, __ATOMIC_RELEASE);
+      if (b && b->words) release_word(b, piece);
       if (ran_last) __atomic_add_fetch(&px->ran, 1, __ATOMIC_RELEASE);
       head++;
       __atomic_store_n(&px->ctl_host->done, head, __ATOMIC_RELEASE);
@@ -406,8 +417,7 @@ static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, batch *
       b->host = h;
       b->dev = d;
       b->cap = bytes;
-      /* Fresh words: every queuing so far released (gen wraps). */
-      for (int j = 0; j < MAX_PIECES; j++) ((uint32_t *)b->host)[j] = b->gen;
+      release_every_word(b); /* fresh words hold 0, and gen wraps */
     }
   }
   if (res == ncclSuccess && b->opcap < nops) {
@@ -1147,10 +1157,7 @@ ncclResult_t chorus_proxy_async_error(chorus_proxy *px) {
 static void release_words(chorus_proxy *px) {
   pthread_mutex_lock(&px->lock);
   for (uint32_t i = 0; i < px->ntable; i++) {
-    batch *b = px->table[i];
-    if (b->host)
-      for (int j = 0; j < MAX_PIECES; j++)
-        __atomic_store_n(&((uint32_t *)b->host)[j], b->gen, __ATOMIC_RELEASE);
+    if (px->table[i]->host) release_every_word(px->table[i]);
   }
   pthread_mutex_unlock(&px->lock);
 }
