@@ -1,16 +1,18 @@
 /*
  * memop.cu - device.h's stream waits on a word the host writes, through
- * the driver's stream memory operations (cuStreamWaitValue32), reached
- * through the runtime's entry points so that the library never links
- * libcuda. A stream so waiting holds no SM, where a kernel polling the
- * word would hold one and, on a GPU that several processes share, keep
- * the others' work waiting for the time slice.
+ * the driver's stream memory operations (cuStreamWaitValue32, found as
+ * driver_entry.cuh finds driver functions). A stream so waiting holds no
+ * SM, where a kernel polling the word would hold one and, on a GPU that
+ * several processes share, keep the others' work waiting for the time
+ * slice.
  */
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "device/driver_entry.cuh"
 
 extern "C" {
 #include "device/device.h"
@@ -44,13 +46,10 @@ static int works(decltype(&cuStreamWaitValue32) fn) {
 }
 
 static void find(void) {
-  cudaDriverEntryPointQueryResult q;
-  void *fn = NULL;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &q) ==
-          cudaSuccess &&
-      q == cudaDriverEntryPointSuccess && fn && works((decltype(&cuStreamWaitValue32))fn))
+  void *fn;
+  if (chorus_driver_entry("cuStreamWaitValue32", &fn) == cudaSuccess &&
+      works((decltype(&cuStreamWaitValue32))fn))
     wait_value = (decltype(&cuStreamWaitValue32))fn;
-  cudaGetLastError();
 }
 
 extern "C" int chorus_dev_word_waits(void) {

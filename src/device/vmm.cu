@@ -18,6 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "device/driver_entry.cuh"
+
 extern "C" {
 #include "device/device.h"
 }
@@ -57,12 +59,10 @@ static found core = {PTHREAD_ONCE_INIT, cudaSuccess, ""},
              query = {PTHREAD_ONCE_INIT, cudaSuccess, ""};
 
 static int entry(found *f, const char *name, void **fn) {
-  cudaDriverEntryPointQueryResult q;
-  cudaError_t e = cudaGetDriverEntryPointByVersion(name, fn, 12000, cudaEnableDefault, &q);
-  if (e == cudaSuccess && q == cudaDriverEntryPointSuccess && *fn) return 0;
-  f->err = e != cudaSuccess ? e : cudaErrorNotSupported;
+  const cudaError_t e = chorus_driver_entry(name, fn);
+  if (e == cudaSuccess) return 0;
+  f->err = e;
   snprintf(f->what, sizeof f->what, "finding the driver's %s", name);
-  cudaGetLastError();
   return -1;
 }
 
