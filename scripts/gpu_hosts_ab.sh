@@ -41,9 +41,10 @@ for r in $(seq "$rounds"); do
   done
 done
 python3 - "$logs" "$variants" "$colls" "$rounds" <<'PY'
-import re, statistics as st, sys
+import statistics as st, sys
 logs, variants, colls, rounds = sys.argv[1], sys.argv[2].split(), sys.argv[3].split(), int(sys.argv[4])
-row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+sys.path.insert(0, "bench")
+from summarize import ROW as row  # an nccl-tests result row
 for coll in colls:
     times = {}
     for v in variants:

@@ -87,8 +87,9 @@ for layout in 2x1 2x2 2x4; do
         echo "  $label $lib: exit $? (bench_${label}_$lib.log)"
     done
     python3 - "$logs" "$label" <<'PY'
-import re, sys
-row = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
+import sys
+sys.path.insert(0, "bench")
+from summarize import ROW as row  # an nccl-tests result row
 def read(lib):
     r = {}
     try:
