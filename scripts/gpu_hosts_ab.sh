@@ -6,9 +6,10 @@
 # round after round, and the median time per size.
 #
 # usage: scripts/gpu_hosts_ab.sh   (after scripts/gpu.sh build)
-#   VARIANTS  space-separated: base (the library in $BASE_LIB, e.g. from
-#             BASE_SRC=dir scripts/gpu.sh build), nccl (NVIDIA's), or a
-#             value of CHORUS_GPU_STAGE_PIECE for this build (4M, off, ...)
+#   VARIANTS  space-separated, each words joined by '+': base (the library
+#             in $BASE_LIB, e.g. from BASE_SRC=dir scripts/gpu.sh build),
+#             nccl (NVIDIA's), a setting VAR=value, or a value of
+#             CHORUS_GPU_STAGE_PIECE (4M, off, ...); e.g. base+off
 #             (default: "base 4M nccl"); the first is the others' yardstick
 #   COLLS     perf programs without _perf (default: all_reduce all_gather
 #             reduce_scatter); B, E: sizes (default 8, 256M, -f 4)
@@ -31,9 +32,16 @@ rounds=${ROUNDS:-2}
 for r in $(seq "$rounds"); do
   for coll in $colls; do
     for v in $variants; do
-      env=(env CHORUS_GPU_STAGE_PIECE="$v") limit=200
-      [ "$v" = nccl ] && env=(env LD_LIBRARY_PATH="$ref") limit=90
-      [ "$v" = base ] && env=(env LD_LIBRARY_PATH="${BASE_LIB:?base needs BASE_LIB}")
+      env=(env) limit=200
+      IFS=+ read -ra words <<<"$v"
+      for w in "${words[@]}"; do
+        case $w in
+          nccl) env+=(LD_LIBRARY_PATH="$ref") limit=90 ;;
+          base) env+=(LD_LIBRARY_PATH="${BASE_LIB:?base needs BASE_LIB}") ;;
+          *=*) env+=("$w") ;;
+          *) env+=(CHORUS_GPU_STAGE_PIECE="$w") ;;
+        esac
+      done
       timeout "$limit" "${env[@]}" "$run" -n 2 --hosts 2 --timeout $((limit - 10)) \
         "$perf/${coll}_perf" -b "${B:-8}" -e "${E:-256M}" -f 4 -n "${N:-10}" -w 3 -c 0 -T 60 \
         >"$logs/${coll}_${v}_$r.log" 2>&1 || echo "  $coll $v round $r: exit $?"
@@ -57,7 +65,9 @@ for coll in colls:
             except OSError:
                 pass
     print(f"# {coll}: median us (min-max over {rounds} rounds) and {variants[0]}'s time over each")
-    print("  %10s" % "size" + "".join("%28s" % v for v in variants))
+    for i, v in enumerate(variants):
+        print(f"#   [{i}] {v}")
+    print("  %10s" % "size" + "".join("%28s" % f"[{i}]" for i in range(len(variants))))
     for s in sorted({s for (_, s) in times}):
         first = times.get((variants[0], s))
         cells = []

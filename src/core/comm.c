@@ -307,10 +307,16 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   const int64_t nsock = CHORUS_MAX(1, chorus_param_int(CHORUS_P_NSOCKS_PERTHREAD));
   const int asked = socket_threads(comm->rank);
   const int on_hint = asked < 0 && comm->device < 0 && !comm->is_part;
-  const int nthreads = asked >= 0 ? asked : on_hint ? AUTO_THREADS : 0;
+  const int want = asked >= 0 ? asked : on_hint ? AUTO_THREADS : 0;
+  /* A GPU communicator's lanes across hosts (its parts) are each moved by
+   * a thread of their own already: threads asked for give them sockets,
+   * not pumps. Pumps in every lane too (NCCL_SOCKET_NTHREADS=2, 2 hosts x
+   * 1 GPU on one 16-core machine: 4 lanes x 2 pumps per rank, each pump
+   * spinning after it moves bytes) made large calls 2-2.9x slower. */
+  const int nthreads = comm->is_part ? 0 : want;
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   rec[comm->rank].nstreams =
-      (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, nthreads) * CHORUS_MIN(16, nsock));
+      (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, want) * CHORUS_MIN(16, nsock));
   rec[comm->rank].cpus = (uint32_t)CHORUS_CLAMP(cpus, 1, UINT32_MAX);
   rec[comm->rank].threads_auto = asked < 0;
   chorus_status_listen(comm, &comm->bs->listen_addr, &rec[comm->rank].status);
