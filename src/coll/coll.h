@@ -33,6 +33,11 @@ ncclResult_t chorus_multi(chorus_op *op); /* AlltoAll, Gather, Scatter */
  * added in rank order; _prepare makes the gathering call (coll/ordered.c). */
 ncclResult_t chorus_ordered(chorus_op *op);
 ncclResult_t chorus_ordered_prepare(chorus_op *op);
+/* op->scratch, at least `bytes`, from its communicator's kept buffers
+ * (util/bufcache.h); NULL when out of memory. */
+void *chorus_op_scratch(chorus_op *op, size_t bytes);
+/* Gives op->scratch back (NULL: nothing). */
+void chorus_op_scratch_drop(chorus_op *op);
 /* Frees what a prepared op holds once it ended or failed (its scratch,
  * and an ordered op's gathering call's). */
 void chorus_coll_release(chorus_op *op);

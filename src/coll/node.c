@@ -678,7 +678,7 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
   {
     const void *in = op->sendbuff;
     if (op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff && bytes) {
-      if (!(op->scratch = chorus_malloc((size_t)n * bytes)))
+      if (!chorus_op_scratch(op, (size_t)n * bytes))
         return chorus_error(ncclSystemError, "out of memory for an AlltoAll in place");
       memcpy(op->scratch, op->sendbuff, (size_t)n * bytes);
       in = op->scratch;
@@ -824,7 +824,7 @@ ncclResult_t chorus_coll_peer_reduce(chorus_op *op) {
   {
     int remote = 0;
     for (int p = 0; p < n; p++) remote += p != me && !nd->rank[p].same_process;
-    if (remote && op->count && !(op->scratch = chorus_malloc((size_t)remote * PEER_PIECE)))
+    if (remote && op->count && !chorus_op_scratch(op, (size_t)remote * PEER_PIECE))
       return chorus_error(ncclSystemError, "out of memory for a peer-read reduction's pieces");
     const uint64_t slot = D.g % (uint64_t)nd->nbuf;
     nd->rank[me].addr[slot] = (uint64_t)(uintptr_t)op->sendbuff;

@@ -24,6 +24,7 @@
 #include "host/reduce.h"
 #include "nccl.h"
 #include "transport/transport.h"
+#include "util/bufcache.h"
 #include "util/log.h"
 
 #define CHORUS_COLL_MEMO 4 /* host choices kept per function */
@@ -91,6 +92,8 @@ typedef struct chorus_coll_comm {
   /* Calls waiting in open groups, any thread's (atomic): destroying the
    * communicator under them would leave the group freed memory. */
   int queued;
+  /* Large scratch buffers its calls leave for the next ones (chorus_op_scratch). */
+  chorus_bufcache bufs;
   /* Log context of this communicator (rank and last-error buffer). */
   chorus_log_ctx log_ctx;
   /* The first failure a peer passed on to this rank, verbatim ("rank R
@@ -162,7 +165,8 @@ struct chorus_op {
   uint64_t app_index;            /* the call's number in coll/progress.h's sense */
   int64_t t_enq, t_start, t_end; /* cc->tracing: issued, first stepped, ended (ns) */
   void *prof_api, *prof_coll;    /* a profiler plugin's handles of its events (core/profiler.h) */
-  void *scratch;                 /* freed with chorus_free after the op (may be NULL) */
+  void *scratch;                 /* from chorus_op_scratch, given back after the op (may be NULL) */
+  size_t scratch_bytes;          /* its size */
   int nt;            /* output too big to stay cached: non-temporal stores (host/copy.h) */
   void *cuda_stream; /* GPU communicators: the caller's stream */
   /* Schedule state. */

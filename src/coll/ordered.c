@@ -50,9 +50,8 @@ ncclResult_t chorus_ordered_prepare(chorus_op *op) {
   const size_t at_mine = align64(sizeof(chorus_op));
   const size_t at_all = at_mine + (scales ? align64(mine) : 0);
   const size_t total = at_all + (gathers ? (size_t)n * c * es : 0);
-  char *s = chorus_malloc(total ? total : 1);
+  char *s = chorus_op_scratch(op, total);
   if (!s) return chorus_error(ncclSystemError, "out of memory for a reproducible reduction");
-  op->scratch = s;
   chorus_op *child = (chorus_op *)s;
   *child = *op;
   child->func = child_func(op->func);
@@ -63,6 +62,7 @@ ncclResult_t chorus_ordered_prepare(chorus_op *op) {
   child->red.scalar_dev = NULL;
   child->nccl_op = 0;
   child->scratch = NULL;
+  child->scratch_bytes = 0;
   child->next_op = NULL;
   child->wait_info = NULL;
   child->ticks = 0;
@@ -72,8 +72,7 @@ ncclResult_t chorus_ordered_prepare(chorus_op *op) {
   O.mine_bytes = mine;
   const ncclResult_t res = chorus_coll_prepare(child);
   if (res != ncclSuccess) { /* the op never runs: nothing of it stays */
-    chorus_free(s);
-    op->scratch = NULL;
+    chorus_op_scratch_drop(op);
   }
   return res;
 }
@@ -98,8 +97,7 @@ static ncclResult_t step_child(chorus_op *op) {
   op->wait_conn = child->wait_conn;
   op->wait_dir = child->wait_dir;
   if (res != ncclInProgress) {
-    chorus_free(child->scratch);
-    child->scratch = NULL;
+    chorus_op_scratch_drop(child);
     op->wait_info = NULL;
   }
   return res;

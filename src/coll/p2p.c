@@ -102,7 +102,7 @@ ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n) {
         hi = mid;
     }
     if (lo == 0 || r[lo - 1].hi <= a) continue;
-    if (!(op->scratch = chorus_malloc(bytes))) {
+    if (!chorus_op_scratch(op, bytes)) {
       res =
           chorus_error(ncclSystemError, "out of memory copying a Send's buffer (%zu bytes)", bytes);
       break;
@@ -148,8 +148,10 @@ static ncclResult_t multi_plan(chorus_op *op) {
   op->wait_info = multi_wait_info;
   const char *send = op->sendbuff;
   char *recv = op->recvbuff;
-  if (inplace_a2a) {
-    memcpy(copy, send, blk * (size_t)n);
+  if (inplace_a2a) { /* the peers' blocks: this rank's own stays where it is */
+    memcpy(copy, send, blk * (size_t)me);
+    memcpy(copy + blk * (size_t)(me + 1), send + blk * (size_t)(me + 1),
+           blk * (size_t)(n - me - 1));
     send = copy;
   }
   switch (op->func) {
@@ -159,7 +161,8 @@ static ncclResult_t multi_plan(chorus_op *op) {
         multi_add(op, p, 1, send + (size_t)p * blk, blk);
         multi_add(op, p, 0, recv + (size_t)p * blk, blk);
       }
-    if (send != recv) own_block(op, recv + (size_t)me * blk, send + (size_t)me * blk, blk);
+    if (!inplace_a2a && send != recv)
+      own_block(op, recv + (size_t)me * blk, send + (size_t)me * blk, blk);
     break;
   case CHORUS_FUNC_GATHER:
     if (me == op->root) {

@@ -173,9 +173,19 @@ ncclResult_t chorus_coll_prepare(chorus_op *op) {
 void chorus_coll_release(chorus_op *op) {
   /* An ordered op's gathering call holds its own scratch until it ends;
    * one that failed or never ran to its end still does. */
-  if (op->algo == CHORUS_ALGO_ORDERED && op->scratch) chorus_free(op->u.ordered.child->scratch);
-  chorus_free(op->scratch);
+  if (op->algo == CHORUS_ALGO_ORDERED && op->scratch) chorus_op_scratch_drop(op->u.ordered.child);
+  chorus_op_scratch_drop(op);
+}
+
+void *chorus_op_scratch(chorus_op *op, size_t bytes) {
+  op->scratch = chorus_bufcache_get(&op->cc->bufs, bytes, &op->scratch_bytes);
+  return op->scratch;
+}
+
+void chorus_op_scratch_drop(chorus_op *op) {
+  chorus_bufcache_put(&op->cc->bufs, op->scratch, op->scratch_bytes);
   op->scratch = NULL;
+  op->scratch_bytes = 0;
 }
 
 void chorus_coll_own_input(chorus_op *op, void *dst, size_t count, unsigned flags) {

@@ -82,8 +82,8 @@ ncclResult_t chorus_allreduce_rd(chorus_op *op) {
   CORO_BEGIN(op->co);
   X.p2 = pow2_below(n);
   X.rem = n - X.p2;
-  op->scratch = chorus_malloc(bytes ? bytes : 1);
-  if (!op->scratch) return chorus_error(ncclSystemError, "out of memory for an AllReduce");
+  if (!chorus_op_scratch(op, bytes))
+    return chorus_error(ncclSystemError, "out of memory for an AllReduce");
   X.acc = op->sendbuff;
   if (op->red.kind == CHORUS_RED_PREMULSUM && bytes) { /* each input scaled once, here */
     chorus_coll_own_input(op, op->scratch, op->count, 0);
@@ -226,7 +226,7 @@ ncclResult_t chorus_reducescatter_rd(chorus_op *op) {
   X.rem = n - X.p2;
   /* The partial sums travel from a copy of the input, scaled where
    * PreMulSum scales it. */
-  if (!(op->scratch = chorus_malloc((size_t)n * blk)))
+  if (!chorus_op_scratch(op, (size_t)n * blk))
     return chorus_error(ncclSystemError, "out of memory for a ReduceScatter");
   acc = op->scratch;
   chorus_coll_own_input(op, acc, op->count * (size_t)n, 0);

@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "coll/coll.h"
 #include "coll/prims.h"
 #include "host/copy.h"
 #include "host/reduce.h"
@@ -170,7 +171,7 @@ ncclResult_t chorus_xfer_all(chorus_op *op, chorus_xfer *xs, const uint8_t *kind
 ncclResult_t chorus_xfer_alloc(chorus_op *op, int n, size_t extra, chorus_xfer **xs, uint8_t **kind,
                                char **extra_at) {
   const size_t xbytes = CHORUS_ALIGN_UP((size_t)n * (sizeof(chorus_xfer) + 1), (size_t)64);
-  if (!(op->scratch = chorus_malloc(xbytes + extra)))
+  if (!chorus_op_scratch(op, xbytes + extra))
     return chorus_error(ncclSystemError, "out of memory planning %s", chorus_func_name(op->func));
   *xs = op->scratch;
   *kind = (uint8_t *)(*xs + n);

@@ -229,6 +229,7 @@ ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const nccl
     return res;
   }
   chorus_progress_init(&c->progress);
+  chorus_bufcache_init(&c->cc.bufs);
   __atomic_add_fetch(&live_comms, 1, __ATOMIC_RELAXED);
   *out = c;
   return ncclSuccess;
@@ -315,8 +316,7 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
    * spinning after it moves bytes) made large calls 2-2.9x slower. */
   const int nthreads = comm->is_part ? 0 : want;
   const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  rec[comm->rank].nstreams =
-      (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, want) * CHORUS_MIN(16, nsock));
+  rec[comm->rank].nstreams = (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, want) * CHORUS_MIN(16, nsock));
   rec[comm->rank].cpus = (uint32_t)CHORUS_CLAMP(cpus, 1, UINT32_MAX);
   rec[comm->rank].threads_auto = asked < 0;
   chorus_status_listen(comm, &comm->bs->listen_addr, &rec[comm->rank].status);
@@ -706,6 +706,7 @@ void chorus_comm_free(ncclComm_t comm) {
   chorus_free(comm->user_ops);
   chorus_config_free(&comm->config);
   chorus_progress_destroy(&comm->progress);
+  chorus_bufcache_free(&comm->cc.bufs);
   (void)chorus_shm_sweep_stale(); /* peers that died before unlinking theirs */
   bury(comm);
   if (__atomic_sub_fetch(&live_comms, 1, __ATOMIC_RELAXED) == 0 &&
