@@ -678,9 +678,15 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
   {
     const void *in = op->sendbuff;
     if (op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff && bytes) {
+      /* The peers read their blocks from a copy, laid out as the input;
+       * this rank's own block stays where it is. */
       if (!chorus_op_scratch(op, (size_t)n * bytes))
         return chorus_error(ncclSystemError, "out of memory for an AlltoAll in place");
-      memcpy(op->scratch, op->sendbuff, (size_t)n * bytes);
+      char *copy = op->scratch;
+      const char *src = op->sendbuff;
+      memcpy(copy, src, (size_t)me * bytes);
+      memcpy(copy + (size_t)(me + 1) * bytes, src + (size_t)(me + 1) * bytes,
+             (size_t)(n - me - 1) * bytes);
       in = op->scratch;
     }
     const uint64_t slot = D.g % (uint64_t)nd->nbuf;
@@ -696,7 +702,6 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
   {
     const int from = readers(op, 1);
     const uint64_t slot = D.g % (uint64_t)nd->nbuf;
-    const char *in = op->scratch ? op->scratch : op->sendbuff;
     for (int p = 0; p < n && from != NONE; p++) {
       char *out;
       size_t in_off;
@@ -718,7 +723,8 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
       char *out;
       size_t in_off;
       place(op, me, bytes, &out, &in_off);
-      if (out != in + in_off && bytes) chorus_copy(out, in + in_off, bytes, op->nt);
+      const char *own = op->sendbuff; /* not the copy: its own block is not in it */
+      if (out != own + in_off && bytes) chorus_copy(out, own + in_off, bytes, op->nt);
     }
   }
   if (nd->rank[me].lead[D.g % (uint64_t)nd->nbuf]) {               /* a Broadcast's root helps */
