@@ -35,6 +35,7 @@
 #include "gpu/settings.h"
 #include "host/reduce.h"
 #include "plan/plan.h"
+#include "transport/shm/readrate.h"
 #include "util/param.h"
 #include "util/units.h"
 
@@ -275,6 +276,9 @@ static int explain(int argc, char **argv) {
   /* As where the ranks may read each other's memory (the library probes it
    * at set-up; ptrace rules can forbid it). */
   c.env.peer_read = c.env.node;
+  /* As ranks in processes of their own measure it (the library: the mean
+   * of the ranks'). */
+  c.env.read_slowdown = c.env.peer_read ? chorus_shm_read_slowdown() : 0;
   c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
   c.env.max_msg = chorus_comm_slot_bytes(NULL);
   const int net = chorus_netprobe_setting(&c.env.net_us, &c.env.net_bw);
@@ -335,6 +339,13 @@ static int explain(int argc, char **argv) {
              "its own at init)\n",
              CHORUS_NET_HOP_US, CHORUS_NET_BW / 1e3);
   }
+  if (c.env.read_slowdown > 0)
+    printf("peer reads between processes: %.2fx memcpy's time on this machine (1 MiB; zerocopy "
+           "and direct priced by it)\n",
+           c.env.read_slowdown);
+  else if (c.env.peer_read)
+    printf("peer reads between processes: not measured (process_vm_readv fails here); zerocopy "
+           "and direct priced as calibrated\n");
   if (!gpu && chorus_func_reduces(func) && chorus_param_int(CHORUS_P_REPRODUCIBLE)) {
     printf("CHORUS_REPRODUCIBLE=1: algorithm ordered (every contribution gathered by a call of its "
            "own, then added in rank order); no rule or cost applies\n");

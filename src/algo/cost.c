@@ -131,25 +131,45 @@ static const fit fits[] = {
      {7.849, {86535, 39247, 18489, 15127}}},
 };
 
-static double curve_us(const curve *c, double a_scale, double size) {
-  double t = c->a * a_scale, lo = 0;
+/* c's time for `size` bytes, its latency scaled by a_scale and its bytes'
+ * time by t_scale. */
+static double curve_us(const curve *c, double a_scale, double t_scale, double size) {
+  double t = 0, lo = 0;
   for (int b = 0; b < NBANDS && size > lo; b++) {
     double hi = b < NBANDS - 1 ? band_top[b] : size;
     double in = (size < hi ? size : hi) - lo;
     t += in / c->bw[b];
     lo = hi;
   }
-  return t;
+  return c->a * a_scale + t * t_scale;
+}
+
+/* Reads between processes (process_vm_readv) took this many times
+ * memcpy's time at 1 MiB on the machine of the calibration runs
+ * (bench/cma_probe.c there, 2026-11-28: 16 against 26 GB/s). */
+#define CAL_READ_SLOWDOWN 1.6
+
+/* The bytes of zerocopy, and of direct (large messages between processes
+ * go by reference, read by the receiver), cost what this machine's reads
+ * between processes cost against its memcpy, relative to the calibration
+ * machine's (the other algorithms copy through stages with memcpy):
+ * within 1/4..8 of the fit. */
+static double read_scale(const chorus_cost_env *e) {
+  if (e->read_slowdown <= 0) return 1;
+  const double s = e->read_slowdown / CAL_READ_SLOWDOWN;
+  return s < 0.25 ? 0.25 : s > 8 ? 8 : s;
 }
 
 static double one_host(int func, int algo, double size, const chorus_cost_env *e) {
   if ((algo == CHORUS_ALGO_ONESHOT || algo == CHORUS_ALGO_TWOSHOT) && !e->node) return -1;
   if (algo == CHORUS_ALGO_ZEROCOPY && !e->peer_read) return -1;
+  const double t_scale =
+      algo == CHORUS_ALGO_ZEROCOPY || algo == CHORUS_ALGO_DIRECT ? read_scale(e) : 1;
   for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {
     const fit *f = &fits[i];
     if (f->func != func || f->algo != algo) continue;
-    if (e->oversubscribed) return curve_us(&f->over, e->nranks / 4.0, size);
-    return curve_us(&f->own, e->nranks / 2.0, size);
+    if (e->oversubscribed) return curve_us(&f->over, e->nranks / 4.0, t_scale, size);
+    return curve_us(&f->own, e->nranks / 2.0, t_scale, size);
   }
   return -1;
 }

@@ -68,6 +68,9 @@ typedef struct chorus_cost_env {
   /* GPUs across hosts: ranks per host where every host holds as many
    * (else 0), and the lanes `hier` cuts a block across (0: one). */
   int nlocal, lanes;
+  /* Host: how many times slower reads between processes are than memcpy
+   * on this machine (transport/shm/readrate.h); 0: none cross processes. */
+  double read_slowdown;
 } chorus_cost_env;
 
 /* Modelled microseconds of func with algo in proto (CHORUS_RULE_ANY: the

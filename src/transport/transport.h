@@ -308,6 +308,9 @@ typedef struct chorus_node {
    * process, process_vm_readv between processes (probed at set-up and
    * agreed by all ranks). */
   int peer_read;
+  /* Where peer reads cross processes: how many times slower they are than
+   * memcpy (transport/shm/readrate.h), the ranks' mean (0: none cross). */
+  double read_slowdown;
   /* The chunk number + 1 of this rank's last small AllReduce on fast
    * lines (0: none yet). */
   uint64_t last_fast;

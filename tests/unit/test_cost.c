@@ -21,7 +21,7 @@ static int pick(int func, size_t size, const chorus_cost_env *e) {
 }
 
 static void one_host_own_cores(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0};
   int small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
   EXPECT(small == CHORUS_ALGO_ONESHOT || small == CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 16 << 20, &e), CHORUS_ALGO_RING);
@@ -41,7 +41,7 @@ static void one_host_own_cores(void) {
 }
 
 static void one_host_oversubscribed(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
@@ -53,7 +53,7 @@ static void one_host_oversubscribed(void) {
  * small calls stay staged; without
  * peer reads it has no price. */
 static void one_host_peer_reads(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
@@ -70,8 +70,49 @@ static void one_host_peer_reads(void) {
          0);
 }
 
+/* Reads between processes priced by the machine's own ratio to memcpy
+ * (readrate.h): at the calibration machine's (1.6) the picks above; on a
+ * guest whose memcpy ran 4.2x its peer reads (measured), the algorithms
+ * through stages, as measured there (ring 2.7x faster than zerocopy for
+ * AllReduce at 2-8 MiB, oneshot 1.3-2x faster than direct and zerocopy
+ * for AlltoAll, Gather, Scatter); a machine with cheap reads keeps them,
+ * and far-off ratios are clamped (the fit's error). */
+static void peer_reads_by_machine(void) {
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 1.6};
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 4 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  const double at_cal =
+      chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 4 << 20, &e);
+  e.read_slowdown = 0; /* not measured: the fit as it is */
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 4 << 20,
+                        &e) == at_cal);
+  e.read_slowdown = 4.2;
+  for (int s = 1; s <= 32; s *= 2)
+    EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, (uint64_t)s << 20, &e), CHORUS_ALGO_RING);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_SCATTER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
+  EXPECT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e) != CHORUS_ALGO_ZEROCOPY);
+  /* Only the bytes' time scales: small calls price as before. */
+  const double small =
+      chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 8, &e);
+  e.read_slowdown = 1.6;
+  EXPECT(small -
+             chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 8, &e) <
+         0.01);
+  e.read_slowdown = 0.8; /* reads half memcpy's price, relative: more zerocopy */
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
+  /* Clamped at 8x the fit's price. */
+  e.read_slowdown = 1.6 * 8;
+  const double at8 =
+      chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 64 << 20, &e);
+  e.read_slowdown = 1000;
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 64 << 20,
+                        &e) == at8);
+}
+
 static void across_hosts(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_RD);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 64 << 20, &e), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 64 << 20, &e), CHORUS_ALGO_DIRECT);
@@ -99,7 +140,7 @@ static void across_hosts(void) {
  * recursive doubling's log2(n) exchanges over the ring's 2(n-1) hops;
  * CHORUS_NET's text parses into them. */
 static void network_figures(void) {
-  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0};
+  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0};
   chorus_cost_env far = near;
   far.net_us = 2000; /* 2 ms one way */
   far.net_bw = 125;  /* 1 Gbit/s */
@@ -142,13 +183,13 @@ static void network_figures(void) {
 }
 
 static void monotone_in_size(void) {
-  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4},
-                            {CHORUS_BACKEND_GPU, 8, 2, 0, 0, 131072, 0, 0, 0, 4, 1}};
+  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0},
+                            {CHORUS_BACKEND_GPU, 8, 2, 0, 0, 131072, 0, 0, 0, 4, 1, 0}};
   for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++)
     for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
       for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
@@ -161,7 +202,7 @@ static void monotone_in_size(void) {
             prev = t;
           }
         }
-  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0, 0, 0};
+  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &one), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &one), CHORUS_ALGO_CHAIN);
 }
@@ -171,7 +212,7 @@ static void monotone_in_size(void) {
  * only across hosts: gpu_across_hosts); small calls are latency, large
  * ones bandwidth (LL dearer per byte than Simple). */
 static void gpu_prices(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
       for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
@@ -208,7 +249,7 @@ static uint64_t hier_from(int func, const chorus_cost_env *e) {
  * AllReduce, where the runs of docs/PERFORMANCE.md put it. */
 static void gpu_across_hosts(void) {
   const int AR = CHORUS_FUNC_ALLREDUCE, AG = CHORUS_FUNC_ALLGATHER, RS = CHORUS_FUNC_REDUCESCATTER;
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++) {
       const int hier =
@@ -243,6 +284,7 @@ int main(void) {
   RUN(one_host_own_cores);
   RUN(one_host_oversubscribed);
   RUN(one_host_peer_reads);
+  RUN(peer_reads_by_machine);
   RUN(across_hosts);
   RUN(network_figures);
   RUN(monotone_in_size);

@@ -42,6 +42,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "transport/shm/readrate.h"
 #include "transport/transport.h"
 #include "util/alloc.h"
 #include "util/check.h"
@@ -491,24 +492,51 @@ static const char *cannot_read(const shm_state *s, int r) {
   return NULL;
 }
 
+/* A rank's verdict on peer reads, and its read slowdown x 100 (0: not
+ * measured, every peer is in its process). */
+typedef struct read_verdict {
+  uint8_t ok;
+  uint8_t pad;
+  uint16_t slowdown_x100;
+} read_verdict;
+
 /* Peer reads, where every rank can read every other's memory: each rank
  * probes its peers, then all take the verdict of all (a bootstrap
- * allgather), so every rank plans alike. (NCCL_ALGO=^zerocopy leaves
- * them unused.) */
+ * allgather), and the mean of the slowdowns measured, so every rank plans
+ * alike. (NCCL_ALGO=^zerocopy leaves them unused.) */
 static ncclResult_t agree_peer_read(shm_state *s, chorus_bootstrap *bs) {
-  uint8_t *ok = chorus_calloc((size_t)s->nranks, 1);
-  if (!ok) return chorus_error(ncclSystemError, "SHM transport: out of memory");
+  read_verdict *v = chorus_calloc((size_t)s->nranks, sizeof *v);
+  if (!v) return chorus_error(ncclSystemError, "SHM transport: out of memory");
   const char *why = NULL;
-  for (int r = 0; r < s->nranks && !why; r++)
-    if (r != s->rank && (why = cannot_read(s, r)))
+  int other_process = 0;
+  for (int r = 0; r < s->nranks && !why; r++) {
+    if (r == s->rank) continue;
+    other_process |= !s->node.rank[r].same_process;
+    if ((why = cannot_read(s, r)))
       INFO(CHORUS_SHM | CHORUS_INIT,
            "SHM transport: cannot read rank %d's memory (pid %d): %s; no peer reads", r,
            (int)s->node.rank[r].pid, why);
-  ok[s->rank] = why == NULL;
-  ncclResult_t res = chorus_bootstrap_allgather(bs, ok, 1);
+  }
+  v[s->rank].ok = why == NULL;
+  if (!why && other_process) {
+    const double x = chorus_shm_read_slowdown() * 100.0 + 0.5;
+    v[s->rank].slowdown_x100 = (uint16_t)(x < 1 ? 1 : x > UINT16_MAX ? UINT16_MAX : x);
+  }
+  ncclResult_t res = chorus_bootstrap_allgather(bs, v, sizeof *v);
   s->node.peer_read = res == ncclSuccess;
-  for (int r = 0; r < s->nranks && s->node.peer_read; r++) s->node.peer_read = ok[r];
-  chorus_free(ok);
+  uint64_t sum = 0, n = 0;
+  for (int r = 0; r < s->nranks && s->node.peer_read; r++) {
+    s->node.peer_read = v[r].ok;
+    sum += v[r].slowdown_x100;
+    n += v[r].slowdown_x100 > 0;
+  }
+  s->node.read_slowdown = s->node.peer_read && n ? (double)sum / (100.0 * (double)n) : 0;
+  if (s->node.read_slowdown > 0 && s->rank == 0)
+    INFO(CHORUS_SHM | CHORUS_INIT | CHORUS_TUNING,
+         "SHM transport: peer reads between processes take %.2fx memcpy's time (the ranks' "
+         "mean at 1 MiB): zerocopy priced by it",
+         s->node.read_slowdown);
+  chorus_free(v);
   return res;
 }
 

@@ -1,0 +1,20 @@
+/*
+ * readrate.h - how much slower this machine reads another process's
+ * memory (process_vm_readv, the peer reads of algorithm zerocopy) than it
+ * copies memory within a process (memcpy, what the algorithms through
+ * shared-memory stages do). The cost model prices zerocopy by it
+ * (algo/cost.c): on one 2-vCPU guest the ratio at 1 MiB went from 1.6 to
+ * 4.2 between two days, memcpy 2.3x faster and process_vm_readv as
+ * before, which turned zerocopy from the fastest AllReduce at 1-16 MiB on
+ * 2 ranks into one 2.7x slower than the ring.
+ */
+#ifndef CHORUS_TRANSPORT_SHM_READRATE_H
+#define CHORUS_TRANSPORT_SHM_READRATE_H
+
+/* process_vm_readv's time over memcpy's for 1 MiB, the best of a few of
+ * each on this process's own memory (the kernel's path is a peer's),
+ * measured once per process (about 0.3 ms); 0 where process_vm_readv
+ * fails. */
+double chorus_shm_read_slowdown(void);
+
+#endif
