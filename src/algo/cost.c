@@ -150,10 +150,13 @@ static double curve_us(const curve *c, double a_scale, double t_scale, double si
 #define CAL_READ_SLOWDOWN 1.6
 
 /* The bytes of zerocopy, and of direct (large messages between processes
- * go by reference, read by the receiver), cost what this machine's reads
- * between processes cost against its memcpy, relative to the calibration
- * machine's (the other algorithms copy through stages with memcpy):
- * within 1/4..8 of the fit. */
+ * go by reference, read by the receiver, as in the calibration), cost what
+ * this machine's reads between processes cost against its memcpy,
+ * relative to the calibration machine's (the other algorithms copy
+ * through stages with memcpy): within 1/4..8 of the fit. Where reads cost
+ * over two copies, direct's messages from 256 KiB go through slots
+ * instead (shm.c) and its price overstates it; there oneshot measured as
+ * fast (AlltoAll on 2 ranks, 4-64 MiB: 0.97-1.04x) or faster below. */
 static double read_scale(const chorus_cost_env *e) {
   if (e->read_slowdown <= 0) return 1;
   const double s = e->read_slowdown / CAL_READ_SLOWDOWN;
