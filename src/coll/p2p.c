@@ -65,6 +65,8 @@ static int span_cmp(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+#define SPANS_ON_STACK 16
+
 static int host_p2p(const chorus_op *op, int func) {
   return op->func == func && !op->cc->gpu && !op->cc->proxy && op->count > 0;
 }
@@ -76,8 +78,10 @@ ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n) {
     if (host_p2p(ops[i], CHORUS_FUNC_SEND)) ops[i]->by_ref = nr > 0;
   if (!nr) return ncclSuccess;
   /* Receive spans by start, each with the furthest end so far: a send
-   * [a, b) meets one if some span starting before b ends after a. */
-  span *r = chorus_malloc(nr * sizeof *r);
+   * [a, b) meets one if some span starting before b ends after a. A few
+   * on the stack: small grouped Send/Recv pay no allocation here. */
+  span few[SPANS_ON_STACK];
+  span *r = nr <= SPANS_ON_STACK ? few : chorus_malloc(nr * sizeof *r);
   if (!r) return chorus_error(ncclSystemError, "out of memory checking a group's buffers");
   nr = 0;
   for (size_t i = 0; i < n; i++)
@@ -110,7 +114,7 @@ ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n) {
     memcpy(op->scratch, op->sendbuff, bytes);
     op->sendbuff = op->scratch;
   }
-  chorus_free(r);
+  if (r != few) chorus_free(r);
   return res;
 }
 
