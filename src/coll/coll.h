@@ -45,6 +45,9 @@ void chorus_coll_release(chorus_op *op);
  * PreMulSum scales each rank's input; flags as chorus_reduce takes them
  * (CHORUS_RED_FINALIZE: finished too, for a rank alone). */
 void chorus_coll_own_input(chorus_op *op, void *dst, size_t count, unsigned flags);
+/* An in-place AlltoAll's copy of its input for the peers: every block of
+ * op's buffer but this rank's own into dst, laid out as the buffer. */
+void chorus_coll_peers_blocks(const chorus_op *op, char *dst);
 void chorus_p2p_take_ticket(chorus_op *op);
 /* The host calls of one group, prepared and not yet run. Sends may go by
  * reference (chorus_op.by_ref) where the group also receives. A Send

@@ -682,11 +682,7 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
        * this rank's own block stays where it is. */
       if (!chorus_op_scratch(op, (size_t)n * bytes))
         return chorus_error(ncclSystemError, "out of memory for an AlltoAll in place");
-      char *copy = op->scratch;
-      const char *src = op->sendbuff;
-      memcpy(copy, src, (size_t)me * bytes);
-      memcpy(copy + (size_t)(me + 1) * bytes, src + (size_t)(me + 1) * bytes,
-             (size_t)(n - me - 1) * bytes);
+      chorus_coll_peers_blocks(op, op->scratch);
       in = op->scratch;
     }
     const uint64_t slot = D.g % (uint64_t)nd->nbuf;

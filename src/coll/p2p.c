@@ -153,9 +153,7 @@ static ncclResult_t multi_plan(chorus_op *op) {
   const char *send = op->sendbuff;
   char *recv = op->recvbuff;
   if (inplace_a2a) { /* the peers' blocks: this rank's own stays where it is */
-    memcpy(copy, send, blk * (size_t)me);
-    memcpy(copy + blk * (size_t)(me + 1), send + blk * (size_t)(me + 1),
-           blk * (size_t)(n - me - 1));
+    chorus_coll_peers_blocks(op, copy);
     send = copy;
   }
   switch (op->func) {

@@ -7,6 +7,7 @@
  * (point-to-point, in call order), and its description.
  */
 #include <stdio.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "coll/calls.h"
@@ -187,6 +188,14 @@ void chorus_op_scratch_drop(chorus_op *op) {
   chorus_bufcache_put(&op->cc->bufs, op->scratch, op->scratch_bytes);
   op->scratch = NULL;
   op->scratch_bytes = 0;
+}
+
+void chorus_coll_peers_blocks(const chorus_op *op, char *dst) {
+  const size_t blk = op->count * op->esize, me = (size_t)op->cc->rank;
+  const size_t n = (size_t)op->cc->nranks;
+  const char *src = op->sendbuff;
+  memcpy(dst, src, me * blk);
+  memcpy(dst + (me + 1) * blk, src + (me + 1) * blk, (n - me - 1) * blk);
 }
 
 void chorus_coll_own_input(chorus_op *op, void *dst, size_t count, unsigned flags) {
