@@ -3,10 +3,10 @@
  * memory (process_vm_readv, the peer reads of algorithm zerocopy) than it
  * copies memory within a process (memcpy, what the algorithms through
  * shared-memory stages do). The cost model prices zerocopy by it
- * (algo/cost.c): on one 2-vCPU guest the ratio at 1 MiB went from 1.6 to
- * 4.2 between two days, memcpy 2.3x faster and process_vm_readv as
- * before, which turned zerocopy from the fastest AllReduce at 1-16 MiB on
- * 2 ranks into one 2.7x slower than the ring.
+ * (algo/cost.c), as the ratio differs between machines: at 1 MiB 1.6 on
+ * an Intel Xeon guest, 4.2 on an AMD EPYC one (memcpy 2.3x faster,
+ * process_vm_readv alike), where zerocopy, the fastest AllReduce at 1-16
+ * MiB on 2 ranks of the first, is 2.7x slower than the ring.
  */
 #ifndef CHORUS_TRANSPORT_SHM_READRATE_H
 #define CHORUS_TRANSPORT_SHM_READRATE_H
