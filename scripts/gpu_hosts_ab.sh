@@ -31,7 +31,9 @@ rounds=${ROUNDS:-2}
 [ -x "$perf/all_reduce_perf" ] || { echo "no $perf/all_reduce_perf: build first"; exit 1; }
 for r in $(seq "$rounds"); do
   for coll in $colls; do
+    i=0
     for v in $variants; do
+      i=$((i + 1))
       env=(env) limit=200
       IFS=+ read -ra words <<<"$v"
       for w in "${words[@]}"; do
@@ -44,7 +46,7 @@ for r in $(seq "$rounds"); do
       done
       timeout "$limit" "${env[@]}" "$run" -n 2 --hosts 2 --timeout $((limit - 10)) \
         "$perf/${coll}_perf" -b "${B:-8}" -e "${E:-256M}" -f 4 -n "${N:-10}" -w 3 -c 0 -T 60 \
-        >"$logs/${coll}_${v}_$r.log" 2>&1 || echo "  $coll $v round $r: exit $?"
+        >"$logs/${coll}_${i}_$r.log" 2>&1 || echo "  $coll $v round $r: exit $?"
     done
   done
 done
@@ -55,10 +57,10 @@ sys.path.insert(0, "bench")
 from summarize import ROW as row  # an nccl-tests result row
 for coll in colls:
     times = {}
-    for v in variants:
+    for i, v in enumerate(variants, 1):
         for r in range(1, rounds + 1):
             try:
-                for line in open(f"{logs}/{coll}_{v}_{r}.log", errors="replace"):
+                for line in open(f"{logs}/{coll}_{i}_{r}.log", errors="replace"):
                     m = row.match(line)
                     if m:
                         times.setdefault((v, int(m.group(1))), []).append(float(m.group(3)))
