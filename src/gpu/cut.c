@@ -35,6 +35,26 @@ int chorus_cut_pieces(int func, size_t count, size_t esize, int nranks, int lane
   return p > 1 ? (int)p : 1;
 }
 
+void chorus_cut_piece_span(const chorus_cut *c, int recv, int j, size_t *off, size_t *len) {
+  const int L = c->lanes, cut = L * c->pieces;
+  size_t f0, l0, f1, l1;
+  chorus_cut_share(c->count, j * L, cut, &f0, &l0);
+  chorus_cut_share(c->count, (j + 1) * L - 1, cut, &f1, &l1);
+  const size_t h = chorus_cut_laid(c, recv) ? (size_t)c->nranks : 1;
+  *off = h * f0;
+  *len = h * (f1 + l1 - f0);
+}
+
+size_t chorus_cut_slot_elems(const chorus_cut *c, int recv) {
+  size_t most = 0;
+  for (int j = 0; j < c->pieces; j++) {
+    size_t off, len;
+    chorus_cut_piece_span(c, recv, j, &off, &len);
+    if (len > most) most = len;
+  }
+  return most;
+}
+
 int chorus_cut_copies(const chorus_cut *c, int recv, size_t elems, int s0, int s1, char *dev,
                       char *stage, int in, chorus_cut_rows_fn fn, void *arg) {
   if (!elems || s0 >= s1) return 0;

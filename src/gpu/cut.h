@@ -8,13 +8,20 @@
  * ReduceScatter's input, which hold one block per rank, are staged share
  * by share (a share's rows of every block together), so that each share
  * runs as a call on contiguous memory.
+ *
+ * A call in pieces need not stage all of itself at once: piece j's part
+ * of each side is one range of the whole staging (chorus_cut_piece_span),
+ * so two slots of the largest piece's size, piece j in slot j % 2, hold
+ * what is in flight (the stream copies piece j + 1 in and piece j - 1 out
+ * while the host runs piece j), and the pinned memory a call needs stops
+ * growing with its size.
  */
 #ifndef CHORUS_GPU_CUT_H
 #define CHORUS_GPU_CUT_H
 
 #include <stddef.h>
 
-#define CHORUS_CUT_MAX_PIECES 8
+#define CHORUS_CUT_MAX_PIECES 64
 
 typedef struct chorus_cut {
   int func;     /* chorus_func */
@@ -40,6 +47,12 @@ int chorus_cut_laid(const chorus_cut *c, int recv);
  * alike on every rank. */
 int chorus_cut_pieces(int func, size_t count, size_t esize, int nranks, int lanes,
                       size_t piece_bytes);
+
+/* Where piece j's part of one side (recv or send) lies in that side's
+ * whole staging: [*off, + *len) elements. */
+void chorus_cut_piece_span(const chorus_cut *c, int recv, int j, size_t *off, size_t *len);
+/* The most elements any piece spans on that side: a slot's size. */
+size_t chorus_cut_slot_elems(const chorus_cut *c, int recv);
 
 /* Copies rows of width bytes, pitches apart (a copy engine's 2-D copy). */
 typedef int (*chorus_cut_rows_fn)(void *arg, void *dst, size_t dst_pitch, const void *src,

@@ -82,6 +82,9 @@ struct batch {
    * else its kernel polls. */
   int words;
   uint32_t gen;
+  /* In pieces, staged in two slots per side (cut.h): each side's slot
+   * bytes (the ops' buffers are slot 0's); 0: the call staged whole. */
+  size_t slot[2];
   chorus_op *ops;       /* the calls on staged buffers */
   const char **scalars; /* per call: its staged PreMulSum scalar, or NULL */
   int nops, opcap;
@@ -246,6 +249,32 @@ static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, const ch
   return res;
 }
 
+/* Moves the buffers of t (b's one call on its staging, cut as c) to
+ * where piece j's elements lie: slot j % 2 of each side, where b stages
+ * its pieces in slots. A buffer the rank does not use stays NULL. */
+static void piece_view(const batch *b, const chorus_cut *c, int j, chorus_op *t) {
+  if (!b->slot[0] && !b->slot[1]) return;
+  /* One staged region for both (in place, or the side a rank does not
+   * use kept as the other): the slot of the side that has one. Only
+   * functions whose sides are not laid share by share stage so, and
+   * their pieces lie at the same offsets on both sides. */
+  const int one = t->sendbuff == t->recvbuff;
+  for (int recv = 0; recv < 2; recv++) {
+    const void *buf = recv ? t->recvbuff : t->sendbuff;
+    if (!buf) continue;
+    size_t off, len, slot = b->slot[recv];
+    if (one && b->slot[!recv] > slot) slot = b->slot[!recv];
+    chorus_cut_piece_span(c, recv, j, &off, &len);
+    /* slot j % 2, less the piece's offset in the whole staging (as an
+     * address: the base may lie before the slot) */
+    const uintptr_t at = (uintptr_t)buf + (size_t)(j % 2) * slot - off * c->esize;
+    if (recv)
+      t->recvbuff = (void *)at;
+    else
+      t->sendbuff = (const void *)at;
+  }
+}
+
 /* Runs batch b's calls (piece j of its one call, where it has pieces). */
 static ncclResult_t run_batch(chorus_proxy *px, const batch *b, int j) {
   if (b->nops > px->work_cap) {
@@ -265,6 +294,7 @@ static ncclResult_t run_batch(chorus_proxy *px, const batch *b, int j) {
   }
   if (b->pieces > 1 || b->lanes > 1) {
     const chorus_cut c = cut_of(&px->work[0], b->lanes, b->pieces);
+    piece_view(b, &c, j, &px->work[0]);
     return run_lanes(px, &px->work[0], &c, j);
   }
   return run_calls(px->work, b->nops);
@@ -487,6 +517,19 @@ static size_t stage_bytes(const chorus_op *op, int rank, int nranks, const choru
   return round_up(s->sbytes) + round_up(s->rbytes);
 }
 
+/* Where op (cut as c, in pieces; its staging s) can stage one piece at a
+ * time: each side's slot bytes in slot[] (one region, in place: slot[0]
+ * = slot[1]). 0 where it stages whole: in one piece, or in place with
+ * buffers that overlap without being one. */
+static int piece_slots(const chorus_op *op, const chorus_cut *c, const span *s, size_t slot[2]) {
+  if (c->pieces < 2 || (s->bytes && op->sendbuff != op->recvbuff)) return 0;
+  const size_t sb = s->sbytes ? round_up(chorus_cut_slot_elems(c, 0) * c->esize) : 0,
+               rb = s->rbytes ? round_up(chorus_cut_slot_elems(c, 1) * c->esize) : 0;
+  slot[0] = s->bytes && rb > sb ? rb : sb;
+  slot[1] = s->bytes ? slot[0] : rb;
+  return 1;
+}
+
 /* cut.h's copier: the copy engine, on the stream arg. */
 static int copy_on(void *stream, void *dst, size_t dst_pitch, const void *src, size_t src_pitch,
                    size_t width, size_t rows) {
@@ -543,6 +586,14 @@ static int wait_piece(const batch *b, int j, void *stream) {
   return chorus_dev_stream_wait_word(stream, (const uint32_t *)b->dev + j, b->gen);
 }
 
+/* share_copies of piece j's shares, to or from where b stages them. */
+static int piece_copies(const batch *b, const chorus_op *op, const chorus_op *t,
+                        const chorus_cut *c, int j, int in, void *stream) {
+  chorus_op v = *t;
+  piece_view(b, c, j, &v);
+  return share_copies(op, &v, c, j * c->lanes, (j + 1) * c->lanes, in, stream);
+}
+
 /* The stream's part of a call in pieces (op; t, on the staging): each
  * piece's input copied, then posted. With word waits, piece j's output
  * is copied back once the host has run it, while it runs piece j + 1,
@@ -556,16 +607,18 @@ static int queue_pieces(const chorus_proxy *px, const batch *b, const chorus_op 
   const uint32_t mode = b->words ? CHORUS_KERN_PROXY_POST : CHORUS_KERN_PROXY_SPIN;
   for (int j = 0; j < P; j++) {
     const uint32_t nin = j ? 0 : cp->nin; /* the scalar, with the first */
-    if (share_copies(op, t, &c, j * L, (j + 1) * L, 1, stream) != 0 ||
+    if (piece_copies(b, op, t, &c, j, 1, stream) != 0 ||
         launch(px, b, j, mode, list, nin, nin, stream) != 0)
       return -1;
-    const int out = b->words ? j - 1 : j; /* the piece whose output may go back */
+    /* The piece whose output may go back. Its copy is queued before the
+     * next piece's input: that piece takes its slot. */
+    const int out = b->words ? j - 1 : j;
     if (out >= 0 && ((b->words && wait_piece(b, out, stream) != 0) ||
-                     share_copies(op, t, &c, out * L, (out + 1) * L, 0, stream) != 0))
+                     piece_copies(b, op, t, &c, out, 0, stream) != 0))
       return -1;
   }
-  if (b->words && (wait_piece(b, P - 1, stream) != 0 ||
-                   share_copies(op, t, &c, (P - 1) * L, P * L, 0, stream) != 0))
+  if (b->words &&
+      (wait_piece(b, P - 1, stream) != 0 || piece_copies(b, op, t, &c, P - 1, 0, stream) != 0))
     return -1;
   return 0;
 }
@@ -580,9 +633,15 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
    * scalar, input, output), the scalars, then each call's buffers. */
   const size_t list = WORDS_BYTES + round_up((size_t)3 * (size_t)n * sizeof(chorus_kern_copy));
   size_t bytes = list + round_up((size_t)n * 16);
+  size_t slot[2] = {0, 0};
   for (int i = 0; i < n; i++) {
     const chorus_cut c = cut_of(ops[i], lanes, pieces);
-    bytes += stage_bytes(ops[i], rank, nranks, &c, &sp[i]);
+    const size_t whole = stage_bytes(ops[i], rank, nranks, &c, &sp[i]);
+    if (!piece_slots(ops[i], &c, &sp[i], slot)) {
+      bytes += whole;
+      continue;
+    }
+    bytes += 2 * (sp[i].bytes ? slot[0] : slot[0] + slot[1]);
   }
   batch *b = NULL;
   ncclResult_t res = take_batch(px, bytes, n, &b);
@@ -590,6 +649,8 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
   /* before the launch: the thread may take the batch at once */
   b->lanes = lanes;
   b->pieces = pieces;
+  b->slot[0] = slot[0];
+  b->slot[1] = slot[1];
   b->words = px->word_waits && !captured && (pieces > 1 || px->whole_words);
   if (b->words) b->gen++;
   const ptrdiff_t to_dev = b->dev - b->host;
@@ -606,7 +667,16 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
     const chorus_op *op = ops[i];
     const span *s = &sp[i];
     char *send = NULL, *recv = NULL;
-    if (s->bytes) {
+    if (b->slot[0] || b->slot[1]) { /* a lone call in pieces, two slots a side */
+      if (s->sbytes) send = at;
+      at += 2 * b->slot[0];
+      if (s->bytes) {
+        recv = send;
+      } else {
+        if (s->rbytes) recv = at;
+        at += 2 * b->slot[1];
+      }
+    } else if (s->bytes) {
       send = at + ((uintptr_t)op->sendbuff - s->lo);
       recv = at + ((uintptr_t)op->recvbuff - s->lo);
       at += round_up(s->bytes);

@@ -5,10 +5,14 @@
  * cut.h gives, replayed on host memory for every rank, leave each rank's
  * output what the collective computed directly on the user's buffers
  * gives. AllReduce, AllGather, ReduceScatter, Broadcast and Reduce; 1 to 4
- * ranks, counts that do and do not divide, 1 to 4 lanes, 1 to 8 pieces,
+ * ranks, counts that do and do not divide, 1 to 4 lanes, 1 to 64 pieces,
  * 4- and 8-byte elements; every byte is copied once each way, and no
- * copy reaches past its buffers (guards). And how many pieces a call
- * moves in.
+ * copy reaches past its buffers (guards). The same with each side staged
+ * in two slots of chorus_cut_slot_elems, piece j in slot j % 2 at its
+ * chorus_cut_piece_span (as gpu/proxy.c stages calls in pieces), the
+ * copies ordered as the stream orders them: piece j + 1's input in before
+ * the host runs piece j, after piece j - 1's output came back. And how
+ * many pieces a call moves in.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -120,47 +124,77 @@ static int64_t expect_at(int func, int n, int root, size_t count, size_t es, cha
   }
 }
 
-/* One call cut into lanes x pieces, replayed; 0 when every rank's output
- * is right and every guard intact. */
-static int replay(int func, int n, size_t count, size_t es, int lanes, int pieces) {
+/* Where piece j's staging of a side begins, as the piece's shares
+ * address it: the whole staging (slot 0) or, in slots, slot j % 2 less
+ * the piece's offset in the whole (an address that may lie before the
+ * slot, as gpu/proxy.c computes it). */
+static char *piece_base(const chorus_cut *c, int recv, int j, char *stage, size_t slot) {
+  if (!slot) return stage;
+  size_t off, len;
+  chorus_cut_piece_span(c, recv, j, &off, &len);
+  return (char *)((uintptr_t)stage + (size_t)(j % 2) * slot * c->esize - off * c->esize);
+}
+
+/* Every rank's copies of piece j's shares of one side: into the staging
+ * (send side) or back (recv); the bytes moved added to moved[]. */
+static void move_piece(const chorus_cut *c, int recv, int j, int n, char **user, char **stage,
+                       size_t slot, const size_t *elems, size_t *moved) {
+  for (int r = 0; r < n; r++)
+    chorus_cut_copies(c, recv, elems[r], j * c->lanes, (j + 1) * c->lanes, user[r],
+                      piece_base(c, recv, j, stage[r], slot), !recv, host_rows, &moved[r]);
+}
+
+/* One call cut into lanes x pieces, replayed, each side staged whole or
+ * (slots) in two slots; 0 when every rank's output is right and every
+ * guard intact. */
+static int replay(int func, int n, size_t count, size_t es, int lanes, int pieces, int slots) {
   const int root = n - 1;
   const chorus_cut c = {func, count, es, n, lanes, pieces};
   char *us[MAXN], *ur[MAXN], *ss[MAXN], *sr[MAXN];
   size_t ns[MAXN], nr[MAXN];
+  /* slot elements per side (0: staged whole) */
+  const size_t slot_s = slots ? chorus_cut_slot_elems(&c, 0) : 0,
+               slot_r = slots ? chorus_cut_slot_elems(&c, 1) : 0;
   for (int r = 0; r < n; r++) {
     ns[r] = chorus_func_send_elems(func, count, r, root, n);
     nr[r] = chorus_func_recv_elems(func, count, r, root, n);
     us[r] = buffer(ns[r], es);
     ur[r] = buffer(nr[r], es);
-    ss[r] = buffer(ns[r], es);
-    sr[r] = buffer(nr[r], es);
+    ss[r] = buffer(slots ? 2 * slot_s : ns[r], es);
+    sr[r] = buffer(slots ? 2 * slot_r : nr[r], es);
     for (size_t i = 0; i < ns[r]; i++)
       put(us[r], i, es, (int64_t)(r + 1) * 1000003 + (int64_t)i * 7);
   }
   const int cut = lanes * pieces;
   size_t moved_in[MAXN] = {0}, moved_out[MAXN] = {0};
+  /* In the stream's order: piece j + 1's input goes in (after piece
+   * j - 1's output came back) before the host runs piece j. */
+  move_piece(&c, 0, 0, n, us, ss, slot_s, ns, moved_in);
   for (int j = 0; j < pieces; j++) {
-    for (int r = 0; r < n; r++)
-      chorus_cut_copies(&c, 0, ns[r], j * lanes, (j + 1) * lanes, us[r], ss[r], 1, host_rows,
-                        &moved_in[r]);
+    if (j > 0) move_piece(&c, 1, j - 1, n, ur, sr, slot_r, nr, moved_out);
+    if (j + 1 < pieces) move_piece(&c, 0, j + 1, n, us, ss, slot_s, ns, moved_in);
+    char *ps[MAXN], *pr[MAXN];
+    for (int r = 0; r < n; r++) {
+      ps[r] = piece_base(&c, 0, j, ss[r], slot_s);
+      pr[r] = piece_base(&c, 1, j, sr[r], slot_r);
+    }
     for (int k = 0; k < lanes; k++) {
       size_t first, len, soff, roff;
       chorus_cut_share(count, j * lanes + k, cut, &first, &len);
       chorus_cut_offsets(&c, first, &soff, &roff);
-      run_share(func, n, root, es, ss, sr, soff, roff, len);
+      run_share(func, n, root, es, ps, pr, soff, roff, len);
     }
-    for (int r = 0; r < n; r++)
-      chorus_cut_copies(&c, 1, nr[r], j * lanes, (j + 1) * lanes, ur[r], sr[r], 0, host_rows,
-                        &moved_out[r]);
   }
+  move_piece(&c, 1, pieces - 1, n, ur, sr, slot_r, nr, moved_out);
   int bad = 0;
   for (int r = 0; r < n; r++) {
     for (size_t i = 0; i < nr[r] && !bad; i++)
       if (get(ur[r], i, es) != expect_at(func, n, root, count, es, us, r, i)) {
         fprintf(stderr,
-                "func %d, %d ranks, count %zu, %zu-byte elements, %d lanes x %d pieces: rank %d "
-                "element %zu is %lld, want %lld\n",
-                func, n, count, es, lanes, pieces, r, i, (long long)get(ur[r], i, es),
+                "func %d, %d ranks, count %zu, %zu-byte elements, %d lanes x %d pieces%s: rank "
+                "%d element %zu is %lld, want %lld\n",
+                func, n, count, es, lanes, pieces, slots ? " in slots" : "", r, i,
+                (long long)get(ur[r], i, es),
                 (long long)expect_at(func, n, root, count, es, us, r, i));
         bad = 1;
       }
@@ -173,11 +207,12 @@ static int replay(int func, int n, size_t count, size_t es, int lanes, int piece
       bad = 1;
     }
     if (!guard_intact(us[r], ns[r], es) || !guard_intact(ur[r], nr[r], es) ||
-        !guard_intact(ss[r], ns[r], es) || !guard_intact(sr[r], nr[r], es)) {
-      fprintf(
-          stderr,
-          "func %d, %d ranks, count %zu, %d lanes x %d pieces: a copy ran past rank %d's buffers\n",
-          func, n, count, lanes, pieces, r);
+        !guard_intact(ss[r], slots ? 2 * slot_s : ns[r], es) ||
+        !guard_intact(sr[r], slots ? 2 * slot_r : nr[r], es)) {
+      fprintf(stderr,
+              "func %d, %d ranks, count %zu, %d lanes x %d pieces%s: a copy ran past rank %d's "
+              "buffers\n",
+              func, n, count, lanes, pieces, slots ? " in slots" : "", r);
       bad = 1;
     }
   }
@@ -200,22 +235,53 @@ static void every_cut_computes_the_call(void) {
       for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
         for (size_t es = 4; es <= 8; es += 4)
           for (int lanes = 1; lanes <= 4; lanes++)
-            for (int pieces = 1; pieces <= CHORUS_CUT_MAX_PIECES; pieces++) {
-              if ((size_t)(lanes * pieces) > counts[ci]) continue; /* no empty shares */
-              runs++;
-              wrong += replay(funcs[f], n, counts[ci], es, lanes, pieces);
-            }
-  EXPECT(runs > 3000);
+            for (int pieces = 1; pieces <= CHORUS_CUT_MAX_PIECES; pieces++)
+              for (int slots = 0; slots <= (pieces > 1); slots++) {
+                if ((size_t)(lanes * pieces) > counts[ci]) continue; /* no empty shares */
+                runs++;
+                wrong += replay(funcs[f], n, counts[ci], es, lanes, pieces, slots);
+              }
+  EXPECT(runs > 6000);
   EXPECT_EQ_INT(wrong, 0);
+}
+
+/* Two slots hold what pieces need at once: a slot is the largest piece's
+ * span, and the pieces' spans tile the side in order. */
+static void slots_fit_the_pieces(void) {
+  const chorus_cut ag = {CHORUS_FUNC_ALLGATHER, 1001, 4, 3, 4, 8};
+  /* 1001 elements in 32 shares: the first 9 of 32, the rest of 31; the
+   * first piece's 4 shares, 128 elements, the most; x 3 ranks on the
+   * side laid share by share. */
+  EXPECT_EQ_INT((int)chorus_cut_slot_elems(&ag, 0), 128);
+  EXPECT_EQ_INT((int)chorus_cut_slot_elems(&ag, 1), 3 * 128);
+  static const int funcs[] = {CHORUS_FUNC_ALLREDUCE, CHORUS_FUNC_ALLGATHER,
+                              CHORUS_FUNC_REDUCESCATTER};
+  for (size_t f = 0; f < 3; f++)
+    for (int pieces = 2; pieces <= CHORUS_CUT_MAX_PIECES; pieces += 7)
+      for (int recv = 0; recv < 2; recv++) {
+        const chorus_cut c = {funcs[f], 4099, 8, 4, 3, pieces};
+        size_t next = 0, most = 0;
+        for (int j = 0; j < pieces; j++) {
+          size_t off, len;
+          chorus_cut_piece_span(&c, recv, j, &off, &len);
+          EXPECT(off == next && len > 0);
+          next = off + len;
+          if (len > most) most = len;
+        }
+        const size_t h = chorus_cut_laid(&c, recv) ? 4 : 1;
+        EXPECT(next == h * 4099);
+        EXPECT(most == chorus_cut_slot_elems(&c, recv));
+      }
 }
 
 static void pieces_follow_the_size(void) {
   const size_t M = 1 << 20;
   /* AllReduce of 16 MiB in 4 MiB pieces: 4; AllGather's and
-   * ReduceScatter's size is the whole of the larger side (2 x 16 MiB: 8,
-   * the most; 3 x 4 MiB: 3). */
+   * ReduceScatter's size is the whole of the larger side (2 x 16 MiB: 8;
+   * 3 x 4 MiB: 3); 1 GiB: 64, the most. */
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 4 * M, 4, 2, 1, 4 * M), 4);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLGATHER, 4 * M, 4, 2, 4, 4 * M), 8);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 256 * M, 4, 2, 4, 4 * M), 64);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_REDUCESCATTER, M, 4, 3, 2, 4 * M), 3);
   /* Under two pieces, off, or a function not cut element by element: whole. */
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 2 * M - 1, 4, 2, 1, 4 * M), 1);
@@ -234,6 +300,7 @@ static void pieces_follow_the_size(void) {
 
 int main(void) {
   RUN(every_cut_computes_the_call);
+  RUN(slots_fit_the_pieces);
   RUN(pieces_follow_the_size);
   return unit_report();
 }
