@@ -88,6 +88,7 @@ CHORUS_PARAM(SOCKET_THREADS_FIT,"CHORUS_SOCKET_THREADS_FIT", BOOL, "1", 0, "0: e
 CHORUS_PARAM(SHARE_GPU,        "CHORUS_SHARE_GPU",      BOOL, "0", 0, "1: ranks of one host may share a GPU (multi-GPU tests on fewer GPUs; slow)")
 CHORUS_PARAM(GPU_STAGE_PIECE,  "CHORUS_GPU_STAGE_PIECE", SIZE, "4M", OFF | AGREE, "Staged calls across hosts from 2 pieces move in pieces of this (at most 64; off: whole)")
 CHORUS_PARAM(GPU_STAGE_WAIT,   "CHORUS_GPU_STAGE_WAIT", STR, "auto", 0, "Staged calls wait for the host: auto, kernel (polling) or word (stream memory op)")
+CHORUS_PARAM(READ_SLOWDOWN,    "CHORUS_READ_SLOWDOWN",  STR, NULL, 0, "Peer reads' time over memcpy's that this rank reports, not measured (0.1..100)")
 CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, NULL, 0, "Fault injection: the n-th host allocation after the first init starts fails")
 CHORUS_PARAM(FAULT_SHM,        "CHORUS_FAULT_SHM",      INT, NULL, 0, "Fault injection: the n-th shared-memory segment after the first init starts fails")
 CHORUS_PARAM(FAULT_DEVICE,     "CHORUS_FAULT_DEVICE",   INT, NULL, 0, "Fault injection: the n-th device or pinned allocation after the first init starts fails")

@@ -5,12 +5,15 @@
 
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "util/alloc.h"
 #include "util/clock.h"
+#include "util/log.h"
+#include "util/param.h"
 
 #define PROBE_BYTES  ((size_t)1 << 20)
 #define PROBE_ROUNDS 4 /* the first warms the caches and the page tables */
@@ -18,7 +21,23 @@
 static double slowdown;
 static pthread_once_t probed = PTHREAD_ONCE_INIT;
 
+/* CHORUS_READ_SLOWDOWN: 1 with its value, 0 where unset or (with a WARN)
+ * not a ratio in range. */
+static int setting(double *out) {
+  const char *v = chorus_param_str(CHORUS_P_READ_SLOWDOWN);
+  if (!v) return 0;
+  char *end = NULL;
+  const double x = strtod(v, &end);
+  if (end == v || *end || !(x >= 0.1 && x <= 100)) {
+    WARN("CHORUS_READ_SLOWDOWN=\"%s\" is not a ratio from 0.1 to 100; measuring it", v);
+    return 0;
+  }
+  *out = x;
+  return 1;
+}
+
 static void probe(void) {
+  if (setting(&slowdown)) return;
   char *src = chorus_malloc(PROBE_BYTES), *dst = chorus_malloc(PROBE_BYTES);
   if (src && dst) {
     memset(src, 1, PROBE_BYTES);

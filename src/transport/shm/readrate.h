@@ -14,7 +14,8 @@
 /* process_vm_readv's time over memcpy's for 1 MiB, the best of a few of
  * each on this process's own memory (the kernel's path is a peer's),
  * measured once per process (about 0.3 ms); 0 where process_vm_readv
- * fails. */
+ * fails. CHORUS_READ_SLOWDOWN (testing) gives the value instead, so that
+ * tests can check what each ratio makes the library choose. */
 double chorus_shm_read_slowdown(void);
 
 #endif

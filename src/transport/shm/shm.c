@@ -552,9 +552,20 @@ static ncclResult_t agree_peer_read(shm_state *s, chorus_bootstrap *bs) {
  * this process keep to slots, read where the sender wrote them. */
 static void read_by_peers(shm_state *s, const int *peers, int npeers) {
   const size_t read_max = s->node.read_slowdown > 2 ? READ_MAX_DEAR : SIZE_MAX;
+  int told = 0;
   for (int i = 0; i < npeers; i++) {
     const int p = peers[i];
     if (p == s->rank || s->node.rank[p].same_process) continue;
+    if (!told++) {
+      if (read_max == SIZE_MAX)
+        INFO(CHORUS_SHM | CHORUS_INIT,
+             "SHM transport: rank %d sends to other processes by reference at any size", s->rank);
+      else
+        INFO(CHORUS_SHM | CHORUS_INIT,
+             "SHM transport: rank %d sends to other processes by reference up to %zu bytes, "
+             "larger through the slots (peer reads cost over two copies here)",
+             s->rank, read_max);
+    }
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       shm_conn *in = conn_of(s, p, ch, CHORUS_DIR_RECV);
       if (!in->peer_pid) continue;
