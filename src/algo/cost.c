@@ -154,9 +154,12 @@ static double curve_us(const curve *c, double a_scale, double t_scale, double si
  * this machine's reads between processes cost against its memcpy,
  * relative to the calibration machine's (the other algorithms copy
  * through stages with memcpy): within 1/4..8 of the fit. Where reads cost
- * over two copies, direct's messages from 256 KiB go through slots
- * instead (shm.c) and its price overstates it; there oneshot measured as
- * fast (AlltoAll on 2 ranks, 4-64 MiB: 0.97-1.04x) or faster below. */
+ * over two copies, direct's messages go through the slots instead (shm.c)
+ * and its price overstates them; there direct measured 1.2-1.3x faster
+ * than oneshot for Gather from 1 MiB and level for Scatter and AlltoAll,
+ * but 1.4-2.5x slower up to 256 KiB, where the fit (of another machine)
+ * prices it right only as overstated. A refit on such a machine is what
+ * would price both. */
 static double read_scale(const chorus_cost_env *e) {
   if (e->read_slowdown <= 0) return 1;
   const double s = e->read_slowdown / CAL_READ_SLOWDOWN;

@@ -18,4 +18,9 @@
  * tests can check what each ratio makes the library choose. */
 double chorus_shm_read_slowdown(void);
 
+/* Where the ranks' agreed slowdown is over this, a read costs more than
+ * the two copies through shared-memory slots, and sends between processes
+ * go through the slots at every size (shm.c). */
+#define CHORUS_READ_DEAR 2.0
+
 #endif

@@ -540,32 +540,23 @@ static ncclResult_t agree_peer_read(shm_state *s, chorus_bootstrap *bs) {
   return res;
 }
 
-/* Where peer reads cost more than two copies (read slowdown over 2), a
- * large range goes through the slots: measured on a guest whose reads
- * took 4.2x memcpy's time, Send/Recv between 2 processes by reference
- * against slots: 1.4-2x slower from 1 MiB, level at 256 KiB, 1.6x faster
- * at 64 KiB. */
-#define READ_MAX_DEAR ((size_t)256 << 10)
-
 /* Where peer reads are agreed, messages between processes may go by
- * reference (send_post_read, recv_read), up to read_max bytes. Ranks of
- * this process keep to slots, read where the sender wrote them. */
+ * reference (send_post_read, recv_read) unless reads cost more than the
+ * two copies through the slots (read slowdown over CHORUS_READ_DEAR):
+ * measured on a guest whose reads took 4.2x memcpy's time, Send/Recv
+ * (ring shift) by reference against slots at 64-256 KiB: 0.35-0.52x the
+ * speed on 2 and 4 processes, from 1 MiB 0.5-0.7x. Ranks of this
+ * process keep to slots, read where the sender wrote them. */
 static void read_by_peers(shm_state *s, const int *peers, int npeers) {
-  const size_t read_max = s->node.read_slowdown > 2 ? READ_MAX_DEAR : SIZE_MAX;
+  const size_t read_max = s->node.read_slowdown > CHORUS_READ_DEAR ? 0 : SIZE_MAX;
   int told = 0;
   for (int i = 0; i < npeers; i++) {
     const int p = peers[i];
     if (p == s->rank || s->node.rank[p].same_process) continue;
-    if (!told++) {
-      if (read_max == SIZE_MAX)
-        INFO(CHORUS_SHM | CHORUS_INIT,
-             "SHM transport: rank %d sends to other processes by reference at any size", s->rank);
-      else
-        INFO(CHORUS_SHM | CHORUS_INIT,
-             "SHM transport: rank %d sends to other processes by reference up to %zu bytes, "
-             "larger through the slots (peer reads cost over two copies here)",
-             s->rank, read_max);
-    }
+    if (!told++)
+      INFO(CHORUS_SHM | CHORUS_INIT, "SHM transport: rank %d sends to other processes %s", s->rank,
+           read_max ? "by reference from 64 KiB"
+                    : "through the slots (peer reads cost over two copies here)");
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       shm_conn *in = conn_of(s, p, ch, CHORUS_DIR_RECV);
       if (!in->peer_pid) continue;
