@@ -292,9 +292,14 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
   }
   chorus_doorbell *db = NULL;
   for (int i = 0; i < nq && !db; i++) db = qs[i].cc->doorbell;
-  /* Waiting goes poll -> yield -> sleep, timed from the last progress. */
+  /* Waiting goes poll -> yield -> sleep, timed from the last progress.
+   * While spinning the clock is read every 16th idle pass only: a read
+   * costs about what a pass does, and delays seeing the peer's data. A
+   * wait starts spinning, so a short one (a small call's peer a few
+   * passes behind) reads no clock at all; its stall is timed from its
+   * 16th idle pass. */
   int64_t stall_start = 0, last_check = 0;
-  int sleepy = 0, spinning = 0;
+  int sleepy = 0, spinning = 1;
   unsigned idle = 0;
   for (;;) {
     uint64_t ticks = 0;
@@ -305,11 +310,11 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
     if (ticks) {
       if (stall_start) unpublish_stalls(qs, nq);
       stall_start = 0;
-      sleepy = spinning = 0;
+      sleepy = 0;
+      spinning = 1;
+      idle = 0;
       continue;
     }
-    /* While spinning the clock is read every 16th idle pass only: a read
-     * costs about what a pass does, and delays seeing the peer's data. */
     if (spinning && (++idle & 15u)) {
       chorus_cpu_relax();
       continue;
