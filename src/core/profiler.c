@@ -38,7 +38,7 @@ struct chorus_prof_state {
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void *dl;
-static int version, users, tried;
+static int version, tried;
 static const void *table;
 static char lib_path[4096];
 /* The activation mask plugins set (and may change): one per process. */
@@ -494,7 +494,6 @@ void chorus_prof_open(ncclComm_t comm) {
          (int)res, comm->rank);
     chorus_free(s);
   } else {
-    users++;
     comm->prof = s;
   }
   pthread_mutex_unlock(&lock);
@@ -508,11 +507,8 @@ void chorus_prof_close(ncclComm_t comm) {
   (void)((const prof_v5 *)table)->finalize(s->ctx); /* the same slot in every version */
   comm->prof = NULL;
   chorus_free(s);
-  if (--users == 0) {
-    dlclose(dl);
-    dl = NULL;
-    table = NULL;
-    tried = 0;
-  }
+  /* The library stays loaded after its last communicator: a plugin may
+   * leave a thread running past finalize (NVIDIA's Inspector stops its
+   * dump thread without joining it), which would run unmapped code. */
   pthread_mutex_unlock(&lock);
 }
