@@ -173,7 +173,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     chorus_op *next_op;
     for (chorus_op *op = ops; op; op = next_op) {
       next_op = op->next_op;
-      if (free_ops) chorus_free(op);
+      if (free_ops) chorus_group_free_op(op);
     }
     return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", nops);
   }
@@ -235,7 +235,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
                           chorus_func_p2p(all[j]->func) != 0);
   for (size_t j = 0; j < k; j++) {
     chorus_coll_release(all[j]);
-    if (free_ops) chorus_free(all[j]);
+    if (free_ops) chorus_group_free_op(all[j]);
   }
   if (all != stacko) chorus_free(all);
   if (gpu != stackg) chorus_free(gpu);

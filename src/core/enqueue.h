@@ -15,7 +15,8 @@ ncclResult_t chorus_enqueue(ncclComm_t comm, chorus_op *op);
 
 /* Plans and runs a list of ops (linked by next_op, each with op->cc set),
  * queued per communicator in list order. Frees the ops' scratch, and with
- * CHORUS_RUN_FREE the ops themselves (grouped ops are heap copies); with
+ * CHORUS_RUN_FREE gives the ops back to the group that copied them
+ * (chorus_group_free_op); with
  * CHORUS_RUN_COUNTED the caller has counted the call in its communicator's
  * busy count already (chorus_comm_enter_call). */
 enum { CHORUS_RUN_FREE = 1, CHORUS_RUN_COUNTED = 2 };

@@ -12,14 +12,31 @@
 #include "util/alloc.h"
 #include "util/check.h"
 
+/* A group's first calls are recorded in the thread's group state, not on
+ * the heap: most groups hold a few (a Send and a Recv), and a heap copy
+ * each cost 15% of a small grouped Send/Recv (the allocator and its
+ * accounting, at the call and again after the group). */
+#define INLINE_OPS 4
+
 typedef struct group_state {
   int depth;
   chorus_job *jobs, *jobs_tail;
   chorus_op *ops, *ops_tail;
   ncclResult_t error;
+  chorus_op inline_ops[INLINE_OPS];
+  int ninline; /* taken until the outermost group has closed */
 } group_state;
 
 static CHORUS_TLS group_state G;
+
+static int is_inline(const chorus_op *op) {
+  const uintptr_t a = (uintptr_t)op, lo = (uintptr_t)G.inline_ops;
+  return a >= lo && a < lo + sizeof G.inline_ops;
+}
+
+void chorus_group_free_op(chorus_op *op) {
+  if (!is_inline(op)) chorus_free(op);
+}
 
 int chorus_group_depth(void) {
   return G.depth;
@@ -35,7 +52,8 @@ void chorus_group_add_job(chorus_job *job) {
 }
 
 ncclResult_t chorus_group_add_op(const chorus_op *op, ncclComm_t comm) {
-  chorus_op *copy = chorus_malloc(sizeof *copy);
+  chorus_op *copy =
+      G.ninline < INLINE_OPS ? &G.inline_ops[G.ninline++] : chorus_malloc(sizeof *copy);
   if (!copy) {
     ncclResult_t res = chorus_error(ncclSystemError, "out of memory recording a grouped call");
     chorus_group_record_error(res);
@@ -71,7 +89,7 @@ size_t chorus_group_drop(ncclComm_t comm) {
     }
     *link = op->next_op;
     __atomic_sub_fetch(&comm->cc.queued, 1, __ATOMIC_ACQ_REL);
-    chorus_free(op);
+    chorus_group_free_op(op);
     dropped++;
   }
   if (dropped) chorus_group_record_error(ncclInvalidUsage);
@@ -152,7 +170,7 @@ static void free_ops(chorus_op *ops) {
   chorus_op *next;
   for (chorus_op *op = ops; op; op = next) {
     next = op->next_op;
-    chorus_free(op);
+    chorus_group_free_op(op);
   }
 }
 
@@ -175,7 +193,7 @@ NCCL_API(ncclResult_t, ncclGroupStart, void) {
 
 /* Closes the outermost group: its jobs run first, then its ops run, or with
  * sim (ncclGroupSimulateEnd) are only costed and dropped. */
-static ncclResult_t close_group(ncclSimInfo_t *sim) {
+static ncclResult_t close_ops(ncclSimInfo_t *sim) {
   chorus_job *jobs;
   chorus_op *ops;
   ncclResult_t error;
@@ -200,6 +218,12 @@ static ncclResult_t close_group(ncclSimInfo_t *sim) {
   }
   ncclResult_t ores = chorus_run_ops(ops, CHORUS_RUN_FREE);
   return ores != ncclSuccess ? ores : res;
+}
+
+static ncclResult_t close_group(ncclSimInfo_t *sim) {
+  const ncclResult_t res = close_ops(sim);
+  G.ninline = 0; /* every op of the group has run or gone */
+  return res;
 }
 
 NCCL_API(ncclResult_t, ncclGroupEnd, void) {

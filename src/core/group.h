@@ -36,6 +36,9 @@ int chorus_group_depth(void);
 void chorus_group_add_job(chorus_job *job);
 /* Copies op into the group. */
 ncclResult_t chorus_group_add_op(const chorus_op *op, ncclComm_t comm);
+/* Gives back a copy chorus_group_add_op made, once it has run (on the
+ * thread whose group it was). */
+void chorus_group_free_op(chorus_op *op);
 /* Before comm goes (destroy, abort): whether this thread's open group
  * builds comm (a job it owns: it cannot go yet), else drops the group's
  * calls on comm and returns how many (the group then ends with
