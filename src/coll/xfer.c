@@ -27,8 +27,7 @@ ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x) {
   CORO_BEGIN(x->co);
   while (x->done < x->bytes) {
     CORO_AWAIT_RES(x->co, res, chorus_prim_send_slot(op, x->conn, &x->slot, &x->cap));
-    if (op->by_ref && x->conn->peer_reads && x->bytes >= CHORUS_XFER_READ_MIN &&
-        x->bytes <= x->conn->read_max) {
+    if (op->by_ref && x->conn->peer_reads && x->bytes >= CHORUS_XFER_READ_MIN) {
       n = CHORUS_MIN(CHORUS_XFER_READ_UNIT, x->bytes - x->done);
       CHECK(chorus_prim_post_read(op, x->conn, x->buf + x->done, n));
       x->done += n;

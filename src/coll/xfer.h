@@ -9,8 +9,7 @@
  *
  * From CHORUS_XFER_READ_MIN bytes, where the peer may read this process's
  * memory (chorus_conn.peer_reads) and the op allows it (chorus_op.by_ref),
- * up to the connection's read_max, a send goes by reference in messages
- * of up to CHORUS_XFER_READ_UNIT:
+ * a send goes by reference in messages of up to CHORUS_XFER_READ_UNIT:
  * the receiver copies each straight from the sender's range into its own,
  * one copy per byte instead of two, and the send's flush waits for it. A
  * receiver takes either kind as it comes.

@@ -212,7 +212,6 @@ struct chorus_conn {
   int shared;            /* send slots are memory the peer reads in place (SHM) */
   int peer_reads;        /* sending: send_post_read may be used (the peer reads our
                             memory); receiving: the peer may send that way (recv_read) */
-  size_t read_max;       /* sending: ranges of at most this go by reference */
   int dev_mem;           /* dev_move may be used: GPU buffers go to the network as they are */
   int peer;
   int channel;

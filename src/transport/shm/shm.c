@@ -548,21 +548,21 @@ static ncclResult_t agree_peer_read(shm_state *s, chorus_bootstrap *bs) {
  * speed on 2 and 4 processes, from 1 MiB 0.5-0.7x. Ranks of this
  * process keep to slots, read where the sender wrote them. */
 static void read_by_peers(shm_state *s, const int *peers, int npeers) {
-  const size_t read_max = s->node.read_slowdown > CHORUS_READ_DEAR ? 0 : SIZE_MAX;
+  const int dear = s->node.read_slowdown > CHORUS_READ_DEAR;
   int told = 0;
   for (int i = 0; i < npeers; i++) {
     const int p = peers[i];
     if (p == s->rank || s->node.rank[p].same_process) continue;
     if (!told++)
       INFO(CHORUS_SHM | CHORUS_INIT, "SHM transport: rank %d sends to other processes %s", s->rank,
-           read_max ? "by reference from 64 KiB"
-                    : "through the slots (peer reads cost over two copies here)");
+           dear ? "through the slots (peer reads cost over two copies here)"
+                : "by reference from 64 KiB");
+    if (dear) return;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       shm_conn *in = conn_of(s, p, ch, CHORUS_DIR_RECV);
       if (!in->peer_pid) continue;
       in->base.peer_reads = 1;
       conn_of(s, p, ch, CHORUS_DIR_SEND)->base.peer_reads = 1;
-      conn_of(s, p, ch, CHORUS_DIR_SEND)->base.read_max = read_max;
     }
   }
 }
