@@ -2,11 +2,12 @@
  * readrate.h - how much slower this machine reads another process's
  * memory (process_vm_readv, the peer reads of algorithm zerocopy) than it
  * copies memory within a process (memcpy, what the algorithms through
- * shared-memory stages do). The cost model prices zerocopy by it
- * (algo/cost.c), as the ratio differs between machines: at 1 MiB 1.6 on
- * an Intel Xeon guest, 4.2 on an AMD EPYC one (memcpy 2.3x faster,
+ * shared-memory stages do). The ratio differs between machines: at 1 MiB
+ * 1.6 on an Intel Xeon guest, 4.2 on an AMD EPYC one (memcpy 2.3x faster,
  * process_vm_readv alike), where zerocopy, the fastest AllReduce at 1-16
- * MiB on 2 ranks of the first, is 2.7x slower than the ring.
+ * MiB on 2 ranks of the first, is 2.7x slower than the ring. So the cost
+ * model prices zerocopy and direct by it (algo/cost.c), and sends between
+ * processes keep to the slots where it is over CHORUS_READ_DEAR (shm.c).
  */
 #ifndef CHORUS_TRANSPORT_SHM_READRATE_H
 #define CHORUS_TRANSPORT_SHM_READRATE_H
