@@ -144,6 +144,10 @@ struct chorus_proxy {
    * pieces' waits. */
   int word_waits, whole_words;
   size_t piece_bytes;
+  /* the staging of any call in pieces up to 64 of them (0: no pieces),
+   * and whether the eager batches have it (prime) */
+  size_t stage_big;
+  int primed;
 };
 
 /* Piece j of batch b's queuing gen has run (or will not): its stream,
@@ -378,78 +382,108 @@ static void reclaim(chorus_proxy *px) {
   }
 }
 
-/* A batch for nops calls and `bytes` of staging: a free one that fits,
- * else a free one grown, else a new one. Programs queue calls far ahead
- * of the GPU; pinning fresh memory for each costs more than the call, so
- * with MAX_FLIGHT eager batches in flight and none free that fits, this
- * waits for the oldest. */
-static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, batch **out) {
-  reclaim(px);
-  int flying = 0;
-  for (batch *f = px->flight_head; f; f = f->next) flying++;
-  for (batch *f = px->free_list; f; f = f->next)
-    if (f->cap >= bytes) flying = 0;
-  if (flying >= MAX_FLIGHT) {
-    if (chorus_dev_event_wait(px->flight_head->event) != 0)
-      return chorus_gpu_cuda_error("waiting for an earlier staged GPU call");
-    reclaim(px);
+/* A new batch, registered in the table (no staging yet). */
+static ncclResult_t new_batch(chorus_proxy *px, batch **out) {
+  batch *b = chorus_calloc(1, sizeof *b);
+  if (!b) return chorus_error(ncclSystemError, "out of memory staging GPU calls");
+  if (chorus_dev_event_new(&b->event) != 0) {
+    chorus_free(b);
+    return chorus_gpu_cuda_error("making an event for staged GPU calls");
   }
-  batch **pb = &px->free_list, **fit = NULL;
-  for (; *pb; pb = &(*pb)->next)
-    if ((*pb)->cap >= bytes) {
-      fit = pb;
-      break;
+  pthread_mutex_lock(&px->lock);
+  if (px->ntable == px->table_cap) {
+    const uint32_t cap = px->table_cap ? 2 * px->table_cap : 16;
+    batch **t = chorus_calloc(cap, sizeof *t);
+    if (t) {
+      if (px->table) memcpy(t, px->table, px->ntable * sizeof *t);
+      chorus_free(px->table);
+      px->table = t;
+      px->table_cap = cap;
     }
-  if (!fit && px->free_list) fit = &px->free_list;
+  }
+  const int added = px->ntable < px->table_cap;
+  if (added) {
+    b->id = px->ntable;
+    px->table[px->ntable++] = b;
+  }
+  pthread_mutex_unlock(&px->lock);
+  if (!added) {
+    batch_free(b);
+    return chorus_error(ncclSystemError, "out of memory staging GPU calls");
+  }
+  *out = b;
+  return ncclSuccess;
+}
+
+/* Gives b at least `bytes` of pinned staging: `cap` of it where it must
+ * grow. */
+static ncclResult_t grow(batch *b, size_t bytes, size_t cap) {
+  if (b->cap >= bytes) return ncclSuccess;
+  chorus_dev_host_free(b->host);
+  b->host = b->dev = NULL;
+  b->cap = 0;
+  void *h, *d;
+  if (chorus_dev_host_alloc(cap, &h, &d) != 0)
+    return chorus_gpu_cuda_error("allocating pinned host memory to stage GPU calls");
+  b->host = h;
+  b->dev = d;
+  b->cap = cap;
+  release_every_word(b); /* fresh words hold 0, and gen wraps */
+  return ncclSuccess;
+}
+
+/* The eager batches, pinned when the first eager call comes, as NCCL
+ * sets its buffers up at its first call: each of MAX_FLIGHT with the
+ * staging of any call up to 256 MiB (stage_big), so that no later call
+ * pins memory (which waits for the device and takes milliseconds)
+ * inside the caller's call, as programs that time calls of every size
+ * would see. Without pieces (stage_big 0) batches are pinned to size. */
+static ncclResult_t prime(chorus_proxy *px) {
+  px->primed = 1;
+  for (int i = 0; i < MAX_FLIGHT && px->stage_big; i++) {
+    batch *b;
+    CHECK(new_batch(px, &b));
+    b->next = px->free_list;
+    px->free_list = b; /* freed with the table, whatever grow does */
+    CHECK(grow(b, px->stage_big, px->stage_big));
+  }
+  return ncclSuccess;
+}
+
+/* A batch for nops calls and `bytes` of staging. An eager call takes a
+ * free one that fits, else a free one grown, else a new one; programs
+ * queue calls far ahead of the GPU, so with MAX_FLIGHT eager batches in
+ * flight and none free that fits, this waits for the oldest. A captured
+ * call, whose batch a graph keeps, gets one of its own, pinned to size. */
+static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, int captured,
+                               batch **out) {
+  if (!captured && !px->primed) CHECK(prime(px));
+  reclaim(px);
+  batch **fit = NULL;
+  if (!captured) {
+    int flying = 0;
+    for (batch *f = px->flight_head; f; f = f->next) flying++;
+    for (batch *f = px->free_list; f; f = f->next)
+      if (f->cap >= bytes) flying = 0;
+    if (flying >= MAX_FLIGHT) {
+      if (chorus_dev_event_wait(px->flight_head->event) != 0)
+        return chorus_gpu_cuda_error("waiting for an earlier staged GPU call");
+      reclaim(px);
+    }
+    for (batch **pb = &px->free_list; *pb && !fit; pb = &(*pb)->next)
+      if ((*pb)->cap >= bytes) fit = pb;
+    if (!fit && px->free_list) fit = &px->free_list;
+  }
   batch *b = NULL;
   if (fit) {
     b = *fit;
     *fit = b->next;
   } else {
-    if (!(b = chorus_calloc(1, sizeof *b)))
-      return chorus_error(ncclSystemError, "out of memory staging GPU calls");
-    if (chorus_dev_event_new(&b->event) != 0) {
-      chorus_free(b);
-      return chorus_gpu_cuda_error("making an event for staged GPU calls");
-    }
-    pthread_mutex_lock(&px->lock);
-    if (px->ntable == px->table_cap) {
-      const uint32_t cap = px->table_cap ? 2 * px->table_cap : 16;
-      batch **t = chorus_calloc(cap, sizeof *t);
-      if (t) {
-        if (px->table) memcpy(t, px->table, px->ntable * sizeof *t);
-        chorus_free(px->table);
-        px->table = t;
-        px->table_cap = cap;
-      }
-    }
-    const int added = px->ntable < px->table_cap;
-    if (added) {
-      b->id = px->ntable;
-      px->table[px->ntable++] = b;
-    }
-    pthread_mutex_unlock(&px->lock);
-    if (!added) {
-      batch_free(b);
-      return chorus_error(ncclSystemError, "out of memory staging GPU calls");
-    }
+    CHECK(new_batch(px, &b));
   }
   b->next = NULL;
-  ncclResult_t res = ncclSuccess;
-  if (b->cap < bytes) {
-    chorus_dev_host_free(b->host);
-    b->host = b->dev = NULL;
-    b->cap = 0;
-    void *h, *d;
-    if (chorus_dev_host_alloc(bytes, &h, &d) != 0) {
-      res = chorus_gpu_cuda_error("allocating pinned host memory to stage GPU calls");
-    } else {
-      b->host = h;
-      b->dev = d;
-      b->cap = bytes;
-      release_every_word(b); /* fresh words hold 0, and gen wraps */
-    }
-  }
+  const size_t cap = !captured && bytes <= px->stage_big ? px->stage_big : bytes;
+  ncclResult_t res = grow(b, bytes, cap);
   if (res == ncclSuccess && b->opcap < nops) {
     chorus_free(b->ops);
     chorus_free(b->scalars);
@@ -644,7 +678,7 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
     bytes += 2 * (sp[i].bytes ? slot[0] : slot[0] + slot[1]);
   }
   batch *b = NULL;
-  ncclResult_t res = take_batch(px, bytes, n, &b);
+  ncclResult_t res = take_batch(px, bytes, n, captured, &b);
   if (res != ncclSuccess) goto out;
   /* before the launch: the thread may take the batch at once */
   b->lanes = lanes;
@@ -1124,6 +1158,10 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   px->plan.rank = cc->rank;
   const int64_t piece = chorus_param_int(CHORUS_P_GPU_STAGE_PIECE);
   px->piece_bytes = piece > 0 ? (size_t)piece : 0;
+  /* two slots a side of a piece each (an AllReduce out of place whose
+   * size is a whole number of pieces), with room for the head and the
+   * copy list */
+  px->stage_big = px->piece_bytes ? 4 * px->piece_bytes + ((size_t)1 << 20) : 0;
   const chorus_topo *t = cc->topo;
   const chorus_rank_info *me = &t->info[cc->rank];
   int shared = 0;
