@@ -33,22 +33,22 @@ void chorus_op_describe(const chorus_op *op, char *buf, size_t size) {
 }
 
 void chorus_op_stamp(chorus_op *op) {
-  chorus_msg_meta *m = &op->meta;
-  memset(m, 0, sizeof *m);
-  m->count = op->count;
-  m->redop = (uint32_t)op->nccl_op;
+  /* Built in a local and stored whole: the copy into expect then reads
+   * registers, not the narrower stores just made (a forwarding stall). */
+  chorus_msg_meta m = {.count = op->count, .redop = (uint32_t)op->nccl_op};
   if (op->concurrent) {
     /* Point-to-point: the k-th message stream between two ranks in one
      * direction; the sender's description is what both sides compare. */
-    m->seq = op->ticket;
-    m->call = (uint32_t)CHORUS_FUNC_SEND | (uint32_t)op->dtype << 8;
-    m->root = op->func == CHORUS_FUNC_SEND ? op->cc->rank : op->root;
+    m.seq = op->ticket;
+    m.call = (uint32_t)CHORUS_FUNC_SEND | (uint32_t)op->dtype << 8;
+    m.root = op->func == CHORUS_FUNC_SEND ? op->cc->rank : op->root;
   } else {
-    m->seq = op->cc->seq++;
-    m->call = (uint32_t)op->func | (uint32_t)op->dtype << 8 | (uint32_t)op->algo << 16;
-    m->root = op->root;
+    m.seq = op->cc->seq++;
+    m.call = (uint32_t)op->func | (uint32_t)op->dtype << 8 | (uint32_t)op->algo << 16;
+    m.root = op->root;
   }
-  op->expect = *m;
+  op->meta = m;
+  op->expect = m;
 }
 
 ncclResult_t chorus_meta_mismatch(const chorus_msg_meta *mine, int peer,
