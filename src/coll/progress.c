@@ -74,8 +74,13 @@ uint64_t chorus_progress_issue(chorus_progress *p, chorus_call_desc *d, int p2p)
 }
 
 void chorus_progress_end(chorus_progress *p, uint64_t n, uint64_t m) {
-  if (n) __atomic_add_fetch(&p->ended, n, __ATOMIC_RELAXED);
-  if (m) __atomic_add_fetch(&p->p2p_ended, m, __ATOMIC_RELAXED);
+  /* One writer, the thread that issues the calls (as in issue): a load
+   * and a store, not a locked add, which costs a small call about 3%. */
+  if (n)
+    __atomic_store_n(&p->ended, __atomic_load_n(&p->ended, __ATOMIC_RELAXED) + n, __ATOMIC_RELEASE);
+  if (m)
+    __atomic_store_n(&p->p2p_ended, __atomic_load_n(&p->p2p_ended, __ATOMIC_RELAXED) + m,
+                     __ATOMIC_RELEASE);
 }
 
 void chorus_progress_stall(chorus_progress *p, const chorus_call_desc *d, int p2p, int gpu,
