@@ -1,18 +1,16 @@
 /*
- * coll_api.c - the collective and point-to-point entry points.
+ * coll_api.c - see coll_api.h.
  *
- * Each entry point describes its call (buffers and the extent of each this
- * rank touches, the in-place layout NCCL defines for it), and
- * check_and_enqueue validates everything an application can get wrong before
- * any data moves: the communicator, datatype, operator, root or peer, counts
- * that overflow, NULL buffers, and buffers that overlap in a way that is not
- * the function's in-place form. Errors name the argument.
+ * Each call is described (the extent of each buffer this rank touches,
+ * the in-place layout NCCL defines for the function), and
+ * check_and_enqueue validates it before any data moves; errors name the
+ * argument.
  */
 #include <stdint.h>
 #include <string.h>
 
 #include "algo/algos.h"
-#include "core/api.h"
+#include "core/coll_api.h"
 #include "core/comm.h"
 #include "core/enqueue.h"
 #include "core/group.h"
@@ -164,8 +162,7 @@ static ncclResult_t check_and_enqueue(ncclComm_t comm, call *c) {
   return res;
 }
 
-/* The entry points: what the caller passed; describe() fills the rest. */
-static ncclResult_t enqueue_call(ncclComm_t comm, const char *name, int func, const void *send,
+ncclResult_t chorus_enqueue_call(ncclComm_t comm, const char *name, int func, const void *send,
                                  void *recv, size_t count, ncclDataType_t dtype, int has_op,
                                  ncclRedOp_t op, int root, cudaStream_t stream) {
   call c = {.name = name,
@@ -179,70 +176,4 @@ static ncclResult_t enqueue_call(ncclComm_t comm, const char *name, int func, co
             .root = root,
             .stream = (void *)stream};
   return check_and_enqueue(comm, &c);
-}
-
-NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclAllReduce", CHORUS_FUNC_ALLREDUCE, sendbuff, recvbuff, count,
-                      datatype, 1, op, -1, stream);
-}
-
-NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclBroadcast", CHORUS_FUNC_BROADCAST, sendbuff, recvbuff, count,
-                      datatype, 0, ncclSum, root, stream);
-}
-
-NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root,
-         ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclBcast", CHORUS_FUNC_BROADCAST, buff, buff, count, datatype, 0,
-                      ncclSum, root, stream);
-}
-
-NCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclReduce", CHORUS_FUNC_REDUCE, sendbuff, recvbuff, count, datatype,
-                      1, op, root, stream);
-}
-
-NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclAllGather", CHORUS_FUNC_ALLGATHER, sendbuff, recvbuff, sendcount,
-                      datatype, 0, ncclSum, -1, stream);
-}
-
-NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
-         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclReduceScatter", CHORUS_FUNC_REDUCESCATTER, sendbuff, recvbuff,
-                      recvcount, datatype, 1, op, -1, stream);
-}
-
-NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count,
-         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclAlltoAll", CHORUS_FUNC_ALLTOALL, sendbuff, recvbuff, count,
-                      datatype, 0, ncclSum, -1, stream);
-}
-
-NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclGather", CHORUS_FUNC_GATHER, sendbuff, recvbuff, count, datatype,
-                      0, ncclSum, root, stream);
-}
-
-NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count,
-         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclScatter", CHORUS_FUNC_SCATTER, sendbuff, recvbuff, count, datatype,
-                      0, ncclSum, root, stream);
-}
-
-NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype,
-         int peer, ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclSend", CHORUS_FUNC_SEND, sendbuff, NULL, count, datatype, 0,
-                      ncclSum, peer, stream);
-}
-
-NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer,
-         ncclComm_t comm, cudaStream_t stream) {
-  return enqueue_call(comm, "ncclRecv", CHORUS_FUNC_RECV, NULL, recvbuff, count, datatype, 0,
-                      ncclSum, peer, stream);
 }
