@@ -69,6 +69,15 @@ static const chorus_rule gpu_rules[] = {
      * exchanges with every peer at once, 4xH200). */
     {G, .funcs = F(ALLREDUCE) | F(ALLGATHER) | F(REDUCESCATTER), .algo = ALGO(RING), .proto = ANY,
      .lo = 2 * MB, .lo_per_rank = 1, .hi = INF},
+    /* On 2 GPUs the one-shot goes on past 256 KiB: Broadcast and Reduce
+     * in LL lines to 384 KiB, Reduce through the FIFOs to 3 MiB (2xH200,
+     * 2 processes: Reduce 6.6 us at 256 KiB against 8.3 as a chain,
+     * 7.5-11.6 against 8.8-12.2 at 512 KiB-2 MiB, level at 4 MiB;
+     * Broadcast 5.9 against 6.9 at 256 KiB, level from 512 KiB). */
+    {G, .funcs = F(BROADCAST) | F(REDUCE), .algo = ALGO(ONESHOT), .proto = LL, .max_ranks = 2,
+     .lo = 256 * KB, .hi = 384 * KB},
+    {G, .funcs = F(REDUCE), .algo = ALGO(ONESHOT), .proto = SIMPLE, .max_ranks = 2, .lo = 384 * KB,
+     .hi = 3 * MB},
     /* Chains from 256 KiB; below, the root's fan-out is faster (a chain's
      * three hops cost 7.5-9 us against 5-6 on 4 GPUs). */
     {G, .funcs = F(BROADCAST) | F(REDUCE), .algo = ALGO(CHAIN), .proto = ANY, .lo = 256 * KB,

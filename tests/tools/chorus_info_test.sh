@@ -20,7 +20,7 @@ CHORUS_OP_TIMEOUT=off "$info" | grep -q "CHORUS_OP_TIMEOUT  *600 =off " || fail 
 CHORUS_REPRODUCIBLE=1 "$info" --explain reducescatter 1M --host --ranks 4 | grep -q "algorithm ordered" ||
   fail "--explain does not name ordered under CHORUS_REPRODUCIBLE=1"
 ex=$("$info" --explain allreduce 64K --gpu --ranks 4) || fail "--explain exited $?"
-printf '%s\n' "$ex" | grep -q "default rule 9 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
+printf '%s\n' "$ex" | grep -q "default rule 11 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
   fail "--explain did not name the rule: $ex"
 printf '%s\n' "$ex" | grep -q "^-> twoshot/LL" || fail "--explain did not give the choice: $ex"
 ex=$(CHORUS_TUNE=allreduce:0-256K:oneshot "$info" --explain allreduce 64K --gpu --ranks 4)

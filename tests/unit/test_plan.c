@@ -160,8 +160,10 @@ static void gpu_defaults_4(void) {
                 DIRECT, SIMPLE);
 }
 
-/* 2 GPUs: larger LL region, two-shot only in LL at 256 KiB-1 MiB, the
- * chain kernel from 256 KiB, the copy engine from 64 MiB. */
+/* 2 GPUs: larger LL region, two-shot only in LL at 256 KiB-1 MiB,
+ * Broadcast's and Reduce's one-shot in LL to 384 KiB, Reduce's through
+ * the FIFOs to 3 MiB, the chain kernel after, the copy engine from
+ * 64 MiB. */
 static void gpu_defaults_2(void) {
   env(NULL, NULL, NULL);
   chorus_plan_comm c;
@@ -172,7 +174,12 @@ static void gpu_defaults_2(void) {
   EXPECT_CHOICE(choose(&c, AR, 1 * MB + 8), ONESHOT, SIMPLE);
   EXPECT_CHOICE(choose(&c, AR, 4 * MB), RING, SIMPLE);
   EXPECT_CHOICE(choose(&c, BC, 256 * KB - 4), ONESHOT, LL);
-  EXPECT_CHOICE(choose(&c, BC, 256 * KB), CHAIN, SIMPLE);
+  EXPECT_CHOICE(choose(&c, BC, 256 * KB), ONESHOT, LL);
+  EXPECT_CHOICE(choose(&c, BC, 512 * KB), CHAIN, SIMPLE);
+  EXPECT_CHOICE(choose(&c, CHORUS_FUNC_REDUCE, 384 * KB), ONESHOT, LL);
+  EXPECT_CHOICE(choose(&c, CHORUS_FUNC_REDUCE, 384 * KB + 4), ONESHOT, SIMPLE);
+  EXPECT_CHOICE(choose(&c, CHORUS_FUNC_REDUCE, 3 * MB), ONESHOT, SIMPLE);
+  EXPECT_CHOICE(choose(&c, CHORUS_FUNC_REDUCE, 3 * MB + 4), CHAIN, SIMPLE);
   EXPECT_CHOICE(choose(&c, AG, 2 * MB - 16), ONESHOT, LL);
   EXPECT_CHOICE(choose(&c, AG, 2 * MB), ONESHOT, SIMPLE);
   const uint32_t all = PLAN_FACTS_ALL;
@@ -373,7 +380,7 @@ static void explain(void) {
   chorus_explain ex = {text, sizeof text, 0};
   chorus_task t;
   EXPECT_EQ_INT(chorus_plan_choose(&k, NULL, 0, 0, &t, &ex, err, sizeof err), 0);
-  EXPECT(strstr(text, "default rule 9 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL"));
+  EXPECT(strstr(text, "default rule 11 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL"));
   EXPECT(strstr(text, "skipped: NCCL_ALGO"));
   EXPECT(strstr(text, "-> oneshot/LL"));
   EXPECT(!strstr(text, "CHORUS_TUNE rule 1 matches")); /* 256K is outside its range */
