@@ -5,7 +5,6 @@
 
 #include <string.h>
 
-#include "core/api.h"
 #include "core/comm.h"
 #include "core/enqueue.h"
 #include "core/profiler.h"
@@ -186,7 +185,7 @@ static void take(chorus_job **jobs, chorus_op **ops, ncclResult_t *error) {
   G.error = ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclGroupStart, void) {
+ncclResult_t chorus_group_start(void) {
   G.depth++;
   return ncclSuccess;
 }
@@ -226,7 +225,7 @@ static ncclResult_t close_group(ncclSimInfo_t *sim) {
   return res;
 }
 
-NCCL_API(ncclResult_t, ncclGroupEnd, void) {
+ncclResult_t chorus_group_end(void) {
   if (G.depth == 0)
     return chorus_error(ncclInvalidUsage, "ncclGroupEnd called without a matching ncclGroupStart");
   if (--G.depth > 0) return ncclSuccess;
@@ -235,7 +234,7 @@ NCCL_API(ncclResult_t, ncclGroupEnd, void) {
   return res;
 }
 
-NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo) {
+ncclResult_t chorus_group_simulate_end(ncclSimInfo_t *simInfo) {
   if (G.depth == 0)
     return chorus_error(ncclInvalidUsage,
                         "ncclGroupSimulateEnd called without a matching ncclGroupStart");

@@ -31,6 +31,11 @@ typedef struct chorus_job {
   struct chorus_job *next;
 } chorus_job;
 
+/* ncclGroupStart, ncclGroupEnd and ncclGroupSimulateEnd (group_entry.c). */
+ncclResult_t chorus_group_start(void);
+ncclResult_t chorus_group_end(void);
+ncclResult_t chorus_group_simulate_end(ncclSimInfo_t *simInfo);
+
 int chorus_group_depth(void);
 /* Takes ownership of job (allocated with chorus_malloc). */
 void chorus_group_add_job(chorus_job *job);
