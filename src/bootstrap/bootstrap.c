@@ -350,14 +350,18 @@ void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int 
 
 void chorus_bootstrap_fail(chorus_bootstrap *bs) {
   if (!bs) return;
-  if (bs->next_fd >= 0) shutdown(bs->next_fd, SHUT_RDWR);
-  if (bs->prev_fd >= 0) shutdown(bs->prev_fd, SHUT_RDWR);
+  /* The word first, then the ring's end: a neighbour whose ring broke
+   * waits HEAR_NS for the word, and telling the other neighbour first
+   * can take TELL_NS (under load a neighbour then named the broken
+   * socket instead of the cause). */
   const int n = bs->nranks, next = (bs->rank + 1) % n, prev = (bs->rank + n - 1) % n;
   for (int k = 0; k < 2 && n > 1 && bs->addrs; k++) {
     if (k && prev == next) break;
     tell_failure(&bs->addrs[k ? prev : next], bs->secret, CHORUS_HELLO_PEER_FAIL, bs->rank, n,
                  bs->cause, TELL_NS, 0);
   }
+  if (bs->next_fd >= 0) shutdown(bs->next_fd, SHUT_RDWR);
+  if (bs->prev_fd >= 0) shutdown(bs->prev_fd, SHUT_RDWR);
   if (bs->listen_fd >= 0) shutdown(bs->listen_fd, SHUT_RDWR);
 }
 
