@@ -428,6 +428,23 @@ def build(template):
     return re.sub(r"\n{3,}", "\n\n", text)
 
 
+def repeated_headings(text):
+    """The first heading that repeats within its parent section, or None:
+    a section pasted twice into the template shows up this way."""
+    seen = {}
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            continue
+        level = len(line) - len(line.lstrip("#"))
+        for deeper in [k for k in seen if k > level]:
+            del seen[deeper]
+        names = seen.setdefault(level, set())
+        if line in names:
+            return line
+        names.add(line)
+    return None
+
+
 def main(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--check", action="store_true",
@@ -437,6 +454,10 @@ def main(argv):
     p.add_argument("--page", default=PAGE)
     args = p.parse_args(argv)
     text = build(args.template)
+    dup = repeated_headings(text)
+    if dup:
+        sys.stderr.write("%s: heading %r appears twice in one section\n" % (args.template, dup))
+        return 1
     if args.stdout:
         sys.stdout.write(text)
         return 0
