@@ -73,8 +73,13 @@ typedef struct chorus_coll_comm {
   /* CHORUS_REPRODUCIBLE on a GPU communicator: the scratch its reductions
    * gather into (gpu/ordered.h); else NULL. */
   struct chorus_gpu_ordered *gpu_ordered;
-  /* Calls in flight (atomic): ncclCommAbort waits for it to drain. */
+  /* Work in flight that ncclCommAbort waits for: busy counts what any
+   * thread runs (atomic read-modify-write); calls_in the application's
+   * calls, written only by the thread that makes them (NCCL's one thread
+   * at a time per communicator), so entering a call costs no locked
+   * instruction (util/fence.h orders it against the abort). */
   int busy;
+  int calls_in;
   /* What the application's calls are doing (coll/progress.h); NULL on a
    * communicator that is a part of another. */
   struct chorus_progress *progress;

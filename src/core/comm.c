@@ -30,6 +30,7 @@
 #include "transport/transport.h"
 #include "util/alloc.h"
 #include "util/check.h"
+#include "util/fence.h"
 #include "util/clock.h"
 #include "util/misc.h"
 #include "util/param.h"
@@ -183,21 +184,31 @@ ncclResult_t chorus_comm_check(ncclComm_t comm, const char *what) {
 
 ncclResult_t chorus_comm_enter_call(ncclComm_t comm, const char *what) {
   CHECK(chorus_comm_check(comm, what));
-  /* Counted in busy before the abort flag is read, and ncclCommAbort sets
-   * the flag before it waits for busy to drain: one of the two sees the
-   * other (both sequentially consistent), so an abort from another thread
-   * never frees what a call entering now will use. */
-  __atomic_add_fetch(&comm->cc.busy, 1, __ATOMIC_SEQ_CST);
-  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_SEQ_CST) ||
+  /* Counted in calls_in before the abort flag is read, and ncclCommAbort
+   * raises the flag before it looks at calls_in (chorus_comm_drained):
+   * the two fences of util/fence.h make one of them see the other, so an
+   * abort from another thread never frees what a call entering now will
+   * use. One writer (the calling thread), so a plain load and store. */
+  int *in = &comm->cc.calls_in;
+  __atomic_store_n(in, __atomic_load_n(in, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+  chorus_fence_light();
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_RELAXED) ||
       __atomic_load_n(&comm->magic, __ATOMIC_ACQUIRE) != CHORUS_COMM_MAGIC) {
-    __atomic_sub_fetch(&comm->cc.busy, 1, __ATOMIC_SEQ_CST);
+    chorus_comm_leave_call(comm);
     return chorus_error(ncclInvalidUsage, "%s: the communicator is being aborted", what);
   }
   return ncclSuccess;
 }
 
 void chorus_comm_leave_call(ncclComm_t comm) {
-  __atomic_sub_fetch(&comm->cc.busy, 1, __ATOMIC_SEQ_CST);
+  int *in = &comm->cc.calls_in;
+  __atomic_store_n(in, __atomic_load_n(in, __ATOMIC_RELAXED) - 1, __ATOMIC_RELEASE);
+}
+
+int chorus_comm_drained(ncclComm_t comm) {
+  chorus_fence_heavy(); /* pairs with chorus_comm_enter_call's light fence */
+  return __atomic_load_n(&comm->cc.busy, __ATOMIC_ACQUIRE) == 0 &&
+         __atomic_load_n(&comm->cc.calls_in, __ATOMIC_ACQUIRE) == 0;
 }
 
 chorus_log_ctx chorus_comm_enter(ncclComm_t comm) {
@@ -215,6 +226,7 @@ ncclResult_t chorus_comm_alloc(ncclComm_t *out, int nranks, int rank, const nccl
    * whatever it owns is counted. */
   ncclComm_t c = calloc(1, sizeof *c);
   if (!c) return chorus_error(ncclSystemError, "out of memory allocating a communicator");
+  chorus_fence_init(); /* before any call can enter (chorus_comm_enter_call) */
   c->magic = CHORUS_COMM_MAGIC;
   c->rank = rank;
   c->nranks = nranks;

@@ -10,7 +10,7 @@
  * Threads: NCCL's rule applies (one thread at a time per communicator), with
  * two exceptions that must work from any thread: ncclCommGetAsyncError and
  * ncclCommAbort. Abort raises abort_flag, which every wait in the library
- * watches, then waits for cc.busy (calls in flight) to drain.
+ * watches, then waits for the calls in flight to drain (chorus_comm_drained).
  */
 #ifndef CHORUS_CORE_COMM_H
 #define CHORUS_CORE_COMM_H
@@ -101,6 +101,9 @@ ncclResult_t chorus_comm_check(ncclComm_t comm, const char *what);
  * chorus_comm_leave_call, and ncclCommAbort waits until it has. */
 ncclResult_t chorus_comm_enter_call(ncclComm_t comm, const char *what);
 void chorus_comm_leave_call(ncclComm_t comm);
+/* No call runs on comm (in any thread), and none that enters from now on
+ * misses an abort_flag raised before this. */
+int chorus_comm_drained(ncclComm_t comm);
 /* Sets the thread's log context to comm and returns the previous one. */
 chorus_log_ctx chorus_comm_enter(ncclComm_t comm);
 

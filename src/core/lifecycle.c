@@ -61,7 +61,7 @@ static ncclResult_t leave_groups(ncclComm_t comm, const char *what) {
 /* Waits (bounded) until no call runs on comm in another thread. */
 static void drain(ncclComm_t comm) {
   int64_t dl = chorus_now_ns() + 10ll * 1000000000;
-  while (__atomic_load_n(&comm->cc.busy, __ATOMIC_SEQ_CST) > 0 && !chorus_expired(dl)) {
+  while (!chorus_comm_drained(comm) && !chorus_expired(dl)) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }

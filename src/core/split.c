@@ -202,7 +202,7 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList,
     /* Stop whatever still runs on the parent, then keep its bootstrap usable. */
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
     int64_t dl = chorus_now_ns() + 10ll * 1000000000;
-    while (__atomic_load_n(&comm->cc.busy, __ATOMIC_ACQUIRE) > 0 && !chorus_expired(dl)) {
+    while (!chorus_comm_drained(comm) && !chorus_expired(dl)) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }
