@@ -17,56 +17,49 @@
 #include "util/misc.h"
 #include "util/param.h"
 
-typedef struct {
-  int func;
-  int algo;
-  ncclResult_t (*step)(chorus_op *);
-} entry;
-
-static const entry table[] = {
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RING, chorus_allreduce_ring},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, chorus_allreduce_node},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TWOSHOT, chorus_allreduce_node},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_RD, chorus_allreduce_rd},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_TREE, chorus_allreduce_tree},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_HIER, chorus_allreduce_hier},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_reduce},
-    {CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ORDERED, chorus_ordered},
-    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ORDERED, chorus_ordered},
-    {CHORUS_FUNC_REDUCE, CHORUS_ALGO_ORDERED, chorus_ordered},
-    {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_RING, chorus_allgather_ring},
-    {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_RD, chorus_allgather_rd},
-    {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
-    {CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
-    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RING, chorus_reducescatter_ring},
-    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_RD, chorus_reducescatter_rd},
-    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
-    {CHORUS_FUNC_REDUCESCATTER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_reduce},
-    {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_CHAIN, chorus_broadcast_ring},
-    {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_TREE, chorus_broadcast_binomial},
-    {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ONESHOT, chorus_coll_node},
-    {CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
-    {CHORUS_FUNC_REDUCE, CHORUS_ALGO_CHAIN, chorus_reduce_ring},
-    {CHORUS_FUNC_REDUCE, CHORUS_ALGO_TREE, chorus_reduce_binomial},
-    {CHORUS_FUNC_REDUCE, CHORUS_ALGO_ONESHOT, chorus_coll_node},
-    {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_DIRECT, chorus_multi},
-    {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_ONESHOT, chorus_coll_node},
-    {CHORUS_FUNC_ALLTOALL, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
-    {CHORUS_FUNC_GATHER, CHORUS_ALGO_DIRECT, chorus_multi},
-    {CHORUS_FUNC_GATHER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
-    {CHORUS_FUNC_GATHER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
-    {CHORUS_FUNC_SCATTER, CHORUS_ALGO_DIRECT, chorus_multi},
-    {CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, chorus_coll_node},
-    {CHORUS_FUNC_SCATTER, CHORUS_ALGO_ZEROCOPY, chorus_coll_peer_read},
-    {CHORUS_FUNC_SEND, CHORUS_ALGO_DIRECT, chorus_sendrecv},
-    {CHORUS_FUNC_RECV, CHORUS_ALGO_DIRECT, chorus_sendrecv},
+/* The schedule of each (function, algorithm) pair; NULL: none. */
+static const chorus_coll_step table[CHORUS_FUNC_COUNT][CHORUS_ALGO_COUNT] = {
+    [CHORUS_FUNC_ALLREDUCE] = {[CHORUS_ALGO_RING] = chorus_allreduce_ring,
+                               [CHORUS_ALGO_ONESHOT] = chorus_allreduce_node,
+                               [CHORUS_ALGO_TWOSHOT] = chorus_allreduce_node,
+                               [CHORUS_ALGO_RD] = chorus_allreduce_rd,
+                               [CHORUS_ALGO_TREE] = chorus_allreduce_tree,
+                               [CHORUS_ALGO_HIER] = chorus_allreduce_hier,
+                               [CHORUS_ALGO_ZEROCOPY] = chorus_coll_peer_reduce,
+                               [CHORUS_ALGO_ORDERED] = chorus_ordered},
+    [CHORUS_FUNC_REDUCESCATTER] = {[CHORUS_ALGO_ORDERED] = chorus_ordered,
+                                   [CHORUS_ALGO_RING] = chorus_reducescatter_ring,
+                                   [CHORUS_ALGO_RD] = chorus_reducescatter_rd,
+                                   [CHORUS_ALGO_ONESHOT] = chorus_coll_node,
+                                   [CHORUS_ALGO_ZEROCOPY] = chorus_coll_peer_reduce},
+    [CHORUS_FUNC_REDUCE] = {[CHORUS_ALGO_ORDERED] = chorus_ordered,
+                            [CHORUS_ALGO_CHAIN] = chorus_reduce_ring,
+                            [CHORUS_ALGO_TREE] = chorus_reduce_binomial,
+                            [CHORUS_ALGO_ONESHOT] = chorus_coll_node},
+    [CHORUS_FUNC_ALLGATHER] = {[CHORUS_ALGO_RING] = chorus_allgather_ring,
+                               [CHORUS_ALGO_RD] = chorus_allgather_rd,
+                               [CHORUS_ALGO_ONESHOT] = chorus_coll_node,
+                               [CHORUS_ALGO_ZEROCOPY] = chorus_coll_peer_read},
+    [CHORUS_FUNC_BROADCAST] = {[CHORUS_ALGO_CHAIN] = chorus_broadcast_ring,
+                               [CHORUS_ALGO_TREE] = chorus_broadcast_binomial,
+                               [CHORUS_ALGO_ONESHOT] = chorus_coll_node,
+                               [CHORUS_ALGO_ZEROCOPY] = chorus_coll_peer_read},
+    [CHORUS_FUNC_ALLTOALL] = {[CHORUS_ALGO_DIRECT] = chorus_multi,
+                              [CHORUS_ALGO_ONESHOT] = chorus_coll_node,
+                              [CHORUS_ALGO_ZEROCOPY] = chorus_coll_peer_read},
+    [CHORUS_FUNC_GATHER] = {[CHORUS_ALGO_DIRECT] = chorus_multi,
+                            [CHORUS_ALGO_ONESHOT] = chorus_coll_node,
+                            [CHORUS_ALGO_ZEROCOPY] = chorus_coll_peer_read},
+    [CHORUS_FUNC_SCATTER] = {[CHORUS_ALGO_DIRECT] = chorus_multi,
+                             [CHORUS_ALGO_ONESHOT] = chorus_coll_node,
+                             [CHORUS_ALGO_ZEROCOPY] = chorus_coll_peer_read},
+    [CHORUS_FUNC_SEND] = {[CHORUS_ALGO_DIRECT] = chorus_sendrecv},
+    [CHORUS_FUNC_RECV] = {[CHORUS_ALGO_DIRECT] = chorus_sendrecv},
 };
-#define NENTRIES (sizeof table / sizeof table[0])
 
 chorus_coll_step chorus_coll_schedule(int func, int algo) {
-  for (size_t i = 0; i < NENTRIES; i++)
-    if (table[i].func == func && table[i].algo == algo) return table[i].step;
-  return NULL;
+  if (func < 0 || func >= CHORUS_FUNC_COUNT || algo < 0 || algo >= CHORUS_ALGO_COUNT) return NULL;
+  return table[func][algo];
 }
 
 /* Outputs of at least this many bytes per rank are written with streaming
