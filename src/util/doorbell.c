@@ -3,6 +3,8 @@
  */
 #include "util/doorbell.h"
 
+#include "util/fence.h"
+
 #include <linux/futex.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -19,12 +21,29 @@
 #else
 #define ANNOUNCE(db)                                                                               \
   (__atomic_store_n(&(db)->sleeping, 1, __ATOMIC_SEQ_CST), __atomic_thread_fence(__ATOMIC_SEQ_CST))
-#define SLEEPER(db)                                                                                \
-  (__atomic_thread_fence(__ATOMIC_SEQ_CST), __atomic_load_n(&(db)->sleeping, __ATOMIC_RELAXED))
+#define SLEEPER(db) (ring_fence(db), __atomic_load_n(&(db)->sleeping, __ATOMIC_RELAXED))
 #endif
+
+/* The ringer's side of the store-load ordering: none beyond the
+ * compiler's where the owner fences for both (see doorbell.h). */
+static inline void ring_fence(const chorus_doorbell *db) {
+  if (__atomic_load_n(&db->fences, __ATOMIC_RELAXED) &&
+      __atomic_load_n(&chorus_fence_global_target, __ATOMIC_RELAXED))
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+  else
+    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+void chorus_doorbell_init_fenced(chorus_doorbell *db) {
+  chorus_fence_init();
+#if !defined(__SANITIZE_THREAD__)
+  __atomic_store_n(&db->fences, (uint32_t)chorus_fence_global_issuer, __ATOMIC_RELEASE);
+#endif
+}
 
 uint32_t chorus_doorbell_prepare(chorus_doorbell *db) {
   ANNOUNCE(db);
+  if (__atomic_load_n(&db->fences, __ATOMIC_RELAXED)) chorus_fence_global();
   return __atomic_load_n(&db->seq, __ATOMIC_SEQ_CST);
 }
 

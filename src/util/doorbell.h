@@ -20,6 +20,12 @@
  * makes the wait return at once (the futex compares seq).
  *
  * The futex is not FUTEX_PRIVATE: the word may live in a shared mapping.
+ *
+ * A doorbell whose owner sets `fences` (chorus_doorbell_init_fenced)
+ * moves the cost of that store-load ordering to the sleeper: prepare
+ * issues a heavy fence across processes (util/fence.h), and ring, in a
+ * process registered for it, only keeps the compiler from reordering.
+ * Ringing is on every small call's path; preparing precedes a sleep.
  */
 #ifndef CHORUS_UTIL_DOORBELL_H
 #define CHORUS_UTIL_DOORBELL_H
@@ -29,7 +35,12 @@
 typedef struct chorus_doorbell {
   uint32_t seq;      /* bumped by rings that find the owner asleep */
   uint32_t sleeping; /* 1 from prepare until the owner is awake again (writer: owner) */
+  uint32_t fences;   /* the owner's prepare fences for its ringers; set before any ring */
 } chorus_doorbell;
+
+/* Owner, before any peer can ring: take the fenced form where this
+ * process can issue the heavy fence. */
+void chorus_doorbell_init_fenced(chorus_doorbell *db);
 
 /* Owner: about to sleep; returns the value to pass to sleep. */
 uint32_t chorus_doorbell_prepare(chorus_doorbell *db);

@@ -619,7 +619,8 @@ static ncclResult_t shm_setup(const chorus_transport_ctx *ctx, const int *peers,
   hdr->nfifo = s->nfifo;
   hdr->nslots = s->nslots;
   hdr->slot_bytes = s->slot_bytes;
-  s->peer_seg[s->rank] = s->own; /* same mapping; never closed twice (see destroy) */
+  chorus_doorbell_init_fenced(&hdr->db); /* before the peers map it */
+  s->peer_seg[s->rank] = s->own;         /* same mapping; never closed twice (see destroy) */
   snprintf(rec[s->rank].name, sizeof rec[s->rank].name, "%s", s->own.name);
   rec[s->rank].size = seg_size(s);
   CHECK_GOTO(chorus_bootstrap_allgather(ctx->bs, rec, sizeof *rec), res, fail);
