@@ -32,14 +32,14 @@ static uint64_t chain(uint64_t h, const chorus_msg_meta *m) {
   return h;
 }
 
-void chorus_calls_post(const chorus_op *op) {
+void chorus_calls_post(const chorus_op *op, const chorus_msg_meta *m) {
   chorus_coll_comm *cc = op->cc;
   if (!chorus_calls_on_board(op) || !posted(cc, op->func)) return;
-  const uint64_t k = op->meta.seq;
+  const uint64_t k = m->seq;
   chorus_call_entry *e = &cc->mine[k % CHORUS_NODE_CALLS];
   e->posted = k + 1;
-  e->chain = cc->calls_chain = chain(cc->calls_chain, &op->meta);
-  e->meta = op->meta;
+  e->chain = cc->calls_chain = chain(cc->calls_chain, m);
+  e->meta = *m;
   for (int t = 0; t < cc->ntransports; t++) cc->transports[t]->post_call(cc->tstates[t], e);
 }
 

@@ -48,9 +48,11 @@
  * several ranks with a board (cc->mine). */
 int chorus_calls_on_board(const chorus_op *op);
 
-/* Posts op's description (chorus_op_stamp filled op->meta) where the
- * board takes it (above); nothing when op is not on the board. */
-void chorus_calls_post(const chorus_op *op);
+/* Posts op's description m (what chorus_op_stamp returned, and stored
+ * in op->meta) where the board takes it (above); nothing when op is not
+ * on the board. From the stamp's value, not op->meta: wide loads of the
+ * narrow stores just made there stall store forwarding. */
+void chorus_calls_post(const chorus_op *op, const chorus_msg_meta *m);
 
 /* Compares call (a description of this rank's) with what cc's other
  * ranks posted for the same call: ncclInvalidUsage (logged, naming both

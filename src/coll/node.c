@@ -50,6 +50,14 @@ static uint64_t *counter(chorus_node_rank *r, int which) {
 
 static char *stage(const chorus_op *op, int rank, uint64_t g);
 
+/* The description slot of chunk g: a ring as deep as the farthest any
+ * rank may run ahead (stage buffers or fast-line sets, both at most
+ * CHORUS_NODE_MAX_BUFS), so a slot is rewritten only once every rank has
+ * finished the chunk it described. */
+static unsigned meta_slot(uint64_t g) {
+  return (unsigned)(g % CHORUS_NODE_MAX_BUFS);
+}
+
 /* Rank p failed: report it for this op. */
 static ncclResult_t peer_failed(chorus_op *op, int p) {
   char reason[CHORUS_NODE_REASON], me[160];
@@ -69,20 +77,23 @@ enum { FREE = 2 }; /* POSTED, of an earlier chunk: no description check */
 
 static ncclResult_t reached(chorus_op *op, int p, int which, uint64_t target) {
   chorus_node_rank *r = &op->cc->node->rank[p];
+  if (which == FREE && r->seen_posted >= target) return ncclSuccess;
   /* What p published before failing is still valid: look at the counter
    * first, and only report p's failure when we need more from it (read
    * again after the flag: p may have published and failed in between). */
   const uint64_t *cnt = counter(r, which == FREE ? POSTED : which);
-  if (__atomic_load_n(cnt, __ATOMIC_ACQUIRE) < target) {
+  uint64_t v = __atomic_load_n(cnt, __ATOMIC_ACQUIRE);
+  if (v < target) {
     if (!__atomic_load_n(r->failed, __ATOMIC_ACQUIRE)) {
       op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
       op->wait_dir = CHORUS_DIR_RECV;
       return ncclInProgress;
     }
-    if (__atomic_load_n(cnt, __ATOMIC_ACQUIRE) < target) return peer_failed(op, p);
+    if ((v = __atomic_load_n(cnt, __ATOMIC_ACQUIRE)) < target) return peer_failed(op, p);
   }
+  if (which == FREE) r->seen_posted = v; /* acquired: later waits it covers may skip the load */
   if (which == POSTED) {
-    const chorus_msg_meta *m = &r->meta[(target - 1) % (uint64_t)op->cc->node->nbuf];
+    const chorus_msg_meta *m = &r->meta[meta_slot(target - 1)];
     if (m->seq != op->expect.seq || m->count != op->expect.count || m->call != op->expect.call ||
         m->redop != op->expect.redop || m->root != op->expect.root)
       /* A peer that failed mid-call left its last call's description:
@@ -109,7 +120,7 @@ static ncclResult_t all_reached(chorus_op *op, int which, uint64_t target) {
 static void announce(chorus_op *op, int which, uint64_t value) {
   chorus_node *nd = op->cc->node;
   chorus_node_rank *me = &nd->rank[op->cc->rank];
-  if (which == POSTED) me->meta[(value - 1) % (uint64_t)nd->nbuf] = op->meta;
+  if (which == POSTED) me->meta[meta_slot(value - 1)] = op->meta;
   __atomic_store_n(counter(me, which), value, __ATOMIC_RELEASE);
   for (int p = 0; p < nd->nranks; p++)
     if (p != op->cc->rank) chorus_doorbell_ring(nd->rank[p].db);
@@ -205,25 +216,69 @@ static void reduce_to_stage(chorus_op *op, uint64_t g, size_t at, size_t len, co
 }
 
 /*
- * Small AllReduce (oneshot, up to CHORUS_FAST_MAX bytes) on fast lines
- * (transport.h): each rank writes its data and the call's description
- * into its lines of the chunk's parity, flag last in each line, and a
- * peer waits on those lines alone: one line transfer per peer for up to
- * 24 bytes, where the stage path has the peer's counter, then its
- * description and its data. `posted` and the description slot still move,
- * so the other schedules' counters stay right and a peer in another call
- * meets a mismatch. The lines of parity g & 1 are rewritten at chunk g
- * once every peer has posted chunk g - 1 (so read chunk g - 2): known
- * when our last call was the fast one of chunk g - 1, asked otherwise.
+ * Small calls (oneshot) on fast lines (transport.h): each rank that has
+ * data for the others writes it and the call's description into its
+ * lines of the chunk's set, flag last in each line, and a rank waits on
+ * the lines of those it reads from alone: one line transfer per peer for
+ * up to 24 bytes, where the stage path has the peer's counter, then its
+ * description and its data. `posted` and the description slot still
+ * move, so the other schedules' counters stay right and a peer in
+ * another call meets a mismatch.
+ *
+ * Set g % CHORUS_FAST_SETS of a rank is rewritten at chunk g once every
+ * rank has posted chunk g - CHORUS_FAST_SETS + 1 (so finished reading
+ * chunk g - CHORUS_FAST_SETS), asked of the cached counters (reached):
+ * a rank that waits for nobody in a call (a Broadcast's root, a Gather's
+ * other ranks) runs ahead that many calls and reads a peer's counter
+ * about once per set, as Open MPI's eager sends run ahead. AllReduce
+ * reads everyone's lines each call, so it asks only when its last call
+ * was not the fast AllReduce of the chunk before (which showed every
+ * peer had posted it).
+ *
+ * What a rank writes is the head of its input: its block (AllGather,
+ * Gather, Reduce, AllReduce, a Broadcast's root) or all n blocks
+ * (AlltoAll, ReduceScatter, a Scatter's root).
  */
 #define FAST_RANKS 8
 #define FAST_ASK   64
 
-static int fast_fits(const chorus_op *op) {
-  const size_t bytes = op->count * op->esize;
-  return op->algo == CHORUS_ALGO_ONESHOT && bytes > 0 && bytes <= CHORUS_FAST_MAX &&
-         op->red.kind != CHORUS_RED_PREMULSUM && op->cc->node->nbuf >= 2 &&
-         op->cc->nranks <= FAST_RANKS;
+/* Bytes of the input a rank writes to its lines for op (0: none). */
+static size_t fast_bytes(const chorus_op *op, int rank) {
+  const size_t block = op->count * op->esize;
+  const int root = rank == op->root;
+  switch (op->func) {
+  case CHORUS_FUNC_ALLREDUCE:
+  case CHORUS_FUNC_ALLGATHER:
+    return block;
+  case CHORUS_FUNC_GATHER:
+  case CHORUS_FUNC_REDUCE: /* read by the root only */
+    return root ? 0 : block;
+  case CHORUS_FUNC_BROADCAST:
+    return root ? block : 0;
+  case CHORUS_FUNC_SCATTER:
+    return root ? block * (size_t)op->cc->nranks : 0;
+  case CHORUS_FUNC_ALLTOALL:
+  case CHORUS_FUNC_REDUCESCATTER:
+    return block * (size_t)op->cc->nranks;
+  default:
+    return 0;
+  }
+}
+
+/* The ranks whose lines this rank reads, as a bit mask. */
+static unsigned fast_sources(const chorus_op *op) {
+  const int n = op->cc->nranks, me = op->cc->rank;
+  const unsigned others = ((1u << n) - 1) & ~(1u << me);
+  switch (op->func) {
+  case CHORUS_FUNC_BROADCAST:
+  case CHORUS_FUNC_SCATTER:
+    return me == op->root ? 0 : 1u << op->root;
+  case CHORUS_FUNC_GATHER:
+  case CHORUS_FUNC_REDUCE:
+    return me == op->root ? others : 0;
+  default:
+    return others;
+  }
 }
 
 static int fast_nlines(size_t bytes) {
@@ -232,14 +287,33 @@ static int fast_nlines(size_t bytes) {
              : 1 + (int)CHORUS_DIV_UP(bytes - CHORUS_FAST_HEAD, (size_t)CHORUS_FAST_BODY);
 }
 
-static chorus_fast_line *fast_lines(const chorus_op *op, int p, uint64_t g) {
-  return op->cc->node->rank[p].fast + (g & 1) * CHORUS_FAST_LINES;
+/* Whether op runs on fast lines: sets D.fast to the lines each rank it
+ * reads from wrote (0: not) and D.from to those ranks, once per call so
+ * that the polls of fast_wait compute nothing. */
+static void fast_plan(chorus_op *op) {
+  const size_t block = op->count * op->esize;
+  D.fast = 0;
+  if (op->algo != CHORUS_ALGO_ONESHOT || block == 0 || op->red.kind == CHORUS_RED_PREMULSUM ||
+      op->cc->node->nbuf < 2 || op->cc->nranks > FAST_RANKS)
+    return;
+  /* The most any rank writes, so that every rank decides the same: every
+   * rank that writes writes as much. */
+  const int root = op->root >= 0 ? op->root : 0;
+  const size_t bytes =
+      CHORUS_MAX(fast_bytes(op, root), fast_bytes(op, (root + 1) % op->cc->nranks));
+  if (bytes == 0 || bytes > CHORUS_FAST_MAX) return;
+  D.fast = fast_nlines(bytes);
+  D.from = fast_sources(op);
 }
 
-static void fast_post(chorus_op *op, uint64_t g) {
+static chorus_fast_line *fast_lines(const chorus_op *op, int p, uint64_t g) {
+  return op->cc->node->rank[p].fast + (g % CHORUS_FAST_SETS) * CHORUS_FAST_LINES;
+}
+
+/* Writes the first `bytes` of our input into our lines of chunk g. */
+static void fast_write(chorus_op *op, uint64_t g, size_t bytes) {
   chorus_fast_line *l = fast_lines(op, op->cc->rank, g);
   const char *src = op->sendbuff;
-  const size_t bytes = op->count * op->esize;
   size_t at = CHORUS_MIN(bytes, (size_t)CHORUS_FAST_HEAD);
   l[0].u.head.meta = op->meta;
   memcpy(l[0].u.head.data, src, at);
@@ -249,36 +323,167 @@ static void fast_post(chorus_op *op, uint64_t g) {
     __atomic_store_n(&l[i].flag, g + 1, __ATOMIC_RELEASE);
   }
   count_staged(op, bytes);
-  announce(op, POSTED, g + 1);
 }
 
-/* Every peer's lines of chunk g are there, for this call. */
-static ncclResult_t fast_wait(chorus_op *op, uint64_t g) {
-  const int n = op->cc->nranks, nl = fast_nlines(op->count * op->esize);
-  for (int p = 0; p < n; p++) {
-    if (p == op->cc->rank) continue;
-    const chorus_fast_line *l = fast_lines(op, p, g);
-    int ready = 1;
-    for (int i = 0; i < nl && ready; i++)
-      ready = __atomic_load_n(&l[i].flag, __ATOMIC_ACQUIRE) == g + 1;
-    if (!ready) {
-      /* Not yet, or p posted chunk g in another call (a mismatch), or
-       * failed: its counter says which. Asked every FAST_ASK polls only:
-       * the counter's line is the one p writes next. */
-      ncclResult_t res = ++D.c % FAST_ASK ? ncclInProgress : reached(op, p, POSTED, g + 1);
-      if (res != ncclSuccess && res != ncclInProgress) return res;
-      op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
-      op->wait_dir = CHORUS_DIR_RECV;
-      return ncclInProgress;
+/* Copies bytes [off, off + len) of what lines l hold into dst. */
+static void fast_read(const chorus_fast_line *l, size_t off, char *dst, size_t len) {
+  while (len) {
+    const char *from;
+    size_t room;
+    if (off < CHORUS_FAST_HEAD) {
+      from = l[0].u.head.data + off;
+      room = CHORUS_FAST_HEAD - off;
+    } else {
+      const size_t i = (off - CHORUS_FAST_HEAD) / CHORUS_FAST_BODY,
+                   at = (off - CHORUS_FAST_HEAD) % CHORUS_FAST_BODY;
+      from = l[1 + i].u.data + at;
+      room = CHORUS_FAST_BODY - at;
     }
-    chorus_msg_meta m = l[0].u.head.meta;
-    if (!chorus_meta_equal(&m, &op->expect)) return chorus_meta_mismatch(&op->expect, p, &m);
+    const size_t k = CHORUS_MIN(room, len);
+    memcpy(dst, from, k);
+    dst += k;
+    off += k;
+    len -= k;
+  }
+}
+
+/* Rank p's lines of chunk g (the first nl) are there, for this call:
+ * ncclSuccess, ncclInProgress (p recorded as what we wait for), or the
+ * mismatch or failure that p's lines or counter show. */
+static inline ncclResult_t fast_peer(chorus_op *op, int p, uint64_t g, int nl) {
+  const chorus_fast_line *l = fast_lines(op, p, g);
+  int ready = 1;
+  for (int i = 0; i < nl && ready; i++)
+    ready = __atomic_load_n(&l[i].flag, __ATOMIC_ACQUIRE) == g + 1;
+  if (!ready) {
+    /* Not yet, or p posted chunk g in another call (a mismatch), or
+     * failed: its counter says which. Asked every FAST_ASK polls only:
+     * the counter's line is the one p writes next. */
+    ncclResult_t res = ++D.c % FAST_ASK ? ncclInProgress : reached(op, p, POSTED, g + 1);
+    if (res != ncclSuccess && res != ncclInProgress) return res;
+    op->wait_conn = chorus_cc_conn(op->cc, p, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+    op->wait_dir = CHORUS_DIR_RECV;
+    return ncclInProgress;
+  }
+  chorus_msg_meta m = l[0].u.head.meta;
+  return chorus_meta_equal(&m, &op->expect) ? ncclSuccess
+                                            : chorus_meta_mismatch(&op->expect, p, &m);
+}
+
+/* The lines of chunk g of every rank in D.from are there, for this call. */
+static ncclResult_t fast_wait(chorus_op *op, uint64_t g) {
+  const int n = op->cc->nranks, nl = D.fast;
+  const unsigned from = D.from;
+  for (int p = 0; p < n; p++) {
+    if (!((from >> p) & 1)) continue;
+    const ncclResult_t res = fast_peer(op, p, g, nl);
+    if (res != ncclSuccess) return res;
   }
   op->ticks++;
   return ncclSuccess;
 }
 
-static void fast_reduce(chorus_op *op, uint64_t g) {
+/* Reduces, in rank order, block `blk` of every rank (ours from our
+ * input, the others' from their lines of chunk g) into dst. */
+static void fast_reduce(chorus_op *op, uint64_t g, int blk, void *dst) {
+  const int n = op->cc->nranks, me = op->cc->rank;
+  const size_t bytes = op->count * op->esize, off = (size_t)blk * bytes;
+  const void *src[FAST_RANKS];
+  char copies[FAST_RANKS][CHORUS_FAST_MAX] __attribute__((aligned(64)));
+  for (int p = 0; p < n; p++) {
+    const chorus_fast_line *l = fast_lines(op, p, g);
+    if (p == me) {
+      src[p] = (const char *)op->sendbuff + off;
+    } else if (off + bytes <= CHORUS_FAST_HEAD) {
+      src[p] = l[0].u.head.data + off;
+    } else {
+      fast_read(l, off, copies[p], bytes);
+      src[p] = copies[p];
+    }
+  }
+  chorus_reduce(&op->red, dst, src, n, op->count, 0, CHORUS_RED_FINALIZE);
+}
+
+/* Our output of chunk g from the lines, as stage_out does from stages. */
+static void fast_out(chorus_op *op, uint64_t g) {
+  const int n = op->cc->nranks, me = op->cc->rank, root = op->root;
+  const size_t b = op->count * op->esize;
+  const char *in = op->sendbuff;
+  char *out = op->recvbuff;
+  switch (op->func) {
+  case CHORUS_FUNC_REDUCESCATTER:
+    fast_reduce(op, g, me, out);
+    break;
+  case CHORUS_FUNC_REDUCE:
+    if (me == root) fast_reduce(op, g, 0, out);
+    break;
+  case CHORUS_FUNC_BROADCAST:
+    if (me != root)
+      fast_read(fast_lines(op, root, g), 0, out, b);
+    else if (in != out)
+      memcpy(out, in, b);
+    break;
+  case CHORUS_FUNC_SCATTER:
+    if (me != root)
+      fast_read(fast_lines(op, root, g), (size_t)me * b, out, b);
+    else if (out != in + (size_t)root * b)
+      memcpy(out, in + (size_t)root * b, b);
+    break;
+  case CHORUS_FUNC_GATHER:
+    if (me != root) break;
+    __attribute__((fallthrough));
+  case CHORUS_FUNC_ALLGATHER:
+    for (int p = 0; p < n; p++)
+      if (p != me)
+        fast_read(fast_lines(op, p, g), 0, out + (size_t)p * b, b);
+      else if (in != out + (size_t)me * b)
+        memcpy(out + (size_t)me * b, in, b);
+    break;
+  case CHORUS_FUNC_ALLTOALL:
+    for (int p = 0; p < n; p++)
+      if (p != me)
+        fast_read(fast_lines(op, p, g), (size_t)me * b, out + (size_t)p * b, b);
+      else if (in != out)
+        memcpy(out + (size_t)me * b, in + (size_t)me * b, b);
+    break;
+  default:
+    break;
+  }
+}
+
+static ncclResult_t coll_fast(chorus_op *op) {
+  chorus_node *nd = op->cc->node;
+  ncclResult_t res;
+  CORO_BEGIN(op->co);
+  D.g = nd->next_chunk;
+  D.c = 0;
+  if (D.g + 2 > CHORUS_FAST_SETS)
+    CORO_AWAIT_RES(op->co, res, all_reached(op, FREE, D.g + 2 - CHORUS_FAST_SETS));
+  if (fast_bytes(op, op->cc->rank)) fast_write(op, D.g, fast_bytes(op, op->cc->rank));
+  announce(op, POSTED, D.g + 1);
+  CORO_AWAIT_RES(op->co, res, fast_wait(op, D.g));
+  fast_out(op, D.g);
+  nd->last_fast = 0;
+  nd->next_chunk += 1;
+  CORO_END(op->co);
+}
+
+/* AllReduce's own wait and reduction: its calls are the most frequent
+ * small ones, and these forms (every peer's whole block, the head copied
+ * at a constant size) measured 5-10% faster in its polling loop than
+ * coll_fast's general ones. */
+static ncclResult_t allreduce_wait(chorus_op *op, uint64_t g) {
+  const int n = op->cc->nranks, nl = fast_nlines(op->count * op->esize);
+  for (int p = 0; p < n; p++) {
+    if (p == op->cc->rank) continue;
+    const ncclResult_t res = fast_peer(op, p, g, nl);
+    if (res != ncclSuccess) return res;
+  }
+  op->ticks++;
+  return ncclSuccess;
+}
+
+static void allreduce_reduce(chorus_op *op, uint64_t g) {
   const int n = op->cc->nranks, me = op->cc->rank;
   const size_t bytes = op->count * op->esize;
   const void *src[FAST_RANKS];
@@ -306,9 +511,10 @@ static ncclResult_t allreduce_fast(chorus_op *op) {
   D.g = nd->next_chunk;
   D.c = 0;
   if (nd->last_fast != D.g && D.g > 0) CORO_AWAIT_RES(op->co, res, all_reached(op, FREE, D.g));
-  fast_post(op, D.g);
-  CORO_AWAIT_RES(op->co, res, fast_wait(op, D.g));
-  fast_reduce(op, D.g);
+  fast_write(op, D.g, op->count * op->esize);
+  announce(op, POSTED, D.g + 1);
+  CORO_AWAIT_RES(op->co, res, allreduce_wait(op, D.g));
+  allreduce_reduce(op, D.g);
   nd->last_fast = D.g + 1;
   nd->next_chunk += 1;
   CORO_END(op->co);
@@ -320,7 +526,8 @@ ncclResult_t chorus_allreduce_node(chorus_op *op) {
   int n = cc->nranks, me = cc->rank;
   size_t off, len, soff, slen;
   ncclResult_t res;
-  if (fast_fits(op)) return allreduce_fast(op);
+  if (!op->co) fast_plan(op);
+  if (D.fast) return allreduce_fast(op);
   CORO_BEGIN(op->co);
   D.chunk_elems = nd->chunk / op->esize;
   D.nchunks = CHORUS_DIV_UP(op->count, D.chunk_elems);
@@ -508,6 +715,8 @@ ncclResult_t chorus_coll_node(chorus_op *op) {
   chorus_node *nd = cc->node;
   size_t off, len;
   ncclResult_t res;
+  if (!op->co) fast_plan(op);
+  if (D.fast) return coll_fast(op);
   CORO_BEGIN(op->co);
   D.chunk_elems = chunk_elems_for(op, stages_blocks(op->func, cc->nranks));
   D.nchunks = CHORUS_DIV_UP(op->count, D.chunk_elems);

@@ -203,7 +203,9 @@ struct chorus_op {
     } p2p;
     struct {
       size_t chunk_elems, nchunks, c;
-      uint64_t g; /* node chunk number of chunk c */
+      uint64_t g;    /* node chunk number of chunk c */
+      int fast;      /* fast lines per writer (coll/node.c), 0: none; set at the first step */
+      unsigned from; /* fast lines: the ranks read from, a bit each */
     } node;
     struct {
       int p2, rem, v, mask, peer;
@@ -263,7 +265,7 @@ struct chorus_op {
 
 /* Fills op->meta (and op->expect) from the call and the communicator's next
  * sequence number. */
-void chorus_op_stamp(chorus_op *op);
+chorus_msg_meta chorus_op_stamp(chorus_op *op);
 
 /* Human-readable description of a call, e.g.
  * "AllReduce(count=1024, float, sum) #17". */

@@ -159,8 +159,8 @@ ncclResult_t chorus_coll_prepare(chorus_op *op) {
   op->concurrent = chorus_func_p2p(op->func);
   op->by_ref = !op->concurrent; /* Sends: chorus_p2p_snapshot decides */
   if (op->concurrent) chorus_p2p_take_ticket(op);
-  chorus_op_stamp(op);
-  chorus_calls_post(op);
+  const chorus_msg_meta m = chorus_op_stamp(op);
+  chorus_calls_post(op, &m);
   /* Its gathering call next, in call order on every rank. */
   return op->algo == CHORUS_ALGO_ORDERED ? chorus_ordered_prepare(op) : ncclSuccess;
 }

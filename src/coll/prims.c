@@ -32,7 +32,7 @@ void chorus_op_describe(const chorus_op *op, char *buf, size_t size) {
            (unsigned long long)op->ticket);
 }
 
-void chorus_op_stamp(chorus_op *op) {
+chorus_msg_meta chorus_op_stamp(chorus_op *op) {
   /* Built in a local and stored whole: the copy into expect then reads
    * registers, not the narrower stores just made (a forwarding stall). */
   chorus_msg_meta m = {.count = op->count, .redop = (uint32_t)op->nccl_op};
@@ -49,6 +49,7 @@ void chorus_op_stamp(chorus_op *op) {
   }
   op->meta = m;
   op->expect = m;
+  return m;
 }
 
 ncclResult_t chorus_meta_mismatch(const chorus_msg_meta *mine, int peer,

@@ -252,13 +252,16 @@ struct chorus_conn {
  */
 #define CHORUS_NODE_MAX_BUFS 16
 
-/* Small AllReduce on node memory: the call's description, its data and a
+/* Small calls on node memory: the call's description, its data and a
  * flag in cache lines of their own, so that one line a peer just wrote
  * carries all a rank waits for. Line 0 holds the description and the
  * first CHORUS_FAST_HEAD bytes, each further line CHORUS_FAST_BODY more;
  * `flag` is the chunk number + 1 whose data the line holds, stored after
- * the rest of the line (release). Two sets per rank, by chunk parity. */
+ * the rest of the line (release). CHORUS_FAST_SETS sets of lines per
+ * rank, chunk g in set g % CHORUS_FAST_SETS, so a rank that waits for
+ * nobody (a Broadcast's root) runs up to that many calls ahead. */
 #define CHORUS_FAST_LINES 8
+#define CHORUS_FAST_SETS  8
 #define CHORUS_FAST_HEAD  24
 #define CHORUS_FAST_BODY  56
 #define CHORUS_FAST_MAX   (CHORUS_FAST_HEAD + (CHORUS_FAST_LINES - 1) * CHORUS_FAST_BODY)
@@ -275,8 +278,9 @@ typedef struct chorus_fast_line {
 
 typedef struct chorus_node_rank {
   uint64_t *posted, *reduced;
-  chorus_msg_meta *meta; /* per stage buffer: the call it holds data of,
-                            written before `posted` (so read after it) */
+  chorus_msg_meta *meta; /* per chunk g, at g % CHORUS_NODE_MAX_BUFS: the
+                            call it is part of, written before `posted`
+                            (so read after it) */
   uint32_t *failed;      /* set (release) by the owner when it fails or aborts */
   char *reason;          /* CHORUS_NODE_REASON bytes, written before `failed` */
   char *stage;           /* nbuf buffers of `chunk` bytes */
@@ -292,7 +296,10 @@ typedef struct chorus_node_rank {
   uint64_t *lead;
   int32_t pid;
   int same_process;
-  chorus_fast_line *fast; /* 2 x CHORUS_FAST_LINES */
+  chorus_fast_line *fast; /* CHORUS_FAST_SETS x CHORUS_FAST_LINES */
+  /* The owner's `posted` as this rank last read it (its own memory):
+   * counters only grow, so a wait it already covers reads nothing. */
+  uint64_t seen_posted;
 } chorus_node_rank;
 
 #define CHORUS_NODE_REASON CHORUS_REASON_MAX

@@ -1,9 +1,11 @@
 /*
  * test_colls.c - the correctness matrix for every collective on host memory:
  * collective x data type x operator (reductions: the five built-ins plus
- * PreMulSum with a host and a "device" scalar) x count (0, 1, a prime, a
- * size that spans pipeline rounds) x in place / out of place x root (first
- * and last), against the independent reference in harness/ref.c.
+ * PreMulSum with a host and a "device" scalar) x count (0, 1, 37 (small
+ * calls on fast lines, coll/node.c, their blocks across line boundaries),
+ * a prime, a size that spans pipeline rounds) x in place / out of place x
+ * root (first and last), against the independent reference in
+ * harness/ref.c.
  *
  * bcast_big: Broadcast of 64 KiB-16 MiB (and a few bytes more) in place
  * and not, from the first and the last rank, every byte checked and the
@@ -21,11 +23,13 @@
  *        test_colls COLLECTIVE env     (one rank: RANK, WORLD_SIZE and
  *                                       NCCL_COMM_ID from the environment)
  *   COLLECTIVE: allreduce broadcast bcast reduce allgather reducescatter
- *               alltoall gather scatter, or all; or bcast_big, big_mix
+ *               alltoall gather scatter, or all; or bcast_big, big_mix,
+ *               small_run
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "nccl.h"
 #include "ref.h"
@@ -44,7 +48,7 @@ static int is_rooted(coll_t c) {
   return c == BCAST || c == BCAST_INPLACE || c == REDUCE || c == GATHER || c == SCATTER;
 }
 
-static const size_t counts[] = {0, 1, 1031, 12007};
+static const size_t counts[] = {0, 1, 37, 1031, 12007};
 #define NOPS 7 /* sum prod max min avg premul(host) premul(device) */
 
 /* Elements in the send and receive buffers of rank r. */
@@ -379,8 +383,97 @@ static int big_mix(int rank, int nranks, ncclUniqueId id, const char *param) {
   return failures ? 1 : 0;
 }
 
-static const harness_case cases[] = {
-    {"matrix", matrix}, {"bcast_big", bcast_big}, {"big_mix", big_mix}, {NULL, NULL}};
+/* small_run: rounds of one small call after another (coll/node.c's fast
+ * lines), the ranks that wait for nobody running ahead: every fifth round
+ * the ranks that read sleep first, so the others post several rounds
+ * before their sets are read, and a set rewritten too early shows as a
+ * wrong element. Every element of every round is checked. */
+#define RUN_ROUNDS 60
+static int small_run(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  static const size_t ns[] = {3, 13, 37};
+  static const coll_t kinds[] = {BCAST, SCATTER, GATHER, REDUCE, AG, A2A, RS};
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
+  const size_t most = 37 * (size_t)nranks;
+  int32_t *s = malloc(most * sizeof *s), *r = malloc(most * sizeof *r);
+  int failures = !s || !r;
+  const int root = nranks - 1;
+  cudaStream_t st = NULL;
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0] && !failures; k++)
+    for (size_t z = 0; z < sizeof ns / sizeof ns[0] && !failures; z++)
+      for (int round = 0; round < RUN_ROUNDS && !failures; round++) {
+        const coll_t c = kinds[k];
+        const size_t n = ns[z];
+        const int reads = c == BCAST || c == SCATTER   ? rank != root
+                          : c == GATHER || c == REDUCE ? rank == root
+                                                       : 1;
+        if (reads && round % 5 == 4) {
+          struct timespec ts = {0, 300000};
+          nanosleep(&ts, NULL);
+        }
+        for (int j = 0; j < nranks; j++)
+          for (size_t i = 0; i < n; i++) s[(size_t)j * n + i] = mix_val(round, rank, j, i);
+        memset(r, 0xee, most * sizeof *r);
+        ncclResult_t res;
+        switch (c) {
+        case BCAST:
+          res = ncclBroadcast(s, r, n, ncclInt32, root, comm, st);
+          break;
+        case SCATTER:
+          res = ncclScatter(s, r, n, ncclInt32, root, comm, st);
+          break;
+        case GATHER:
+          res = ncclGather(s, r, n, ncclInt32, root, comm, st);
+          break;
+        case REDUCE:
+          res = ncclReduce(s, r, n, ncclInt32, ncclSum, root, comm, st);
+          break;
+        case AG:
+          res = ncclAllGather(s, r, n, ncclInt32, comm, st);
+          break;
+        case A2A:
+          res = ncclAlltoAll(s, r, n, ncclInt32, comm, st);
+          break;
+        default:
+          res = ncclReduceScatter(s, r, n, ncclInt32, ncclSum, comm, st);
+          break;
+        }
+        if (res != ncclSuccess) {
+          harness_log(rank, "small_run %s of %zu, round %d: %s", names[c], n, round,
+                      ncclGetErrorString(res));
+          failures++;
+          break;
+        }
+        if (!reads) continue;
+        const size_t outn = c == GATHER || c == AG || c == A2A ? n * (size_t)nranks : n;
+        for (size_t e = 0; e < outn && !failures; e++) {
+          const size_t blk = e / n, i = e % n;
+          int32_t want = 0;
+          if (c == BCAST) want = mix_val(round, root, 0, i);
+          if (c == SCATTER) want = mix_val(round, root, rank, i);
+          if (c == GATHER || c == AG) want = mix_val(round, (int)blk, 0, i);
+          if (c == A2A) want = mix_val(round, (int)blk, rank, i);
+          for (int p = 0; p < nranks && (c == REDUCE || c == RS); p++)
+            want += mix_val(round, p, c == RS ? rank : 0, i);
+          if (r[e] != want) {
+            harness_log(rank, "small_run %s of %zu, round %d: element %zu is %d, not %d", names[c],
+                        n, round, e, (int)r[e], (int)want);
+            failures++;
+          }
+        }
+      }
+  free(s);
+  free(r);
+  if (ncclCommDestroy(comm) != ncclSuccess) failures++;
+  return failures ? 1 : 0;
+}
+
+static const harness_case cases[] = {{"matrix", matrix},
+                                     {"bcast_big", bcast_big},
+                                     {"big_mix", big_mix},
+                                     {"small_run", small_run},
+                                     {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
@@ -402,8 +495,10 @@ int main(int argc, char **argv) {
   }
   harness_mode mode = strcmp(argv[2], "procs") == 0 ? HARNESS_PROCS : HARNESS_THREADS;
   int n = atoi(argv[3]);
-  const char *body =
-      strcmp(argv[1], "bcast_big") == 0 || strcmp(argv[1], "big_mix") == 0 ? argv[1] : "matrix";
+  const char *body = strcmp(argv[1], "bcast_big") == 0 || strcmp(argv[1], "big_mix") == 0 ||
+                             strcmp(argv[1], "small_run") == 0
+                         ? argv[1]
+                         : "matrix";
   int failed = harness_spawn(mode, n, body, argv[1], 240);
   printf("%s %s x%d: %s\n", argv[1], argv[2], n, failed ? "FAILED" : "passed");
   return failed ? 1 : 0;

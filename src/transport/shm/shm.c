@@ -107,7 +107,7 @@ typedef struct node_counters {
   uint64_t addr[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
   uint64_t addr_out[CHORUS_NODE_MAX_BUFS];
   uint64_t lead[CHORUS_NODE_MAX_BUFS];
-  chorus_fast_line fast[2 * CHORUS_FAST_LINES];
+  chorus_fast_line fast[CHORUS_FAST_SETS * CHORUS_FAST_LINES];
 } node_counters;
 
 typedef struct shm_state {
@@ -174,7 +174,8 @@ static void init_node(shm_state *s) {
                            nc->lead,
                            h->pid,
                            h->pid == (int32_t)getpid() && h->pid_ns == chorus_proc_pid_ns(),
-                           nc->fast};
+                           nc->fast,
+                           0};
   }
   s->node.nranks = s->nranks;
   s->node.chunk = s->stage_bytes;
