@@ -12,6 +12,9 @@
 #endif
 
 int chorus_fence_full = 1;
+#ifdef CHORUS_FENCE_TSAN
+int chorus_fence_word;
+#endif
 int chorus_fence_global_target, chorus_fence_global_issuer;
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -24,7 +27,7 @@ static long membarrier(int cmd) {
 
 static void setup(void) {
   int full = 1, target = 0, issuer = 0;
-#if defined(__linux__) && defined(SYS_membarrier)
+#if defined(__linux__) && defined(SYS_membarrier) && !defined(CHORUS_FENCE_TSAN)
   const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
   if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
       membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
@@ -44,17 +47,17 @@ void chorus_fence_init(void) {
 }
 
 void chorus_fence_heavy(void) {
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  CHORUS_FENCE_FULL();
 #if defined(__linux__) && defined(SYS_membarrier)
   if (!__atomic_load_n(&chorus_fence_full, __ATOMIC_RELAXED) &&
       membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
     return;
 #endif
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  CHORUS_FENCE_FULL();
 }
 
 void chorus_fence_global(void) {
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+  CHORUS_FENCE_FULL();
 #if defined(__linux__) && defined(SYS_membarrier)
   if (__atomic_load_n(&chorus_fence_global_issuer, __ATOMIC_RELAXED))
     (void)membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED);
