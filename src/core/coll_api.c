@@ -115,34 +115,37 @@ static ncclResult_t check_and_enqueue_inner(ncclComm_t comm, call *c) {
   if (chorus_func_p2p(c->func) && (c->root < 0 || c->root >= n))
     return chorus_error(ncclInvalidArgument, "%s: peer = %d is outside 0..%d", c->name, c->root,
                         n - 1);
-  chorus_op op;
-  zero_op(&op);
-  op.nccl_op = 0;
-  if (c->has_op) CHECK(chorus_redop_resolve(comm, c->op, c->dtype, &op.red, &op.nccl_op, c->name));
+  /* In a group, built where the group keeps it (no copy). */
+  chorus_op local, *slot = chorus_group_depth() > 0 ? chorus_group_slot() : NULL;
+  chorus_op *const op = slot ? slot : &local;
+  zero_op(op);
+  op->nccl_op = 0;
+  if (c->has_op)
+    CHECK(chorus_redop_resolve(comm, c->op, c->dtype, &op->red, &op->nccl_op, c->name));
   size_t esize = chorus_type_size(c->dtype);
   describe(c, comm->rank, n);
   CHECK(check_buffers(c, esize, n));
-  op.func = c->func;
-  op.sendbuff = c->send;
-  op.recvbuff = c->recv;
-  op.count = c->count;
-  op.dtype = c->dtype;
-  op.esize = esize;
-  op.root = chorus_func_rooted(c->func) || chorus_func_p2p(c->func) ? c->root : -1;
-  op.red.dtype = c->dtype;
-  op.cuda_stream = c->stream;
-  chorus_call_desc d = {0, c->count, c->func, c->dtype, c->has_op ? op.nccl_op : -1, op.root};
-  op.app_index = chorus_progress_issue(&comm->progress, &d, chorus_func_p2p(c->func));
-  if (comm->cc.tracing) op.t_enq = chorus_now_ns();
-  chorus_prof_issue(comm, &op, chorus_group_depth());
-  if (!comm->stats) return chorus_enqueue(comm, &op);
+  op->func = c->func;
+  op->sendbuff = c->send;
+  op->recvbuff = c->recv;
+  op->count = c->count;
+  op->dtype = c->dtype;
+  op->esize = esize;
+  op->root = chorus_func_rooted(c->func) || chorus_func_p2p(c->func) ? c->root : -1;
+  op->red.dtype = c->dtype;
+  op->cuda_stream = c->stream;
+  chorus_call_desc d = {0, c->count, c->func, c->dtype, c->has_op ? op->nccl_op : -1, op->root};
+  op->app_index = chorus_progress_issue(&comm->progress, &d, chorus_func_p2p(c->func));
+  if (comm->cc.tracing) op->t_enq = chorus_now_ns();
+  chorus_prof_issue(comm, op, chorus_group_depth());
+  if (!comm->stats) return chorus_enqueue(comm, op);
   /* Host calls outside a group run before chorus_enqueue returns. A call
    * captured into a CUDA graph runs at each replay: core/trace.c counts
    * it then. */
   const int timed = comm->device < 0 && chorus_group_depth() == 0;
   const int captured = comm->device >= 0 && chorus_dev_stream_capturing(c->stream) == 1;
   const int64_t t0 = timed ? chorus_now_ns() : 0;
-  ncclResult_t res = chorus_enqueue(comm, &op);
+  ncclResult_t res = chorus_enqueue(comm, op);
   if (res == ncclSuccess && !captured)
     chorus_stats_count(comm->stats, c->func, chorus_func_size(c->func, c->count, esize, n),
                        timed ? chorus_now_ns() - t0 : -1);

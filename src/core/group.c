@@ -50,15 +50,23 @@ void chorus_group_add_job(chorus_job *job) {
   G.jobs_tail = job;
 }
 
+chorus_op *chorus_group_slot(void) {
+  return G.ninline < INLINE_OPS ? &G.inline_ops[G.ninline] : NULL;
+}
+
 ncclResult_t chorus_group_add_op(const chorus_op *op, ncclComm_t comm) {
-  chorus_op *copy =
-      G.ninline < INLINE_OPS ? &G.inline_ops[G.ninline++] : chorus_malloc(sizeof *copy);
-  if (!copy) {
-    ncclResult_t res = chorus_error(ncclSystemError, "out of memory recording a grouped call");
-    chorus_group_record_error(res);
-    return res;
+  chorus_op *copy;
+  if (op == chorus_group_slot()) { /* built in place: a small call's copy was ~6% of it */
+    copy = &G.inline_ops[G.ninline++];
+  } else {
+    copy = G.ninline < INLINE_OPS ? &G.inline_ops[G.ninline++] : chorus_malloc(sizeof *copy);
+    if (!copy) {
+      ncclResult_t res = chorus_error(ncclSystemError, "out of memory recording a grouped call");
+      chorus_group_record_error(res);
+      return res;
+    }
+    *copy = *op;
   }
-  *copy = *op;
   copy->next_op = NULL;
   if (G.ops_tail)
     G.ops_tail->next_op = copy;

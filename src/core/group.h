@@ -39,7 +39,11 @@ ncclResult_t chorus_group_simulate_end(ncclSimInfo_t *simInfo);
 int chorus_group_depth(void);
 /* Takes ownership of job (allocated with chorus_malloc). */
 void chorus_group_add_job(chorus_job *job);
-/* Copies op into the group. */
+/* Where the group's next call may be built in place (NULL: build it
+ * elsewhere; chorus_group_add_op copies it). Not taken until added. */
+chorus_op *chorus_group_slot(void);
+/* Adds op to the group: taken where chorus_group_slot put it, else
+ * copied. */
 ncclResult_t chorus_group_add_op(const chorus_op *op, ncclComm_t comm);
 /* Gives back a copy chorus_group_add_op made, once it has run (on the
  * thread whose group it was). */
