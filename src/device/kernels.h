@@ -83,6 +83,10 @@ typedef struct chorus_kern_comm {
   uint64_t pipe_off;
   uint32_t ctl_off, cnt_off;
   uint32_t chunk_bytes, fifo_bytes, channels;
+  /* Exchanges that both send to and take from peers, moving at least
+   * wide_from bytes per rank (a block times the ranks), copy with CTAs of
+   * twice the threads (0: never). */
+  uint64_t wide_from;
   uint32_t ring_chunk, ring_channels;       /* rings (chorus_kern_ring) */
   uint32_t twoshot_chunk, twoshot_channels; /* chorus_kern_twoshot: channels <= channels / 2 */
   /* Small Send/Recv in LL lines, per pair (chorus_kern_sendrecv_ll): a

@@ -27,6 +27,10 @@
  * per channel and peer live in device memory), so no host sequence number
  * is involved and launches can be captured in CUDA graphs. Every wait
  * watches the abort word and the deadline (kern_util.cuh).
+ *
+ * A half is H threads: GROUP, or twice that for large copies both ways
+ * (the launcher's wide_from), where more warps keep more of NVLink's
+ * writes and the output's stores in flight.
  */
 #include <cuda_runtime.h>
 #include <stdint.h>
@@ -39,7 +43,7 @@ extern "C" {
 #include "device/pipe_util.cuh"
 
 /* The pushing half: this rank's own blocks into the destinations' FIFOs. */
-template <typename T, bool REDUCE>
+template <typename T, bool REDUCE, int H, int UN>
 static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
                                   const chorus_kern_xchg &x, size_t chunk, uint32_t nslots,
                                   size_t nsteps, const uint32_t *sent, volatile int *failed,
@@ -53,7 +57,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
     if (t < n && ((x.send_to >> t) & 1))
       wait_at_least(done_word(c, c.arena[me], b, t), room_needed(sent[t], (uint32_t)s, nslots), c,
                     t, failed);
-    if (group_any(BAR_PUSH, *failed)) break;
+    if (group_any(BAR_PUSH, *failed, H)) break;
     const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
     for (int k = 0; k < n - 1; k++) { /* channels start on different links */
       const int p = (me + 1 + (k + b) % (n - 1)) % n;
@@ -61,16 +65,16 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
       const char *from = send + x.soff[p];
       const bool fast = whole(from, x.bytes, j1);
       char *to = slot(c, c.arena[p], b, me, sent[p] + (uint32_t)s, chunk, nslots) - j0 * sizeof(U);
-      for (size_t j = j0 + t; j < j1; j += GROUP * UNROLL) {
-        U d[UNROLL];
-        load_units<UNROLL>(d, from, x.bytes, j, j1, fast);
+      for (size_t j = j0 + t; j < j1; j += H * UN) {
+        U d[UN];
+        load_units<UN, H>(d, from, x.bytes, j, j1, fast);
 #pragma unroll
-        for (int u = 0; u < UNROLL; u++)
-          if (j + u * GROUP < j1)
-            *(U *)(to + (j + u * GROUP) * sizeof(U)) = premul ? scaled<T, U>(d[u], scalar) : d[u];
+        for (int u = 0; u < UN; u++)
+          if (j + u * H < j1)
+            *(U *)(to + (j + u * H) * sizeof(U)) = premul ? scaled<T, U>(d[u], scalar) : d[u];
       }
     }
-    group_sync(BAR_PUSH);
+    group_sync(BAR_PUSH, H);
     if (t < n && ((x.send_to >> t) & 1)) {
       if (s == 0) put_call(c, b, t, sent[t], x.desc);
       st_release(head_word(c, c.arena[t], b, me), sent[t] + (uint32_t)s + 1);
@@ -81,7 +85,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
 }
 
 /* The taking half: the sources' chunks (own from send) into the output. */
-template <typename T, bool REDUCE>
+template <typename T, bool REDUCE, int H, int UN>
 static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
                                   const chorus_kern_xchg &x, size_t chunk, uint32_t nslots,
                                   size_t nsteps, const uint32_t *sent, const uint32_t *taken,
@@ -89,8 +93,8 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
   typedef typename elem<T>::acc A;
   constexpr int E = sizeof(U) / sizeof(T);
   /* Reductions keep UR accumulators of E elements: fewer units for 1-byte types. */
-  constexpr int UR = !REDUCE ? UNROLL : E > 8 ? UNROLL / 4 : UNROLL / 2;
-  const int t = threadIdx.x - GROUP, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
+  constexpr int UR = !REDUCE ? UN : E > 8 ? UN / 4 : UN / 2;
+  const int t = threadIdx.x - H, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
   const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
   const bool premul = REDUCE && red.kind == CHORUS_RED_PREMULSUM;
   const A scalar = premul_scalar<T>(red);
@@ -107,18 +111,18 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
     if (t == 64 && x.send_to) /* in place: own pushes of this step read the input first */
       while (*pushed < (uint32_t)s + 1 && !*failed) {
       }
-    if (group_any(BAR_TAKE, *failed)) break;
+    if (group_any(BAR_TAKE, *failed, H)) break;
     const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
     const bool own_fast = whole(send + x.soff[me], x.bytes, j1);
     const bool out_fast = whole(recv, x.bytes, j1); /* with every roff a multiple of 16 */
-    for (size_t j = j0 + t; j < j1; j += GROUP * UR) {
+    for (size_t j = j0 + t; j < j1; j += H * UR) {
       A acc[UR][E];
       bool first = true;
       for (int src = 0; src < n; src++) {
         if (!((x.recv_from >> src) & 1)) continue;
         U d[UR];
         if (src == me) {
-          load_units<UR>(d, send + x.soff[me], x.bytes, j, j1, own_fast);
+          load_units<UR, H>(d, send + x.soff[me], x.bytes, j, j1, own_fast);
           if (premul)
 #pragma unroll
             for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
@@ -127,15 +131,15 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
                              j0 * sizeof(U);
 #pragma unroll
           for (int u = 0; u < UR; u++)
-            if (j + u * GROUP < j1) d[u] = *(const U *)(from + (j + u * GROUP) * sizeof(U));
+            if (j + u * H < j1) d[u] = *(const U *)(from + (j + u * H) * sizeof(U));
         }
 #pragma unroll
         for (int u = 0; u < UR; u++) {
-          if (j + u * GROUP >= j1) continue;
+          if (j + u * H >= j1) continue;
           if (REDUCE) {
             fold_unit<T, U>(acc[u], d[u], first, red.kind);
           } else {
-            store_unit(recv + x.roff[src], x.bytes, j + u * GROUP, d[u],
+            store_unit(recv + x.roff[src], x.bytes, j + u * H, d[u],
                        out_fast && x.roff[src] % sizeof(U) == 0);
           }
         }
@@ -144,20 +148,20 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
       if constexpr (REDUCE) {
 #pragma unroll
         for (int u = 0; u < UR; u++) {
-          if (j + u * GROUP >= j1) continue;
-          store_unit(recv + x.roff[0], x.bytes, j + u * GROUP, finish_unit<T, U>(acc[u], red, true),
+          if (j + u * H >= j1) continue;
+          store_unit(recv + x.roff[0], x.bytes, j + u * H, finish_unit<T, U>(acc[u], red, true),
                      out_fast && x.roff[0] % sizeof(U) == 0);
         }
       }
     }
-    group_sync(BAR_TAKE);
+    group_sync(BAR_TAKE, H);
     if (t < n && t != me && ((x.recv_from >> t) & 1))
       st_release(done_word(c, c.arena[t], b, me), taken[t] + (uint32_t)s + 1);
   }
 }
 
-template <typename T, bool REDUCE>
-__global__ void __launch_bounds__(THREADS)
+template <typename T, bool REDUCE, int H, int UN>
+__global__ void __launch_bounds__(2 * H)
     pipe(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk, uint32_t nslots,
          size_t nchunks) {
   board_post(c, x.seq, x.desc, true);
@@ -178,10 +182,11 @@ __global__ void __launch_bounds__(THREADS)
   }
   __syncthreads();
   const size_t nsteps = (size_t)b < nchunks ? (nchunks - 1 - b) / G + 1 : 0;
-  if (threadIdx.x < GROUP)
-    push_steps<T, REDUCE>(c, red, x, chunk, nslots, nsteps, s_sent, &s_failed, &s_pushed);
+  if (threadIdx.x < H)
+    push_steps<T, REDUCE, H, UN>(c, red, x, chunk, nslots, nsteps, s_sent, &s_failed, &s_pushed);
   else
-    take_steps<T, REDUCE>(c, red, x, chunk, nslots, nsteps, s_sent, s_taken, &s_failed, &s_pushed);
+    take_steps<T, REDUCE, H, UN>(c, red, x, chunk, nslots, nsteps, s_sent, s_taken, &s_failed,
+                                 &s_pushed);
   __syncthreads();
   const int p = threadIdx.x;
   if (p < n && ((x.send_to >> p) & 1)) sent[p] = s_sent[p] + (uint32_t)nsteps;
@@ -204,7 +209,22 @@ template <typename T, bool REDUCE> struct launcher {
     if (nslots > WIDE_SLOTS) nslots = WIDE_SLOTS;
     size_t nchunks = (x->bytes + chunk - 1) / chunk;
     unsigned grid = nchunks < c->channels ? (unsigned)nchunks : c->channels;
-    pipe<T, REDUCE><<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
+    /* Copies with peers both ways (AlltoAll) from wide_from: 1024-thread
+     * CTAs (2 x H200, 2 processes, AlltoAll 1.02x at 32 MiB to 1.14x at 1
+     * GiB; 0.92-0.98x at 2-16 MiB, and Gather, Scatter no better). Both
+     * halves of a CTA widen; reductions stay narrow (at 64 registers per
+     * thread their accumulators spill). */
+    if constexpr (!REDUCE) {
+      const uint32_t peers = ~(1u << c->rank);
+      if (c->wide_from && (x->send_to & peers) && (x->recv_from & peers) &&
+          x->bytes * (size_t)c->nranks >= c->wide_from) {
+        pipe<T, false, 2 * GROUP, UNROLL>
+            <<<grid, 2 * THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
+        return cudaGetLastError();
+      }
+    }
+    pipe<T, REDUCE, GROUP, UNROLL>
+        <<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
     return cudaGetLastError();
   }
 };

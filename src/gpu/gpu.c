@@ -60,6 +60,7 @@ static void kernel_comm(chorus_gpu *g, const chorus_gpu_settings *st,
   kc->channels = st->channels;
   kc->chunk_bytes = st->chunk_bytes;
   kc->fifo_bytes = st->fifo_bytes;
+  kc->wide_from = st->wide_from;
   kc->ring_channels = st->ring_channels;
   kc->ring_chunk = st->ring_chunk;
   kc->twoshot_channels = st->twoshot_channels;

@@ -35,6 +35,7 @@ void chorus_gpu_settings_read(chorus_gpu_settings *s, int nranks, int staged) {
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
   const int64_t fifo = size_auto(CHORUS_P_GPU_FIFO_BYTES, nranks, 1 << 20, 512 << 10);
   s->fifo_bytes = (uint32_t)CHORUS_CLAMP(fifo, 2 * (int64_t)s->chunk_bytes, 1 << 28) / 8192 * 8192;
+  s->wide_from = (uint64_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_WIDE_FROM));
   /* Rings use the pipeline's FIFOs, so no more channels than it has. */
   s->ring_channels = count_of(CHORUS_P_GPU_RING_CHANNELS, 1, s->channels);
   s->ring_chunk = step_of(chorus_param_int(CHORUS_P_GPU_RING_CHUNK_BYTES));
