@@ -15,6 +15,7 @@ The goals (issue 3; float, ranks as processes, same run):
   AllReduce 8 B..4 KiB      >= 1x Open MPI at 2 ranks, >= 2x at 4 ranks
   AllReduce 64 KiB..256 MiB >= 2x Open MPI busbw, >= 10x Gloo busbw
   AllGather, ReduceScatter, Broadcast, AlltoAll from 64 KiB: >= 1x Open MPI
+  (issue 26) Reduce, Gather, Scatter, Send/Recv from 64 KiB: >= 1x Open MPI
 A ratio is the reference's median time over Chorus's (= busbw ratio).
 """
 import os
@@ -36,7 +37,8 @@ GOALS = [
     ("AllReduce 64 KiB-256 MiB, 4 ranks: 10x Gloo", "allreduce", 4, 64 * KIB, 256 * MIB, "gloo", 10.0),
 ]
 for coll, title in (("allgather", "AllGather"), ("reducescatter", "ReduceScatter"),
-                    ("broadcast", "Broadcast"), ("alltoall", "AlltoAll")):
+                    ("broadcast", "Broadcast"), ("alltoall", "AlltoAll"), ("reduce", "Reduce"),
+                    ("gather", "Gather"), ("scatter", "Scatter"), ("sendrecv", "Send/Recv")):
     for n in (2, 4):
         GOALS.append(("%s from 64 KiB, %d ranks: Open MPI's busbw" % (title, n), coll, n,
                       64 * KIB, 256 * MIB, "ompi", 1.0))
