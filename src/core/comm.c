@@ -310,13 +310,18 @@ static void cap_fifos(ncclComm_t comm, geometry *geo) {
 
 /* Where every rank of a host-memory communicator is a host of its own,
  * every connection is a TCP stream, and each message costs its header and
- * system calls: the FIFO is cut into as few slots as keep every stream
- * busy (2, or one per stream), the same bytes in larger messages. Measured
+ * system calls: the FIFO is cut into fewer slots, the same bytes in larger
+ * messages: 2, or 2 per stream where there are several (socket threads),
+ * so that every stream still has a message in flight. Measured
  * over loopback on 2 vCPUs, 2 slots of 512 KiB against 8 of 128 KiB, 256
  * KiB-64 MiB, 2 ranks: AllReduce 1.15-1.4x, ReduceScatter 1.15-1.3x,
  * Broadcast 1.2-1.3x, AllGather and AlltoAll 1.03-1.23x from 1 MiB. On 4
  * ranks sharing the 2 vCPUs AlltoAll measured 0.6-1.2x (most others
- * 1.1-1.5x), so a machine with fewer cores than ranks keeps 8 slots. Where
+ * 1.1-1.5x), so a machine with fewer cores than ranks keeps 8 slots. On
+ * 16 cores, 2 ranks with 2 socket threads each (2 streams): 4 slots of
+ * 256 KiB against 8 of 128 KiB 1.0-1.26x for AllReduce and AllGather,
+ * about level for the others, where 2 slots of 512 KiB had left Broadcast
+ * at 512 KiB-2 MiB and AlltoAll at 1 MiB 0.6-0.9x. Where
  * a host holds several ranks, shared-memory FIFOs keep their depth (every
  * connection of a communicator has one slot size: trees and rings cut
  * calls by it). All ranks decide alike, from the agreed geometry, the
@@ -324,7 +329,7 @@ static void cap_fifos(ncclComm_t comm, geometry *geo) {
 static void few_slots_between_hosts(ncclComm_t comm, geometry *geo) {
   if (comm->device >= 0 || comm->is_part || comm->nranks < 2 || comm->topo.nhosts != comm->nranks)
     return;
-  const int ns = CHORUS_MAX(2, geo->nstreams);
+  const int ns = geo->nstreams > 1 ? 2 * geo->nstreams : 2;
   if (ns >= geo->nslots) return;
   const size_t fifo = geo->slot_bytes * (size_t)geo->nslots;
   geo->slot_bytes = CHORUS_MAX((size_t)4096, fifo / (size_t)ns / 64 * 64);

@@ -34,7 +34,7 @@ CHORUS_PARAM(BOOTSTRAP_TIMEOUT,"CHORUS_BOOTSTRAP_TIMEOUT", INT, "300", 0, "Secon
 CHORUS_PARAM_GROUP("host transports")
 CHORUS_PARAM(SHM_DISABLE,      "NCCL_SHM_DISABLE",      BOOL, "0", 0, "1: TCP between ranks of one host instead of shared memory")
 CHORUS_PARAM(BUFFSIZE,         "NCCL_BUFFSIZE",         SIZE, "1M", 0, "FIFO per peer and channel, cut into CHORUS_NSLOTS slots")
-CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, "auto", AUTO, "Slots per FIFO (auto: 8; 2 where every rank is a host with a core of its own)")
+CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, "auto", AUTO, "Slots per FIFO (auto: 8; 2, or 2 per socket, where every rank is a host with a core)")
 CHORUS_PARAM(SOCKET_NTHREADS,  "NCCL_SOCKET_NTHREADS",  INT, "auto", AUTO, "TCP threads per rank, 0..16 (auto: 2 for large byte moves where cores allow)")
 CHORUS_PARAM(NSOCKS_PERTHREAD, "NCCL_NSOCKS_PERTHREAD", INT, "1", 0, "TCP sockets per thread, peer and channel (threads x sockets: 16 at most)")
 CHORUS_PARAM(NET_PLUGIN,       "NCCL_NET_PLUGIN",       STR, NULL, 0, "Network plugins, comma-separated: paths, or NAME for libnccl-net-NAME.so, or none")
