@@ -155,10 +155,10 @@ static int by_machine(const void *a, const void *b) {
 }
 
 /* Whether fits(cpus, ranks) holds for every machine of the records
- * (sorted by machine: no pass over pairs of ranks). */
+ * (sorted by machine: no pass over pairs of ranks); -1: out of memory. */
 static int every_machine(const rank_record *rec, int n, int (*fits)(long cpus, int ranks)) {
   machine_cpus *m = chorus_malloc((size_t)n * sizeof *m);
-  if (!m) return 0;
+  if (!m) return -1;
   for (int r = 0; r < n; r++) m[r] = (machine_cpus){rec[r].info.machine_hash, rec[r].cpus};
   qsort(m, (size_t)n, sizeof *m, by_machine);
   int fit = 1;
@@ -180,10 +180,10 @@ static int core_per_rank(long cpus, int ranks) {
 }
 
 /* Whether every machine of the records has the cores for AUTO_THREADS
- * threads per rank. */
+ * threads per rank; -1: out of memory. */
 static int auto_threads_fit(const rank_record *rec, int n) {
-  return !chorus_param_int(CHORUS_P_SOCKET_THREADS_FIT) ||
-         every_machine(rec, n, room_for_auto_threads);
+  if (!chorus_param_int(CHORUS_P_SOCKET_THREADS_FIT)) return 1;
+  return every_machine(rec, n, room_for_auto_threads);
 }
 
 static int live_comms;
@@ -408,22 +408,29 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     geo->nstages = CHORUS_MIN(geo->nstages, (int)rec[r].nstages);
     geo->nstreams = CHORUS_MIN(geo->nstreams, (int)rec[r].nstreams);
   }
+  /* Every rank decides the next two alike from the records; a rank out of
+   * memory for them fails its init rather than differ. */
+  const int threads_fit = any_auto ? auto_threads_fit(rec, comm->nranks) : 1;
+  /* Fewer, larger slots only where no rank waits for a core (below). */
+  const int core_each = slots_auto ? every_machine(rec, comm->nranks, core_per_rank) : 0;
+  chorus_free(rec);
+  if (threads_fit < 0 || core_each < 0) {
+    chorus_free(info);
+    return chorus_error(ncclSystemError, "out of memory comparing the machines' cores");
+  }
   /* Auto and short of cores somewhere: no threads, a socket per thread
-   * asked for as without them (every rank decides alike from the records). */
-  if (any_auto && !auto_threads_fit(rec, comm->nranks)) {
+   * asked for as without them. */
+  if (!threads_fit) {
     geo->nstreams = CHORUS_MIN(geo->nstreams, (int)CHORUS_MIN(16, nsock));
     if (on_hint) geo->nthreads = 0;
   }
-  /* Fewer, larger slots only where no rank waits for a core (below). */
-  slots_auto = slots_auto && every_machine(rec, comm->nranks, core_per_rank);
-  chorus_free(rec);
   /* Traces are merged by offsets measured against rank 0, together. */
   comm->traced_by_all = traced == comm->nranks;
   if (traced && traced < comm->nranks && comm->rank == 0)
     WARN("CHORUS_TRACE is set on %d of %d ranks: no rank traces (set it on all)", traced,
          comm->nranks);
   CHECK(chorus_topo_build(&comm->topo, info, comm->nranks, comm->rank));
-  if (slots_auto) few_slots_between_hosts(comm, geo);
+  if (core_each) few_slots_between_hosts(comm, geo);
   cap_fifos(comm, geo);
   return ncclSuccess;
 }
