@@ -327,8 +327,7 @@ static void cap_fifos(ncclComm_t comm, geometry *geo) {
  * calls by it). All ranks decide alike, from the agreed geometry, the
  * records and the topology. */
 static void few_slots_between_hosts(ncclComm_t comm, geometry *geo) {
-  if (comm->device >= 0 || comm->is_part || comm->nranks < 2 || comm->topo.nhosts != comm->nranks)
-    return;
+  if (comm->nranks < 2 || comm->topo.nhosts != comm->nranks) return;
   const int ns = geo->nstreams > 1 ? 2 * geo->nstreams : 2;
   if (ns >= geo->nslots) return;
   const size_t fifo = geo->slot_bytes * (size_t)geo->nslots;
@@ -411,8 +410,11 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   /* Every rank decides the next two alike from the records; a rank out of
    * memory for them fails its init rather than differ. */
   const int threads_fit = any_auto ? auto_threads_fit(rec, comm->nranks) : 1;
-  /* Fewer, larger slots only where no rank waits for a core (below). */
-  const int core_each = slots_auto ? every_machine(rec, comm->nranks, core_per_rank) : 0;
+  /* Fewer, larger slots (below) only for host-memory communicators (not a
+   * GPU communicator's parts) where no rank waits for a core. */
+  const int core_each = slots_auto && comm->device < 0 && !comm->is_part
+                            ? every_machine(rec, comm->nranks, core_per_rank)
+                            : 0;
   chorus_free(rec);
   if (threads_fit < 0 || core_each < 0) {
     chorus_free(info);
