@@ -43,7 +43,7 @@ extern "C" {
 #include "device/pipe_util.cuh"
 
 /* The pushing half: this rank's own blocks into the destinations' FIFOs. */
-template <typename T, bool REDUCE, int H, int UN>
+template <typename T, bool REDUCE, int H>
 static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
                                   const chorus_kern_xchg &x, size_t chunk, uint32_t nslots,
                                   size_t nsteps, const uint32_t *sent, volatile int *failed,
@@ -65,11 +65,11 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
       const char *from = send + x.soff[p];
       const bool fast = whole(from, x.bytes, j1);
       char *to = slot(c, c.arena[p], b, me, sent[p] + (uint32_t)s, chunk, nslots) - j0 * sizeof(U);
-      for (size_t j = j0 + t; j < j1; j += H * UN) {
-        U d[UN];
-        load_units<UN, H>(d, from, x.bytes, j, j1, fast);
+      for (size_t j = j0 + t; j < j1; j += H * UNROLL) {
+        U d[UNROLL];
+        load_units<UNROLL, H>(d, from, x.bytes, j, j1, fast);
 #pragma unroll
-        for (int u = 0; u < UN; u++)
+        for (int u = 0; u < UNROLL; u++)
           if (j + u * H < j1)
             *(U *)(to + (j + u * H) * sizeof(U)) = premul ? scaled<T, U>(d[u], scalar) : d[u];
       }
@@ -85,7 +85,7 @@ static __device__ void push_steps(const chorus_kern_comm &c, const chorus_kern_r
 }
 
 /* The taking half: the sources' chunks (own from send) into the output. */
-template <typename T, bool REDUCE, int H, int UN>
+template <typename T, bool REDUCE, int H>
 static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_red &red,
                                   const chorus_kern_xchg &x, size_t chunk, uint32_t nslots,
                                   size_t nsteps, const uint32_t *sent, const uint32_t *taken,
@@ -93,7 +93,7 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
   typedef typename elem<T>::acc A;
   constexpr int E = sizeof(U) / sizeof(T);
   /* Reductions keep UR accumulators of E elements: fewer units for 1-byte types. */
-  constexpr int UR = !REDUCE ? UN : E > 8 ? UN / 4 : UN / 2;
+  constexpr int UR = !REDUCE ? UNROLL : E > 8 ? UNROLL / 4 : UNROLL / 2;
   const int t = threadIdx.x - H, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
   const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
   const bool premul = REDUCE && red.kind == CHORUS_RED_PREMULSUM;
@@ -160,7 +160,7 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
   }
 }
 
-template <typename T, bool REDUCE, int H, int UN>
+template <typename T, bool REDUCE, int H>
 __global__ void __launch_bounds__(2 * H)
     pipe(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk, uint32_t nslots,
          size_t nchunks) {
@@ -183,10 +183,10 @@ __global__ void __launch_bounds__(2 * H)
   __syncthreads();
   const size_t nsteps = (size_t)b < nchunks ? (nchunks - 1 - b) / G + 1 : 0;
   if (threadIdx.x < H)
-    push_steps<T, REDUCE, H, UN>(c, red, x, chunk, nslots, nsteps, s_sent, &s_failed, &s_pushed);
+    push_steps<T, REDUCE, H>(c, red, x, chunk, nslots, nsteps, s_sent, &s_failed, &s_pushed);
   else
-    take_steps<T, REDUCE, H, UN>(c, red, x, chunk, nslots, nsteps, s_sent, s_taken, &s_failed,
-                                 &s_pushed);
+    take_steps<T, REDUCE, H>(c, red, x, chunk, nslots, nsteps, s_sent, s_taken, &s_failed,
+                             &s_pushed);
   __syncthreads();
   const int p = threadIdx.x;
   if (p < n && ((x.send_to >> p) & 1)) sent[p] = s_sent[p] + (uint32_t)nsteps;
@@ -210,21 +210,20 @@ template <typename T, bool REDUCE> struct launcher {
     size_t nchunks = (x->bytes + chunk - 1) / chunk;
     unsigned grid = nchunks < c->channels ? (unsigned)nchunks : c->channels;
     /* Copies with peers both ways (AlltoAll) from wide_from: 1024-thread
-     * CTAs (2 x H200, 2 processes, AlltoAll 1.02x at 32 MiB to 1.14x at 1
-     * GiB; 0.92-0.98x at 2-16 MiB, and Gather, Scatter no better). Both
+     * CTAs (2 x H200, 2 processes, AlltoAll 1.04-1.12x from 32 MiB;
+     * 0.92-0.98x at 2-16 MiB, and Gather, Scatter no better). Both
      * halves of a CTA widen; reductions stay narrow (at 64 registers per
      * thread their accumulators spill). */
     if constexpr (!REDUCE) {
       const uint32_t peers = ~(1u << c->rank);
       if (c->wide_from && (x->send_to & peers) && (x->recv_from & peers) &&
           x->bytes * (size_t)c->nranks >= c->wide_from) {
-        pipe<T, false, 2 * GROUP, UNROLL>
+        pipe<T, false, 2 * GROUP>
             <<<grid, 2 * THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
         return cudaGetLastError();
       }
     }
-    pipe<T, REDUCE, GROUP, UNROLL>
-        <<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
+    pipe<T, REDUCE, GROUP><<<grid, THREADS, 0, stream>>>(*c, *red, *x, chunk, nslots, nchunks);
     return cudaGetLastError();
   }
 };
