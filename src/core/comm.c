@@ -496,8 +496,9 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
           chorus_conn *c = transports[t]->conn(comm->tstate[t], p, ch, d);
           if (c) comm->conns[((size_t)p * CHORUS_NCHANNELS + (size_t)ch) * 2 + (size_t)d] = c;
         }
-  INFO(CHORUS_INIT, "rank %d: %d peer(s) over SHM, %d over NET, %d slots of %zu bytes", comm->rank,
-       npeers[T_SHM], npeers[T_NET], geo->nslots, geo->slot_bytes);
+  const char *part = !comm->is_part ? "" : comm->device >= 0 ? " (host-local part)" : " (lane)";
+  INFO(CHORUS_INIT, "rank %d%s: %d peer(s) over SHM, %d over NET, %d slots of %zu bytes",
+       comm->rank, part, npeers[T_SHM], npeers[T_NET], geo->nslots, geo->slot_bytes);
 out:
   chorus_free(peers[0]);
   chorus_free(peers[1]);
