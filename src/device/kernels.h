@@ -24,7 +24,8 @@
 #define CHORUS_KERN_MAX_RANKS    8
 #define CHORUS_KERN_MAX_BLOCKS   64
 #define CHORUS_KERN_LINE         16   /* bytes per LL line: 8 of data, 2 flags */
-#define CHORUS_KERN_MAX_CHANNELS 64   /* CTAs of the pipelined kernel */
+#define CHORUS_KERN_CHANNELS     64   /* CTAs of the FIFO kernels, at most */
+#define CHORUS_KERN_MAX_CHANNELS 128  /* and of large copies (big_from), twice that */
 #define CHORUS_KERN_CTL_STRIDE   128  /* bytes between pipeline counters peers write */
 #define CHORUS_KERN_P2P_PARTS    32   /* most CTAs of an LL Send/Recv launch */
 #define CHORUS_KERN_P2P_PART_MIN 4096 /* bytes of an LL Send/Recv each CTA moves at least */
@@ -85,8 +86,10 @@ typedef struct chorus_kern_comm {
   uint32_t chunk_bytes, fifo_bytes, channels;
   /* Exchanges that both send to and take from peers, moving at least
    * wide_from bytes per rank (a block times the ranks), copy with CTAs of
-   * twice the threads (0: never). */
-  uint64_t wide_from;
+   * twice the threads (0: never); from big_from, on twice the channels,
+   * channels c >= `channels` with FIFOs of fifo_bytes / 2 past the others'
+   * ([channel - channels][src]; 0: never, and no such FIFOs). */
+  uint64_t wide_from, big_from;
   uint32_t ring_chunk, ring_channels;       /* rings (chorus_kern_ring) */
   uint32_t twoshot_chunk, twoshot_channels; /* chorus_kern_twoshot: channels <= channels / 2 */
   /* Small Send/Recv in LL lines, per pair (chorus_kern_sendrecv_ll): a

@@ -84,10 +84,14 @@ static __device__ __forceinline__ void check_call(const chorus_kern_comm &c, int
   }
 }
 
-/* Slot k of the FIFO from src on channel b, in the arena at `arena`. */
+/* Slot k of the FIFO from src on channel b, in the arena at `arena`; the
+ * channels a big copy adds have theirs, half as large, past the others. */
 static __device__ __forceinline__ char *slot(const chorus_kern_comm &c, char *arena, int b, int src,
                                              uint32_t k, size_t chunk, uint32_t nslots) {
-  return arena + c.pipe_off + ((size_t)b * c.nranks + src) * c.fifo_bytes + (k % nslots) * chunk;
+  const size_t cn = c.channels, n = c.nranks, f = c.fifo_bytes;
+  const size_t fifo = (size_t)b < cn ? ((size_t)b * n + src) * f
+                                     : cn * n * f + (((size_t)b - cn) * n + src) * (f / 2);
+  return arena + c.pipe_off + fifo + (k % nslots) * chunk;
 }
 /* The done count a destination must have reached before step s (of a
  * launch that started at `sent` chunks and cuts its FIFO into nslots)

@@ -61,6 +61,7 @@ static void kernel_comm(chorus_gpu *g, const chorus_gpu_settings *st,
   kc->chunk_bytes = st->chunk_bytes;
   kc->fifo_bytes = st->fifo_bytes;
   kc->wide_from = st->wide_from;
+  kc->big_from = st->big_from;
   kc->ring_channels = st->ring_channels;
   kc->ring_chunk = st->ring_chunk;
   kc->twoshot_channels = st->twoshot_channels;
@@ -217,11 +218,15 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   chorus_gpu_arenas_settled(&g->arenas); /* every peer has mapped every arena */
   CHECK_GOTO(watch_peers(g, rec, nranks), res, fail);
   plan_shape(g, &st, plan);
+  char big[80] = "";
+  if (g->kc.big_from)
+    snprintf(big, sizeof big, " (and as many of half that for copies from %llu bytes per rank)",
+             (unsigned long long)g->kc.big_from);
   INFO(CHORUS_INIT,
        "rank %d GPU %d (%s): arena %zu bytes of %s, LL %zu bytes per peer, %u channels x %u FIFO "
-       "bytes per peer, exchange steps of %u bytes",
+       "bytes per peer%s, exchange steps of %u bytes",
        rank, device, me->bus_id, g->arenas.own_bytes, chorus_gpu_arenas_kind(&g->arenas),
-       g->ll_bytes, g->kc.channels, g->kc.fifo_bytes, g->kc.chunk_bytes);
+       g->ll_bytes, g->kc.channels, g->kc.fifo_bytes, big, g->kc.chunk_bytes);
   log_layout(g, &lay);
   chorus_free(rec);
   chorus_launchers_hold();

@@ -48,7 +48,9 @@ void chorus_gpu_arena_layout_make(const chorus_gpu_settings *s, int nranks,
   a->p2p_slots = chorus_layout_add(
       l, "Send/Recv LL slots",
       (size_t)nranks * 2 * s->p2p_ll_parts * (1 + (size_t)s->p2p_ll_lines) * CHORUS_KERN_LINE, 16);
-  a->fifos =
-      chorus_layout_add(l, "FIFOs", (size_t)s->channels * (size_t)nranks * s->fifo_bytes, 65536);
+  /* Then, for copies on twice the channels, FIFOs of half the size for
+   * the added ones (kernels.h, big_from). */
+  const size_t fifos = (size_t)s->channels * (size_t)nranks * s->fifo_bytes;
+  a->fifos = chorus_layout_add(l, "FIFOs", s->big_from ? fifos + fifos / 2 : fifos, 65536);
   a->bytes = l->end;
 }

@@ -29,18 +29,20 @@ static uint32_t count_of(chorus_param_id id, int64_t lo, int64_t hi) {
 void chorus_gpu_settings_read(chorus_gpu_settings *s, int nranks, int staged) {
   s->ll_bytes = (size_t)CHORUS_MAX(4096, chorus_param_int(CHORUS_P_GPU_LL_BYTES)) / 8 * 8;
   s->ll_cta_lines = count_of(CHORUS_P_GPU_LL_CTA_LINES, 32, 65536) / 32 * 32;
-  s->channels = count_of(CHORUS_P_GPU_CHANNELS, 1, CHORUS_KERN_MAX_CHANNELS);
+  s->channels = count_of(CHORUS_P_GPU_CHANNELS, 1, CHORUS_KERN_CHANNELS);
   if (staged && s->channels > CHORUS_GPU_STAGED_CHANNELS) s->channels = CHORUS_GPU_STAGED_CHANNELS;
   s->chunk_bytes = step_of(size_auto(CHORUS_P_GPU_CHUNK_BYTES, nranks, 128 << 10, 64 << 10));
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
   const int64_t fifo = size_auto(CHORUS_P_GPU_FIFO_BYTES, nranks, 1 << 20, 512 << 10);
   s->fifo_bytes = (uint32_t)CHORUS_CLAMP(fifo, 2 * (int64_t)s->chunk_bytes, 1 << 28) / 8192 * 8192;
   s->wide_from = (uint64_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_WIDE_FROM));
+  /* Staged arenas (host memory) take no FIFOs for more channels. */
+  s->big_from = staged ? 0 : (uint64_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_BIG_FROM));
   /* Rings use the pipeline's FIFOs, so no more channels than it has. */
   s->ring_channels = count_of(CHORUS_P_GPU_RING_CHANNELS, 1, s->channels);
   s->ring_chunk = step_of(chorus_param_int(CHORUS_P_GPU_RING_CHUNK_BYTES));
   /* The two-shot's gathering half uses the upper half of the channels. */
-  s->twoshot_channels = count_of(CHORUS_P_GPU_TWOSHOT_CHANNELS, 1, CHORUS_KERN_MAX_CHANNELS / 2);
+  s->twoshot_channels = count_of(CHORUS_P_GPU_TWOSHOT_CHANNELS, 1, CHORUS_KERN_CHANNELS / 2);
   s->twoshot_chunk = step_of(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHUNK_BYTES));
   s->p2p_ll_bytes =
       (size_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, CHORUS_GPU_P2P_LL_MAX);

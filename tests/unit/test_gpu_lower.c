@@ -458,7 +458,10 @@ static void arena_layout(void) {
         EXPECT_EQ_INT(r->off % r->align, 0);
         if (i) EXPECT(r->off >= a.regions.region[i - 1].off + a.regions.region[i - 1].bytes);
       }
-      EXPECT_EQ_INT(a.bytes, a.fifos + (size_t)s.channels * (size_t)n * s.fifo_bytes);
+      const size_t fifos = (size_t)s.channels * (size_t)n * s.fifo_bytes;
+      /* Big copies' added channels have FIFOs of half the size (not staged). */
+      EXPECT_EQ_INT(s.big_from != 0, !staged);
+      EXPECT_EQ_INT(a.bytes, a.fifos + (staged ? fifos : fifos + fifos / 2));
       EXPECT(a.counters + 2 * (size_t)CHORUS_KERN_MAX_CHANNELS * CHORUS_KERN_MAX_RANKS *
                               CHORUS_KERN_CTL_STRIDE <=
              a.p2p_epochs);
@@ -468,8 +471,8 @@ static void arena_layout(void) {
   chorus_gpu_settings_read(&s, 4, 0);
   chorus_gpu_arena_layout a;
   chorus_gpu_arena_layout_make(&s, 4, &a);
-  const size_t want[] = {0,      256,    512,    1024,   4096,   8192,   139264,
-                         141312, 142336, 143360, 144384, 196608, 212992, 262144};
+  const size_t want[] = {0,      256,    512,    1024,   4096,   16384,  278528,
+                         280576, 281600, 282624, 283648, 327680, 344064, 393216};
   const size_t got[] = {a.epochs,   a.zc_epochs,  a.test,     a.acks,        a.totals,
                         a.counters, a.p2p_epochs, a.p2p_acks, a.p2p_barrier, a.failures,
                         a.board,    a.ll_headers, a.zc_lines, a.ll_slots};
