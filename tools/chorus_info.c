@@ -279,6 +279,7 @@ static int explain(int argc, char **argv) {
   /* As ranks in processes of their own measure it (the library: the mean
    * of the ranks'). */
   c.env.read_slowdown = c.env.peer_read ? chorus_shm_read_slowdown() : 0;
+  c.env.reads_dear = c.env.read_slowdown > CHORUS_READ_DEAR;
   c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
   c.env.max_msg = chorus_comm_slot_bytes(NULL);
   const int net = chorus_netprobe_setting(&c.env.net_us, &c.env.net_bw);
@@ -339,7 +340,11 @@ static int explain(int argc, char **argv) {
              "its own at init)\n",
              CHORUS_NET_HOP_US, CHORUS_NET_BW / 1e3);
   }
-  if (c.env.read_slowdown > 0)
+  if (c.env.reads_dear)
+    printf("peer reads between processes: %.2fx memcpy's time on this machine (1 MiB), over %.1f: "
+           "dearer than two copies, so no zerocopy, and direct sends through the slots\n",
+           c.env.read_slowdown, CHORUS_READ_DEAR);
+  else if (c.env.read_slowdown > 0)
     printf("peer reads between processes: %.2fx memcpy's time on this machine (1 MiB; zerocopy "
            "and direct priced by it)\n",
            c.env.read_slowdown);

@@ -168,7 +168,12 @@ static double read_scale(const chorus_cost_env *e) {
 
 static double one_host(int func, int algo, double size, const chorus_cost_env *e) {
   if ((algo == CHORUS_ALGO_ONESHOT || algo == CHORUS_ALGO_TWOSHOT) && !e->node) return -1;
-  if (algo == CHORUS_ALGO_ZEROCOPY && !e->peer_read) return -1;
+  /* Where reads cost more than two copies, zerocopy (a read per byte) is
+   * never the cheapest: on the AMD guest (reads 3-4.6x memcpy) it measured
+   * 1.5-3x slower than the best of the others for every collective it runs
+   * on 2 and 4 ranks, 64 KiB-16 MiB, while its fit priced 4-rank Scatter
+   * at 1 MiB below oneshot (chosen there: 42 us against 27). */
+  if (algo == CHORUS_ALGO_ZEROCOPY && (!e->peer_read || e->reads_dear)) return -1;
   const double t_scale =
       algo == CHORUS_ALGO_ZEROCOPY || algo == CHORUS_ALGO_DIRECT ? read_scale(e) : 1;
   for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {

@@ -69,8 +69,11 @@ typedef struct chorus_cost_env {
    * (else 0), and the lanes `hier` cuts a block across (0: one). */
   int nlocal, lanes;
   /* Host: how many times slower reads between processes are than memcpy
-   * on this machine (transport/shm/readrate.h); 0: none cross processes. */
+   * on this machine (transport/shm/readrate.h); 0: none cross processes.
+   * reads_dear: over CHORUS_READ_DEAR there, where a read costs more than
+   * two copies: no zerocopy (direct's sends keep to the slots). */
   double read_slowdown;
+  int reads_dear;
 } chorus_cost_env;
 
 /* Modelled microseconds of func with algo in proto (CHORUS_RULE_ANY: the

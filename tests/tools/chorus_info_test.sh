@@ -63,9 +63,21 @@ printf '%s\n' "$err" | grep -q 'CHORUS_NET=5,x' || fail "the bad CHORUS_NET is n
 ex=$("$info" --explain allreduce 1M --host --ranks 2)
 printf '%s\n' "$ex" | grep -Eq "cost model prices (ring|oneshot|twoshot|zerocopy)/Simple cheapest" || fail "host: $ex"
 # Peer reads priced as the library prices them where the kernel allows them,
-# by this machine's reads against its memcpy (which wins depends on them).
+# by this machine's reads against its memcpy (which wins depends on them);
+# where they cost more than two copies (CHORUS_READ_DEAR), zerocopy has no
+# price. The ratio forced both ways (CHORUS_READ_SLOWDOWN), then measured.
+ex=$(CHORUS_READ_SLOWDOWN=1 "$info" --explain allreduce 4M --host --ranks 2)
+case $ex in
+*"not measured"*) ;;
+*)
+  printf '%s\n' "$ex" | grep -Eq "priced: .*zerocopy/Simple [0-9.]+ us" || fail "reads cheap: $ex"
+  ex=$(CHORUS_READ_SLOWDOWN=8 "$info" --explain allreduce 4M --host --ranks 2)
+  printf '%s\n' "$ex" | grep -q "8.00x .* over 2.0: dearer than two copies, so no zerocopy" ||
+    fail "reads dear: not said: $ex"
+  printf '%s\n' "$ex" | grep -q "zerocopy/Simple [0-9]" && fail "reads dear: zerocopy priced: $ex"
+  ;;
+esac
 ex=$("$info" --explain allreduce 4M --host --ranks 2)
-printf '%s\n' "$ex" | grep -Eq "priced: .*zerocopy/Simple [0-9.]+ us" || fail "host peer reads: $ex"
 printf '%s\n' "$ex" | grep -Eq "peer reads between processes: ([0-9.]+x memcpy|not measured)" ||
   fail "the machine's read slowdown is not said: $ex"
 err=$(CHORUS_TUNE=allreduce:0-2Q:ring "$info" --rules 2>&1) && fail "a bad CHORUS_TUNE passed"

@@ -21,7 +21,7 @@ static int pick(int func, size_t size, const chorus_cost_env *e) {
 }
 
 static void one_host_own_cores(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0};
   int small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
   EXPECT(small == CHORUS_ALGO_ONESHOT || small == CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 16 << 20, &e), CHORUS_ALGO_RING);
@@ -41,7 +41,7 @@ static void one_host_own_cores(void) {
 }
 
 static void one_host_oversubscribed(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
@@ -53,7 +53,7 @@ static void one_host_oversubscribed(void) {
  * small calls stay staged; without
  * peer reads it has no price. */
 static void one_host_peer_reads(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
@@ -78,7 +78,7 @@ static void one_host_peer_reads(void) {
  * for AlltoAll, Gather, Scatter); a machine with cheap reads keeps them,
  * and far-off ratios are clamped (the fit's error). */
 static void peer_reads_by_machine(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 1.6};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 1.6, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 4 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   const double at_cal =
@@ -109,10 +109,27 @@ static void peer_reads_by_machine(void) {
   e.read_slowdown = 1000;
   EXPECT(chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, 64 << 20,
                         &e) == at8);
+  /* Reads dearer than two copies (readrate.h): no zerocopy at all, for any
+   * function or size; the other algorithms keep their prices. 4-rank
+   * Scatter at 1 MiB on the AMD guest had been zerocopy (42 us, oneshot
+   * 27). */
+  chorus_cost_env four = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 1, 0, 0, 3.6, 0};
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_SCATTER, 1 << 20, &four), CHORUS_ALGO_ZEROCOPY);
+  const double oneshot =
+      chorus_cost_us(CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 1 << 20, &four);
+  four.reads_dear = 1;
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_SCATTER, 1 << 20, &four), CHORUS_ALGO_ONESHOT);
+  EXPECT(chorus_cost_us(CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 1 << 20,
+                        &four) == oneshot);
+  for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
+    for (uint64_t s = 8; s <= (64u << 20); s *= 16) {
+      EXPECT(chorus_cost_us(f, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, s, &four) < 0);
+      EXPECT(chorus_cost_us(f, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, s, &e) < 0 || !e.reads_dear);
+    }
 }
 
 static void across_hosts(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_RD);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 64 << 20, &e), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 64 << 20, &e), CHORUS_ALGO_DIRECT);
@@ -140,7 +157,7 @@ static void across_hosts(void) {
  * recursive doubling's log2(n) exchanges over the ring's 2(n-1) hops;
  * CHORUS_NET's text parses into them. */
 static void network_figures(void) {
-  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0, 0};
   chorus_cost_env far = near;
   far.net_us = 2000; /* 2 ms one way */
   far.net_bw = 125;  /* 1 Gbit/s */
@@ -183,13 +200,13 @@ static void network_figures(void) {
 }
 
 static void monotone_in_size(void) {
-  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0},
-                            {CHORUS_BACKEND_GPU, 8, 2, 0, 0, 131072, 0, 0, 0, 4, 1, 0}};
+  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0, 0},
+                            {CHORUS_BACKEND_GPU, 8, 2, 0, 0, 131072, 0, 0, 0, 4, 1, 0, 0}};
   for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++)
     for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
       for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
@@ -202,7 +219,7 @@ static void monotone_in_size(void) {
             prev = t;
           }
         }
-  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &one), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &one), CHORUS_ALGO_CHAIN);
 }
@@ -212,7 +229,7 @@ static void monotone_in_size(void) {
  * only across hosts: gpu_across_hosts); small calls are latency, large
  * ones bandwidth (LL dearer per byte than Simple). */
 static void gpu_prices(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
       for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
@@ -249,7 +266,7 @@ static uint64_t hier_from(int func, const chorus_cost_env *e) {
  * AllReduce, where the runs of docs/PERFORMANCE.md put it. */
 static void gpu_across_hosts(void) {
   const int AR = CHORUS_FUNC_ALLREDUCE, AG = CHORUS_FUNC_ALLGATHER, RS = CHORUS_FUNC_REDUCESCATTER;
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++) {
       const int hier =

@@ -6,8 +6,9 @@
  * 1.6 on an Intel Xeon guest, 4.2 on an AMD EPYC one (memcpy 2.3x faster,
  * process_vm_readv alike), where zerocopy, the fastest AllReduce at 1-16
  * MiB on 2 ranks of the first, is 2.7x slower than the ring. So the cost
- * model prices zerocopy and direct by it (algo/cost.c), and sends between
- * processes keep to the slots where it is over CHORUS_READ_DEAR (shm.c).
+ * model prices zerocopy and direct by it (algo/cost.c); where it is over
+ * CHORUS_READ_DEAR the model offers no zerocopy (coll/prepare.c) and
+ * sends between processes keep to the slots (shm.c).
  */
 #ifndef CHORUS_TRANSPORT_SHM_READRATE_H
 #define CHORUS_TRANSPORT_SHM_READRATE_H
