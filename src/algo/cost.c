@@ -154,16 +154,29 @@ static double curve_us(const curve *c, double a_scale, double t_scale, double si
  * this machine's reads between processes cost against its memcpy,
  * relative to the calibration machine's (the other algorithms copy
  * through stages with memcpy): within 1/4..8 of the fit. Where reads cost
- * over two copies, direct's messages go through the slots instead (shm.c)
- * and its price overstates them; there direct measured 1.2-1.3x faster
- * than oneshot for Gather from 1 MiB and level for Scatter and AlltoAll,
- * but 1.4-2.5x slower up to 256 KiB, where the fit (of another machine)
- * prices it right only as overstated. A refit on such a machine is what
- * would price both. */
+ * over two copies (reads_dear) neither reads: see one_host. */
 static double read_scale(const chorus_cost_env *e) {
   if (e->read_slowdown <= 0) return 1;
   const double s = e->read_slowdown / CAL_READ_SLOWDOWN;
   return s < 0.25 ? 0.25 : s > 8 ? 8 : s;
+}
+
+static double one_host(int func, int algo, double size, const chorus_cost_env *e);
+
+/* Where reads are dear, direct's messages go through the slots (shm.c):
+ * the two copies oneshot makes through node memory, in a FIFO per peer
+ * instead. Priced as oneshot times the ratio measured on such a machine
+ * (bench/calibration-2026-11-30-amd.txt, 2 and 4 ranks, 64 KiB-16 MiB):
+ * blocks of two slots or more stream through the peers' FIFOs, Gather in
+ * 0.61-0.90 of oneshot's time (median 0.77), Scatter 0.79-1.01 (0.93),
+ * AlltoAll 0.89-1.09 (0.98); a smaller block waits whole in a slot,
+ * 1.02-2.7x (more than oneshot at every such size). */
+static double direct_through_slots(int func, double size, const chorus_cost_env *e) {
+  const double one = one_host(func, CHORUS_ALGO_ONESHOT, size, e);
+  if (one < 0 || e->nranks < 2) return -1;
+  const double slot = e->max_msg ? (double)e->max_msg : 131072.0;
+  if (size / e->nranks < 2 * slot) return 1.5 * one;
+  return one * (func == CHORUS_FUNC_GATHER ? 0.77 : func == CHORUS_FUNC_SCATTER ? 0.93 : 0.98);
 }
 
 static double one_host(int func, int algo, double size, const chorus_cost_env *e) {
@@ -174,6 +187,7 @@ static double one_host(int func, int algo, double size, const chorus_cost_env *e
    * on 2 and 4 ranks, 64 KiB-16 MiB, while its fit priced 4-rank Scatter
    * at 1 MiB below oneshot (chosen there: 42 us against 27). */
   if (algo == CHORUS_ALGO_ZEROCOPY && (!e->peer_read || e->reads_dear)) return -1;
+  if (algo == CHORUS_ALGO_DIRECT && e->reads_dear) return direct_through_slots(func, size, e);
   const double t_scale =
       algo == CHORUS_ALGO_ZEROCOPY || algo == CHORUS_ALGO_DIRECT ? read_scale(e) : 1;
   for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {

@@ -118,9 +118,27 @@ static void peer_reads_by_machine(void) {
   const double oneshot =
       chorus_cost_us(CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 1 << 20, &four);
   four.reads_dear = 1;
-  EXPECT_EQ_INT(pick(CHORUS_FUNC_SCATTER, 1 << 20, &four), CHORUS_ALGO_ONESHOT);
   EXPECT(chorus_cost_us(CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 1 << 20,
                         &four) == oneshot);
+  /* There direct's messages go through the slots: cheaper than oneshot
+   * where a rank's block spans two slots or more (4 ranks: from 1 MiB; 2
+   * ranks: from 512 KiB), dearer below (bench/calibration-2026-11-30-amd.txt). */
+  const int rooted[] = {CHORUS_FUNC_SCATTER, CHORUS_FUNC_GATHER, CHORUS_FUNC_ALLTOALL};
+  for (int k = 0; k < 3; k++) {
+    EXPECT_EQ_INT(pick(rooted[k], 1 << 20, &four), CHORUS_ALGO_DIRECT);
+    EXPECT_EQ_INT(pick(rooted[k], 16 << 20, &four), CHORUS_ALGO_DIRECT);
+    EXPECT_EQ_INT(pick(rooted[k], 512 << 10, &four), CHORUS_ALGO_ONESHOT);
+    EXPECT_EQ_INT(pick(rooted[k], 64 << 10, &four), CHORUS_ALGO_ONESHOT);
+  }
+  chorus_cost_env two = four;
+  two.nranks = 2;
+  two.oversubscribed = 0;
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 512 << 10, &two), CHORUS_ALGO_DIRECT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 256 << 10, &two), CHORUS_ALGO_ONESHOT);
+  /* Larger slots (max_msg) move the threshold with them. */
+  two.max_msg = 1 << 20;
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 2 << 20, &two), CHORUS_ALGO_ONESHOT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 4 << 20, &two), CHORUS_ALGO_DIRECT);
   for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
     for (uint64_t s = 8; s <= (64u << 20); s *= 16) {
       EXPECT(chorus_cost_us(f, CHORUS_ALGO_ZEROCOPY, CHORUS_RULE_ANY, s, &four) < 0);
