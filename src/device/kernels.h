@@ -87,7 +87,8 @@ typedef struct chorus_kern_comm {
   /* Exchanges that both send to and take from peers, moving at least
    * wide_from bytes per rank (a block times the ranks), copy with CTAs of
    * twice the threads (0: never); from big_from, on twice the channels,
-   * channels c >= `channels` with FIFOs of fifo_bytes / 2 past the others'
+   * as Send/Recv transfers of big_from bytes (p2p.cu) are: channels c >=
+   * `channels` have FIFOs of fifo_bytes / 2 past the others'
    * ([channel - channels][src]; 0: never, and no such FIFOs). */
   uint64_t wide_from, big_from;
   uint32_t ring_chunk, ring_channels;       /* rings (chorus_kern_ring) */
