@@ -342,7 +342,8 @@ static int explain(int argc, char **argv) {
   }
   if (c.env.reads_dear)
     printf("peer reads between processes: %.2fx memcpy's time on this machine (1 MiB), over %.1f: "
-           "dearer than two copies, so no zerocopy, and direct sends through the slots\n",
+           "dearer than two copies, so zerocopy is priced above them, and direct sends through the "
+           "slots\n",
            c.env.read_slowdown, CHORUS_READ_DEAR);
   else if (c.env.read_slowdown > 0)
     printf("peer reads between processes: %.2fx memcpy's time on this machine (1 MiB; zerocopy "

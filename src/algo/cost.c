@@ -179,14 +179,28 @@ static double direct_through_slots(int func, double size, const chorus_cost_env 
   return one * (func == CHORUS_FUNC_GATHER ? 0.77 : func == CHORUS_FUNC_SCATTER ? 0.93 : 0.98);
 }
 
+/* Where reads cost more than two copies, zerocopy's read per byte costs
+ * read_slowdown / 2 times the bytes of oneshot's two copies: priced at
+ * least that, it is never the cheapest, yet keeps a price (NCCL_ALGO may
+ * ask for it). On the AMD guest (reads 3-4.6x memcpy) it measured 1.5-3x
+ * slower than the best of the others for every collective it runs on 2
+ * and 4 ranks, 64 KiB-16 MiB, while its fit, scaled by the reads alone,
+ * priced 4-rank Scatter at 1 MiB below oneshot (chosen there: 42 us
+ * against 27). */
+static double zerocopy_dear(int func, double size, const chorus_cost_env *e) {
+  chorus_cost_env cheap = *e;
+  cheap.reads_dear = 0;
+  const double zc = one_host(func, CHORUS_ALGO_ZEROCOPY, size, &cheap),
+               one = one_host(func, CHORUS_ALGO_ONESHOT, size, e);
+  if (zc < 0 || one < 0) return zc;
+  const double floor = one * e->read_slowdown / 2;
+  return zc > floor ? zc : floor;
+}
+
 static double one_host(int func, int algo, double size, const chorus_cost_env *e) {
   if ((algo == CHORUS_ALGO_ONESHOT || algo == CHORUS_ALGO_TWOSHOT) && !e->node) return -1;
-  /* Where reads cost more than two copies, zerocopy (a read per byte) is
-   * never the cheapest: on the AMD guest (reads 3-4.6x memcpy) it measured
-   * 1.5-3x slower than the best of the others for every collective it runs
-   * on 2 and 4 ranks, 64 KiB-16 MiB, while its fit priced 4-rank Scatter
-   * at 1 MiB below oneshot (chosen there: 42 us against 27). */
-  if (algo == CHORUS_ALGO_ZEROCOPY && (!e->peer_read || e->reads_dear)) return -1;
+  if (algo == CHORUS_ALGO_ZEROCOPY && !e->peer_read) return -1;
+  if (algo == CHORUS_ALGO_ZEROCOPY && e->reads_dear) return zerocopy_dear(func, size, e);
   if (algo == CHORUS_ALGO_DIRECT && e->reads_dear) return direct_through_slots(func, size, e);
   const double t_scale =
       algo == CHORUS_ALGO_ZEROCOPY || algo == CHORUS_ALGO_DIRECT ? read_scale(e) : 1;

@@ -71,7 +71,8 @@ typedef struct chorus_cost_env {
   /* Host: how many times slower reads between processes are than memcpy
    * on this machine (transport/shm/readrate.h); 0: none cross processes.
    * reads_dear: over CHORUS_READ_DEAR there, where a read costs more than
-   * two copies: no zerocopy (direct's sends keep to the slots). */
+   * two copies: zerocopy dearer than oneshot (direct's sends keep to the
+   * slots). */
   double read_slowdown;
   int reads_dear;
 } chorus_cost_env;

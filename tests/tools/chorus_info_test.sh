@@ -64,17 +64,21 @@ ex=$("$info" --explain allreduce 1M --host --ranks 2)
 printf '%s\n' "$ex" | grep -Eq "cost model prices (ring|oneshot|twoshot|zerocopy)/Simple cheapest" || fail "host: $ex"
 # Peer reads priced as the library prices them where the kernel allows them,
 # by this machine's reads against its memcpy (which wins depends on them);
-# where they cost more than two copies (CHORUS_READ_DEAR), zerocopy has no
-# price. The ratio forced both ways (CHORUS_READ_SLOWDOWN), then measured.
+# where they cost more than two copies (CHORUS_READ_DEAR), zerocopy is
+# priced above them and not chosen. The ratio forced both ways
+# (CHORUS_READ_SLOWDOWN), then measured.
 ex=$(CHORUS_READ_SLOWDOWN=1 "$info" --explain allreduce 4M --host --ranks 2)
 case $ex in
 *"not measured"*) ;;
 *)
   printf '%s\n' "$ex" | grep -Eq "priced: .*zerocopy/Simple [0-9.]+ us" || fail "reads cheap: $ex"
   ex=$(CHORUS_READ_SLOWDOWN=8 "$info" --explain allreduce 4M --host --ranks 2)
-  printf '%s\n' "$ex" | grep -q "8.00x .* over 2.0: dearer than two copies, so no zerocopy" ||
+  printf '%s\n' "$ex" | grep -q "8.00x .* over 2.0: dearer than two copies, so zerocopy is priced above" ||
     fail "reads dear: not said: $ex"
-  printf '%s\n' "$ex" | grep -q "zerocopy/Simple [0-9]" && fail "reads dear: zerocopy priced: $ex"
+  printf '%s\n' "$ex" | grep -q "^-> zerocopy" && fail "reads dear: zerocopy chosen: $ex"
+  ex=$(CHORUS_READ_SLOWDOWN=8 "$info" --explain scatter 1M --host --ranks 2)
+  printf '%s\n' "$ex" | grep -Eq "priced: .*zerocopy/Simple [0-9.]+ us" || fail "reads dear: zerocopy unpriced: $ex"
+  printf '%s\n' "$ex" | grep -q "^-> zerocopy" && fail "reads dear: the Scatter by zerocopy: $ex"
   ;;
 esac
 ex=$("$info" --explain allreduce 4M --host --ranks 2)

@@ -7,7 +7,7 @@
  * process_vm_readv alike), where zerocopy, the fastest AllReduce at 1-16
  * MiB on 2 ranks of the first, is 2.7x slower than the ring. So the cost
  * model prices zerocopy and direct by it (algo/cost.c); where it is over
- * CHORUS_READ_DEAR the model offers no zerocopy (coll/prepare.c) and
+ * CHORUS_READ_DEAR the model never prefers zerocopy (coll/prepare.c) and
  * sends between processes keep to the slots (shm.c).
  */
 #ifndef CHORUS_TRANSPORT_SHM_READRATE_H
