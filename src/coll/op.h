@@ -42,10 +42,14 @@ typedef struct chorus_coll_comm {
   int64_t timeout_ns;        /* CHORUS_OP_TIMEOUT; <= 0: none */
   int64_t spin_ns;           /* polling time before yielding */
   int64_t yield_ns;          /* then yielding time before sleeping */
-  int reproducible;          /* CHORUS_REPRODUCIBLE: reductions in rank order (coll/ordered.c) */
-  uint64_t seq;              /* next collective's sequence number */
-  const int *ring;           /* ring order: position -> rank */
-  const int *ring_pos;       /* rank -> position */
+  /* Its place among its machine's ranks + 1, where they outnumber the
+   * CPUs: the thread of its first call binds itself to a CPU by it
+   * (util/affinity.h, CHORUS_SPREAD_RANKS), then 0. */
+  int spread;
+  int reproducible;    /* CHORUS_REPRODUCIBLE: reductions in rank order (coll/ordered.c) */
+  uint64_t seq;        /* next collective's sequence number */
+  const int *ring;     /* ring order: position -> rank */
+  const int *ring_pos; /* rank -> position */
   const chorus_topo *topo;
   /* Set once a call on this communicator failed; later calls are refused. */
   ncclResult_t failed;

@@ -518,6 +518,20 @@ static int64_t default_spin_ns(const chorus_topo *t) {
   return (cpus > 0 && t->nmachine > cpus) ? 0 : 1000000;
 }
 
+/* This rank's place among its machine's ranks + 1 where they outnumber
+ * its CPUs, for host-memory communicators (coll/op.h, spread); else 0. */
+static int spread_place(const ncclComm_t comm) {
+  const chorus_topo *t = &comm->topo;
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (comm->device >= 0 || comm->is_part || !chorus_param_int(CHORUS_P_SPREAD_RANKS) || cpus <= 0 ||
+      t->nmachine <= cpus)
+    return 0;
+  int place = 0;
+  const uint64_t mine = t->info[comm->rank].machine_hash;
+  for (int r = 0; r < comm->rank; r++) place += t->info[r].machine_hash == mine;
+  return place + 1;
+}
+
 static void fill_coll_comm(ncclComm_t comm) {
   chorus_coll_comm *cc = &comm->cc;
   cc->rank = comm->rank;
@@ -532,6 +546,7 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->timeout_ns = chorus_param_int(CHORUS_P_OP_TIMEOUT) * 1000000000ll;
   cc->spin_ns = default_spin_ns(&comm->topo);
   cc->yield_ns = CHORUS_MAX((int64_t)0, chorus_param_int(CHORUS_P_YIELD_US)) * 1000;
+  cc->spread = spread_place(comm);
   cc->reproducible = chorus_param_int(CHORUS_P_REPRODUCIBLE) != 0;
   cc->ring = comm->ring;
   cc->ring_pos = comm->ring + comm->nranks;

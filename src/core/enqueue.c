@@ -17,8 +17,10 @@
 #include "gpu/gpu.h"
 #include "gpu/ordered.h"
 #include "gpu/proxy.h"
+#include "util/affinity.h"
 #include "util/alloc.h"
 #include "util/check.h"
+#include "util/log.h"
 
 #define MAX_QUEUES_ON_STACK 16
 #define MAX_OPS_ON_STACK    64
@@ -157,6 +159,19 @@ static void prof_calls(chorus_op **all, size_t n, int when, ncclResult_t res) {
   }
 }
 
+/* The first call of a host-memory rank that shares its machine's CPUs
+ * with more ranks than there are: its thread binds itself to one of them
+ * (util/affinity.h). Here rather than at init, which may run on a thread
+ * of its own. */
+static void spread(chorus_coll_comm *cc) {
+  const int cpu = chorus_affinity_spread(cc->spread - 1, cc->topo->nmachine);
+  cc->spread = 0;
+  if (cpu >= 0)
+    INFO(CHORUS_INIT,
+         "rank %d: %d ranks share this machine's CPUs: its calls' thread bound to CPU %d", cc->rank,
+         cc->topo->nmachine, cpu);
+}
+
 ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
   const int free_ops = flags & CHORUS_RUN_FREE;
   chorus_exec_queue stackq[MAX_QUEUES_ON_STACK];
@@ -191,6 +206,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
       gpu[ng++] = op;
       continue;
     }
+    if (op->cc->spread) spread(op->cc);
     int i = queue_of(&qs, &tails, &nq, &cap, stackq, op->cc);
     if (i < 0) {
       res = chorus_error(ncclSystemError, "out of memory grouping %d communicators", nq + 1);
