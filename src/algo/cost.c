@@ -154,14 +154,28 @@ static double curve_us(const curve *c, double a_scale, double t_scale, double si
  * this machine's reads between processes cost against its memcpy,
  * relative to the calibration machine's (the other algorithms copy
  * through stages with memcpy): within 1/4..8 of the fit. Where reads cost
- * over two copies (reads_dear) neither reads: see one_host. */
+ * over two copies (reads_dear), direct copies through the slots instead
+ * and zerocopy is priced above the copies: see one_host. */
 static double read_scale(const chorus_cost_env *e) {
   if (e->read_slowdown <= 0) return 1;
   const double s = e->read_slowdown / CAL_READ_SLOWDOWN;
   return s < 0.25 ? 0.25 : s > 8 ? 8 : s;
 }
 
-static double one_host(int func, int algo, double size, const chorus_cost_env *e);
+/* The fit of func with algo for `size` bytes, its bytes' time scaled by
+ * the reads for the algorithms that read between processes; -1 when
+ * there is none. */
+static double fitted(int func, int algo, double size, const chorus_cost_env *e) {
+  const double t_scale =
+      algo == CHORUS_ALGO_ZEROCOPY || algo == CHORUS_ALGO_DIRECT ? read_scale(e) : 1;
+  for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {
+    const fit *f = &fits[i];
+    if (f->func != func || f->algo != algo) continue;
+    if (e->oversubscribed) return curve_us(&f->over, e->nranks / 4.0, t_scale, size);
+    return curve_us(&f->own, e->nranks / 2.0, t_scale, size);
+  }
+  return -1;
+}
 
 /* Where reads are dear, direct's messages go through the slots (shm.c):
  * the two copies oneshot makes through node memory, in a FIFO per peer
@@ -172,7 +186,7 @@ static double one_host(int func, int algo, double size, const chorus_cost_env *e
  * AlltoAll 0.89-1.09 (0.98); a smaller block waits whole in a slot,
  * 1.02-2.7x (more than oneshot at every such size). */
 static double direct_through_slots(int func, double size, const chorus_cost_env *e) {
-  const double one = one_host(func, CHORUS_ALGO_ONESHOT, size, e);
+  const double one = e->node ? fitted(func, CHORUS_ALGO_ONESHOT, size, e) : -1;
   if (one < 0 || e->nranks < 2) return -1;
   const double slot = e->max_msg ? (double)e->max_msg : 131072.0;
   if (size / e->nranks < 2 * slot) return 1.5 * one;
@@ -188,10 +202,8 @@ static double direct_through_slots(int func, double size, const chorus_cost_env 
  * priced 4-rank Scatter at 1 MiB below oneshot (chosen there: 42 us
  * against 27). */
 static double zerocopy_dear(int func, double size, const chorus_cost_env *e) {
-  chorus_cost_env cheap = *e;
-  cheap.reads_dear = 0;
-  const double zc = one_host(func, CHORUS_ALGO_ZEROCOPY, size, &cheap),
-               one = one_host(func, CHORUS_ALGO_ONESHOT, size, e);
+  const double zc = fitted(func, CHORUS_ALGO_ZEROCOPY, size, e),
+               one = e->node ? fitted(func, CHORUS_ALGO_ONESHOT, size, e) : -1;
   if (zc < 0 || one < 0) return zc;
   const double floor = one * e->read_slowdown / 2;
   return zc > floor ? zc : floor;
@@ -202,15 +214,7 @@ static double one_host(int func, int algo, double size, const chorus_cost_env *e
   if (algo == CHORUS_ALGO_ZEROCOPY && !e->peer_read) return -1;
   if (algo == CHORUS_ALGO_ZEROCOPY && e->reads_dear) return zerocopy_dear(func, size, e);
   if (algo == CHORUS_ALGO_DIRECT && e->reads_dear) return direct_through_slots(func, size, e);
-  const double t_scale =
-      algo == CHORUS_ALGO_ZEROCOPY || algo == CHORUS_ALGO_DIRECT ? read_scale(e) : 1;
-  for (size_t i = 0; i < sizeof fits / sizeof fits[0]; i++) {
-    const fit *f = &fits[i];
-    if (f->func != func || f->algo != algo) continue;
-    if (e->oversubscribed) return curve_us(&f->over, e->nranks / 4.0, t_scale, size);
-    return curve_us(&f->own, e->nranks / 2.0, t_scale, size);
-  }
-  return -1;
+  return fitted(func, algo, size, e);
 }
 
 static int log2_floor(int n) {

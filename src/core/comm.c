@@ -505,6 +505,13 @@ out:
   return res;
 }
 
+/* Whether the ranks on this rank's machine (its CPUs, hosts or not)
+ * outnumber its CPUs. */
+static int machine_crowded(const chorus_topo *t) {
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && t->nmachine > cpus;
+}
+
 /* How long a waiting rank polls. Sleeping is the last resort: in a virtual
  * machine an idle vCPU takes tens to hundreds of microseconds to wake, so
  * with a core each we poll for a millisecond. When ranks outnumber cores,
@@ -514,17 +521,15 @@ out:
 static int64_t default_spin_ns(const chorus_topo *t) {
   int64_t us = chorus_param_int(CHORUS_P_SPIN_US);
   if (us != CHORUS_AUTO) return us * 1000;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return (cpus > 0 && t->nmachine > cpus) ? 0 : 1000000;
+  return machine_crowded(t) ? 0 : 1000000;
 }
 
 /* This rank's place among its machine's ranks + 1 where they outnumber
  * its CPUs, for host-memory communicators (coll/op.h, spread); else 0. */
 static int spread_place(const ncclComm_t comm) {
   const chorus_topo *t = &comm->topo;
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  if (comm->device >= 0 || comm->is_part || !chorus_param_int(CHORUS_P_SPREAD_RANKS) || cpus <= 0 ||
-      t->nmachine <= cpus)
+  if (comm->device >= 0 || comm->is_part || !chorus_param_int(CHORUS_P_SPREAD_RANKS) ||
+      !machine_crowded(t))
     return 0;
   int place = 0;
   const uint64_t mine = t->info[comm->rank].machine_hash;
