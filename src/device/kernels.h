@@ -86,10 +86,11 @@ typedef struct chorus_kern_comm {
   uint32_t chunk_bytes, fifo_bytes, channels;
   /* Exchanges that both send to and take from peers, moving at least
    * wide_from bytes per rank (a block times the ranks), copy with CTAs of
-   * twice the threads (0: never); from big_from, on twice the channels,
-   * as Send/Recv transfers of big_from bytes (p2p.cu) are: channels c >=
-   * `channels` have FIFOs of fifo_bytes / 2 past the others'
-   * ([channel - channels][src]; 0: never, and no such FIFOs). */
+   * twice the threads (0: never). Copies with peers of big_from bytes per
+   * rank, rings and chains of big_from bytes in all, and Send/Recv
+   * transfers of big_from bytes (p2p.cu) run on twice the channels:
+   * channels c >= `channels` have FIFOs of fifo_bytes / 2 past the
+   * others' ([channel - channels][src]; 0: never, and no such FIFOs). */
   uint64_t wide_from, big_from;
   uint32_t ring_chunk, ring_channels;       /* rings (chorus_kern_ring) */
   uint32_t twoshot_chunk, twoshot_channels; /* chorus_kern_twoshot: channels <= channels / 2 */
@@ -353,8 +354,8 @@ int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern_red *red,
  * with head/done credits, each CTA's pushing and taking warps overlapped. */
 int chorus_kern_pipe(const chorus_kern_comm *c, const chorus_kern_red *red,
                      const chorus_kern_xchg *x, void *stream);
-/* A ring or chain (x->ring set), in one launch of ring_channels CTAs with
- * chunks of at most ring_chunk bytes. */
+/* A ring or chain (x->ring set), in one launch of ring_channels CTAs (from
+ * big_from, twice that) with chunks of at most ring_chunk bytes. */
 int chorus_kern_ring(const chorus_kern_comm *c, const chorus_kern_red *red,
                      const chorus_kern_xchg *x, void *stream);
 /* An AllReduce as ReduceScatter then AllGather, in one launch (x->twoshot

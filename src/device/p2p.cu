@@ -73,7 +73,7 @@ static __host__ __device__ __forceinline__ p2p_cut cut_transfer(const chorus_ker
                                                                 size_t nbytes) {
   p2p_cut k = {4096, 0, c.channels};
   if (!nbytes) return k;
-  const size_t per = c.p2p_slots > 2 ? c.p2p_slots : 2, half = c.fifo_bytes / 2 / per / 4096 * 4096;
+  const size_t half = narrow_slot(c, c.fifo_bytes / 2);
   if (c.big_from && nbytes >= c.big_from && half >= 4096) {
     k.channels = 2 * c.channels;
     k.chunk = chunk_of(nbytes, k.channels, half);

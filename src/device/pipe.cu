@@ -209,22 +209,24 @@ template <typename T, bool REDUCE> struct launcher {
     if (nslots > WIDE_SLOTS) nslots = WIDE_SLOTS;
     size_t nchunks = (x->bytes + chunk - 1) / chunk;
     unsigned grid = nchunks < c->channels ? (unsigned)nchunks : c->channels;
-    const uint32_t peers = ~(1u << c->rank);
-    const bool both_ways = (x->send_to & peers) && (x->recv_from & peers);
     /* Copies with peers both ways (AlltoAll) from wide_from: 1024-thread
      * CTAs (2 x H200, 2 processes, AlltoAll 1.04-1.12x from 32 MiB;
      * 0.92-0.98x at 2-16 MiB, and Gather, Scatter no better). Both
      * halves of a CTA widen; reductions stay narrow (at 64 registers per
      * thread their accumulators spill). */
     if constexpr (!REDUCE) {
-      /* From big_from also on twice the channels (the added ones' FIFOs
-       * half the size, so every channel gets as many slots as those): 2 x
-       * H200, 2 processes, AlltoAll 1.07x at 256 MiB and 1.10x at 1 GiB
-       * with 128 CTAs against 64, 0.98x at 64 MiB. Every rank decides
-       * alike: the block size and the settings agree. */
+      const uint32_t peers = ~(1u << c->rank);
+      const bool both_ways = (x->send_to & peers) && (x->recv_from & peers);
+      /* Copies with peers from big_from also on twice the channels (the
+       * added ones' FIFOs half the size, so every channel gets as many
+       * slots as those): 2 x H200, 2 processes, AlltoAll 1.07x at 256 MiB
+       * and 1.10x at 1 GiB with 128 CTAs against 64, 0.98x at 64 MiB;
+       * Gather and Scatter (one way) 1.04-1.08x from 256 MiB.
+       * Both ends of every pair decide alike: each has peers to copy with,
+       * and the block size and the settings agree. */
       const uint32_t half_slots = (uint32_t)(c->fifo_bytes / 2 / chunk);
-      if (c->big_from && both_ways && x->bytes * (size_t)c->nranks >= c->big_from &&
-          half_slots > 0 && nchunks > c->channels) {
+      if (c->big_from && ((x->send_to | x->recv_from) & peers) &&
+          x->bytes * (size_t)c->nranks >= c->big_from && half_slots > 0 && nchunks > c->channels) {
         nslots = half_slots < nslots ? half_slots : nslots;
         grid = nchunks < 2 * c->channels ? (unsigned)nchunks : 2 * c->channels;
       }

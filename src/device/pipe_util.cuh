@@ -144,11 +144,18 @@ static __host__ __device__ __forceinline__ size_t chunk_of(size_t bytes, unsigne
   return chunk > most ? most : chunk;
 }
 
+/* The largest Send/Recv chunk a FIFO of fifo bytes holds p2p_slots (at
+ * least 2) of, in whole pages (0: not one page). */
+static __host__ __device__ __forceinline__ size_t narrow_slot(const chorus_kern_comm &c,
+                                                              size_t fifo) {
+  return fifo / (c.p2p_slots > 2 ? c.p2p_slots : 2) / 4096 * 4096;
+}
+
 /* The chunk of the pipeline kernels: at most chunk_bytes (wide), or a
- * FIFO's p2p_slots-th in whole pages (narrow: Send/Recv). */
+ * FIFO's narrow slot (Send/Recv), a page at least. */
 static __host__ __device__ __forceinline__ size_t pipe_chunk(const chorus_kern_comm &c,
                                                              size_t bytes, bool narrow) {
-  const size_t slot = c.fifo_bytes / (c.p2p_slots > 2 ? c.p2p_slots : 2) / 4096 * 4096;
+  const size_t slot = narrow_slot(c, c.fifo_bytes);
   return chunk_of(bytes, c.channels, narrow ? (slot > 4096 ? slot : 4096) : c.chunk_bytes);
 }
 
