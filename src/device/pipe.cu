@@ -219,9 +219,10 @@ template <typename T, bool REDUCE> struct launcher {
       const bool both_ways = (x->send_to & peers) && (x->recv_from & peers);
       /* Copies with peers from big_from also on twice the channels (the
        * added ones' FIFOs half the size, so every channel gets as many
-       * slots as those): 2 x H200, 2 processes, AlltoAll 1.07x at 256 MiB
-       * and 1.10x at 1 GiB with 128 CTAs against 64, 0.98x at 64 MiB;
-       * Gather and Scatter (one way) 1.04-1.08x from 256 MiB.
+       * slots as those): 2 x H200, 2 processes, AlltoAll 1.03x at 128
+       * MiB and 1.10x at 1 GiB with 128 CTAs against 64, 0.98x at 64 MiB;
+       * Gather and Scatter (one way) 1.02-1.04x at 128 MiB, 1.04-1.08x
+       * from 256 MiB.
        * Both ends of every pair decide alike: each has peers to copy with,
        * and the block size and the settings agree. */
       const uint32_t half_slots = (uint32_t)(c->fifo_bytes / 2 / chunk);
