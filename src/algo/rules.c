@@ -57,11 +57,17 @@ static const chorus_rule gpu_rules[] = {
     /* Zero-copy from 1 MiB (below, the LL kernels need no barriers and
      * were faster); AllReduce up to 16 MiB, where the ring overtakes it
      * (2xH100); AllGather and ReduceScatter on 3+ GPUs up to 64 MiB, where
-     * the rings do (4xH200: by 1-3% at 128 MiB); on 2 GPUs it was faster at
-     * every size (2xH100). */
+     * the rings do (4xH200: by 1-3% at 128 MiB); on 2 GPUs AllGather to
+     * 128 MiB and ReduceScatter to 256 MiB, where the ring on twice the
+     * CTAs overtakes it (2xH200, -g 2 and windows, the ring against
+     * zero-copy: AllGather 1.04-1.06x at 256 MiB-1 GiB, level at 128 MiB,
+     * 0.94x at 64 MiB; ReduceScatter 1.03-1.05x at 512 MiB-1 GiB, level at
+     * 256 MiB). */
     {G, .funcs = F(ALLREDUCE), .algo = ALGO(ZEROCOPY), .proto = ANY, .lo = 1 * MB, .hi = 16 * MB},
-    {G, .funcs = F(ALLGATHER) | F(REDUCESCATTER), .algo = ALGO(ZEROCOPY), .proto = ANY,
-     .max_ranks = 2, .lo = 1 * MB, .hi = INF},
+    {G, .funcs = F(ALLGATHER), .algo = ALGO(ZEROCOPY), .proto = ANY, .max_ranks = 2, .lo = 1 * MB,
+     .hi = 128 * MB},
+    {G, .funcs = F(REDUCESCATTER), .algo = ALGO(ZEROCOPY), .proto = ANY, .max_ranks = 2,
+     .lo = 1 * MB, .hi = 256 * MB},
     {G, .funcs = F(ALLGATHER) | F(REDUCESCATTER), .algo = ALGO(ZEROCOPY), .proto = ANY,
      .min_ranks = 3, .lo = 1 * MB, .hi = 64 * MB},
     /* Rings from 2 MiB per rank's block: streaming to one peer at a time

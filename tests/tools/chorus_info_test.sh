@@ -20,7 +20,7 @@ CHORUS_OP_TIMEOUT=off "$info" | grep -q "CHORUS_OP_TIMEOUT  *600 =off " || fail 
 CHORUS_REPRODUCIBLE=1 "$info" --explain reducescatter 1M --host --ranks 4 | grep -q "algorithm ordered" ||
   fail "--explain does not name ordered under CHORUS_REPRODUCIBLE=1"
 ex=$("$info" --explain allreduce 64K --gpu --ranks 4) || fail "--explain exited $?"
-printf '%s\n' "$ex" | grep -q "default rule 11 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
+printf '%s\n' "$ex" | grep -q "default rule 12 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL" ||
   fail "--explain did not name the rule: $ex"
 printf '%s\n' "$ex" | grep -q "^-> twoshot/LL" || fail "--explain did not give the choice: $ex"
 ex=$(CHORUS_TUNE=allreduce:0-256K:oneshot "$info" --explain allreduce 64K --gpu --ranks 4)
@@ -28,6 +28,11 @@ printf '%s\n' "$ex" | grep -q "CHORUS_TUNE rule 1 matches" || fail "CHORUS_TUNE 
 printf '%s\n' "$ex" | grep -q "^-> oneshot/LL" || fail "CHORUS_TUNE not taken: $ex"
 ex=$("$info" --explain allreduce 8M --gpu --ranks 4 --one-process)
 printf '%s\n' "$ex" | grep -q "^-> zerocopy/Simple" || fail "no zero-copy in one process: $ex"
+# On 2 GPUs the ring overtakes zero-copy ReduceScatter above 256 MiB.
+"$info" --explain reducescatter 256M --gpu --ranks 2 --one-process | grep -q "^-> zerocopy/" ||
+  fail "2-GPU ReduceScatter of 256M not zero-copy"
+"$info" --explain reducescatter 512M --gpu --ranks 2 --one-process | grep -q "^-> ring/" ||
+  fail "2-GPU ReduceScatter of 512M not on the ring"
 # Across hosts: the cost model prices hier (with its steps and the host
 # call under it) and staged, by the network's figures: a slower network
 # takes hier for smaller calls; staged for what hier cannot cut; NCCL_ALGO
