@@ -222,9 +222,8 @@ template <typename T, bool REDUCE> struct launcher {
        * slots as those): 2 x H200, 2 processes, AlltoAll 1.03x at 128
        * MiB and 1.10x at 1 GiB with 128 CTAs against 64, 0.98x at 64 MiB;
        * Gather and Scatter (one way) 1.02-1.04x at 128 MiB, 1.04-1.08x
-       * from 256 MiB.
-       * Both ends of every pair decide alike: each has peers to copy with,
-       * and the block size and the settings agree. */
+       * from 256 MiB. Both ends of every pair decide alike: each has peers
+       * to copy with, and the block size and the settings agree. */
       const uint32_t half_slots = (uint32_t)(c->fifo_bytes / 2 / chunk);
       if (c->big_from && ((x->send_to | x->recv_from) & peers) &&
           x->bytes * (size_t)c->nranks >= c->big_from && half_slots > 0 && nchunks > c->channels) {
