@@ -188,8 +188,12 @@ static void gpu_defaults_2(void) {
   EXPECT_CHOICE(choose_facts(&c, BC, 64 * MB, all, 1), CE, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, AG, 64 * MB, all, 1), CE, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, A2A, 64 * MB, all, 1), CE, SIMPLE);
-  EXPECT_CHOICE(choose_facts(&c, AG, 64 * MB - 32, all, 1), ZC, SIMPLE); /* no upper limit on 2 */
-  EXPECT_CHOICE(choose_facts(&c, RS, 4096 * MB, all, 1), ZC, SIMPLE);
+  EXPECT_CHOICE(choose_facts(&c, AG, 64 * MB - 32, all, 1), ZC, SIMPLE);
+  /* On 2 GPUs the ring takes over above 128 MiB (AllGather without the
+   * copy engine) and 256 MiB (ReduceScatter). */
+  EXPECT_CHOICE(choose_facts(&c, RS, 256 * MB, all, 1), ZC, SIMPLE);
+  EXPECT_CHOICE(choose_facts(&c, RS, 256 * MB + 8, all, 1), RING, SIMPLE);
+  EXPECT_CHOICE(choose_facts(&c, RS, 4096 * MB, all, 1), RING, SIMPLE);
   /* An AlltoAll in place never goes on the copy engine. */
   chorus_plan_call k = call_of(&c, A2A, 64 * MB);
   k.recv = k.send;
@@ -381,7 +385,7 @@ static void explain(void) {
   chorus_explain ex = {text, sizeof text, 0};
   chorus_task t;
   EXPECT_EQ_INT(chorus_plan_choose(&k, NULL, 0, 0, &t, &ex, err, sizeof err), 0);
-  EXPECT(strstr(text, "default rule 11 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL"));
+  EXPECT(strstr(text, "default rule 12 matches: allreduce:gpu:n=3-:16K-1M:twoshot/LL"));
   EXPECT(strstr(text, "skipped: NCCL_ALGO"));
   EXPECT(strstr(text, "-> oneshot/LL"));
   EXPECT(!strstr(text, "CHORUS_TUNE rule 1 matches")); /* 256K is outside its range */
