@@ -4,6 +4,7 @@
 #include "core/config.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util/alloc.h"
@@ -182,6 +183,18 @@ ncclResult_t chorus_config_parse(const ncclConfig_t *user, const ncclConfig_t *i
   }
   env_override(&c);
   CHECK(validate(&c, what));
+  /* Chorus's kernels choose their CTAs by size (up to 128 for the largest
+   * copies): a cap or floor asked for is accepted, and said not to apply,
+   * so whoever set it to leave SMs to other work learns it here. */
+  if (c.minCTAs != UNDEF || c.maxCTAs != UNDEF) {
+    char lo[16] = "unset", hi[16] = "unset";
+    if (c.minCTAs != UNDEF) snprintf(lo, sizeof lo, "%d", c.minCTAs);
+    if (c.maxCTAs != UNDEF) snprintf(hi, sizeof hi, "%d", c.maxCTAs);
+    INFO(CHORUS_INIT,
+         "%s: minCTAs %s, maxCTAs %s (config or NCCL_MIN_CTAS/NCCL_MAX_CTAS) are accepted but not "
+         "applied: the GPU kernels choose their own CTA counts",
+         what, lo, hi);
+  }
   fill_defaults(&c);
   c.size = sizeof c;
   c.magic = CONFIG_MAGIC;
