@@ -346,7 +346,16 @@ int chorus_plan_choose(chorus_plan_call *c, const chorus_plan_probe *probe, uint
   }
   shape(c, protos, t);
   chorus_explain_put(ex, "-> %s/%s", chorus_algo_name(t->algo), chorus_proto_name(t->proto));
-  if (t->channels) chorus_explain_put(ex, ", %u channels", t->channels);
+  if (t->channels) {
+    chorus_explain_put(ex, ", %u channels", t->channels);
+    /* The kernels double them from big_from where their FIFOs hold it
+     * (device/ring.cu, pipe.cu): copies, rings and chains, not reductions
+     * through the pipeline. */
+    const int doubles = t->algo == CHORUS_ALGO_RING || t->algo == CHORUS_ALGO_CHAIN ||
+                        (t->algo == CHORUS_ALGO_ONESHOT && !chorus_func_reduces(c->func));
+    if (doubles && m->big_from && chorus_plan_size(c) >= m->big_from)
+      chorus_explain_put(ex, " (up to twice that from CHORUS_GPU_BIG_FROM)");
+  }
   if (t->chunk) chorus_explain_put(ex, ", steps of %u bytes", t->chunk);
   chorus_explain_put(ex, "\n");
   return 0;

@@ -33,6 +33,11 @@ printf '%s\n' "$ex" | grep -q "^-> zerocopy/Simple" || fail "no zero-copy in one
   fail "2-GPU ReduceScatter of 256M not zero-copy"
 "$info" --explain reducescatter 512M --gpu --ranks 2 --one-process | grep -q "^-> ring/" ||
   fail "2-GPU ReduceScatter of 512M not on the ring"
+# From CHORUS_GPU_BIG_FROM the kernels may double the channels, and say so.
+"$info" --explain broadcast 512M --gpu --ranks 2 | grep -q "channels (up to twice that from" ||
+  fail "a 512M Broadcast chain does not say its channels may double"
+"$info" --explain broadcast 64M --gpu --ranks 2 | grep -q "up to twice" &&
+  fail "a 64M Broadcast chain says its channels may double"
 # Across hosts: the cost model prices hier (with its steps and the host
 # call under it) and staged, by the network's figures: a slower network
 # takes hier for smaller calls; staged for what hier cannot cut; NCCL_ALGO
