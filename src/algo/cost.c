@@ -177,6 +177,12 @@ static double fitted(int func, int algo, double size, const chorus_cost_env *e) 
   return -1;
 }
 
+/* Oneshot's fit, the yardstick of the dear-read prices below; -1 without
+ * node memory. */
+static double oneshot_fit(int func, double size, const chorus_cost_env *e) {
+  return e->node ? fitted(func, CHORUS_ALGO_ONESHOT, size, e) : -1;
+}
+
 /* Where reads are dear, direct's messages go through the slots (shm.c):
  * the two copies oneshot makes through node memory, in a FIFO per peer
  * instead. Priced as oneshot times the ratio measured on such a machine
@@ -186,7 +192,7 @@ static double fitted(int func, int algo, double size, const chorus_cost_env *e) 
  * AlltoAll 0.89-1.09 (0.98); a smaller block waits whole in a slot,
  * 1.02-2.7x (more than oneshot at every such size). */
 static double direct_through_slots(int func, double size, const chorus_cost_env *e) {
-  const double one = e->node ? fitted(func, CHORUS_ALGO_ONESHOT, size, e) : -1;
+  const double one = oneshot_fit(func, size, e);
   if (one < 0 || e->nranks < 2) return -1;
   const double slot = e->max_msg ? (double)e->max_msg : 131072.0;
   if (size / e->nranks < 2 * slot) return 1.5 * one;
@@ -202,8 +208,7 @@ static double direct_through_slots(int func, double size, const chorus_cost_env 
  * priced 4-rank Scatter at 1 MiB below oneshot (chosen there: 42 us
  * against 27). */
 static double zerocopy_dear(int func, double size, const chorus_cost_env *e) {
-  const double zc = fitted(func, CHORUS_ALGO_ZEROCOPY, size, e),
-               one = e->node ? fitted(func, CHORUS_ALGO_ONESHOT, size, e) : -1;
+  const double zc = fitted(func, CHORUS_ALGO_ZEROCOPY, size, e), one = oneshot_fit(func, size, e);
   if (zc < 0 || one < 0) return zc;
   const double floor = one * e->read_slowdown / 2;
   return zc > floor ? zc : floor;

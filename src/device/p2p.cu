@@ -34,11 +34,12 @@
  * large steps, no fence before a release), the FIFO into as many slots as
  * fit, and chunk k travels on channel k % channels: the configured channel
  * count, or twice it from big_from (cut_transfer), never the grid, so the
- * two ends agree whatever else each of them moves in the same launch. Channel b's pushing half
- * copies its chunks of every send into the peers' FIFOs, step by step, each once the peer has
- * handed that slot back, and announces them on the head counters; its
- * taking half waits for each source's head, copies the chunk into the
- * receive buffer and hands the slot back. Sizes differ per peer, so step s
+ * two ends agree whatever else each of them moves in the same launch.
+ * Channel b's pushing half copies its chunks of every send into the peers'
+ * FIFOs, step by step, each once the peer has handed that slot back, and
+ * announces them on the head counters; its taking half waits for each
+ * source's head, copies the chunk into the receive buffer and hands the
+ * slot back. Sizes differ per peer, so step s
  * involves only the peers that have more than s chunks on this channel.
  * The taking half never overtakes the pushing half, so a receive into the
  * buffer being sent (an in-place ring shift) reads each chunk before

@@ -69,6 +69,6 @@ void chorus_gpu_settings_plan(const chorus_gpu_settings *s, chorus_plan_comm *p)
   p->twoshot_channels = s->twoshot_channels;
   p->twoshot_chunk = s->twoshot_chunk;
   p->zc_channels = s->zc_channels;
-  p->big_from = s->big_from;
   p->zc_cta_bytes = s->zc_cta_bytes;
+  p->big_from = s->big_from;
 }

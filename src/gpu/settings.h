@@ -19,7 +19,7 @@ typedef struct chorus_gpu_settings {
   uint32_t chunk_bytes;  /* an exchange's step per channel */
   uint32_t fifo_bytes;   /* FIFO per channel and peer */
   uint64_t wide_from; /* exchanges both ways from this many bytes per rank: wide CTAs (0: never) */
-  uint64_t big_from;  /* ... and Send/Recv from this many: twice the channels (0: never) */
+  uint64_t big_from;  /* copies, rings, Send/Recv of this many: twice the channels (0: never) */
   uint32_t ring_channels, ring_chunk;
   uint32_t twoshot_channels, twoshot_chunk;
   size_t p2p_ll_bytes;   /* the largest Send/Recv in LL lines (0: none) */

@@ -44,8 +44,8 @@ typedef struct chorus_plan_comm {
   uint32_t ring_channels, ring_chunk;       /* rings and chains */
   uint32_t twoshot_channels, twoshot_chunk; /* two-shot (fifo form) */
   uint32_t zc_channels;                     /* zero-copy: most CTAs */
+  size_t zc_cta_bytes;                      /* zero-copy: least bytes per CTA */
   uint64_t big_from; /* copies, rings and Send/Recv of this many bytes: up to twice the channels */
-  size_t zc_cta_bytes; /* zero-copy: least bytes per CTA */
   /* GPU communicators across hosts (gpu/proxy.c). */
   int hosts_in_order; /* each host's ranks consecutive, in place order (env.nlocal: per host) */
   /* The choice. */

@@ -6,11 +6,7 @@
 set -u
 run=$1
 perf=$2
-fail() {
-  printf '%s\n' "$out" | tail -20
-  echo "FAIL: $*"
-  exit 1
-}
+. "$(dirname "$0")/perf_lib.sh"
 go() {
   out=$(env "$@" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 60 "$run" -n 2 --timeout 50 -- \
     "$perf/all_reduce_perf" -b 8 -e 1K -f 8 -n 2 -w 1 -c 1 2>&1)
@@ -18,7 +14,7 @@ go() {
 go NCCL_MAX_CTAS=8 || fail "NCCL_MAX_CTAS=8: exited $?"
 [ "$(printf '%s\n' "$out" | grep -c 'minCTAs unset, maxCTAs 8 .* accepted but not applied')" = 2 ] ||
   fail "NCCL_MAX_CTAS=8: not said by both ranks"
-bad=$(printf '%s\n' "$out" | awk '/^ +[0-9]+ / && ($9 != 0 || $13 != 0)' | head -3)
+bad=$(wrong_rows)
 [ -z "$bad" ] || fail "wrong results: $bad"
 go NCCL_MIN_CTAS=2 NCCL_MAX_CTAS=4 || fail "NCCL_MIN_CTAS=2: exited $?"
 printf '%s\n' "$out" | grep -q 'minCTAs 2, maxCTAs 4 .* accepted but not applied' ||

@@ -9,11 +9,7 @@
 set -u
 run=$1
 perf=$2
-fail() {
-  printf '%s\n' "$out" | tail -20
-  echo "FAIL: $*"
-  exit 1
-}
+. "$(dirname "$0")/perf_lib.sh"
 # geometry NAME RANKS HOSTS WANT [sh -c prefix]: every rank logs WANT.
 geometry() {
   name=$1 n=$2 hosts=$3 want=$4 pre=${5:-}
@@ -31,7 +27,7 @@ geometry() {
     fi
     got=$(printf '%s\n' "$out" | grep -c "over NET, $w\$")
     [ "$got" = "$n" ] || fail "$name: $coll: $got of $n ranks logged '$w'"
-    bad=$(printf '%s\n' "$out" | awk '/^ +[0-9]+ / && ($9 != 0 || $13 != 0)' | head -3)
+    bad=$(wrong_rows)
     [ -z "$bad" ] || fail "$name: $coll: wrong results: $bad"
     rows=$(printf '%s\n' "$out" | grep -cE '^ +[0-9]+ ')
     [ "$rows" -ge 4 ] || fail "$name: $coll: $rows result rows"

@@ -12,17 +12,13 @@ cpus=$(getconf _NPROCESSORS_ONLN)
 [ "$cpus" -le 6 ] || { echo "skipped: $cpus CPUs"; exit 77; }
 n=$((cpus + 1))
 [ "$n" -ge 3 ] || n=3
-fail() {
-  printf '%s\n' "$out" | tail -20
-  echo "FAIL: $*"
-  exit 1
-}
+. "$(dirname "$0")/perf_lib.sh"
 # go RANKS [wrapper]: a checked AllReduce (run by the wrapper command, if
 # any), its log in $out.
 go() {
   out=$(NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT timeout 100 "$run" -n "$1" --timeout 90 -- sh -c \
     "exec ${2:-} $perf/all_reduce_perf -b 8 -e 64K -f 16 -n 2 -w 1 -c 1" 2>&1) || fail "$1 ranks: exited $?"
-  bad=$(printf '%s\n' "$out" | awk '/^ +[0-9]+ / && ($9 != 0 || $13 != 0)' | head -3)
+  bad=$(wrong_rows)
   [ -z "$bad" ] || fail "$1 ranks: wrong results: $bad"
   bound=$(printf '%s\n' "$out" | sed -n 's/.*calls. thread bound to CPU \([0-9]*\).*/\1/p')
 }
