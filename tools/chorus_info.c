@@ -296,7 +296,9 @@ static int explain(int argc, char **argv) {
   if (gpu) {
     const int staged = (int)chorus_param_int(CHORUS_P_P2P_DISABLE);
     chorus_gpu_settings st;
-    chorus_gpu_settings_read(&st, nranks, staged);
+    const int64_t max_ctas = chorus_param_int(CHORUS_P_MAX_CTAS); /* as a communicator's cap */
+    chorus_gpu_settings_read(&st, nranks, staged,
+                             max_ctas != CHORUS_UNSET && max_ctas > 0 ? (int)max_ctas : 0);
     chorus_gpu_settings_plan(&st, &c);
     c.one_process = one_proc;
     c.staged = staged;

@@ -4,7 +4,6 @@
 #include "core/config.h"
 
 #include <stddef.h>
-#include <stdio.h>
 #include <string.h>
 
 #include "util/alloc.h"
@@ -125,8 +124,10 @@ static void fill_defaults(ncclConfig_t *c) {
   if (c->cgaClusterSize == UNDEF) c->cgaClusterSize = 4;
   if (c->cgaClusterSize > MAX_CGA) c->cgaClusterSize = MAX_CGA;
   if (c->minCTAs == UNDEF) c->minCTAs = 1;
-  if (c->maxCTAs == UNDEF) c->maxCTAs = MAX_CTAS;
-  if (c->minCTAs > c->maxCTAs) c->minCTAs = c->maxCTAs;
+  /* maxCTAs stays unset when nobody set it: a cap asked for, even of 64,
+   * keeps launches to it (gpu/settings.c), where unset leaves the kernels
+   * their own counts (up to 128). */
+  if (c->maxCTAs != UNDEF && c->minCTAs > c->maxCTAs) c->minCTAs = c->maxCTAs;
   if (c->splitShare == UNDEF) c->splitShare = 0;
   if (c->collnetEnable == UNDEF) c->collnetEnable = 0;
   if (c->CTAPolicy == UNDEF) c->CTAPolicy = NCCL_CTA_POLICY_DEFAULT;
@@ -183,18 +184,13 @@ ncclResult_t chorus_config_parse(const ncclConfig_t *user, const ncclConfig_t *i
   }
   env_override(&c);
   CHECK(validate(&c, what));
-  /* Chorus's kernels choose their CTAs by size (up to 128 for the largest
-   * copies): a cap or floor asked for is accepted, and said not to apply,
-   * so whoever set it to leave SMs to other work learns it here. */
-  if (c.minCTAs != UNDEF || c.maxCTAs != UNDEF) {
-    char lo[16] = "unset", hi[16] = "unset";
-    if (c.minCTAs != UNDEF) snprintf(lo, sizeof lo, "%d", c.minCTAs);
-    if (c.maxCTAs != UNDEF) snprintf(hi, sizeof hi, "%d", c.maxCTAs);
+  /* Chorus's kernels choose their CTAs by size: a floor asked for is
+   * accepted and said not to apply (a cap, maxCTAs, applies: gpu.c). */
+  if (c.minCTAs != UNDEF)
     INFO(CHORUS_INIT,
-         "%s: minCTAs %s, maxCTAs %s (config or NCCL_MIN_CTAS/NCCL_MAX_CTAS) are accepted but not "
-         "applied: the GPU kernels choose their own CTA counts",
-         what, lo, hi);
-  }
+         "%s: minCTAs %d (config or NCCL_MIN_CTAS) is accepted but not applied: the GPU kernels "
+         "choose their own CTA counts",
+         what, c.minCTAs);
   fill_defaults(&c);
   c.size = sizeof c;
   c.magic = CONFIG_MAGIC;

@@ -175,13 +175,14 @@ int chorus_kern_zc_run(const chorus_kern_comm *c, const chorus_kern_red *red,
   return -1;
 }
 int chorus_kern_ordered_add(const chorus_kern_red *red, void *dst, const void *all, size_t count,
-                            int n, size_t stride, void *stream) {
-  (void)red, (void)dst, (void)all, (void)count, (void)n, (void)stride, (void)stream;
+                            int n, size_t stride, unsigned max_blocks, void *stream) {
+  (void)red, (void)dst, (void)all, (void)count, (void)n, (void)stride, (void)max_blocks,
+      (void)stream;
   return -1;
 }
 int chorus_kern_premul(const chorus_kern_red *red, void *dst, const void *src, size_t count,
-                       void *stream) {
-  (void)red, (void)dst, (void)src, (void)count, (void)stream;
+                       unsigned max_blocks, void *stream) {
+  (void)red, (void)dst, (void)src, (void)count, (void)max_blocks, (void)stream;
   return -1;
 }
 int chorus_kern_stamp(volatile uint64_t *ring, uint32_t *counter, uint32_t entries, uint32_t tag,

@@ -34,13 +34,17 @@ extern "C" {
 
 /* Which CTA handles a line is fixed for the communicator, whatever the
  * launch: runs of q lines (ll_cta_lines) go to CTAs 0, 1, ...,
- * CHORUS_KERN_MAX_BLOCKS - 1 in turn. Each CTA index has its own epoch
+ * ll_blocks - 1 in turn. Each CTA index has its own epoch
  * and acks, so a line position is only ever written with that CTA's
  * epochs, which only grow: a stale line can never carry the flag a later
  * launch waits for (with ranges that moved between launches it could,
  * when CTAs' epochs differ). */
 static __host__ __device__ size_t ll_run(const chorus_kern_comm &c) {
   return c.ll_cta_lines ? c.ll_cta_lines : 256;
+}
+/* The CTAs the runs go to in turn. */
+static __host__ __device__ size_t ll_blocks(const chorus_kern_comm &c) {
+  return c.ll_blocks && c.ll_blocks < CHORUS_KERN_MAX_BLOCKS ? c.ll_blocks : CHORUS_KERN_MAX_BLOCKS;
 }
 /* Header line [parity][src][block] of the arena at `arena`. */
 static __device__ __forceinline__ char *hdr_line(const chorus_kern_comm &c, char *arena,
@@ -114,7 +118,7 @@ static __device__ void push_lines(const chorus_kern_comm &c, uint32_t flag, size
   typedef uint2 U;
   const int n = c.nranks, me = c.rank;
   const size_t my_slot = ((flag & 1) * n + me) * c.ll_lines * CHORUS_KERN_LINE;
-  for (size_t k0 = (size_t)blockIdx.x * q; k0 < nunits; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+  for (size_t k0 = (size_t)blockIdx.x * q; k0 < nunits; k0 += ll_blocks(c) * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits; j += blockDim.x)
       for (int k = 1; k < n; k++) {
         const int p = me + k < n ? me + k : me + k - n;
@@ -158,8 +162,7 @@ __global__ void __launch_bounds__(THREADS)
    * rank's to touch, and may be NULL. */
   ll_check(c, flag, x.recv_from, x.desc, x.seq, &s_failed);
   const char *own = c.arena[me] + c.ll_off;
-  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed && x.recv_from;
-       k0 += CHORUS_KERN_MAX_BLOCKS * q)
+  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed && x.recv_from; k0 += ll_blocks(c) * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {
       A acc[E];
       bool first = true;
@@ -218,7 +221,7 @@ __global__ void __launch_bounds__(THREADS)
   const size_t nunits = (x.bytes + sizeof(U) - 1) / sizeof(U); /* lines of a share: L */
   const size_t slot_bytes = c.ll_lines * CHORUS_KERN_LINE;
   const size_t my_slot = (parity * n + me) * slot_bytes;
-  const size_t second = chorus_kern_ll_second(nunits, q) * CHORUS_KERN_LINE;
+  const size_t second = chorus_kern_ll_second(nunits, q, ll_blocks(c)) * CHORUS_KERN_LINE;
   const char *send = (const char *)x.send;
   char *recv = (char *)x.recv;
   const bool premul = red.kind == CHORUS_RED_PREMULSUM;
@@ -236,7 +239,7 @@ __global__ void __launch_bounds__(THREADS)
   }
   ll_check(c, flag, all & ~(1u << me), x.desc, x.seq, &s_failed);
   const char *own = c.arena[me] + c.ll_off;
-  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += ll_blocks(c) * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x) {
       A acc[E];
       for (int src = 0; src < n; src++) {
@@ -260,7 +263,7 @@ __global__ void __launch_bounds__(THREADS)
                 make_uint4(r.x, flag, r.y, flag));
       }
     }
-  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += CHORUS_KERN_MAX_BLOCKS * q)
+  for (size_t k0 = (size_t)b * q; k0 < nunits && !s_failed; k0 += ll_blocks(c) * q)
     for (size_t j = k0 + threadIdx.x; j < k0 + q && j < nunits && !s_failed; j += blockDim.x)
       for (int k = 1; k < n; k++) {
         const int src = me + k < n ? me + k : me + k - n;
@@ -274,11 +277,11 @@ __global__ void __launch_bounds__(THREADS)
 }
 
 /* CTAs and threads of an LL launch over nlines lines in runs of q (at most
- * CHORUS_KERN_MAX_BLOCKS CTAs; a thread per line of a run, 512 at most). */
-static void ll_shape(size_t nlines, size_t q, size_t *grid, int *threads) {
+ * `blocks` CTAs; a thread per line of a run, 512 at most). */
+static void ll_shape(size_t nlines, size_t q, size_t blocks, size_t *grid, int *threads) {
   *grid = (nlines + q - 1) / q;
   if (*grid < 1) *grid = 1;
-  if (*grid > CHORUS_KERN_MAX_BLOCKS) *grid = CHORUS_KERN_MAX_BLOCKS;
+  if (*grid > blocks) *grid = blocks;
   *threads = q < THREADS ? (int)q : THREADS;
 }
 
@@ -293,7 +296,7 @@ template <typename T, bool REDUCE> struct launcher {
     const size_t q = ll_run(*c);
     size_t grid;
     int threads;
-    ll_shape((x->bytes + 7) / 8, q, &grid, &threads);
+    ll_shape((x->bytes + 7) / 8, q, ll_blocks(*c), &grid, &threads);
     if (x->twoshot)
       twoshot_ll<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, q);
     else
@@ -307,7 +310,7 @@ extern "C" int chorus_kern_exchange(const chorus_kern_comm *c, const chorus_kern
                                     const chorus_kern_xchg *x, void *stream) {
   if (x->bytes == 0) return 0;
   const size_t lines = (x->bytes + 7) / 8;
-  if (x->twoshot && chorus_kern_ll_second(lines, ll_run(*c)) + lines > c->ll_lines)
+  if (x->twoshot && chorus_kern_ll_second(lines, ll_run(*c), ll_blocks(*c)) + lines > c->ll_lines)
     return chorus_dev_fail((int)cudaErrorInvalidValue, "a two-shot share too large for LL slots");
   return launch_exchange<launcher>::run("launching the LL exchange kernel", c, red, x, stream);
 }

@@ -69,6 +69,10 @@ typedef struct chorus_kern_comm {
   uint32_t hdr_off;
   size_t ll_lines;       /* lines per slot: ll_lines * 8 bytes of payload */
   uint32_t ll_cta_lines; /* lines per CTA of an LL launch (0: 2048) */
+  /* CTAs an LL launch may take (CHORUS_KERN_MAX_BLOCKS, fewer where the
+   * communicator caps them: maxCTAs); runs of ll_cta_lines lines go to
+   * CTAs 0 .. ll_blocks - 1 in turn (0: CHORUS_KERN_MAX_BLOCKS). */
+  uint32_t ll_blocks;
   /* The FIFO kernels (pipelined exchanges, rings and chains, Send/Recv).
    * Channel (CTA) b of every rank talks only to channel b of the others,
    * through a FIFO of fifo_bytes per source, [channel][src] from pipe_off.
@@ -261,9 +265,9 @@ static inline CHORUS_KERN_HD int chorus_kern_ring_writes(int ring, int n, int s)
 
 /* Where an LL two-shot's second half starts in a slot: past the first
  * `lines` lines, at a line that the same CTA owns as line 0 (exchange.cu:
- * runs of q lines go to the CTAs in turn). */
-static inline CHORUS_KERN_HD size_t chorus_kern_ll_second(size_t lines, size_t q) {
-  const size_t round = CHORUS_KERN_MAX_BLOCKS * q;
+ * runs of q lines go to the `blocks` CTAs in turn). */
+static inline CHORUS_KERN_HD size_t chorus_kern_ll_second(size_t lines, size_t q, size_t blocks) {
+  const size_t round = blocks * q;
   return (lines + round - 1) / round * round;
 }
 
@@ -412,11 +416,12 @@ int chorus_kern_proxy_run(const chorus_kern_proxy *p, void *stream);
  * current device: dst[i] = ((all[i] + all[stride + i]) + ...) over n
  * contributions stride elements apart, rounded to the type after each
  * pair, red's final division applied (a PreMulSum adds: its owners scaled
- * their contributions with chorus_kern_premul, dst = src * red's scalar). */
+ * their contributions with chorus_kern_premul, dst = src * red's scalar).
+ * Both take at most max_blocks CTAs where it is not 0 (maxCTAs). */
 int chorus_kern_ordered_add(const chorus_kern_red *red, void *dst, const void *all, size_t count,
-                            int n, size_t stride, void *stream);
+                            int n, size_t stride, unsigned max_blocks, void *stream);
 int chorus_kern_premul(const chorus_kern_red *red, void *dst, const void *src, size_t count,
-                       void *stream);
+                       unsigned max_blocks, void *stream);
 
 /* A timestamp of the GPU's global timer (ns) when stream reaches it, for
  * calls captured in graphs (core/trace.c): entry i % entries (a power of

@@ -40,23 +40,26 @@ __global__ void __launch_bounds__(NT)
     dst[i] = elem<T>::store(arith<A>::mul(elem<T>::load(src[i]), s));
 }
 
-unsigned blocks(size_t count) {
+/* The loops stride over the grid, so any count of CTAs covers count. */
+unsigned blocks(size_t count, unsigned cap) {
+  const size_t most = cap && cap < MAX_BLOCKS ? cap : MAX_BLOCKS;
   const size_t b = (count + NT - 1) / NT;
-  return (unsigned)(b < 1 ? 1 : b > MAX_BLOCKS ? MAX_BLOCKS : b);
+  return (unsigned)(b < 1 ? 1 : b > most ? most : b);
 }
 
 template <typename T> struct add_launch {
   static cudaError_t run(const chorus_kern_red *red, void *dst, const void *all, size_t count,
-                         int n, size_t stride, cudaStream_t s) {
-    ordered_add<T><<<blocks(count), NT, 0, s>>>(*red, (T *)dst, (const T *)all, count, n, stride);
+                         int n, size_t stride, unsigned cap, cudaStream_t s) {
+    ordered_add<T>
+        <<<blocks(count, cap), NT, 0, s>>>(*red, (T *)dst, (const T *)all, count, n, stride);
     return cudaGetLastError();
   }
 };
 
 template <typename T> struct scale_launch {
   static cudaError_t run(const chorus_kern_red *red, void *dst, const void *src, size_t count,
-                         cudaStream_t s) {
-    premul<T><<<blocks(count), NT, 0, s>>>(*red, (T *)dst, (const T *)src, count);
+                         unsigned cap, cudaStream_t s) {
+    premul<T><<<blocks(count, cap), NT, 0, s>>>(*red, (T *)dst, (const T *)src, count);
     return cudaGetLastError();
   }
 };
@@ -64,18 +67,20 @@ template <typename T> struct scale_launch {
 } // namespace
 
 extern "C" int chorus_kern_ordered_add(const chorus_kern_red *red, void *dst, const void *all,
-                                       size_t count, int n, size_t stride, void *stream) {
+                                       size_t count, int n, size_t stride, unsigned max_blocks,
+                                       void *stream) {
   if (count == 0) return 0;
-  cudaError_t e =
-      by_dtype<add_launch>(red->dtype, red, dst, all, count, n, stride, (cudaStream_t)stream);
+  cudaError_t e = by_dtype<add_launch>(red->dtype, red, dst, all, count, n, stride, max_blocks,
+                                       (cudaStream_t)stream);
   if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the reduction in rank order");
   return 0;
 }
 
 extern "C" int chorus_kern_premul(const chorus_kern_red *red, void *dst, const void *src,
-                                  size_t count, void *stream) {
+                                  size_t count, unsigned max_blocks, void *stream) {
   if (count == 0) return 0;
-  cudaError_t e = by_dtype<scale_launch>(red->dtype, red, dst, src, count, (cudaStream_t)stream);
+  cudaError_t e =
+      by_dtype<scale_launch>(red->dtype, red, dst, src, count, max_blocks, (cudaStream_t)stream);
   if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the PreMulSum scaling");
   return 0;
 }

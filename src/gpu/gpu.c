@@ -52,6 +52,7 @@ static void kernel_comm(chorus_gpu *g, const chorus_gpu_settings *st,
   kc->nranks = g->nranks;
   kc->ll_lines = st->ll_bytes / 8;
   kc->ll_cta_lines = st->ll_cta_lines;
+  kc->ll_blocks = st->ll_blocks;
   kc->ll_off = (uint32_t)a->ll_slots;
   kc->hdr_off = (uint32_t)a->ll_headers;
   kc->ack_off = (uint32_t)a->acks;
@@ -141,8 +142,26 @@ static ncclResult_t watch_peers(chorus_gpu *g, const chorus_gpu_arena_rec *rec, 
                           (volatile uint32_t *)((char *)g->ctl_host + PEER_GONE_OFF), &g->watch);
 }
 
+/* The communicator's CTA cap: the least maxCTAs any rank asked for (0:
+ * none asked), so that every rank cuts its launches alike. */
+static ncclResult_t agree_cta_cap(chorus_bootstrap *bs, int rank, int nranks, int mine, int *cap) {
+  int *all = chorus_calloc((size_t)nranks, sizeof *all);
+  if (!all) return chorus_error(ncclSystemError, "out of memory agreeing on maxCTAs");
+  all[rank] = mine > 0 ? mine : 0;
+  ncclResult_t res = chorus_bootstrap_allgather(bs, all, sizeof *all);
+  *cap = 0;
+  for (int r = 0; r < nranks && res == ncclSuccess; r++)
+    if (all[r] > 0 && (*cap == 0 || all[r] < *cap)) *cap = all[r];
+  if (res == ncclSuccess && *cap && *cap != all[rank])
+    INFO(CHORUS_INIT, "rank %d: maxCTAs %d, the least any rank asked for (this rank: %d)", rank,
+         *cap, all[rank]);
+  chorus_free(all);
+  return res;
+}
+
 ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
-                              int rank, int nranks, int device, chorus_plan_comm *plan) {
+                              int rank, int nranks, int device, int max_ctas,
+                              chorus_plan_comm *plan) {
   *out = NULL;
   CHECK(check_shape(topo, nranks));
   if (chorus_dev_use(device) != 0) return chorus_gpu_cuda_error("selecting the communicator's GPU");
@@ -158,8 +177,16 @@ ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chor
   g->device = device;
   CHECK_GOTO(chorus_gpu_agree_all(bs, rank, nranks), res, fail);
   CHECK_GOTO(chorus_gpu_arenas_need_staging(bs, rank, nranks, device, &g->staged), res, fail);
+  int cap = 0;
+  CHECK_GOTO(agree_cta_cap(bs, rank, nranks, max_ctas, &cap), res, fail);
   chorus_gpu_settings st;
-  chorus_gpu_settings_read(&st, nranks, g->staged);
+  chorus_gpu_settings_read(&st, nranks, g->staged, cap);
+  if (cap)
+    INFO(CHORUS_INIT,
+         "rank %d: at most %d CTAs a launch (maxCTAs): %u channels, %u LL blocks, %u zero-copy "
+         "CTAs, twice the channels %s; FIFOs of %u KiB, ring steps of %u KiB",
+         rank, cap, st.channels, st.ll_blocks, st.zc_channels,
+         st.big_from ? "from big_from" : "never", st.fifo_bytes >> 10, st.ring_chunk >> 10);
   chorus_gpu_arena_layout lay;
   chorus_gpu_arena_layout_make(&st, nranks, &lay);
   kernel_comm(g, &st, &lay);

@@ -23,10 +23,12 @@
 typedef struct chorus_gpu chorus_gpu;
 
 /* Collective over the bootstrap: every rank of the communicator calls it
- * with its device already chosen. Fills the GPU part of *plan (its shape,
- * as the planner sees it). */
+ * with its device already chosen, and the maxCTAs it was given (0: none;
+ * the least one asked for caps every launch). Fills the GPU part of *plan
+ * (its shape, as the planner sees it). */
 ncclResult_t chorus_gpu_setup(chorus_gpu **out, chorus_bootstrap *bs, const chorus_topo *topo,
-                              int rank, int nranks, int device, chorus_plan_comm *plan);
+                              int rank, int nranks, int device, int max_ctas,
+                              chorus_plan_comm *plan);
 /* Frees the arena and unmaps the peers' (after the device went idle). */
 void chorus_gpu_free(chorus_gpu *g);
 /* Stops every kernel of this communicator that is waiting (any thread). */
@@ -64,8 +66,9 @@ void chorus_gpu_call_describe(uint64_t desc, char *buf, size_t size);
 void chorus_gpu_piece(const chorus_kern_xchg *whole, int nranks, size_t off, size_t piece,
                       chorus_kern_xchg *out);
 /* The largest two-shot share (bytes) whose two halves fit LL slots of
- * ll_lines lines, LL runs of cta_lines lines (lower.c). */
-size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines);
+ * ll_lines lines, LL runs of cta_lines lines dealt to `blocks` CTAs
+ * (lower.c). */
+size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines, uint32_t blocks);
 
 /* The settings every rank must share (agree.c: those param_table.h marks
  * AGREE): their values as this rank reads them (strings hashed), exchanged

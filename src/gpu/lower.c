@@ -131,7 +131,7 @@ static int plan_ring_allreduce(int me, int n, const chorus_op *op, chorus_kern_x
   return k + allreduce_tail(me, n, op, main, &out[k]);
 }
 
-size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines) {
+size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines, uint32_t blocks) {
   if (!ll_lines || !cta_lines) return 0;
   /* The two halves fit when the second starts early enough: the largest
    * share of whole lines for which it does (the fit only shrinks as the
@@ -139,7 +139,7 @@ size_t chorus_gpu_twoshot_ll_max(size_t ll_lines, uint32_t cta_lines) {
   size_t lo = 0, hi = ll_lines;
   while (lo < hi) {
     const size_t mid = lo + (hi - lo + 1) / 2;
-    if (chorus_kern_ll_second(mid, cta_lines) + mid <= ll_lines)
+    if (chorus_kern_ll_second(mid, cta_lines, blocks) + mid <= ll_lines)
       lo = mid;
     else
       hi = mid - 1;

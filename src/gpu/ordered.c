@@ -18,15 +18,17 @@
 
 struct chorus_gpu_ordered {
   int device;
+  unsigned max_blocks; /* the rank's maxCTAs (0: none): the additions are its own */
   chorus_gpu_scratch scratch;
   void *event;  /* recorded after the last eager call's additions */
   void *stream; /* the stream it was recorded on (NULL: never recorded) */
 };
 
-ncclResult_t chorus_gpu_ordered_new(chorus_gpu_ordered **out, int device) {
+ncclResult_t chorus_gpu_ordered_new(chorus_gpu_ordered **out, int device, int max_ctas) {
   chorus_gpu_ordered *o = chorus_calloc(1, sizeof *o);
   if (!o) return chorus_error(ncclSystemError, "out of memory for reproducible reductions");
   o->device = device;
+  o->max_blocks = max_ctas > 0 ? (unsigned)max_ctas : 0;
   if (chorus_dev_use(device) != 0 || chorus_dev_event_new(&o->event) != 0) {
     chorus_free(o);
     return chorus_gpu_cuda_error("making an event for reproducible reductions");
@@ -93,7 +95,7 @@ static ncclResult_t turn(chorus_op *op, char *s) {
     chorus_kern_red kred;
     chorus_gpu_kern_red(&op->red, &kred);
     if (chorus_kern_premul(&kred, scaled, op->sendbuff, mine_bytes(op) / op->esize,
-                           op->cuda_stream) != 0)
+                           op->cc->gpu_ordered->max_blocks, op->cuda_stream) != 0)
       return chorus_gpu_cuda_error("scaling a PreMulSum's input");
     send = scaled;
   }
@@ -155,7 +157,8 @@ static ncclResult_t add(chorus_op *op) {
   chorus_gpu_kern_red(&op->u.gpu_ordered.red, &kred);
   if (chorus_dev_use(op->cc->gpu_ordered->device) != 0 ||
       chorus_kern_ordered_add(&kred, op->u.gpu_ordered.recvbuff, op->u.gpu_ordered.all, op->count,
-                              op->cc->nranks, op->count, op->cuda_stream) != 0)
+                              op->cc->nranks, op->count, op->cc->gpu_ordered->max_blocks,
+                              op->cuda_stream) != 0)
     return chorus_gpu_cuda_error("adding a reduction's contributions in rank order");
   return ncclSuccess;
 }

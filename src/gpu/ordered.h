@@ -25,8 +25,9 @@
 
 typedef struct chorus_gpu_ordered chorus_gpu_ordered;
 
-/* The state of a reproducible GPU communicator on `device`. */
-ncclResult_t chorus_gpu_ordered_new(chorus_gpu_ordered **out, int device);
+/* The state of a reproducible GPU communicator on `device`; its kernels
+ * take at most max_ctas CTAs where that is not 0 (the rank's maxCTAs). */
+ncclResult_t chorus_gpu_ordered_new(chorus_gpu_ordered **out, int device, int max_ctas);
 /* Frees its scratch (after the device went idle). NULL is fine. */
 void chorus_gpu_ordered_free(chorus_gpu_ordered *o);
 

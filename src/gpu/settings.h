@@ -15,6 +15,7 @@
 typedef struct chorus_gpu_settings {
   size_t ll_bytes;       /* LL payload per peer slot (CHORUS_GPU_LL_BYTES) */
   uint32_t ll_cta_lines; /* lines per run of an LL CTA */
+  uint32_t ll_blocks;    /* CTAs an LL launch deals its runs to */
   uint32_t channels;     /* CTAs of the FIFO kernels */
   uint32_t chunk_bytes;  /* an exchange's step per channel */
   uint32_t fifo_bytes;   /* FIFO per channel and peer */
@@ -38,8 +39,10 @@ typedef struct chorus_gpu_settings {
 #define CHORUS_GPU_STAGED_CHANNELS 16
 
 /* Reads the settings for a communicator of nranks GPUs (staged: arenas in
- * host memory), clamped to what the kernels take. */
-void chorus_gpu_settings_read(chorus_gpu_settings *s, int nranks, int staged);
+ * host memory), clamped to what the kernels take and, where cta_cap is
+ * not 0 (the communicator's maxCTAs), so that no launch of a collective
+ * or Send/Recv takes more than cta_cap CTAs. */
+void chorus_gpu_settings_read(chorus_gpu_settings *s, int nranks, int staged, int cta_cap);
 /* The planner's view of them (the shape fields of *p). */
 void chorus_gpu_settings_plan(const chorus_gpu_settings *s, chorus_plan_comm *p);
 

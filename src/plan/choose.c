@@ -125,6 +125,18 @@ static uint32_t protos_of(const chorus_plan_call *c, int algo) {
   const chorus_plan_comm *m = c->comm;
   uint32_t p = chorus_algo_get(algo)->on[m->env.backend].protos;
   if (m->env.backend != CHORUS_BACKEND_GPU) return p;
+  /* Under maxCTAs an LL launch's few CTAs each carry more lines, and past
+   * ll_peer_max bytes per peer (a two-shot's share twice: it sends it in
+   * LL lines twice) the rule's algorithm runs faster in Simple steps; but
+   * the two-shot on 2 GPUs, which pays only in LL, is passed over (2xH200,
+   * 8 and 16 CTAs, 128 KiB-1 MiB: AllReduce and AllGather one-shot in
+   * Simple steps 1.1-3.4x faster than in LL, the two-shot in Simple steps
+   * 1.5-2.2x slower than the one-shot). */
+  if (m->ll_peer_max && (algo == CHORUS_ALGO_ONESHOT || algo == CHORUS_ALGO_TWOSHOT) &&
+      (algo == CHORUS_ALGO_TWOSHOT ? 2 * twoshot_share(c) : c->count * c->esize) > m->ll_peer_max) {
+    p &= ~CHORUS_PROTO_BIT(CHORUS_PROTO_LL);
+    if (algo == CHORUS_ALGO_TWOSHOT && m->env.nranks <= 2) p = 0;
+  }
   if (algo == CHORUS_ALGO_TWOSHOT) {
     if (twoshot_share(c) > m->twoshot_ll_max) p &= ~CHORUS_PROTO_BIT(CHORUS_PROTO_LL);
     if (m->channels < 2) p &= ~CHORUS_PROTO_BIT(CHORUS_PROTO_SIMPLE);
@@ -160,8 +172,11 @@ static void shape(const chorus_plan_call *c, uint32_t protos, chorus_task *t) {
     t->channels = m->ring_channels, t->chunk = m->ring_chunk;
     break;
   case CHORUS_ALGO_TWOSHOT:
-    if (t->proto == CHORUS_PROTO_SIMPLE)
-      t->channels = m->twoshot_channels, t->chunk = m->twoshot_chunk;
+    if (t->proto == CHORUS_PROTO_SIMPLE) { /* its gathering half takes the upper channels */
+      const uint32_t half = m->channels / 2;
+      t->channels = m->twoshot_channels < half ? m->twoshot_channels : half;
+      t->chunk = m->twoshot_chunk;
+    }
     break;
   case CHORUS_ALGO_ZEROCOPY: {
     /* at least zc_cta_bytes of the rank's block per CTA */
@@ -248,7 +263,10 @@ static int try_rule(chorus_plan_call *c, const chorus_plan_probe *probe, const c
   if (!why) {
     const uint32_t can = protos_of(c, r->algo);
     p = pick_proto(can, protos, want);
-    if (p < 0) why = can & protos ? "no protocol" : "NCCL_PROTO leaves it no protocol it can run";
+    if (p < 0)
+      why = !can           ? "no protocol can run it here"
+            : can & protos ? "no protocol"
+                           : "NCCL_PROTO leaves it no protocol it can run";
   }
   if (why) {
     chorus_explain_put(ex, "  skipped: %s\n", why);

@@ -40,6 +40,7 @@ typedef struct chorus_plan_comm {
   int staged;            /* arenas in host memory: the GPUs do not reach each other */
   size_t twoshot_ll_max; /* the largest share an LL two-shot's slots hold (0: none) */
   size_t p2p_ll_max;     /* the largest Send/Recv the LL slots carry (0: none) */
+  size_t ll_peer_max;    /* under maxCTAs: most LL bytes per peer of a collective (0: any) */
   uint32_t channels, chunk_bytes;           /* exchanges */
   uint32_t ring_channels, ring_chunk;       /* rings and chains */
   uint32_t twoshot_channels, twoshot_chunk; /* two-shot (fifo form) */

@@ -250,7 +250,7 @@ static void comm_of(chorus_plan_comm *c, int n, const char *tune) {
   c->env.nranks = n;
   c->env.nhosts = 1;
   chorus_gpu_settings st;
-  chorus_gpu_settings_read(&st, n, 0);
+  chorus_gpu_settings_read(&st, n, 0, 0);
   chorus_gpu_settings_plan(&st, c);
   if (tune) setenv("CHORUS_TUNE", tune, 1);
   char err[256];
@@ -407,40 +407,79 @@ static void forced_algorithms(void) {
 /* The settings as the kernels take them: "auto" by rank count, clamps. */
 static void settings_read(void) {
   chorus_gpu_settings s;
-  chorus_gpu_settings_read(&s, 4, 0);
+  chorus_gpu_settings_read(&s, 4, 0, 0);
   EXPECT_EQ_INT(s.fifo_bytes, 512 << 10);
   EXPECT_EQ_INT(s.chunk_bytes, 64 << 10);
   EXPECT_EQ_INT(s.channels, 64);
   EXPECT_EQ_INT(s.ll_bytes, 1 << 20);
   EXPECT_EQ_INT(s.p2p_ll_bytes, 512 << 10);
-  chorus_gpu_settings_read(&s, 2, 0);
+  chorus_gpu_settings_read(&s, 2, 0, 0);
   EXPECT_EQ_INT(s.fifo_bytes, 1 << 20);
   EXPECT_EQ_INT(s.chunk_bytes, 128 << 10);
-  chorus_gpu_settings_read(&s, 4, 1); /* staged: fewer channels */
+  chorus_gpu_settings_read(&s, 4, 1, 0); /* staged: fewer channels */
   EXPECT_EQ_INT(s.channels, CHORUS_GPU_STAGED_CHANNELS);
   setenv("CHORUS_GPU_FIFO_BYTES", "2M", 1);
   setenv("CHORUS_GPU_CHUNK_BYTES", "5000", 1);
   setenv("CHORUS_GPU_P2P_LL_BYTES", "1G", 1);
   setenv("CHORUS_GPU_RING_CHANNELS", "99", 1);
-  chorus_gpu_settings_read(&s, 2, 0);
+  chorus_gpu_settings_read(&s, 2, 0, 0);
   EXPECT_EQ_INT(s.fifo_bytes, 2 << 20);                 /* set: the same on every rank count */
   EXPECT_EQ_INT(s.chunk_bytes, 4096);                   /* whole pages */
   EXPECT_EQ_INT(s.p2p_ll_bytes, CHORUS_GPU_P2P_LL_MAX); /* what the slots can hold */
   EXPECT_EQ_INT(s.ring_channels, 64);                   /* no more than the FIFOs have */
   setenv("CHORUS_GPU_P2P_LL_BYTES", "off", 1);
-  chorus_gpu_settings_read(&s, 2, 0);
+  chorus_gpu_settings_read(&s, 2, 0, 0);
   EXPECT_EQ_INT(s.p2p_ll_bytes, 0);
   EXPECT_EQ_INT(s.p2p_ll_parts, 0);
   unsetenv("CHORUS_GPU_FIFO_BYTES");
   unsetenv("CHORUS_GPU_CHUNK_BYTES");
   unsetenv("CHORUS_GPU_P2P_LL_BYTES");
   unsetenv("CHORUS_GPU_RING_CHANNELS");
+  /* maxCTAs: no launch takes more CTAs than the cap. */
+  chorus_gpu_settings_read(&s, 4, 0, 0);
+  EXPECT_EQ_INT(s.ll_blocks, CHORUS_KERN_MAX_BLOCKS);
+  EXPECT(s.big_from > 0);
+  for (int cap = 1; cap <= 64; cap *= 2) {
+    chorus_gpu_settings_read(&s, 4, 0, cap);
+    EXPECT(s.channels <= (uint32_t)cap && s.ring_channels <= s.channels);
+    EXPECT(s.ll_blocks == (uint32_t)cap && s.zc_channels <= (uint32_t)cap);
+    EXPECT(s.p2p_ll_parts >= 1 && s.p2p_ll_parts <= (uint32_t)cap);
+    EXPECT((uint64_t)s.p2p_ll_lines * 8 * s.p2p_ll_parts >= s.p2p_ll_bytes); /* every size fits */
+    EXPECT_EQ_INT(s.big_from, 0); /* twice the channels would pass the cap */
+  }
+  chorus_gpu_settings_read(&s, 2, 1, 8); /* staged: 16 channels, capped lower */
+  EXPECT_EQ_INT(s.channels, 8);
+  /* The channels a cap takes away leave their FIFO memory (up to 4x) to
+   * the others, and rings larger steps, where those are auto. */
+  const struct {
+    int cap;
+    uint32_t fifo, ring_chunk;
+  } grown[] = {{64, 1 << 20, 256 << 10}, {48, 1 << 20, 256 << 10}, {32, 2 << 20, 512 << 10},
+               {16, 4 << 20, 1 << 20},   {8, 4 << 20, 1 << 20},    {1, 4 << 20, 1 << 20}};
+  for (size_t i = 0; i < sizeof grown / sizeof grown[0]; i++) {
+    chorus_gpu_settings_read(&s, 2, 0, grown[i].cap);
+    EXPECT_EQ_INT(s.fifo_bytes, grown[i].fifo);
+    EXPECT_EQ_INT(s.ring_chunk, grown[i].ring_chunk);
+    EXPECT((uint64_t)s.fifo_bytes * s.channels <= (uint64_t)(1 << 20) * 64); /* no more memory */
+  }
+  setenv("CHORUS_GPU_FIFO_BYTES", "1M", 1); /* set: as set */
+  setenv("CHORUS_GPU_RING_CHUNK_BYTES", "128K", 1);
+  chorus_gpu_settings_read(&s, 2, 0, 8);
+  EXPECT_EQ_INT(s.fifo_bytes, 1 << 20);
+  EXPECT_EQ_INT(s.ring_chunk, 128 << 10);
+  unsetenv("CHORUS_GPU_FIFO_BYTES");
+  unsetenv("CHORUS_GPU_RING_CHUNK_BYTES");
+  chorus_gpu_settings_read(&s, 4, 0, 0); /* uncapped: 512 KiB FIFOs, 256 KiB ring steps */
+  EXPECT_EQ_INT(s.fifo_bytes, 512 << 10);
+  EXPECT_EQ_INT(s.ring_chunk, 256 << 10);
   /* The two-shot's LL form fits exactly where its two halves do. */
-  const size_t max = chorus_gpu_twoshot_ll_max(131072, 256);
-  EXPECT(max > 0 && max % 8 == 0);
-  EXPECT(chorus_kern_ll_second(max / 8, 256) + max / 8 <= 131072);
-  EXPECT(chorus_kern_ll_second(max / 8 + 1, 256) + max / 8 + 1 > 131072);
-  EXPECT_EQ_INT(chorus_gpu_twoshot_ll_max(0, 256), 0);
+  for (uint32_t blocks = 4; blocks <= CHORUS_KERN_MAX_BLOCKS; blocks *= 4) {
+    const size_t max = chorus_gpu_twoshot_ll_max(131072, 256, blocks);
+    EXPECT(max > 0 && max % 8 == 0);
+    EXPECT(chorus_kern_ll_second(max / 8, 256, blocks) + max / 8 <= 131072);
+    EXPECT(chorus_kern_ll_second(max / 8 + 1, 256, blocks) + max / 8 + 1 > 131072);
+  }
+  EXPECT_EQ_INT(chorus_gpu_twoshot_ll_max(0, 256, CHORUS_KERN_MAX_BLOCKS), 0);
 }
 
 /* The arena: regions in order, aligned, apart, and (for the default
@@ -449,7 +488,7 @@ static void arena_layout(void) {
   for (int n = 1; n <= 8; n++)
     for (int staged = 0; staged < 2; staged++) {
       chorus_gpu_settings s;
-      chorus_gpu_settings_read(&s, n, staged);
+      chorus_gpu_settings_read(&s, n, staged, 0);
       chorus_gpu_arena_layout a;
       chorus_gpu_arena_layout_make(&s, n, &a);
       EXPECT_EQ_INT(a.regions.n, 16);
@@ -468,7 +507,7 @@ static void arena_layout(void) {
       EXPECT_EQ_INT(a.p2p_slots, a.ll_slots + 2 * (size_t)n * (s.ll_bytes / 8) * 16);
     }
   chorus_gpu_settings s;
-  chorus_gpu_settings_read(&s, 4, 0);
+  chorus_gpu_settings_read(&s, 4, 0, 0);
   chorus_gpu_arena_layout a;
   chorus_gpu_arena_layout_make(&s, 4, &a);
   const size_t want[] = {0,      256,    512,    1024,   4096,   16384,  278528,

@@ -45,7 +45,7 @@ static void env(const char *algo, const char *proto, const char *tune) {
 static void gpu_comm(chorus_plan_comm *c, int n, int one_process, int rank, uint64_t key) {
   EXPECT_EQ_INT(plan_comm_gpu(c, n, rank, key, one_process, 0, 0, 0), 0);
   chorus_gpu_settings st;
-  chorus_gpu_settings_read(&st, n, 0);
+  chorus_gpu_settings_read(&st, n, 0, 0);
   chorus_gpu_settings_plan(&st, c); /* every shape field, as the settings give it */
 }
 
@@ -159,6 +159,34 @@ static void gpu_defaults_4(void) {
   EXPECT_CHOICE(choose_facts(&c, AR, 4 * MB, all, 0), TWOSHOT, SIMPLE);
   EXPECT_CHOICE(choose_facts(&c, CHORUS_FUNC_SEND, 64 * MB, all & ~CHORUS_FACT_STREAM_OK, 1),
                 DIRECT, SIMPLE);
+}
+
+/* Under maxCTAs (8 here: LL launches of 8 CTAs, 96 KiB of a peer's lines
+ * at most) LL lines give way to Simple steps past that budget, a
+ * two-shot's share counted twice, and 2 GPUs' two-shot is passed over. */
+static void gpu_capped(void) {
+  env(NULL, NULL, NULL);
+  chorus_plan_comm c;
+  chorus_gpu_settings st;
+  EXPECT_EQ_INT(plan_comm_gpu(&c, 2, 0, 1, 0, 0, 0, 0), 0);
+  chorus_gpu_settings_read(&st, 2, 0, 8);
+  chorus_gpu_settings_plan(&st, &c);
+  EXPECT_EQ_INT(c.ll_peer_max, 96 * KB);
+  EXPECT_CHOICE(choose(&c, AR, 96 * KB), ONESHOT, LL);
+  EXPECT_CHOICE(choose(&c, AR, 96 * KB + 4), ONESHOT, SIMPLE);
+  EXPECT_CHOICE(choose(&c, AR, 512 * KB), ONESHOT, SIMPLE); /* not the two-shot */
+  EXPECT_CHOICE(choose(&c, AG, 192 * KB), ONESHOT, LL);     /* 96 KiB a peer */
+  EXPECT_CHOICE(choose(&c, AG, 192 * KB + 16), ONESHOT, SIMPLE);
+  EXPECT_EQ_INT(plan_comm_gpu(&c, 4, 0, 1, 0, 0, 0, 0), 0);
+  chorus_gpu_settings_read(&st, 4, 0, 8);
+  chorus_gpu_settings_plan(&st, &c);
+  EXPECT_CHOICE(choose(&c, AR, 16 * KB), TWOSHOT, LL);
+  EXPECT_CHOICE(choose(&c, AR, 192 * KB), TWOSHOT, LL); /* shares of 48 KiB */
+  EXPECT_CHOICE(choose(&c, AR, 192 * KB + 64), TWOSHOT, SIMPLE);
+  chorus_gpu_settings_read(&st, 4, 0, 0); /* no cap: no budget */
+  chorus_gpu_settings_plan(&st, &c);
+  EXPECT_EQ_INT(c.ll_peer_max, 0);
+  EXPECT_CHOICE(choose(&c, AR, 1 * MB), TWOSHOT, LL);
 }
 
 /* 2 GPUs: larger LL region, two-shot only in LL at 256 KiB-1 MiB,
@@ -702,6 +730,7 @@ int main(void) {
   RUN(gpu_defaults_4);
   RUN(gpu_hosts);
   RUN(gpu_defaults_2);
+  RUN(gpu_capped);
   RUN(gpu_filters);
   RUN(gpu_tune);
   RUN(host_choices);
