@@ -133,6 +133,7 @@ static __device__ void push_lines(const chorus_kern_comm &c, uint32_t flag, size
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     exchange(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t q) {
+  pdl_enter();
   board_post(c, x.seq, x.desc, false);
   typedef uint2 U; /* 8 data bytes per 16-byte line */
   typedef typename elem<T>::acc A;
@@ -208,6 +209,7 @@ __global__ void __launch_bounds__(THREADS)
 template <typename T>
 __global__ void __launch_bounds__(THREADS)
     twoshot_ll(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t q) {
+  pdl_enter();
   board_post(c, x.seq, x.desc, false);
   typedef uint2 U;
   typedef typename elem<T>::acc A;
@@ -298,10 +300,8 @@ template <typename T, bool REDUCE> struct launcher {
     int threads;
     ll_shape((x->bytes + 7) / 8, q, ll_blocks(*c), &grid, &threads);
     if (x->twoshot)
-      twoshot_ll<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, q);
-    else
-      exchange<T><<<(unsigned)grid, threads, 0, stream>>>(*c, *red, *x, q);
-    return cudaGetLastError();
+      return chorus_launch(c->pdl, twoshot_ll<T>, (unsigned)grid, threads, stream, *c, *red, *x, q);
+    return chorus_launch(c->pdl, exchange<T>, (unsigned)grid, threads, stream, *c, *red, *x, q);
   }
 };
 } // namespace

@@ -424,6 +424,43 @@ static cudaError_t by_dtype(int dtype, Args... args) {
   }
 }
 
+/* ---- launches that overlap the kernel before them ---------------------- */
+/* First of a kernel that chorus_launch may start early (c.pdl:
+ * programmatic dependent launch): waits until the stream's kernel before
+ * it has completed and its writes show, then lets the next such launch
+ * start in turn, its CTAs waiting here. So only the launches overlap,
+ * never memory accesses, and a kernel launched the usual way passes both
+ * at once. */
+static __device__ __forceinline__ void pdl_enter() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/* kernel<<<grid, threads, 0, stream>>>(args...), early where pdl (a
+ * kernel that starts with pdl_enter). Graphs capture the overlap as well.
+ * With an LL AllReduce of 8 B-128 KiB between 2 processes on 2xH200 each
+ * call took 0.3-0.8 us less (5.1-5.4 us), 0.23-0.36 us less in graphs. */
+template <typename... P, typename... A>
+static cudaError_t chorus_launch(bool pdl, void (*kernel)(P...), unsigned grid, unsigned threads,
+                                 cudaStream_t stream, A... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(grid);
+  cfg.blockDim = dim3(threads);
+  cfg.stream = stream;
+  cudaLaunchAttribute early[1];
+  early[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  early[0].val.programmaticStreamSerializationAllowed = 1;
+  if (pdl) {
+    cfg.attrs = early;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, kernel, args...) == cudaSuccess) return cudaSuccess;
+    (void)cudaGetLastError(); /* a GPU or driver without it: the usual launch */
+    cfg.numAttrs = 0;
+  }
+  return cudaLaunchKernelEx(&cfg, kernel, args...);
+}
+
 /* The launch an exchange kernel file ends with, given its launcher
  * F<T, REDUCE>::run(c, red, x, stream): F<T, true> for a reduction over
  * elements of type T, F<uint8_t, false> for a copy (copies move bytes, so

@@ -73,6 +73,10 @@ typedef struct chorus_kern_comm {
    * communicator caps them: maxCTAs); runs of ll_cta_lines lines go to
    * CTAs 0 .. ll_blocks - 1 in turn (0: CHORUS_KERN_MAX_BLOCKS). */
   uint32_t ll_blocks;
+  /* LL launches (collectives and Send/Recv) start while the stream's
+   * kernel before them ends (programmatic dependent launch), waiting for
+   * its completion before their first access: only the launches overlap. */
+  uint32_t pdl;
   /* The FIFO kernels (pipelined exchanges, rings and chains, Send/Recv).
    * Channel (CTA) b of every rank talks only to channel b of the others,
    * through a FIFO of fifo_bytes per source, [channel][src] from pipe_off.

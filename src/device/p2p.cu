@@ -330,6 +330,7 @@ __global__ void __launch_bounds__(THREADS) sendrecv_ll(chorus_kern_comm c, choru
   volatile int *failed = &s_failed;
   const int t = threadIdx.x, n = c.nranks, me = c.rank;
   const uint32_t b = blockIdx.x;
+  pdl_enter();
   uint32_t *send_ep = (uint32_t *)(c.arena[me] + c.p2p_ep_off), *recv_ep = send_ep + R * PARTS;
   const uint32_t *acks = (const uint32_t *)(c.arena[me] + c.p2p_ack_off);
   size_t j0, j1;
@@ -405,8 +406,7 @@ extern "C" int chorus_kern_sendrecv_ll(const chorus_kern_comm *c, const chorus_k
     grid = nr > grid ? nr : grid;
   }
   if (grid == 0) return 0;
-  sendrecv_ll<<<grid, THREADS, 0, (cudaStream_t)stream>>>(*c, *p);
-  cudaError_t e = cudaGetLastError();
+  cudaError_t e = chorus_launch(c->pdl, sendrecv_ll, grid, THREADS, (cudaStream_t)stream, *c, *p);
   if (e != cudaSuccess) return chorus_dev_fail((int)e, "launching the LL Send/Recv kernel");
   return 0;
 }

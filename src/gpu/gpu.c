@@ -53,6 +53,7 @@ static void kernel_comm(chorus_gpu *g, const chorus_gpu_settings *st,
   kc->ll_lines = st->ll_bytes / 8;
   kc->ll_cta_lines = st->ll_cta_lines;
   kc->ll_blocks = st->ll_blocks;
+  kc->pdl = st->pdl;
   kc->ll_off = (uint32_t)a->ll_slots;
   kc->hdr_off = (uint32_t)a->ll_headers;
   kc->ack_off = (uint32_t)a->acks;

@@ -33,6 +33,7 @@ void chorus_gpu_settings_read(chorus_gpu_settings *s, int nranks, int staged, in
   const uint32_t cap = cta_cap > 0 ? (uint32_t)cta_cap : 0;
   s->ll_bytes = (size_t)CHORUS_MAX(4096, chorus_param_int(CHORUS_P_GPU_LL_BYTES)) / 8 * 8;
   s->ll_cta_lines = count_of(CHORUS_P_GPU_LL_CTA_LINES, 32, 65536) / 32 * 32;
+  s->pdl = chorus_param_int(CHORUS_P_GPU_PDL) != 0;
   s->ll_blocks = CHORUS_KERN_MAX_BLOCKS;
   if (cap && s->ll_blocks > cap) s->ll_blocks = cap;
   s->channels = count_of(CHORUS_P_GPU_CHANNELS, 1, CHORUS_KERN_CHANNELS);

@@ -16,6 +16,7 @@ typedef struct chorus_gpu_settings {
   size_t ll_bytes;       /* LL payload per peer slot (CHORUS_GPU_LL_BYTES) */
   uint32_t ll_cta_lines; /* lines per run of an LL CTA */
   uint32_t ll_blocks;    /* CTAs an LL launch deals its runs to */
+  uint32_t pdl;          /* LL launches overlap the kernel before them */
   uint32_t channels;     /* CTAs of the FIFO kernels */
   uint32_t chunk_bytes;  /* an exchange's step per channel */
   uint32_t fifo_bytes;   /* FIFO per channel and peer */

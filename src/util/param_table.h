@@ -88,6 +88,7 @@ CHORUS_PARAM(SOCKET_THREADS_FIT,"CHORUS_SOCKET_THREADS_FIT", BOOL, "1", 0, "0: e
 CHORUS_PARAM(SHARE_GPU,        "CHORUS_SHARE_GPU",      BOOL, "0", 0, "1: ranks of one host may share a GPU (multi-GPU tests on fewer GPUs; slow)")
 CHORUS_PARAM(SPREAD_RANKS,     "CHORUS_SPREAD_RANKS",   BOOL, "1", 0, "1: ranks that outnumber their machine's CPUs bind to one each, spread evenly")
 CHORUS_PARAM(GPU_WIDE_FROM,    "CHORUS_GPU_WIDE_FROM",  SIZE, "32M", OFF, "Copies both ways of this much per rank run 1024-thread CTAs (tuned; tests force 1)")
+CHORUS_PARAM(GPU_PDL,          "CHORUS_GPU_PDL",        BOOL, "1", 0, "1: LL launches start while the kernel before them ends (programmatic dependent launch)")
 CHORUS_PARAM(GPU_BIG_FROM,     "CHORUS_GPU_BIG_FROM",   SIZE, "128M", OFF | AGREE, "Copies, rings and Send/Recv of this many bytes in all use twice the channels (off: none)")
 CHORUS_PARAM(GPU_STAGE_PIECE,  "CHORUS_GPU_STAGE_PIECE", SIZE, "4M", OFF | AGREE, "Staged calls across hosts from 2 pieces move in pieces of this (at most 64; off: whole)")
 CHORUS_PARAM(GPU_STAGE_WAIT,   "CHORUS_GPU_STAGE_WAIT", STR, "auto", 0, "Staged calls wait for the host: auto, kernel (polling) or word (stream memory op)")

@@ -472,6 +472,7 @@ static void settings_read(void) {
   chorus_gpu_settings_read(&s, 4, 0, 0); /* uncapped: 512 KiB FIFOs, 256 KiB ring steps */
   EXPECT_EQ_INT(s.fifo_bytes, 512 << 10);
   EXPECT_EQ_INT(s.ring_chunk, 256 << 10);
+  EXPECT_EQ_INT(s.pdl, 1);
   /* The two-shot's LL form fits exactly where its two halves do. */
   for (uint32_t blocks = 4; blocks <= CHORUS_KERN_MAX_BLOCKS; blocks *= 4) {
     const size_t max = chorus_gpu_twoshot_ll_max(131072, 256, blocks);
