@@ -38,6 +38,16 @@ printf '%s\n' "$ex" | grep -q "^-> zerocopy/Simple" || fail "no zero-copy in one
   fail "a 512M Broadcast chain does not say its channels may double"
 "$info" --explain broadcast 64M --gpu --ranks 2 | grep -q "up to twice" &&
   fail "a 64M Broadcast chain says its channels may double"
+# Under maxCTAs (NCCL_MAX_CTAS, as a communicator's cap) LL lines give
+# way to Simple steps past 12 KiB of a peer's lines per CTA, and the 2-GPU
+# two-shot is passed over; without a cap, the defaults.
+ex=$(NCCL_MAX_CTAS=8 "$info" --explain allreduce 512K --gpu --ranks 2)
+printf '%s\n' "$ex" | grep -q "skipped: no protocol can run it here" || fail "capped two-shot: $ex"
+printf '%s\n' "$ex" | grep -q "^-> oneshot/Simple, 8 channels" || fail "capped 512K: $ex"
+NCCL_MAX_CTAS=8 "$info" --explain allreduce 64K --gpu --ranks 2 | grep -q "^-> oneshot/LL" ||
+  fail "capped 64K not in LL lines"
+"$info" --explain allreduce 512K --gpu --ranks 2 | grep -q "^-> twoshot/LL" ||
+  fail "uncapped 512K not the LL two-shot"
 # Across hosts: the cost model prices hier (with its steps and the host
 # call under it) and staged, by the network's figures: a slower network
 # takes hier for smaller calls; staged for what hier cannot cut; NCCL_ALGO
