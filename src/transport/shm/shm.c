@@ -11,14 +11,17 @@
  * among the ranks that share memory (all ranks of the host, or only itself
  * when NCCL_SHM_DISABLE=1 leaves just the self-connection).
  *
- * Protocol of one FIFO (single producer, single consumer):
- *   tail  written by the sender (release) after filling slot tail % nslots
- *         and its header; read by the receiver (acquire).
+ * Protocol of one FIFO (single producer, single consumer), message k
+ * (from 0) in slot k % nslots:
+ *   seq   of slot k's header, written k + 1 by the sender (release) after
+ *         filling the slot and the rest of the header; polled by the
+ *         receiver (acquire), which then finds the header in the same line.
  *   head  written by the receiver (release) after it is done with slot
  *         head % nslots; read by the sender (acquire) to find free slots.
  *   error written (release) by either side after it wrote `reason`; both
  *         check it before every slot operation.
- * After moving tail or head the writer rings the other rank's doorbell.
+ * After posting a message or moving head the writer rings the other
+ * rank's doorbell.
  *
  * Node memory. When every rank of the communicator is on this host, each
  * segment also ends with the rank's node counters (one cache line each) and
@@ -65,14 +68,18 @@ typedef struct seg_header {
   chorus_doorbell db __attribute__((aligned(CACHELINE)));
 } seg_header;
 
-typedef struct slot_header {
+/* A message's header, a line of its own: the sender fills it, then
+ * release-stores seq (the message's place in the FIFO + 1), which is what
+ * the receiver polls, so one line tells it both that the message is there
+ * and what it is (no separate tail counter to miss on as well). */
+typedef struct __attribute__((aligned(CACHELINE))) slot_header {
+  uint64_t seq;
   uint64_t bytes;
   uint64_t ref; /* nonzero: the message is at this address of the sender, not in the slot */
   chorus_msg_meta meta;
 } slot_header;
 
 typedef struct fifo_ctrl {
-  uint64_t tail __attribute__((aligned(CACHELINE)));
   uint64_t head __attribute__((aligned(CACHELINE)));
   uint32_t error __attribute__((aligned(CACHELINE)));
   char reason[CHORUS_REASON_MAX];
@@ -85,8 +92,8 @@ typedef struct shm_conn {
   char *data;
   uint32_t nslots;
   int dir;
-  uint64_t pos;   /* our counter: tail (send) or head (recv) */
-  uint64_t other; /* last seen head (send) or tail (recv) */
+  uint64_t pos;   /* messages posted (send) or done with (recv): head */
+  uint64_t other; /* last seen head (send) */
   int holding;
   chorus_doorbell *peer_db;
   chorus_doorbell *my_db;
@@ -233,7 +240,7 @@ static ncclResult_t post(shm_conn *c, size_t bytes, const void *ref, const choru
   h->meta = *meta;
   c->pos++;
   c->holding = 0;
-  __atomic_store_n(&c->ctrl->tail, c->pos, __ATOMIC_RELEASE);
+  __atomic_store_n(&h->seq, c->pos, __ATOMIC_RELEASE);
   chorus_doorbell_ring(c->peer_db);
   return ncclSuccess;
 }
@@ -284,18 +291,15 @@ static ncclResult_t fetch(shm_conn *c, const slot_header *h, char *dst) {
 /* The next message's header: ncclSuccess, ncclInProgress (none yet) or
  * the peer's failure. */
 static ncclResult_t next_message(shm_conn *c, const slot_header **h) {
-  if (c->pos == c->other) {
-    c->other = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
-    if (c->pos == c->other) {
-      if (!__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return ncclInProgress;
-      /* The peer may have posted its last message and then failed between
-       * our two loads: what it sent before failing is still delivered (a
-       * receiver whose count differs hears that, not the later abort). */
-      c->other = __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE);
-      if (c->pos == c->other) return peer_failed(c);
-    }
+  const slot_header *at = &c->ctrl->slot[c->pos % c->nslots];
+  if (__atomic_load_n(&at->seq, __ATOMIC_ACQUIRE) != c->pos + 1) {
+    if (!__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return ncclInProgress;
+    /* The peer may have posted its last message and then failed between
+     * our two loads: what it sent before failing is still delivered (a
+     * receiver whose count differs hears that, not the later abort). */
+    if (__atomic_load_n(&at->seq, __ATOMIC_ACQUIRE) != c->pos + 1) return peer_failed(c);
   }
-  *h = &c->ctrl->slot[c->pos % c->nslots];
+  *h = at;
   return ncclSuccess;
 }
 
@@ -358,7 +362,8 @@ static void shm_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
  * that posted its last one and exited is not lost until they are read
  * (a slow rank among many may wake only after its peer is gone). */
 static int unread(const shm_conn *c) {
-  return c->dir == CHORUS_DIR_RECV && __atomic_load_n(&c->ctrl->tail, __ATOMIC_ACQUIRE) != c->pos;
+  return c->dir == CHORUS_DIR_RECV &&
+         __atomic_load_n(&c->ctrl->slot[c->pos % c->nslots].seq, __ATOMIC_ACQUIRE) == c->pos + 1;
 }
 
 static ncclResult_t shm_check(chorus_conn *cc) {
