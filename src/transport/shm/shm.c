@@ -70,8 +70,8 @@ typedef struct seg_header {
 
 /* A message's header, a line of its own: the sender fills it, then
  * release-stores seq (the message's place in the FIFO + 1), which is what
- * the receiver polls, so one line tells it both that the message is there
- * and what it is (no separate tail counter to miss on as well). */
+ * the receiver polls, so one miss across cores tells it both that the
+ * message is there and what it is. */
 typedef struct __attribute__((aligned(CACHELINE))) slot_header {
   uint64_t seq;
   uint64_t bytes;
