@@ -98,8 +98,9 @@ typedef struct chorus_coll_comm {
   int unchecked;
   uint64_t unchecked_from;
   uint64_t calls_chain; /* the hash of this rank's posted calls so far */
-  /* Calls waiting in open groups, any thread's (atomic): destroying the
-   * communicator under them would leave the group freed memory. */
+  /* Open groups (any thread's) holding calls on it, each counted once
+   * (atomic): destroying the communicator under them would leave the
+   * group freed memory. */
   int queued;
   /* Large scratch buffers its calls leave for the next ones (chorus_op_scratch). */
   chorus_bufcache bufs;

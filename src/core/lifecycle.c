@@ -52,8 +52,8 @@ static ncclResult_t leave_groups(ncclComm_t comm, const char *what) {
   const int elsewhere = __atomic_load_n(&comm->cc.queued, __ATOMIC_ACQUIRE);
   if (elsewhere > 0)
     return chorus_error(ncclInvalidUsage,
-                        "%s: %d call(s) on this communicator wait in another thread's open "
-                        "group; end that group first",
+                        "%s: calls on this communicator wait in another thread's open group "
+                        "(%d such group(s)); end it first",
                         what, elsewhere);
   return ncclSuccess;
 }
