@@ -683,6 +683,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
       CHECK_GOTO(chorus_netprobe_run(comm, &e->net_us, &e->net_bw), res, out);
     }
   }
+  const int max_ctas = comm->config.maxCTAs > 0 ? comm->config.maxCTAs : 0; /* unset: 0 */
   if (comm->device >= 0 && comm->topo.nhosts > 1) {
     CHECK_GOTO(chorus_proxy_setup(&comm->cc.proxy, &comm->cc, comm->device), res, out);
     CHECK_GOTO(chorus_comm_build_parts(comm), res, out);
@@ -696,13 +697,10 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
     }
   } else if (comm->device >= 0)
     CHECK_GOTO(chorus_gpu_setup(&comm->cc.gpu, comm->bs, &comm->topo, comm->rank, comm->nranks,
-                                comm->device, comm->config.maxCTAs > 0 ? comm->config.maxCTAs : 0,
-                                &comm->cc.plan),
+                                comm->device, max_ctas, &comm->cc.plan),
                res, out);
   if (comm->device >= 0 && comm->cc.reproducible && !comm->is_part)
-    CHECK_GOTO(chorus_gpu_ordered_new(&comm->cc.gpu_ordered, comm->device,
-                                      comm->config.maxCTAs > 0 ? comm->config.maxCTAs : 0),
-               res, out);
+    CHECK_GOTO(chorus_gpu_ordered_new(&comm->cc.gpu_ordered, comm->device, max_ctas), res, out);
   if (!comm->is_part) chorus_stats_register(comm);  /* counted from its first call */
   chorus_status_register(comm, comm->status_peers); /* takes them */
   comm->status_peers = NULL;

@@ -48,8 +48,8 @@ void chorus_gpu_settings_read(chorus_gpu_settings *s, int nranks, int staged, in
   while (grow < 4 && s->channels * (uint32_t)grow * 2 <= uncapped) grow *= 2;
   s->chunk_bytes = step_of(size_auto(CHORUS_P_GPU_CHUNK_BYTES, nranks, 128 << 10, 64 << 10));
   /* At least two wide chunks per FIFO, and half a FIFO whole pages. */
-  int64_t fifo = chorus_param_int(CHORUS_P_GPU_FIFO_BYTES);
-  if (fifo == CHORUS_AUTO) fifo = (nranks == 2 ? 1 << 20 : 512 << 10) * grow;
+  const int64_t fifo =
+      size_auto(CHORUS_P_GPU_FIFO_BYTES, nranks, (1 << 20) * grow, (512 << 10) * grow);
   s->fifo_bytes = (uint32_t)CHORUS_CLAMP(fifo, 2 * (int64_t)s->chunk_bytes, 1 << 28) / 8192 * 8192;
   s->wide_from = (uint64_t)CHORUS_MAX(0, chorus_param_int(CHORUS_P_GPU_WIDE_FROM));
   /* Staged arenas (host memory) take no FIFOs for more channels. */
@@ -57,10 +57,12 @@ void chorus_gpu_settings_read(chorus_gpu_settings *s, int nranks, int staged, in
   if (cap && 2 * s->channels > cap) s->big_from = 0;
   /* Rings use the pipeline's FIFOs, so no more channels than it has. */
   s->ring_channels = count_of(CHORUS_P_GPU_RING_CHANNELS, 1, s->channels);
-  const int64_t ring_chunk = chorus_param_int(CHORUS_P_GPU_RING_CHUNK_BYTES);
-  s->ring_chunk = step_of(ring_chunk != CHORUS_AUTO ? ring_chunk : (256 << 10) * grow);
+  s->ring_chunk = step_of(
+      size_auto(CHORUS_P_GPU_RING_CHUNK_BYTES, nranks, (256 << 10) * grow, (256 << 10) * grow));
   /* The two-shot's gathering half uses the upper half of the channels. */
   s->twoshot_channels = count_of(CHORUS_P_GPU_TWOSHOT_CHANNELS, 1, CHORUS_KERN_CHANNELS / 2);
+  if (s->channels >= 2 && s->twoshot_channels > s->channels / 2)
+    s->twoshot_channels = s->channels / 2; /* as twoshot.cu launches it */
   s->twoshot_chunk = step_of(chorus_param_int(CHORUS_P_GPU_TWOSHOT_CHUNK_BYTES));
   s->p2p_ll_bytes =
       (size_t)CHORUS_CLAMP(chorus_param_int(CHORUS_P_GPU_P2P_LL_BYTES), 0, CHORUS_GPU_P2P_LL_MAX);

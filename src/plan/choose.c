@@ -172,11 +172,8 @@ static void shape(const chorus_plan_call *c, uint32_t protos, chorus_task *t) {
     t->channels = m->ring_channels, t->chunk = m->ring_chunk;
     break;
   case CHORUS_ALGO_TWOSHOT:
-    if (t->proto == CHORUS_PROTO_SIMPLE) { /* its gathering half takes the upper channels */
-      const uint32_t half = m->channels / 2;
-      t->channels = m->twoshot_channels < half ? m->twoshot_channels : half;
-      t->chunk = m->twoshot_chunk;
-    }
+    if (t->proto == CHORUS_PROTO_SIMPLE)
+      t->channels = m->twoshot_channels, t->chunk = m->twoshot_chunk;
     break;
   case CHORUS_ALGO_ZEROCOPY: {
     /* at least zc_cta_bytes of the rank's block per CTA */

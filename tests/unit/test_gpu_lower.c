@@ -442,6 +442,7 @@ static void settings_read(void) {
   for (int cap = 1; cap <= 64; cap *= 2) {
     chorus_gpu_settings_read(&s, 4, 0, cap);
     EXPECT(s.channels <= (uint32_t)cap && s.ring_channels <= s.channels);
+    EXPECT(s.channels < 2 || s.twoshot_channels <= s.channels / 2); /* twoshot.cu's launch */
     EXPECT(s.ll_blocks == (uint32_t)cap && s.zc_channels <= (uint32_t)cap);
     EXPECT(s.p2p_ll_parts >= 1 && s.p2p_ll_parts <= (uint32_t)cap);
     EXPECT((uint64_t)s.p2p_ll_lines * 8 * s.p2p_ll_parts >= s.p2p_ll_bytes); /* every size fits */

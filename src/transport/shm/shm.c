@@ -288,18 +288,22 @@ static ncclResult_t fetch(shm_conn *c, const slot_header *h, char *dst) {
   return err == ESRCH ? ncclRemoteError : ncclSystemError;
 }
 
+/* Whether the message at a receiving connection's place is posted. */
+static int posted(const shm_conn *c) {
+  return __atomic_load_n(&c->ctrl->slot[c->pos % c->nslots].seq, __ATOMIC_ACQUIRE) == c->pos + 1;
+}
+
 /* The next message's header: ncclSuccess, ncclInProgress (none yet) or
  * the peer's failure. */
 static ncclResult_t next_message(shm_conn *c, const slot_header **h) {
-  const slot_header *at = &c->ctrl->slot[c->pos % c->nslots];
-  if (__atomic_load_n(&at->seq, __ATOMIC_ACQUIRE) != c->pos + 1) {
+  if (!posted(c)) {
     if (!__atomic_load_n(&c->ctrl->error, __ATOMIC_ACQUIRE)) return ncclInProgress;
     /* The peer may have posted its last message and then failed between
      * our two loads: what it sent before failing is still delivered (a
      * receiver whose count differs hears that, not the later abort). */
-    if (__atomic_load_n(&at->seq, __ATOMIC_ACQUIRE) != c->pos + 1) return peer_failed(c);
+    if (!posted(c)) return peer_failed(c);
   }
-  *h = at;
+  *h = &c->ctrl->slot[c->pos % c->nslots];
   return ncclSuccess;
 }
 
@@ -362,8 +366,7 @@ static void shm_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
  * that posted its last one and exited is not lost until they are read
  * (a slow rank among many may wake only after its peer is gone). */
 static int unread(const shm_conn *c) {
-  return c->dir == CHORUS_DIR_RECV &&
-         __atomic_load_n(&c->ctrl->slot[c->pos % c->nslots].seq, __ATOMIC_ACQUIRE) == c->pos + 1;
+  return c->dir == CHORUS_DIR_RECV && posted(c);
 }
 
 static ncclResult_t shm_check(chorus_conn *cc) {
