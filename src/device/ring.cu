@@ -21,6 +21,14 @@
  *   back (release store into the previous rank's done word) and announce
  *   the new one (release store into the next rank's head word).
  *
+ * Or, where few channels move a copy that does not reduce (WARPS), each
+ * warp runs the steps on its own share of the chunk with no barrier of
+ * the CTA between them: it waits for the same words itself, copies, and
+ * counts itself done with the step; the last warp to do so hands the
+ * slot back and announces the new one while the others have gone on to
+ * the next step, so the time a step's stores take to drain and its flags
+ * to travel overlaps the other warps' copies instead of stopping the CTA.
+ *
  * The FIFOs and counters are those of the pipelined kernel (pipe.cu), so
  * the kinds of launch follow each other on a communicator freely. No
  * system fence precedes the release store (a stream to one peer measured
@@ -41,8 +49,27 @@ extern "C" {
  * at 128 MiB: 330 against 293 GB/s); the chunk of a step is NT * UR
  * units at a time. */
 #define NT THREADS
+/* Steps a warp may run ahead of the last one handed on: the arrival
+ * counts are a ring of LEAD, and a count is reused only once every warp
+ * has arrived at the step LEAD before. */
+#define LEAD 32
+/* The most ring channels at which non-reducing launches take that flow
+ * (the launcher says why). */
+#define WARPS_UPTO 8
 
-template <typename T, bool REDUCE>
+/* A warp's arrival (its lane 0, after __syncwarp) at a step's count;
+ * true for the CTA's last. acq_rel at CTA scope: every warp's copies come
+ * before the last one's release stores that hand the slots on. */
+static __device__ __forceinline__ bool arrive_last(uint32_t *count) {
+  uint32_t old;
+  asm volatile("atom.acq_rel.cta.shared.add.u32 %0, [%1], 1;"
+               : "=r"(old)
+               : "r"((uint32_t)__cvta_generic_to_shared(count))
+               : "memory");
+  return old % (NT / 32) == NT / 32 - 1;
+}
+
+template <typename T, bool REDUCE, bool WARPS>
 __global__ void __launch_bounds__(NT)
     ring(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk, uint32_t nslots,
          size_t nchunks) {
@@ -51,7 +78,10 @@ __global__ void __launch_bounds__(NT)
   constexpr int E = sizeof(U) / sizeof(T);
   constexpr int UR = !REDUCE || E <= 8 ? UNROLL : UNROLL / 2; /* 16 1-byte accumulators a unit */
   __shared__ int s_failed;
-  const int t = threadIdx.x, b = blockIdx.x, G = gridDim.x, n = c.nranks, me = c.rank;
+  __shared__ uint32_t s_arrived[LEAD]; /* warps done with step z, at z % LEAD */
+  __shared__ uint32_t s_posted;        /* steps handed on, in order */
+  const int t = threadIdx.x, lane = t % 32, b = blockIdx.x, G = gridDim.x, n = c.nranks,
+            me = c.rank;
   const int next = (me + 1) % n, prev = (me + n - 1) % n, S = chorus_kern_ring_steps(x.ring, n);
   const int first = chorus_kern_ring_first(x.ring, me, n, x.root),
             last = chorus_kern_ring_last(x.ring, me, n, x.root);
@@ -62,7 +92,8 @@ __global__ void __launch_bounds__(NT)
   uint32_t *taken = (uint32_t *)(c.arena[me] + c.cnt_off) +
                     (size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + prev;
   const uint32_t sent0 = *sent, taken0 = *taken;
-  if (t == 0) s_failed = 0;
+  if (t < LEAD) s_arrived[t] = 0;
+  if (t == 0) s_failed = 0, s_posted = 0;
   __syncthreads();
   const size_t cu = chunk / sizeof(U), nunits = (x.bytes + sizeof(U) - 1) / sizeof(U);
   const size_t npos = (size_t)b < nchunks ? (nchunks - 1 - b) / G + 1 : 0;
@@ -72,19 +103,39 @@ __global__ void __launch_bounds__(NT)
   char *out = (char *)x.recv;
   const bool in_blocks = chorus_kern_ring_in_blocks(x.ring),
              out_blocks = chorus_kern_ring_out_blocks(x.ring);
-  uint32_t ks = 0, kr = 0; /* chunks sent and taken so far in this launch */
+  /* Chunks sent and taken so far in this launch, and steps run. */
+  uint32_t ks = 0, kr = 0, z = 0;
   for (size_t i = 0; i < npos; i++) {
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
-    for (int s = first; s <= last; s++) {
+    for (int s = first; s <= last; s++, z++) {
       const bool rx = s > 0, tx = s < S - 1;
-      if (t == 0 && rx &&
-          wait_at_least(head_word(c, c.arena[me], b, prev), taken0 + kr + 1, c, prev, &s_failed) &&
-          kr == 0)
-        check_call(c, b, prev, taken0, x.desc, &s_failed);
-      if (t == 32 && tx)
-        wait_at_least(done_word(c, c.arena[me], b, next), room_needed(sent0, ks, nslots), c, next,
-                      &s_failed);
-      if (__syncthreads_or(s_failed)) goto out;
+      bool go = true;
+      if (WARPS) {
+        if (lane == 0) {
+          while (go && (int32_t)(z - *(volatile uint32_t *)&s_posted) >= LEAD)
+            go = !*(volatile int *)&s_failed;
+          if (go && rx)
+            go = wait_at_least(head_word(c, c.arena[me], b, prev), taken0 + kr + 1, c, prev,
+                               &s_failed);
+          if (go && rx && kr == 0 && t == 0) check_call(c, b, prev, taken0, x.desc, &s_failed);
+          if (go && tx)
+            go = wait_at_least(done_word(c, c.arena[me], b, next), room_needed(sent0, ks, nslots),
+                               c, next, &s_failed);
+          go = go && !*(volatile int *)&s_failed;
+        }
+        go = __shfl_sync(~0u, go, 0);
+      } else {
+        if (t == 0 && rx &&
+            wait_at_least(head_word(c, c.arena[me], b, prev), taken0 + kr + 1, c, prev,
+                          &s_failed) &&
+            kr == 0)
+          check_call(c, b, prev, taken0, x.desc, &s_failed);
+        if (t == 32 && tx)
+          wait_at_least(done_word(c, c.arena[me], b, next), room_needed(sent0, ks, nslots), c, next,
+                        &s_failed);
+        go = !__syncthreads_or(s_failed);
+      }
+      if (!go) goto out;
       {
         const int blk = chorus_kern_ring_block(x.ring, me, n, s);
         const bool red_step = REDUCE && chorus_kern_ring_reduces(x.ring, n, s);
@@ -130,11 +181,25 @@ __global__ void __launch_bounds__(NT)
           }
         }
       }
-      __syncthreads();
-      if (t == 0 && rx) st_release(done_word(c, c.arena[prev], b, me), taken0 + kr + 1);
-      if (t == 32 && tx) {
-        if (ks == 0) put_call(c, b, next, sent0, x.desc);
-        st_release(head_word(c, c.arena[next], b, me), sent0 + ks + 1);
+      if (WARPS) {
+        /* The warp's share is done; the last warp of the step hands the
+         * slot back and announces the new one. */
+        __syncwarp();
+        if (lane == 0 && arrive_last(&s_arrived[z % LEAD])) {
+          if (rx) st_release(done_word(c, c.arena[prev], b, me), taken0 + kr + 1);
+          if (tx) {
+            if (ks == 0) put_call(c, b, next, sent0, x.desc);
+            st_release(head_word(c, c.arena[next], b, me), sent0 + ks + 1);
+          }
+          *(volatile uint32_t *)&s_posted = z + 1;
+        }
+      } else {
+        __syncthreads();
+        if (t == 0 && rx) st_release(done_word(c, c.arena[prev], b, me), taken0 + kr + 1);
+        if (t == 32 && tx) {
+          if (ks == 0) put_call(c, b, next, sent0, x.desc);
+          st_release(head_word(c, c.arena[next], b, me), sent0 + ks + 1);
+        }
       }
       ks += tx;
       kr += rx;
@@ -171,7 +236,17 @@ template <typename T, bool REDUCE> struct launcher {
       k.grid = k.nchunks < most ? (unsigned)k.nchunks : most;
       if (k.grid > c->channels) k.nslots = (uint32_t)(c->fifo_bytes / 2 / k.chunk);
     }
-    ring<T, REDUCE><<<k.grid, NT, 0, stream>>>(*c, *red, *x, k.chunk, k.nslots, k.nchunks);
+    /* Warps on their own where few channels move a copy that does not
+     * reduce (AllGather rings, Broadcast chains): 2 x H200, 2 processes,
+     * 8 CTAs, against CTA barriers from 64 MiB, AllGather 1.02-1.04x and
+     * Broadcast 1.06-1.07x; with 32 CTAs AllGather 0.93-1.00x from 256
+     * MiB; AllReduce and ReduceScatter 0.96-1.00x with 8, AllReduce
+     * 0.92-0.98x by default (64-128 CTAs): those keep the barriers. */
+    if (!REDUCE && c->ring_channels <= WARPS_UPTO)
+      ring<T, REDUCE, !REDUCE>
+          <<<k.grid, NT, 0, stream>>>(*c, *red, *x, k.chunk, k.nslots, k.nchunks);
+    else
+      ring<T, REDUCE, false><<<k.grid, NT, 0, stream>>>(*c, *red, *x, k.chunk, k.nslots, k.nchunks);
     return cudaGetLastError();
   }
 };
