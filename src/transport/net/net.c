@@ -231,8 +231,45 @@ static void place_payload(net_conn *c, uint64_t m) {
     pl->where = pl->want_at;
 }
 
+/* Read-ahead per receiving stream: frames up to this size (header
+ * included) come in one recv, not one for the header and one for the
+ * payload. Allocated at a stream's first read. */
+#define READ_AHEAD 4096
+
+/* Up to want bytes of st's socket into dst, as recv does (MSG_DONTWAIT):
+ * what was read ahead first; a want under READ_AHEAD through the
+ * read-ahead, which takes what the socket holds up to its size, unless
+ * the stream's last frame was larger (its payload would be copied out of
+ * the read-ahead for nothing: 8-32 KiB Broadcasts 3-7% slower). A
+ * read-ahead that got less than it asked for found the socket empty:
+ * until the next pass (net_pull_stream), reads say EAGAIN without asking
+ * again (a small frame then costs one recv, not a second that fails). */
+static ssize_t stream_read(net_stream *st, char *dst, size_t want) {
+  if (st->ra_off < st->ra_len) {
+    const size_t n = CHORUS_MIN(want, (size_t)(st->ra_len - st->ra_off));
+    memcpy(dst, st->ra + st->ra_off, n);
+    st->ra_off += (uint32_t)n;
+    return (ssize_t)n;
+  }
+  if (st->ra_dry) {
+    errno = EAGAIN;
+    return -1;
+  }
+  if (want >= READ_AHEAD || st->ra_big || (!st->ra && !(st->ra = chorus_malloc(READ_AHEAD))))
+    return recv(st->fd, dst, want, MSG_DONTWAIT);
+  const ssize_t r = recv(st->fd, st->ra, READ_AHEAD, MSG_DONTWAIT);
+  if (r <= 0) return r;
+  if (r < READ_AHEAD) st->ra_dry = 1;
+  const size_t n = CHORUS_MIN(want, (size_t)r);
+  memcpy(dst, st->ra, n);
+  st->ra_off = (uint32_t)n;
+  st->ra_len = (uint32_t)r;
+  return (ssize_t)n;
+}
+
 int net_pull_stream(net_conn *c, net_stream *st, size_t limit) {
   int moved = 0;
+  st->ra_dry = 0;
   while (st->next < __atomic_load_n(&c->done, __ATOMIC_ACQUIRE) + c->nslots) {
     uint32_t i = (uint32_t)(st->next % c->nslots);
     net_wire_hdr *h = &c->hdr[i];
@@ -246,7 +283,7 @@ int net_pull_stream(net_conn *c, net_stream *st, size_t limit) {
       dst = c->place[i].where + (st->off - sizeof *h);
       want = sizeof *h + h->bytes - st->off;
     }
-    ssize_t r = want ? recv(st->fd, dst, want, MSG_DONTWAIT) : 0;
+    ssize_t r = want ? stream_read(st, dst, want) : 0;
     if (want && r <= 0) {
       if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       if (r < 0 && errno == EINTR) continue;
@@ -263,6 +300,7 @@ int net_pull_stream(net_conn *c, net_stream *st, size_t limit) {
          (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX)))
       return stream_end(st, NET_BROKEN, "carried garbage", "bad message header");
     if (st->off == sizeof *h) {
+      st->ra_big = sizeof *h + h->bytes > READ_AHEAD;
       if (h->kind == FRAME_DATA_NOTE) {
         heard_note(&c->state->notes[c->base.peer], h);
         h->kind = FRAME_DATA;
@@ -524,6 +562,8 @@ static void net_destroy(void *p) {
       chorus_free(s->conns[i].hdr);
       chorus_free(s->conns[i].ready);
       chorus_free(s->conns[i].place);
+      for (int k = 0; s->conns[i].st && k < s->conns[i].nstreams; k++)
+        chorus_free(s->conns[i].st[k].ra);
       chorus_free(s->conns[i].st);
     }
   if (s->fds)

@@ -69,6 +69,13 @@ typedef struct net_stream {
   char why[96];
   const char *fail; /* NET_FAILED: the peer's reason, in a slot */
   size_t fail_len;
+  /* recv: bytes read from the socket ahead of the frame being moved
+   * (net.c, stream_read), [ra_off, ra_len) of ra; ra_dry: a recv of this
+   * pass found the socket empty; ra_big: the last frame was larger than
+   * the read-ahead. */
+  char *ra;
+  uint32_t ra_off, ra_len;
+  int ra_dry, ra_big;
 } net_stream;
 
 /* What a caller's memory has to do with one slot's message: sending, the
