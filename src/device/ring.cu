@@ -242,6 +242,8 @@ template <typename T, bool REDUCE> struct launcher {
      * Broadcast 1.06-1.07x; with 32 CTAs AllGather 0.93-1.00x from 256
      * MiB; AllReduce and ReduceScatter 0.96-1.00x with 8, AllReduce
      * 0.92-0.98x by default (64-128 CTAs): those keep the barriers. */
+    /* !REDUCE is true in this branch; as the flag it keeps the reducing
+     * kernels from being built in both flows. */
     if (!REDUCE && c->ring_channels <= WARPS_UPTO)
       ring<T, REDUCE, !REDUCE>
           <<<k.grid, NT, 0, stream>>>(*c, *red, *x, k.chunk, k.nslots, k.nchunks);
