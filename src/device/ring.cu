@@ -109,32 +109,21 @@ __global__ void __launch_bounds__(NT)
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
     for (int s = first; s <= last; s++, z++) {
       const bool rx = s > 0, tx = s < S - 1;
-      bool go = true;
-      if (WARPS) {
-        if (lane == 0) {
-          while (go && (int32_t)(z - *(volatile uint32_t *)&s_posted) >= LEAD)
-            go = !*(volatile int *)&s_failed;
-          if (go && rx)
-            go = wait_at_least(head_word(c, c.arena[me], b, prev), taken0 + kr + 1, c, prev,
-                               &s_failed);
-          if (go && rx && kr == 0 && t == 0) check_call(c, b, prev, taken0, x.desc, &s_failed);
-          if (go && tx)
-            go = wait_at_least(done_word(c, c.arena[me], b, next), room_needed(sent0, ks, nslots),
-                               c, next, &s_failed);
-          go = go && !*(volatile int *)&s_failed;
-        }
-        go = __shfl_sync(~0u, go, 0);
-      } else {
-        if (t == 0 && rx &&
-            wait_at_least(head_word(c, c.arena[me], b, prev), taken0 + kr + 1, c, prev,
-                          &s_failed) &&
-            kr == 0)
-          check_call(c, b, prev, taken0, x.desc, &s_failed);
-        if (t == 32 && tx)
-          wait_at_least(done_word(c, c.arena[me], b, next), room_needed(sent0, ks, nslots), c, next,
-                        &s_failed);
-        go = !__syncthreads_or(s_failed);
-      }
+      /* One waiter per word: each warp's lane 0 in the warps' flow, else
+       * threads 0 (rx) and 32 (tx) of the CTA, waiting side by side. */
+      const bool waits_rx = WARPS ? lane == 0 : t == 0, waits_tx = WARPS ? lane == 0 : t == 32;
+      bool ok = true;
+      if (WARPS && lane == 0)
+        while (ok && (int32_t)(z - *(volatile uint32_t *)&s_posted) >= LEAD)
+          ok = !*(volatile int *)&s_failed;
+      if (ok && rx && waits_rx)
+        ok = wait_at_least(head_word(c, c.arena[me], b, prev), taken0 + kr + 1, c, prev, &s_failed);
+      if (ok && rx && kr == 0 && t == 0) check_call(c, b, prev, taken0, x.desc, &s_failed);
+      if (ok && tx && waits_tx)
+        ok = wait_at_least(done_word(c, c.arena[me], b, next), room_needed(sent0, ks, nslots), c,
+                           next, &s_failed);
+      const bool go = WARPS ? __shfl_sync(~0u, ok && !*(volatile int *)&s_failed, 0)
+                            : !__syncthreads_or(s_failed);
       if (!go) goto out;
       {
         const int blk = chorus_kern_ring_block(x.ring, me, n, s);
@@ -181,25 +170,21 @@ __global__ void __launch_bounds__(NT)
           }
         }
       }
-      if (WARPS) {
-        /* The warp's share is done; the last warp of the step hands the
-         * slot back and announces the new one. */
+      /* The CTA's share is done (in the warps' flow: this warp's, and the
+       * last warp of the step posts): hand the slot back and announce the
+       * new one. */
+      if (WARPS)
         __syncwarp();
-        if (lane == 0 && arrive_last(&s_arrived[z % LEAD])) {
-          if (rx) st_release(done_word(c, c.arena[prev], b, me), taken0 + kr + 1);
-          if (tx) {
-            if (ks == 0) put_call(c, b, next, sent0, x.desc);
-            st_release(head_word(c, c.arena[next], b, me), sent0 + ks + 1);
-          }
-          *(volatile uint32_t *)&s_posted = z + 1;
-        }
-      } else {
+      else
         __syncthreads();
-        if (t == 0 && rx) st_release(done_word(c, c.arena[prev], b, me), taken0 + kr + 1);
-        if (t == 32 && tx) {
+      if (WARPS ? lane == 0 && arrive_last(&s_arrived[z % LEAD]) : t == 0 || t == 32) {
+        if (rx && (WARPS || t == 0))
+          st_release(done_word(c, c.arena[prev], b, me), taken0 + kr + 1);
+        if (tx && (WARPS || t == 32)) {
           if (ks == 0) put_call(c, b, next, sent0, x.desc);
           st_release(head_word(c, c.arena[next], b, me), sent0 + ks + 1);
         }
+        if (WARPS) *(volatile uint32_t *)&s_posted = z + 1;
       }
       ks += tx;
       kr += rx;
