@@ -69,6 +69,63 @@ static __device__ __forceinline__ bool arrive_last(uint32_t *count) {
   return old % (NT / 32) == NT / 32 - 1;
 }
 
+/* One step's units from j (this thread's first) to j1 of a chunk: the
+ * previous rank's (from) and this rank's own (own, where loads_own) into
+ * the output (dst, where write) and the next rank's slot (to, where tx),
+ * combined where combine. CHECKED: any operator, units past j1 skipped,
+ * buffers of any alignment; else a sum in whole rounds of plain vectors. */
+template <typename T, bool REDUCE, int H, int UR, bool CHECKED>
+static __device__ __forceinline__ void
+step_units(size_t j, size_t j1, const char *from, const char *own, char *dst, char *to, bool rx,
+           bool tx, bool loads_own, bool combine, bool write, bool final, bool premul,
+           typename elem<T>::acc scalar, const chorus_kern_red &red, size_t nbytes, bool own_fast,
+           bool dst_fast) {
+  typedef typename elem<T>::acc A;
+  constexpr int E = sizeof(U) / sizeof(T);
+  const int kind = CHECKED ? red.kind : CHORUS_RED_SUM;
+  for (; j < j1; j += H * UR) {
+    U d[UR];
+    if (rx) {
+#pragma unroll
+      for (int u = 0; u < UR; u++)
+        if (!CHECKED || j + u * H < j1) d[u] = *(const U *)(from + (j + u * H) * sizeof(U));
+    }
+    if (loads_own) {
+      U o[UR];
+      if (CHECKED) {
+        load_units<UR, H>(o, own, nbytes, j, j1, own_fast);
+      } else {
+#pragma unroll
+        for (int u = 0; u < UR; u++) o[u] = ((const U *)own)[j + u * H];
+      }
+#pragma unroll
+      for (int u = 0; u < UR; u++) {
+        if (CHECKED && j + u * H >= j1) continue;
+        if (CHECKED && premul) o[u] = scaled<T, U>(o[u], scalar);
+        if (!REDUCE || !combine) {
+          d[u] = o[u];
+        } else {
+          A acc[E];
+          fold_unit<T, U>(acc, d[u], true, kind);
+          fold_unit<T, U>(acc, o[u], false, kind);
+          d[u] = finish_unit<T, U>(acc, red, final);
+        }
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < UR; u++) {
+      if (CHECKED && j + u * H >= j1) continue;
+      if (write) {
+        if (CHECKED)
+          store_unit(dst, nbytes, j + u * H, d[u], dst_fast);
+        else
+          ((U *)dst)[j + u * H] = d[u];
+      }
+      if (tx) *(U *)(to + (j + u * H) * sizeof(U)) = d[u];
+    }
+  }
+}
+
 template <typename T, bool REDUCE, bool WARPS>
 __global__ void __launch_bounds__(NT)
     ring(chorus_kern_comm c, chorus_kern_red red, chorus_kern_xchg x, size_t chunk, uint32_t nslots,
@@ -138,37 +195,26 @@ __global__ void __launch_bounds__(NT)
         char *to =
             tx ? slot(c, c.arena[next], b, me, sent0 + ks, chunk, nslots) - j0 * sizeof(U) : NULL;
         const bool own_fast = whole(own, x.bytes, j1), dst_fast = whole(dst, x.bytes, j1);
-        for (size_t j = j0 + t; j < j1; j += NT * UR) {
-          U d[UR];
-          if (rx) {
-#pragma unroll
-            for (int u = 0; u < UR; u++)
-              if (j + u * NT < j1) d[u] = *(const U *)(from + (j + u * NT) * sizeof(U));
-          }
-          if (s == 0 || red_step) {
-            U o[UR];
-            load_units<UR, NT>(o, own, x.bytes, j, j1, own_fast);
-#pragma unroll
-            for (int u = 0; u < UR; u++) {
-              if (j + u * NT >= j1) continue;
-              if (premul) o[u] = scaled<T, U>(o[u], scalar);
-              if (!red_step || s == 0) {
-                d[u] = o[u];
-              } else {
-                A acc[E];
-                fold_unit<T, U>(acc, d[u], true, red.kind);
-                fold_unit<T, U>(acc, o[u], false, red.kind);
-                d[u] = finish_unit<T, U>(acc, red, final);
-              }
-            }
-          }
-#pragma unroll
-          for (int u = 0; u < UR; u++) {
-            if (j + u * NT >= j1) continue;
-            if (write) store_unit(dst, x.bytes, j + u * NT, d[u], dst_fast);
-            if (tx) *(U *)(to + (j + u * NT) * sizeof(U)) = d[u];
-          }
-        }
+        const bool loads_own = s == 0 || red_step;
+        /* Whole rounds of NT * UR units, plain vectors and a sum (or a
+         * copy): no bounds checks, and the operator known to the compiler
+         * instead of chosen per element. Under a cap of 8 CTAs, where a
+         * CTA's issue rate bounds the reduction, 2 x H200, 2 processes,
+         * 16 MiB-1 GiB: ReduceScatter 1.27-1.33x, Reduce 1.30-1.34x,
+         * AllReduce 1.14-1.17x faster than the checked loop; uncapped
+         * 1.00-1.11x; copies level. */
+        const bool plain =
+            (j1 - j0) % (NT * UR) == 0 && (!loads_own || own_fast) && (!write || dst_fast) &&
+            !premul &&
+            (!red_step || red.kind == CHORUS_RED_SUM || red.kind == CHORUS_RED_SUMPOSTDIV);
+        if (plain)
+          step_units<T, REDUCE, NT, UR, false>(j0 + t, j1, from, own, dst, to, rx, tx, loads_own,
+                                               red_step && s > 0, write, final, false, scalar, red,
+                                               x.bytes, true, true);
+        else
+          step_units<T, REDUCE, NT, UR, true>(j0 + t, j1, from, own, dst, to, rx, tx, loads_own,
+                                              red_step && s > 0, write, final, premul, scalar, red,
+                                              x.bytes, own_fast, dst_fast);
       }
       /* The CTA's share is done (in the warps' flow: this warp's, and the
        * last warp of the step posts): hand the slot back and announce the
