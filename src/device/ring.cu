@@ -57,6 +57,17 @@ extern "C" {
  * (the launcher says why). */
 #define WARPS_UPTO 8
 
+/* Built with -DCHORUS_STEP_TIMING (scripts/gpu_steps.sh), thread 0 of
+ * each rank's CTA 0 sums the time of its first STEP_TIMES steps of a
+ * position over the launch, waiting (for the words) apart from working
+ * (copy, then hand-off), and prints them at the end: where a launch's
+ * time goes, since Nsight Compute cannot profile kernels that wait for
+ * each other across processes. */
+#ifdef CHORUS_STEP_TIMING
+#include <stdio.h>
+#define STEP_TIMES 4
+#endif
+
 /* A warp's arrival (its lane 0, after __syncwarp) at a step's count;
  * true for the CTA's last. acq_rel at CTA scope: every warp's copies come
  * before the last one's release stores that hand the slots on. */
@@ -149,6 +160,9 @@ __global__ void __launch_bounds__(NT)
   uint32_t *taken = (uint32_t *)(c.arena[me] + c.cnt_off) +
                     (size_t)(CHORUS_KERN_MAX_CHANNELS + b) * CHORUS_KERN_MAX_RANKS + prev;
   const uint32_t sent0 = *sent, taken0 = *taken;
+#ifdef CHORUS_STEP_TIMING
+  uint64_t waited[STEP_TIMES] = {0}, worked[STEP_TIMES] = {0};
+#endif
   if (t < LEAD) s_arrived[t] = 0;
   if (t == 0) s_failed = 0, s_posted = 0;
   __syncthreads();
@@ -165,6 +179,9 @@ __global__ void __launch_bounds__(NT)
   for (size_t i = 0; i < npos; i++) {
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
     for (int s = first; s <= last; s++, z++) {
+#ifdef CHORUS_STEP_TIMING
+      const uint64_t step_t0 = now_ns();
+#endif
       const bool rx = s > 0, tx = s < S - 1;
       /* One waiter per word: each warp's lane 0 in the warps' flow, else
        * threads 0 (rx) and 32 (tx) of the CTA, waiting side by side. */
@@ -182,6 +199,9 @@ __global__ void __launch_bounds__(NT)
       const bool go = WARPS ? __shfl_sync(~0u, ok && !*(volatile int *)&s_failed, 0)
                             : !__syncthreads_or(s_failed);
       if (!go) goto out;
+#ifdef CHORUS_STEP_TIMING
+      const uint64_t step_t1 = now_ns();
+#endif
       {
         const int blk = chorus_kern_ring_block(x.ring, me, n, s);
         const bool red_step = REDUCE && chorus_kern_ring_reduces(x.ring, n, s);
@@ -232,10 +252,22 @@ __global__ void __launch_bounds__(NT)
         }
         if (WARPS) *(volatile uint32_t *)&s_posted = z + 1;
       }
+#ifdef CHORUS_STEP_TIMING
+      if (s - first < STEP_TIMES)
+        waited[s - first] += step_t1 - step_t0, worked[s - first] += now_ns() - step_t1;
+#endif
       ks += tx;
       kr += rx;
     }
   }
+#ifdef CHORUS_STEP_TIMING
+  if (b == 0 && t == 0)
+    printf("chorus steps: rank %d, CTA 0 of %d, %llu positions of %llu bytes, %s: wait/work us "
+           "%.1f/%.1f %.1f/%.1f %.1f/%.1f %.1f/%.1f\n",
+           me, G, (unsigned long long)npos, (unsigned long long)chunk, WARPS ? "warps" : "barriers",
+           waited[0] / 1e3, worked[0] / 1e3, waited[1] / 1e3, worked[1] / 1e3, waited[2] / 1e3,
+           worked[2] / 1e3, waited[3] / 1e3, worked[3] / 1e3);
+#endif
 out:
   __syncthreads();
   if (t == 0) {
