@@ -220,9 +220,10 @@ __global__ void __launch_bounds__(NT)
          * copy): no bounds checks, and the operator known to the compiler
          * instead of chosen per element. Under a cap of 8 CTAs, where a
          * CTA's issue rate bounds the reduction, 2 x H200, 2 processes,
-         * 16 MiB-1 GiB: ReduceScatter 1.27-1.33x, Reduce 1.30-1.34x,
-         * AllReduce 1.14-1.17x faster than the checked loop; uncapped
-         * 1.00-1.11x; copies level. */
+         * 16 MiB-1 GiB: ReduceScatter 1.27-1.33x, Reduce 1.30-1.33x,
+         * AllReduce 1.16-1.17x faster than the checked loop; uncapped
+         * 1.00-1.10x; copies level (bench/results/
+         * gpu_ab_2xh200_2026-11-30_ring_plain.txt). */
         const bool plain =
             (j1 - j0) % (NT * UR) == 0 && (!loads_own || own_fast) && (!write || dst_fast) &&
             !premul &&
