@@ -115,45 +115,69 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
     const size_t j0 = (b + s * G) * cu, j1 = j0 + cu < nunits ? j0 + cu : nunits;
     const bool own_fast = whole(send + x.soff[me], x.bytes, j1);
     const bool out_fast = whole(recv, x.bytes, j1); /* with every roff a multiple of 16 */
-    for (size_t j = j0 + t; j < j1; j += H * UR) {
-      A acc[UR][E];
-      bool first = true;
-      for (int src = 0; src < n; src++) {
-        if (!((x.recv_from >> src) & 1)) continue;
-        U d[UR];
-        if (src == me) {
-          load_units<UR, H>(d, send + x.soff[me], x.bytes, j, j1, own_fast);
-          if (premul)
+    /* Reductions in whole rounds of H * UR units, plain vectors and a sum:
+     * no bounds checks and the operator known to the compiler (as ring.cu's
+     * step_units). */
+    const bool plain = REDUCE && (j1 - j0) % (H * UR) == 0 && own_fast && out_fast &&
+                       x.roff[0] % sizeof(U) == 0 && !premul &&
+                       (red.kind == CHORUS_RED_SUM || red.kind == CHORUS_RED_SUMPOSTDIV);
+    auto units = [&](auto checked_t) {
+      constexpr bool CHECKED = decltype(checked_t)::value;
+      const int kind = CHECKED ? red.kind : CHORUS_RED_SUM;
+      for (size_t j = j0 + t; j < j1; j += H * UR) {
+        A acc[UR][E];
+        bool first = true;
+        for (int src = 0; src < n; src++) {
+          if (!((x.recv_from >> src) & 1)) continue;
+          U d[UR];
+          if (src == me) {
+            if (CHECKED) {
+              load_units<UR, H>(d, send + x.soff[me], x.bytes, j, j1, own_fast);
+              if (premul)
 #pragma unroll
-            for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
-        } else {
-          const char *from = slot(c, c.arena[me], b, src, taken[src] + (uint32_t)s, chunk, nslots) -
-                             j0 * sizeof(U);
+                for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
+            } else {
 #pragma unroll
-          for (int u = 0; u < UR; u++)
-            if (j + u * H < j1) d[u] = *(const U *)(from + (j + u * H) * sizeof(U));
-        }
-#pragma unroll
-        for (int u = 0; u < UR; u++) {
-          if (j + u * H >= j1) continue;
-          if (REDUCE) {
-            fold_unit<T, U>(acc[u], d[u], first, red.kind);
+              for (int u = 0; u < UR; u++) d[u] = ((const U *)(send + x.soff[me]))[j + u * H];
+            }
           } else {
-            store_unit(recv + x.roff[src], x.bytes, j + u * H, d[u],
-                       out_fast && x.roff[src] % sizeof(U) == 0);
+            const char *from =
+                slot(c, c.arena[me], b, src, taken[src] + (uint32_t)s, chunk, nslots) -
+                j0 * sizeof(U);
+#pragma unroll
+            for (int u = 0; u < UR; u++)
+              if (!CHECKED || j + u * H < j1) d[u] = *(const U *)(from + (j + u * H) * sizeof(U));
+          }
+#pragma unroll
+          for (int u = 0; u < UR; u++) {
+            if (CHECKED && j + u * H >= j1) continue;
+            if (REDUCE) {
+              fold_unit<T, U>(acc[u], d[u], first, kind);
+            } else {
+              store_unit(recv + x.roff[src], x.bytes, j + u * H, d[u],
+                         out_fast && x.roff[src] % sizeof(U) == 0);
+            }
+          }
+          first = false;
+        }
+        if constexpr (REDUCE) {
+#pragma unroll
+          for (int u = 0; u < UR; u++) {
+            if (CHECKED && j + u * H >= j1) continue;
+            const U r = finish_unit<T, U>(acc[u], red, true);
+            if (CHECKED)
+              store_unit(recv + x.roff[0], x.bytes, j + u * H, r,
+                         out_fast && x.roff[0] % sizeof(U) == 0);
+            else
+              ((U *)(recv + x.roff[0]))[j + u * H] = r;
           }
         }
-        first = false;
       }
-      if constexpr (REDUCE) {
-#pragma unroll
-        for (int u = 0; u < UR; u++) {
-          if (j + u * H >= j1) continue;
-          store_unit(recv + x.roff[0], x.bytes, j + u * H, finish_unit<T, U>(acc[u], red, true),
-                     out_fast && x.roff[0] % sizeof(U) == 0);
-        }
-      }
-    }
+    };
+    if (!REDUCE || !plain) /* copies take the checked loop alone */
+      units(std::true_type{});
+    else if constexpr (REDUCE)
+      units(std::false_type{});
     group_sync(BAR_TAKE, H);
     if (t < n && t != me && ((x.recv_from >> t) & 1))
       st_release(done_word(c, c.arena[t], b, me), taken[t] + (uint32_t)s + 1);

@@ -138,40 +138,61 @@ static __device__ void reduce(const chorus_kern_comm &c, const chorus_kern_red &
     if (group_any(BAR_R, *failed, NR)) break;
     const size_t j0 = (b + i * G) * cu, j1 = j0 + cu < nu ? j0 + cu : nu;
     const bool own_fast = whole(own, len, j1), out_fast = whole(out, len, j1);
-    for (size_t j = j0 + t; j < j1; j += NR * UR) {
-      A acc[UR][E];
-      for (int src = 0; src < n; src++) {
-        U d[UR];
-        if (src == me) {
-          load_units<UR, NR>(d, own, len, j, j1, own_fast);
-          if (premul)
+    /* Whole rounds of NR * UR units, plain vectors and a sum: no bounds
+     * checks and the operator known to the compiler (as ring.cu's
+     * step_units). */
+    const bool plain = (j1 - j0) % (NR * UR) == 0 && own_fast && out_fast && !premul &&
+                       (red.kind == CHORUS_RED_SUM || red.kind == CHORUS_RED_SUMPOSTDIV);
+    auto units = [&](auto checked_t) {
+      constexpr bool CHECKED = decltype(checked_t)::value;
+      const int kind = CHECKED ? red.kind : CHORUS_RED_SUM;
+      for (size_t j = j0 + t; j < j1; j += NR * UR) {
+        A acc[UR][E];
+        for (int src = 0; src < n; src++) {
+          U d[UR];
+          if (src == me) {
+            if (CHECKED) {
+              load_units<UR, NR>(d, own, len, j, j1, own_fast);
+              if (premul)
 #pragma unroll
-            for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
-        } else {
-          const char *from =
-              slot(c, c.arena[me], l.rs, src, taken_rs[src] + (uint32_t)i, chunk, nslots) -
-              j0 * sizeof(U);
+                for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
+            } else {
+#pragma unroll
+              for (int u = 0; u < UR; u++) d[u] = ((const U *)own)[j + u * NR];
+            }
+          } else {
+            const char *from =
+                slot(c, c.arena[me], l.rs, src, taken_rs[src] + (uint32_t)i, chunk, nslots) -
+                j0 * sizeof(U);
+#pragma unroll
+            for (int u = 0; u < UR; u++)
+              if (!CHECKED || j + u * NR < j1) d[u] = *(const U *)(from + (j + u * NR) * sizeof(U));
+          }
 #pragma unroll
           for (int u = 0; u < UR; u++)
-            if (j + u * NR < j1) d[u] = *(const U *)(from + (j + u * NR) * sizeof(U));
+            if (!CHECKED || j + u * NR < j1) fold_unit<T, U>(acc[u], d[u], src == 0, kind);
         }
 #pragma unroll
-        for (int u = 0; u < UR; u++)
-          if (j + u * NR < j1) fold_unit<T, U>(acc[u], d[u], src == 0, red.kind);
-      }
-#pragma unroll
-      for (int u = 0; u < UR; u++) {
-        if (j + u * NR >= j1) continue;
-        const U r = finish_unit<T, U>(acc[u], red, true);
-        store_unit(out, len, j + u * NR, r, out_fast);
-        for (int k = 0; k < n - 1; k++) {
-          const int p = (me + 1 + (k + b) % (n - 1)) % n;
-          char *to = slot(c, c.arena[p], l.ag, me, sent_ag[p] + (uint32_t)i, chunk, nslots) -
-                     j0 * sizeof(U);
-          *(U *)(to + (j + u * NR) * sizeof(U)) = r;
+        for (int u = 0; u < UR; u++) {
+          if (CHECKED && j + u * NR >= j1) continue;
+          const U r = finish_unit<T, U>(acc[u], red, true);
+          if (CHECKED)
+            store_unit(out, len, j + u * NR, r, out_fast);
+          else
+            ((U *)out)[j + u * NR] = r;
+          for (int k = 0; k < n - 1; k++) {
+            const int p = (me + 1 + (k + b) % (n - 1)) % n;
+            char *to = slot(c, c.arena[p], l.ag, me, sent_ag[p] + (uint32_t)i, chunk, nslots) -
+                       j0 * sizeof(U);
+            *(U *)(to + (j + u * NR) * sizeof(U)) = r;
+          }
         }
       }
-    }
+    };
+    if (plain)
+      units(std::false_type{});
+    else
+      units(std::true_type{});
     group_sync(BAR_R, NR);
     if (t < n && t != me)
       st_release(done_word(c, c.arena[t], l.rs, me), taken_rs[t] + (uint32_t)i + 1);
