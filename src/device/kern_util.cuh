@@ -181,6 +181,34 @@ finish_unit(const typename elem<T>::acc (&acc)[sizeof(U) / sizeof(T)], const cho
   return d;
 }
 
+/* 2-byte floats that add in pairs (one instruction per two elements on
+ * sm_80 and later). */
+template <typename T> struct pairs { static constexpr bool ok = false; };
+template <> struct pairs<__half> {
+  typedef __half2 P;
+  static constexpr bool ok = true;
+};
+template <> struct pairs<__nv_bfloat16> {
+  typedef __nv_bfloat162 P;
+  static constexpr bool ok = true;
+};
+
+/* a + b, element by element, for units of a pairs<T> type: each sum
+ * rounded once to T. That is what the float sum rounded back to T gives:
+ * two such values add exactly in float unless one is below half an ulp of
+ * the other in T, and then both round to the larger. */
+template <typename T, typename U> static __device__ __forceinline__ U add_pairs(U a, U b) {
+  typedef typename pairs<T>::P P;
+  constexpr int N = sizeof(U) / sizeof(P);
+  P x[N], y[N];
+  memcpy(x, &a, sizeof x);
+  memcpy(y, &b, sizeof y);
+#pragma unroll
+  for (int i = 0; i < N; i++) x[i] = __hadd2(x[i], y[i]);
+  memcpy(&a, x, sizeof a);
+  return a;
+}
+
 /* The words at fail_off of the arena at `arena` that rank src writes. */
 static __device__ __forceinline__ volatile uint32_t *fail_words(const chorus_kern_comm &c,
                                                                 char *arena, int src) {
