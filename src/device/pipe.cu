@@ -131,15 +131,8 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
           if (!((x.recv_from >> src) & 1)) continue;
           U d[UR];
           if (src == me) {
-            if (CHECKED) {
-              load_units<UR, H>(d, send + x.soff[me], x.bytes, j, j1, own_fast);
-              if (premul)
-#pragma unroll
-                for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
-            } else {
-#pragma unroll
-              for (int u = 0; u < UR; u++) d[u] = ((const U *)(send + x.soff[me]))[j + u * H];
-            }
+            load_own<T, UR, H, CHECKED>(d, send + x.soff[me], x.bytes, j, j1, own_fast, premul,
+                                        scalar);
           } else {
             const char *from =
                 slot(c, c.arena[me], b, src, taken[src] + (uint32_t)s, chunk, nslots) -

@@ -120,6 +120,23 @@ static __device__ __forceinline__ void load_units(U (&d)[UR], const char *buf, s
       if (j + u * NT < j1) d[u] = load_unit<U>(buf, nbytes, j + u * NT);
   }
 }
+/* A rank's own UR units of a reduction from unit j, NT threads apart:
+ * CHECKED, as load_units loads them and scaled for PreMulSum (premul);
+ * else whole plain vectors (the plain-sum loops). */
+template <typename T, int UR, int NT, bool CHECKED>
+static __device__ __forceinline__ void load_own(U (&d)[UR], const char *own, size_t nbytes,
+                                                size_t j, size_t j1, bool fast, bool premul,
+                                                typename elem<T>::acc scalar) {
+  if (CHECKED) {
+    load_units<UR, NT>(d, own, nbytes, j, j1, fast);
+    if (premul)
+#pragma unroll
+      for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
+  } else {
+#pragma unroll
+    for (int u = 0; u < UR; u++) d[u] = ((const U *)own)[j + u * NT];
+  }
+}
 /* The store of d[u] to unit j + u * GROUP of buf, as load_units loads. */
 static __device__ __forceinline__ void store_unit(char *buf, size_t nbytes, size_t j, U d,
                                                   bool fast) {

@@ -151,15 +151,7 @@ static __device__ void reduce(const chorus_kern_comm &c, const chorus_kern_red &
         for (int src = 0; src < n; src++) {
           U d[UR];
           if (src == me) {
-            if (CHECKED) {
-              load_units<UR, NR>(d, own, len, j, j1, own_fast);
-              if (premul)
-#pragma unroll
-                for (int u = 0; u < UR; u++) d[u] = scaled<T, U>(d[u], scalar);
-            } else {
-#pragma unroll
-              for (int u = 0; u < UR; u++) d[u] = ((const U *)own)[j + u * NR];
-            }
+            load_own<T, UR, NR, CHECKED>(d, own, len, j, j1, own_fast, premul, scalar);
           } else {
             const char *from =
                 slot(c, c.arena[me], l.rs, src, taken_rs[src] + (uint32_t)i, chunk, nslots) -
