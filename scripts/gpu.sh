@@ -1,6 +1,7 @@
 #!/bin/bash
 # gpu.sh - what the GPU machine is for, in one call: build with CUDA into
-# build-gpu (60-70 s from scratch on 4xH100), then
+# build-gpu, kernels for this machine's GPUs only (gpu_lib.sh, gpu_archs:
+# about 70 s from scratch on 2xH200), then
 #   check: the GPU matrix, tests/gpu/checks.tsv, and the examples on GPUs
 #          (examples/), through CTest (ctest -L "^(gpu|examples-gpu)$"
 #          in build-gpu). Its first 181 checks took 295 + 279 s on 4xH100 as two
@@ -40,7 +41,8 @@ nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,nohea
 nvidia-smi topo -m 2>/dev/null | head -8
 
 export BUILD=build-gpu
-if ! { cmake -S . -B "$BUILD" -DCHORUS_CUDA=ON -DCMAKE_BUILD_TYPE=Release >"$out/build.log" 2>&1 &&
+if ! { cmake -S . -B "$BUILD" -DCHORUS_CUDA=ON -DCHORUS_CUDA_ARCHS="$(gpu_archs)" \
+  -DCMAKE_BUILD_TYPE=Release >"$out/build.log" 2>&1 &&
   cmake --build "$BUILD" -j "$(nproc)" >>"$out/build.log" 2>&1; }; then
   tail -30 "$out/build.log"
   echo "BUILD FAILED (build.log)"
