@@ -181,6 +181,12 @@ finish_unit(const typename elem<T>::acc (&acc)[sizeof(U) / sizeof(T)], const cho
   return d;
 }
 
+/* Whether red is an operator of the plain-sum loops (pipe.cu,
+ * twoshot.cu): a sum, divided at the end or not. */
+static __device__ __forceinline__ bool plain_sum(const chorus_kern_red &red) {
+  return red.kind == CHORUS_RED_SUM || red.kind == CHORUS_RED_SUMPOSTDIV;
+}
+
 /* 2-byte floats that add in pairs (one instruction per two elements on
  * sm_80 and later). */
 template <typename T> struct pairs { static constexpr bool ok = false; };

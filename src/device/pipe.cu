@@ -119,8 +119,7 @@ static __device__ void take_steps(const chorus_kern_comm &c, const chorus_kern_r
      * no bounds checks and the operator known to the compiler (as ring.cu's
      * step_units). */
     const bool plain = REDUCE && (j1 - j0) % (H * UR) == 0 && own_fast && out_fast &&
-                       x.roff[0] % sizeof(U) == 0 && !premul &&
-                       (red.kind == CHORUS_RED_SUM || red.kind == CHORUS_RED_SUMPOSTDIV);
+                       x.roff[0] % sizeof(U) == 0 && !premul && plain_sum(red);
     auto units = [&](auto checked_t) {
       constexpr bool CHECKED = decltype(checked_t)::value;
       const int kind = CHECKED ? red.kind : CHORUS_RED_SUM;

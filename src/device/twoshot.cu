@@ -141,8 +141,8 @@ static __device__ void reduce(const chorus_kern_comm &c, const chorus_kern_red &
     /* Whole rounds of NR * UR units, plain vectors and a sum: no bounds
      * checks and the operator known to the compiler (as ring.cu's
      * step_units). */
-    const bool plain = (j1 - j0) % (NR * UR) == 0 && own_fast && out_fast && !premul &&
-                       (red.kind == CHORUS_RED_SUM || red.kind == CHORUS_RED_SUMPOSTDIV);
+    const bool plain =
+        (j1 - j0) % (NR * UR) == 0 && own_fast && out_fast && !premul && plain_sum(red);
     auto units = [&](auto checked_t) {
       constexpr bool CHECKED = decltype(checked_t)::value;
       const int kind = CHECKED ? red.kind : CHORUS_RED_SUM;
