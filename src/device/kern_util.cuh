@@ -215,6 +215,25 @@ template <typename T, typename U> static __device__ __forceinline__ U add_pairs(
   return a;
 }
 
+/* a + b, element by element: in pairs where T allows (add_pairs), else
+ * through T's accumulator type, as fold_unit and finish_unit sum. */
+template <typename T, typename U> static __device__ __forceinline__ U add_units(U a, U b) {
+  if constexpr (pairs<T>::ok) {
+    return add_pairs<T, U>(a, b);
+  } else {
+    typedef typename elem<T>::acc A;
+    constexpr int E = sizeof(U) / sizeof(T);
+    T x[E], y[E];
+    memcpy(x, &a, sizeof x);
+    memcpy(y, &b, sizeof y);
+#pragma unroll
+    for (int e = 0; e < E; e++)
+      x[e] = elem<T>::store(arith<A>::add(elem<T>::load(x[e]), elem<T>::load(y[e])));
+    memcpy(&a, x, sizeof a);
+    return a;
+  }
+}
+
 /* The words at fail_off of the arena at `arena` that rank src writes. */
 static __device__ __forceinline__ volatile uint32_t *fail_words(const chorus_kern_comm &c,
                                                                 char *arena, int src) {

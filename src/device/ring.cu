@@ -80,15 +80,21 @@ static __device__ __forceinline__ bool arrive_last(uint32_t *count) {
   return old % (NT / 32) == NT / 32 - 1;
 }
 
-/* A step's two sources combined: through float accumulators, or for
- * 2-byte floats that sum (PAIRS) added in pairs, the same result in a
- * quarter of the instructions (2xH200, bfloat16 under a cap of 8 CTAs:
- * ReduceScatter 1.3x and Reduce 1.4-1.6x faster than through them). */
-template <typename T, bool PAIRS>
+/* A step's two sources combined: through T's accumulators, or where the
+ * plain loop sums (PLAIN) added straight by add_units, the same result
+ * (bfloat16 and half in pairs, a quarter of the instructions). Under a cap
+ * of 8 CTAs, where the CTAs' issue rate bounds the reduction: 2xH200,
+ * bfloat16 ReduceScatter 1.3x and Reduce 1.4-1.6x faster than through
+ * float accumulators; 4xH200, float ReduceScatter 1.12x, Reduce 1.15x,
+ * AllReduce 1.05x, uncapped level (bench/results/
+ * gpu_ab_4xh200_2026-11-30_ring_add_units.txt). SUMPOSTDIV's final step
+ * takes one branch a unit here: a loop of its own for it made bfloat16
+ * averages 1.26x slower there. */
+template <typename T, bool PLAIN>
 static __device__ __forceinline__ U combine2(U d, U o, const chorus_kern_red &red, bool final,
                                              int kind) {
-  if constexpr (PAIRS)
-    if (!final || red.kind != CHORUS_RED_SUMPOSTDIV) return add_pairs<T, U>(d, o);
+  if constexpr (PLAIN)
+    if (!final || red.kind != CHORUS_RED_SUMPOSTDIV) return add_units<T, U>(d, o);
   typename elem<T>::acc acc[sizeof(U) / sizeof(T)];
   fold_unit<T, U>(acc, d, true, kind);
   fold_unit<T, U>(acc, o, false, kind);
@@ -106,7 +112,6 @@ step_units(size_t j, size_t j1, const char *from, const char *own, char *dst, ch
            bool tx, bool loads_own, bool combine, bool write, bool final, bool premul,
            typename elem<T>::acc scalar, const chorus_kern_red &red, size_t nbytes, bool own_fast,
            bool dst_fast) {
-  constexpr bool PAIRS = !CHECKED && pairs<T>::ok;
   const int kind = CHECKED ? red.kind : CHORUS_RED_SUM;
   for (; j < j1; j += H * UR) {
     U d[UR];
@@ -130,7 +135,7 @@ step_units(size_t j, size_t j1, const char *from, const char *own, char *dst, ch
         if (!REDUCE || !combine)
           d[u] = o[u];
         else
-          d[u] = combine2<T, PAIRS>(d[u], o[u], red, final, kind);
+          d[u] = combine2<T, !CHECKED>(d[u], o[u], red, final, kind);
       }
     }
 #pragma unroll
@@ -234,10 +239,8 @@ __global__ void __launch_bounds__(NT)
          * AllReduce 1.16-1.17x faster than the checked loop; uncapped
          * 1.00-1.10x; copies level (bench/results/
          * gpu_ab_2xh200_2026-11-30_ring_plain.txt). */
-        const bool plain =
-            (j1 - j0) % (NT * UR) == 0 && (!loads_own || own_fast) && (!write || dst_fast) &&
-            !premul &&
-            (!red_step || red.kind == CHORUS_RED_SUM || red.kind == CHORUS_RED_SUMPOSTDIV);
+        const bool plain = (j1 - j0) % (NT * UR) == 0 && (!loads_own || own_fast) &&
+                           (!write || dst_fast) && !premul && (!red_step || plain_sum(red));
         if (plain)
           step_units<T, REDUCE, NT, UR, false>(j0 + t, j1, from, own, dst, to, rx, tx, loads_own,
                                                red_step && s > 0, write, final, false, scalar, red,
