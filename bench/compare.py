@@ -27,6 +27,17 @@ the median of every time seen; iteration counts are powers of two, and
 consecutive sizes with the same count run in one invocation (-a 3: time of
 the slowest rank; -I 0: out of place only, as MPI; -c 1: checked).
 
+--netns: every rank a host of its own in a network namespace
+(bench/netns_hosts.sh, made for the run and removed after it), the hosts
+joined by veth pairs on one bridge, so all three libraries talk TCP through
+the kernel's network stack as machines on one switch do: each rank's
+command goes through `netns_hosts.sh exec`, which enters its namespace and
+names its interface (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME); Open MPI
+starts a daemon in each namespace (`netns_hosts.sh agent` as its remote
+shell, a host per rank, not bound to cores, as each daemon would otherwise
+bind its rank to the first core) and takes --mca btl tcp,self on that
+subnet.
+
 A library that fails on a collective (not built, not implemented, crash,
 timeout) is marked FAIL for that collective and rank count, rows with wrong
 results WRONG; the run goes on, and (except after wrong results) that
@@ -47,6 +58,7 @@ which builds what is missing first.
 """
 
 import argparse
+import contextlib
 import datetime
 import json
 import math
@@ -303,7 +315,8 @@ class ChorusRunner(Runner):
 
     def cmd(self, coll, n, lo, hi, iters, warm, check, json_path, limit):
         hosts = ["--hosts", str(n)] if self.args.hosts else []
-        return [self.launcher, "-n", str(n)] + hosts + ["--timeout", str(limit), "--",
+        launch = [self.launcher, "-n", str(n)] + hosts + ["--timeout", str(limit), "--"]
+        return launch + netns_prefix(self.args) + [
                 os.path.join(self.perfdir, coll[1]), "-b", str(lo), "-e", str(hi), "-f", "2",
                 "-n", str(iters), "-w", str(warm), "-c", str(check), "-a", "3",
                 "-I", "1" if self.args.chorus_inplace or coll[1] in CHORUS_IN_PLACE else "0",
@@ -439,14 +452,23 @@ class OmpiRunner(Runner):
     def run(self, coll, n, rnd):
         json_path, log_path = self.paths(coll, n, rnd)
         a = self.args
-        cmd = [a.mpirun, "--oversubscribe", "--allow-run-as-root",
-               "--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
+        cmd = [a.mpirun, "--oversubscribe", "--allow-run-as-root"]
+        if a.netns:  # a daemon per namespace host, started through netns_hosts.sh agent
+            hostfile = os.path.join(self.rawdir, "netns_hosts")
+            with open(hostfile, "w") as f:
+                f.writelines("10.233.0.%d slots=1\n" % (i + 1) for i in range(n))
+            cmd += ["--hostfile", hostfile, "--bind-to", "none",
+                    "--mca", "plm_rsh_agent", "sh %s agent %s" % (NETNS_SCRIPT, a.netns),
+                    "--mca", "btl_tcp_if_include", NETNS_SUBNET,
+                    "--mca", "oob_tcp_if_include", NETNS_SUBNET]
+        else:
+            cmd += ["--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
         if a.hosts:  # every pair over TCP, as between machines
             cmd += ["--mca", "btl", "tcp,self"]
-        cmd += a.mpirun_args.split() + ["-np", str(n), a.mpi_bench, "-c", coll[0],
-                                        "-b", str(a.min_bytes), "-e", str(a.max_bytes),
-                                        "-D", str(a.target), "-m", str(a.min_iters),
-                                        "-T", str(a.timeout), "-J", json_path]
+        cmd += a.mpirun_args.split() + ["-np", str(n)]
+        cmd += [a.mpi_bench, "-c", coll[0], "-b", str(a.min_bytes), "-e", str(a.max_bytes),
+                "-D", str(a.target), "-m", str(a.min_iters), "-T", str(a.timeout),
+                "-J", json_path]
         rc, out, to = run_cmd(cmd, a.timeout + 30, log_path, self.env())
         rows, wrong = self.finish(read_jsonl(json_path), coll, n)
         return rows, (failure_text(rc, out, to, a.timeout) if rc != 0 and not wrong else wrong)
@@ -459,13 +481,38 @@ class GlooRunner(Runner):
         json_path, log_path = self.paths(coll, n, rnd)
         a = self.args
         launcher = os.path.join(REPO, a.build, "tools", "chorusrun")
-        cmd = [launcher, "-n", str(n), "--timeout", str(a.timeout), "--", a.gloo_bench,
-               "-c", coll[0], "-b", str(a.min_bytes), "-e", str(a.max_bytes),
-               "-x", str(a.gloo_cap), "-S", str(a.gloo_slow), "-D", str(a.target),
-               "-m", str(a.gloo_min_iters), "-T", str(a.timeout), "-J", json_path]
+        cmd = [launcher, "-n", str(n), "--timeout", str(a.timeout), "--"] + netns_prefix(a)
+        cmd += [a.gloo_bench, "-c", coll[0], "-b", str(a.min_bytes), "-e", str(a.max_bytes),
+                "-x", str(a.gloo_cap), "-S", str(a.gloo_slow), "-D", str(a.target),
+                "-m", str(a.gloo_min_iters), "-T", str(a.timeout), "-J", json_path]
         rc, out, to = run_cmd(cmd, a.timeout + 30, log_path, self.env())
         rows, wrong = self.finish(read_jsonl(json_path), coll, n)
         return rows, (failure_text(rc, out, to, a.timeout) if rc != 0 and not wrong else wrong)
+
+
+NETNS_SCRIPT = os.path.join(REPO, "bench", "netns_hosts.sh")
+NETNS_SUBNET = "10.233.0.0/24"  # netns_hosts.sh's addresses
+
+
+@contextlib.contextmanager
+def netns_hosts(args):
+    """The namespaces of --netns for as long as the run lasts; yields whether
+    they are there (always true without --netns)."""
+    if not args.netns:
+        yield True
+        return
+    n = str(max(args.ranks))
+    subprocess.run(["sh", NETNS_SCRIPT, "down", args.netns, n])
+    made = subprocess.run(["sh", NETNS_SCRIPT, "up", args.netns, n, str(args.netns_mtu)])
+    try:
+        yield made.returncode == 0
+    finally:
+        subprocess.run(["sh", NETNS_SCRIPT, "down", args.netns, n])
+
+
+def netns_prefix(args):
+    """What a rank's command starts with under --netns: its namespace."""
+    return ["sh", NETNS_SCRIPT, "exec", args.netns] if args.netns else []
 
 
 # ---- aggregation -----------------------------------------------------------
@@ -818,6 +865,11 @@ def parse_args(argv):
     p.add_argument("--hosts", action="store_true",
                    help="every rank a host of its own: Chorus through chorusrun --hosts (TCP "
                         "between all ranks), Open MPI with --mca btl tcp,self; Gloo is TCP anyway")
+    p.add_argument("--netns", nargs="?", const="chorus-bench", default=None, metavar="PREFIX",
+                   help="every rank a host of its own in a network namespace (PREFIX-<rank>, "
+                        "default prefix chorus-bench), joined by veth pairs on one bridge "
+                        "(bench/netns_hosts.sh; needs root); implies --hosts")
+    p.add_argument("--netns-mtu", type=int, default=9000, help="the veth links' MTU (9000)")
     p.add_argument("--chorus-inplace", action="store_true",
                    help="also time Chorus in place (reported: out of place)")
     p.add_argument("--mpirun", default="mpirun.openmpi")
@@ -847,6 +899,8 @@ def parse_args(argv):
     if args.out is None:  # beside the build, so raw output stays out of the source tree
         build = args.build if os.path.isabs(args.build) else os.path.join(REPO, args.build)
         args.out = os.path.join(build, "bench-results")
+    if args.netns:
+        args.hosts = True
     args.min_bytes = parse_size(args.min_bytes)
     args.max_bytes = parse_size(args.max_bytes)
     args.gloo_cap = parse_size(args.gloo_cap)
@@ -895,41 +949,48 @@ def main(argv):
                 "rounds": ", ".join("%s %d" % (LIB_TITLE[l], rounds[l]) for l in args.libs),
                 "min_bytes": args.min_bytes, "max_bytes": args.max_bytes,
                 "target": args.target, "gloo_cap": args.gloo_cap, "gloo_slow": args.gloo_slow,
-                "hosts": "every rank its own host, TCP over loopback" if args.hosts else "one host"}
+                "hosts": ("every rank its own host in a network namespace, TCP over veth "
+                          "pairs on one bridge (MTU %d)" % args.netns_mtu if args.netns else
+                          "every rank its own host, TCP over loopback" if args.hosts else
+                          "one host")}
     failed = set()  # (lib, coll, n): not retried in later rounds
-    t_start = time.time()
-    for rnd in range(1, max(rounds[l] for l in args.libs) + 1):
-        for n in args.ranks:
-            for coll in colls:
-                for lib in args.libs:
-                    if rnd > rounds[lib] or (lib, coll[0], n) in failed:
-                        continue
-                    absent = [p for p in missing[lib] if not os.path.exists(p)]
-                    t0 = time.time()
-                    if absent:
-                        rows, err = [], "not built: %s missing (run bench/run.sh)" % absent[0]
-                    else:
-                        rows, err = runners[lib].run(coll, n, rnd)
-                    res.add(lib, rnd, rows)
-                    state = "ok" if not err else "FAIL: " + err
-                    log("# round %d  n=%d  %-13s %-6s %3d rows  %6.1f s  %s"
-                        % (rnd, n, coll[0], LIB_TITLE[lib], len(rows), time.time() - t0,
-                           state[:160]))
-                    if err:
-                        res.fail(lib, coll[0], n, rnd, err)
-                        if not err.startswith("wrong results"):  # those may be transient
-                            failed.add((lib, coll[0], n))
-        res.save(os.path.join(args.out, stamp + ".jsonl"))  # partial results survive
-    res.meta["versions"] = versions_text(args, res)
-    res.meta["wall_s"] = round(time.time() - t_start, 1)
-    jsonl = os.path.join(args.out, stamp + ".jsonl")
-    res.save(jsonl)
-    log("# all runs done in %.0f s; raw rows: %s" % (time.time() - t_start,
-                                                      os.path.relpath(jsonl, REPO)))
-    report(res, args, outdir, stamp, os.path.join(args.out, stamp + ".md"))
-    log("# summary for the repository: python3 bench/summarize.py host %s "
-        "-o bench/results/host_%s.csv" % (os.path.relpath(jsonl, REPO), stamp))
-    return 0
+    with netns_hosts(args) as ready:
+        if not ready:
+            log("# --netns: could not make the namespaces (root and iproute2 needed)")
+            return 1
+        t_start = time.time()
+        for rnd in range(1, max(rounds[l] for l in args.libs) + 1):
+            for n in args.ranks:
+                for coll in colls:
+                    for lib in args.libs:
+                        if rnd > rounds[lib] or (lib, coll[0], n) in failed:
+                            continue
+                        absent = [p for p in missing[lib] if not os.path.exists(p)]
+                        t0 = time.time()
+                        if absent:
+                            rows, err = [], "not built: %s missing (run bench/run.sh)" % absent[0]
+                        else:
+                            rows, err = runners[lib].run(coll, n, rnd)
+                        res.add(lib, rnd, rows)
+                        state = "ok" if not err else "FAIL: " + err
+                        log("# round %d  n=%d  %-13s %-6s %3d rows  %6.1f s  %s"
+                            % (rnd, n, coll[0], LIB_TITLE[lib], len(rows), time.time() - t0,
+                               state[:160]))
+                        if err:
+                            res.fail(lib, coll[0], n, rnd, err)
+                            if not err.startswith("wrong results"):  # those may be transient
+                                failed.add((lib, coll[0], n))
+            res.save(os.path.join(args.out, stamp + ".jsonl"))  # partial results survive
+        res.meta["versions"] = versions_text(args, res)
+        res.meta["wall_s"] = round(time.time() - t_start, 1)
+        jsonl = os.path.join(args.out, stamp + ".jsonl")
+        res.save(jsonl)
+        log("# all runs done in %.0f s; raw rows: %s" % (time.time() - t_start,
+                                                          os.path.relpath(jsonl, REPO)))
+        report(res, args, outdir, stamp, os.path.join(args.out, stamp + ".md"))
+        log("# summary for the repository: python3 bench/summarize.py host %s "
+            "-o bench/results/host_%s.csv" % (os.path.relpath(jsonl, REPO), stamp))
+        return 0
 
 
 if __name__ == "__main__":

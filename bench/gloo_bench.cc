@@ -3,9 +3,9 @@
 // One process per rank (RANK and WORLD_SIZE from the environment, as
 // chorusrun and torchrun set them). Ranks meet through a gloo FileStore in a
 // directory shared by all of them, wrapped in a PrefixStore unique to the run,
-// and talk over Gloo's TCP transport on 127.0.0.1 (this Gloo has no
-// shared-memory transport). Every collective is called the way PyTorch's
-// ProcessGroupGloo calls it:
+// and talk over Gloo's TCP transport on 127.0.0.1, or on the interface
+// GLOO_SOCKET_IFNAME names (this Gloo has no shared-memory transport).
+// Every collective is called the way PyTorch's ProcessGroupGloo calls it:
 //
 //   collective      Gloo call                                   placement
 //   all_reduce      gloo::allreduce, default algorithm, sum      in place
@@ -540,8 +540,14 @@ int main(int argc, char **argv) {
   mkdir(dir.c_str(), 0700); // EEXIST from the other ranks is fine
   long long failures = 0;
   try {
+    // Loopback unless GLOO_SOCKET_IFNAME names an interface, as PyTorch reads
+    // it (bench/netns_hosts.sh sets it to the rank's namespace interface).
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    const char *ifname = std::getenv("GLOO_SOCKET_IFNAME");
+    if (ifname && *ifname)
+      attr.iface = ifname;
+    else
+      attr.hostname = "127.0.0.1";
     attr.ai_family = AF_INET;
     auto dev = gloo::transport::tcp::CreateDevice(attr);
     gloo::rendezvous::FileStore file_store(dir);
