@@ -457,7 +457,10 @@ class OmpiRunner(Runner):
             hostfile = os.path.join(self.rawdir, "netns_hosts")
             with open(hostfile, "w") as f:
                 f.writelines("10.233.0.%d slots=1\n" % (i + 1) for i in range(n))
-            cmd += ["--hostfile", hostfile, "--bind-to", "none",
+            # rtc ^hwloc: writing the shared topology segment (of no use
+            # when nothing binds) crashed some daemons at start-up, a
+            # segfault in hwloc_shmem_topology_write.
+            cmd += ["--hostfile", hostfile, "--bind-to", "none", "--mca", "rtc", "^hwloc",
                     "--mca", "plm_rsh_agent", "sh %s agent %s" % (NETNS_SCRIPT, a.netns),
                     "--mca", "btl_tcp_if_include", NETNS_SUBNET,
                     "--mca", "oob_tcp_if_include", NETNS_SUBNET]
