@@ -464,6 +464,11 @@ class OmpiRunner(Runner):
                     "--mca", "plm_rsh_agent", "sh %s agent %s" % (NETNS_SCRIPT, a.netns),
                     "--mca", "btl_tcp_if_include", NETNS_SUBNET,
                     "--mca", "oob_tcp_if_include", NETNS_SUBNET]
+            # Each daemon sees one rank on the whole machine, so its ranks
+            # would poll without yielding where they outnumber the cores, as
+            # on one host (oversubscribed) they do not: they yield there.
+            if n > (os.cpu_count() or 1):
+                cmd += ["--mca", "mpi_yield_when_idle", "1"]
         else:
             cmd += ["--mca", "btl_tcp_if_include", "lo", "--mca", "oob_tcp_if_include", "lo"]
         if a.hosts:  # every pair over TCP, as between machines
