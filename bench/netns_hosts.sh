@@ -61,6 +61,11 @@ down)
   done
   ip netns del "$prefix-sw" 2>/dev/null # takes the launcher's end along
   ip link del "$rootif" 2>/dev/null
+  i=0
+  while [ "$i" -lt "$n" ]; do
+    rm -rf "/tmp/$prefix-$i"
+    i=$((i + 1))
+  done
   exit 0
   ;;
 exec)
@@ -75,7 +80,10 @@ agent)
   shift
   i=$((${host##*.} - 1))
   case $host in 10.233.0.*) ;; *) echo "netns_hosts.sh agent: $host is not a host here" >&2; exit 2 ;; esac
-  exec ip netns exec "$prefix-$i" sh -c "$*"
+  # Every namespace host has this machine's hostname, so daemons would share
+  # (and remove) each other's session directories under one TMPDIR.
+  mkdir -p "/tmp/$prefix-$i"
+  exec ip netns exec "$prefix-$i" env TMPDIR="/tmp/$prefix-$i" sh -c "$*"
   ;;
 *)
   echo "usage: $0 up|down|exec|agent PREFIX ..." >&2
