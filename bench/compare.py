@@ -464,9 +464,9 @@ class OmpiRunner(Runner):
                     "--mca", "plm_rsh_agent", "sh %s agent %s" % (NETNS_SCRIPT, a.netns),
                     "--mca", "btl_tcp_if_include", NETNS_SUBNET,
                     "--mca", "oob_tcp_if_include", NETNS_SUBNET]
-            # Each daemon sees one rank on the whole machine, so its ranks
-            # would poll without yielding where they outnumber the cores, as
-            # on one host (oversubscribed) they do not: they yield there.
+            # Each daemon sees one rank on the whole machine, so it never
+            # lets its rank yield; where ranks outnumber cores they yield,
+            # as when mpirun starts them on one host (oversubscribed).
             if n > (os.cpu_count() or 1):
                 cmd += ["--mca", "mpi_yield_when_idle", "1"]
         else:
