@@ -181,7 +181,7 @@ finish_unit(const typename elem<T>::acc (&acc)[sizeof(U) / sizeof(T)], const cho
   return d;
 }
 
-/* Whether red is an operator of the plain-sum loops (pipe.cu,
+/* Whether red is an operator of the plain-sum loops (ring.cu, pipe.cu,
  * twoshot.cu): a sum, divided at the end or not. */
 static __device__ __forceinline__ bool plain_sum(const chorus_kern_red &red) {
   return red.kind == CHORUS_RED_SUM || red.kind == CHORUS_RED_SUMPOSTDIV;
