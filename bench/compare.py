@@ -456,7 +456,7 @@ class OmpiRunner(Runner):
         if a.netns:  # a daemon per namespace host, started through netns_hosts.sh agent
             hostfile = os.path.join(self.rawdir, "netns_hosts")
             with open(hostfile, "w") as f:
-                f.writelines("10.233.0.%d slots=1\n" % (i + 1) for i in range(n))
+                f.writelines("%s slots=1\n" % netns_addr(i) for i in range(n))
             # rtc ^hwloc: writing the shared topology segment (of no use
             # when nothing binds) crashed some daemons at start-up, a
             # segfault in hwloc_shmem_topology_write.
@@ -500,6 +500,11 @@ class GlooRunner(Runner):
 
 NETNS_SCRIPT = os.path.join(REPO, "bench", "netns_hosts.sh")
 NETNS_SUBNET = "10.233.0.0/24"  # netns_hosts.sh's addresses
+
+
+def netns_addr(i):
+    """Host i's address, as netns_hosts.sh gives it."""
+    return "10.233.0.%d" % (i + 1)
 
 
 @contextlib.contextmanager

@@ -57,15 +57,11 @@ down)
   n=$1 i=0
   while [ "$i" -lt "$n" ]; do
     ip netns del "$prefix-$i" 2>/dev/null
+    rm -rf "/tmp/$prefix-$i" # an agent's TMPDIR
     i=$((i + 1))
   done
   ip netns del "$prefix-sw" 2>/dev/null # takes the launcher's end along
   ip link del "$rootif" 2>/dev/null
-  i=0
-  while [ "$i" -lt "$n" ]; do
-    rm -rf "/tmp/$prefix-$i"
-    i=$((i + 1))
-  done
   exit 0
   ;;
 exec)
@@ -78,8 +74,8 @@ exec)
 agent)
   host=$1
   shift
+  case $host in 10.233.0.[0-9]*) ;; *) echo "netns_hosts.sh agent: $host is not a host here" >&2; exit 2 ;; esac
   i=$((${host##*.} - 1))
-  case $host in 10.233.0.*) ;; *) echo "netns_hosts.sh agent: $host is not a host here" >&2; exit 2 ;; esac
   # Every namespace host has this machine's hostname, so daemons would share
   # (and remove) each other's session directories under one TMPDIR.
   mkdir -p "/tmp/$prefix-$i"
