@@ -4,21 +4,27 @@
 # TCP over the veth. All traffic stays inside the namespaces this script
 # creates; it removes them on exit and kills only the processes it started.
 # Exits 77 (skip) with the reason when the machine does not allow it.
-# usage: two_hosts.sh [-6] [--qdisc "ARGS" [--probe-below GBPS]] <ranks per host>
-#                     <program> [args...]
+# usage: two_hosts.sh [-6] [--qdisc "ARGS" [--probe-below GBPS]]
+#                     [--cc ALG yes|no] <ranks per host> <program> [args...]
 #   The program is started once per rank with RANK, WORLD_SIZE, NCCL_COMM_ID
 #   and NCCL_SOCKET_IFNAME set; -6: over IPv6 (NCCL_SOCKET_FAMILY=AF_INET6,
 #   the rendezvous at [fd42:231:7::1]), checked in the ranks' bootstrap lines;
 #   --qdisc: both veth ends get the tc queueing discipline ARGS: "netem
 #   delay 2ms 1ms loss 1%" (late, lost and reordered packets, so TCP
 #   retransmits under the collectives), "tbf rate 100mbit ..." (a slow link);
-#   --probe-below: rank 0's network probe at init must measure less.
+#   --probe-below: rank 0's network probe at init must measure less;
+#   --cc: both namespaces' default TCP congestion control is ALG; every
+#   rank logs that its streams to the other host, on this same machine,
+#   keep at most 128 KiB unsent, and (yes) or not (no) that they left bbr
+#   for reno.
 set -u
 v6=0 qdisc=""
 [ "${1:-}" = -6 ] && { v6=1; shift; }
 [ "${1:-}" = --qdisc ] && { qdisc=$2; shift 2; }
 below=""
 [ "${1:-}" = --probe-below ] && { below=$2; shift 2; }
+cc="" unpaced=""
+[ "${1:-}" = --cc ] && { cc=$2 unpaced=$3; shift 3; }
 per=$1
 shift
 . "$(dirname "$0")/netns_lib.sh"
@@ -31,6 +37,13 @@ if [ -n "$qdisc" ]; then
   # shellcheck disable=SC2086
   ip netns exec "$nsb" tc qdisc add dev "$ifb" root $qdisc
   echo "both links: $qdisc"
+fi
+if [ -n "$cc" ]; then
+  for ns in "$nsa" "$nsb"; do
+    ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_congestion_control="$cc" 2>/dev/null ||
+      skip "this kernel cannot make $cc a namespace's default congestion control"
+  done
+  echo "both hosts: congestion control $cc"
 fi
 root=10.231.7.1 family=AF_INET
 [ $v6 = 1 ] && root="[fd42:231:7::1]" family=AF_INET6
@@ -60,6 +73,19 @@ for r in $(seq 0 $((world - 1))); do
     [ -n "$gbps" ] || { echo "rank 0 logged no network probe"; fail=1; }
     if [ -n "$below" ] && [ -n "$gbps" ] && ! awk -v g="$gbps" -v b="$below" 'BEGIN { exit !(g < b) }'; then
       echo "the probe measured $gbps GB/s, not below $below"
+      fail=1
+    fi
+  fi
+  if [ -n "$cc" ]; then
+    # One data stream per channel to the other host (the default sockets).
+    grep -Eq "NET transport: [1-9][0-9]* data stream\(s\) to peers on this machine keep at most 131072 bytes unsent" "$logdir/$r.log" ||
+      { echo "rank $r did not hold its streams to the other host to 128 KiB unsent"; fail=1; }
+    line=$(grep "run reno, not the system's bbr" "$logdir/$r.log")
+    if [ "$unpaced" = yes ] && [ -z "$line" ]; then
+      echo "rank $r did not move its streams to the other host off $cc"
+      fail=1
+    elif [ "$unpaced" = no ] && [ -n "$line" ]; then
+      echo "rank $r moved streams off $cc where told not to: $line"
       fail=1
     fi
   fi

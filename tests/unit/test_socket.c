@@ -11,7 +11,10 @@
  *                  interface is an error naming the setting;
  *   loopback_unpaced: a loopback stream whose congestion control paces
  *                  (bbr, inherited from its listener) leaves it for one
- *                  that does not (skipped where bbr is not available).
+ *                  that does not (skipped where bbr is not available);
+ *   unpace_setting: CHORUS_SOCKET_UNPACE=0 keeps bbr on such a stream;
+ *                  unset, chorus_sock_unpace moves it to reno and says so,
+ *                  once.
  */
 #include <net/if.h>
 #include <netinet/in.h>
@@ -82,10 +85,42 @@ static void loopback_unpaced(void) {
   close(lfd);
 }
 
+static void unpace_setting(void) {
+  chorus_sockaddr a, bound;
+  char err[256], cc[16] = {0};
+  int lfd, cfd, afd;
+  REQUIRE(chorus_sock_parse("127.0.0.1:0", &a, err, sizeof err) == ncclSuccess);
+  REQUIRE(chorus_sock_listen(&a, &lfd, &bound, err, sizeof err) == ncclSuccess);
+  if (setsockopt(lfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) != 0) {
+    fprintf(stderr, "unpace_setting: skipped, bbr not available here\n");
+    close(lfd);
+    return;
+  }
+  setenv("CHORUS_SOCKET_UNPACE", "0", 1);
+  const int64_t deadline = chorus_now_ns() + 5000000000ll;
+  REQUIRE(chorus_sock_connect(&bound, deadline, &cfd, err, sizeof err) == ncclSuccess);
+  REQUIRE(chorus_sock_accept(lfd, deadline, &afd, err, sizeof err) == ncclSuccess);
+  socklen_t n = sizeof cc - 1;
+  EXPECT(getsockopt(afd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0);
+  EXPECT(strcmp(cc, "bbr") == 0);
+  EXPECT_EQ_INT(chorus_sock_unpace(afd), 0);
+  unsetenv("CHORUS_SOCKET_UNPACE");
+  EXPECT_EQ_INT(chorus_sock_unpace(afd), 1);
+  memset(cc, 0, sizeof cc);
+  n = sizeof cc - 1;
+  EXPECT(getsockopt(afd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0);
+  EXPECT(strcmp(cc, "reno") == 0);
+  EXPECT_EQ_INT(chorus_sock_unpace(afd), 0);
+  close(afd);
+  close(cfd);
+  close(lfd);
+}
+
 int main(void) {
   RUN(default_order);
   RUN(ifname_spec);
   RUN(picks_usable);
   RUN(loopback_unpaced);
+  RUN(unpace_setting);
   return unit_report();
 }
