@@ -516,11 +516,21 @@ def netns_hosts(args):
         return
     n = str(max(args.ranks))
     subprocess.run(["sh", NETNS_SCRIPT, "down", args.netns, n])
-    made = subprocess.run(["sh", NETNS_SCRIPT, "up", args.netns, n, str(args.netns_mtu)])
+    made = subprocess.run(["sh", NETNS_SCRIPT, "up", args.netns, n, str(args.netns_mtu)] +
+                          ([args.netns_cc] if args.netns_cc else []))
     try:
         yield made.returncode == 0
     finally:
         subprocess.run(["sh", NETNS_SCRIPT, "down", args.netns, n])
+
+
+def system_cc():
+    """The system's default TCP congestion control (namespaces start with it)."""
+    try:
+        with open("/proc/sys/net/ipv4/tcp_congestion_control") as f:
+            return f.read().strip()
+    except OSError:
+        return "unknown"
 
 
 def netns_prefix(args):
@@ -883,6 +893,9 @@ def parse_args(argv):
                         "default prefix chorus-bench), joined by veth pairs on one bridge "
                         "(bench/netns_hosts.sh; needs root); implies --hosts")
     p.add_argument("--netns-mtu", type=int, default=9000, help="the veth links' MTU (9000)")
+    p.add_argument("--netns-cc", default="", metavar="ALG",
+                   help="the namespace hosts' default TCP congestion control (reno, bbr; "
+                        "default: the system's)")
     p.add_argument("--chorus-inplace", action="store_true",
                    help="also time Chorus in place (reported: out of place)")
     p.add_argument("--mpirun", default="mpirun.openmpi")
@@ -963,7 +976,8 @@ def main(argv):
                 "min_bytes": args.min_bytes, "max_bytes": args.max_bytes,
                 "target": args.target, "gloo_cap": args.gloo_cap, "gloo_slow": args.gloo_slow,
                 "hosts": ("every rank its own host in a network namespace, TCP over veth "
-                          "pairs on one bridge (MTU %d)" % args.netns_mtu if args.netns else
+                          "pairs on one bridge (MTU %d), TCP congestion control %s" %
+                          (args.netns_mtu, args.netns_cc or system_cc()) if args.netns else
                           "every rank its own host, TCP over loopback" if args.hosts else
                           "one host")}
     failed = set()  # (lib, coll, n): not retried in later rounds

@@ -9,7 +9,9 @@
 # mpirun) listens for them; no traffic leaves the namespaces this script
 # makes and that bridge.
 #
-# usage: netns_hosts.sh up PREFIX N [MTU]   make them (MTU default 9000)
+# usage: netns_hosts.sh up PREFIX N [MTU [CC]]   make them (MTU default
+#            9000; CC: the hosts' default TCP congestion control, as
+#            net.ipv4.tcp_congestion_control, default the system's)
 #        netns_hosts.sh down PREFIX N       remove them
 #        netns_hosts.sh exec PREFIX cmd...  run cmd as one rank: in the
 #            namespace of its rank ($RANK, or Open MPI's
@@ -31,7 +33,7 @@ rootif=$(printf %.14s "$prefix")r
 
 case $cmd in
 up)
-  n=$1 mtu=${2:-9000}
+  n=$1 mtu=${2:-9000} cc=${3:-}
   [ "$(id -u)" = 0 ] || { echo "netns_hosts.sh: needs root" >&2; exit 1; }
   ip netns add "$prefix-sw" || exit 1
   ip -n "$prefix-sw" link add br0 type bridge &&
@@ -50,6 +52,9 @@ up)
       ip -n "$ns" addr add "$(addr "$i")/24" dev "h$i" &&
       ip -n "$ns" link set "h$i" up &&
       ip -n "$ns" link set lo up || exit 1
+    if [ -n "$cc" ]; then
+      ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_congestion_control="$cc" || exit 1
+    fi
     i=$((i + 1))
   done
   ;;
