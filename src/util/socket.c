@@ -242,35 +242,65 @@ static void set_nodelay(int fd) {
 
 /* A stream inside this machine crosses no queue, so pacing only delays
  * it. Where the system's congestion control paces (bbr), such a stream
- * asks for reno, which every process may choose and which keeps no
- * delay-based state. On a 2-vCPU guest whose default is bbr: one stream
- * between two network namespaces joined by veth moved 2.1 GB/s with bbr,
- * 9.4 with reno (10.7 with cubic); an AllGather between two such hosts
- * took half the time with reno from 1 MiB (2.3 against 5.2 ms at 16 MiB),
- * while with cubic it retransmitted and took 1.3-2.6x bbr's time at 256
- * KiB-4 MiB; over loopback, AllReduce took 1.2-2.1x less time from 1 MiB
- * with reno than with cubic, the others level.
- * Streams to other machines keep the system's choice. */
-int chorus_sock_unpace(int fd) {
-  if (!chorus_param_int(CHORUS_P_SOCKET_UNPACE)) return 0;
-  char cc[16] = {0};
-  socklen_t n = sizeof cc - 1;
-  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) != 0 || strncmp(cc, "bbr", 3) != 0)
-    return 0;
-  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4) != 0) return 0;
-  memset(cc, 0, sizeof cc);
-  n = sizeof cc - 1;
-  return getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0 && strcmp(cc, "reno") == 0;
+ * runs reno, which every process may choose and which keeps no
+ * delay-based state. It has to start so: a socket moved off bbr once
+ * established keeps pacing (the kernel's own, at twice the window per
+ * round trip): 2 namespace hosts of a 2-vCPU guest, one stream of 20 MiB:
+ * 2.0 GB/s started with reno, 1.3 moved to it, 1.4 with bbr; the network
+ * probe at init 3.7 GB/s against 0.6, and a 4-rank AllReduce of 64-256
+ * KiB 2x faster. So every socket starts with reno where the system's
+ * choice is bbr (listeners too: what they accept starts with their
+ * choice), and the net transport gives its streams to other machines the
+ * system's choice back (chorus_sock_system_cc). Measured on bbr's guest:
+ * one stream between two network namespaces joined by veth moved 2.1
+ * GB/s with bbr, 9.4 with reno (10.7 with cubic); an AllGather between
+ * two such hosts took half the time with reno from 1 MiB (2.3 against 5.2
+ * ms at 16 MiB), while with cubic it retransmitted and took 1.3-2.6x
+ * bbr's time at 256 KiB-4 MiB; over loopback, AllReduce took 1.2-2.1x
+ * less time from 1 MiB with reno than with cubic, the others level. */
+static int paces(const char *cc) {
+  return strncmp(cc, "bbr", 3) == 0;
 }
 
-static void unpace_loopback(int fd) {
-  chorus_sockaddr peer;
-  socklen_t len = sizeof peer;
-  memset(&peer, 0, sizeof peer);
-  if (getpeername(fd, &peer.sa, &len) != 0) return;
-  const int mapped = peer.sa.sa_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&peer.sin6.sin6_addr) &&
-                     peer.sin6.sin6_addr.s6_addr[12] == 127;
-  if (chorus_sock_is_loopback(&peer) || mapped) (void)chorus_sock_unpace(fd);
+static int get_cc(int fd, char cc[16]) {
+  memset(cc, 0, 16);
+  socklen_t n = 15;
+  return getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &n);
+}
+
+/* The congestion control new sockets get here ("" where unknown). */
+static void system_cc(char cc[16]) {
+  memset(cc, 0, 16);
+  FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+  if (!f) return;
+  if (fgets(cc, 16, f)) cc[strcspn(cc, "\n")] = '\0';
+  fclose(f);
+}
+
+/* A new socket, before it connects or listens. */
+static void start_unpaced(int fd) {
+  char cc[16];
+  if (chorus_param_int(CHORUS_P_SOCKET_UNPACE) && get_cc(fd, cc) == 0 && paces(cc))
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
+}
+
+int chorus_sock_unpace(int fd) {
+  char cc[16], sys[16];
+  if (!chorus_param_int(CHORUS_P_SOCKET_UNPACE) || get_cc(fd, cc) != 0) return 0;
+  if (paces(cc) &&
+      (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4) != 0 || get_cc(fd, cc) != 0))
+    return 0;
+  system_cc(sys);
+  return strcmp(cc, "reno") == 0 && paces(sys);
+}
+
+int chorus_sock_system_cc(int fd) {
+  char cc[16], sys[16];
+  if (!chorus_param_int(CHORUS_P_SOCKET_UNPACE) || get_cc(fd, cc) != 0) return 0;
+  system_cc(sys);
+  if (!paces(sys) || strcmp(cc, sys) == 0) return 0;
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, sys, (socklen_t)strlen(sys)) == 0 &&
+         get_cc(fd, cc) == 0 && strcmp(cc, sys) == 0;
 }
 
 ncclResult_t chorus_sock_listen(const chorus_sockaddr *addr, int *fd_out, chorus_sockaddr *bound,
@@ -281,6 +311,7 @@ ncclResult_t chorus_sock_listen(const chorus_sockaddr *addr, int *fd_out, chorus
     return chorus_errmsg(err, errlen, ncclSystemError, "socket failed: %s", strerror(errno));
   int one = 1;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  start_unpaced(fd);
   if (bind(fd, &addr->sa, chorus_sock_len(addr)) != 0 || listen(fd, 1024) != 0) {
     int e = errno;
     close(fd);
@@ -322,6 +353,7 @@ ncclResult_t chorus_sock_connect_ex(const chorus_sockaddr *addr, int64_t deadlin
     int fd = socket(addr->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
       return chorus_errmsg(err, errlen, ncclSystemError, "socket failed: %s", strerror(errno));
+    start_unpaced(fd);
     int rc = connect(fd, &addr->sa, chorus_sock_len(addr));
     int e = rc == 0 ? 0 : errno;
     if (e == EINPROGRESS) {
@@ -335,7 +367,6 @@ ncclResult_t chorus_sock_connect_ex(const chorus_sockaddr *addr, int64_t deadlin
     }
     if (e == 0) {
       set_nodelay(fd);
-      unpace_loopback(fd);
       *fd_out = fd;
       return ncclSuccess;
     }
@@ -358,7 +389,6 @@ ncclResult_t chorus_sock_accept(int lfd, int64_t deadline, int *fd_out, char *er
     int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd >= 0) {
       set_nodelay(fd);
-      unpace_loopback(fd);
       *fd_out = fd;
       return ncclSuccess;
     }

@@ -72,12 +72,17 @@ ncclResult_t chorus_sock_connect(const chorus_sockaddr *addr, int64_t deadline, 
                                  size_t errlen);
 /* Accepts one connection, waiting until the deadline. */
 ncclResult_t chorus_sock_accept(int listen_fd, int64_t deadline, int *fd, char *err, size_t errlen);
-/* The stream stays inside this machine (loopback, or another network
- * namespace of the same kernel): where the system's congestion control
- * paces (bbr), asks for reno, which does not (CHORUS_SOCKET_UNPACE=0 keeps
- * the system's). Returns 1 where the stream now runs reno instead of bbr.
- * Connect and accept do it for loopback peers. */
+/* Where the system's TCP congestion control paces (bbr), sockets made
+ * here (listeners, and connections before they connect) start with reno,
+ * unless CHORUS_SOCKET_UNPACE=0; streams that stay inside this machine
+ * keep it (pacing only delays them), streams to other machines get the
+ * system's choice back from their owner (chorus_sock_system_cc).
+ * chorus_sock_unpace: a stream inside this machine moves off bbr if it
+ * runs it; returns 1 where it runs reno and the system's choice paces. */
 int chorus_sock_unpace(int fd);
+/* A stream to another machine: the system's congestion control where it
+ * paces and the stream runs another; returns 1 where it changed. */
+int chorus_sock_system_cc(int fd);
 ncclResult_t chorus_sock_send_all(int fd, const void *buf, size_t len, int64_t deadline, char *err,
                                   size_t errlen);
 ncclResult_t chorus_sock_recv_all(int fd, void *buf, size_t len, int64_t deadline, char *err,

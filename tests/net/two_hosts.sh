@@ -15,8 +15,10 @@
 #   --probe-below: rank 0's network probe at init must measure less;
 #   --cc: both namespaces' default TCP congestion control is ALG; every
 #   rank logs that its streams to the other host, on this same machine,
-#   keep at most 128 KiB unsent, and (yes) or not (no) that they left bbr
-#   for reno.
+#   keep at most 128 KiB unsent, and (yes) or not (no) that they run reno
+#   instead; other: the second host gets a host name of its own (a UTS
+#   namespace), so the hosts are two machines, and every rank logs that its
+#   streams run the system's congestion control again, none reno.
 set -u
 v6=0 qdisc=""
 [ "${1:-}" = -6 ] && { v6=1; shift; }
@@ -39,6 +41,9 @@ if [ -n "$qdisc" ]; then
   echo "both links: $qdisc"
 fi
 if [ -n "$cc" ]; then
+  if [ "$unpaced" = other ]; then
+    unshare --uts true 2>/dev/null || skip "cannot make a UTS namespace (unshare --uts failed)"
+  fi
   for ns in "$nsa" "$nsb"; do
     ip netns exec "$ns" sysctl -q -w net.ipv4.tcp_congestion_control="$cc" 2>/dev/null ||
       skip "this kernel cannot make $cc a namespace's default congestion control"
@@ -53,7 +58,12 @@ logdir=$(mktemp -d)
 pids=""
 for r in $(seq 0 $((world - 1))); do
   if [ "$r" -lt "$per" ]; then ns=$nsa ifn=$ifa; else ns=$nsb ifn=$ifb; fi
-  ip netns exec "$ns" env RANK=$r WORLD_SIZE=$world NCCL_COMM_ID="$root:$port" \
+  other=()
+  if [ "$unpaced" = other ] && [ "$ns" = "$nsb" ]; then
+    # shellcheck disable=SC2016 # $@ is the inner shell's
+    other=(unshare --uts sh -c 'hostname chorus-other-machine && exec "$@"' sh)
+  fi
+  ip netns exec "$ns" ${other[@]+"${other[@]}"} env RANK=$r WORLD_SIZE=$world NCCL_COMM_ID="$root:$port" \
     NCCL_SOCKET_IFNAME="$ifn" NCCL_SOCKET_FAMILY=$family NCCL_DEBUG=INFO \
     NCCL_DEBUG_SUBSYS=INIT,BOOTSTRAP \
     timeout 240 "$@" > "$logdir/$r.log" 2>&1 &
@@ -78,10 +88,14 @@ for r in $(seq 0 $((world - 1))); do
   fi
   if [ -n "$cc" ]; then
     # One data stream per channel to the other host (the default sockets).
-    grep -Eq "NET transport: [1-9][0-9]* data stream\(s\) to peers on this machine keep at most 131072 bytes unsent" "$logdir/$r.log" ||
+    [ "$unpaced" = other ] || grep -Eq "NET transport: [1-9][0-9]* data stream\(s\) to peers on this machine keep at most 131072 bytes unsent" "$logdir/$r.log" ||
       { echo "rank $r did not hold its streams to the other host to 128 KiB unsent"; fail=1; }
     line=$(grep "run reno, not the system's bbr" "$logdir/$r.log")
-    if [ "$unpaced" = yes ] && [ -z "$line" ]; then
+    if [ "$unpaced" = other ]; then
+      grep -q "stream(s) to peers on other machines run the system's congestion control again" "$logdir/$r.log" ||
+        { echo "rank $r did not give its streams to the other machine $cc back"; fail=1; }
+      [ -z "$line" ] || { echo "rank $r runs reno to another machine: $line"; fail=1; }
+    elif [ "$unpaced" = yes ] && [ -z "$line" ]; then
       echo "rank $r did not move its streams to the other host off $cc"
       fail=1
     elif [ "$unpaced" = no ] && [ -n "$line" ]; then

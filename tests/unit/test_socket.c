@@ -9,12 +9,13 @@
  *   picks_usable:  with no setting an address is picked on any machine
  *                  (loopback at worst), and a setting that matches no
  *                  interface is an error naming the setting;
- *   loopback_unpaced: a loopback stream whose congestion control paces
- *                  (bbr, inherited from its listener) leaves it for one
- *                  that does not (skipped where bbr is not available);
- *   unpace_setting: CHORUS_SOCKET_UNPACE=0 keeps bbr on such a stream;
- *                  unset, chorus_sock_unpace moves it to reno and says so,
- *                  once.
+ *   born_unpaced:  where the system's congestion control is bbr, a
+ *                  listener, the connection made to it and the one it
+ *                  accepts all start with reno; chorus_sock_system_cc gives
+ *                  one bbr back (once), chorus_sock_unpace takes it away
+ *                  again; with CHORUS_SOCKET_UNPACE=0 all three keep bbr
+ *                  and neither call changes it (skipped where the system's
+ *                  choice is not bbr).
  */
 #include <net/if.h>
 #include <netinet/in.h>
@@ -63,64 +64,69 @@ static void picks_usable(void) {
   unsetenv("NCCL_SOCKET_IFNAME");
 }
 
-static void loopback_unpaced(void) {
-  chorus_sockaddr a, bound;
-  char err[256], cc[16] = {0};
-  int lfd, cfd, afd;
-  REQUIRE(chorus_sock_parse("127.0.0.1:0", &a, err, sizeof err) == ncclSuccess);
-  REQUIRE(chorus_sock_listen(&a, &lfd, &bound, err, sizeof err) == ncclSuccess);
-  if (setsockopt(lfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) != 0) {
-    fprintf(stderr, "loopback_unpaced: skipped, bbr not available here\n");
-    close(lfd);
-    return;
-  }
-  const int64_t deadline = chorus_now_ns() + 5000000000ll;
-  REQUIRE(chorus_sock_connect(&bound, deadline, &cfd, err, sizeof err) == ncclSuccess);
-  REQUIRE(chorus_sock_accept(lfd, deadline, &afd, err, sizeof err) == ncclSuccess);
-  socklen_t n = sizeof cc - 1;
-  EXPECT(getsockopt(afd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0);
-  EXPECT(cc[0] != '\0' && strncmp(cc, "bbr", 3) != 0);
-  close(afd);
-  close(cfd);
-  close(lfd);
+static void system_cc(char cc[16]) {
+  memset(cc, 0, 16);
+  FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
+  if (f && fgets(cc, 16, f)) cc[strcspn(cc, "\n")] = '\0';
+  if (f) fclose(f);
 }
 
-static void unpace_setting(void) {
+static void cc_of(int fd, char cc[16]) {
+  memset(cc, 0, 16);
+  socklen_t n = 15;
+  EXPECT(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0);
+}
+
+/* A listener, a connection to it and the accepted end. */
+static void three(int fd[3]) {
   chorus_sockaddr a, bound;
-  char err[256], cc[16] = {0};
-  int lfd, cfd, afd;
+  char err[256];
   REQUIRE(chorus_sock_parse("127.0.0.1:0", &a, err, sizeof err) == ncclSuccess);
-  REQUIRE(chorus_sock_listen(&a, &lfd, &bound, err, sizeof err) == ncclSuccess);
-  if (setsockopt(lfd, IPPROTO_TCP, TCP_CONGESTION, "bbr", 3) != 0) {
-    fprintf(stderr, "unpace_setting: skipped, bbr not available here\n");
-    close(lfd);
+  REQUIRE(chorus_sock_listen(&a, &fd[0], &bound, err, sizeof err) == ncclSuccess);
+  const int64_t deadline = chorus_now_ns() + 5000000000ll;
+  REQUIRE(chorus_sock_connect(&bound, deadline, &fd[1], err, sizeof err) == ncclSuccess);
+  REQUIRE(chorus_sock_accept(fd[0], deadline, &fd[2], err, sizeof err) == ncclSuccess);
+}
+
+static void born_unpaced(void) {
+  char sys[16], cc[16];
+  system_cc(sys);
+  if (strcmp(sys, "bbr") != 0) {
+    fprintf(stderr, "born_unpaced: skipped, the system's congestion control is '%s'\n", sys);
     return;
   }
-  setenv("CHORUS_SOCKET_UNPACE", "0", 1);
-  const int64_t deadline = chorus_now_ns() + 5000000000ll;
-  REQUIRE(chorus_sock_connect(&bound, deadline, &cfd, err, sizeof err) == ncclSuccess);
-  REQUIRE(chorus_sock_accept(lfd, deadline, &afd, err, sizeof err) == ncclSuccess);
-  socklen_t n = sizeof cc - 1;
-  EXPECT(getsockopt(afd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0);
+  int fd[3];
+  three(fd);
+  for (int i = 0; i < 3; i++) {
+    cc_of(fd[i], cc);
+    EXPECT(strcmp(cc, "reno") == 0);
+  }
+  EXPECT_EQ_INT(chorus_sock_system_cc(fd[2]), 1);
+  cc_of(fd[2], cc);
   EXPECT(strcmp(cc, "bbr") == 0);
-  EXPECT_EQ_INT(chorus_sock_unpace(afd), 0);
-  unsetenv("CHORUS_SOCKET_UNPACE");
-  EXPECT_EQ_INT(chorus_sock_unpace(afd), 1);
-  memset(cc, 0, sizeof cc);
-  n = sizeof cc - 1;
-  EXPECT(getsockopt(afd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0);
+  EXPECT_EQ_INT(chorus_sock_system_cc(fd[2]), 0);
+  EXPECT_EQ_INT(chorus_sock_unpace(fd[2]), 1);
+  cc_of(fd[2], cc);
   EXPECT(strcmp(cc, "reno") == 0);
-  EXPECT_EQ_INT(chorus_sock_unpace(afd), 0);
-  close(afd);
-  close(cfd);
-  close(lfd);
+  for (int i = 0; i < 3; i++) close(fd[i]);
+
+  setenv("CHORUS_SOCKET_UNPACE", "0", 1);
+  three(fd);
+  for (int i = 0; i < 3; i++) {
+    cc_of(fd[i], cc);
+    EXPECT(strcmp(cc, "bbr") == 0);
+  }
+  EXPECT_EQ_INT(chorus_sock_unpace(fd[2]), 0);
+  cc_of(fd[2], cc);
+  EXPECT(strcmp(cc, "bbr") == 0);
+  unsetenv("CHORUS_SOCKET_UNPACE");
+  for (int i = 0; i < 3; i++) close(fd[i]);
 }
 
 int main(void) {
   RUN(default_order);
   RUN(ifname_spec);
   RUN(picks_usable);
-  RUN(loopback_unpaced);
-  RUN(unpace_setting);
+  RUN(born_unpaced);
   return unit_report();
 }

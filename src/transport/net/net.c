@@ -649,16 +649,21 @@ static int pumps_that_fit(const net_state *s, int want) {
  * at most 128 KiB unsent; 64 MiB 1.8x faster, a 4-rank Broadcast 1.8-2.3x
  * from 1 MiB, AlltoAll over loopback 1.1-1.16x from 4 MiB, the rest level
  * within 6%; GPU calls of 2 hosts sharing an H200 over loopback (16 cores,
- * socket threads polling) level to 1.1x faster. Counts the streams that
- * left bbr for reno and those the kernel now holds to the limit. */
-static void tune_if_local(net_state *s, int p, int *unpaced, int *held) {
-  if (!s->topo || !s->topo->info || p == s->rank ||
-      s->topo->info[p].machine_hash != s->topo->info[s->rank].machine_hash)
-    return;
+ * socket threads polling) level to 1.1x faster. A peer on another machine
+ * gets the system's congestion control back on every stream. Counts the
+ * streams that run reno instead of the system's bbr, those the kernel
+ * holds to the limit, and those given the system's choice back. */
+static void tune_streams(net_state *s, int p, int *unpaced, int *held, int *restored) {
+  if (!s->topo || !s->topo->info || p == s->rank) return;
+  const int local = s->topo->info[p].machine_hash == s->topo->info[s->rank].machine_hash;
   const int unsent = (int)CHORUS_MIN(chorus_param_int(CHORUS_P_SOCKET_LOCAL_UNSENT), INT_MAX);
   for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
     for (int k = 0; k < s->nstreams; k++) {
       const int fd = *fd_of(s, p, ch, k);
+      if (!local) {
+        *restored += chorus_sock_system_cc(fd);
+        continue;
+      }
       *unpaced += chorus_sock_unpace(fd);
       int got = 0;
       socklen_t len = sizeof got;
@@ -667,7 +672,10 @@ static void tune_if_local(net_state *s, int p, int *unpaced, int *held) {
           getsockopt(fd, IPPROTO_TCP, TCP_NOTSENT_LOWAT, &got, &len) == 0 && got == unsent)
         (*held)++;
     }
-  *unpaced += chorus_sock_unpace(s->notes[p].fd);
+  if (local)
+    *unpaced += chorus_sock_unpace(s->notes[p].fd);
+  else
+    *restored += chorus_sock_system_cc(s->notes[p].fd);
 }
 
 static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers, int npeers,
@@ -726,8 +734,8 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
                    res, fail);
     CHECK_GOTO(chorus_bootstrap_accept(ctx->bs, p, NOTES_TAG, &s->notes[p].fd), res, fail);
   }
-  int unpaced = 0, held = 0;
-  for (int i = 0; i < npeers; i++) tune_if_local(s, peers[i], &unpaced, &held);
+  int unpaced = 0, held = 0, restored = 0;
+  for (int i = 0; i < npeers; i++) tune_streams(s, peers[i], &unpaced, &held, &restored);
   if (held)
     INFO(CHORUS_NET | CHORUS_INIT,
          "NET transport: %d data stream(s) to peers on this machine keep at most %lld bytes unsent "
@@ -738,6 +746,11 @@ static ncclResult_t net_setup(const chorus_transport_ctx *ctx, const int *peers,
          "NET transport: %d stream(s) to peers on this machine run reno, not the system's bbr "
          "(pacing; CHORUS_SOCKET_UNPACE=0 keeps it)",
          unpaced);
+  if (restored)
+    INFO(CHORUS_NET | CHORUS_INIT,
+         "NET transport: %d stream(s) to peers on other machines run the system's congestion "
+         "control again",
+         restored);
   for (int i = 0; i < npeers; i++) {
     if (peers[i] == s->rank) {
       res = chorus_error(ncclInternalError, "NET transport cannot connect a rank to itself");
