@@ -175,10 +175,6 @@ static int room_for_auto_threads(long cpus, int ranks) {
   return chorus_socket_threads_room(cpus, ranks) >= AUTO_THREADS;
 }
 
-static int core_per_rank(long cpus, int ranks) {
-  return cpus >= ranks;
-}
-
 /* Whether every machine of the records has the cores for AUTO_THREADS
  * threads per rank; -1: out of memory. */
 static int auto_threads_fit(const rank_record *rec, int n) {
@@ -315,14 +311,16 @@ static void cap_fifos(ncclComm_t comm, geometry *geo) {
  * so that every stream still has a message in flight. Measured
  * over loopback on 2 vCPUs, 2 slots of 512 KiB against 8 of 128 KiB, 256
  * KiB-64 MiB, 2 ranks: AllReduce 1.15-1.4x, ReduceScatter 1.15-1.3x,
- * Broadcast 1.2-1.3x, AllGather and AlltoAll 1.03-1.23x from 1 MiB. On 4
- * ranks sharing the 2 vCPUs AlltoAll measured 0.6-1.2x (most others
- * 1.1-1.5x), so a machine with fewer cores than ranks keeps 8 slots. On
- * 16 cores, 2 ranks with 2 socket threads each (2 streams): 4 slots of
- * 256 KiB against 8 of 128 KiB 1.0-1.26x for AllReduce and AllGather,
- * about level for the others, where 2 slots of 512 KiB had left Broadcast
- * at 512 KiB-2 MiB and AlltoAll at 1 MiB 0.6-0.9x. Where
- * a host holds several ranks, shared-memory FIFOs keep their depth (every
+ * Broadcast 1.2-1.3x, AllGather and AlltoAll 1.03-1.23x from 1 MiB. 4
+ * ranks sharing the 2 vCPUs, 64 KiB-16 MiB, every collective: 1.0-1.29x
+ * over loopback, 1.02-1.29x between network-namespace hosts over veth
+ * (streams started with reno, 128 KiB unsent at most; before those,
+ * AlltoAll over loopback measured 0.6-1.2x there). On 16 cores, 2 ranks
+ * with 2 socket threads each (2 streams): 4 slots of 256 KiB against 8 of
+ * 128 KiB 1.0-1.26x for AllReduce and AllGather, about level for the
+ * others, where 2 slots of 512 KiB had left Broadcast at 512 KiB-2 MiB
+ * and AlltoAll at 1 MiB 0.6-0.9x. Where a host holds several ranks,
+ * shared-memory FIFOs keep their depth (every
  * connection of a communicator has one slot size: trees and rings cut
  * calls by it). All ranks decide alike, from the agreed geometry, the
  * records and the topology. */
@@ -411,12 +409,10 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
    * memory for them fails its init rather than differ. */
   const int threads_fit = any_auto ? auto_threads_fit(rec, comm->nranks) : 1;
   /* Fewer, larger slots (below) only for host-memory communicators (not a
-   * GPU communicator's parts) where no rank waits for a core. */
-  const int core_each = slots_auto && comm->device < 0 && !comm->is_part
-                            ? every_machine(rec, comm->nranks, core_per_rank)
-                            : 0;
+   * GPU communicator's parts). */
+  const int few_slots = slots_auto && comm->device < 0 && !comm->is_part;
   chorus_free(rec);
-  if (threads_fit < 0 || core_each < 0) {
+  if (threads_fit < 0) {
     chorus_free(info);
     return chorus_error(ncclSystemError, "out of memory comparing the machines' cores");
   }
@@ -432,7 +428,7 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
     WARN("CHORUS_TRACE is set on %d of %d ranks: no rank traces (set it on all)", traced,
          comm->nranks);
   CHECK(chorus_topo_build(&comm->topo, info, comm->nranks, comm->rank));
-  if (core_each) few_slots_between_hosts(comm, geo);
+  if (few_slots) few_slots_between_hosts(comm, geo);
   cap_fifos(comm, geo);
   return ncclSuccess;
 }

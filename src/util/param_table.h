@@ -34,7 +34,7 @@ CHORUS_PARAM(BOOTSTRAP_TIMEOUT,"CHORUS_BOOTSTRAP_TIMEOUT", INT, "300", 0, "Secon
 CHORUS_PARAM_GROUP("host transports")
 CHORUS_PARAM(SHM_DISABLE,      "NCCL_SHM_DISABLE",      BOOL, "0", 0, "1: TCP between ranks of one host instead of shared memory")
 CHORUS_PARAM(BUFFSIZE,         "NCCL_BUFFSIZE",         SIZE, "1M", 0, "FIFO per peer and channel, cut into CHORUS_NSLOTS slots")
-CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, "auto", AUTO, "Slots per FIFO (auto: 8; 2, or 2 per socket, where every rank is a host with a core)")
+CHORUS_PARAM(NSLOTS,           "CHORUS_NSLOTS",         INT, "auto", AUTO, "Slots per FIFO (auto: 8; 2, or 2 per socket, where every rank is a host of its own)")
 CHORUS_PARAM(SOCKET_NTHREADS,  "NCCL_SOCKET_NTHREADS",  INT, "auto", AUTO, "TCP threads per rank, 0..16 (auto: 2 for large byte moves where cores allow)")
 CHORUS_PARAM(SOCKET_UNPACE,    "CHORUS_SOCKET_UNPACE",  BOOL, "1", 0, "1: streams to ranks of this machine (loopback, other namespaces) run reno where the system's TCP paces (bbr)")
 CHORUS_PARAM(SOCKET_LOCAL_UNSENT,"CHORUS_SOCKET_LOCAL_UNSENT", SIZE, "128K", OFF, "Streams to ranks of this machine keep at most this much unsent in the kernel (TCP_NOTSENT_LOWAT; off: no limit)")

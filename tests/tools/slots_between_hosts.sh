@@ -1,10 +1,10 @@
 #!/bin/sh
 # slots_between_hosts.sh CHORUSRUN PERF_DIR - the FIFO geometry of a
 # host-memory communicator (core/comm.c, few_slots_between_hosts): every
-# rank a host of its own, with a core each, cuts the FIFO into 2 slots of
-# 512 KiB, or 2 per socket where socket threads give a peer k > 1 (2k of
-# 1 MiB / 2k); more ranks than the machine's cores, hosts of several ranks, or
-# CHORUS_NSLOTS set on any rank keep 8 of 128 KiB (the ranks agree). Each run checks its results
+# rank a host of its own (as many as the machine's cores, or more) cuts the
+# FIFO into 2 slots of 512 KiB, or 2 per socket where socket threads give a
+# peer k > 1 (2k of 1 MiB / 2k); hosts of several ranks, or CHORUS_NSLOTS
+# set on any rank keep 8 of 128 KiB (the ranks agree). Each run checks its results
 # (-c 1) from 4 KiB to 8 MiB, many messages wrapping around the slots.
 set -u
 run=$1
@@ -36,9 +36,8 @@ geometry() {
 }
 few=few many="8 slots of 131072 bytes"
 cores=$(getconf _NPROCESSORS_ONLN)
-if [ "$cores" -ge 2 ]; then geometry "2 hosts of 1" 2 2 "$few"; fi
-if [ "$cores" -ge 3 ]; then want=$few; else want=$many; fi
-geometry "3 hosts of 1 on $cores cores" 3 3 "$want"
+geometry "2 hosts of 1" 2 2 "$few"
+geometry "3 hosts of 1 on $cores cores" 3 3 "$few"
 geometry "2 hosts of 2" 4 2 "$many"
 geometry "CHORUS_NSLOTS=8 on rank 1 only" 2 2 "$many" \
   'if [ "$RANK" = 1 ]; then export CHORUS_NSLOTS=8; fi;'
