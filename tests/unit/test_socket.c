@@ -71,10 +71,11 @@ static void system_cc(char cc[16]) {
   if (f) fclose(f);
 }
 
-static void cc_of(int fd, char cc[16]) {
-  memset(cc, 0, 16);
-  socklen_t n = 15;
-  EXPECT(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0);
+/* Whether fd runs congestion control want. */
+static int runs(int fd, const char *want) {
+  char cc[16] = {0};
+  socklen_t n = sizeof cc - 1;
+  return getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &n) == 0 && strcmp(cc, want) == 0;
 }
 
 /* A listener, a connection to it and the accepted end. */
@@ -89,7 +90,7 @@ static void three(int fd[3]) {
 }
 
 static void born_unpaced(void) {
-  char sys[16], cc[16];
+  char sys[16];
   system_cc(sys);
   if (strcmp(sys, "bbr") != 0) {
     fprintf(stderr, "born_unpaced: skipped, the system's congestion control is '%s'\n", sys);
@@ -97,28 +98,19 @@ static void born_unpaced(void) {
   }
   int fd[3];
   three(fd);
-  for (int i = 0; i < 3; i++) {
-    cc_of(fd[i], cc);
-    EXPECT(strcmp(cc, "reno") == 0);
-  }
+  EXPECT(runs(fd[0], "reno") && runs(fd[1], "reno") && runs(fd[2], "reno"));
   EXPECT_EQ_INT(chorus_sock_system_cc(fd[2]), 1);
-  cc_of(fd[2], cc);
-  EXPECT(strcmp(cc, "bbr") == 0);
+  EXPECT(runs(fd[2], "bbr"));
   EXPECT_EQ_INT(chorus_sock_system_cc(fd[2]), 0);
   EXPECT_EQ_INT(chorus_sock_unpace(fd[2]), 1);
-  cc_of(fd[2], cc);
-  EXPECT(strcmp(cc, "reno") == 0);
+  EXPECT(runs(fd[2], "reno"));
   for (int i = 0; i < 3; i++) close(fd[i]);
 
   setenv("CHORUS_SOCKET_UNPACE", "0", 1);
   three(fd);
-  for (int i = 0; i < 3; i++) {
-    cc_of(fd[i], cc);
-    EXPECT(strcmp(cc, "bbr") == 0);
-  }
+  EXPECT(runs(fd[0], "bbr") && runs(fd[1], "bbr") && runs(fd[2], "bbr"));
   EXPECT_EQ_INT(chorus_sock_unpace(fd[2]), 0);
-  cc_of(fd[2], cc);
-  EXPECT(strcmp(cc, "bbr") == 0);
+  EXPECT(runs(fd[2], "bbr"));
   unsetenv("CHORUS_SOCKET_UNPACE");
   for (int i = 0; i < 3; i++) close(fd[i]);
 }
