@@ -10,6 +10,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -268,37 +269,45 @@ static int get_cc(int fd, char cc[16]) {
   return getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &n);
 }
 
-/* The congestion control new sockets get here ("" where unknown). */
-static void system_cc(char cc[16]) {
-  memset(cc, 0, 16);
+/* The congestion control new sockets get here ("" where unknown), read
+ * once: a process's network namespace, whose setting it is, stays. */
+static char system_cc_name[16];
+static pthread_once_t system_cc_once = PTHREAD_ONCE_INIT;
+
+static void read_system_cc(void) {
   FILE *f = fopen("/proc/sys/net/ipv4/tcp_congestion_control", "r");
   if (!f) return;
-  if (fgets(cc, 16, f)) cc[strcspn(cc, "\n")] = '\0';
+  if (fgets(system_cc_name, sizeof system_cc_name, f))
+    system_cc_name[strcspn(system_cc_name, "\n")] = '\0';
   fclose(f);
+}
+
+static const char *system_cc(void) {
+  pthread_once(&system_cc_once, read_system_cc);
+  return system_cc_name;
 }
 
 /* A new socket, before it connects or listens. */
 static void start_unpaced(int fd) {
-  char cc[16];
-  if (chorus_param_int(CHORUS_P_SOCKET_UNPACE) && get_cc(fd, cc) == 0 && paces(cc))
+  if (chorus_param_int(CHORUS_P_SOCKET_UNPACE) && paces(system_cc()))
     (void)setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4);
 }
 
 int chorus_sock_unpace(int fd) {
-  char cc[16], sys[16];
+  char cc[16];
   if (!chorus_param_int(CHORUS_P_SOCKET_UNPACE) || get_cc(fd, cc) != 0) return 0;
   if (paces(cc) &&
       (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, "reno", 4) != 0 || get_cc(fd, cc) != 0))
     return 0;
-  system_cc(sys);
-  return strcmp(cc, "reno") == 0 && paces(sys);
+  return strcmp(cc, "reno") == 0 && paces(system_cc());
 }
 
 int chorus_sock_system_cc(int fd) {
-  char cc[16], sys[16];
-  if (!chorus_param_int(CHORUS_P_SOCKET_UNPACE) || get_cc(fd, cc) != 0) return 0;
-  system_cc(sys);
-  if (!paces(sys) || strcmp(cc, sys) == 0) return 0;
+  char cc[16];
+  const char *sys = system_cc();
+  if (!chorus_param_int(CHORUS_P_SOCKET_UNPACE) || !paces(sys) || get_cc(fd, cc) != 0 ||
+      strcmp(cc, sys) == 0)
+    return 0;
   return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, sys, (socklen_t)strlen(sys)) == 0 &&
          get_cc(fd, cc) == 0 && strcmp(cc, sys) == 0;
 }

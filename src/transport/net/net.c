@@ -650,10 +650,10 @@ static int pumps_that_fit(const net_state *s, int want) {
  * from 1 MiB, AlltoAll over loopback 1.1-1.16x from 4 MiB, the rest level
  * within 6%; GPU calls of 2 hosts sharing an H200 over loopback (16 cores,
  * socket threads polling) 1.05-1.14x faster than with bbr throughout from
- * 8 MiB. A peer on another machine
- * gets the system's congestion control back on every stream. Counts the
- * streams that run reno instead of the system's bbr, those the kernel
- * holds to the limit, and those given the system's choice back. */
+ * 8 MiB. A peer on another machine gets the system's congestion control
+ * back on every stream. Counts the streams that run reno instead of the
+ * system's bbr, those the kernel holds to the limit, and those given the
+ * system's choice back. */
 static void tune_streams(net_state *s, int p, int *unpaced, int *held, int *restored) {
   if (!s->topo || !s->topo->info || p == s->rank) return;
   const int local = s->topo->info[p].machine_hash == s->topo->info[s->rank].machine_hash;
