@@ -530,6 +530,11 @@ static void net_fail(chorus_conn *cc, const char *reason) {
     lock_stream(st);
     if (say && st->off == 0) send_fail(st->fd, reason);
     shutdown(st->fd, SHUT_RDWR);
+    /* Ended, so no mover reads it again: bytes the kernel already holds
+     * would still arrive after SHUT_RD, into a place in the caller's
+     * memory that the failed call no longer owns (the caller may free it
+     * once the call returns). */
+    if (!net_ended(st)) (void)stream_end(st, NET_BROKEN, "was shut down", reason);
     net_unlock(st);
   }
   net_notes *nt = &c->state->notes[c->base.peer];
