@@ -68,7 +68,9 @@ static ncclResult_t step(chorus_op *op, uint64_t *ticks) {
  * peer that reported a failure, or NULL. */
 static ncclResult_t board_mismatch(chorus_op *op, chorus_conn **failed) {
   ncclResult_t seen = chorus_calls_check(op->cc, &op->expect, failed);
-  if (seen == ncclSuccess) seen = chorus_calls_catch_up(op->cc, op->expect.seq);
+  /* A peer that failed (it may have found this very difference and gone)
+   * does not excuse an earlier call of this rank's that differed. */
+  if (seen != ncclInvalidUsage) seen = chorus_calls_catch_up(op->cc, op->expect.seq);
   return seen == ncclInvalidUsage ? seen : ncclSuccess;
 }
 

@@ -2,7 +2,7 @@
  * test_mismatch.c - calls that differ across ranks fail on every rank, at
  * once, naming both calls.
  *
- * usage: test_mismatch threads|procs NRANKS SEED TRIALS
+ * usage: test_mismatch threads|procs NRANKS SEED TRIALS [ONLY]
  *
  * Every trial draws one collective (function, count, type, op, root) that
  * all ranks agree on, then one rank, also drawn, changes one thing of it:
@@ -16,7 +16,8 @@
  * trials. The op timeout is set far above LIMIT_S, so only detection passes. Counts run from 1
  * element to 1 MiB, over every schedule the planner picks (node memory, rings, chains); CTest runs
  * it over shared memory, over TCP (NCCL_SHM_DISABLE=1) and over both (procs, HARNESS_HOSTS=2: two
- * hosts).
+ * hosts). With ONLY, every trial repeats the seed's trial ONLY: a race
+ * that trial loses now and then is lost at once.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -151,8 +152,8 @@ static int cmp_double(const void *a, const void *b) {
 
 static int body(int rank, int nranks, ncclUniqueId id, const char *param) {
   unsigned long long seed = 0;
-  int trials = 0;
-  if (sscanf(param, "%llu %d", &seed, &trials) != 2) return 1;
+  int trials = 0, only = -1;
+  if (sscanf(param, "%llu %d %d", &seed, &trials, &only) < 2) return 1;
   ncclComm_t parent;
   if (ncclCommInitRank(&parent, nranks, id, rank) != ncclSuccess) return 1;
   /* Room for the largest call: a count of 2 x 1 MiB elements per rank. */
@@ -162,7 +163,7 @@ static int body(int rank, int nranks, ncclUniqueId id, const char *param) {
   int bad = 0;
   double *tooks = calloc((size_t)trials + 1, sizeof *tooks);
   for (int t = 0; t < trials; t++) {
-    const trial tr = draw(seed, t, nranks);
+    const trial tr = draw(seed, only >= 0 ? only : t, nranks);
     const call *mine = rank == tr.victim ? &tr.odd : &tr.agreed;
     ncclComm_t comm;
     if (ncclCommSplit(parent, 0, rank, &comm, NULL) != ncclSuccess) {
@@ -217,8 +218,8 @@ static const harness_case cases[] = {{"mismatch", body}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
-  if (argc != 5) {
-    fprintf(stderr, "usage: %s threads|procs NRANKS SEED TRIALS\n", argv[0]);
+  if (argc != 5 && argc != 6) {
+    fprintf(stderr, "usage: %s threads|procs NRANKS SEED TRIALS [ONLY]\n", argv[0]);
     return 2;
   }
   const harness_mode mode = strcmp(argv[1], "procs") == 0 ? HARNESS_PROCS : HARNESS_THREADS;
@@ -228,7 +229,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   char param[64];
-  snprintf(param, sizeof param, "%s %s", argv[3], argv[4]);
+  snprintf(param, sizeof param, "%s %s %s", argv[3], argv[4], argc == 6 ? argv[5] : "-1");
   setenv("CHORUS_OP_TIMEOUT", "20", 0); /* a miss shows as slow, not as a hang */
   const int failed = harness_spawn(mode, n, "mismatch", param, 600);
   printf("mismatch %s x%d seed %s, %s trials: %s\n", argv[1], n, argv[3], argv[4],
