@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -451,6 +452,78 @@ static int killed_mid_collective(int rank, int nranks, ncclUniqueId id, const ch
   return 0;
 }
 
+/* What kills rank 1 in killed_mid_p2p: rank 0's thread that watches rank
+ * 2's stream fill its buffer. */
+typedef struct {
+  volatile const unsigned char *mark; /* rank 2's byte lands here mid-stream */
+  pid_t victim;
+  int fired;
+} mid_stream_killer;
+
+static void *kill_mid_stream(void *arg) {
+  mid_stream_killer *k = arg;
+  for (int i = 0; i < 100000 && *k->mark != 0x22; i++) usleep(100); /* 10 s at most */
+  k->fired = *k->mark == 0x22;
+  kill(k->victim, SIGKILL);
+  return NULL;
+}
+
+/* Rank 0 receives 128 MiB from rank 2 and sends 32 MiB to rank 1, in one
+ * group; rank 1 takes nothing, and rank 0 kills it once rank 2's stream is
+ * 16 MiB in. Rank 0's group fails naming rank 1 while a socket thread is
+ * in the middle of rank 2's stream, which goes straight into rank 0's
+ * buffer. Once the call returns the buffer is the caller's: rank 0 gives
+ * its pages back (zeros from then on, at once, where writing them would
+ * take longer than the reads left) and nothing of rank 2's may land there
+ * after. Processes only; the main function runs it 16 times. */
+static int killed_mid_p2p(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  int pids[8] = {0};
+  pids[rank] = (int)getpid();
+  CHECKR(ncclAllGather(&pids[rank], pids, 1, ncclInt32, comm, NULL));
+  const size_t bytes = (size_t)128 << 20, out = (size_t)32 << 20;
+  unsigned char *buf =
+      mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  EXPECTR(buf != MAP_FAILED);
+  memset(buf, rank == 2 ? 0x22 : 0x11, bytes);
+  ncclResult_t r = ncclSuccess;
+  if (rank == 1) {
+    sleep_ms(20000); /* rank 0 kills it long before */
+    raise(SIGKILL);
+  } else if (rank == 0) {
+    mid_stream_killer k = {buf + ((size_t)16 << 20), (pid_t)pids[1], 0};
+    pthread_t th;
+    pthread_create(&th, NULL, kill_mid_stream, &k);
+    void *to1 = calloc(out, 1); /* more than the sockets hold: it waits for rank 1 */
+    CHECKR(ncclGroupStart());
+    ncclRecv(buf, bytes, ncclUint8, 2, comm, NULL);
+    ncclSend(to1, out, ncclUint8, 1, comm, NULL);
+    r = ncclGroupEnd();
+    EXPECTR(madvise(buf, bytes, MADV_DONTNEED) == 0);
+    pthread_join(th, NULL);
+    free(to1);
+    EXPECTR(k.fired);
+  } else if (rank == 2) {
+    r = ncclSend(buf, bytes, ncclUint8, 0, comm, NULL);
+  }
+  const char *msg = ncclGetLastError(comm);
+  harness_log(rank, "%s: %s", ncclGetErrorString(r), msg);
+  if (rank == 0) {
+    EXPECTR(r == ncclRemoteError);
+    EXPECTR(strstr(msg, "rank 1") != NULL);
+    sleep_ms(200);
+    size_t landed = 0;
+    for (size_t i = 0; i < bytes; i++) landed += buf[i] != 0;
+    if (landed) harness_log(rank, "%zu bytes landed in the buffer after the call returned", landed);
+    EXPECTR(landed == 0);
+  }
+  munmap(buf, bytes);
+  CHECKR(ncclCommAbort(comm));
+  return 0;
+}
+
 /* Rank 0 all-reduces 100 floats, the others 200: detected and named. */
 static int mismatch(int rank, int nranks, ncclUniqueId id, const char *param) {
   (void)param;
@@ -731,6 +804,7 @@ static const harness_case cases[] = {{"init_all", init_all},
                                      {"missing_rank", missing_rank},
                                      {"comm_id_repeat", comm_id_repeat},
                                      {"killed_mid_collective", killed_mid_collective},
+                                     {"killed_mid_p2p", killed_mid_p2p},
                                      {"misuse", misuse},
                                      {"stats_calls", stats_calls},
                                      {"zombie_peer", zombie_peer},
@@ -771,7 +845,10 @@ int main(int argc, char **argv) {
   }
   int own_ids = strncmp(name, "init_all", 8) == 0 || strcmp(name, "comm_id_repeat") == 0;
   int failed = 0;
-  if (strcmp(name, "killed_in_init") == 0) {
+  if (strcmp(name, "killed_mid_p2p") == 0) {
+    /* Trials: a late write must also land after the pages went back. */
+    for (int t = 0; t < 16; t++) failed += harness_spawn_ex(mode, n, name, param, 120, 1) - 1;
+  } else if (strcmp(name, "killed_in_init") == 0) {
     /* Trials at different moments; the victim's death is no failure. */
     for (int t = 0; t < 8; t++) failed += harness_spawn_ex(mode, n, name, param, 120, 1) - 1;
   } else {
