@@ -468,7 +468,7 @@ static void *kill_mid_stream(void *arg) {
   return NULL;
 }
 
-/* Rank 0 receives 128 MiB from rank 2 and sends 32 MiB to rank 1, in one
+/* Rank 0 receives 128 MiB from rank 2 and sends 128 MiB to rank 1, in one
  * group; rank 1 takes nothing, and rank 0 kills it once rank 2's stream is
  * 16 MiB in. Rank 0's group fails naming rank 1 while a socket thread is
  * in the middle of rank 2's stream, which goes straight into rank 0's
@@ -483,7 +483,7 @@ static int killed_mid_p2p(int rank, int nranks, ncclUniqueId id, const char *par
   int pids[8] = {0};
   pids[rank] = (int)getpid();
   CHECKR(ncclAllGather(&pids[rank], pids, 1, ncclInt32, comm, NULL));
-  const size_t bytes = (size_t)128 << 20, out = (size_t)32 << 20;
+  const size_t bytes = (size_t)128 << 20, out = bytes;
   unsigned char *buf =
       mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   EXPECTR(buf != MAP_FAILED);
@@ -496,7 +496,9 @@ static int killed_mid_p2p(int rank, int nranks, ncclUniqueId id, const char *par
     mid_stream_killer k = {buf + ((size_t)16 << 20), (pid_t)pids[1], 0};
     pthread_t th;
     pthread_create(&th, NULL, kill_mid_stream, &k);
-    void *to1 = calloc(out, 1); /* more than the sockets hold: it waits for rank 1 */
+    /* More than rank 1's sockets and slots hold (its socket threads fill
+     * them while it sleeps): the group waits for rank 1. */
+    void *to1 = calloc(out, 1);
     CHECKR(ncclGroupStart());
     ncclRecv(buf, bytes, ncclUint8, 2, comm, NULL);
     ncclSend(to1, out, ncclUint8, 1, comm, NULL);
