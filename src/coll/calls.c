@@ -34,7 +34,12 @@ static uint64_t chain(uint64_t h, const chorus_msg_meta *m) {
 
 void chorus_calls_post(const chorus_op *op, const chorus_msg_meta *m) {
   chorus_coll_comm *cc = op->cc;
-  if (!chorus_calls_on_board(op) || !posted(cc, op->func)) return;
+  if (!chorus_calls_on_board(op)) return;
+  if (!posted(cc, op->func)) {
+    for (int t = 0; t < cc->ntransports; t++)
+      if (cc->transports[t]->advance) cc->transports[t]->advance(cc->tstates[t], m->seq);
+    return;
+  }
   const uint64_t k = m->seq;
   chorus_call_entry *e = &cc->mine[k % CHORUS_NODE_CALLS];
   e->posted = k + 1;
@@ -99,8 +104,10 @@ static ncclResult_t first_difference(const chorus_coll_comm *cc, int p, uint64_t
 }
 
 /* Compares the unchecked calls before upto; *waiting: the board of a
- * peer that has not posted the last of them yet, or NULL. */
-static ncclResult_t catch_up(chorus_coll_comm *cc, uint64_t upto, chorus_conn **waiting) {
+ * peer that has not posted the last of them yet, or NULL. The posted calls
+ * from upto to before `now` stay unchecked. */
+static ncclResult_t catch_up(chorus_coll_comm *cc, uint64_t upto, uint64_t now,
+                             chorus_conn **waiting) {
   *waiting = NULL;
   if (!cc->unchecked || cc->unchecked_from >= upto) return ncclSuccess;
   /* The last call before upto that this rank posted: its hash covers
@@ -118,13 +125,19 @@ static ncclResult_t catch_up(chorus_coll_comm *cc, uint64_t upto, chorus_conn **
     if (got == 0 && !*waiting) *waiting = c;
     if (got == 1 && h != mine) return first_difference(cc, p, cc->unchecked_from, last);
   }
-  if (!*waiting) cc->unchecked = 0;
+  if (*waiting) return ncclSuccess;
+  cc->unchecked = 0;
+  for (uint64_t k = upto; k < now && !cc->unchecked; k++)
+    if (cc->mine[k % CHORUS_NODE_CALLS].posted == k + 1) {
+      cc->unchecked = 1;
+      cc->unchecked_from = k;
+    }
   return ncclSuccess;
 }
 
 ncclResult_t chorus_calls_catch_up(chorus_coll_comm *cc, uint64_t upto) {
   chorus_conn *waiting;
-  return catch_up(cc, upto, &waiting);
+  return catch_up(cc, upto, upto, &waiting);
 }
 
 ncclResult_t chorus_calls_end(chorus_op *op) {
@@ -132,7 +145,9 @@ ncclResult_t chorus_calls_end(chorus_op *op) {
   const uint64_t k = op->expect.seq;
   if (cc->unchecked && k - cc->unchecked_from >= CHORUS_CALLS_LAG) {
     chorus_conn *waiting;
-    const ncclResult_t res = catch_up(cc, k, &waiting);
+    /* Not the last CHORUS_CALLS_HELD calls: a peer may hold their entries
+     * back (transport.h), and a wait for them would last until it stalls. */
+    const ncclResult_t res = catch_up(cc, k - CHORUS_CALLS_HELD, k, &waiting);
     if (res != ncclSuccess) return res;
     if (waiting) {
       op->wait_conn = waiting;

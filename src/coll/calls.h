@@ -25,10 +25,11 @@
  * its peers posted for that call with its own: calls that wait on each
  * other because they differ are an error at once, on every rank, naming
  * both. A call of a rooted function, where a rank may not hear from some
- * peers, is compared later, in a batch: CHORUS_CALLS_LAG calls on
- * (waiting then for peers not there yet, so a root runs ahead of the
- * slowest rank by at most that many calls), or as soon as a later call
- * waits long or fails. Each entry also carries a hash of its owner's
+ * peers, is compared later, in a batch: CHORUS_CALLS_LAG calls on, up
+ * to the call CHORUS_CALLS_HELD calls back (a transport may hold entries
+ * that young back: transport.h), waiting then for peers not there yet, so
+ * a root runs ahead of the slowest rank by at most that many calls; or as
+ * soon as a later call waits long or fails. Each entry also carries a hash of its owner's
  * posted calls so far, so a batch reads one entry per peer; only a
  * difference is looked for call by call. A rank that needed nothing from
  * the one that differs thus reports the mismatch at most CHORUS_CALLS_LAG

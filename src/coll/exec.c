@@ -21,6 +21,9 @@
 
 #define SLEEP_CAP_NS   (50ll * 1000000)
 #define CHECK_EVERY_NS (100ll * 1000000)
+/* A stall this long sends what the transports hold back to send together
+ * (transport.h: stalled): short enough for a peer that waits on it. */
+#define CHORUS_NOTES_DUE_NS (500ll * 1000)
 
 void chorus_exec_fail_comm(chorus_coll_comm *cc, ncclResult_t res, const char *reason) {
   /* Atomic: the status thread reads it (core/status.h). */
@@ -285,6 +288,16 @@ static void check_stalled(chorus_exec_queue *q, int64_t stalled_ns, int64_t sinc
   chorus_log_ctx_set(old);
 }
 
+/* Tells the transports of the queues with calls left that they stall. */
+static void tell_stalled(chorus_exec_queue *qs, int nq) {
+  for (int i = 0; i < nq; i++) {
+    const chorus_coll_comm *cc = qs[i].cc;
+    if (!qs[i].head && !qs[i].p2p) continue;
+    for (int t = 0; t < cc->ntransports; t++)
+      if (cc->transports[t]->stalled) cc->transports[t]->stalled(cc->tstates[t]);
+  }
+}
+
 ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
   int64_t spin_ns = 0, yield_ns = 0;
   for (int i = 0; i < nq; i++) {
@@ -301,7 +314,7 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
    * passes behind) reads no clock at all; its stall is timed from its
    * 16th idle pass. */
   int64_t stall_start = 0, last_check = 0;
-  int sleepy = 0, spinning = 1;
+  int sleepy = 0, spinning = 1, told = 0;
   unsigned idle = 0;
   for (;;) {
     uint64_t ticks = 0;
@@ -314,6 +327,7 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
       stall_start = 0;
       sleepy = 0;
       spinning = 1;
+      told = 0;
       idle = 0;
       continue;
     }
@@ -324,6 +338,10 @@ ncclResult_t chorus_exec_run(chorus_exec_queue *qs, int nq) {
     int64_t now = chorus_now_ns();
     if (!stall_start) stall_start = last_check = now;
     int64_t stalled = now - stall_start;
+    if (!told && stalled >= CHORUS_NOTES_DUE_NS) {
+      told = 1;
+      tell_stalled(qs, nq);
+    }
     spinning = stalled < spin_ns;
     if (spinning) {
       chorus_cpu_relax();

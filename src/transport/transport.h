@@ -65,6 +65,11 @@ static inline int chorus_meta_equal(const chorus_msg_meta *a, const chorus_msg_m
 
 /* Calls a call board holds (coll/calls.h): a rank's last posted calls. */
 #define CHORUS_NODE_CALLS 128
+/* A transport may hold a posted call's entry back (to send several in one
+ * write) until this rank's calls are this many further on, or until a call
+ * stalls (stalled below): the checks that wait for peers' entries
+ * (coll/calls.h) compare only calls at least this far back. */
+#define CHORUS_CALLS_HELD 16
 
 /* An entry of the call board (coll/calls.c): the description of call
  * k, at calls[k % CHORUS_NODE_CALLS]; `posted` is k + 1 once it is
@@ -377,6 +382,9 @@ typedef struct chorus_transport {
    * peers this transport reaches (coll/calls.h): in shared memory, or as a
    * note on a socket beside the data's. Never blocks. */
   void (*post_call)(void *state, const chorus_call_entry *e);
+  /* Optional (NULL: none): a call of sequence number seq that is on the
+   * board but not posted starts (entries held back age by calls). */
+  void (*advance)(void *state, uint64_t seq);
   /* Node memory (see above) when this transport reaches every rank through
    * shared memory, else NULL. */
   chorus_node *(*node)(void *state);
@@ -385,6 +393,10 @@ typedef struct chorus_transport {
    * or they reduce on the way or are small (0). A hint for speed: any
    * thread may move any message either way. */
   void (*hint)(void *state, int moves);
+  /* Optional (NULL: none): the executor's calls have waited a while
+   * (exec.c, CHORUS_NOTES_DUE_NS): what the transport holds back to send together
+   * (the NET transport's notes) goes now. */
+  void (*stalled)(void *state);
   /* Frees everything; safe on a half-built state. */
   void (*destroy)(void *state);
 } chorus_transport;

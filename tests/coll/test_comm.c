@@ -526,6 +526,30 @@ static int killed_mid_p2p(int rank, int nranks, ncclUniqueId id, const char *par
   return 0;
 }
 
+/* Across hosts a rank may hold the notes of its last calls back
+ * (transport/net): no rank may wait for those. Every rank broadcasts from
+ * rank 0 64 times; then the others stop outside the library for 2 s (a
+ * barrier of another library, say) while rank 0 broadcasts 16 more times.
+ * Its call 64 compares the earlier calls with every peer's (calls.h): it
+ * must find what it needs sent already, not wait for the peers' return.
+ * Every rank a host of its own (HARNESS_HOSTS). */
+static int held_notes(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  ncclComm_t comm;
+  CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
+  float x = 1;
+  for (int i = 0; i < 64; i++) CHECKR(ncclBroadcast(&x, &x, 1, ncclFloat, 0, comm, NULL));
+  const double t0 = now_s();
+  if (rank != 0) sleep_ms(2000);
+  for (int i = 0; i < 16; i++) CHECKR(ncclBroadcast(&x, &x, 1, ncclFloat, 0, comm, NULL));
+  const double t = now_s() - t0;
+  harness_log(rank, "16 more calls took %.3f s", t);
+  if (rank == 0) EXPECTR(t < 1.0);
+  EXPECTR(x == 1);
+  CHECKR(ncclCommDestroy(comm));
+  return 0;
+}
+
 /* Rank 0 all-reduces 100 floats, the others 200: detected and named. */
 static int mismatch(int rank, int nranks, ncclUniqueId id, const char *param) {
   (void)param;
@@ -807,6 +831,7 @@ static const harness_case cases[] = {{"init_all", init_all},
                                      {"comm_id_repeat", comm_id_repeat},
                                      {"killed_mid_collective", killed_mid_collective},
                                      {"killed_mid_p2p", killed_mid_p2p},
+                                     {"held_notes", held_notes},
                                      {"misuse", misuse},
                                      {"stats_calls", stats_calls},
                                      {"zombie_peer", zombie_peer},

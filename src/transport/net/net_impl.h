@@ -148,6 +148,8 @@ typedef struct net_state {
   uint8_t *is_peer;
   int *fds;         /* [peer][channel][stream] */
   net_notes *notes; /* [peer] */
+  uint64_t seq_now; /* the latest call's sequence number (notes age by it) */
+  int notes_due;    /* a call stalled: the notes held back go (net_stalled) */
   size_t slot_bytes;
   /* Pumps (none: the executor moves every stream). */
   int npumps;
