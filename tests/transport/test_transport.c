@@ -225,7 +225,9 @@ static void failure_propagates(rank_arg *a, chorus_bootstrap *bs, void *st) {
 
 /* Every rank posts calls 0..N-1 (a board entry each); every other rank
  * must then read each peer's last CHORUS_NODE_CALLS of them, as posted,
- * through its connection's heard entries. */
+ * through its connection's heard entries: those CHORUS_CALLS_HELD calls
+ * old at once, the younger ones once the poster stalls (TCP holds them
+ * back until then, which the peers must see). */
 static void board_posts(rank_arg *a, chorus_bootstrap *bs, void *st) {
   const chorus_transport *t = a->t;
   enum { N = CHORUS_NODE_CALLS + 40 };
@@ -241,6 +243,34 @@ static void board_posts(rank_arg *a, chorus_bootstrap *bs, void *st) {
     t->progress(st);
   }
   chorus_bootstrap_barrier(bs);
+  for (int q = 0; q < a->nranks; q++) {
+    if (q == a->rank) continue;
+    chorus_conn *c = t->conn(st, q, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+    if (!c || !c->heard) continue;
+    const chorus_call_entry *old = &c->heard[(N - 1 - CHORUS_CALLS_HELD) % CHORUS_NODE_CALLS];
+    const chorus_call_entry *last = &c->heard[(N - 1) % CHORUS_NODE_CALLS];
+    int64_t dl = chorus_now_ns() + 10000000000ll;
+    while (__atomic_load_n(&old->posted, __ATOMIC_ACQUIRE) != N - CHORUS_CALLS_HELD &&
+           !chorus_expired(dl)) {
+      t->progress(st);
+      FAILIF(c->ops->hear(c) != ncclSuccess, "hear() failed: %s", c->err);
+    }
+    FAILIF(old->posted != N - CHORUS_CALLS_HELD,
+           "rank %d's post of call %d, %d calls old, "
+           "did not arrive before it stalled",
+           q, N - 1 - CHORUS_CALLS_HELD, CHORUS_CALLS_HELD);
+    if (t == &chorus_transport_net) { /* the youngest stay back: 20 ms to show it */
+      dl = chorus_now_ns() + 20000000ll;
+      while (!chorus_expired(dl)) {
+        t->progress(st);
+        FAILIF(c->ops->hear(c) != ncclSuccess, "hear() failed: %s", c->err);
+      }
+      FAILIF(last->posted == N, "rank %d's post of its newest call came before it stalled", q);
+    }
+  }
+  chorus_bootstrap_barrier(bs);
+  if (t->stalled) t->stalled(st); /* as a rank that waits: the held ones go */
+  t->progress(st);
   for (int q = 0; q < a->nranks; q++) {
     if (q == a->rank) continue;
     chorus_conn *c = t->conn(st, q, CHORUS_CH_COLL, CHORUS_DIR_RECV);
@@ -294,6 +324,8 @@ static void note_with_data(rank_arg *a, chorus_bootstrap *bs, void *st) {
       RETRY(r, st, t, c->ops->send_flush(c));
       t->progress(st);
     }
+    if (t->stalled) t->stalled(st); /* call K + 1's note goes now (TCP holds it back) */
+    t->progress(st);
   }
   chorus_bootstrap_barrier(bs);
   if (a->rank != 1) {
