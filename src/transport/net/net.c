@@ -524,6 +524,15 @@ static void lock_stream(net_stream *st) {
 static void net_fail(chorus_conn *cc, const char *reason) {
   net_conn *c = (net_conn *)cc;
   const int say = c->dir == CHORUS_DIR_SEND && !c->broken;
+  /* The notes socket first (the calls, then why): a peer that finds a
+   * data stream closed in the middle of a message looks for the reason
+   * there, and must find it already (borrow_cause). */
+  net_notes *nt = &c->state->notes[c->base.peer];
+  if (say && c->base.channel == CHORUS_CH_COLL && nt->fd >= 0) push_notes(nt);
+  if (say && c->base.channel == CHORUS_CH_COLL && nt->fd >= 0 && nt->out_off == 0) {
+    send_fail(nt->fd, reason);
+    shutdown(nt->fd, SHUT_RDWR);
+  }
   for (int k = 0; k < c->nstreams; k++) {
     net_stream *st = &c->st[k];
     if (st->fd < 0) continue;
@@ -536,12 +545,6 @@ static void net_fail(chorus_conn *cc, const char *reason) {
      * once the call returns). */
     if (!net_ended(st)) (void)stream_end(st, NET_BROKEN, "was shut down", reason);
     net_unlock(st);
-  }
-  net_notes *nt = &c->state->notes[c->base.peer];
-  if (say && c->base.channel == CHORUS_CH_COLL && nt->fd >= 0) push_notes(nt); /* the calls first */
-  if (say && c->base.channel == CHORUS_CH_COLL && nt->fd >= 0 && nt->out_off == 0) {
-    send_fail(nt->fd, reason);
-    shutdown(nt->fd, SHUT_RDWR);
   }
   if (!c->broken) broken(c, "was shut down", reason);
 }
