@@ -483,7 +483,7 @@ static int killed_mid_p2p(int rank, int nranks, ncclUniqueId id, const char *par
   int pids[8] = {0};
   pids[rank] = (int)getpid();
   CHECKR(ncclAllGather(&pids[rank], pids, 1, ncclInt32, comm, NULL));
-  const size_t bytes = (size_t)128 << 20, out = bytes;
+  const size_t bytes = (size_t)128 << 20;
   unsigned char *buf =
       mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   EXPECTR(buf != MAP_FAILED);
@@ -498,10 +498,10 @@ static int killed_mid_p2p(int rank, int nranks, ncclUniqueId id, const char *par
     pthread_create(&th, NULL, kill_mid_stream, &k);
     /* More than rank 1's sockets and slots hold (its socket threads fill
      * them while it sleeps): the group waits for rank 1. */
-    void *to1 = calloc(out, 1);
+    void *to1 = calloc(bytes, 1);
     CHECKR(ncclGroupStart());
     ncclRecv(buf, bytes, ncclUint8, 2, comm, NULL);
-    ncclSend(to1, out, ncclUint8, 1, comm, NULL);
+    ncclSend(to1, bytes, ncclUint8, 1, comm, NULL);
     r = ncclGroupEnd();
     EXPECTR(madvise(buf, bytes, MADV_DONTNEED) == 0);
     pthread_join(th, NULL);
@@ -872,12 +872,14 @@ int main(int argc, char **argv) {
   }
   int own_ids = strncmp(name, "init_all", 8) == 0 || strcmp(name, "comm_id_repeat") == 0;
   int failed = 0;
-  if (strcmp(name, "killed_mid_p2p") == 0) {
-    /* Trials: a late write must also land after the pages went back. */
-    for (int t = 0; t < 16; t++) failed += harness_spawn_ex(mode, n, name, param, 120, 1) - 1;
-  } else if (strcmp(name, "killed_in_init") == 0) {
-    /* Trials at different moments; the victim's death is no failure. */
-    for (int t = 0; t < 8; t++) failed += harness_spawn_ex(mode, n, name, param, 120, 1) - 1;
+  /* Trials, each with a victim whose death is no failure: killed_in_init
+   * kills at different moments; in killed_mid_p2p a late write must also
+   * land after the pages went back. */
+  const int trials = strcmp(name, "killed_in_init") == 0   ? 8
+                     : strcmp(name, "killed_mid_p2p") == 0 ? 16
+                                                           : 0;
+  if (trials) {
+    for (int t = 0; t < trials; t++) failed += harness_spawn_ex(mode, n, name, param, 120, 1) - 1;
   } else {
     failed = harness_spawn_ex(mode, n, name, param, 120, !own_ids);
   }
