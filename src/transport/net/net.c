@@ -483,11 +483,15 @@ static void pull_notes(net_notes *nt) {
   }
 }
 
+/* The notes socket before the streams, and again after a stream broke:
+ * a failing peer writes its reason there before it shuts the streams
+ * (net_fail), so it may have come between the two reads. */
 static ncclResult_t hear(net_conn *c) {
   if (c->broken || c->peer_failed) return ncclRemoteError;
   if (notes_tell_failure(c)) c->peer_failed = 1;
   for (int k = 0; k < c->nstreams && !c->peer_failed; k++) exec_pull(c, &c->st[k]);
   adopt(c);
+  if (c->broken && !c->base.relayed) (void)borrow_cause(c, ncclRemoteError);
   return c->broken || c->peer_failed ? ncclRemoteError : ncclSuccess;
 }
 
