@@ -527,7 +527,7 @@ static int killed_mid_p2p(int rank, int nranks, ncclUniqueId id, const char *par
 }
 
 /* Across hosts a rank may hold the notes of its last calls back
- * (transport/net): no rank may wait for those. Every rank broadcasts from
+ * (transport/net, transport/plugin): no rank may wait for those. Every rank broadcasts from
  * rank 0 64 times; then the others stop outside the library for 2 s (a
  * barrier of another library, say) while rank 0 broadcasts 16 more times.
  * Its call 64 compares the earlier calls with every peer's (calls.h): it

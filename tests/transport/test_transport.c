@@ -260,9 +260,9 @@ static void board_posts(rank_arg *a, chorus_bootstrap *bs, void *st) {
            "rank %d's post of call %d, %d calls old, "
            "did not arrive before it stalled",
            q, N - 1 - CHORUS_CALLS_HELD, CHORUS_CALLS_HELD);
-    if (t == &chorus_transport_net) {
-      /* With more than one peer the youngest stay back (20 ms to show
-       * it); with one they go at once. */
+    if (t->stalled) {
+      /* Transports that hold notes: with more than one peer the youngest
+       * stay back (20 ms to show it); with one they go at once. */
       const int held = a->nranks > 2;
       dl = chorus_now_ns() + (held ? 20000000ll : 10000000000ll);
       while (!chorus_expired(dl) && (held || last->posted != N)) {

@@ -24,7 +24,8 @@
  * header and payload. Receivers keep a receive posted on every free slot,
  * so messages land in place and are read there. Plugins move bytes only
  * while their requests are tested: progress() tests every send in flight.
- *   NOTE  a call board entry (coll/calls.h) on the notes connection;
+ *   NOTE  call board entries (coll/calls.h) on the notes connection, up
+ *         to NOTE_BATCH in one message;
  *   FAIL  the sender failed: the payload is why, passed on unchanged.
  * A plugin error on a request breaks the connection, naming the peer and
  * the network. Nothing here has a descriptor to sleep on: wait_info asks
@@ -53,7 +54,11 @@
 #define NCOMMS_DEV  (CHORUS_NCHANNELS + 2)
 #define DIRECT      (CHORUS_NCHANNELS + 1) /* the direct connection's index */
 #define DEV_PIECE   ((size_t)1 << 30)      /* a direct message at most (iflush takes int sizes) */
-#define NOTE_BYTES  (sizeof(pnet_hdr) + CHORUS_REASON_MAX) /* a note, or a FAIL with its reason */
+/* Notes in one message at most: where they wait to go together (notes_go),
+ * CHORUS_CALLS_HELD calls' worth and one more. */
+#define NOTE_BATCH (2 * CHORUS_CALLS_HELD)
+/* How long a closing rank tests its last notes (notes_flush). */
+#define NOTES_FLUSH_NS (100ll * 1000000)
 
 enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2 };
 
@@ -64,6 +69,9 @@ typedef struct pnet_hdr {
   chorus_msg_meta meta;
   uint64_t pad;
 } pnet_hdr;
+
+/* A notes message: NOTE_BATCH notes, or a FAIL with its reason. */
+#define NOTE_BYTES CHORUS_MAX(NOTE_BATCH * sizeof(pnet_hdr), sizeof(pnet_hdr) + CHORUS_REASON_MAX)
 
 /* A transfer of device memory on a direct connection (dev_move). */
 typedef struct pnet_dev {
@@ -100,12 +108,13 @@ typedef struct pnet_notes {
   void *smh, *rmh;
   pnet_hdr *out; /* NOTE_QUEUE, [head, tail) queued; [done, head) in flight */
   void *oreq[MAX_INFLIGHT];
-  uint64_t head, tail, done;
-  char (*in)[NOTE_BYTES]; /* MAX_INFLIGHT receives */
-  int no_more;            /* the plugin refused a receive: test those posted, then stop */
+  uint32_t onotes[MAX_INFLIGHT];           /* notes in each message in flight */
+  uint64_t head, tail, done, osent, odone; /* osent, odone: messages */
+  char (*in)[NOTE_BYTES];                  /* MAX_INFLIGHT receives */
+  int no_more; /* the plugin refused a receive: test those posted, then stop */
   void *ireq[MAX_INFLIGHT];
   uint64_t iposted, idone;
-  char fail_out[NOTE_BYTES];
+  char fail_out[sizeof(pnet_hdr) + CHORUS_REASON_MAX];
   void *fail_req, *fail_mh;
   char fail[CHORUS_REASON_MAX];
   int peer_failed, broken, out_closed, garbage;
@@ -114,6 +123,8 @@ typedef struct pnet_notes {
 
 typedef struct pnet_state {
   int rank, nranks, npeers;
+  uint64_t seq_now; /* the call this rank is at (post_call, advance) */
+  int notes_due;    /* a call stalled: held notes go (stalled) */
   chorus_net *net;
   void **listen;     /* [peer][ncomms] */
   pnet_conn *conns;  /* [peer][channel][dir] */
@@ -222,26 +233,52 @@ static ncclResult_t next_arrived(pnet_conn *c) {
 }
 
 /* Notes: queued headers out, and what arrived onto the board. */
-static void notes_push(pnet_state *s, pnet_notes *nt) {
-  while (!nt->out_closed && nt->head < nt->tail && nt->head - nt->done < MAX_INFLIGHT) {
-    void **req = &nt->oreq[nt->head % MAX_INFLIGHT];
-    if (chorus_net_isend(s->net, nt->send, &nt->out[nt->head % NOTE_QUEUE], sizeof(pnet_hdr), 0,
-                         nt->smh, req) != ncclSuccess) {
+
+/* Whether peer's queued notes go now: with one peer over the network at
+ * once; with more, all together once the oldest is CHORUS_CALLS_HELD calls
+ * old or a call of this rank stalls (net/net.c holds its notes alike, and
+ * says why). */
+static int notes_go(const pnet_state *s, const pnet_notes *nt) {
+  return nt->head < nt->tail &&
+         (s->npeers < 2 || s->notes_due ||
+          nt->out[nt->head % NOTE_QUEUE].meta.seq + CHORUS_CALLS_HELD <= s->seq_now);
+}
+
+/* Hands the queued notes to the plugin, as many in a message as lie in a
+ * row in the queue (NOTE_BATCH at most). */
+static void notes_send(pnet_state *s, pnet_notes *nt) {
+  while (!nt->out_closed && nt->head < nt->tail && nt->osent - nt->odone < MAX_INFLIGHT) {
+    const uint64_t first = nt->head % NOTE_QUEUE;
+    const uint32_t run =
+        (uint32_t)CHORUS_MIN(CHORUS_MIN(nt->tail - nt->head, NOTE_QUEUE - first), NOTE_BATCH);
+    void **req = &nt->oreq[nt->osent % MAX_INFLIGHT];
+    if (chorus_net_isend(s->net, nt->send, &nt->out[first], run * sizeof(pnet_hdr), 0, nt->smh,
+                         req) != ncclSuccess) {
       nt->out_closed = 1; /* the peer may have finished and gone: no error of ours */
       return;
     }
     if (!*req) return;
-    nt->head++;
+    nt->onotes[nt->osent++ % MAX_INFLIGHT] = run;
+    nt->head += run;
   }
-  while (!nt->out_closed && nt->done < nt->head) {
+}
+
+/* Tests the notes messages in flight. */
+static void notes_test(pnet_state *s, pnet_notes *nt) {
+  while (!nt->out_closed && nt->odone < nt->osent) {
     int done = 0, size = 0;
-    if (chorus_net_test(s->net, nt->oreq[nt->done % MAX_INFLIGHT], &done, &size) != ncclSuccess) {
+    if (chorus_net_test(s->net, nt->oreq[nt->odone % MAX_INFLIGHT], &done, &size) != ncclSuccess) {
       nt->out_closed = 1;
       return;
     }
     if (!done) return;
-    nt->done++;
+    nt->done += nt->onotes[nt->odone++ % MAX_INFLIGHT];
   }
+}
+
+static void notes_push(pnet_state *s, pnet_notes *nt) {
+  if (notes_go(s, nt)) notes_send(s, nt);
+  notes_test(s, nt);
 }
 
 static void notes_pull(pnet_state *s, pnet_notes *nt) {
@@ -269,23 +306,30 @@ static void notes_pull(pnet_state *s, pnet_notes *nt) {
     const char *raw = nt->in[nt->idone++ % MAX_INFLIGHT];
     pnet_hdr h;
     memcpy(&h, raw, sizeof h);
-    const int ok = (size_t)size >= sizeof h && h.magic == PNET_MAGIC &&
-                   ((h.kind == FRAME_NOTE && (size_t)size == sizeof h) ||
-                    (h.kind == FRAME_FAIL && h.bytes < CHORUS_REASON_MAX &&
-                     (size_t)size == sizeof h + h.bytes));
+    const int fail = (size_t)size >= sizeof h && h.kind == FRAME_FAIL;
+    int ok = (size_t)size >= sizeof h && h.magic == PNET_MAGIC &&
+             (fail ? h.bytes < CHORUS_REASON_MAX && (size_t)size == sizeof h + h.bytes
+                   : (size_t)size % sizeof h == 0);
+    for (size_t off = 0; ok && !fail && off < (size_t)size; off += sizeof h) {
+      memcpy(&h, raw + off, sizeof h);
+      ok = h.magic == PNET_MAGIC && h.kind == FRAME_NOTE && h.bytes == 0;
+    }
     if (!ok) {
       snprintf(nt->fail, sizeof nt->fail, "a malformed note (kind %u, %d bytes)", (unsigned)h.kind,
                size);
       nt->garbage = nt->broken = 1;
       return;
     }
-    if (h.kind == FRAME_FAIL) { /* the peer failed: why, its first cause */
+    if (fail) { /* the peer failed: why, its first cause */
       snprintf(nt->fail, sizeof nt->fail, "%.*s", (int)h.bytes, raw + sizeof h);
       nt->peer_failed = 1;
       return;
     }
-    chorus_call_entry_write(&nt->board[h.meta.seq % CHORUS_NODE_CALLS], h.meta.seq + 1, h.chain,
-                            &h.meta);
+    for (size_t off = 0; off < (size_t)size; off += sizeof h) {
+      memcpy(&h, raw + off, sizeof h);
+      chorus_call_entry_write(&nt->board[h.meta.seq % CHORUS_NODE_CALLS], h.meta.seq + 1, h.chain,
+                              &h.meta);
+    }
   }
 }
 
@@ -444,6 +488,8 @@ static void pnet_fail(chorus_conn *cc, const char *reason) {
     (void)push(c);
     pnet_notes *nt = &c->s->notes[c->base.peer];
     if (c->base.channel == CHORUS_CH_COLL && !nt->fail_req && !nt->out_closed) {
+      /* The calls before why: a peer compares its own with them first. */
+      notes_send(c->s, nt);
       const size_t k = CHORUS_MIN(strlen(reason), (size_t)CHORUS_REASON_MAX - 1);
       const pnet_hdr fh = {PNET_MAGIC, FRAME_FAIL, k, 0, {0}, 0};
       memcpy(nt->fail_out, &fh, sizeof fh);
@@ -474,10 +520,29 @@ static const chorus_conn_ops pnet_ops = {
     .dev_move = pnet_dev_move,
 };
 
+/* Held notes out before the connections close: a peer behind may yet
+ * compare its calls with them. A plugin moves them only while tested, so
+ * this tests them for a while (a peer gone takes none). */
+static void notes_flush(pnet_state *s) {
+  if (!s->notes || !s->is_peer) return;
+  s->notes_due = 1;
+  const int64_t deadline = chorus_now_ns() + NOTES_FLUSH_NS;
+  for (int left = 1; left && !chorus_expired(deadline);) {
+    left = 0;
+    for (int peer = 0; peer < s->nranks; peer++) {
+      pnet_notes *nt = &s->notes[peer];
+      if (!s->is_peer[peer] || !nt->out || nt->out_closed) continue;
+      notes_push(s, nt);
+      left |= nt->done < nt->tail && !nt->out_closed;
+    }
+  }
+}
+
 static void pnet_destroy(void *p) {
   pnet_state *s = p;
   if (!s) return;
   chorus_net *n = s->net;
+  if (n) notes_flush(s);
   for (int peer = 0; peer < s->nranks && n; peer++) {
     for (int ch = 0; ch < CHORUS_NCHANNELS && s->conns; ch++)
       for (int d = 0; d < 2; d++) {
@@ -728,6 +793,7 @@ static chorus_conn *pnet_conn_get(void *p, int peer, int ch, int dir) {
 
 static void pnet_post_call(void *p, const chorus_call_entry *e) {
   pnet_state *s = p;
+  s->seq_now = e->meta.seq;
   for (int peer = 0; peer < s->nranks && s->npeers; peer++) {
     pnet_notes *nt = &s->notes[peer];
     if (!s->is_peer[peer] || nt->out_closed) continue;
@@ -741,16 +807,29 @@ static void pnet_post_call(void *p, const chorus_call_entry *e) {
 
 static ncclResult_t pnet_progress(void *p) {
   pnet_state *s = p;
+  int held = 0;
   for (int peer = 0; peer < s->nranks; peer++) {
     if (!s->is_peer[peer]) continue;
     notes_push(s, &s->notes[peer]);
+    held |= s->notes[peer].head < s->notes[peer].tail && !s->notes[peer].out_closed;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       pnet_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
       if (c->done < c->posted && push(c) != ncclSuccess && !c->failing)
         return chorus_error(ncclRemoteError, "NET: %s", c->base.err);
     }
   }
+  s->notes_due &= held;
   return ncclSuccess;
+}
+
+static void pnet_advance(void *p, uint64_t seq) {
+  pnet_state *s = p;
+  s->seq_now = seq;
+}
+
+static void pnet_stalled(void *p) {
+  pnet_state *s = p;
+  if (s->npeers) s->notes_due = 1;
 }
 
 /* Output that moves only while this rank tests it: the executor polls. */
@@ -759,7 +838,7 @@ static void pnet_state_wait_info(void *p, chorus_waitset *ws) {
   for (int peer = 0; s && peer < s->nranks && !ws->must_poll; peer++) {
     if (!s->is_peer[peer]) continue;
     const pnet_notes *nt = &s->notes[peer];
-    if (!nt->out_closed && nt->done < nt->tail) ws->must_poll = 1;
+    if (!nt->out_closed && (nt->odone < nt->osent || notes_go(s, nt))) ws->must_poll = 1;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       const pnet_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
       if (c->done < c->posted) ws->must_poll = 1;
@@ -786,6 +865,8 @@ const chorus_transport chorus_transport_pnet = {
     .wait_info = pnet_state_wait_info,
     .doorbell = pnet_doorbell,
     .post_call = pnet_post_call,
+    .advance = pnet_advance,
+    .stalled = pnet_stalled,
     .node = pnet_node,
     .destroy = pnet_destroy,
 };
