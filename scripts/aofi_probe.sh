@@ -12,7 +12,8 @@
 #          tcp;ofi_rxm) and carries 0 B, 1000 B and 3 MiB over its device 0;
 #          then every collective's correctness matrix (test_colls) on 4
 #          host-memory ranks as 2 hosts (NCCL_HOSTID), their traffic
-#          between the hosts through the plugin (NCCL_NET forces it)
+#          between the hosts through the plugin (NCCL_NET forces it), then
+#          mismatched calls and communicators made one after another
 #   there: scripts/aofi_probe.sh gpu   (build-aofi carried, after
 #          scripts/gpu.sh build): the same for GPU buffers, every
 #          collective's perf program (checked) on 2 hosts x 1 GPU
@@ -31,7 +32,8 @@ prepare)
   ldd "$work/inst/lib/libnccl-net.so" | awk '/=>/ {print $3}' | grep -v -E '/lib(c|m)\.so' |
     xargs -r -I{} cp -L {} build-aofi/lib/
   # the test programs from ${BUILD:-build} (a host-only build serves)
-  cp "${BUILD:-build}"/tests/netplug/test_netplug "${BUILD:-build}"/tests/coll/test_colls build-aofi/
+  cp "${BUILD:-build}"/tests/netplug/test_netplug "${BUILD:-build}"/tests/coll/test_colls \
+    "${BUILD:-build}"/tests/coll/test_mismatch "${BUILD:-build}"/tests/coll/test_comm build-aofi/
   rm -rf "$work"
   echo "build-aofi ready: $(du -sh build-aofi | cut -f1); carry it and run: $0 run"
   ;;
@@ -46,6 +48,14 @@ run)
       build-aofi/test_colls "$coll" procs 4 >"/tmp/aofi-$coll.log" 2>&1 || fail=1
     tail -1 "/tmp/aofi-$coll.log"
   done
+  # Mismatched calls across it (every trial a communicator that fails and
+  # is aborted, then the next made: the plugin's close keeps the receives
+  # posted), and communicators made and destroyed one after another.
+  export CHORUS_HOST_COMM=1 HARNESS_HOSTS=2 NCCL_NET="AWS Libfabric"
+  timeout 300 build-aofi/test_mismatch procs 4 24 40 >/tmp/aofi-mismatch.log 2>&1 || fail=1
+  tail -1 /tmp/aofi-mismatch.log
+  timeout 120 build-aofi/test_comm comm_cycles procs 4 >/tmp/aofi-cycles.log 2>&1 || fail=1
+  tail -1 /tmp/aofi-cycles.log
   [ $fail = 0 ] || { grep -h "WARN" /tmp/aofi-*.log | sort | uniq -c | head -20; exit 1; }
   ;;
 gpu)

@@ -550,6 +550,41 @@ static int held_notes(int rank, int nranks, ncclUniqueId id, const char *param) 
   return 0;
 }
 
+/* Communicators made and destroyed one after another from one parent, each
+ * running rooted calls whose ranks finish at different times (a Gather's
+ * non-root is done once its block is sent), so ranks destroy a child while
+ * peers still send it their last call-board notes: 24 children, each
+ * checked, then the parent. Over a network plugin whose close leaves
+ * receives posted (aws-ofi-nccl), a note that lands after the close is a
+ * write into freed memory, found at a later child's connect. */
+static int comm_cycles(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  if (nranks > 8) return 2; /* the gather buffer's size */
+  ncclComm_t parent;
+  CHECKR(ncclCommInitRank(&parent, nranks, id, rank));
+  enum { N = 64 };
+  for (int cycle = 0; cycle < 24; cycle++) {
+    ncclComm_t comm;
+    CHECKR(ncclCommSplit(parent, 0, rank, &comm, NULL));
+    const int root = cycle % nranks;
+    float blk[N], all[N * 8];
+    for (int i = 0; i < N; i++) blk[i] = (float)(rank * 1000 + cycle * 10 + i % 7);
+    for (int k = 0; k < 20; k++) CHECKR(ncclBroadcast(blk, all, N, ncclFloat, root, comm, NULL));
+    for (int i = 0; i < N; i++) EXPECTR(all[i] == (float)(root * 1000 + cycle * 10 + i % 7));
+    for (int i = 0; i < N; i++) blk[i] = (float)(rank * 1000 + cycle * 10 + i % 7);
+    CHECKR(ncclGather(blk, all, N, ncclFloat, root, comm, NULL));
+    if (rank == root)
+      for (int r = 0; r < nranks; r++)
+        for (int i = 0; i < N; i++)
+          EXPECTR(all[r * N + i] == (float)(r * 1000 + cycle * 10 + i % 7));
+    if (rank == root) sleep_ms(5); /* the others destroy first */
+    CHECKR(ncclCommDestroy(comm));
+  }
+  if (allreduce_sum_check(parent, rank, 100)) return 1;
+  CHECKR(ncclCommDestroy(parent));
+  return 0;
+}
+
 /* Rank 0 all-reduces 100 floats, the others 200: detected and named. */
 static int mismatch(int rank, int nranks, ncclUniqueId id, const char *param) {
   (void)param;
@@ -832,6 +867,7 @@ static const harness_case cases[] = {{"init_all", init_all},
                                      {"killed_mid_collective", killed_mid_collective},
                                      {"killed_mid_p2p", killed_mid_p2p},
                                      {"held_notes", held_notes},
+                                     {"comm_cycles", comm_cycles},
                                      {"misuse", misuse},
                                      {"stats_calls", stats_calls},
                                      {"zombie_peer", zombie_peer},

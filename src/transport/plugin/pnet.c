@@ -59,6 +59,9 @@
 #define NOTE_BATCH (2 * CHORUS_CALLS_HELD)
 /* How long a closing rank tests its last notes (notes_flush). */
 #define NOTES_FLUSH_NS (100ll * 1000000)
+/* How long a rank that failed tests its requests before it closes them
+ * (settle_all): its peers' FAIL frames are on their way. */
+#define FAIL_SETTLE_NS (250ll * 1000000)
 
 enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2 };
 
@@ -164,6 +167,14 @@ static ncclResult_t broken(pnet_conn *c, const char *what, ncclResult_t res) {
   return ncclRemoteError;
 }
 
+/* Tests request *req, forgotten once it is done or failed: a plugin may
+ * free it then, so it is never tested again (settle_all). */
+static ncclResult_t test_req(pnet_state *s, void **req, int *done, int *size) {
+  const ncclResult_t res = chorus_net_test(s->net, *req, done, size);
+  if (res != ncclSuccess || *done) *req = NULL;
+  return res;
+}
+
 /* Sends: hands posted messages to the plugin, tests those in flight. */
 static ncclResult_t push(pnet_conn *c) {
   if (c->broken) return ncclRemoteError;
@@ -177,7 +188,7 @@ static ncclResult_t push(pnet_conn *c) {
   }
   while (c->done < c->issued) {
     int done = 0, size = 0;
-    ncclResult_t res = chorus_net_test(c->s->net, c->req[c->done % c->nslots], &done, &size);
+    ncclResult_t res = test_req(c->s, &c->req[c->done % c->nslots], &done, &size);
     if (res != ncclSuccess) return broken(c, "failed a send", res);
     if (!done) break;
     c->req[c->done++ % c->nslots] = NULL;
@@ -214,7 +225,7 @@ static ncclResult_t next_arrived(pnet_conn *c) {
   if (c->done == c->issued)
     return c->rx_err ? broken(c, "failed a receive", c->rx_err) : ncclInProgress;
   int done = 0, size = 0;
-  ncclResult_t res = chorus_net_test(c->s->net, c->req[c->done % c->nslots], &done, &size);
+  ncclResult_t res = test_req(c->s, &c->req[c->done % c->nslots], &done, &size);
   if (res != ncclSuccess) return broken(c, "failed a receive", res);
   if (!done) return ncclInProgress;
   c->req[c->done % c->nslots] = NULL;
@@ -267,7 +278,7 @@ static void notes_send(pnet_state *s, pnet_notes *nt) {
 static void notes_test(pnet_state *s, pnet_notes *nt) {
   while (!nt->out_closed && nt->odone < nt->osent) {
     int done = 0, size = 0;
-    if (chorus_net_test(s->net, nt->oreq[nt->odone % MAX_INFLIGHT], &done, &size) != ncclSuccess) {
+    if (test_req(s, &nt->oreq[nt->odone % MAX_INFLIGHT], &done, &size) != ncclSuccess) {
       nt->out_closed = 1;
       return;
     }
@@ -298,7 +309,7 @@ static void notes_pull(pnet_state *s, pnet_notes *nt) {
       return;
     }
     int done = 0, size = 0;
-    if (chorus_net_test(s->net, nt->ireq[nt->idone % MAX_INFLIGHT], &done, &size) != ncclSuccess) {
+    if (test_req(s, &nt->ireq[nt->idone % MAX_INFLIGHT], &done, &size) != ncclSuccess) {
       nt->broken = 1;
       return;
     }
@@ -411,7 +422,7 @@ static ncclResult_t pnet_dev_move(chorus_conn *cc, void *buf, size_t bytes) {
     }
     if (d->req) {
       int done = 0, size = 0;
-      res = chorus_net_test(s->net, d->req, &done, &size);
+      res = test_req(s, &d->req, &done, &size);
       if (res != ncclSuccess) return broken(c, sending ? "failed a send" : "failed a receive", res);
       if (!done) return ncclInProgress;
       d->req = NULL;
@@ -425,7 +436,7 @@ static ncclResult_t pnet_dev_move(chorus_conn *cc, void *buf, size_t bytes) {
     }
     if (d->flush) {
       int done = 0, size = 0;
-      res = chorus_net_test(s->net, d->flush, &done, &size);
+      res = test_req(s, &d->flush, &done, &size);
       if (res != ncclSuccess) return broken(c, "failed to flush a receive", res);
       if (!done) return ncclInProgress;
       d->flush = NULL;
@@ -478,7 +489,9 @@ static ncclResult_t pnet_hear(chorus_conn *cc) {
 static void pnet_fail(chorus_conn *cc, const char *reason) {
   pnet_conn *c = (pnet_conn *)cc;
   if (c->failing) return;
-  if (c->dir == CHORUS_DIR_SEND && !c->broken && c->posted - c->done < c->nslots) {
+  /* A peer that said it failed needs no word: it closes (settle_all). */
+  if (c->dir == CHORUS_DIR_SEND && !c->broken && c->posted - c->done < c->nslots &&
+      !c->s->notes[c->base.peer].peer_failed) {
     const size_t n =
         CHORUS_MIN(strlen(reason), CHORUS_MIN(c->base.slot_bytes, (size_t)CHORUS_REASON_MAX - 1));
     pnet_hdr *h = slot_hdr(c, c->posted);
@@ -498,7 +511,7 @@ static void pnet_fail(chorus_conn *cc, const char *reason) {
                              &nt->fail_req);
       /* A plugin moves bytes while tested: a few tests, the rank may close soon. */
       for (int i = 0, done = 0, size = 0; i < 100 && nt->fail_req && !done; i++)
-        if (chorus_net_test(c->s->net, nt->fail_req, &done, &size) != ncclSuccess) break;
+        if (test_req(c->s, &nt->fail_req, &done, &size) != ncclSuccess) break;
     }
   }
   if (!c->broken && !c->peer_failed)
@@ -538,11 +551,50 @@ static void notes_flush(pnet_state *s) {
   }
 }
 
+static void settle(pnet_state *s, void **req) {
+  int done = 0, size = 0;
+  if (*req) (void)test_req(s, req, &done, &size);
+}
+
+/* After a failure, the requests still posted or in flight are tested for
+ * FAIL_SETTLE_NS before the connections close. A plugin's close need not
+ * withdraw the receives posted on it: aws-ofi-nccl 1.7.4 frees their
+ * requests while libfabric keeps them, and a peer's FAIL frame that lands
+ * in one afterwards is a write into freed memory, which crashed the next
+ * communicator's connect in the same process (test_mismatch over it, at
+ * its second trial). Messages that come while this rank still tests land
+ * in live requests. */
+static void settle_all(pnet_state *s) {
+  int failed = 0;
+  for (int peer = 0; peer < s->nranks && s->conns && !failed; peer++)
+    for (int i = 0; i < CHORUS_NCHANNELS * 2 && s->is_peer[peer]; i++) {
+      const pnet_conn *c = conn_of(s, peer, i / 2, i % 2);
+      failed |= c->failing || c->broken || c->peer_failed;
+    }
+  if (!failed) return;
+  const int64_t deadline = chorus_now_ns() + FAIL_SETTLE_NS;
+  while (!chorus_expired(deadline))
+    for (int peer = 0; peer < s->nranks; peer++) {
+      if (!s->is_peer[peer]) continue;
+      for (int i = 0; i < CHORUS_NCHANNELS * 2; i++) {
+        pnet_conn *c = conn_of(s, peer, i / 2, i % 2);
+        for (uint64_t k = c->done; c->req && k < c->issued; k++) settle(s, &c->req[k % c->nslots]);
+        settle(s, &c->dv.req);
+        settle(s, &c->dv.flush);
+      }
+      pnet_notes *nt = &s->notes[peer];
+      for (uint64_t k = nt->odone; k < nt->osent; k++) settle(s, &nt->oreq[k % MAX_INFLIGHT]);
+      for (uint64_t k = nt->idone; k < nt->iposted; k++) settle(s, &nt->ireq[k % MAX_INFLIGHT]);
+      settle(s, &nt->fail_req);
+    }
+}
+
 static void pnet_destroy(void *p) {
   pnet_state *s = p;
   if (!s) return;
   chorus_net *n = s->net;
   if (n) notes_flush(s);
+  if (n && s->notes && s->is_peer) settle_all(s);
   for (int peer = 0; peer < s->nranks && n; peer++) {
     for (int ch = 0; ch < CHORUS_NCHANNELS && s->conns; ch++)
       for (int d = 0; d < 2; d++) {
