@@ -828,15 +828,11 @@ static int has_notes(const net_notes *nt) {
   return !nt->out_closed && nt->head != nt->tail;
 }
 
-/* Whether peer's queued notes go now (net_post_call): all of them, once
- * the oldest is CHORUS_CALLS_HELD calls old or a call stalls; at once with
- * a single peer over the network, where holding them measured 3-10%
- * slower for calls of 8-512 B (2 ranks, loopback and veth), against at
- * most 17% faster from 4 KiB. */
+/* Whether peer's queued notes go now, all of them (transport/held.h), or
+ * the rest of one the socket took in part. */
 static int notes_go(const net_state *s, const net_notes *nt) {
-  return has_notes(nt) &&
-         (s->npeers < 2 || s->notes_due || nt->out_off ||
-          nt->out[nt->head % NOTE_QUEUE].meta.seq + CHORUS_CALLS_HELD <= s->seq_now);
+  return has_notes(nt) && (nt->out_off || chorus_held_go(&s->held, s->npeers,
+                                                         nt->out[nt->head % NOTE_QUEUE].meta.seq));
 }
 
 /* Writes peer's queued notes until its socket is full, as many in one
@@ -864,23 +860,17 @@ static void push_notes(net_notes *nt) {
 }
 
 /* Queues e as a note to every peer, unless a message of the call to that
- * peer takes it along (take_note). With more than one peer over the
- * network, queued notes go together in one write (net_progress, notes_go)
- * once the oldest is CHORUS_CALLS_HELD calls old, or when a
- * call of this rank stalls (net_stalled) or fails, or the communicator
- * goes. A write of one note per peer and call cost too much: over veth
- * the writer also runs the peer's receive path, and with 4 ranks on 2
- * vCPUs the notes made 16-64 KiB Gather, Scatter, Broadcast and Reduce
- * between namespace hosts 1.5-2.2x slower. No peer waits on a held note
- * (the checks that wait look CHORUS_CALLS_HELD calls back); one that waits
- * on this rank's data finds the note once this rank waits too. A queue
+ * peer takes it along (take_note). Queued notes go together in one write
+ * (net_progress, notes_go) when transport/held.h says, or when this rank
+ * fails or the communicator goes. A peer that waits on this rank's data
+ * finds the note once this rank waits too. A queue
  * full of notes the socket will not take drops its oldest one not in
  * flight: a peer that reads nothing of ours for that long is stuck on an
  * earlier call, which the checks report. */
 static void net_post_call(void *p, const chorus_call_entry *e) {
   net_state *s = p;
   if (!s->npeers) return; /* every peer on this host: nothing to send per call */
-  s->seq_now = e->meta.seq;
+  s->held.seq_now = e->meta.seq;
   for (int peer = 0; peer < s->nranks; peer++) {
     net_notes *nt = &s->notes[peer];
     if (!s->is_peer[peer] || nt->out_closed) continue;
@@ -908,22 +898,22 @@ static ncclResult_t net_progress(void *p) {
       }
     }
   }
-  if (s->notes_due) {
+  if (s->held.due) {
     int left = 0;
     for (int peer = 0; peer < s->nranks && !left; peer++) left = has_notes(&s->notes[peer]);
-    s->notes_due = left;
+    s->held.due = left;
   }
   return ncclSuccess;
 }
 
 static void net_advance(void *p, uint64_t seq) {
   net_state *s = p;
-  s->seq_now = seq;
+  s->held.seq_now = seq;
 }
 
 static void net_stalled(void *p) {
   net_state *s = p;
-  if (s->npeers) s->notes_due = 1;
+  chorus_held_stall(&s->held, s->npeers);
 }
 
 static void net_state_wait_info(void *p, chorus_waitset *ws) {

@@ -38,6 +38,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "transport/held.h"
 #include "transport/transport.h"
 
 #define NET_MAX_STREAMS                                                                            \
@@ -148,8 +149,7 @@ typedef struct net_state {
   uint8_t *is_peer;
   int *fds;         /* [peer][channel][stream] */
   net_notes *notes; /* [peer] */
-  uint64_t seq_now; /* the latest call's sequence number (notes age by it) */
-  int notes_due;    /* a call stalled: the notes held back go (net_stalled) */
+  chorus_held held; /* when held notes go */
   size_t slot_bytes;
   /* Pumps (none: the executor moves every stream). */
   int npumps;

@@ -35,6 +35,7 @@
 #include <strings.h>
 #include <string.h>
 
+#include "transport/held.h"
 #include "transport/plugin/ext_net.h"
 #include "transport/plugin/netplug.h"
 #include "transport/transport.h"
@@ -126,8 +127,7 @@ typedef struct pnet_notes {
 
 typedef struct pnet_state {
   int rank, nranks, npeers;
-  uint64_t seq_now; /* the call this rank is at (post_call, advance) */
-  int notes_due;    /* a call stalled: held notes go (stalled) */
+  chorus_held held; /* when held notes go */
   chorus_net *net;
   void **listen;     /* [peer][ncomms] */
   pnet_conn *conns;  /* [peer][channel][dir] */
@@ -245,14 +245,10 @@ static ncclResult_t next_arrived(pnet_conn *c) {
 
 /* Notes: queued headers out, and what arrived onto the board. */
 
-/* Whether peer's queued notes go now: with one peer over the network at
- * once; with more, all together once the oldest is CHORUS_CALLS_HELD calls
- * old or a call of this rank stalls (net/net.c holds its notes alike, and
- * says why). */
+/* Whether peer's queued notes go now, all of them (transport/held.h). */
 static int notes_go(const pnet_state *s, const pnet_notes *nt) {
   return nt->head < nt->tail &&
-         (s->npeers < 2 || s->notes_due ||
-          nt->out[nt->head % NOTE_QUEUE].meta.seq + CHORUS_CALLS_HELD <= s->seq_now);
+         chorus_held_go(&s->held, s->npeers, nt->out[nt->head % NOTE_QUEUE].meta.seq);
 }
 
 /* Hands the queued notes to the plugin, as many in a message as lie in a
@@ -538,7 +534,7 @@ static const chorus_conn_ops pnet_ops = {
  * this tests them for a while (a peer gone takes none). */
 static void notes_flush(pnet_state *s) {
   if (!s->notes || !s->is_peer) return;
-  s->notes_due = 1;
+  s->held.due = 1;
   const int64_t deadline = chorus_now_ns() + NOTES_FLUSH_NS;
   for (int left = 1; left && !chorus_expired(deadline);) {
     left = 0;
@@ -845,7 +841,7 @@ static chorus_conn *pnet_conn_get(void *p, int peer, int ch, int dir) {
 
 static void pnet_post_call(void *p, const chorus_call_entry *e) {
   pnet_state *s = p;
-  s->seq_now = e->meta.seq;
+  s->held.seq_now = e->meta.seq;
   for (int peer = 0; peer < s->nranks && s->npeers; peer++) {
     pnet_notes *nt = &s->notes[peer];
     if (!s->is_peer[peer] || nt->out_closed) continue;
@@ -859,29 +855,29 @@ static void pnet_post_call(void *p, const chorus_call_entry *e) {
 
 static ncclResult_t pnet_progress(void *p) {
   pnet_state *s = p;
-  int held = 0;
+  int left = 0;
   for (int peer = 0; peer < s->nranks; peer++) {
     if (!s->is_peer[peer]) continue;
     notes_push(s, &s->notes[peer]);
-    held |= s->notes[peer].head < s->notes[peer].tail && !s->notes[peer].out_closed;
+    left |= s->notes[peer].head < s->notes[peer].tail && !s->notes[peer].out_closed;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       pnet_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
       if (c->done < c->posted && push(c) != ncclSuccess && !c->failing)
         return chorus_error(ncclRemoteError, "NET: %s", c->base.err);
     }
   }
-  s->notes_due &= held;
+  s->held.due &= left;
   return ncclSuccess;
 }
 
 static void pnet_advance(void *p, uint64_t seq) {
   pnet_state *s = p;
-  s->seq_now = seq;
+  s->held.seq_now = seq;
 }
 
 static void pnet_stalled(void *p) {
   pnet_state *s = p;
-  if (s->npeers) s->notes_due = 1;
+  chorus_held_stall(&s->held, s->npeers);
 }
 
 /* Output that moves only while this rank tests it: the executor polls. */
