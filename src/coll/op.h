@@ -65,7 +65,8 @@ typedef struct chorus_coll_comm {
     int premul; /* chosen for a PreMulSum call (zerocopy cannot take one) */
   } last[CHORUS_FUNC_COUNT][CHORUS_COLL_MEMO];
   uint8_t last_next[CHORUS_FUNC_COUNT]; /* the entry to replace next */
-  size_t nt_bytes;                      /* outputs this big take non-temporal stores */
+  size_t nt_bytes;                      /* outputs this big take non-temporal stores (reductions) */
+  size_t nt_move_bytes;                 /* the same for calls that only move bytes */
   /* How this rank writes what peers read (host/copy.h): copies into its
    * stage, reductions into its stage, copies into FIFO slots. */
   chorus_store_tuner stage_tuner, reduce_tuner, slot_tuner;

@@ -6,6 +6,7 @@
  * runs with: how its output is stored, its ticket on a connection
  * (point-to-point, in call order), and its description.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -63,15 +64,28 @@ chorus_coll_step chorus_coll_schedule(int func, int algo) {
   return table[func][algo];
 }
 
+/* The last-level cache counted at most for calls that only move bytes. A
+ * virtual machine reports its host's whole L3, of which a guest of a few
+ * vCPUs gets a share: a 2-vCPU Intel guest reports 480 MiB, yet its
+ * calls fell off a cliff from 64 MiB (a 2-rank AllGather 2.9 ms at 32
+ * MiB, 8.4 at 64), and streaming stores from 32 MiB ran AllGather,
+ * Broadcast, AlltoAll and Scatter 1.07-1.34x faster at 32-128 MiB on 2
+ * ranks and 1.08-1.22x at 16-32 MiB on 4. On a 16-core host (300 MiB
+ * reported) 2-rank AllGather gained 1.10-1.24x, the rest moved within
+ * that run's noise (bench/results/host_ab_2026-12-01_nt_cap.txt).
+ * Reductions gained nothing sure and keep the whole cache. */
+#define NT_MOVE_LLC_MAX (128L << 20)
+
 /* Outputs of at least this many bytes per rank are written with streaming
  * stores: by default once the outputs of all ranks on this host would fill
- * half the last-level cache (host/copy.h). */
-static size_t nt_threshold(const chorus_coll_comm *cc) {
+ * half the last-level cache (host/copy.h), counted as at most llc_max. */
+static size_t nt_threshold(const chorus_coll_comm *cc, long llc_max) {
   int64_t v = chorus_param_int(CHORUS_P_NT_STORE_BYTES);
   if (v != CHORUS_AUTO) return (size_t)v;
   long llc = sysconf(_SC_LEVEL3_CACHE_SIZE);
   if (llc <= 0) llc = sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (llc <= 0) llc = 32L << 20;
+  llc = CHORUS_MIN(llc, llc_max);
   int local = cc->topo->nlocal > 0 ? cc->topo->nlocal : 1;
   return (size_t)llc / (2u * (size_t)local);
 }
@@ -95,7 +109,8 @@ void chorus_coll_setup(chorus_coll_comm *cc) {
     if (c && (e->max_msg == 0 || c->slot_bytes < e->max_msg)) e->max_msg = c->slot_bytes;
   }
   cc->plan.rank = cc->rank;
-  cc->nt_bytes = nt_threshold(cc);
+  cc->nt_bytes = nt_threshold(cc, LONG_MAX);
+  cc->nt_move_bytes = nt_threshold(cc, NT_MOVE_LLC_MAX);
   const int64_t nt = chorus_param_int(CHORUS_P_NT_STORES);
   const int force = nt == CHORUS_AUTO ? -1 : nt != 0;
   chorus_store_tuner_init(&cc->stage_tuner, force);
@@ -157,7 +172,8 @@ ncclResult_t chorus_coll_prepare(chorus_op *op) {
                         chorus_func_name(op->func), chorus_algo_name(op->algo));
   op->co = 0;
   op->moved = 0;
-  op->nt = chorus_func_out_bytes(op->func, op->count, op->esize, cc->nranks) >= cc->nt_bytes;
+  op->nt = chorus_func_out_bytes(op->func, op->count, op->esize, cc->nranks) >=
+           (chorus_func_reduces(op->func) ? cc->nt_bytes : cc->nt_move_bytes);
   op->concurrent = chorus_func_p2p(op->func);
   op->by_ref = !op->concurrent; /* Sends: chorus_p2p_snapshot decides */
   if (op->concurrent) chorus_p2p_take_ticket(op);

@@ -43,7 +43,7 @@ CHORUS_PARAM(PROFILER_PLUGIN,  "NCCL_PROFILER_PLUGIN",  STR, NULL, 0, "A profile
 CHORUS_PARAM(NET_MODEL,        "CHORUS_NET",            STR, NULL, AGREE, "Network hop for the cost model: 25,1.5 is 25 us, 1.5 GB/s (unset: probed at init)")
 CHORUS_PARAM(NODE_CHUNK,       "CHORUS_NODE_CHUNK",     SIZE, "512K", OFF, "Stage buffer of the one-host schedules (off: no node memory)")
 CHORUS_PARAM(NODE_NBUF,        "CHORUS_NODE_NBUF",      INT, "2", 0, "Stage buffers per rank (pipeline depth)")
-CHORUS_PARAM(NT_STORE_BYTES,   "CHORUS_NT_STORE_BYTES", SIZE, "auto", AUTO, "Outputs this big take non-temporal stores (auto: half the LLC per rank)")
+CHORUS_PARAM(NT_STORE_BYTES,   "CHORUS_NT_STORE_BYTES", SIZE, "auto", AUTO, "Outputs this big take non-temporal stores (auto: LLC/2 per rank, LLC<=128M for moves)")
 CHORUS_PARAM(NT_STORES,        "CHORUS_NT_STORES",      BOOL, "auto", AUTO, "Non-temporal stores into stages and slots (auto: measured per rank)")
 CHORUS_PARAM_GROUP("progress")
 CHORUS_PARAM(OP_TIMEOUT,       "CHORUS_OP_TIMEOUT",     INT, "600", OFF, "Seconds a call may wait for a peer before failing (off: forever)")
