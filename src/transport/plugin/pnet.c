@@ -191,7 +191,7 @@ static ncclResult_t push(pnet_conn *c) {
     ncclResult_t res = test_req(c->s, &c->req[c->done % c->nslots], &done, &size);
     if (res != ncclSuccess) return broken(c, "failed a send", res);
     if (!done) break;
-    c->req[c->done++ % c->nslots] = NULL;
+    c->done++;
   }
   return ncclSuccess;
 }
@@ -228,7 +228,6 @@ static ncclResult_t next_arrived(pnet_conn *c) {
   ncclResult_t res = test_req(c->s, &c->req[c->done % c->nslots], &done, &size);
   if (res != ncclSuccess) return broken(c, "failed a receive", res);
   if (!done) return ncclInProgress;
-  c->req[c->done % c->nslots] = NULL;
   const pnet_hdr *h = slot_hdr(c, c->done);
   if ((size_t)size < sizeof *h || h->magic != PNET_MAGIC || h->bytes != (size_t)size - sizeof *h ||
       h->bytes > c->base.slot_bytes || (h->kind != FRAME_DATA && h->kind != FRAME_FAIL))
@@ -245,9 +244,13 @@ static ncclResult_t next_arrived(pnet_conn *c) {
 
 /* Notes: queued headers out, and what arrived onto the board. */
 
+static int has_notes(const pnet_notes *nt) {
+  return !nt->out_closed && nt->head < nt->tail;
+}
+
 /* Whether peer's queued notes go now, all of them (transport/held.h). */
 static int notes_go(const pnet_state *s, const pnet_notes *nt) {
-  return nt->head < nt->tail &&
+  return has_notes(nt) &&
          chorus_held_go(&s->held, s->npeers, nt->out[nt->head % NOTE_QUEUE].meta.seq);
 }
 
@@ -421,7 +424,6 @@ static ncclResult_t pnet_dev_move(chorus_conn *cc, void *buf, size_t bytes) {
       res = test_req(s, &d->req, &done, &size);
       if (res != ncclSuccess) return broken(c, sending ? "failed a send" : "failed a receive", res);
       if (!done) return ncclInProgress;
-      d->req = NULL;
       if (!sending) {
         if ((size_t)size != d->n) return broken(c, "carried a short GPU transfer", ncclRemoteError);
         void *data = at;
@@ -435,7 +437,6 @@ static ncclResult_t pnet_dev_move(chorus_conn *cc, void *buf, size_t bytes) {
       res = test_req(s, &d->flush, &done, &size);
       if (res != ncclSuccess) return broken(c, "failed to flush a receive", res);
       if (!done) return ncclInProgress;
-      d->flush = NULL;
     }
     d->off += d->n;
   }
@@ -859,7 +860,7 @@ static ncclResult_t pnet_progress(void *p) {
   for (int peer = 0; peer < s->nranks; peer++) {
     if (!s->is_peer[peer]) continue;
     notes_push(s, &s->notes[peer]);
-    left |= s->notes[peer].head < s->notes[peer].tail && !s->notes[peer].out_closed;
+    left |= has_notes(&s->notes[peer]);
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       pnet_conn *c = conn_of(s, peer, ch, CHORUS_DIR_SEND);
       if (c->done < c->posted && push(c) != ncclSuccess && !c->failing)
