@@ -387,8 +387,8 @@ int chorus_kern_zc_run(const chorus_kern_comm *c, const chorus_kern_red *red,
  * call's small inputs to host memory (copies[0, nin)), posts
  * ((number + 1) << 32 | batch) at ring[number % CHORUS_KERN_PROXY_RING],
  * number taken from *issued (device memory, one per communicator), waits
- * until the host's *done count passes it, and copies the small outputs
- * back (copies[nin, ncopies)). A nonzero *abort or *failed ends the wait
+ * until the host's done count passes it, and copies the small outputs
+ * back (copies[nin, ncopies)). A nonzero abort or failed ends the wait
  * (outputs not copied). Larger buffers move as copies queued around the
  * launch. Modes: all of that (SPIN), the inputs and the post alone
  * (POST: the stream then waits on a word the host writes; stopped, the
@@ -400,13 +400,24 @@ typedef struct chorus_kern_copy {
   const void *src;
   uint64_t bytes;
 } chorus_kern_copy;
+/* The host's words a staged call's kernel polls, one 16-byte read apart
+ * (host memory is a bus round trip away): batches the host finished, the
+ * host's calls failed, the communicator aborted. */
+typedef struct chorus_kern_proxy_state {
+  uint32_t done;
+  uint32_t failed;
+  int32_t abort;
+  uint32_t pad;
+} chorus_kern_proxy_state;
+/* Copy lists this long travel in the launch itself, not read from host
+ * memory by the kernel. */
+#define CHORUS_KERN_PROXY_INLINE 4
 typedef struct chorus_kern_proxy {
-  volatile uint64_t *ring;        /* host-mapped */
-  volatile uint32_t *done;        /* host-mapped: batches the host finished */
-  volatile uint32_t *failed;      /* host-mapped: the host's calls failed */
-  volatile int32_t *abort;        /* host-mapped */
-  uint32_t *issued;               /* device memory */
-  const chorus_kern_copy *copies; /* host-mapped */
+  volatile uint64_t *ring;                        /* host-mapped */
+  volatile chorus_kern_proxy_state *st;           /* host-mapped, 16-byte aligned */
+  uint32_t *issued;                               /* device memory */
+  const chorus_kern_copy *copies;                 /* host-mapped, where ncopies > INLINE */
+  chorus_kern_copy inl[CHORUS_KERN_PROXY_INLINE]; /* the list, where ncopies <= INLINE */
   uint32_t batch, nin, ncopies;
   uint32_t mode; /* CHORUS_KERN_PROXY_* */
   /* POST: the word the stream then waits on, and the value it waits for,

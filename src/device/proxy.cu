@@ -42,28 +42,47 @@ __device__ static void copy_bytes(char *dst, const char *src, uint64_t n) {
   for (uint64_t i = done + t; i < n; i += NT) dst[i] = src[i];
 }
 
-__device__ static int stopped(const chorus_kern_proxy &p) {
-  return *p.abort != 0 || *p.failed != 0;
+/* The host's words in one read: .x done, .y failed, .z abort. */
+__device__ static uint4 state(const chorus_kern_proxy &p) {
+  uint4 s;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(s.x), "=r"(s.y), "=r"(s.z), "=r"(s.w)
+               : "l"(p.st)
+               : "memory");
+  return s;
 }
 
-__global__ void __launch_bounds__(NT) proxy(chorus_kern_proxy p) {
+__device__ static int stopped(uint4 s) {
+  return s.y != 0 || s.z != 0;
+}
+
+__device__ static void copy_list(const chorus_kern_proxy &p, uint32_t from, uint32_t to) {
+  const chorus_kern_copy *list = p.ncopies <= CHORUS_KERN_PROXY_INLINE ? p.inl : p.copies;
+  for (uint32_t i = from; i < to; i++)
+    copy_bytes((char *)list[i].dst, (const char *)list[i].src, list[i].bytes);
+}
+
+__global__ void __launch_bounds__(NT) proxy(const __grid_constant__ chorus_kern_proxy p) {
   __shared__ int s_stop;
   if (p.mode != CHORUS_KERN_PROXY_OUTS) {
-    for (uint32_t i = 0; i < p.nin; i++)
-      copy_bytes((char *)p.copies[i].dst, (const char *)p.copies[i].src, p.copies[i].bytes);
+    copy_list(p, 0, p.nin);
     __syncthreads();
     if (threadIdx.x == 0) {
       int stop = 0;
       __threadfence_system(); /* the copies, before the host sees the post */
       const uint32_t t = atomicAdd(p.issued, 1u);
-      while ((int32_t)(t - *p.done) >= CHORUS_KERN_PROXY_RING && !(stop = stopped(p)))
+      for (uint4 s = state(p); (int32_t)(t - s.x) >= CHORUS_KERN_PROXY_RING; s = state(p)) {
+        if ((stop = stopped(s))) break;
         __nanosleep(256);
+      }
       if (!stop) {
         p.ring[t % CHORUS_KERN_PROXY_RING] = (uint64_t)(t + 1) << 32 | p.batch;
         __threadfence_system();
-        while (p.mode == CHORUS_KERN_PROXY_SPIN && (int32_t)(*p.done - (t + 1)) < 0 &&
-               !(stop = stopped(p)))
-          __nanosleep(128);
+        if (p.mode == CHORUS_KERN_PROXY_SPIN)
+          for (uint4 s = state(p); (int32_t)(s.x - (t + 1)) < 0; s = state(p)) {
+            if ((stop = stopped(s))) break;
+            __nanosleep(128);
+          }
         __threadfence_system(); /* the host's outputs, after its word */
       }
       if (stop && p.mode == CHORUS_KERN_PROXY_POST) { /* the host never will */
@@ -75,8 +94,7 @@ __global__ void __launch_bounds__(NT) proxy(chorus_kern_proxy p) {
     __syncthreads();
     if (s_stop || p.mode == CHORUS_KERN_PROXY_POST) return;
   }
-  for (uint32_t i = p.nin; i < p.ncopies; i++)
-    copy_bytes((char *)p.copies[i].dst, (const char *)p.copies[i].src, p.copies[i].bytes);
+  copy_list(p, p.nin, p.ncopies);
 }
 
 extern "C" int chorus_kern_proxy_run(const chorus_kern_proxy *p, void *stream) {

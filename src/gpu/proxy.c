@@ -19,6 +19,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
@@ -62,10 +63,9 @@ _Static_assert(CHORUS_CUT_MAX_PIECES * sizeof(uint32_t) <= WORDS_BYTES, "a word 
 /* Host-mapped: the kernels write the ring, the thread the rest. */
 typedef struct ctl {
   uint64_t ring[RING];
-  uint32_t done;
-  uint32_t failed;
-  int32_t abort;
+  chorus_kern_proxy_state st;
 } ctl;
+_Static_assert(offsetof(ctl, st) % 16 == 0, "the kernel reads the state in one 16-byte load");
 
 typedef struct batch batch;
 struct batch {
@@ -322,7 +322,7 @@ static void *progress(void *arg) {
       batch *b = lookup(px, (uint32_t)e & ID_MASK);
       const int piece = (int)((uint32_t)e >> PIECE_SHIFT);
       if (b && piece >= b->pieces) b = NULL;
-      if (!c->failed) {
+      if (!c->st.failed) {
         __atomic_add_fetch(&px->cc->busy, 1, __ATOMIC_ACQ_REL);
         ncclResult_t res = b ? run_batch(px, b, piece)
                              : chorus_error(ncclInternalError,
@@ -332,7 +332,7 @@ static void *progress(void *arg) {
         if (res != ncclSuccess) {
           if (px->cc->failed == ncclSuccess)
             __atomic_store_n(&px->cc->failed, res, __ATOMIC_RELEASE);
-          __atomic_store_n(&px->ctl_host->failed, 1, __ATOMIC_RELEASE);
+          __atomic_store_n(&px->ctl_host->st.failed, 1, __ATOMIC_RELEASE);
         }
         __atomic_sub_fetch(&px->cc->busy, 1, __ATOMIC_ACQ_REL);
       }
@@ -343,7 +343,7 @@ static void *progress(void *arg) {
       if (b && b->words) release_word(b, piece);
       if (ran_last) __atomic_add_fetch(&px->ran, 1, __ATOMIC_RELEASE);
       head++;
-      __atomic_store_n(&px->ctl_host->done, head, __ATOMIC_RELEASE);
+      __atomic_store_n(&px->ctl_host->st.done, head, __ATOMIC_RELEASE);
       active = chorus_now_ns();
       continue;
     }
@@ -597,21 +597,22 @@ static int batch_pieces(const chorus_proxy *px, chorus_op *const *ops, int n, in
 }
 
 /* Queues the kernel of piece j of batch b in `mode`, with the copies
- * list[0, nin) before its post and list[nin, ncopies) after. */
+ * list[0, nin) before its post and list[nin, ncopies) after (list: in
+ * b's staging, as the host sees it). */
 static int launch(const chorus_proxy *px, const batch *b, int j, uint32_t mode,
                   const chorus_kern_copy *list, uint32_t nin, uint32_t ncopies, void *stream) {
-  chorus_kern_proxy k = {(volatile uint64_t *)px->ctl_dev,
-                         (volatile uint32_t *)((char *)px->ctl_dev + offsetof(ctl, done)),
-                         (volatile uint32_t *)((char *)px->ctl_dev + offsetof(ctl, failed)),
-                         (volatile int32_t *)((char *)px->ctl_dev + offsetof(ctl, abort)),
-                         px->issued,
-                         list,
-                         b->id | (uint32_t)j << PIECE_SHIFT,
-                         nin,
-                         ncopies,
-                         mode,
-                         (volatile uint32_t *)b->dev + j,
-                         b->gen};
+  chorus_kern_proxy k = {
+      .ring = (volatile uint64_t *)px->ctl_dev,
+      .st = (volatile chorus_kern_proxy_state *)((char *)px->ctl_dev + offsetof(ctl, st)),
+      .issued = px->issued,
+      .copies = (const chorus_kern_copy *)((const char *)list + (b->dev - b->host)),
+      .batch = b->id | (uint32_t)j << PIECE_SHIFT,
+      .nin = nin,
+      .ncopies = ncopies,
+      .mode = mode,
+      .word = (volatile uint32_t *)b->dev + j,
+      .gen = b->gen};
+  if (ncopies <= CHORUS_KERN_PROXY_INLINE) memcpy(k.inl, list, ncopies * sizeof *list);
   return chorus_kern_proxy_run(&k, stream);
 }
 
@@ -634,15 +635,14 @@ static int piece_copies(const batch *b, const chorus_op *op, const chorus_op *t,
  * whose input went before: the copies overlap the network. Without, each
  * piece's kernel polls until it has run. */
 static int queue_pieces(const chorus_proxy *px, const batch *b, const chorus_op *op,
-                        const chorus_op *t, const copies *cp, const chorus_kern_copy *list,
-                        void *stream) {
+                        const chorus_op *t, const copies *cp, void *stream) {
   const int P = b->pieces, L = b->lanes;
   const chorus_cut c = cut_of(op, L, P);
   const uint32_t mode = b->words ? CHORUS_KERN_PROXY_POST : CHORUS_KERN_PROXY_SPIN;
   for (int j = 0; j < P; j++) {
     const uint32_t nin = j ? 0 : cp->nin; /* the scalar, with the first */
     if (piece_copies(b, op, t, &c, j, 1, stream) != 0 ||
-        launch(px, b, j, mode, list, nin, nin, stream) != 0)
+        launch(px, b, j, mode, cp->k, nin, nin, stream) != 0)
       return -1;
     /* The piece whose output may go back. Its copy is queued before the
      * next piece's input: that piece takes its slot. */
@@ -755,17 +755,16 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
   cp.nin = cp.nk;
   for (uint32_t j = 0; j < nouts; j++) cp.k[cp.nk++] = outs[j];
   chorus_free(outs);
-  const chorus_kern_copy *list_dev = (const chorus_kern_copy *)((char *)cp.k + to_dev);
   if (res == ncclSuccess && pieces > 1) {
-    if (queue_pieces(px, b, ops[0], &b->ops[0], &cp, list_dev, stream) != 0)
+    if (queue_pieces(px, b, ops[0], &b->ops[0], &cp, stream) != 0)
       res = chorus_gpu_cuda_error("queuing a staged GPU call in pieces");
   } else if (res == ncclSuccess) {
     const int rc =
-        !b->words ? launch(px, b, 0, CHORUS_KERN_PROXY_SPIN, list_dev, cp.nin, cp.nk, stream)
-                  : launch(px, b, 0, CHORUS_KERN_PROXY_POST, list_dev, cp.nin, cp.nin, stream) ||
+        !b->words ? launch(px, b, 0, CHORUS_KERN_PROXY_SPIN, cp.k, cp.nin, cp.nk, stream)
+                  : launch(px, b, 0, CHORUS_KERN_PROXY_POST, cp.k, cp.nin, cp.nin, stream) ||
                         wait_piece(b, 0, stream) ||
                         (cp.nk > cp.nin &&
-                         launch(px, b, 0, CHORUS_KERN_PROXY_OUTS, list_dev, cp.nin, cp.nk, stream));
+                         launch(px, b, 0, CHORUS_KERN_PROXY_OUTS, cp.k, cp.nin, cp.nk, stream));
     if (rc != 0) res = chorus_gpu_cuda_error("launching a staged GPU call");
   }
   for (int i = 0; i < n && res == ncclSuccess; i++) { /* the large outputs, after */
@@ -1021,7 +1020,7 @@ static ncclResult_t hier_steps(unit *u, const chorus_op *op) {
 
 static ncclResult_t unit_begin(unit *u) {
   chorus_proxy *px = u->px;
-  if (__atomic_load_n(&px->ctl_host->failed, __ATOMIC_ACQUIRE))
+  if (__atomic_load_n(&px->ctl_host->st.failed, __ATOMIC_ACQUIRE))
     return chorus_error(px->cc->failed != ncclSuccess ? px->cc->failed : ncclRemoteError,
                         "rank %d: an earlier call on this communicator failed; abort it "
                         "(ncclCommAbort)",
@@ -1272,7 +1271,7 @@ static void release_words(chorus_proxy *px) {
 
 void chorus_proxy_abort(chorus_proxy *px) {
   if (!px || !px->ctl_host) return;
-  __atomic_store_n(&px->ctl_host->abort, 1, __ATOMIC_RELEASE);
+  __atomic_store_n(&px->ctl_host->st.abort, 1, __ATOMIC_RELEASE);
   release_words(px);
 }
 
