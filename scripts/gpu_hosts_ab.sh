@@ -12,7 +12,7 @@
 #             CHORUS_GPU_STAGE_PIECE (4M, off, ...); e.g. base+off
 #             (default: "base 4M nccl"); the first is the others' yardstick
 #   COLLS     perf programs without _perf (default: all_reduce all_gather
-#             reduce_scatter); B, E: sizes (default 8, 256M, -f 4)
+#             reduce_scatter); B, E, F: sizes (default 8, 256M, 4)
 #   ROUNDS    (default 2); N: timed calls per size (default 10, 3 warm-up)
 # Prints per collective the median us per variant (min-max over rounds)
 # and the first variant's time over each; logs in $OUT/hosts-ab-logs.tgz.
@@ -45,7 +45,7 @@ for r in $(seq "$rounds"); do
         esac
       done
       timeout "$limit" "${env[@]}" "$run" -n 2 --hosts 2 --timeout $((limit - 10)) \
-        "$perf/${coll}_perf" -b "${B:-8}" -e "${E:-256M}" -f 4 -n "${N:-10}" -w 3 -c 0 -T 60 \
+        "$perf/${coll}_perf" -b "${B:-8}" -e "${E:-256M}" -f "${F:-4}" -n "${N:-10}" -w 3 -c 0 -T 60 \
         >"$logs/${coll}_${i}_$r.log" 2>&1 || echo "  $coll $v round $r: exit $?"
     done
   done

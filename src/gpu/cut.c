@@ -29,7 +29,9 @@ int chorus_cut_pieces(int func, size_t count, size_t esize, int nranks, int lane
       (!blocks && func != CHORUS_FUNC_ALLREDUCE && func != CHORUS_FUNC_BROADCAST &&
        func != CHORUS_FUNC_REDUCE))
     return 1;
-  size_t p = count * esize * (blocks ? (size_t)nranks : 1) / piece_bytes;
+  const size_t bytes = count * esize * (blocks ? (size_t)nranks : 1);
+  size_t p = bytes / piece_bytes;
+  if (p < 2 && bytes >= CHORUS_CUT_HALVES_FROM) p = 2;
   if (p > CHORUS_CUT_MAX_PIECES) p = CHORUS_CUT_MAX_PIECES;
   if (p > count / (size_t)lanes) p = count / (size_t)lanes;
   return p > 1 ? (int)p : 1;

@@ -92,7 +92,7 @@ CHORUS_PARAM(SPREAD_RANKS,     "CHORUS_SPREAD_RANKS",   BOOL, "1", 0, "1: ranks 
 CHORUS_PARAM(GPU_WIDE_FROM,    "CHORUS_GPU_WIDE_FROM",  SIZE, "32M", OFF, "Copies both ways of this much per rank run 1024-thread CTAs (tuned; tests force 1)")
 CHORUS_PARAM(GPU_PDL,          "CHORUS_GPU_PDL",        BOOL, "1", 0, "1: LL launches start while the kernel before them ends (programmatic dependent launch)")
 CHORUS_PARAM(GPU_BIG_FROM,     "CHORUS_GPU_BIG_FROM",   SIZE, "128M", OFF | AGREE, "Copies, rings and Send/Recv of this many bytes in all use twice the channels (off: none)")
-CHORUS_PARAM(GPU_STAGE_PIECE,  "CHORUS_GPU_STAGE_PIECE", SIZE, "4M", OFF | AGREE, "Staged calls across hosts from 2 pieces move in pieces of this (at most 64; off: whole)")
+CHORUS_PARAM(GPU_STAGE_PIECE,  "CHORUS_GPU_STAGE_PIECE", SIZE, "4M", OFF | AGREE, "Piece size of staged calls across hosts; from 2 MiB 2 at least, 64 at most (off: whole)")
 CHORUS_PARAM(GPU_STAGE_WAIT,   "CHORUS_GPU_STAGE_WAIT", STR, "auto", 0, "Staged calls wait for the host: auto, kernel (polling) or word (stream memory op)")
 CHORUS_PARAM(READ_SLOWDOWN,    "CHORUS_READ_SLOWDOWN",  STR, NULL, 0, "Peer reads' time over memcpy's that this rank reports, not measured (0.1..100)")
 CHORUS_PARAM(FAULT_ALLOC,      "CHORUS_FAULT_ALLOC",    INT, NULL, 0, "Fault injection: the n-th host allocation after the first init starts fails")

@@ -283,8 +283,13 @@ static void pieces_follow_the_size(void) {
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLGATHER, 4 * M, 4, 2, 4, 4 * M), 8);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 256 * M, 4, 2, 4, 4 * M), 64);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_REDUCESCATTER, M, 4, 3, 2, 4 * M), 3);
-  /* Under two pieces, off, or a function not cut element by element: whole. */
-  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 2 * M - 1, 4, 2, 1, 4 * M), 1);
+  /* Under two pieces: halves from 2 MiB (AllGather's 2 x 1 MiB too), whole
+   * below; off, or a function not cut element by element: whole. */
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 2 * M - 1, 4, 2, 1, 4 * M), 2);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_BROADCAST, 2 * M, 1, 2, 1, 4 * M), 2);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLGATHER, M / 4, 4, 2, 4, 4 * M), 2);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 2 * M - 1, 1, 2, 1, 4 * M), 1);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_REDUCE, M / 2 - 1, 4, 2, 1, 4 * M), 1);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 64 * M, 4, 2, 1, 0), 1);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLTOALL, 64 * M, 4, 2, 1, 4 * M), 1);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_SEND, 64 * M, 4, 2, 1, 4 * M), 1);
