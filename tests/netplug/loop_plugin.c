@@ -33,6 +33,16 @@
  * LOOP_CUDA_EXPECT=1 makes the process exit with status 3 at the close of
  * its last comm if none did, so a test sees a GPU transfer that never
  * reached the plugin.
+ *
+ * LOOP_CLOSE=late closes receive ends as aws-ofi-nccl 1.7.4 does: its close
+ * frees the requests of receives still posted while libfabric keeps their
+ * buffers, and a message that lands in one later is written into freed
+ * memory (it crashed a later connect in the same process). Here such a
+ * comm stays open on a list of orphans that every later call of the plugin
+ * reads, and a message for one of its receives ends the process (abort,
+ * with a line on stderr), so a caller that closes while its peers still
+ * send is seen. An orphan goes when its peer closes; the close of the last
+ * live comm waits up to LOOP_ORPHAN_WAIT_MS for that.
  */
 #include <dlfcn.h>
 #include <arpa/inet.h>
@@ -46,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "transport/plugin/ext_net.h"
@@ -147,6 +158,8 @@ struct loop_comm {
   int cur_i;
   size_t off;
   unsigned long long cuda_bytes, cuda_msgs, flushes; /* reported at close */
+  struct loop_comm *next_orphan;                     /* LOOP_CLOSE=late */
+  int counted;                                       /* in loop_live_comms */
 };
 
 struct loop_listen {
@@ -177,6 +190,11 @@ static char loop_dev_name[] = "loop0";
 static int loop_cuda, loop_cuda_expect;    /* LOOP_CUDA, LOOP_CUDA_EXPECT */
 static unsigned long long loop_cuda_total; /* CUDA bytes moved, all comms (atomic) */
 static int loop_live_comms;                /* atomic */
+static int loop_close_late;                /* LOOP_CLOSE=late (atomic) */
+#define LOOP_ORPHAN_WAIT_MS 1000
+static pthread_mutex_t loop_orphan_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct loop_comm *loop_orphans; /* under loop_orphan_lock */
+static int loop_norphans;              /* atomic: a look without the lock */
 /* The CUDA runtime's calls, found at the first comm made with LOOP_CUDA=1,
  * and what copies use: a stream that does not wait for the program's
  * (cudaStreamNonBlocking) and a pinned bounce, both made then, during the
@@ -224,6 +242,7 @@ static ncclResult_t loop_init_common(ncclDebugLogger_t logger) {
                                                  : 0,
                    __ATOMIC_RELAXED);
   __atomic_store_n(&loop_cuda_expect, env_is("LOOP_CUDA_EXPECT", "1"), __ATOMIC_RELAXED);
+  __atomic_store_n(&loop_close_late, env_is("LOOP_CLOSE", "late"), __ATOMIC_RELAXED);
   __atomic_store_n(&loop_ptr_support,
                    env_is("LOOP_NO_HOST", "1")                     ? NCCL_PTR_CUDA
                    : __atomic_load_n(&loop_cuda, __ATOMIC_RELAXED) ? NCCL_PTR_HOST | NCCL_PTR_CUDA
@@ -330,8 +349,16 @@ static ncclResult_t xfer(int fd, int sending, void *buf, size_t len, size_t *off
   return ncclSuccess;
 }
 
+/* Takes c off loop_live_comms (once); 1 if it was the last. */
+static int uncount(struct loop_comm *c) {
+  if (!c->counted) return 0;
+  c->counted = 0;
+  return __atomic_sub_fetch(&loop_live_comms, 1, __ATOMIC_RELAXED) == 0;
+}
+
 static void comm_free(struct loop_comm *c) {
   if (c == NULL) return;
+  (void)uncount(c);
   if (c->fd >= 0) close(c->fd);
   for (int i = 0; i < NCCL_NET_MAX_REQUESTS; i++) /* bounces of requests never tested */
     for (int k = 0; k < LOOP_MAX_RECVS; k++)
@@ -406,6 +433,7 @@ static struct loop_comm *comm_new(int fd, int is_send) {
   c->fd = fd;
   c->is_send = is_send;
   c->traffic_class = NCCL_NET_TRAFFIC_CLASS_UNDEF;
+  c->counted = 1;
   __atomic_add_fetch(&loop_live_comms, 1, __ATOMIC_RELAXED);
   if (__atomic_load_n(&loop_cuda, __ATOMIC_RELAXED) == 1) { /* at init: see loop_rt */
     pthread_mutex_lock(&loop_rt.lock);
@@ -733,6 +761,83 @@ static ncclResult_t progress(struct loop_comm *c) {
   return res;
 }
 
+/* ---- LOOP_CLOSE=late: receive ends closed with receives posted ---------- */
+
+/* Reads what came for every orphan: a message that one of its receives
+ * would take ends the process; end of stream (or a message none wants)
+ * lets the orphan go. */
+static void orphans_poll(void) {
+  if (!__atomic_load_n(&loop_norphans, __ATOMIC_ACQUIRE)) return;
+  pthread_mutex_lock(&loop_orphan_lock);
+  for (struct loop_comm **at = &loop_orphans; *at;) {
+    struct loop_comm *c = *at;
+    int gone = 0;
+    if (!c->have_wire) {
+      ssize_t n =
+          recv(c->fd, (char *)&c->wire + c->wire_off, sizeof c->wire - c->wire_off, MSG_DONTWAIT);
+      if (n > 0)
+        c->wire_off += (size_t)n;
+      else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        gone = 1;
+      c->have_wire = c->wire_off == sizeof c->wire;
+    }
+    if (c->have_wire) {
+      struct loop_req *r = c->cur;
+      int i = c->cur_i;
+      if (r || (c->wire.magic == LOOP_MSG_MAGIC && match(c, c->wire.tag, &r, &i))) {
+        fprintf(stderr,
+                "NET/Loop: LOOP_CLOSE=late: a message of %llu bytes (tag %d) came for a receive "
+                "posted on a comm already closed; aws-ofi-nccl 1.7.4 writes it into freed "
+                "memory\n",
+                (unsigned long long)c->wire.size, c->wire.tag);
+        abort();
+      }
+      gone = 1;
+    }
+    if (gone) {
+      *at = c->next_orphan;
+      __atomic_sub_fetch(&loop_norphans, 1, __ATOMIC_RELEASE);
+      comm_free(c);
+    } else {
+      at = &c->next_orphan;
+    }
+  }
+  pthread_mutex_unlock(&loop_orphan_lock);
+}
+
+/* Keeps a receive end with receives posted open as an orphan; 0 if it has
+ * none (or LOOP_CLOSE is not late), for the caller to free it. */
+static int orphan_keep(struct loop_comm *c) {
+  if (!__atomic_load_n(&loop_close_late, __ATOMIC_RELAXED) || c->is_send || c->fifo_count == 0 ||
+      c->err != ncclSuccess || c->connecting)
+    return 0;
+  pthread_mutex_lock(&loop_orphan_lock);
+  c->next_orphan = loop_orphans;
+  loop_orphans = c;
+  __atomic_add_fetch(&loop_norphans, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&loop_orphan_lock);
+  return 1;
+}
+
+/* Polls the orphans until their peers have closed, LOOP_ORPHAN_WAIT_MS at
+ * most; those left then are closed unheard. */
+static void orphans_drain(void) {
+  for (int ms = 0; ms < LOOP_ORPHAN_WAIT_MS && __atomic_load_n(&loop_norphans, __ATOMIC_ACQUIRE);
+       ms++) {
+    orphans_poll();
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  pthread_mutex_lock(&loop_orphan_lock);
+  while (loop_orphans) {
+    struct loop_comm *c = loop_orphans;
+    loop_orphans = c->next_orphan;
+    __atomic_sub_fetch(&loop_norphans, 1, __ATOMIC_RELEASE);
+    comm_free(c);
+  }
+  pthread_mutex_unlock(&loop_orphan_lock);
+}
+
 static int mr_cuda(const void *mhandle) {
   const struct loop_mr *mr = mhandle;
   return mr != NULL && mr->magic == LOOP_MR_MAGIC && mr->cuda;
@@ -740,6 +845,7 @@ static int mr_cuda(const void *mhandle) {
 
 static ncclResult_t isend_common(void *sendComm, void *data, size_t size, int tag, void *mhandle,
                                  void **request) {
+  orphans_poll();
   struct loop_comm *c = sendComm;
   if (c == NULL || !c->is_send || request == NULL) return ncclInternalError;
   *request = NULL;
@@ -772,6 +878,7 @@ static ncclResult_t isend_common(void *sendComm, void *data, size_t size, int ta
 
 static ncclResult_t irecv_common(void *recvComm, int n, void **data, const size_t *sizes, int *tags,
                                  void **mhandles, void **request) {
+  orphans_poll();
   struct loop_comm *c = recvComm;
   if (c == NULL || c->is_send || request == NULL) return ncclInternalError;
   *request = NULL;
@@ -863,6 +970,7 @@ static ncclResult_t loop_iflush(void *recvComm, int n, void **data, int *sizes, 
 /* Progresses the request's comm; a done request is reported once and its
  * slot released. */
 static ncclResult_t loop_test(void *request, int *done, int *sizes) {
+  orphans_poll();
   struct loop_req *r = request;
   if (r == NULL || done == NULL || !r->used) return ncclInternalError;
   *done = 0;
@@ -908,9 +1016,11 @@ static ncclResult_t loop_close_comm(void *comm) {
     fprintf(stderr,
             "NET/Loop: a %s comm moved %llu bytes of CUDA memory in %llu messages, %llu flushes\n",
             c->is_send ? "send" : "receive", c->cuda_bytes, c->cuda_msgs, c->flushes);
-  comm_free(comm);
-  if (c && __atomic_sub_fetch(&loop_live_comms, 1, __ATOMIC_RELAXED) == 0 &&
-      __atomic_load_n(&loop_cuda_expect, __ATOMIC_RELAXED) &&
+  orphans_poll();
+  const int last = c && uncount(c);
+  if (c && !orphan_keep(c)) comm_free(c);
+  if (last) orphans_drain();
+  if (last && __atomic_load_n(&loop_cuda_expect, __ATOMIC_RELAXED) &&
       __atomic_load_n(&loop_cuda_total, __ATOMIC_RELAXED) == 0) {
     fprintf(stderr, "NET/Loop: LOOP_CUDA_EXPECT=1, but no CUDA memory reached the plugin\n");
     _exit(3);

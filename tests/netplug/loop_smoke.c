@@ -7,14 +7,16 @@
  * connection made with non-blocking connect/accept, three messages (0 B,
  * 1000 B, 3 MiB; two of them received by one grouped irecv), a flush, the
  * 32-request limit, and the errors for an oversized message, a closed
- * peer and a peer that sends garbage. Also checks that libnccl-net-nosym.so
- * has no table.
+ * peer and a peer that sends garbage; LOOP_CLOSE=late (a message for a
+ * receive left posted at close ends the process; its peer's close lets it
+ * go). Also checks that libnccl-net-nosym.so has no table.
  *
  * Usage: netplug_loop_smoke DIR (the folder holding the plugins). Everything
  * is non-blocking, so one thread alternates between both ends; each wait
  * has a deadline, so a bug fails the test instead of hanging it.
  */
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -22,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -405,6 +409,19 @@ static void *post_send(plug *p, void *s, void *data, size_t size, int tag, void 
   return req;
 }
 
+/* Keeps calling irecv with one buffer until the plugin takes it. */
+static void *post_recv(plug *p, void *r, void *dst, size_t size, int tag) {
+  void *req = NULL, *d[1] = {dst};
+  size_t z[1] = {size};
+  int t[1] = {tag};
+  double end = now_s() + DEADLINE_S;
+  while (req == NULL) {
+    CHECK(now_s() < end);
+    OK(p_irecv(p, r, 1, d, z, t, NULL, &req));
+  }
+  return req;
+}
+
 static void fill(unsigned char *b, size_t n, int tag) {
   for (size_t i = 0; i < n; i++) b[i] = (unsigned char)(i * 7 + (size_t)tag);
 }
@@ -582,6 +599,59 @@ static void check_garbage(plug *p) {
   OK(CALL(p, closeListen, l));
 }
 
+static int open_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  CHECK(d != NULL);
+  int n = 0;
+  while (readdir(d)) n++;
+  closedir(d);
+  return n;
+}
+
+/* LOOP_CLOSE=late: a receive end closed with a receive posted stays open
+ * (an orphan). A message for that receive ends the process at the
+ * plugin's next call (a child here, which must die of SIGABRT); its peer's
+ * close lets it go without a word (no descriptor left once the last comm
+ * is closed). */
+static void check_close_late(plug *p) {
+  p_finalize(p);
+  setenv("LOOP_CLOSE", "late", 1);
+  OK(p_init(p));
+  char dst[16], src[16] = "late message";
+  void *l, *s, *r;
+  fflush(NULL);
+  pid_t pid = fork();
+  CHECK(pid >= 0);
+  if (pid == 0) {
+    connect_pair(p, &l, &s, &r);
+    void *rreq = post_recv(p, r, dst, sizeof(dst), 5);
+    (void)rreq; /* forgotten, as a caller does at close */
+    OK(CALL(p, closeRecv, r));
+    void *sreq = post_send(p, s, src, sizeof(src), 5, NULL);
+    int ssz[1][2];
+    wait_all(p, &sreq, 1, ssz);
+    for (double end = now_s() + DEADLINE_S; now_s() < end;) { /* each call reads the orphans */
+      void *more = post_send(p, s, src, 0, 6, NULL);
+      wait_all(p, &more, 1, ssz);
+    }
+    _exit(0);
+  }
+  int st = 0;
+  CHECK(waitpid(pid, &st, 0) == pid);
+  CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT);
+
+  const int fds = open_fds();
+  connect_pair(p, &l, &s, &r);
+  (void)post_recv(p, r, dst, sizeof(dst), 5);
+  OK(CALL(p, closeRecv, r));
+  OK(CALL(p, closeSend, s)); /* the last comm: waits for the orphan's end of stream */
+  OK(CALL(p, closeListen, l));
+  CHECK(open_fds() == fds);
+  p_finalize(p);
+  unsetenv("LOOP_CLOSE");
+  OK(p_init(p));
+}
+
 static void run_version(const char *dir, int version) {
   char path[4096];
   plug pl = {.version = version}, *p = &pl;
@@ -636,6 +706,7 @@ static void run_version(const char *dir, int version) {
   check_oversize(p);
   check_peer_closed(p);
   check_garbage(p);
+  check_close_late(p);
   p_finalize(p);
   dlclose(p->dl);
   printf("netplug: v%d ok\n", version);
