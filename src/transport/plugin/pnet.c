@@ -63,8 +63,12 @@
 /* How long a rank that failed tests its requests before it closes them
  * (settle_all): its peers' FAIL frames are on their way. */
 #define FAIL_SETTLE_NS (250ll * 1000000)
+/* How long a closing rank waits for its peers' goodbyes (notes_bye). */
+#define BYE_WAIT_NS (100ll * 1000000)
 
-enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2 };
+/* On the notes: NOTE (a batch of them), FAIL (why, then closed), BYE (the
+ * sender closes and sends nothing more). */
+enum { FRAME_DATA = 0, FRAME_NOTE = 1, FRAME_FAIL = 2, FRAME_BYE = 3 };
 
 typedef struct pnet_hdr {
   uint32_t magic, kind;
@@ -122,6 +126,7 @@ typedef struct pnet_notes {
   void *fail_req, *fail_mh;
   char fail[CHORUS_REASON_MAX];
   int peer_failed, broken, out_closed, garbage;
+  int peer_bye; /* the peer closes: nothing more comes, nothing more goes */
   chorus_call_entry *board;
 } pnet_notes;
 
@@ -257,6 +262,9 @@ static int notes_go(const pnet_state *s, const pnet_notes *nt) {
 /* Hands the queued notes to the plugin, as many in a message as lie in a
  * row in the queue (NOTE_BATCH at most). */
 static void notes_send(pnet_state *s, pnet_notes *nt) {
+  /* A peer that said goodbye has closed, or soon will: nothing more to it
+   * (a message would land in a receive its close left posted). */
+  if (has_notes(nt) && nt->recv) notes_pull(s, nt);
   while (!nt->out_closed && nt->head < nt->tail && nt->osent - nt->odone < MAX_INFLIGHT) {
     const uint64_t first = nt->head % NOTE_QUEUE;
     const uint32_t run =
@@ -292,7 +300,7 @@ static void notes_push(pnet_state *s, pnet_notes *nt) {
 }
 
 static void notes_pull(pnet_state *s, pnet_notes *nt) {
-  while (!nt->broken && !nt->peer_failed) {
+  while (!nt->broken && !nt->peer_failed && !nt->peer_bye) {
     while (!nt->no_more && nt->iposted < nt->idone + MAX_INFLIGHT) {
       void *data = nt->in[nt->iposted % MAX_INFLIGHT];
       size_t size = NOTE_BYTES;
@@ -317,10 +325,12 @@ static void notes_pull(pnet_state *s, pnet_notes *nt) {
     pnet_hdr h;
     memcpy(&h, raw, sizeof h);
     const int fail = (size_t)size >= sizeof h && h.kind == FRAME_FAIL;
+    const int bye = (size_t)size == sizeof h && h.kind == FRAME_BYE;
     int ok = (size_t)size >= sizeof h && h.magic == PNET_MAGIC &&
-             (fail ? h.bytes < CHORUS_REASON_MAX && (size_t)size == sizeof h + h.bytes
-                   : (size_t)size % sizeof h == 0);
-    for (size_t off = 0; ok && !fail && off < (size_t)size; off += sizeof h) {
+             (fail  ? h.bytes < CHORUS_REASON_MAX && (size_t)size == sizeof h + h.bytes
+              : bye ? h.bytes == 0
+                    : (size_t)size % sizeof h == 0);
+    for (size_t off = 0; ok && !fail && !bye && off < (size_t)size; off += sizeof h) {
       memcpy(&h, raw + off, sizeof h);
       ok = h.magic == PNET_MAGIC && h.kind == FRAME_NOTE && h.bytes == 0;
     }
@@ -333,6 +343,10 @@ static void notes_pull(pnet_state *s, pnet_notes *nt) {
     if (fail) { /* the peer failed: why, its first cause */
       snprintf(nt->fail, sizeof nt->fail, "%.*s", (int)h.bytes, raw + sizeof h);
       nt->peer_failed = 1;
+      return;
+    }
+    if (bye) {
+      nt->peer_bye = nt->out_closed = 1;
       return;
     }
     for (size_t off = 0; off < (size_t)size; off += sizeof h) {
@@ -548,6 +562,51 @@ static void notes_flush(pnet_state *s) {
   }
 }
 
+/* Goodbyes before the notes close: a BYE to every peer still listening,
+ * then up to BYE_WAIT_NS for theirs, so that a peer that runs behind sees
+ * this rank go and sends it nothing more. A plugin's close need not
+ * withdraw the receives posted on it (settle_all), so a peer's held notes
+ * flushed after this rank closed would land in receives whose requests
+ * the plugin freed. A peer that says nothing in time (it runs behind) reads
+ * the goodbye before it next sends notes (notes_send). */
+static void notes_bye(pnet_state *s) {
+  if (!s->notes || !s->is_peer) return;
+  for (int peer = 0; peer < s->nranks; peer++) {
+    pnet_notes *nt = &s->notes[peer];
+    if (!s->is_peer[peer] || !nt->send || !nt->recv) continue;
+    notes_pull(s, nt);
+    if (nt->out_closed || nt->fail_req || nt->peer_failed) continue;
+    const pnet_hdr bh = {PNET_MAGIC, FRAME_BYE, 0, 0, {0}, 0};
+    memcpy(nt->fail_out, &bh, sizeof bh);
+    if (chorus_net_isend(s->net, nt->send, nt->fail_out, sizeof bh, 0, nt->fail_mh,
+                         &nt->fail_req) != ncclSuccess)
+      nt->fail_req = NULL;
+  }
+  const int64_t deadline = chorus_now_ns() + BYE_WAIT_NS;
+  for (int left = 1; left && !chorus_expired(deadline);) {
+    left = 0;
+    for (int peer = 0; peer < s->nranks; peer++) {
+      pnet_notes *nt = &s->notes[peer];
+      if (!s->is_peer[peer] || !nt->send || !nt->recv) continue;
+      int done = 0, size = 0;
+      if (nt->fail_req) (void)test_req(s, &nt->fail_req, &done, &size);
+      notes_pull(s, nt);
+      left |= nt->fail_req != NULL || !(nt->peer_bye || nt->peer_failed || nt->broken);
+    }
+  }
+}
+
+/* Did a connection of this communicator fail (here or at a peer)? */
+static int failed_any(pnet_state *s) {
+  int failed = 0;
+  for (int peer = 0; peer < s->nranks && s->conns && s->is_peer && !failed; peer++)
+    for (int i = 0; i < CHORUS_NCHANNELS * 2 && s->is_peer[peer]; i++) {
+      const pnet_conn *c = conn_of(s, peer, i / 2, i % 2);
+      failed |= c->failing || c->broken || c->peer_failed;
+    }
+  return failed;
+}
+
 static void settle(pnet_state *s, void **req) {
   int done = 0, size = 0;
   if (*req) (void)test_req(s, req, &done, &size);
@@ -562,13 +621,7 @@ static void settle(pnet_state *s, void **req) {
  * its second trial). Messages that come while this rank still tests land
  * in live requests. */
 static void settle_all(pnet_state *s) {
-  int failed = 0;
-  for (int peer = 0; peer < s->nranks && s->conns && !failed; peer++)
-    for (int i = 0; i < CHORUS_NCHANNELS * 2 && s->is_peer[peer]; i++) {
-      const pnet_conn *c = conn_of(s, peer, i / 2, i % 2);
-      failed |= c->failing || c->broken || c->peer_failed;
-    }
-  if (!failed) return;
+  if (!failed_any(s)) return;
   const int64_t deadline = chorus_now_ns() + FAIL_SETTLE_NS;
   while (!chorus_expired(deadline))
     for (int peer = 0; peer < s->nranks; peer++) {
@@ -592,6 +645,7 @@ static void pnet_destroy(void *p) {
   chorus_net *n = s->net;
   if (n) notes_flush(s);
   if (n && s->notes && s->is_peer) settle_all(s);
+  if (n && !failed_any(s)) notes_bye(s);
   for (int peer = 0; peer < s->nranks && n; peer++) {
     for (int ch = 0; ch < CHORUS_NCHANNELS && s->conns; ch++)
       for (int d = 0; d < 2; d++) {
