@@ -265,7 +265,7 @@ static void notes_send(pnet_state *s, pnet_notes *nt) {
   /* A peer that said goodbye has closed, or soon will: nothing more to it
    * (a message would land in a receive its close left posted). */
   if (has_notes(nt) && nt->recv) notes_pull(s, nt);
-  while (!nt->out_closed && nt->head < nt->tail && nt->osent - nt->odone < MAX_INFLIGHT) {
+  while (has_notes(nt) && nt->osent - nt->odone < MAX_INFLIGHT) {
     const uint64_t first = nt->head % NOTE_QUEUE;
     const uint32_t run =
         (uint32_t)CHORUS_MIN(CHORUS_MIN(nt->tail - nt->head, NOTE_QUEUE - first), NOTE_BATCH);
@@ -570,12 +570,12 @@ static void notes_flush(pnet_state *s) {
  * the plugin freed. A peer that says nothing in time (it runs behind) reads
  * the goodbye before it next sends notes (notes_send). */
 static void notes_bye(pnet_state *s) {
-  if (!s->notes || !s->is_peer) return;
   for (int peer = 0; peer < s->nranks; peer++) {
     pnet_notes *nt = &s->notes[peer];
     if (!s->is_peer[peer] || !nt->send || !nt->recv) continue;
     notes_pull(s, nt);
     if (nt->out_closed || nt->fail_req || nt->peer_failed) continue;
+    /* In the FAIL frame's registered buffer: nothing failed (pnet_destroy). */
     const pnet_hdr bh = {PNET_MAGIC, FRAME_BYE, 0, 0, {0}, 0};
     memcpy(nt->fail_out, &bh, sizeof bh);
     if (chorus_net_isend(s->net, nt->send, nt->fail_out, sizeof bh, 0, nt->fail_mh,
@@ -621,7 +621,6 @@ static void settle(pnet_state *s, void **req) {
  * its second trial). Messages that come while this rank still tests land
  * in live requests. */
 static void settle_all(pnet_state *s) {
-  if (!failed_any(s)) return;
   const int64_t deadline = chorus_now_ns() + FAIL_SETTLE_NS;
   while (!chorus_expired(deadline))
     for (int peer = 0; peer < s->nranks; peer++) {
@@ -644,8 +643,12 @@ static void pnet_destroy(void *p) {
   if (!s) return;
   chorus_net *n = s->net;
   if (n) notes_flush(s);
-  if (n && s->notes && s->is_peer) settle_all(s);
-  if (n && !failed_any(s)) notes_bye(s);
+  if (n && s->notes && s->is_peer) {
+    if (failed_any(s))
+      settle_all(s);
+    else
+      notes_bye(s);
+  }
   for (int peer = 0; peer < s->nranks && n; peer++) {
     for (int ch = 0; ch < CHORUS_NCHANNELS && s->conns; ch++)
       for (int d = 0; d < 2; d++) {
