@@ -46,6 +46,16 @@ static void one_host_oversubscribed(void) {
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_REDUCE, 8, &e), CHORUS_ALGO_CHAIN);
+  /* With peer reads as cheap as the calibration machine's, 4 ranks'
+   * AlltoAll goes direct (large blocks read by reference) from 256 KiB to
+   * 4 MiB, where it measured 1.17-1.39x faster than zerocopy, but not at
+   * 64 KiB, where its 16 KiB blocks are slower than oneshot
+   * (bench/calibration-2026-12-01-alltoall.txt). */
+  e.peer_read = 1;
+  e.read_slowdown = 1.6;
+  for (int s = 256 << 10; s <= 4 << 20; s *= 4)
+    EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, (uint64_t)s, &e), CHORUS_ALGO_DIRECT);
+  EXPECT(pick(CHORUS_FUNC_ALLTOALL, 64 << 10, &e) != CHORUS_ALGO_DIRECT);
 }
 
 /* Peer reads (zerocopy): one copy per byte wins from 64 KiB on two ranks,
