@@ -7,9 +7,10 @@
  * size; the receiver checks every message's call description and size. A
  * zero-byte range moves nothing.
  *
- * From CHORUS_XFER_READ_MIN bytes, where the peer may read this process's
- * memory (chorus_conn.peer_reads) and the op allows it (chorus_op.by_ref),
- * a send goes by reference in messages of up to CHORUS_XFER_READ_UNIT:
+ * From CHORUS_XFER_READ_MIN bytes (CHORUS_XFER_READ_MIN_EVEN for Send/Recv
+ * and AlltoAll), where the peer may read this process's memory
+ * (chorus_conn.peer_reads) and the op allows it (chorus_op.by_ref), a
+ * send goes by reference in messages of up to CHORUS_XFER_READ_UNIT:
  * the receiver copies each straight from the sender's range into its own,
  * one copy per byte instead of two, and the send's flush waits for it. A
  * receiver takes either kind as it comes.
@@ -22,8 +23,11 @@
 
 #include "coll/op.h"
 
-#define CHORUS_XFER_READ_MIN  (64u << 10)
-#define CHORUS_XFER_READ_UNIT ((size_t)64 << 20) /* bytes per message read in place */
+#define CHORUS_XFER_READ_MIN (64u << 10)
+/* Where each rank receives about as much as it sends, the receivers' reads
+ * share the copying out as the slots' copies would: smaller messages pay. */
+#define CHORUS_XFER_READ_MIN_EVEN (32u << 10)
+#define CHORUS_XFER_READ_UNIT     ((size_t)64 << 20) /* bytes per message read in place */
 
 void chorus_xfer_init(chorus_xfer *x, chorus_conn *c, const void *buf, size_t bytes);
 ncclResult_t chorus_xfer_send(chorus_op *op, chorus_xfer *x);

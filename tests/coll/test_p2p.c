@@ -107,6 +107,7 @@ static int p2p_all(int rank, int nranks, ncclUniqueId id, const char *param) {
   fails += all_pairs(comm, rank, nranks, 1);
   fails += all_pairs(comm, rank, nranks, 5000);
   fails += all_pairs(comm, rank, nranks, 40000); /* 160 KB: read by the peer where it can */
+  fails += all_pairs(comm, rank, nranks, 10000); /* 40 KB: by reference too (xfer.h) */
   fails += mixed_with_collective(comm, rank, nranks);
   /* Ungrouped: even ranks send then receive, odd ranks receive then send. */
   if (nranks % 2 == 0) {

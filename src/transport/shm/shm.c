@@ -565,7 +565,7 @@ static void read_by_peers(shm_state *s, const int *peers, int npeers) {
     if (!told++)
       INFO(CHORUS_SHM | CHORUS_INIT, "SHM transport: rank %d sends to other processes %s", s->rank,
            dear ? "through the slots (peer reads cost over two copies here)"
-                : "by reference from 64 KiB");
+                : "by reference from 32-64 KiB (xfer.h)");
     if (dear) return;
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++) {
       shm_conn *in = conn_of(s, p, ch, CHORUS_DIR_RECV);
