@@ -11,20 +11,35 @@ void chorus_cut_share(size_t count, int k, int n, size_t *first, size_t *len) {
   *len = per + ((size_t)k < extra ? 1 : 0);
 }
 
+/* Does func hold one block per rank on its receive (recv) or send side? */
+static int blocks_on(int func, int recv) {
+  switch (func) {
+  case CHORUS_FUNC_ALLGATHER:
+  case CHORUS_FUNC_GATHER:
+    return recv;
+  case CHORUS_FUNC_REDUCESCATTER:
+  case CHORUS_FUNC_SCATTER:
+    return !recv;
+  case CHORUS_FUNC_ALLTOALL:
+    return 1;
+  default:
+    return 0;
+  }
+}
+
 void chorus_cut_offsets(const chorus_cut *c, size_t first, size_t *soff, size_t *roff) {
   const size_t h = (size_t)c->nranks;
-  *soff = c->func == CHORUS_FUNC_REDUCESCATTER ? h * first : first;
-  *roff = c->func == CHORUS_FUNC_ALLGATHER ? h * first : first;
+  *soff = blocks_on(c->func, 0) ? h * first : first;
+  *roff = blocks_on(c->func, 1) ? h * first : first;
 }
 
 int chorus_cut_laid(const chorus_cut *c, int recv) {
-  return c->lanes * c->pieces > 1 &&
-         c->func == (recv ? CHORUS_FUNC_ALLGATHER : CHORUS_FUNC_REDUCESCATTER);
+  return c->lanes * c->pieces > 1 && blocks_on(c->func, recv);
 }
 
 int chorus_cut_pieces(int func, size_t count, size_t esize, int nranks, int lanes,
                       size_t piece_bytes) {
-  const int blocks = func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_REDUCESCATTER;
+  const int blocks = blocks_on(func, 0) || blocks_on(func, 1);
   if (!piece_bytes || lanes < 1 ||
       (!blocks && func != CHORUS_FUNC_ALLREDUCE && func != CHORUS_FUNC_BROADCAST &&
        func != CHORUS_FUNC_REDUCE))

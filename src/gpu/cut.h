@@ -4,10 +4,11 @@
  * that run in turn, so that one piece's copies between the GPU and the
  * staging overlap the others' network steps. The call's elements are cut
  * into P * L shares; piece j is shares [j * L, (j + 1) * L), lane k runs
- * share j * L + k. Where the call is cut, an AllGather's output and a
- * ReduceScatter's input, which hold one block per rank, are staged share
- * by share (a share's rows of every block together), so that each share
- * runs as a call on contiguous memory.
+ * share j * L + k. Where the call is cut, a side that holds one block per
+ * rank (AllGather's and Gather's output, ReduceScatter's and Scatter's
+ * input, both of AlltoAll's) is staged share by share (a share's rows of
+ * every block together), so that each share runs as a call on contiguous
+ * memory.
  *
  * A call in pieces need not stage all of itself at once: piece j's part
  * of each side is one range of the whole staging (chorus_cut_piece_span),
@@ -45,8 +46,8 @@ void chorus_cut_offsets(const chorus_cut *c, size_t first, size_t *soff, size_t 
 /* Is the staged receive side (recv) or send side laid out share by share? */
 int chorus_cut_laid(const chorus_cut *c, int recv);
 /* How many pieces a call of func moves in on `lanes`: one per piece_bytes
- * of its whole size (count x esize, x nranks for AllGather and
- * ReduceScatter), at least 2 from CHORUS_CUT_HALVES_FROM, at most
+ * of its whole size (count x esize, x nranks where a side holds a block
+ * per rank), at least 2 from CHORUS_CUT_HALVES_FROM, at most
  * CHORUS_CUT_MAX_PIECES and at most count / lanes (no empty share); 1
  * where that is less than 2, piece_bytes is 0, or func is not cut element
  * by element. Depends on the call alone, so it is

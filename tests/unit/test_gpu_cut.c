@@ -4,7 +4,8 @@
  * cut.h queues, and the call of each share on the staging at the offsets
  * cut.h gives, replayed on host memory for every rank, leave each rank's
  * output what the collective computed directly on the user's buffers
- * gives. AllReduce, AllGather, ReduceScatter, Broadcast and Reduce; 1 to 4
+ * gives. AllReduce, AllGather, ReduceScatter, Broadcast, Reduce, AlltoAll,
+ * Gather and Scatter (their block sides laid share by share); 1 to 4
  * ranks, counts that do and do not divide, 1 to 4 lanes, 1 to 64 pieces,
  * 4- and 8-byte elements; every byte is copied once each way, and no
  * copy reaches past its buffers (guards). The same with each side staged
@@ -102,6 +103,18 @@ static void run_share(int func, int n, int root, size_t es, char **ss, char **sr
           put(sr[r], roff + i, es, v);
         }
         break;
+      case CHORUS_FUNC_ALLTOALL: /* block b of r's output: block r of b's input */
+        for (int b = 0; b < n; b++)
+          put(sr[r], roff + (size_t)b * len + i, es, get(ss[b], soff + (size_t)r * len + i, es));
+        break;
+      case CHORUS_FUNC_GATHER:
+        if (r == root)
+          for (int b = 0; b < n; b++)
+            put(sr[r], roff + (size_t)b * len + i, es, get(ss[b], soff + i, es));
+        break;
+      case CHORUS_FUNC_SCATTER:
+        put(sr[r], roff + i, es, get(ss[root], soff + (size_t)r * len + i, es));
+        break;
       }
 }
 
@@ -115,7 +128,12 @@ static int64_t expect_at(int func, int n, int root, size_t count, size_t es, cha
     for (int b = 0; b < n; b++) v += get(us[b], i, es);
     return v;
   case CHORUS_FUNC_ALLGATHER:
+  case CHORUS_FUNC_GATHER:
     return get(us[i / count], i % count, es);
+  case CHORUS_FUNC_ALLTOALL:
+    return get(us[i / count], (size_t)r * count + i % count, es);
+  case CHORUS_FUNC_SCATTER:
+    return get(us[root], (size_t)r * count + i, es);
   case CHORUS_FUNC_REDUCESCATTER:
     for (int b = 0; b < n; b++) v += get(us[b], (size_t)r * count + i, es);
     return v;
@@ -226,8 +244,10 @@ static int replay(int func, int n, size_t count, size_t es, int lanes, int piece
 }
 
 static void every_cut_computes_the_call(void) {
-  static const int funcs[] = {CHORUS_FUNC_ALLREDUCE, CHORUS_FUNC_ALLGATHER,
-                              CHORUS_FUNC_REDUCESCATTER, CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE};
+  static const int funcs[] = {CHORUS_FUNC_ALLREDUCE,     CHORUS_FUNC_ALLGATHER,
+                              CHORUS_FUNC_REDUCESCATTER, CHORUS_FUNC_BROADCAST,
+                              CHORUS_FUNC_REDUCE,        CHORUS_FUNC_ALLTOALL,
+                              CHORUS_FUNC_GATHER,        CHORUS_FUNC_SCATTER};
   static const size_t counts[] = {1, 2, 3, 5, 17, 64, 1001};
   int runs = 0, wrong = 0;
   for (size_t f = 0; f < sizeof funcs / sizeof funcs[0]; f++)
@@ -241,7 +261,7 @@ static void every_cut_computes_the_call(void) {
                 runs++;
                 wrong += replay(funcs[f], n, counts[ci], es, lanes, pieces, slots);
               }
-  EXPECT(runs > 6000);
+  EXPECT(runs > 9000);
   EXPECT_EQ_INT(wrong, 0);
 }
 
@@ -254,9 +274,10 @@ static void slots_fit_the_pieces(void) {
    * side laid share by share. */
   EXPECT_EQ_INT((int)chorus_cut_slot_elems(&ag, 0), 128);
   EXPECT_EQ_INT((int)chorus_cut_slot_elems(&ag, 1), 3 * 128);
-  static const int funcs[] = {CHORUS_FUNC_ALLREDUCE, CHORUS_FUNC_ALLGATHER,
-                              CHORUS_FUNC_REDUCESCATTER};
-  for (size_t f = 0; f < 3; f++)
+  static const int funcs[] = {CHORUS_FUNC_ALLREDUCE,     CHORUS_FUNC_ALLGATHER,
+                              CHORUS_FUNC_REDUCESCATTER, CHORUS_FUNC_ALLTOALL,
+                              CHORUS_FUNC_GATHER,        CHORUS_FUNC_SCATTER};
+  for (size_t f = 0; f < sizeof funcs / sizeof funcs[0]; f++)
     for (int pieces = 2; pieces <= CHORUS_CUT_MAX_PIECES; pieces += 7)
       for (int recv = 0; recv < 2; recv++) {
         const chorus_cut c = {funcs[f], 4099, 8, 4, 3, pieces};
@@ -291,8 +312,13 @@ static void pieces_follow_the_size(void) {
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 2 * M - 1, 1, 2, 1, 4 * M), 1);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_REDUCE, M / 2 - 1, 4, 2, 1, 4 * M), 1);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLREDUCE, 64 * M, 4, 2, 1, 0), 1);
-  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLTOALL, 64 * M, 4, 2, 1, 4 * M), 1);
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_SEND, 64 * M, 4, 2, 1, 4 * M), 1);
+  /* AlltoAll's, Gather's and Scatter's size is their block side's: 3 x 4
+   * MiB in 4 MiB pieces, 3; 2 x 512 KiB, halves. */
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_ALLTOALL, M, 4, 3, 1, 4 * M), 3);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_GATHER, M, 4, 3, 2, 4 * M), 3);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_SCATTER, M / 8, 4, 2, 1, 4 * M), 1);
+  EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_SCATTER, M / 4, 4, 2, 1, 4 * M), 2);
   /* Never a share without elements: at most count / lanes pieces. */
   EXPECT_EQ_INT(chorus_cut_pieces(CHORUS_FUNC_BROADCAST, 12, 1 << 20, 2, 4, 4 * M), 3);
   for (size_t count = 1; count < 4096; count = count * 3 + 1)
