@@ -165,6 +165,10 @@ struct chorus_op {
   const void *sendbuff;
   void *recvbuff;
   size_t count;
+  /* A share of a call cut across lanes (gpu/cut.h): the whole call's
+   * count, which its messages carry instead, so that peers that cut a
+   * call differently (their counts differ) see a mismatch; 0: count. */
+  size_t whole_count;
   int dtype;
   size_t esize;
   chorus_red red;

@@ -28,14 +28,15 @@ void chorus_op_describe(const chorus_op *op, char *buf, size_t size) {
     return;
   }
   snprintf(buf, size, "%s(count=%llu, %s, peer=%d) #%llu", chorus_func_name(op->func),
-           (unsigned long long)op->count, chorus_type_name(op->dtype), op->root,
-           (unsigned long long)op->ticket);
+           (unsigned long long)(op->whole_count ? op->whole_count : op->count),
+           chorus_type_name(op->dtype), op->root, (unsigned long long)op->ticket);
 }
 
 chorus_msg_meta chorus_op_stamp(chorus_op *op) {
   /* Built in a local and stored whole: the copy into expect then reads
    * registers, not the narrower stores just made (a forwarding stall). */
-  chorus_msg_meta m = {.count = op->count, .redop = (uint32_t)op->nccl_op};
+  chorus_msg_meta m = {.count = op->whole_count ? op->whole_count : op->count,
+                       .redop = (uint32_t)op->nccl_op};
   if (op->concurrent) {
     /* Point-to-point: the k-th message stream between two ranks in one
      * direction; the sender's description is what both sides compare. */

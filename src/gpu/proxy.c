@@ -127,7 +127,8 @@ struct chorus_proxy {
   struct lane {
     chorus_proxy *px;
     pthread_t thread;
-    chorus_op op;
+    chorus_op *ops; /* its shares, run as a group (ops_cap of room) */
+    int nops, ops_cap;
     int job;      /* a share waits (under lane_lock) */
     int finished; /* its share ran (under lane_lock) */
     ncclResult_t res;
@@ -197,9 +198,9 @@ static void *lane_main(void *arg) {
     while (!l->job && !px->lane_stop) pthread_cond_wait(&px->lane_go, &px->lane_lock);
     if (!l->job) break;
     l->job = 0;
-    chorus_op op = l->op;
     pthread_mutex_unlock(&px->lane_lock);
-    const ncclResult_t res = run_calls(&op, 1);
+    /* the progress thread leaves the list alone until it finished */
+    const ncclResult_t res = l->nops ? run_calls(l->ops, l->nops) : ncclSuccess;
     pthread_mutex_lock(&px->lane_lock);
     l->res = res;
     l->finished = 1;
@@ -215,41 +216,113 @@ static chorus_cut cut_of(const chorus_op *w, int lanes, int pieces) {
   return (chorus_cut){w->func, w->count, w->esize, w->cc->nranks, lanes, pieces};
 }
 
+/* Room for n shares on lane l (under lane_lock). */
+static ncclResult_t lane_room(struct lane *l, int n) {
+  if (n <= l->ops_cap) return ncclSuccess;
+  chorus_op *o = chorus_malloc((size_t)n * sizeof *o);
+  if (!o) return chorus_error(ncclSystemError, "out of memory handing %d calls to a lane", n);
+  chorus_free(l->ops);
+  l->ops = o;
+  l->ops_cap = n;
+  return ncclSuccess;
+}
+
+/* Op's share k of n, on lane k's cross-host part (lane 0's: the call's
+ * own). A buffer this rank does not use stays NULL. */
+static chorus_op share_op(const chorus_proxy *px, const chorus_op *op, const chorus_cut *c, int k,
+                          int n) {
+  size_t first, len, soff, roff;
+  chorus_cut_share(op->count, k, n, &first, &len);
+  chorus_cut_offsets(c, first, &soff, &roff);
+  chorus_op o = *op;
+  o.cc = k % c->lanes ? px->cross_cc[k % c->lanes] : op->cc;
+  o.whole_count = op->whole_count ? op->whole_count : op->count;
+  o.count = len;
+  o.sendbuff = op->sendbuff ? (const char *)op->sendbuff + soff * op->esize : NULL;
+  o.recvbuff = op->recvbuff ? (char *)op->recvbuff + roff * op->esize : NULL;
+  return o;
+}
+
+/* Runs ops[0, n) of lane 0 here and lanes 1..nlanes-1's lists (filled)
+ * on their threads, all at once. Where lane 0's part fails, the others
+ * are stopped (their peers may wait for shares that never come: a peer
+ * that cut a call differently, as one whose count differs does), so the
+ * failure comes back instead of waiting on them. */
+static ncclResult_t run_filled_lanes(chorus_proxy *px, chorus_op *ops, int n, int nlanes) {
+  for (int k = 1; k < nlanes; k++) {
+    px->lane[k].finished = 0;
+    px->lane[k].job = 1;
+  }
+  pthread_cond_broadcast(&px->lane_go);
+  pthread_mutex_unlock(&px->lane_lock);
+  ncclResult_t res = n ? run_calls(ops, n) : ncclSuccess;
+  if (res != ncclSuccess)
+    for (int k = 1; k < nlanes; k++)
+      __atomic_store_n(px->cross_cc[k]->abort_flag, 1, __ATOMIC_RELEASE);
+  pthread_mutex_lock(&px->lane_lock);
+  for (int k = 1; k < nlanes; k++) {
+    while (!px->lane[k].finished) pthread_cond_wait(&px->lane_done, &px->lane_lock);
+    if (res == ncclSuccess) res = px->lane[k].res;
+  }
+  pthread_mutex_unlock(&px->lane_lock);
+  return res;
+}
+
 /* Runs piece j of call `whole` cut as c: share j * L + k on lane k's
  * cross-host part, lane 0's here, the others on their threads, all at
  * once. */
 static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, const chorus_cut *c,
                               int j) {
   const int n = c->lanes;
-  chorus_op mine;
-  pthread_mutex_lock(&px->lane_lock);
-  for (int k = 0; k < n; k++) {
-    size_t first, len, soff, roff;
-    chorus_cut_share(whole->count, j * n + k, n * c->pieces, &first, &len);
-    chorus_cut_offsets(c, first, &soff, &roff);
-    chorus_op o = *whole;
-    o.cc = k ? px->cross_cc[k] : whole->cc; /* lane 0's: the call's own */
-    o.count = len;
-    /* A buffer this rank does not use stays NULL. */
-    o.sendbuff = whole->sendbuff ? (const char *)whole->sendbuff + soff * whole->esize : NULL;
-    o.recvbuff = whole->recvbuff ? (char *)whole->recvbuff + roff * whole->esize : NULL;
-    if (k == 0) {
-      mine = o;
-      continue;
-    }
-    px->lane[k].op = o;
-    px->lane[k].finished = 0;
-    px->lane[k].job = 1;
-  }
-  pthread_cond_broadcast(&px->lane_go);
-  pthread_mutex_unlock(&px->lane_lock);
-  ncclResult_t res = run_calls(&mine, 1);
   pthread_mutex_lock(&px->lane_lock);
   for (int k = 1; k < n; k++) {
-    while (!px->lane[k].finished) pthread_cond_wait(&px->lane_done, &px->lane_lock);
-    if (res == ncclSuccess) res = px->lane[k].res;
+    const ncclResult_t r = lane_room(&px->lane[k], 1);
+    if (r != ncclSuccess) {
+      pthread_mutex_unlock(&px->lane_lock);
+      return r;
+    }
+    px->lane[k].ops[0] = share_op(px, whole, c, j * n + k, n * c->pieces);
+    px->lane[k].nops = 1;
   }
-  pthread_mutex_unlock(&px->lane_lock);
+  chorus_op mine = share_op(px, whole, c, j * n, n * c->pieces);
+  return run_filled_lanes(px, &mine, 1, n);
+}
+
+/* A Send's or Recv's lanes, with one rank per host: as many as carry 512
+ * KiB each from CHORUS_CUT_HALVES_FROM, by its own bytes, which the
+ * peer's matching call has too. */
+static int p2p_lanes(const chorus_op *op, int most) {
+  const size_t bytes = op->count * op->esize;
+  return bytes < CHORUS_CUT_HALVES_FROM ? 1 : chorus_hier_lanes(bytes, most);
+}
+
+/* Runs a group of Sends and Recvs (ops[0, n)) on nlanes lanes: each cut
+ * into its p2p_lanes shares, share k on lane k, each lane's shares a
+ * group in the calls' order (so a peer's lane k holds the matching ones). */
+static ncclResult_t run_p2p_lanes(chorus_proxy *px, chorus_op *ops, int n, int nlanes) {
+  chorus_op *mine = chorus_malloc((size_t)n * sizeof *mine);
+  if (!mine) return chorus_error(ncclSystemError, "out of memory running %d staged calls", n);
+  pthread_mutex_lock(&px->lane_lock);
+  ncclResult_t res = ncclSuccess;
+  for (int k = 1; k < nlanes && res == ncclSuccess; k++) {
+    res = lane_room(&px->lane[k], n);
+    px->lane[k].nops = 0;
+  }
+  if (res != ncclSuccess) {
+    pthread_mutex_unlock(&px->lane_lock);
+    chorus_free(mine);
+    return res;
+  }
+  int nmine = 0;
+  for (int i = 0; i < n; i++) {
+    const int L = p2p_lanes(&ops[i], nlanes);
+    const chorus_cut c = {ops[i].func, ops[i].count, ops[i].esize, ops[i].cc->nranks, L, 1};
+    mine[nmine++] = share_op(px, &ops[i], &c, 0, L);
+    for (int k = 1; k < L; k++)
+      px->lane[k].ops[px->lane[k].nops++] = share_op(px, &ops[i], &c, k, L);
+  }
+  res = run_filled_lanes(px, mine, nmine, nlanes);
+  chorus_free(mine);
   return res;
 }
 
@@ -296,6 +369,8 @@ static ncclResult_t run_batch(chorus_proxy *px, const batch *b, int j) {
       op->red.scalar_dev = NULL;
     }
   }
+  const int p2p = px->work[0].func == CHORUS_FUNC_SEND || px->work[0].func == CHORUS_FUNC_RECV;
+  if (b->lanes > 1 && p2p) return run_p2p_lanes(px, px->work, b->nops, b->lanes);
   if (b->pieces > 1 || b->lanes > 1) {
     const chorus_cut c = cut_of(&px->work[0], b->lanes, b->pieces);
     piece_view(b, &c, j, &px->work[0]);
@@ -1046,15 +1121,23 @@ static ncclResult_t unit_begin(unit *u) {
 /* The lanes a unit staged as it stands goes on. With one rank per host
  * each lane's part holds every rank in rank order, so a lone AlltoAll,
  * Gather or Scatter from CHORUS_CUT_HALVES_FROM is cut across them as
- * hier's step is (by its bytes, alike on every rank); other calls staged
- * so go on one. On 2 hosts sharing an H200, 1 MiB on two lanes ran at
+ * hier's step is (by its bytes, alike on every rank), and a group of
+ * Sends and Recvs each by its own (run_p2p_lanes); other calls staged so
+ * go on one. On 2 hosts sharing an H200, 1 MiB on two lanes ran at
  * 0.91-0.96x one lane's speed; 4 MiB in halves on four, 1.14-1.30x. */
 static int staged_lanes(const unit *u) {
   const chorus_op *op = u->ops[0];
   const chorus_proxy *px = u->px;
-  if (u->n != 1 || px->nlanes < 2 || px->plan.env.nlocal != 1 ||
-      (op->func != CHORUS_FUNC_ALLTOALL && op->func != CHORUS_FUNC_GATHER &&
-       op->func != CHORUS_FUNC_SCATTER))
+  if (px->nlanes < 2 || px->plan.env.nlocal != 1) return 1;
+  int most = 1, p2p = 1;
+  for (int i = 0; i < u->n && p2p; i++) {
+    const chorus_op *o = u->ops[i];
+    p2p = (o->func == CHORUS_FUNC_SEND || o->func == CHORUS_FUNC_RECV) && !goes_direct(o);
+    if (p2p) most = CHORUS_MAX(most, p2p_lanes(o, px->nlanes));
+  }
+  if (p2p) return most;
+  if (u->n != 1 || (op->func != CHORUS_FUNC_ALLTOALL && op->func != CHORUS_FUNC_GATHER &&
+                    op->func != CHORUS_FUNC_SCATTER))
     return 1;
   const size_t bytes = op->count * op->esize * (size_t)op->cc->nranks;
   return bytes < CHORUS_CUT_HALVES_FROM ? 1 : chorus_hier_lanes(bytes, px->nlanes);
@@ -1320,6 +1403,7 @@ void chorus_proxy_free(chorus_proxy *px) {
   pthread_cond_broadcast(&px->lane_go);
   pthread_mutex_unlock(&px->lane_lock);
   for (int k = 1; k <= px->nlane_threads; k++) pthread_join(px->lane[k].thread, NULL);
+  for (int k = 1; k < CHORUS_PROXY_LANES; k++) chorus_free(px->lane[k].ops);
   /* The batches queued since (their streams may finish before their
    * memory goes). */
   release_words(px);
