@@ -763,6 +763,14 @@ static ncclResult_t progress(struct loop_comm *c) {
 
 /* ---- LOOP_CLOSE=late: receive ends closed with receives posted ---------- */
 
+/* Unlinks the orphan at *at and frees it (under loop_orphan_lock). */
+static void orphan_drop(struct loop_comm **at) {
+  struct loop_comm *c = *at;
+  *at = c->next_orphan;
+  __atomic_sub_fetch(&loop_norphans, 1, __ATOMIC_RELEASE);
+  comm_free(c);
+}
+
 /* Reads what came for every orphan: a message that one of its receives
  * would take ends the process; end of stream (or a message none wants)
  * lets the orphan go. */
@@ -794,13 +802,10 @@ static void orphans_poll(void) {
       }
       gone = 1;
     }
-    if (gone) {
-      *at = c->next_orphan;
-      __atomic_sub_fetch(&loop_norphans, 1, __ATOMIC_RELEASE);
-      comm_free(c);
-    } else {
+    if (gone)
+      orphan_drop(at);
+    else
       at = &c->next_orphan;
-    }
   }
   pthread_mutex_unlock(&loop_orphan_lock);
 }
@@ -829,12 +834,7 @@ static void orphans_drain(void) {
     nanosleep(&ts, NULL);
   }
   pthread_mutex_lock(&loop_orphan_lock);
-  while (loop_orphans) {
-    struct loop_comm *c = loop_orphans;
-    loop_orphans = c->next_orphan;
-    __atomic_sub_fetch(&loop_norphans, 1, __ATOMIC_RELEASE);
-    comm_free(c);
-  }
+  while (loop_orphans) orphan_drop(&loop_orphans);
   pthread_mutex_unlock(&loop_orphan_lock);
 }
 
