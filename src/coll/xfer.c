@@ -5,6 +5,7 @@
 
 #include <string.h>
 
+#include "algo/func.h"
 #include "coll/coll.h"
 #include "coll/prims.h"
 #include "host/copy.h"
@@ -27,8 +28,7 @@ void chorus_xfer_init(chorus_xfer *x, chorus_conn *c, const void *buf, size_t by
  * while a ring shift's Send/Recv gained 1.1-1.8x at 32 KiB and AlltoAll's
  * 32 KiB blocks 1.27x on 4 ranks. */
 static size_t read_min(const chorus_op *op) {
-  const int even = op->func == CHORUS_FUNC_SEND || op->func == CHORUS_FUNC_RECV ||
-                   op->func == CHORUS_FUNC_ALLTOALL;
+  const int even = chorus_func_p2p(op->func) || op->func == CHORUS_FUNC_ALLTOALL;
   return even ? CHORUS_XFER_READ_MIN_EVEN : CHORUS_XFER_READ_MIN;
 }
 

@@ -288,12 +288,18 @@ static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, const ch
   return run_filled_lanes(px, &mine, 1, n);
 }
 
-/* A Send's or Recv's lanes, with one rank per host: as many as carry 512
- * KiB each from CHORUS_CUT_HALVES_FROM, by its own bytes, which the
- * peer's matching call has too. */
-static int p2p_lanes(const chorus_op *op, int most) {
-  const size_t bytes = op->count * op->esize;
+/* The lanes a call of `bytes` staged as it stands goes on, with one rank
+ * per host: as many as carry 512 KiB each from CHORUS_CUT_HALVES_FROM,
+ * up to `most`. On 2 hosts sharing an H200, 1 MiB on two lanes ran at
+ * 0.91-0.96x one lane's speed; 4 MiB in halves on four, 1.14-1.30x. */
+static int staged_cut_lanes(size_t bytes, int most) {
   return bytes < CHORUS_CUT_HALVES_FROM ? 1 : chorus_hier_lanes(bytes, most);
+}
+
+/* A Send's or Recv's lanes: by its own bytes, which the peer's matching
+ * call has too. */
+static int p2p_lanes(const chorus_op *op, int most) {
+  return staged_cut_lanes(op->count * op->esize, most);
 }
 
 /* Runs a group of Sends and Recvs (ops[0, n)) on nlanes lanes: each cut
@@ -316,7 +322,7 @@ static ncclResult_t run_p2p_lanes(chorus_proxy *px, chorus_op *ops, int n, int n
   int nmine = 0;
   for (int i = 0; i < n; i++) {
     const int L = p2p_lanes(&ops[i], nlanes);
-    const chorus_cut c = {ops[i].func, ops[i].count, ops[i].esize, ops[i].cc->nranks, L, 1};
+    const chorus_cut c = cut_of(&ops[i], L, 1);
     mine[nmine++] = share_op(px, &ops[i], &c, 0, L);
     for (int k = 1; k < L; k++)
       px->lane[k].ops[px->lane[k].nops++] = share_op(px, &ops[i], &c, k, L);
@@ -369,8 +375,8 @@ static ncclResult_t run_batch(chorus_proxy *px, const batch *b, int j) {
       op->red.scalar_dev = NULL;
     }
   }
-  const int p2p = px->work[0].func == CHORUS_FUNC_SEND || px->work[0].func == CHORUS_FUNC_RECV;
-  if (b->lanes > 1 && p2p) return run_p2p_lanes(px, px->work, b->nops, b->lanes);
+  if (b->lanes > 1 && chorus_func_p2p(px->work[0].func))
+    return run_p2p_lanes(px, px->work, b->nops, b->lanes);
   if (b->pieces > 1 || b->lanes > 1) {
     const chorus_cut c = cut_of(&px->work[0], b->lanes, b->pieces);
     piece_view(b, &c, j, &px->work[0]);
@@ -1123,8 +1129,7 @@ static ncclResult_t unit_begin(unit *u) {
  * Gather or Scatter from CHORUS_CUT_HALVES_FROM is cut across them as
  * hier's step is (by its bytes, alike on every rank), and a group of
  * Sends and Recvs each by its own (run_p2p_lanes); other calls staged so
- * go on one. On 2 hosts sharing an H200, 1 MiB on two lanes ran at
- * 0.91-0.96x one lane's speed; 4 MiB in halves on four, 1.14-1.30x. */
+ * go on one. */
 static int staged_lanes(const unit *u) {
   const chorus_op *op = u->ops[0];
   const chorus_proxy *px = u->px;
@@ -1132,15 +1137,14 @@ static int staged_lanes(const unit *u) {
   int most = 1, p2p = 1;
   for (int i = 0; i < u->n && p2p; i++) {
     const chorus_op *o = u->ops[i];
-    p2p = (o->func == CHORUS_FUNC_SEND || o->func == CHORUS_FUNC_RECV) && !goes_direct(o);
+    p2p = chorus_func_p2p(o->func) && !goes_direct(o);
     if (p2p) most = CHORUS_MAX(most, p2p_lanes(o, px->nlanes));
   }
   if (p2p) return most;
   if (u->n != 1 || (op->func != CHORUS_FUNC_ALLTOALL && op->func != CHORUS_FUNC_GATHER &&
                     op->func != CHORUS_FUNC_SCATTER))
     return 1;
-  const size_t bytes = op->count * op->esize * (size_t)op->cc->nranks;
-  return bytes < CHORUS_CUT_HALVES_FROM ? 1 : chorus_hier_lanes(bytes, px->nlanes);
+  return staged_cut_lanes(op->count * op->esize * (size_t)op->cc->nranks, px->nlanes);
 }
 
 /* The staged batches of a unit (after its host-local steps before). */
