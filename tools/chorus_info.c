@@ -281,6 +281,7 @@ static int explain(int argc, char **argv) {
   c.env.read_slowdown = c.env.peer_read ? chorus_shm_read_slowdown() : 0;
   c.env.reads_dear = c.env.read_slowdown > CHORUS_READ_DEAR;
   c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
+  c.env.fast_max = c.env.node ? chorus_fast_max(nranks, c.env.oversubscribed) : 0;
   c.env.max_msg = chorus_comm_slot_bytes(NULL);
   const int net = chorus_netprobe_setting(&c.env.net_us, &c.env.net_bw);
   /* Across hosts: ranks placed host by host, as chorusrun --hosts,

@@ -75,6 +75,10 @@ typedef struct chorus_cost_env {
    * slots). */
   double read_slowdown;
   int reads_dear;
+  /* Host: the most bytes a rank writes to its fast lines in oneshot's
+   * small calls (transport.h, chorus_fast_max; coll/node.c goes by it); 0:
+   * none. */
+  size_t fast_max;
 } chorus_cost_env;
 
 /* Modelled microseconds of func with algo in proto (CHORUS_RULE_ANY: the

@@ -51,11 +51,10 @@ static uint64_t *counter(chorus_node_rank *r, int which) {
 static char *stage(const chorus_op *op, int rank, uint64_t g);
 
 /* The description slot of chunk g: a ring as deep as the farthest any
- * rank may run ahead (stage buffers or fast-line sets, both at most
- * CHORUS_NODE_MAX_BUFS), so a slot is rewritten only once every rank has
- * finished the chunk it described. */
+ * rank may run ahead (transport.h), so a slot is rewritten only once every
+ * rank has finished the chunk it described. */
 static unsigned meta_slot(uint64_t g) {
-  return (unsigned)(g % CHORUS_NODE_MAX_BUFS);
+  return (unsigned)(g % CHORUS_NODE_META_SLOTS);
 }
 
 /* Rank p failed: report it for this op. */
@@ -239,8 +238,7 @@ static void reduce_to_stage(chorus_op *op, uint64_t g, size_t at, size_t len, co
  * Gather, Reduce, AllReduce, a Broadcast's root) or all n blocks
  * (AlltoAll, ReduceScatter, a Scatter's root).
  */
-#define FAST_RANKS 8
-#define FAST_ASK   64
+#define FAST_ASK 64
 
 /* Bytes of the input a rank writes to its lines for op (0: none). */
 static size_t fast_bytes(const chorus_op *op, int rank) {
@@ -294,14 +292,14 @@ static void fast_plan(chorus_op *op) {
   const size_t block = op->count * op->esize;
   D.fast = 0;
   if (op->algo != CHORUS_ALGO_ONESHOT || block == 0 || op->red.kind == CHORUS_RED_PREMULSUM ||
-      op->cc->nranks > FAST_RANKS)
+      op->cc->nranks > CHORUS_FAST_RANKS)
     return;
   /* The most any rank writes, so that every rank decides the same: every
    * rank that writes writes as much. */
   const int root = op->root >= 0 ? op->root : 0;
   const size_t bytes =
       CHORUS_MAX(fast_bytes(op, root), fast_bytes(op, (root + 1) % op->cc->nranks));
-  if (bytes == 0 || bytes > CHORUS_FAST_MAX) return;
+  if (bytes == 0 || bytes > op->cc->plan.env.fast_max) return;
   D.fast = fast_nlines(bytes);
   D.from = fast_sources(op);
 }
@@ -388,8 +386,8 @@ static ncclResult_t fast_wait(chorus_op *op, uint64_t g) {
 static void fast_reduce(chorus_op *op, uint64_t g, int blk, void *dst) {
   const int n = op->cc->nranks, me = op->cc->rank;
   const size_t bytes = op->count * op->esize, off = (size_t)blk * bytes;
-  const void *src[FAST_RANKS];
-  char copies[FAST_RANKS][CHORUS_FAST_MAX] __attribute__((aligned(64)));
+  const void *src[CHORUS_FAST_RANKS];
+  char(*copies)[CHORUS_FAST_MAX] = op->cc->node->fast_copy;
   for (int p = 0; p < n; p++) {
     const chorus_fast_line *l = fast_lines(op, p, g);
     if (p == me) {
@@ -490,8 +488,8 @@ static ncclResult_t allreduce_wait(chorus_op *op, uint64_t g) {
 static void allreduce_reduce(chorus_op *op, uint64_t g) {
   const int n = op->cc->nranks, me = op->cc->rank;
   const size_t bytes = op->count * op->esize;
-  const void *src[FAST_RANKS];
-  char copies[FAST_RANKS][CHORUS_FAST_MAX] __attribute__((aligned(64)));
+  const void *src[CHORUS_FAST_RANKS];
+  char(*copies)[CHORUS_FAST_MAX] = op->cc->node->fast_copy;
   for (int p = 0; p < n; p++) {
     const chorus_fast_line *l = fast_lines(op, p, g);
     if (p == me) {

@@ -100,6 +100,7 @@ void chorus_coll_setup(chorus_coll_comm *cc) {
   e->peer_read = e->node && cc->node->peer_read;
   e->read_slowdown = e->peer_read ? cc->node->read_slowdown : 0;
   e->reads_dear = e->read_slowdown > CHORUS_READ_DEAR;
+  e->fast_max = e->node ? chorus_fast_max(cc->nranks, e->oversubscribed) : 0;
   /* Ranks per host where every host holds as many (algorithm hier). */
   e->nlocal = chorus_topo_uneven_host(cc->topo) < 0 ? cc->topo->nlocal : 0;
   /* The smallest slot of any connection bounds a single message. */

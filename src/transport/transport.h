@@ -264,12 +264,40 @@ struct chorus_conn {
  * `flag` is the chunk number + 1 whose data the line holds, stored after
  * the rest of the line (release). CHORUS_FAST_SETS sets of lines per
  * rank, chunk g in set g % CHORUS_FAST_SETS, so a rank that waits for
- * nobody (a Broadcast's root) runs up to that many calls ahead. */
-#define CHORUS_FAST_LINES 8
-#define CHORUS_FAST_SETS  8
-#define CHORUS_FAST_HEAD  24
-#define CHORUS_FAST_BODY  56
-#define CHORUS_FAST_MAX   (CHORUS_FAST_HEAD + (CHORUS_FAST_LINES - 1) * CHORUS_FAST_BODY)
+ * nobody (a Broadcast's root) runs up to that many calls ahead: where
+ * ranks outnumber the cores, a rank that shares its core then yields it
+ * about once per that many calls, not once per call (132 KiB a rank).
+ * Communicators of at most CHORUS_FAST_RANKS ranks use them, for calls
+ * where no rank writes more than chorus_fast_max. A set's stride is not a
+ * power of two, so that the sets' first lines spread over the L1 cache's
+ * sets: 32 lines made 2-rank AllReduce of 8-32 B 4-8% slower than 8, 33
+ * level with it and 1.1-1.2x faster at 128 B (AMD guest). */
+#define CHORUS_FAST_LINES        33
+#define CHORUS_FAST_SETS         64
+#define CHORUS_FAST_RANKS        8
+#define CHORUS_FAST_HEAD         24
+#define CHORUS_FAST_BODY         56
+#define CHORUS_FAST_BYTES(lines) (CHORUS_FAST_HEAD + ((lines)-1) * CHORUS_FAST_BODY)
+#define CHORUS_FAST_MAX          CHORUS_FAST_BYTES(CHORUS_FAST_LINES)
+
+/* The most a rank writes to its lines for a call (0: no lines). With a
+ * core per rank, 8 lines (416 B): from 1 KiB the lines' flags cost more
+ * than a stage and its counter (2 ranks, AMD guest: 0.67-0.87x the stage
+ * path's speed at 1 KiB, level at 256 B). Where ranks outnumber the
+ * cores, every line: the stage path's buffer or two ahead costs a yield
+ * of the core or more per call (Scatter, Broadcast and Reduce of 512 B-1
+ * KiB on 4 ranks 2.2-13.7x faster on lines). */
+static inline size_t chorus_fast_max(int nranks, int crowded) {
+  if (nranks > CHORUS_FAST_RANKS) return 0;
+  return crowded ? CHORUS_FAST_MAX : CHORUS_FAST_BYTES(8);
+}
+
+/* The calls' descriptions (chorus_node_rank.meta), chunk g at g %
+ * CHORUS_NODE_META_SLOTS: as deep as the farthest any rank may run ahead
+ * (stage buffers or fast-line sets). */
+#define CHORUS_NODE_META_SLOTS CHORUS_FAST_SETS
+_Static_assert(CHORUS_NODE_META_SLOTS >= CHORUS_NODE_MAX_BUFS, "meta ring under the stages");
+
 typedef struct chorus_fast_line {
   uint64_t flag;
   union {
@@ -283,7 +311,7 @@ typedef struct chorus_fast_line {
 
 typedef struct chorus_node_rank {
   uint64_t *posted, *reduced;
-  chorus_msg_meta *meta; /* per chunk g, at g % CHORUS_NODE_MAX_BUFS: the
+  chorus_msg_meta *meta; /* per chunk g, at g % CHORUS_NODE_META_SLOTS: the
                             call it is part of, written before `posted`
                             (so read after it) */
   uint32_t *failed;      /* set (release) by the owner when it fails or aborts */
@@ -326,6 +354,9 @@ typedef struct chorus_node {
   /* The chunk number + 1 of this rank's last small AllReduce on fast
    * lines (0: none yet). */
   uint64_t last_fast;
+  /* This rank's own copies of the peers' lines, whole, for a reduction
+   * (kept here, warm, rather than 14 KiB of every call's stack). */
+  char fast_copy[CHORUS_FAST_RANKS][CHORUS_FAST_MAX];
 } chorus_node;
 
 /* Socket threads per rank that a machine of `cpus` CPUs has room for with

@@ -21,7 +21,7 @@ static int pick(int func, size_t size, const chorus_cost_env *e) {
 }
 
 static void one_host_own_cores(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0, 0};
   int small = pick(CHORUS_FUNC_ALLREDUCE, 8, &e);
   EXPECT(small == CHORUS_ALGO_ONESHOT || small == CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 16 << 20, &e), CHORUS_ALGO_RING);
@@ -41,7 +41,7 @@ static void one_host_own_cores(void) {
 }
 
 static void one_host_oversubscribed(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_TWOSHOT);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 4 << 20, &e), CHORUS_ALGO_ONESHOT);
@@ -58,12 +58,48 @@ static void one_host_oversubscribed(void) {
   EXPECT(pick(CHORUS_FUNC_ALLTOALL, 64 << 10, &e) != CHORUS_ALGO_DIRECT);
 }
 
+/* Rooted calls that fit the fast lines, ranks outnumbering the cores: the
+ * ranks that wait for nobody run calls ahead, so oneshot's small calls
+ * cost a fraction of the yields the fits count (0.64-0.85 us at 4 ranks,
+ * against 2.0-2.7 for chain and direct on the AMD guest). What the most
+ * writing rank writes decides: a Gather's others write a block, the
+ * others' roots all they hold. */
+static void fast_rooted(void) {
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 1, 0, 0, 1.6, 0, 416};
+  const int rooted[] = {CHORUS_FUNC_BROADCAST, CHORUS_FUNC_REDUCE, CHORUS_FUNC_SCATTER,
+                        CHORUS_FUNC_GATHER};
+  for (int k = 0; k < 4; k++) {
+    EXPECT_EQ_INT(pick(rooted[k], 8, &e), CHORUS_ALGO_ONESHOT);
+    EXPECT_EQ_INT(pick(rooted[k], 416, &e), CHORUS_ALGO_ONESHOT);
+    const double at8 = chorus_cost_us(rooted[k], CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 8, &e);
+    EXPECT(at8 > 0 && at8 < 1.0);
+    /* Past the lines the stage path's fit prices it again. */
+    const double past = rooted[k] == CHORUS_FUNC_GATHER ? 4 * 416 + 4 : 417;
+    EXPECT(chorus_cost_us(rooted[k], CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, (uint64_t)past, &e) >
+           2.0);
+  }
+  EXPECT(chorus_cost_us(CHORUS_FUNC_GATHER, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 4 * 416, &e) <
+         1.0);
+  /* Not for the calls every rank waits in, nor without the lines, nor
+   * where every rank has a core (the fits hold there). */
+  EXPECT(chorus_cost_us(CHORUS_FUNC_ALLGATHER, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 8, &e) > 2.0);
+  chorus_cost_env none = e, own = e;
+  none.fast_max = 0;
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_REDUCE, 8, &none), CHORUS_ALGO_CHAIN);
+  own.nranks = 2;
+  own.oversubscribed = 0;
+  chorus_cost_env own_none = own;
+  own_none.fast_max = 0;
+  EXPECT(chorus_cost_us(CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 8, &own) ==
+         chorus_cost_us(CHORUS_FUNC_BROADCAST, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 8, &own_none));
+}
+
 /* Peer reads (zerocopy): one copy per byte wins from 64 KiB on two ranks,
  * and the reductions from a few MiB (bench/calibration-2026-11-28.txt);
  * small calls stay staged; without
  * peer reads it has no price. */
 static void one_host_peer_reads(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   /* AlltoAll's direct reads large messages by reference too: one copy per
@@ -91,7 +127,7 @@ static void one_host_peer_reads(void) {
  * for AlltoAll, Gather, Scatter); a machine with cheap reads keeps them,
  * and far-off ratios are clamped (the fit's error). */
 static void peer_reads_by_machine(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 1.6, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 2, 1, 1, 0, 131072, 0, 0, 1, 0, 0, 1.6, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 4 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, 1 << 20, &e), CHORUS_ALGO_ZEROCOPY);
   const double at_cal =
@@ -127,7 +163,7 @@ static void peer_reads_by_machine(void) {
    * function or size, as its reads cost read_slowdown / 2 times oneshot's
    * copies; the copies keep their prices. 4-rank Scatter at 1 MiB on the
    * AMD guest had been zerocopy (42 us, oneshot 27). */
-  chorus_cost_env four = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 1, 0, 0, 3.6, 0};
+  chorus_cost_env four = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 1, 0, 0, 3.6, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_SCATTER, 1 << 20, &four), CHORUS_ALGO_ZEROCOPY);
   const double oneshot =
       chorus_cost_us(CHORUS_FUNC_SCATTER, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 1 << 20, &four);
@@ -171,7 +207,7 @@ static void peer_reads_by_machine(void) {
 }
 
 static void across_hosts(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_RD);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 64 << 20, &e), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, 64 << 20, &e), CHORUS_ALGO_DIRECT);
@@ -199,7 +235,7 @@ static void across_hosts(void) {
  * recursive doubling's log2(n) exchanges over the ring's 2(n-1) hops;
  * CHORUS_NET's text parses into them. */
 static void network_figures(void) {
-  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env near = {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 0, 0, 0, 0, 0, 0, 0, 0};
   chorus_cost_env far = near;
   far.net_us = 2000; /* 2 ms one way */
   far.net_bw = 125;  /* 1 Gbit/s */
@@ -242,13 +278,13 @@ static void network_figures(void) {
 }
 
 static void monotone_in_size(void) {
-  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
-                            {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0, 0},
-                            {CHORUS_BACKEND_GPU, 8, 2, 0, 0, 131072, 0, 0, 0, 4, 1, 0, 0}};
+  chorus_cost_env envs[] = {{CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0, 0, 416},
+                            {CHORUS_BACKEND_HOST, 3, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_HOST, 8, 2, 0, 0, 131072, 2000, 12.5, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 2, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0, 0, 0},
+                            {CHORUS_BACKEND_GPU, 8, 2, 0, 0, 131072, 0, 0, 0, 4, 1, 0, 0, 0}};
   for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++)
     for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
       for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
@@ -261,7 +297,7 @@ static void monotone_in_size(void) {
             prev = t;
           }
         }
-  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env one = {CHORUS_BACKEND_HOST, 1, 1, 1, 0, 131072, 0, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &one), CHORUS_ALGO_RING);
   EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &one), CHORUS_ALGO_CHAIN);
 }
@@ -271,7 +307,7 @@ static void monotone_in_size(void) {
  * only across hosts: gpu_across_hosts); small calls are latency, large
  * ones bandwidth (LL dearer per byte than Simple). */
 static void gpu_prices(void) {
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
       for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
@@ -308,7 +344,7 @@ static uint64_t hier_from(int func, const chorus_cost_env *e) {
  * AllReduce, where the runs of docs/PERFORMANCE.md put it. */
 static void gpu_across_hosts(void) {
   const int AR = CHORUS_FUNC_ALLREDUCE, AG = CHORUS_FUNC_ALLGATHER, RS = CHORUS_FUNC_REDUCESCATTER;
-  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0, 0};
+  chorus_cost_env e = {CHORUS_BACKEND_GPU, 4, 2, 0, 0, 131072, 9.5, 3500, 0, 2, 4, 0, 0, 0};
   for (int a = 0; a < CHORUS_ALGO_COUNT; a++)
     for (int f = 1; f < CHORUS_FUNC_COUNT; f++) {
       const int hier =
@@ -342,6 +378,7 @@ static void gpu_across_hosts(void) {
 int main(void) {
   RUN(one_host_own_cores);
   RUN(one_host_oversubscribed);
+  RUN(fast_rooted);
   RUN(one_host_peer_reads);
   RUN(peer_reads_by_machine);
   RUN(across_hosts);

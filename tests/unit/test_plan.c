@@ -52,7 +52,7 @@ static void gpu_comm(chorus_plan_comm *c, int n, int one_process, int rank, uint
 static void host_comm(chorus_plan_comm *c, int n, int nhosts, int node, int over) {
   memset(c, 0, sizeof *c);
   c->env =
-      (chorus_cost_env){CHORUS_BACKEND_HOST, n, nhosts, node, over, 131072, 0, 0, 0, 0, 0, 0, 0};
+      (chorus_cost_env){CHORUS_BACKEND_HOST, n, nhosts, node, over, 131072, 0, 0, 0, 0, 0, 0, 0, 0};
   char err[256];
   EXPECT_EQ_INT(chorus_plan_comm_settings(c, err, sizeof err), 0);
 }

@@ -110,7 +110,7 @@ typedef struct node_counters {
   uint64_t reduced __attribute__((aligned(CACHELINE)));
   uint32_t failed __attribute__((aligned(CACHELINE)));
   char reason[CHORUS_NODE_REASON];
-  chorus_msg_meta meta[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
+  chorus_msg_meta meta[CHORUS_NODE_META_SLOTS] __attribute__((aligned(CACHELINE)));
   uint64_t addr[CHORUS_NODE_MAX_BUFS] __attribute__((aligned(CACHELINE)));
   uint64_t addr_out[CHORUS_NODE_MAX_BUFS];
   uint64_t lead[CHORUS_NODE_MAX_BUFS];
