@@ -74,6 +74,8 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
   /* Destroying a communicator still being built gives up on it. */
   if (__atomic_load_n(&comm->async, __ATOMIC_ACQUIRE) == ncclInProgress)
     __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  else
+    chorus_proxy_settle(comm->cc.proxy);
   chorus_gpu_abort(comm->cc.gpu);
   chorus_proxy_abort(comm->cc.proxy);
   chorus_comm_join(comm);

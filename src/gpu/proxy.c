@@ -52,6 +52,9 @@
  * come, or this long after the last one (graph replays come unannounced). */
 #define HOT_NS (2 * 1000000ll)
 #define NAP_NS 50000
+/* How long a communicator that goes lets the host finish the calls whose
+ * streams went on without it (chorus_proxy_settle), as destroy's drain. */
+#define SETTLE_NS (10 * 1000000000ll)
 /* A ring entry's batch: its id, and the piece in the top bits. */
 #define PIECE_SHIFT 24
 #define ID_MASK     ((1u << PIECE_SHIFT) - 1)
@@ -88,6 +91,12 @@ struct batch {
   chorus_op *ops;       /* the calls on staged buffers */
   const char **scalars; /* per call: its staged PreMulSum scalar, or NULL */
   int nops, opcap;
+  /* Eager: its number among the eager batches queued (proxy.queued), and
+   * whether its stream went on without waiting for the host (it writes
+   * nothing back on this rank): it is free again once the host has run
+   * it, not once its stream passed it. */
+  uint64_t seq;
+  int detached;
   batch *next; /* in flight (oldest first) or free */
 };
 
@@ -452,9 +461,22 @@ static void batch_free(batch *b) {
   chorus_free(b);
 }
 
-/* Eager batches whose last copy has passed go back to the free list. */
+/* Whether the host is done with eager batch b: it ran it (or skipped it
+ * after a failure; it runs them in the order queued), or never will (the
+ * calls failed or the communicator aborted, so b's kernel may not have
+ * posted it). */
+static int batch_ran(const chorus_proxy *px, const batch *b) {
+  const volatile chorus_kern_proxy_state *st = &px->ctl_host->st;
+  return __atomic_load_n(&px->ran, __ATOMIC_ACQUIRE) >= b->seq ||
+         __atomic_load_n(&st->failed, __ATOMIC_ACQUIRE) ||
+         __atomic_load_n(&st->abort, __ATOMIC_ACQUIRE);
+}
+
+/* Eager batches done with go back to the free list: their last copy has
+ * passed, and the host has run those their streams did not wait for. */
 static void reclaim(chorus_proxy *px) {
-  while (px->flight_head && chorus_dev_event_done(px->flight_head->event) == 1) {
+  while (px->flight_head && chorus_dev_event_done(px->flight_head->event) == 1 &&
+         (!px->flight_head->detached || batch_ran(px, px->flight_head))) {
     batch *b = px->flight_head;
     px->flight_head = b->next;
     if (!px->flight_head) px->flight_tail = NULL;
@@ -547,8 +569,10 @@ static ncclResult_t take_batch(chorus_proxy *px, size_t bytes, int nops, int cap
     for (batch *f = px->free_list; f; f = f->next)
       if (f->cap >= bytes) flying = 0;
     if (flying >= MAX_FLIGHT) {
-      if (chorus_dev_event_wait(px->flight_head->event) != 0)
+      const batch *h = px->flight_head;
+      if (chorus_dev_event_wait(h->event) != 0)
         return chorus_gpu_cuda_error("waiting for an earlier staged GPU call");
+      while (h->detached && !batch_ran(px, h)) nap(); /* its kernel posted it, or stopped */
       reclaim(px);
     }
     for (batch **pb = &px->free_list; *pb && !fit; pb = &(*pb)->next)
@@ -610,6 +634,12 @@ static int goes_direct(const chorus_op *op) {
       chorus_cc_conn(op->cc, op->root, CHORUS_CH_P2P,
                      op->func == CHORUS_FUNC_SEND ? CHORUS_DIR_SEND : CHORUS_DIR_RECV);
   return c && c->dev_mem;
+}
+
+/* A Broadcast's root: its output is its input, so the host's part gives
+ * it nothing back. */
+static int output_is_input(const chorus_op *op) {
+  return op->func == CHORUS_FUNC_BROADCAST && op->cc->rank == op->root;
 }
 
 static size_t stage_bytes(const chorus_op *op, int rank, int nranks, const chorus_cut *c, span *s) {
@@ -768,6 +798,19 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
   b->slot[1] = slot[1];
   b->words = px->word_waits && !captured && (pieces > 1 || px->whole_words);
   if (b->words) b->gen++;
+  /* A batch of collectives that take nothing back from the host on this
+   * rank (a Reduce's or Gather's other ranks, a Broadcast's root, whose
+   * output is its input, copied on the GPU) has its stream wait for
+   * nothing but its input's staging, as NCCL's kernels end once their
+   * data is handed to the network: where hosts share a GPU a stream
+   * waiting on the host kept that GPU from the other host's calls, and
+   * elsewhere the next call's copies overlap this one's network step.
+   * Not Sends: a Send whose Recv differs is an error on both ranks, which
+   * a sender that went on and aborted would turn into its abort. */
+  b->detached = !captured && pieces == 1;
+  for (int i = 0; i < n; i++)
+    if (chorus_func_p2p(ops[i]->func) || (sp[i].rbytes && !output_is_input(ops[i])))
+      b->detached = 0;
   const ptrdiff_t to_dev = b->dev - b->host;
   copies cp = {(chorus_kern_copy *)(b->host + WORDS_BYTES), 0, 0};
   char *scal = b->host + list;
@@ -830,8 +873,13 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
         rc = chorus_dev_copy(send, op->sendbuff, s->sbytes, stream);
       if (rc != 0) res = chorus_gpu_cuda_error("staging a GPU call's input in host memory");
     }
-    if (s->rbytes && s->rbytes <= KERNEL_COPY_MAX && pieces == 1)
+    if (b->detached && s->rbytes) { /* output_is_input */
+      if (op->recvbuff != op->sendbuff &&
+          chorus_dev_copy(op->recvbuff, op->sendbuff, s->rbytes, stream) != 0)
+        res = chorus_gpu_cuda_error("copying a Broadcast root's input to its output");
+    } else if (s->rbytes && s->rbytes <= KERNEL_COPY_MAX && pieces == 1) {
       outs[nouts++] = (chorus_kern_copy){op->recvbuff, recv + to_dev, s->rbytes};
+    }
   }
   cp.nin = cp.nk;
   for (uint32_t j = 0; j < nouts; j++) cp.k[cp.nk++] = outs[j];
@@ -841,16 +889,17 @@ static ncclResult_t stage_batch(chorus_proxy *px, chorus_op **ops, int n, int la
       res = chorus_gpu_cuda_error("queuing a staged GPU call in pieces");
   } else if (res == ncclSuccess) {
     const int rc =
-        !b->words ? launch(px, b, 0, CHORUS_KERN_PROXY_SPIN, cp.k, cp.nin, cp.nk, stream)
-                  : launch(px, b, 0, CHORUS_KERN_PROXY_POST, cp.k, cp.nin, cp.nin, stream) ||
-                        wait_piece(b, 0, stream) ||
-                        (cp.nk > cp.nin &&
-                         launch(px, b, 0, CHORUS_KERN_PROXY_OUTS, cp.k, cp.nin, cp.nk, stream));
+        b->detached ? launch(px, b, 0, CHORUS_KERN_PROXY_POST, cp.k, cp.nin, cp.nin, stream)
+        : !b->words ? launch(px, b, 0, CHORUS_KERN_PROXY_SPIN, cp.k, cp.nin, cp.nk, stream)
+                    : launch(px, b, 0, CHORUS_KERN_PROXY_POST, cp.k, cp.nin, cp.nin, stream) ||
+                          wait_piece(b, 0, stream) ||
+                          (cp.nk > cp.nin &&
+                           launch(px, b, 0, CHORUS_KERN_PROXY_OUTS, cp.k, cp.nin, cp.nk, stream));
     if (rc != 0) res = chorus_gpu_cuda_error("launching a staged GPU call");
   }
   for (int i = 0; i < n && res == ncclSuccess; i++) { /* the large outputs, after */
     const chorus_op *t = &b->ops[i];
-    if (sp[i].rbytes <= KERNEL_COPY_MAX || pieces > 1) continue;
+    if (sp[i].rbytes <= KERNEL_COPY_MAX || pieces > 1 || b->detached) continue;
     const chorus_cut c = cut_of(ops[i], lanes, pieces);
     const int rc = chorus_cut_laid(&c, 1)
                        ? share_copies(ops[i], t, &c, 0, lanes, 0, stream)
@@ -885,7 +934,7 @@ static ncclResult_t post_batch(chorus_proxy *px, chorus_op **ops, int n, void *s
   else
     px->flight_head = b;
   px->flight_tail = b;
-  __atomic_add_fetch(&px->queued, 1, __ATOMIC_RELEASE);
+  b->seq = __atomic_add_fetch(&px->queued, 1, __ATOMIC_RELEASE);
   return ncclSuccess;
 }
 
@@ -1379,8 +1428,17 @@ void chorus_proxy_abort(chorus_proxy *px) {
   release_words(px);
 }
 
+void chorus_proxy_settle(chorus_proxy *px) {
+  if (!px) return;
+  const int64_t end = chorus_now_ns() + SETTLE_NS;
+  for (batch *b = px->flight_head; b; b = b->next)
+    if (b->detached && chorus_dev_event_done(b->event) == 1)
+      while (!batch_ran(px, b) && chorus_now_ns() < end) nap();
+}
+
 /* Waits, up to a second in all, for the eager batches in flight to pass
  * their last copy: their memory goes next. */
+
 static void settle_flights(chorus_proxy *px) {
   const int64_t end = chorus_now_ns() + 1000000000ll;
   for (batch *b = px->flight_head; b; b = b->next)

@@ -47,6 +47,11 @@ ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
 ncclResult_t chorus_proxy_async_error(chorus_proxy *px);
 /* Stops every kernel of this communicator that waits (any thread). */
 void chorus_proxy_abort(chorus_proxy *px);
+/* Waits (bounded) until the host has run the calls whose streams have
+ * passed them without waiting for it (those that write nothing back on
+ * this rank), so that a communicator destroyed after its streams finish
+ * ends none of them early. */
+void chorus_proxy_settle(chorus_proxy *px);
 /* Queues the calls (checked, in call order, all on communicators with a
  * proxy) on their streams: each communicator's calls of the group as one
  * batch, which its progress thread runs together (Send/Recv all at once,
