@@ -1438,7 +1438,6 @@ void chorus_proxy_settle(chorus_proxy *px) {
 
 /* Waits, up to a second in all, for the eager batches in flight to pass
  * their last copy: their memory goes next. */
-
 static void settle_flights(chorus_proxy *px) {
   const int64_t end = chorus_now_ns() + 1000000000ll;
   for (batch *b = px->flight_head; b; b = b->next)
