@@ -203,11 +203,12 @@ static ncclResult_t stash(chorus_bootstrap *bs, chorus_arrival *a) {
   return ncclSuccess;
 }
 
-/* How long a failing rank tries to tell a neighbour, and how long a rank
- * whose ring ended waits for that word: on a loaded 2-core machine (CI,
- * five ranks as threads beside other tests) 300 ms once passed without
- * the word, which the neighbour had sent before closing. Only a failing
- * init waits this long. */
+/* How long a failing rank tries to tell a neighbour that has to challenge
+ * it (the ring not linked yet), and how long a rank whose ring ended
+ * waits for that word: on a loaded 2-core machine (CI, five ranks as
+ * threads beside other tests) 300 ms once passed without the word,
+ * which the neighbour had sent before closing. Only a failing init waits
+ * this long. */
 #define TELL_NS (200ll * 1000000)
 #define HEAR_NS (1000ll * 1000000)
 
@@ -231,11 +232,12 @@ ncclResult_t chorus_bootstrap_hear_failure(chorus_bootstrap *bs) {
 
 /* Takes a matching arrival from the unexpected list, or waits for one. */
 static ncclResult_t claim(chorus_bootstrap *bs, uint32_t kind, int from, uint64_t tag, int *fd,
-                          const char *what) {
+                          uint8_t *nonce, const char *what) {
   for (int i = 0; i < bs->nunexpected; i++) {
     chorus_hello *h = &bs->unexpected[i].hello;
     if (h->kind == kind && h->from == from && h->tag == tag) {
       *fd = bs->unexpected[i].fd;
+      if (nonce) memcpy(nonce, bs->unexpected[i].nonce, CHORUS_NONCE_BYTES);
       bs->unexpected[i] = bs->unexpected[--bs->nunexpected];
       return ncclSuccess;
     }
@@ -258,6 +260,7 @@ static ncclResult_t claim(chorus_bootstrap *bs, uint32_t kind, int from, uint64_
     if (a.hello.nranks == bs->nranks && a.hello.kind == kind && a.hello.from == from &&
         a.hello.tag == tag) {
       *fd = a.fd;
+      if (nonce) memcpy(nonce, a.nonce, CHORUS_NONCE_BYTES);
       return ncclSuccess;
     }
     CHECK(stash(bs, &a));
@@ -289,13 +292,15 @@ static ncclResult_t await_challenge(chorus_bootstrap *bs, int fd, uint8_t *nonce
   }
 }
 
+/* Connects to peer's listener and answers its challenge, which *nonce
+ * keeps when given. */
 static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint64_t tag, int *fd,
-                            const char *what) {
+                            uint8_t *nonce_out, const char *what) {
   char err[256] = "", a[CHORUS_ADDR_STRLEN];
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
   *fd = -1;
   ncclResult_t res = chorus_sock_connect(&bs->addrs[peer], dl, fd, err, sizeof err);
-  uint8_t nonce[CHORUS_NONCE_BYTES];
+  uint8_t nonce_buf[CHORUS_NONCE_BYTES], *nonce = nonce_out ? nonce_out : nonce_buf;
   if (res == ncclSuccess) res = await_challenge(bs, *fd, nonce, dl, err, sizeof err);
   if (res == ncclSuccess)
     res = chorus_hello_answer(*fd, nonce, kind, bs->secret, bs->rank, bs->nranks, tag, NULL, 0, dl,
@@ -326,10 +331,14 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
 /* Tells the listener at `to` (a root, or a ring neighbour) that this rank
  * failed, and why: `cause` when given (a neighbour's, passed on), else
  * this thread's last error. Best effort, until `within` ns from now; a
- * refused connection is final after `refused_within`. */
+ * refused connection is final after `refused_within`. Keyed by `link`
+ * (a ring link's challenge, chorus_acceptor_stand) the word is written
+ * as soon as the connection is up: the kernel queues it for the
+ * listener, however long its rank takes to look; else it waits for the
+ * listener to challenge it. */
 static void tell_failure(const chorus_sockaddr *to, const uint64_t secret[2], uint32_t kind,
-                         int rank, int nranks, const char *cause, int64_t within,
-                         int64_t refused_within) {
+                         int rank, int nranks, const char *cause, const uint8_t *link,
+                         int64_t within, int64_t refused_within) {
   char why[CHORUS_FAIL_BYTES], err[128];
   const chorus_log_ctx ctx = chorus_log_ctx_get();
   snprintf(why, sizeof why, "%s",
@@ -337,31 +346,41 @@ static void tell_failure(const chorus_sockaddr *to, const uint64_t secret[2], ui
                              : (ctx.err_buf && ctx.err_buf[0] ? ctx.err_buf : "its init failed"));
   const int64_t now = chorus_now_ns();
   int fd = -1;
-  if (chorus_sock_connect_ex(to, now + within, now + refused_within, &fd, err, sizeof err) ==
+  if (chorus_sock_connect_ex(to, now + within, now + refused_within, &fd, err, sizeof err) !=
       ncclSuccess)
+    return;
+  if (link) {
+    if (chorus_hello_answer(fd, link, kind, secret, rank, nranks, 0, why, sizeof why, now + within,
+                            err, sizeof err) == ncclSuccess) {
+      shutdown(fd, SHUT_WR); /* the word, then the end: nothing more comes */
+      /* A challenge left unread would make the close a reset. */
+      uint8_t challenge[CHORUS_NONCE_BYTES];
+      (void)!recv(fd, challenge, sizeof challenge, MSG_DONTWAIT);
+    }
+  } else {
     (void)chorus_hello_send(fd, kind, secret, rank, nranks, 0, why, sizeof why, now + within, err,
                             sizeof err);
+  }
   chorus_sock_close(&fd);
 }
 
 void chorus_bootstrap_give_up(const chorus_uid *uids, int nids, int nranks, int rank) {
   if (uids[0].flags & CHORUS_UID_FIXED_ROOT) nids = 1;
   const chorus_uid *uid = &uids[chorus_root_of_rank(nranks, nids, rank)];
-  tell_failure(&uid->root, uid->secret, CHORUS_HELLO_ROOT_FAIL, rank, nranks, NULL, 1000000000ll,
-               1000000000ll);
+  tell_failure(&uid->root, uid->secret, CHORUS_HELLO_ROOT_FAIL, rank, nranks, NULL, NULL,
+               1000000000ll, 1000000000ll);
 }
 
 void chorus_bootstrap_fail(chorus_bootstrap *bs) {
   if (!bs) return;
   /* The word first, then the ring's end: a neighbour whose ring broke
-   * waits HEAR_NS for the word, and telling the other neighbour first
-   * can take TELL_NS (under load a neighbour then named the broken
-   * socket instead of the cause). */
+   * waits HEAR_NS for the word. On linked rings the words go at once;
+   * before, telling the other neighbour first can take TELL_NS. */
   const int n = bs->nranks, next = (bs->rank + 1) % n, prev = (bs->rank + n - 1) % n;
   for (int k = 0; k < 2 && n > 1 && bs->addrs; k++) {
     if (k && prev == next) break;
     tell_failure(&bs->addrs[k ? prev : next], bs->secret, CHORUS_HELLO_PEER_FAIL, bs->rank, n,
-                 bs->cause, TELL_NS, 0);
+                 bs->cause, bs->ring_linked ? bs->ring_nonce[k] : NULL, TELL_NS, 0);
   }
   if (bs->next_fd >= 0) shutdown(bs->next_fd, SHUT_RDWR);
   if (bs->prev_fd >= 0) shutdown(bs->prev_fd, SHUT_RDWR);
@@ -414,12 +433,16 @@ ncclResult_t chorus_bootstrap_init(chorus_bootstrap **out, const chorus_uid *uid
   CHECK_GOTO(join_root(bs, uids, nids, k), res, fail);
   joined = 1;
   if (nranks > 1) {
-    CHECK_GOTO(open_to(bs, (rank + 1) % nranks, CHORUS_HELLO_PEER_RING, 0, &bs->next_fd,
+    const int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+    CHECK_GOTO(open_to(bs, next, CHORUS_HELLO_PEER_RING, 0, &bs->next_fd, bs->ring_nonce[0],
                        "the bootstrap ring"),
                res, fail);
-    CHECK_GOTO(claim(bs, CHORUS_HELLO_PEER_RING, (rank + nranks - 1) % nranks, 0, &bs->prev_fd,
+    CHECK_GOTO(claim(bs, CHORUS_HELLO_PEER_RING, prev, 0, &bs->prev_fd, bs->ring_nonce[1],
                      "the bootstrap ring"),
                res, fail);
+    chorus_acceptor_stand(&bs->acc, CHORUS_HELLO_PEER_FAIL, next, bs->ring_nonce[0]);
+    chorus_acceptor_stand(&bs->acc, CHORUS_HELLO_PEER_FAIL, prev, bs->ring_nonce[1]);
+    bs->ring_linked = 1;
   }
   char a[CHORUS_ADDR_STRLEN];
   INFO(CHORUS_BOOTSTRAP, "bootstrap: rank %d of %d listening on %s, ring connected", rank, nranks,
@@ -498,7 +521,7 @@ ncclResult_t chorus_bootstrap_send(chorus_bootstrap *bs, int peer, uint64_t tag,
                                    size_t size) {
   int fd;
   char err[256] = "";
-  CHECK(open_to(bs, peer, CHORUS_HELLO_PEER_P2P, tag, &fd, "a bootstrap message"));
+  CHECK(open_to(bs, peer, CHORUS_HELLO_PEER_P2P, tag, &fd, NULL, "a bootstrap message"));
   uint64_t len = size;
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
   ncclResult_t res = chorus_sock_send_all(fd, &len, sizeof len, dl, err, sizeof err);
@@ -513,7 +536,7 @@ ncclResult_t chorus_bootstrap_recv(chorus_bootstrap *bs, int peer, uint64_t tag,
                                    size_t size) {
   int fd;
   char err[256] = "";
-  CHECK(claim(bs, CHORUS_HELLO_PEER_P2P, peer, tag, &fd, "a bootstrap message"));
+  CHECK(claim(bs, CHORUS_HELLO_PEER_P2P, peer, tag, &fd, NULL, "a bootstrap message"));
   uint64_t len = 0;
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
   ncclResult_t res = chorus_sock_recv_all(fd, &len, sizeof len, dl, err, sizeof err);
@@ -531,9 +554,9 @@ ncclResult_t chorus_bootstrap_recv(chorus_bootstrap *bs, int peer, uint64_t tag,
 }
 
 ncclResult_t chorus_bootstrap_connect(chorus_bootstrap *bs, int peer, uint64_t tag, int *fd) {
-  return open_to(bs, peer, CHORUS_HELLO_PEER_DATA, tag, fd, "a data connection");
+  return open_to(bs, peer, CHORUS_HELLO_PEER_DATA, tag, fd, NULL, "a data connection");
 }
 
 ncclResult_t chorus_bootstrap_accept(chorus_bootstrap *bs, int peer, uint64_t tag, int *fd) {
-  return claim(bs, CHORUS_HELLO_PEER_DATA, peer, tag, fd, "a data connection");
+  return claim(bs, CHORUS_HELLO_PEER_DATA, peer, tag, fd, NULL, "a data connection");
 }

@@ -35,6 +35,10 @@ typedef struct chorus_bootstrap {
   chorus_sockaddr listen_addr;
   chorus_sockaddr *addrs; /* every rank's listener */
   int next_fd, prev_fd;   /* the ring; -1 when nranks == 1 */
+  /* The challenges the ring's links answered ([0] to next, [1] from
+   * prev), when linked: a failure word on them needs no fresh one. */
+  uint8_t ring_nonce[2][CHORUS_NONCE_BYTES];
+  int ring_linked;
   chorus_acceptor acc;
   chorus_arrival *unexpected; /* arrived, not yet claimed */
   int nunexpected, cap_unexpected;

@@ -32,6 +32,31 @@ void chorus_acceptor_expect(chorus_acceptor *a, int n) {
   if (n > a->max_pending) a->max_pending = n;
 }
 
+void chorus_acceptor_stand(chorus_acceptor *a, uint32_t kind, int from,
+                           const uint8_t nonce[CHORUS_NONCE_BYTES]) {
+  if (a->nstanding == CHORUS_ACCEPT_STANDING) return;
+  chorus_standing *s = &a->standing[a->nstanding++];
+  s->kind = kind;
+  s->from = from;
+  memcpy(s->nonce, nonce, sizeof s->nonce);
+}
+
+/* Whether h's mac answers p's challenge or, for a standing kind and
+ * sender, that link's (p->standing says which). */
+static int answers(const chorus_acceptor *a, chorus_pending *p, const chorus_hello *h) {
+  p->standing = -1;
+  if (h->mac == chorus_hello_mac(a->secret, p->nonce, h)) return 1;
+  for (int i = 0; i < a->nstanding; i++) {
+    const chorus_standing *s = &a->standing[i];
+    if (s->kind == h->kind && s->from == h->from &&
+        h->mac == chorus_hello_mac(a->secret, s->nonce, h)) {
+      p->standing = i;
+      return 1;
+    }
+  }
+  return 0;
+}
+
 void chorus_acceptor_fini(chorus_acceptor *a) {
   for (int i = 0; i < a->npending; i++) close(a->pending[i].fd);
   chorus_free(a->pending);
@@ -86,6 +111,7 @@ ncclResult_t chorus_acceptor_adopt(chorus_acceptor *a, int fd) {
   chorus_pending *p = &a->pending[a->npending++];
   p->fd = fd;
   p->got = 0;
+  p->standing = -1;
   p->deadline = chorus_now_ns() + HELLO_LIMIT_NS;
   /* The challenge: a fresh socket takes these few bytes at once. */
   ncclResult_t res = chorus_random_bytes(p->nonce, sizeof p->nonce);
@@ -149,7 +175,7 @@ static int advance(chorus_acceptor *a, int i, chorus_arrival *out) {
         drop(a, i, "not a Chorus hello (wrong magic)");
         return -1;
       }
-      if (h.mac != chorus_hello_mac(a->secret, p->nonce, &h)) {
+      if (!answers(a, p, &h)) {
         drop(a, i, "wrong answer to its challenge (another job, a stale id or a replay)");
         return -1;
       }
@@ -162,6 +188,8 @@ static int advance(chorus_acceptor *a, int i, chorus_arrival *out) {
     if (p->got == want && want >= sizeof(chorus_hello)) {
       memcpy(&out->hello, p->buf, sizeof out->hello);
       memcpy(out->payload, p->buf + sizeof(chorus_hello), want - sizeof(chorus_hello));
+      memcpy(out->nonce, p->standing < 0 ? p->nonce : a->standing[p->standing].nonce,
+             sizeof out->nonce);
       out->fd = p->fd;
       a->pending[i] = a->pending[--a->npending];
       return 1;

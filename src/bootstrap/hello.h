@@ -26,17 +26,30 @@
  * (chorus_acceptor_expect). */
 #define CHORUS_ACCEPT_MAX_PENDING 128
 
+/* A link both ends already proved themselves on: a hello of `kind` from
+ * rank `from` keyed by that link's challenge needs no fresh one (see
+ * chorus_acceptor_stand). */
+typedef struct chorus_standing {
+  uint32_t kind;
+  int32_t from;
+  uint8_t nonce[CHORUS_NONCE_BYTES];
+} chorus_standing;
+#define CHORUS_ACCEPT_STANDING 2
+
 typedef struct chorus_pending {
   int fd;
   size_t got;
   int64_t deadline;
   uint8_t nonce[CHORUS_NONCE_BYTES]; /* the challenge sent to it */
+  int standing;                      /* its hello answered standing[i], or -1: the challenge */
   unsigned char buf[sizeof(chorus_hello) + CHORUS_HELLO_MAX_PAYLOAD];
 } chorus_pending;
 
 typedef struct chorus_acceptor {
   int listen_fd;
   uint64_t secret[2];
+  chorus_standing standing[CHORUS_ACCEPT_STANDING];
+  int nstanding;
   /* Payload size expected after a hello of each kind (index = kind). */
   size_t payload_size[8];
   chorus_pending *pending;
@@ -48,6 +61,7 @@ typedef struct chorus_acceptor {
  * the caller). */
 typedef struct chorus_arrival {
   chorus_hello hello;
+  uint8_t nonce[CHORUS_NONCE_BYTES]; /* the challenge it answered */
   unsigned char payload[CHORUS_HELLO_MAX_PAYLOAD];
   int fd;
 } chorus_arrival;
@@ -57,6 +71,16 @@ void chorus_acceptor_init(chorus_acceptor *a, int listen_fd, const uint64_t secr
  * ranks, a rank's peers connecting their transports): keep that many
  * waiting, beyond the default. */
 void chorus_acceptor_expect(chorus_acceptor *a, int n);
+/* Accepts, besides answers to fresh challenges, hellos of `kind` from
+ * rank `from` keyed by `nonce`: the challenge of an earlier connection
+ * between the two (a ring link). The sender then writes its hello at
+ * once, without waiting for this side to accept and challenge it, so a
+ * word sent while this rank is descheduled or busy elsewhere lies
+ * waiting in the listener's queue. Replaying it can only repeat the
+ * same word from the same rank to this acceptor. At most
+ * CHORUS_ACCEPT_STANDING; further ones are ignored. */
+void chorus_acceptor_stand(chorus_acceptor *a, uint32_t kind, int from,
+                           const uint8_t nonce[CHORUS_NONCE_BYTES]);
 /* Waits for one valid arrival. ncclInProgress when the deadline (or
  * *abort_flag) stops the wait first; ncclSystemError on a local failure. */
 ncclResult_t chorus_acceptor_poll(chorus_acceptor *a, int64_t deadline, const int *abort_flag,

@@ -6,7 +6,9 @@
  * of fresh randomness, the connecting side answers with a hello whose mac
  * is SipHash, keyed by the job's secret, of the nonce and the hello's
  * fields (chorus_hello_mac). The secret never travels, a recorded hello
- * does not open another connection, and the receiver checks magic and mac
+ * does not open another connection (but for a ring neighbour's failure
+ * word, keyed by its link's challenge: chorus_acceptor_stand), and the
+ * receiver checks magic and mac
  * before reading anything else, so a stray or hostile connection is closed
  * after at most sizeof(chorus_hello) bytes. Integers are in host byte
  * order: all ranks of a job are assumed to share one byte order.

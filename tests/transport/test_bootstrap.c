@@ -221,6 +221,7 @@ typedef struct failer {
   int rank, nranks;
   int hear;      /* the others fail on their own, and listen for a first cause */
   int none_fail; /* (with hear) the last rank does not fail either */
+  int nap_ms;    /* looks away this long first: a rank the scheduler left out */
   ncclResult_t res;
   double took;
   char err[512];
@@ -237,10 +238,15 @@ static void *fail_main(void *p) {
   f->res = chorus_bootstrap_init(&bs, &f->uid, 1, f->nranks, f->rank, NULL);
   if (f->res == ncclSuccess) f->res = chorus_bootstrap_barrier(bs);
   if (f->res != ncclSuccess) {
-    /* A barrier can fail here too: the failing rank may leave it before a
-     * slow one has (its bootstrap is still this thread's to free). */
+    /* A barrier can fail here too: the failing rank may leave it, and its
+     * word arrive, before a slow one has; that one passes the word on. */
+    chorus_bootstrap_fail(bs);
     chorus_bootstrap_destroy(bs);
     return NULL;
+  }
+  if (f->nap_ms) {
+    struct timespec ts = {0, f->nap_ms * 1000000l};
+    nanosleep(&ts, NULL);
   }
   const int64_t t0 = chorus_now_ns();
   if (f->rank == f->nranks - 1 && !f->none_fail) {
@@ -258,7 +264,7 @@ static void *fail_main(void *p) {
   return NULL;
 }
 
-static void run_failers(failer *f, int n, int hear, int none_fail) {
+static void run_failers_napping(failer *f, int n, int hear, int none_fail, int nap_ms) {
   chorus_uid u;
   REQUIRE(chorus_uid_create(&u) == ncclSuccess);
   setenv("CHORUS_BOOTSTRAP_TIMEOUT", "30", 1);
@@ -266,10 +272,15 @@ static void run_failers(failer *f, int n, int hear, int none_fail) {
   for (int r = 0; r < n; r++) {
     memset(&f[r], 0, sizeof f[r]);
     f[r].uid = u, f[r].rank = r, f[r].nranks = n, f[r].hear = hear, f[r].none_fail = none_fail;
+    f[r].nap_ms = r == 0 || r == n - 2 ? nap_ms : 0; /* the failing rank's neighbours */
     pthread_create(&th[r], NULL, fail_main, &f[r]);
   }
   for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
   unsetenv("CHORUS_BOOTSTRAP_TIMEOUT");
+}
+
+static void run_failers(failer *f, int n, int hear, int none_fail) {
+  run_failers_napping(f, n, hear, none_fail, 0);
 }
 
 /* Every rank but the last failed at once with the last one's cause. */
@@ -286,6 +297,16 @@ static void expect_last_named(const failer *f, int n) {
 static void init_failure_names_its_rank(void) {
   failer f[4];
   run_failers(f, 4, 0, 0);
+  expect_last_named(f, 4);
+}
+
+/* The failing rank's neighbours look away for longer than a teller that
+ * must be challenged would wait (TELL_NS, 200 ms): the word waits for
+ * them in their listeners' queues, keyed by the ring's links, and they
+ * still name the cause, not the ring's end. */
+static void init_failure_reaches_busy_neighbours(void) {
+  failer f[4];
+  run_failers_napping(f, 4, 0, 0, 600);
   expect_last_named(f, 4);
 }
 
@@ -313,6 +334,7 @@ int main(void) {
   RUN(refused_root_is_final);
   RUN(give_up_fails_the_rendezvous);
   RUN(init_failure_names_its_rank);
+  RUN(init_failure_reaches_busy_neighbours);
   RUN(consequent_failures_name_the_first);
   return unit_report();
 }

@@ -3,6 +3,7 @@
  * SipHash against the reference vectors; a hello that answers its
  * challenge is handed over with its payload; a wrong secret, a replayed
  * hello and junk are dropped (the sender sees its connection closed); a
+ * standing link's key opens it for its kind and sender alone; a
  * crowd of silent connections is held to CHORUS_ACCEPT_MAX_PENDING.
  */
 #include <errno.h>
@@ -146,6 +147,66 @@ static void answer_and_replay(void) {
   listener_stop(&l);
 }
 
+/* Writes a hello keyed by nonce on a fresh connection without waiting for
+ * its challenge, then ends it, as a failing rank tells a ring neighbour;
+ * whether the acceptor hands it over (with *got). */
+static int keyed_arrives(listener *l, const uint8_t nonce[CHORUS_NONCE_BYTES], uint32_t kind,
+                         int from, chorus_arrival *got) {
+  char err[128];
+  int fd = -1;
+  const uint64_t payload = 0x5eed0000ull + (uint64_t)from;
+  const int64_t dl = chorus_now_ns() + 2000000000ll;
+  const int sent = chorus_sock_connect(&l->addr, dl, &fd, err, sizeof err) == ncclSuccess &&
+                   chorus_hello_answer(fd, nonce, kind, secret, from, 8, 0, &payload,
+                                       sizeof payload, dl, err, sizeof err) == ncclSuccess;
+  EXPECT(sent);
+  shutdown(fd, SHUT_WR);
+  const int ok = sent && arrival(l, 300, got);
+  if (fd >= 0) close(fd);
+  if (!ok) return 0;
+  uint64_t p;
+  memcpy(&p, got->payload, sizeof p);
+  EXPECT(p == payload);
+  close(got->fd);
+  return 1;
+}
+
+/* A standing link's key opens the door for its kind and sender only; the
+ * arrival carries the nonce it answered, a fresh challenge's otherwise. */
+static void standing_link(void) {
+  listener l;
+  listener_start(&l);
+  uint8_t link[CHORUS_NONCE_BYTES], other[CHORUS_NONCE_BYTES];
+  for (int i = 0; i < CHORUS_NONCE_BYTES; i++)
+    link[i] = (uint8_t)(3 * i + 1), other[i] = (uint8_t)i;
+  chorus_arrival got;
+  EXPECT(!keyed_arrives(&l, link, CHORUS_HELLO_PEER_P2P, 5, &got)); /* not standing yet */
+  chorus_acceptor_stand(&l.acc, CHORUS_HELLO_PEER_P2P, 5, link);
+  EXPECT(keyed_arrives(&l, link, CHORUS_HELLO_PEER_P2P, 5, &got));
+  EXPECT_EQ_INT(got.hello.from, 5);
+  EXPECT(!memcmp(got.nonce, link, sizeof link));
+  EXPECT(!keyed_arrives(&l, link, CHORUS_HELLO_PEER_P2P, 6, &got));  /* another sender */
+  EXPECT(!keyed_arrives(&l, link, CHORUS_HELLO_PEER_DATA, 5, &got)); /* another kind */
+  EXPECT(!keyed_arrives(&l, other, CHORUS_HELLO_PEER_P2P, 5, &got)); /* another link */
+  /* A challenged hello still comes in, carrying its own challenge. */
+  char err[128];
+  int a = dial(&l);
+  REQUIRE(a >= 0);
+  uint8_t nonce[CHORUS_NONCE_BYTES];
+  REQUIRE(chorus_sock_recv_all(a, nonce, sizeof nonce, chorus_now_ns() + 2000000000ll, err,
+                               sizeof err) == ncclSuccess);
+  const uint64_t payload = 9;
+  REQUIRE(chorus_hello_answer(a, nonce, CHORUS_HELLO_PEER_P2P, secret, 6, 8, 1, &payload,
+                              sizeof payload, chorus_now_ns() + 2000000000ll, err,
+                              sizeof err) == ncclSuccess);
+  REQUIRE(arrival(&l, 2000, &got));
+  EXPECT(!memcmp(got.nonce, nonce, sizeof nonce));
+  close(got.fd);
+  close(a);
+  EXPECT_EQ_INT(l.acc.npending, 0);
+  listener_stop(&l);
+}
+
 /* Silent connections beyond the limit push the oldest out; a real hello
  * still gets through. */
 static void silent_crowd(void) {
@@ -210,6 +271,7 @@ int main(void) {
   setenv("NCCL_DEBUG", "NONE", 1); /* the drops below are meant */
   RUN(siphash_vectors);
   RUN(answer_and_replay);
+  RUN(standing_link);
   RUN(silent_crowd);
   RUN(expected_crowd);
   return unit_report();
