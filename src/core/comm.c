@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "coll/coll.h"
+#include "coll/exec.h"
 #include "core/config.h"
 #include "device/device.h"
 #include "gpu/gpu.h"
@@ -454,6 +455,7 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
   int n = comm->nranks;
   int *peers[2] = {chorus_malloc((size_t)n * sizeof(int)), chorus_malloc((size_t)n * sizeof(int))};
   int npeers[2] = {0, 0};
+  chorus_conn **conns = NULL;
   ncclResult_t res = ncclSuccess;
   if (!peers[0] || !peers[1]) {
     res = chorus_error(ncclSystemError, "out of memory");
@@ -476,15 +478,20 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
     comm->transports[T_NET] = &chorus_transport_pnet;
     ctx.net = plugin; /* its setup takes it over */
   }
+  /* Allocated before the last barrier: past it, peers may be in their
+   * first call already, and a failure here would reach them only as
+   * this rank's exit. */
+  conns = chorus_calloc((size_t)n * CHORUS_NCHANNELS * 2, sizeof *conns);
+  if (!conns) {
+    res = chorus_error(ncclSystemError, "out of memory");
+    goto out;
+  }
   for (int t = 0; t < 2; t++)
     CHECK_GOTO(transports[t]->setup(&ctx, peers[t], npeers[t], &comm->tstate[t]), res, out);
   CHECK_GOTO(chorus_bootstrap_barrier(comm->bs), res, out);
   for (int t = 0; t < 2; t++) CHECK_GOTO(transports[t]->finish(comm->tstate[t]), res, out);
-  comm->conns = chorus_calloc((size_t)n * CHORUS_NCHANNELS * 2, sizeof *comm->conns);
-  if (!comm->conns) {
-    res = chorus_error(ncclSystemError, "out of memory");
-    goto out;
-  }
+  comm->conns = conns;
+  conns = NULL;
   for (int p = 0; p < n; p++)
     for (int ch = 0; ch < CHORUS_NCHANNELS; ch++)
       for (int d = 0; d < 2; d++)
@@ -496,6 +503,7 @@ static ncclResult_t setup_transports(ncclComm_t comm, const geometry *geo) {
   INFO(CHORUS_INIT, "rank %d%s: %d peer(s) over SHM, %d over NET, %d slots of %zu bytes",
        comm->rank, part, npeers[T_SHM], npeers[T_NET], geo->nslots, geo->slot_bytes);
 out:
+  chorus_free(conns);
   chorus_free(peers[0]);
   chorus_free(peers[1]);
   return res;
@@ -661,8 +669,10 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
                                    comm->rank, &comm->abort_flag),
              res, out);
   CHECK_GOTO(exchange_records(comm, &geo), res, out);
-  CHECK_GOTO(setup_transports(comm, &geo), res, out);
   CHECK_GOTO(build_ring(comm), res, out);
+  CHECK_GOTO(setup_transports(comm, &geo), res, out);
+  /* From here a peer may be in its first call (no barrier follows): a
+   * failure reaches it through what this fills in (out: below). */
   fill_coll_comm(comm);
   if (comm->nranks > 1 &&
       !(comm->cc.mine = chorus_calloc(CHORUS_NODE_CALLS, sizeof(chorus_call_entry)))) {
@@ -713,6 +723,14 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
        comm->device >= 0 ? " (device arenas: the GPU lines above)" : "");
 out:
   if (res != ncclSuccess) {
+    /* Peers already in their first call wait in node memory or on their
+     * connections, not on the bootstrap: they read the first cause there
+     * (a neighbour's word, else this rank's error), whichever rank's exit
+     * they would otherwise see first. */
+    if (comm->cc.conns)
+      chorus_exec_fail_comm(&comm->cc, ncclRemoteError,
+                            comm->bs && comm->bs->cause[0] ? comm->bs->cause
+                                                           : chorus_last_error(NULL));
     chorus_bootstrap_fail(comm->bs); /* the peers learn at once, not after the sweep */
     forget_names(comm);
   }
