@@ -17,7 +17,9 @@
  */
 #include "algo/cost.h"
 
+#include "algo/func.h"
 #include "algo/rules.h"
+#include "util/misc.h"
 
 #define NBANDS 4
 static const double band_top[NBANDS - 1] = {65536.0, 1048576.0, 8388608.0};
@@ -234,22 +236,15 @@ static double zerocopy_dear(int func, double size, const chorus_cost_env *e) {
 #define FAST_LINES_BW       2500.0 /* bytes per us */
 
 static double fast_rooted(int func, double size, const chorus_cost_env *e) {
-  if (!e->oversubscribed || !e->fast_max || e->nranks < 2) return -1;
-  double written; /* the most any rank writes to its lines */
-  switch (func) {
-  case CHORUS_FUNC_BROADCAST:
-  case CHORUS_FUNC_REDUCE:
-  case CHORUS_FUNC_SCATTER:
-    written = size;
-    break;
-  case CHORUS_FUNC_GATHER:
-    written = size / e->nranks;
-    break;
-  default:
-    return -1;
-  }
+  if (!e->oversubscribed || !e->fast_max || e->nranks < 2 || !chorus_func_rooted(func)) return -1;
+  const int n = e->nranks;
+  const double blocks = (double)chorus_func_size(func, 1, 1, n); /* in the larger buffer */
+  const size_t block = (size_t)((size + blocks - 1) / blocks);   /* rounded up */
+  /* the most any rank writes to its lines: the root's, or another's */
+  const double written = (double)CHORUS_MAX(chorus_func_shared_elems(func, block, 0, 0, n),
+                                            chorus_func_shared_elems(func, block, 1, 0, n));
   if (written <= 0 || written > (double)e->fast_max) return -1;
-  return FAST_ROOTED_OVER_US * (e->nranks / 4.0) + written / FAST_LINES_BW;
+  return FAST_ROOTED_OVER_US * (n / 4.0) + written / FAST_LINES_BW;
 }
 
 static double one_host(int func, int algo, double size, const chorus_cost_env *e) {

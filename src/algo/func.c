@@ -72,6 +72,12 @@ size_t chorus_func_recv_elems(int func, size_t count, int rank, int root, int n)
   return f ? elems(f->recv_blocks, f->recv_where, count, rank, root, n) : 0;
 }
 
+size_t chorus_func_shared_elems(int func, size_t count, int rank, int root, int n) {
+  const chorus_func_info *f = chorus_func_get(func);
+  if (!f || (f->recv_where == R && rank == root)) return 0;
+  return elems(f->send_blocks, f->send_where, count, rank, root, n);
+}
+
 size_t chorus_func_size(int func, size_t count, size_t esize, int n) {
   const chorus_func_info *f = chorus_func_get(func);
   const int blocks = f && (f->send_blocks == N || f->recv_blocks == N);

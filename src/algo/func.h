@@ -80,6 +80,10 @@ static inline uint32_t chorus_func_bit(int func) {
  * elements with root `root` (0: unused there). */
 size_t chorus_func_send_elems(int func, size_t count, int rank, int root, int n);
 size_t chorus_func_recv_elems(int func, size_t count, int rank, int root, int n);
+/* Elements of rank's input that other ranks read: its send elements but
+ * where the root alone receives (Reduce, Gather), whose own block stays
+ * with it. What a one-shot writes for its peers. */
+size_t chorus_func_shared_elems(int func, size_t count, int rank, int root, int n);
 /* Bytes of the larger buffer: the size nccl-tests reports and the size
  * rules and cost models are stated in (count x element size, times n
  * where a buffer is n blocks). */

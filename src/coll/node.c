@@ -242,25 +242,7 @@ static void reduce_to_stage(chorus_op *op, uint64_t g, size_t at, size_t len, co
 
 /* Bytes of the input a rank writes to its lines for op (0: none). */
 static size_t fast_bytes(const chorus_op *op, int rank) {
-  const size_t block = op->count * op->esize;
-  const int root = rank == op->root;
-  switch (op->func) {
-  case CHORUS_FUNC_ALLREDUCE:
-  case CHORUS_FUNC_ALLGATHER:
-    return block;
-  case CHORUS_FUNC_GATHER:
-  case CHORUS_FUNC_REDUCE: /* read by the root only */
-    return root ? 0 : block;
-  case CHORUS_FUNC_BROADCAST:
-    return root ? block : 0;
-  case CHORUS_FUNC_SCATTER:
-    return root ? block * (size_t)op->cc->nranks : 0;
-  case CHORUS_FUNC_ALLTOALL:
-  case CHORUS_FUNC_REDUCESCATTER:
-    return block * (size_t)op->cc->nranks;
-  default:
-    return 0;
-  }
+  return chorus_func_shared_elems(op->func, op->count, rank, op->root, op->cc->nranks) * op->esize;
 }
 
 /* The ranks whose lines this rank reads, as a bit mask. */

@@ -41,6 +41,11 @@ static void functions(void) {
     EXPECT_EQ_INT(chorus_func_size(f, 10, 4, n), 4 * (big ? big : 10));
     EXPECT_EQ_INT(chorus_func_by_key(chorus_func_get(f)->key, strlen(chorus_func_get(f)->key)),
                   f == CHORUS_FUNC_RECV ? CHORUS_FUNC_SEND : f);
+    /* What peers read of a rank's input: all it sends, but a Reduce's or
+     * Gather's root keeps its own block. */
+    const int keeps = f == CHORUS_FUNC_REDUCE || f == CHORUS_FUNC_GATHER;
+    EXPECT_EQ_INT(chorus_func_shared_elems(f, 10, root, root, n), keeps ? 0 : want[i].send_root);
+    EXPECT_EQ_INT(chorus_func_shared_elems(f, 10, 0, root, n), want[i].send_other);
   }
   /* NCCL's signatures: which take a root, a peer, an operator; nothing for
    * what is not a function. */
