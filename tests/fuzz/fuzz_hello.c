@@ -8,11 +8,11 @@
  * that answers the challenge, so the fuzzer also reaches what comes after
  * them (kinds, payload lengths); flag 4 keeps the connection open after
  * the bytes (a slow talker); flag 8 (with 2) keys the mac by a standing
- * link's nonce instead, which the acceptor takes for PEER_FAIL words from
- * rank 3 alone. Property: the acceptor hands over a connection only with
- * the right magic and a mac that answers its challenge or, for that kind
- * and sender, the link's (the arrival says which), a known kind and its
- * whole payload.
+ * ring link's nonce instead, which the acceptor takes for PEER_FAIL words
+ * from rank 3 alone. Property: the acceptor hands over a connection only
+ * with the right magic and a mac that answers its challenge or, for that
+ * kind and sender, the link's (the arrival says which), a known kind and
+ * its whole payload.
  */
 #include <sys/socket.h>
 #include <unistd.h>
@@ -24,7 +24,8 @@
 FUZZ_QUIET_INIT
 
 static const uint64_t secret[2] = {0x0123456789abcdefull, 0xfedcba9876543210ull};
-static const uint8_t link[CHORUS_NONCE_BYTES] = {7, 1, 8, 2, 8, 1, 8, 2, 8, 4, 5, 9, 0, 4, 5, 2};
+static const uint8_t ring_link[CHORUS_NONCE_BYTES] = {7, 1, 8, 2, 8, 1, 8, 2,
+                                                      8, 4, 5, 9, 0, 4, 5, 2};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 1 || size > 4096) return 0;
@@ -39,7 +40,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   a.payload_size[CHORUS_HELLO_ROOT_RANK] = sizeof(chorus_root_join);
   a.payload_size[CHORUS_HELLO_ROOT_SUBROOT] = 3 * sizeof(int32_t);
   a.payload_size[CHORUS_HELLO_PEER_FAIL] = CHORUS_FAIL_BYTES;
-  chorus_acceptor_stand(&a, CHORUS_HELLO_PEER_FAIL, 3, link);
+  chorus_acceptor_stand(&a, CHORUS_HELLO_PEER_FAIL, 3, ring_link);
   FUZZ_REQUIRE(chorus_acceptor_adopt(&a, sv[0]) == ncclSuccess);
   uint8_t nonce[CHORUS_NONCE_BYTES];
   FUZZ_REQUIRE(read(sv[1], nonce, sizeof nonce) == (ssize_t)sizeof nonce);
@@ -47,7 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     chorus_hello h;
     memcpy(&h, buf, sizeof h);
     h.magic = CHORUS_HELLO_MAGIC;
-    if (flags & 2) h.mac = chorus_hello_mac(secret, (flags & 8) ? link : nonce, &h);
+    if (flags & 2) h.mac = chorus_hello_mac(secret, (flags & 8) ? ring_link : nonce, &h);
     memcpy(buf, &h, sizeof h);
   }
   size_t off = 0;
@@ -66,8 +67,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_REQUIRE(out.hello.magic == CHORUS_HELLO_MAGIC);
     const int keyed = out.hello.mac != chorus_hello_mac(secret, nonce, &out.hello);
     FUZZ_REQUIRE(!keyed || (out.hello.kind == CHORUS_HELLO_PEER_FAIL && out.hello.from == 3 &&
-                            out.hello.mac == chorus_hello_mac(secret, link, &out.hello)));
-    FUZZ_REQUIRE(!memcmp(out.nonce, keyed ? link : nonce, sizeof out.nonce));
+                            out.hello.mac == chorus_hello_mac(secret, ring_link, &out.hello)));
+    FUZZ_REQUIRE(!memcmp(out.nonce, keyed ? ring_link : nonce, sizeof out.nonce));
     FUZZ_REQUIRE(out.hello.kind >= 1 && out.hello.kind < 8);
     FUZZ_REQUIRE(size >= sizeof(chorus_hello) + a.payload_size[out.hello.kind]);
     FUZZ_REQUIRE(memcmp(out.payload, buf + sizeof(chorus_hello), a.payload_size[out.hello.kind]) ==
