@@ -27,8 +27,9 @@ run: build
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 600 $(CTEST_ARGS)
 
-# The suite under ASan and UBSan, but the 7- and 8-rank AllReduce matrices
-# (label wide: the same paths as 3 and 4 ranks, the longest tests).
+# The suite under ASan and UBSan, but tests of 5 ranks or more that have a
+# 2-4-rank twin (label wide: the same paths with more peers, the longest
+# tests); random-trial tests run a quarter of their trials there.
 asan-test:
 	$(MAKE) test BUILD=$(BUILD)-asan CMAKE_FLAGS="-DCHORUS_SANITIZE=address,undefined $(CMAKE_FLAGS) -DCHORUS_CUDA=OFF" \
 	  CTEST_ARGS="-LE wide"
