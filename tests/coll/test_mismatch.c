@@ -230,10 +230,11 @@ int main(int argc, char **argv) {
   }
   int trials = atoi(argv[4]);
 #ifdef CHORUS_SANITIZED
-  /* The same trials' first quarter: each trial costs a sanitized build
-   * several times as much, and the suite runs again there for its memory
-   * errors, not its random coverage (the plain build runs them all). */
-  if (argc == 5) trials = (trials + 3) / 4;
+  /* The same trials' first quarter (or a quarter of one trial's
+   * repeats): each costs a sanitized build several times as much, and
+   * the suite runs again there for its memory errors, not its random
+   * coverage (the plain build runs them all). */
+  trials = (trials + 3) / 4;
 #endif
   char param[64];
   snprintf(param, sizeof param, "%s %d %s", argv[3], trials, argc == 6 ? argv[5] : "-1");
