@@ -35,12 +35,8 @@ int main(int argc, char **argv) {
   int rank, n;
   ncclComm_t comm;
   cudaStream_t s;
-  if (join_launched(&rank, &n, &comm, &s) != 0) return 77;
-  if (n < 2) {
-    printf("one rank: nothing to test\n");
-    ncclCommDestroy(comm);
-    return 0;
-  }
+  const int joined = join_peers(&rank, &n, &comm, &s);
+  if (joined >= 0) return joined;
   /* The ranks whose calls take something back check it: a Reduce's
    * root; every rank of a Broadcast, the root (its output copied on the
    * GPU) but for its last call, after which it destroys at once. */

@@ -93,6 +93,17 @@ static inline int join_launched(int *rank, int *n, ncclComm_t *comm, cudaStream_
   return 0;
 }
 
+/* join_launched for programs that need peers: -1 to go on, else the
+ * exit status to return (77: no GPU visible; 0: one rank, nothing to
+ * test, its communicator destroyed). */
+static inline int join_peers(int *rank, int *n, ncclComm_t *comm, cudaStream_t *s) {
+  if (join_launched(rank, n, comm, s) != 0) return 77;
+  if (*n >= 2) return -1;
+  printf("one rank: nothing to test\n");
+  ncclCommDestroy(*comm);
+  return 0;
+}
+
 /* Microseconds per replay of exec on s: one replay to warm up, then reps
  * timed back to back. */
 static inline double replay_us(cudaGraphExec_t exec, cudaStream_t s, int reps) {

@@ -30,11 +30,8 @@ int main(int argc, char **argv) {
   int rank, n;
   ncclComm_t comm;
   cudaStream_t s;
-  if (join_launched(&rank, &n, &comm, &s) != 0) return 77;
-  if (n < 2) {
-    printf("one rank: nothing to test\n");
-    return 0;
-  }
+  const int joined = join_peers(&rank, &n, &comm, &s);
+  if (joined >= 0) return joined;
   float *buf = NULL;
   const size_t count = rank == 0 ? sends : recvs;
   CUDA(cudaMalloc((void **)&buf, count * sizeof(float)));
