@@ -31,7 +31,8 @@
  * (NCCL_HOSTID), NCCL_SHM_DISABLE=1 TCP only. TRIAL_RANKS_PER_PROC=G runs
  * G ranks as threads of each process (ranks 0..G-1 in the first): a kill
  * or stop then hits every rank of the victim's process, and a survivor may
- * name any of them. Built with TRIAL_GPU (campaign_trial_gpu; kill and
+ * name any of them. TRIAL_FAULTY_LINGER_MS=M keeps a faulty rank whose
+ * init failed alive M ms more. Built with TRIAL_GPU (campaign_trial_gpu; kill and
  * alloc), rank r drives GPU r: its buffers are device memory on a stream
  * of its own, each round waits for the stream, and a failure is what
  * ncclCommGetAsyncError says after the wait. Ranks stop together: every
@@ -212,6 +213,10 @@ static int rank_body(const plan *p, int rank) {
   if (res != ncclSuccess) {
     fail_note(r, res, NULL, p);
     r->done = 1;
+    /* TRIAL_FAULTY_LINGER_MS: a faulty rank outlives its failed init, so
+     * that the others learn of it from its word, not from its exit. */
+    const char *linger = getenv("TRIAL_FAULTY_LINGER_MS");
+    if (linger && rank >= p->vlo && rank < p->vhi) sleep_ns(atoll(linger) * 1000000);
     return 0;
   }
   const int soak = strcmp(p->mode, "soak") == 0;
