@@ -562,6 +562,14 @@ static void notes_flush(pnet_state *s) {
   }
 }
 
+/* Between passes that wait for peers at close: a plugin moves bytes only
+ * when tested, but a rank spinning here takes the core from peers that
+ * share it (a node of more ranks than cores), for up to FAIL_SETTLE_NS. */
+static void settle_nap(long ns) {
+  struct timespec ts = {0, ns};
+  nanosleep(&ts, NULL);
+}
+
 /* Goodbyes before the notes close: a BYE to every peer still listening,
  * then up to BYE_WAIT_NS for theirs, so that a peer that runs behind sees
  * this rank go and sends it nothing more. A plugin's close need not
@@ -593,6 +601,7 @@ static void notes_bye(pnet_state *s) {
       notes_pull(s, nt);
       left |= nt->fail_req != NULL || !(nt->peer_bye || nt->peer_failed || nt->broken);
     }
+    if (left) settle_nap(50000);
   }
 }
 
@@ -619,10 +628,12 @@ static void settle(pnet_state *s, void **req) {
  * in one afterwards is a write into freed memory, which crashed the next
  * communicator's connect in the same process (test_mismatch over it, at
  * its second trial). Messages that come while this rank still tests land
- * in live requests. */
+ * in live requests: they stay posted between passes, a pass a
+ * millisecond (a pass tests every request: spinning on them took a core
+ * for the whole wait). */
 static void settle_all(pnet_state *s) {
   const int64_t deadline = chorus_now_ns() + FAIL_SETTLE_NS;
-  while (!chorus_expired(deadline))
+  for (; !chorus_expired(deadline); settle_nap(1000000))
     for (int peer = 0; peer < s->nranks; peer++) {
       if (!s->is_peer[peer]) continue;
       for (int i = 0; i < CHORUS_NCHANNELS * 2; i++) {
