@@ -41,7 +41,7 @@ tsan-test:
 # breaks tsan-test, which check does not run.
 tsan-build:
 	cmake -S . -B $(BUILD)-tsan-lib -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCHORUS_SANITIZE=thread \
-	  -DCHORUS_CUDA=OFF -DCHORUS_BUILD_TESTS=OFF -DCHORUS_BUILD_TOOLS=OFF $(CMAKE_FLAGS)
+	  $(CMAKE_FLAGS) -DCHORUS_CUDA=OFF -DCHORUS_BUILD_TESTS=OFF -DCHORUS_BUILD_TOOLS=OFF
 	cmake --build $(BUILD)-tsan-lib -j $(JOBS) --target nccl
 
 # The libFuzzer harnesses (clang), a few seconds each (FUZZ_SECONDS).
