@@ -694,7 +694,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
     CHECK_GOTO(chorus_proxy_setup(&comm->cc.proxy, &comm->cc, comm->device), res, out);
     CHECK_GOTO(chorus_comm_build_parts(comm), res, out);
     if (comm->nlanes > 0) {
-      chorus_coll_comm *cross[CHORUS_PROXY_LANES];
+      chorus_coll_comm *cross[CHORUS_LANES_MAX];
       for (int k = 0; k < comm->nlanes; k++) cross[k] = &comm->part_cross[k]->cc;
       ncclComm_t local = comm->part_local; /* none with one rank per host */
       CHECK_GOTO(chorus_proxy_set_parts(comm->cc.proxy, local ? local->cc.gpu : NULL,

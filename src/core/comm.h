@@ -75,7 +75,7 @@ struct ncclComm {
    * communicator) and this rank's place on every host (host memory, once
    * per lane); NULL when hosts hold different numbers of ranks, or one
    * each. */
-  struct ncclComm *part_local, *part_cross[CHORUS_PROXY_LANES];
+  struct ncclComm *part_local, *part_cross[CHORUS_LANES_MAX];
   int nlanes;
 
   chorus_user_op *user_ops;

@@ -27,7 +27,7 @@
 #include "util/param.h"
 
 typedef struct part_ids {
-  chorus_uid local, cross[CHORUS_PROXY_LANES];
+  chorus_uid local, cross[CHORUS_LANES_MAX];
 } part_ids;
 
 /* Builds one part: nranks ranks, this one `rank`, on `device` (-1: host
@@ -87,7 +87,7 @@ ncclResult_t chorus_comm_build_parts(ncclComm_t comm) {
   if (L > 1 && t->local_ranks[0] == me)
     CHECK_GOTO(chorus_uid_create_private(&ids[me].local, &comm->bs->listen_addr), res, out);
   const int64_t lanes = chorus_param_int(CHORUS_P_GPU_HIER_LANES);
-  const int nlanes = (int)CHORUS_CLAMP(lanes, 1, CHORUS_PROXY_LANES);
+  const int nlanes = (int)CHORUS_CLAMP(lanes, 1, CHORUS_LANES_MAX);
   for (int k = 0; k < nlanes && cross_first == me; k++)
     CHECK_GOTO(chorus_uid_create_private(&ids[me].cross[k], &comm->bs->listen_addr), res, out);
   CHECK_GOTO(chorus_bootstrap_allgather(comm->bs, ids, sizeof *ids), res, out);

@@ -86,7 +86,7 @@ NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
 
 /* A communicator and its parts across hosts (hier.c), which stop with
  * it: the number of them in out[]. */
-static int with_parts(ncclComm_t comm, ncclComm_t out[1 + 1 + CHORUS_PROXY_LANES]) {
+static int with_parts(ncclComm_t comm, ncclComm_t out[1 + 1 + CHORUS_LANES_MAX]) {
   int n = 0;
   out[n++] = comm;
   if (comm->part_local) out[n++] = comm->part_local;
@@ -99,7 +99,7 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
   CHECK(chorus_comm_check(comm, "ncclCommAbort"));
   CHECK(leave_groups(comm, "ncclCommAbort"));
   chorus_log_ctx old = chorus_comm_enter(comm);
-  ncclComm_t all[1 + 1 + CHORUS_PROXY_LANES];
+  ncclComm_t all[1 + 1 + CHORUS_LANES_MAX];
   const int n = with_parts(comm, all);
   /* First every wait ends (any thread may be in one)... */
   for (int i = 0; i < n; i++) {

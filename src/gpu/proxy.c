@@ -27,6 +27,7 @@
 #include "algo/func.h"
 #include "coll/coll.h"
 #include "coll/exec.h"
+#include "coll/lanes.h"
 #include "device/device.h"
 #include "device/kernels.h"
 #include "gpu/arena.h"
@@ -122,7 +123,7 @@ struct chorus_proxy {
   /* The parts (chorus_proxy_set_parts), or NULL; this rank is `place` of
    * `plan.env.nlocal` on its host. */
   struct chorus_gpu *local;
-  chorus_coll_comm *local_cc, *cross_cc[CHORUS_PROXY_LANES];
+  chorus_coll_comm *local_cc, *cross_cc[CHORUS_LANES_MAX];
   int place, nlanes;
   /* The choice between hier and staged (the cost model, NCCL_ALGO); its
    * env.nhosts, env.nlocal (ranks per host, once the parts are set) and
@@ -133,19 +134,7 @@ struct chorus_proxy {
   chorus_gpu_scratch scratch;
   /* Lanes 1..nlanes-1: a thread each, running its share of a cut call on
    * its own cross-host part while the progress thread runs lane 0's. */
-  struct lane {
-    chorus_proxy *px;
-    pthread_t thread;
-    chorus_op *ops; /* its shares, run as a group (ops_cap of room) */
-    int nops, ops_cap;
-    int job;      /* a share waits (under lane_lock) */
-    int finished; /* its share ran (under lane_lock) */
-    ncclResult_t res;
-  } lane[CHORUS_PROXY_LANES];
-  int nlane_threads;
-  int lane_stop;
-  pthread_mutex_t lane_lock;
-  pthread_cond_t lane_go, lane_done;
+  chorus_lanes *lanes;
   /* Eager calls wait on words the host writes, not in a polling kernel,
    * where the driver allows (word_waits): whole calls too (whole_words)
    * where another process of the job shares this GPU (a polling kernel
@@ -182,58 +171,10 @@ static batch *lookup(chorus_proxy *px, uint32_t id) {
 
 /* Runs calls ops[0, n) (one communicator's, prepared here) as the host
  * runs a group of host calls: collectives in order, Send/Recv together. */
-static ncclResult_t run_calls(chorus_op *ops, int n) {
-  chorus_exec_queue q = {.cc = ops[0].cc, .result = ncclSuccess};
-  chorus_op *tail[2] = {NULL, NULL};
-  ncclResult_t res = ncclSuccess;
-  int prepared = 0;
-  for (int i = 0; i < n && res == ncclSuccess; i++) {
-    res = chorus_coll_prepare(&ops[i]);
-    if (res != ncclSuccess) break;
-    prepared++;
-    chorus_exec_queue_push(&q, tail, &ops[i]);
-  }
-  if (res == ncclSuccess) res = chorus_exec_run(&q, 1);
-  for (int i = 0; i < prepared; i++) chorus_coll_release(&ops[i]);
-  return res;
-}
-
-static void *lane_main(void *arg) {
-  struct lane *l = arg;
-  chorus_proxy *px = l->px;
-  chorus_log_ctx_set(px->cc->log_ctx);
-  pthread_mutex_lock(&px->lane_lock);
-  for (;;) {
-    while (!l->job && !px->lane_stop) pthread_cond_wait(&px->lane_go, &px->lane_lock);
-    if (!l->job) break;
-    l->job = 0;
-    pthread_mutex_unlock(&px->lane_lock);
-    /* the progress thread leaves the list alone until it finished */
-    const ncclResult_t res = l->nops ? run_calls(l->ops, l->nops) : ncclSuccess;
-    pthread_mutex_lock(&px->lane_lock);
-    l->res = res;
-    l->finished = 1;
-    pthread_cond_broadcast(&px->lane_done);
-  }
-  pthread_mutex_unlock(&px->lane_lock);
-  return NULL;
-}
-
 /* How a call w (on the staging) is cut, for a batch on `lanes` in
  * `pieces` (cut.h). */
 static chorus_cut cut_of(const chorus_op *w, int lanes, int pieces) {
   return (chorus_cut){w->func, w->count, w->esize, w->cc->nranks, lanes, pieces};
-}
-
-/* Room for n shares on lane l (under lane_lock). */
-static ncclResult_t lane_room(struct lane *l, int n) {
-  if (n <= l->ops_cap) return ncclSuccess;
-  chorus_op *o = chorus_malloc((size_t)n * sizeof *o);
-  if (!o) return chorus_error(ncclSystemError, "out of memory handing %d calls to a lane", n);
-  chorus_free(l->ops);
-  l->ops = o;
-  l->ops_cap = n;
-  return ncclSuccess;
 }
 
 /* Op's share k of n, on lane k's cross-host part (lane 0's: the call's
@@ -252,49 +193,20 @@ static chorus_op share_op(const chorus_proxy *px, const chorus_op *op, const cho
   return o;
 }
 
-/* Runs ops[0, n) of lane 0 here and lanes 1..nlanes-1's lists (filled)
- * on their threads, all at once. Where lane 0's part fails, the others
- * are stopped (their peers may wait for shares that never come: a peer
- * that cut a call differently, as one whose count differs does), so the
- * failure comes back instead of waiting on them. */
-static ncclResult_t run_filled_lanes(chorus_proxy *px, chorus_op *ops, int n, int nlanes) {
-  for (int k = 1; k < nlanes; k++) {
-    px->lane[k].finished = 0;
-    px->lane[k].job = 1;
-  }
-  pthread_cond_broadcast(&px->lane_go);
-  pthread_mutex_unlock(&px->lane_lock);
-  ncclResult_t res = n ? run_calls(ops, n) : ncclSuccess;
-  if (res != ncclSuccess)
-    for (int k = 1; k < nlanes; k++)
-      __atomic_store_n(px->cross_cc[k]->abort_flag, 1, __ATOMIC_RELEASE);
-  pthread_mutex_lock(&px->lane_lock);
-  for (int k = 1; k < nlanes; k++) {
-    while (!px->lane[k].finished) pthread_cond_wait(&px->lane_done, &px->lane_lock);
-    if (res == ncclSuccess) res = px->lane[k].res;
-  }
-  pthread_mutex_unlock(&px->lane_lock);
-  return res;
-}
-
 /* Runs piece j of call `whole` cut as c: share j * L + k on lane k's
  * cross-host part, lane 0's here, the others on their threads, all at
  * once. */
 static ncclResult_t run_lanes(chorus_proxy *px, const chorus_op *whole, const chorus_cut *c,
                               int j) {
   const int n = c->lanes;
-  pthread_mutex_lock(&px->lane_lock);
   for (int k = 1; k < n; k++) {
-    const ncclResult_t r = lane_room(&px->lane[k], 1);
-    if (r != ncclSuccess) {
-      pthread_mutex_unlock(&px->lane_lock);
-      return r;
-    }
-    px->lane[k].ops[0] = share_op(px, whole, c, j * n + k, n * c->pieces);
-    px->lane[k].nops = 1;
+    CHECK(chorus_lanes_clear(px->lanes, k, 1));
+    const chorus_op o = share_op(px, whole, c, j * n + k, n * c->pieces);
+    chorus_lanes_push(px->lanes, k, &o);
   }
   chorus_op mine = share_op(px, whole, c, j * n, n * c->pieces);
-  return run_filled_lanes(px, &mine, 1, n);
+  chorus_lanes_begin(px->lanes, n);
+  return chorus_lanes_end(px->lanes, n, chorus_lanes_run_calls(&mine, 1));
 }
 
 /* The lanes a call of `bytes` staged as it stands goes on, with one rank
@@ -315,28 +227,22 @@ static int p2p_lanes(const chorus_op *op, int most) {
  * into its p2p_lanes shares, share k on lane k, each lane's shares a
  * group in the calls' order (so a peer's lane k holds the matching ones). */
 static ncclResult_t run_p2p_lanes(chorus_proxy *px, chorus_op *ops, int n, int nlanes) {
+  for (int k = 1; k < nlanes; k++) CHECK(chorus_lanes_clear(px->lanes, k, n));
   chorus_op *mine = chorus_malloc((size_t)n * sizeof *mine);
   if (!mine) return chorus_error(ncclSystemError, "out of memory running %d staged calls", n);
-  pthread_mutex_lock(&px->lane_lock);
-  ncclResult_t res = ncclSuccess;
-  for (int k = 1; k < nlanes && res == ncclSuccess; k++) {
-    res = lane_room(&px->lane[k], n);
-    px->lane[k].nops = 0;
-  }
-  if (res != ncclSuccess) {
-    pthread_mutex_unlock(&px->lane_lock);
-    chorus_free(mine);
-    return res;
-  }
   int nmine = 0;
   for (int i = 0; i < n; i++) {
     const int L = p2p_lanes(&ops[i], nlanes);
     const chorus_cut c = cut_of(&ops[i], L, 1);
     mine[nmine++] = share_op(px, &ops[i], &c, 0, L);
-    for (int k = 1; k < L; k++)
-      px->lane[k].ops[px->lane[k].nops++] = share_op(px, &ops[i], &c, k, L);
+    for (int k = 1; k < L; k++) {
+      const chorus_op o = share_op(px, &ops[i], &c, k, L);
+      chorus_lanes_push(px->lanes, k, &o);
+    }
   }
-  res = run_filled_lanes(px, mine, nmine, nlanes);
+  chorus_lanes_begin(px->lanes, nlanes);
+  const ncclResult_t res = chorus_lanes_end(
+      px->lanes, nlanes, nmine ? chorus_lanes_run_calls(mine, nmine) : ncclSuccess);
   chorus_free(mine);
   return res;
 }
@@ -391,7 +297,7 @@ static ncclResult_t run_batch(chorus_proxy *px, const batch *b, int j) {
     piece_view(b, &c, j, &px->work[0]);
     return run_lanes(px, &px->work[0], &c, j);
   }
-  return run_calls(px->work, b->nops);
+  return chorus_lanes_run_calls(px->work, b->nops);
 }
 
 static void nap(void) {
@@ -1336,9 +1242,6 @@ ncclResult_t chorus_proxy_setup(chorus_proxy **out, chorus_coll_comm *cc, int de
   }
   chorus_plan_unbind_foreign(&px->plan);
   pthread_mutex_init(&px->lock, NULL);
-  pthread_mutex_init(&px->lane_lock, NULL);
-  pthread_cond_init(&px->lane_go, NULL);
-  pthread_cond_init(&px->lane_done, NULL);
   ncclResult_t res = ncclSuccess;
   void *h;
   if (chorus_dev_host_alloc(sizeof(ctl), &h, &px->ctl_dev) != 0) {
@@ -1380,12 +1283,7 @@ ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
   px->local_cc = local_cc;
   px->nlanes = nlanes;
   for (int k = 0; k < nlanes; k++) px->cross_cc[k] = cross_cc[k];
-  for (int k = 1; k < nlanes; k++) {
-    px->lane[k].px = px;
-    if (pthread_create(&px->lane[k].thread, NULL, lane_main, &px->lane[k]) != 0)
-      return chorus_error(ncclSystemError, "cannot start the lane threads of a GPU communicator");
-    px->nlane_threads = k;
-  }
+  CHECK(chorus_lanes_start(&px->lanes, px->cross_cc, nlanes, &px->cc->log_ctx));
   px->place = local ? chorus_gpu_rank(local) : 0;
   const int L = local ? chorus_gpu_nranks(local) : 1;
   const chorus_topo *t = px->cc->topo;
@@ -1459,12 +1357,7 @@ void chorus_proxy_free(chorus_proxy *px) {
     __atomic_store_n(&px->stop, 1, __ATOMIC_RELEASE);
     pthread_join(px->thread, NULL);
   }
-  pthread_mutex_lock(&px->lane_lock);
-  px->lane_stop = 1;
-  pthread_cond_broadcast(&px->lane_go);
-  pthread_mutex_unlock(&px->lane_lock);
-  for (int k = 1; k <= px->nlane_threads; k++) pthread_join(px->lane[k].thread, NULL);
-  for (int k = 1; k < CHORUS_PROXY_LANES; k++) chorus_free(px->lane[k].ops);
+  chorus_lanes_free(px->lanes);
   /* The batches queued since (their streams may finish before their
    * memory goes). */
   release_words(px);
@@ -1477,8 +1370,5 @@ void chorus_proxy_free(chorus_proxy *px) {
   chorus_dev_free(px->issued);
   chorus_dev_host_free(px->ctl_host);
   pthread_mutex_destroy(&px->lock);
-  pthread_mutex_destroy(&px->lane_lock);
-  pthread_cond_destroy(&px->lane_go);
-  pthread_cond_destroy(&px->lane_done);
   chorus_free(px);
 }

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 
+#include "coll/lanes.h"
 #include "coll/op.h"
 #include "nccl.h"
 
@@ -37,7 +38,6 @@ void chorus_proxy_free(chorus_proxy *px);
  * connections; a thread each). AllReduce, AllGather and ReduceScatter the
  * planner gives to `hier` then run across them (steps in the host, a step
  * across hosts cut across the lanes; proxy.c says which). */
-#define CHORUS_PROXY_LANES 8
 struct chorus_gpu;
 ncclResult_t chorus_proxy_set_parts(chorus_proxy *px, struct chorus_gpu *local,
                                     chorus_coll_comm *local_cc, chorus_coll_comm *const *cross_cc,
