@@ -29,6 +29,7 @@ typedef struct chorus_exec_queue {
   chorus_op *p2p;  /* point-to-point calls, run together; linked the same way */
   ncclResult_t result;
   int published; /* a stall of it is on its progress record (coll/progress.h) */
+  int lanes;     /* its calls' other shares run on lanes 1..lanes-1 (coll/lanes.h); 0: none */
 } chorus_exec_queue;
 
 /* Appends op (prepared: op->concurrent set) to q: a collective after q's

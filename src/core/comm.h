@@ -83,6 +83,7 @@ struct ncclComm {
   struct ncclWindow_vidmem *regs; /* registrations and windows, until deregistered (mem.c) */
 
   int is_part;                             /* a part of another (hier.c): not the user's */
+  int is_lane;                             /* ... a host-memory communicator's lane */
   struct chorus_stats *stats;              /* CHORUS_STATS_INTERVAL: its counters (core/stats.h) */
   chorus_progress progress;                /* its calls, for the stuck report (core/status.h) */
   int status_held;                         /* it holds the status service (core/status.h) */
@@ -122,6 +123,10 @@ ncclResult_t chorus_comm_build(ncclComm_t comm);
  * different numbers of ranks, no local part when they hold one each.
  * Freed by chorus_comm_free_parts. */
 ncclResult_t chorus_comm_build_parts(ncclComm_t comm);
+/* A host-memory communicator's lanes 1..nlanes-1 (part_cross[k]; [0]
+ * NULL), each all of its ranks with connections of their own; nlanes set
+ * as they are built. Freed by chorus_comm_free_parts. */
+ncclResult_t chorus_comm_build_lanes(ncclComm_t comm, int nlanes);
 void chorus_comm_free_parts(ncclComm_t comm);
 /* The slot of a host connection as the settings ask for it (NCCL_BUFFSIZE
  * over CHORUS_NSLOTS, clamped), and the slot count in *nslots (may be

@@ -12,6 +12,10 @@
  * connections and thread. Each part's first rank makes a unique id, one
  * allgather over the parent's bootstrap spreads them, and every rank
  * builds its local part, then its cross parts, like any communicator.
+ *
+ * A host-memory communicator whose every host holds one rank has lanes
+ * instead (coll/lanes.h): parts of all its ranks in order, lanes 1..n-1,
+ * lane 0 being the communicator itself.
  */
 #include <stdio.h>
 #include <string.h>
@@ -31,14 +35,16 @@ typedef struct part_ids {
 } part_ids;
 
 /* Builds one part: nranks ranks, this one `rank`, on `device` (-1: host
- * memory), from the id of its first rank. */
+ * memory), from the id of its first rank; a lane of a host-memory
+ * communicator where `lane`. */
 static ncclResult_t build_part(ncclComm_t parent, int nranks, int rank, int device,
-                               const chorus_uid *uid, const char *name, ncclComm_t *out) {
+                               const chorus_uid *uid, const char *name, int lane, ncclComm_t *out) {
   *out = NULL;
   ncclComm_t c;
   CHECK(chorus_comm_alloc(&c, nranks, rank, &parent->config));
   c->device = device;
   c->is_part = 1;
+  c->is_lane = lane;
   c->config.blocking = 1;
   c->init.uids = chorus_malloc(sizeof *uid);
   if (!c->init.uids) {
@@ -92,11 +98,11 @@ ncclResult_t chorus_comm_build_parts(ncclComm_t comm) {
     CHECK_GOTO(chorus_uid_create_private(&ids[me].cross[k], &comm->bs->listen_addr), res, out);
   CHECK_GOTO(chorus_bootstrap_allgather(comm->bs, ids, sizeof *ids), res, out);
   if (L > 1)
-    CHECK_GOTO(build_part(comm, L, li, comm->device, &ids[t->local_ranks[0]].local, "host-local",
+    CHECK_GOTO(build_part(comm, L, li, comm->device, &ids[t->local_ranks[0]].local, "host-local", 0,
                           &comm->part_local),
                res, out);
   for (int k = 0; k < nlanes; k++) {
-    CHECK_GOTO(build_part(comm, H, cross_rank, -1, &ids[cross_first].cross[k], "cross-host",
+    CHECK_GOTO(build_part(comm, H, cross_rank, -1, &ids[cross_first].cross[k], "cross-host", 0,
                           &comm->part_cross[k]),
                res, out);
     comm->nlanes = k + 1;
@@ -111,9 +117,32 @@ out:
   return res;
 }
 
+ncclResult_t chorus_comm_build_lanes(ncclComm_t comm, int nlanes) {
+  /* One id per lane, made by rank 0 (the allgather hands every rank all
+   * of them: the bootstrap has no broadcast). */
+  chorus_uid(*ids)[CHORUS_LANES_MAX] = chorus_calloc((size_t)comm->nranks, sizeof *ids);
+  if (!ids) return chorus_error(ncclSystemError, "out of memory building a communicator's lanes");
+  ncclResult_t res = ncclSuccess;
+  for (int k = 1; k < nlanes && comm->rank == 0; k++)
+    CHECK_GOTO(chorus_uid_create_private(&ids[0][k], &comm->bs->listen_addr), res, out);
+  CHECK_GOTO(chorus_bootstrap_allgather(comm->bs, ids, sizeof *ids), res, out);
+  comm->part_cross[0] = NULL; /* lane 0: the communicator itself */
+  for (int k = 1; k < nlanes; k++) {
+    CHECK_GOTO(
+        build_part(comm, comm->nranks, comm->rank, -1, &ids[0][k], "lane", 1, &comm->part_cross[k]),
+        res, out);
+    comm->nlanes = k + 1;
+  }
+  INFO(CHORUS_INIT, "rank %d: %d lanes for large calls across hosts", comm->rank, nlanes);
+out:
+  chorus_free(ids);
+  return res;
+}
+
 void chorus_comm_free_parts(ncclComm_t comm) {
   if (comm->part_local) chorus_comm_free(comm->part_local);
   comm->part_local = NULL;
-  for (int k = 0; k < comm->nlanes; k++) chorus_comm_free(comm->part_cross[k]);
+  for (int k = 0; k < comm->nlanes; k++)
+    if (comm->part_cross[k]) chorus_comm_free(comm->part_cross[k]);
   comm->nlanes = 0;
 }

@@ -90,7 +90,8 @@ static int with_parts(ncclComm_t comm, ncclComm_t out[1 + 1 + CHORUS_LANES_MAX])
   int n = 0;
   out[n++] = comm;
   if (comm->part_local) out[n++] = comm->part_local;
-  for (int k = 0; k < comm->nlanes; k++) out[n++] = comm->part_cross[k];
+  for (int k = 0; k < comm->nlanes; k++)
+    if (comm->part_cross[k]) out[n++] = comm->part_cross[k];
   return n;
 }
 

@@ -85,6 +85,7 @@ CHORUS_PARAM(GPU_HIER_LANES,   "CHORUS_GPU_HIER_LANES", INT, "4", AGREE, "Across
 CHORUS_PARAM_GROUP("testing")
 CHORUS_PARAM(LEAK_CHECK,       "CHORUS_LEAK_CHECK",     BOOL, "0", 0, "1: WARN at the last communicator destroy if memory is still held")
 CHORUS_PARAM(SOCKET_THREADS_FIT,"CHORUS_SOCKET_THREADS_FIT", BOOL, "1", 0, "0: every socket thread asked for, even past a core per thread (tests of the pumps)")
+CHORUS_PARAM(HOST_LANES,       "CHORUS_HOST_LANES",     INT, "auto", AUTO, "Host memory, a rank per host: lanes for large calls (1..8; auto: by the cores)")
 CHORUS_PARAM(SOCKET_UNPACE,    "CHORUS_SOCKET_UNPACE",  BOOL, "1", 0, "1: sockets start with reno where TCP paces (bbr); streams to other machines get it back")
 CHORUS_PARAM(SOCKET_LOCAL_UNSENT,"CHORUS_SOCKET_LOCAL_UNSENT", SIZE, "128K", OFF, "Streams to ranks of this machine keep at most this much unsent (off: no limit)")
 CHORUS_PARAM(SHARE_GPU,        "CHORUS_SHARE_GPU",      BOOL, "0", 0, "1: ranks of one host may share a GPU (multi-GPU tests on fewer GPUs; slow)")

@@ -6,7 +6,8 @@
 # and channel where CPUs / (2 N) - 1 >= 2 (computed here from this
 # machine's CPU count), else the calling thread with 1 socket; with
 # CHORUS_SOCKET_THREADS_FIT=0 always the former, with
-# NCCL_SOCKET_NTHREADS=0 always the latter.
+# NCCL_SOCKET_NTHREADS=0 always the latter. One lane each
+# (CHORUS_HOST_LANES=1): a lane's connections say their own line.
 set -u
 [ $# -eq 2 ] || { echo "usage: $0 TEST_COLLS N"; exit 2; }
 prog=$1 n=$2
@@ -17,7 +18,7 @@ if [ $((cpus / (2 * n) - 1)) -ge 2 ]; then rule=$threads; else rule=$alone; fi
 check() { # what, expected line, environment...
   what=$1 want=$2
   shift 2
-  out=$(env "$@" HARNESS_HOSTS="$n" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_IFNAME=lo \
+  out=$(env "$@" HARNESS_HOSTS="$n" CHORUS_HOST_LANES=1 NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET NCCL_SOCKET_IFNAME=lo \
     timeout 120 "$prog" allgather procs "$n" 2>&1) || {
     printf '%s\n' "$out" | tail -20
     echo "$what: allgather procs $n failed"

@@ -24,7 +24,7 @@
  *                                       NCCL_COMM_ID from the environment)
  *   COLLECTIVE: allreduce broadcast bcast reduce allgather reducescatter
  *               alltoall gather scatter, or all; or bcast_big, big_mix,
- *               small_run
+ *               small_run, big_cut
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -469,11 +469,78 @@ static int small_run(int rank, int nranks, ncclUniqueId id, const char *param) {
   return failures ? 1 : 0;
 }
 
-static const harness_case cases[] = {{"matrix", matrix},
-                                     {"bcast_big", bcast_big},
-                                     {"big_mix", big_mix},
-                                     {"small_run", small_run},
-                                     {NULL, NULL}};
+/* big_cut: AllReduce (float sum, int32 max), Broadcast and Reduce (from
+ * the first and the last rank) of 1-8 MiB and odd counts, in place and
+ * not, every element against the reference and the elements after the
+ * output untouched: with every rank a host and CHORUS_HOST_LANES, calls
+ * cut across lanes into shares of unequal lengths (core/enqueue.c). */
+#define CUT_GUARD 64
+static int cut_guard_intact(int rank, const char *what, const unsigned char *out, size_t bytes) {
+  for (size_t i = 0; i < CUT_GUARD; i++)
+    if (out[bytes + i] != 0x5a) {
+      harness_log(rank, "%s: byte %zu past the output was written", what, i);
+      return 0;
+    }
+  return 1;
+}
+
+static int big_cut(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  static const size_t counts_c[] = {(256u << 10) + 3, (768u << 10) + 5, (2u << 20) + 7};
+  static const struct {
+    ncclDataType_t t;
+    int op; /* ref.h's: 0 sum, 2 max */
+  } kinds[] = {{ncclFloat32, 0}, {ncclInt32, 2}};
+  const size_t most = counts_c[2] * 4 + CUT_GUARD;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
+  unsigned char *s = malloc(most), *r = malloc(most);
+  int failures = !s || !r;
+  for (size_t c = 0; c < 3 && !failures; c++)
+    for (int k = 0; k < 2 && !failures; k++)
+      for (int f = 0; f < 3 && !failures; f++)
+        for (int inplace = 0; inplace < 2 && !failures; inplace++) {
+          const ncclDataType_t t = kinds[k].t;
+          const size_t n = counts_c[c], bytes = n * ref_type_size(t);
+          const int root = (f + inplace) % 2 ? nranks - 1 : 0, op = kinds[k].op;
+          const ncclRedOp_t nop = op == 0 ? ncclSum : ncclMax;
+          memset(s, 0x5a, most);
+          memset(r, 0x5a, most);
+          ref_fill(t, op, rank, s, 0, n);
+          unsigned char *out = inplace ? s : r;
+          char what[96];
+          ncclResult_t res;
+          if (f == 0) {
+            snprintf(what, sizeof what, "allreduce %s %zu", ref_type_name(t), n);
+            res = ncclAllReduce(s, out, n, t, nop, comm, NULL);
+          } else if (f == 1) {
+            snprintf(what, sizeof what, "broadcast %s %zu from %d", ref_type_name(t), n, root);
+            res = ncclBroadcast(s, out, n, t, root, comm, NULL);
+          } else {
+            snprintf(what, sizeof what, "reduce %s %zu to %d", ref_type_name(t), n, root);
+            res = ncclReduce(s, out, n, t, nop, root, comm, NULL);
+          }
+          if (res != ncclSuccess) {
+            harness_log(rank, "%s: %s", what, ncclGetErrorString(res));
+            failures++;
+            continue;
+          }
+          if (f == 1)
+            failures += ref_check_copy(t, op, root, out, 0, n, what) != 0;
+          else if (f == 0 || rank == root)
+            failures += ref_check(t, op, nranks, out, n, 2.0, what) != 0;
+          if (f == 0 || rank == root || inplace)
+            failures += !cut_guard_intact(rank, what, out, bytes);
+        }
+  free(s);
+  free(r);
+  if (ncclCommDestroy(comm) != ncclSuccess) failures++;
+  return failures ? 1 : 0;
+}
+
+static const harness_case cases[] = {{"matrix", matrix},       {"big_cut", big_cut},
+                                     {"bcast_big", bcast_big}, {"big_mix", big_mix},
+                                     {"small_run", small_run}, {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
@@ -496,7 +563,7 @@ int main(int argc, char **argv) {
   harness_mode mode = strcmp(argv[2], "procs") == 0 ? HARNESS_PROCS : HARNESS_THREADS;
   int n = atoi(argv[3]);
   const char *body = strcmp(argv[1], "bcast_big") == 0 || strcmp(argv[1], "big_mix") == 0 ||
-                             strcmp(argv[1], "small_run") == 0
+                             strcmp(argv[1], "small_run") == 0 || strcmp(argv[1], "big_cut") == 0
                          ? argv[1]
                          : "matrix";
   int failed = harness_spawn(mode, n, body, argv[1], 240);
