@@ -91,20 +91,19 @@ static ncclComm_t comm_of(const chorus_coll_comm *cc) {
 
 /* How many lanes a call of a host-memory communicator with lanes is cut
  * across (coll/lanes.h): calls whose shares are ranges of elements on both
- * sides, each lane 512 KiB at least (chorus_hier_lanes), a Broadcast's 1
- * MiB where its connections have several sockets (socket threads move its
- * messages): on 2 ranks each a host of a 16-core machine, with those
- * threads, a 1 MiB Broadcast on 2 lanes ran 0.86-0.91x one lane's speed,
- * AllReduce 1.4-2.1x, Reduce 1.2-1.7x; without them, on 4 ranks, the
- * Broadcast 1.4-1.8x. The same on every rank: a call's own fields and the
- * communicator's agreed lanes and sockets. */
+ * sides (a Send's or Recv's by its own bytes, which the peer's matching
+ * call has too), each lane 512 KiB at least (chorus_hier_lanes), a
+ * Broadcast's, Send's or Recv's 1 MiB where its connections have several
+ * sockets (socket threads move its messages): on 2 ranks each a host of a 16-core machine, with
+ * those threads, a 1 MiB Broadcast on 2 lanes ran 0.86-0.91x one lane's speed, AllReduce 1.4-2.1x,
+ * Reduce 1.2-1.7x; without them, on 4 ranks, the Broadcast 1.4-1.8x. The same on every rank: a
+ * call's own fields and the communicator's agreed lanes and sockets. */
 static int cut_lanes(const chorus_op *op) {
   const int f = op->func;
-  if (!op->cc->lanes ||
-      (f != CHORUS_FUNC_ALLREDUCE && f != CHORUS_FUNC_BROADCAST && f != CHORUS_FUNC_REDUCE))
-    return 1;
+  const int moves = f == CHORUS_FUNC_BROADCAST || chorus_func_p2p(f);
+  if (!op->cc->lanes || (f != CHORUS_FUNC_ALLREDUCE && f != CHORUS_FUNC_REDUCE && !moves)) return 1;
   const size_t bytes = op->count * op->esize;
-  const int pumped = f == CHORUS_FUNC_BROADCAST && op->cc->lanes_streams > 1;
+  const int pumped = moves && op->cc->lanes_streams > 1;
   return chorus_hier_lanes(pumped ? bytes / 2 : bytes, op->cc->nlanes);
 }
 
@@ -114,6 +113,8 @@ static chorus_op lane_share(const chorus_op *op, int k, int n, chorus_coll_comm 
       op->count / (size_t)n * (size_t)k + CHORUS_MIN((size_t)k, op->count % (size_t)n);
   chorus_op s = *op;
   s.cc = cc;
+  s.scratch = NULL; /* the whole call's (a Send's copy), which share 0 gives back */
+  s.scratch_bytes = 0;
   s.whole_count = op->count;
   s.count = op->count / (size_t)n + ((size_t)k < op->count % (size_t)n);
   s.sendbuff = op->sendbuff ? (const char *)op->sendbuff + first * op->esize : NULL;
@@ -135,7 +136,11 @@ static ncclResult_t cut_across_lanes(chorus_exec_queue *q, chorus_op *op, int ro
     const chorus_op s = lane_share(op, k, n, chorus_lanes_comm(ln, k));
     chorus_lanes_push(ln, k, &s);
   }
+  void *scratch = op->scratch; /* share 0 gives it back, after the lanes ended */
+  const size_t scratch_bytes = op->scratch_bytes;
   *op = lane_share(op, 0, n, op->cc);
+  op->scratch = scratch;
+  op->scratch_bytes = scratch_bytes;
   return ncclSuccess;
 }
 
@@ -244,6 +249,17 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
       if (free_ops) chorus_group_free_op(op);
     }
     return chorus_error(ncclSystemError, "out of memory running %zu grouped calls", nops);
+  }
+  /* A group's Sends that read what its Recvs write go from a copy
+   * (chorus_p2p_snapshot, after the planning below); where they are cut
+   * across lanes, the copy comes first, whole, and the shares read it. */
+  int cut_p2p = 0;
+  for (chorus_op *op = ops; op && !cut_p2p; op = op->next_op)
+    cut_p2p = op->cc->lanes && chorus_func_p2p(op->func);
+  if (cut_p2p) {
+    size_t j = 0;
+    for (chorus_op *op = ops; op; op = op->next_op) all[j++] = op;
+    res = chorus_p2p_snapshot(all, nops);
   }
   /* Plan in call order (this stamps sequence numbers and tickets) and link
    * each op to its communicator's queue: collectives in order, point-to-

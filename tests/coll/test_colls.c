@@ -470,10 +470,11 @@ static int small_run(int rank, int nranks, ncclUniqueId id, const char *param) {
 }
 
 /* big_cut: AllReduce (float sum, int32 max), Broadcast and Reduce (from
- * the first and the last rank) of 1-8 MiB and odd counts, in place and
- * not, every element against the reference and the elements after the
- * output untouched: with every rank a host and CHORUS_HOST_LANES, calls
- * cut across lanes into shares of unequal lengths (core/enqueue.c). */
+ * the first and the last rank) and a ring shift of Sends and Recvs, of
+ * 1-8 MiB and odd counts, in place and not, every element against the
+ * reference and the elements after the output untouched: with every rank
+ * a host and CHORUS_HOST_LANES, calls cut across lanes into shares of
+ * unequal lengths (core/enqueue.c). */
 #define CUT_GUARD 64
 static int cut_guard_intact(int rank, const char *what, const unsigned char *out, size_t bytes) {
   for (size_t i = 0; i < CUT_GUARD; i++)
@@ -498,12 +499,13 @@ static int big_cut(int rank, int nranks, ncclUniqueId id, const char *param) {
   int failures = !s || !r;
   for (size_t c = 0; c < 3 && !failures; c++)
     for (int k = 0; k < 2 && !failures; k++)
-      for (int f = 0; f < 3 && !failures; f++)
+      for (int f = 0; f < 4 && !failures; f++)
         for (int inplace = 0; inplace < 2 && !failures; inplace++) {
           const ncclDataType_t t = kinds[k].t;
           const size_t n = counts_c[c], bytes = n * ref_type_size(t);
           const int root = (f + inplace) % 2 ? nranks - 1 : 0, op = kinds[k].op;
           const ncclRedOp_t nop = op == 0 ? ncclSum : ncclMax;
+          const int prev = (rank + nranks - 1) % nranks;
           memset(s, 0x5a, most);
           memset(r, 0x5a, most);
           ref_fill(t, op, rank, s, 0, n);
@@ -516,20 +518,34 @@ static int big_cut(int rank, int nranks, ncclUniqueId id, const char *param) {
           } else if (f == 1) {
             snprintf(what, sizeof what, "broadcast %s %zu from %d", ref_type_name(t), n, root);
             res = ncclBroadcast(s, out, n, t, root, comm, NULL);
-          } else {
+          } else if (f == 2) {
             snprintf(what, sizeof what, "reduce %s %zu to %d", ref_type_name(t), n, root);
             res = ncclReduce(s, out, n, t, nop, root, comm, NULL);
+          } else {
+            /* A ring shift of two messages to the same peer in one group,
+             * a third and the rest (cut across different lanes). */
+            const size_t n1 = n / 3, off = n1 * ref_type_size(t);
+            snprintf(what, sizeof what, "send/recv %s %zu + %zu%s", ref_type_name(t), n1, n - n1,
+                     inplace ? " in place" : "");
+            res = ncclGroupStart();
+            if (res == ncclSuccess) res = ncclSend(s, n1, t, (rank + 1) % nranks, comm, NULL);
+            if (res == ncclSuccess)
+              res = ncclSend(s + off, n - n1, t, (rank + 1) % nranks, comm, NULL);
+            if (res == ncclSuccess) res = ncclRecv(out, n1, t, prev, comm, NULL);
+            if (res == ncclSuccess) res = ncclRecv(out + off, n - n1, t, prev, comm, NULL);
+            const ncclResult_t end = ncclGroupEnd();
+            if (res == ncclSuccess) res = end;
           }
           if (res != ncclSuccess) {
             harness_log(rank, "%s: %s", what, ncclGetErrorString(res));
             failures++;
             continue;
           }
-          if (f == 1)
-            failures += ref_check_copy(t, op, root, out, 0, n, what) != 0;
+          if (f == 1 || f == 3)
+            failures += ref_check_copy(t, op, f == 1 ? root : prev, out, 0, n, what) != 0;
           else if (f == 0 || rank == root)
             failures += ref_check(t, op, nranks, out, n, 2.0, what) != 0;
-          if (f == 0 || rank == root || inplace)
+          if (f == 0 || f == 3 || rank == root || inplace)
             failures += !cut_guard_intact(rank, what, out, bytes);
         }
   free(s);
