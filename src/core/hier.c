@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bootstrap/bootstrap.h"
 #include "core/comm.h"
 #include "device/device.h"
 #include "gpu/gpu.h"
@@ -41,7 +42,14 @@ static ncclResult_t build_part(ncclComm_t parent, int nranks, int rank, int devi
                                const chorus_uid *uid, const char *name, int lane, ncclComm_t *out) {
   *out = NULL;
   ncclComm_t c;
-  CHECK(chorus_comm_alloc(&c, nranks, rank, &parent->config));
+  /* Failing before the part's rendezvous, a rank tells its root, which
+   * fails it for every rank naming this one (the others wait there, not
+   * on the parent's bootstrap). */
+  ncclResult_t res = chorus_comm_alloc(&c, nranks, rank, &parent->config);
+  if (res != ncclSuccess) {
+    chorus_bootstrap_give_up(uid, 1, nranks, rank);
+    return res;
+  }
   c->device = device;
   c->is_part = 1;
   c->is_lane = lane;
@@ -49,16 +57,22 @@ static ncclResult_t build_part(ncclComm_t parent, int nranks, int rank, int devi
   c->init.uids = chorus_malloc(sizeof *uid);
   if (!c->init.uids) {
     chorus_comm_free(c);
-    return chorus_error(ncclSystemError, "out of memory building a communicator's %s part", name);
+    res = chorus_error(ncclSystemError, "out of memory building a communicator's %s part", name);
+    chorus_bootstrap_give_up(uid, 1, nranks, rank);
+    return res;
   }
   c->init.uids[0] = *uid;
   c->init.nuids = 1;
   chorus_comm_inherit_net(c, parent);
-  ncclResult_t res = chorus_comm_build(c);
+  res = chorus_comm_build(c);
   if (res != ncclSuccess) {
+    /* The part's own words name the rank that failed (its bootstrap
+     * passes the first cause on), which the parent's peers must see. */
+    char why[sizeof c->last_error];
+    snprintf(why, sizeof why, "%s", c->last_error);
     chorus_comm_free(c);
-    return chorus_error(res, "rank %d: building its %s part (%d ranks) failed", parent->rank, name,
-                        nranks);
+    return chorus_error(res, "rank %d: building its %s part (%d ranks) failed: %s", parent->rank,
+                        name, nranks, why);
   }
   *out = c;
   return ncclSuccess;
