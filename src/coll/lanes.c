@@ -105,6 +105,10 @@ void chorus_lanes_free(chorus_lanes *ln) {
   chorus_free(ln);
 }
 
+int chorus_lanes_count(const chorus_lanes *ln) {
+  return ln->nthreads + 1;
+}
+
 chorus_coll_comm *chorus_lanes_comm(const chorus_lanes *ln, int k) {
   return ln->lane[k].cc;
 }

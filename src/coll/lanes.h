@@ -6,8 +6,8 @@
  *
  * Lane 0 is the caller's: it runs its share however it runs calls, between
  * chorus_lanes_begin and chorus_lanes_end. Lanes 1..n-1 each have a thread
- * that runs its list of calls (filled through chorus_lanes_list while no
- * run is under way) as one group on its communicator. Every rank cuts a
+ * that runs its list of calls (filled through chorus_lanes_clear and
+ * chorus_lanes_push while no run is under way) as one group on its communicator. Every rank cuts a
  * call the same way, so lane k's share meets its peers' lane k shares.
  */
 #ifndef CHORUS_COLL_LANES_H
@@ -27,6 +27,8 @@ ncclResult_t chorus_lanes_start(chorus_lanes **out, chorus_coll_comm *const *cc,
                                 const chorus_log_ctx *log_ctx);
 /* Ends the threads (between runs) and frees; NULL is fine. */
 void chorus_lanes_free(chorus_lanes *ln);
+/* How many lanes: the n it was started with. */
+int chorus_lanes_count(const chorus_lanes *ln);
 /* Lane k's communicator (0: the one given as cc[0]). */
 chorus_coll_comm *chorus_lanes_comm(const chorus_lanes *ln, int k);
 /* Lane k's list (1 <= k < n), emptied, with room for `room` calls. */

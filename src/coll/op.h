@@ -77,10 +77,9 @@ typedef struct chorus_coll_comm {
   struct chorus_proxy *proxy;
   /* A host-memory communicator whose every host holds one rank: its
    * lanes (coll/lanes.h; lane 0 is this one), which its large AllReduce,
-   * Broadcast and Reduce calls are cut across; else NULL. */
+   * Broadcast, Reduce, Send and Recv calls are cut across; else NULL. */
   struct chorus_lanes *lanes;
-  int nlanes;
-  int lanes_streams; /* its connections' agreed sockets per peer (a Broadcast's lanes) */
+  int lanes_streams; /* its connections' agreed sockets per peer (byte moves' lanes) */
   /* CHORUS_REPRODUCIBLE on a GPU communicator: the scratch its reductions
    * gather into (gpu/ordered.h); else NULL. */
   struct chorus_gpu_ordered *gpu_ordered;

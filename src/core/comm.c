@@ -741,7 +741,6 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
     chorus_coll_comm *lane_cc[CHORUS_LANES_MAX] = {&comm->cc};
     for (int k = 1; k < comm->nlanes; k++) lane_cc[k] = &comm->part_cross[k]->cc;
     CHECK_GOTO(chorus_lanes_start(&comm->cc.lanes, lane_cc, comm->nlanes, NULL), res, out);
-    comm->cc.nlanes = comm->nlanes;
     comm->cc.lanes_streams = geo.nstreams;
   }
   const int max_ctas = comm->config.maxCTAs > 0 ? comm->config.maxCTAs : 0; /* unset: 0 */

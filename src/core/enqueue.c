@@ -94,17 +94,19 @@ static ncclComm_t comm_of(const chorus_coll_comm *cc) {
  * sides (a Send's or Recv's by its own bytes, which the peer's matching
  * call has too), each lane 512 KiB at least (chorus_hier_lanes), a
  * Broadcast's, Send's or Recv's 1 MiB where its connections have several
- * sockets (socket threads move its messages): on 2 ranks each a host of a 16-core machine, with
- * those threads, a 1 MiB Broadcast on 2 lanes ran 0.86-0.91x one lane's speed, AllReduce 1.4-2.1x,
- * Reduce 1.2-1.7x; without them, on 4 ranks, the Broadcast 1.4-1.8x. The same on every rank: a
- * call's own fields and the communicator's agreed lanes and sockets. */
+ * sockets (socket threads move its messages): on 2 ranks each a host of
+ * a 16-core machine, with those threads, a 1 MiB Broadcast on 2 lanes ran
+ * 0.86-0.91x one lane's speed, AllReduce 1.4-2.1x, Reduce 1.2-1.7x;
+ * without them, on 4 ranks, the Broadcast 1.4-1.8x. The same on every
+ * rank: a call's own fields and the communicator's agreed lanes and
+ * sockets. */
 static int cut_lanes(const chorus_op *op) {
   const int f = op->func;
   const int moves = f == CHORUS_FUNC_BROADCAST || chorus_func_p2p(f);
   if (!op->cc->lanes || (f != CHORUS_FUNC_ALLREDUCE && f != CHORUS_FUNC_REDUCE && !moves)) return 1;
   const size_t bytes = op->count * op->esize;
   const int pumped = moves && op->cc->lanes_streams > 1;
-  return chorus_hier_lanes(pumped ? bytes / 2 : bytes, op->cc->nlanes);
+  return chorus_hier_lanes(pumped ? bytes / 2 : bytes, chorus_lanes_count(op->cc->lanes));
 }
 
 /* Share k of n of op, on cc. */
@@ -130,7 +132,8 @@ static ncclResult_t cut_across_lanes(chorus_exec_queue *q, chorus_op *op, int ro
   const int n = cut_lanes(op);
   if (n < 2) return ncclSuccess;
   chorus_lanes *ln = op->cc->lanes;
-  for (int k = 1; k < op->cc->nlanes && !q->lanes; k++) CHECK(chorus_lanes_clear(ln, k, room));
+  for (int k = 1; k < chorus_lanes_count(ln) && !q->lanes; k++)
+    CHECK(chorus_lanes_clear(ln, k, room));
   q->lanes = CHORUS_MAX(q->lanes, n);
   for (int k = 1; k < n; k++) {
     const chorus_op s = lane_share(op, k, n, chorus_lanes_comm(ln, k));
@@ -252,7 +255,8 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
   }
   /* A group's Sends that read what its Recvs write go from a copy
    * (chorus_p2p_snapshot, after the planning below); where they are cut
-   * across lanes, the copy comes first, whole, and the shares read it. */
+   * across lanes, the copy comes first, whole, and the shares read it
+   * (then once is enough). */
   int cut_p2p = 0;
   for (chorus_op *op = ops; op && !cut_p2p; op = op->next_op)
     cut_p2p = op->cc->lanes && chorus_func_p2p(op->func);
@@ -291,7 +295,7 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     }
     chorus_exec_queue_push(&qs[i], &tails[2 * i], op);
   }
-  if (res == ncclSuccess) res = chorus_p2p_snapshot(all, k);
+  if (res == ncclSuccess && !cut_p2p) res = chorus_p2p_snapshot(all, k);
   if (res == ncclSuccess) prof_calls(all, k, 0, res);
   traced_launch traced; /* trace_gpu_begin fills it; zeroing it all costs a small call 3% */
   traced.n = 0;

@@ -169,8 +169,6 @@ static batch *lookup(chorus_proxy *px, uint32_t id) {
   return b;
 }
 
-/* Runs calls ops[0, n) (one communicator's, prepared here) as the host
- * runs a group of host calls: collectives in order, Send/Recv together. */
 /* How a call w (on the staging) is cut, for a batch on `lanes` in
  * `pieces` (cut.h). */
 static chorus_cut cut_of(const chorus_op *w, int lanes, int pieces) {
