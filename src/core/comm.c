@@ -205,9 +205,14 @@ static int room_for_2_lanes(long cpus, int ranks) {
   return chorus_socket_threads_room(cpus, ranks) >= 1;
 }
 
-static int lanes_asked(void) {
+static int lanes_asked(int rank) {
   const int64_t v = chorus_param_int(CHORUS_P_HOST_LANES);
-  return v == CHORUS_AUTO ? 0 : (int)CHORUS_CLAMP(v, 1, CHORUS_LANES_MAX);
+  if (v == CHORUS_AUTO) return 0;
+  const int n = (int)CHORUS_CLAMP(v, 1, CHORUS_LANES_MAX);
+  if (n != v)
+    WARN("rank %d: CHORUS_HOST_LANES=%lld is outside 1..%d; using %d", rank, (long long)v,
+         CHORUS_LANES_MAX, n);
+  return n;
 }
 
 /* The lanes every rank gives the communicator, from the records: the
@@ -416,7 +421,7 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
   rec[comm->rank].cpus = (uint32_t)CHORUS_CLAMP(cpus, 1, UINT32_MAX);
   rec[comm->rank].threads_auto = asked < 0;
   rec[comm->rank].nslots_auto = chorus_param_int(CHORUS_P_NSLOTS) == CHORUS_AUTO;
-  rec[comm->rank].lanes_asked = (uint32_t)lanes_asked();
+  rec[comm->rank].lanes_asked = (uint32_t)lanes_asked(comm->rank);
   chorus_status_listen(comm, &comm->bs->listen_addr, &rec[comm->rank].status);
   const char *trace = chorus_param_str(CHORUS_P_TRACE);
   rec[comm->rank].traced = trace && *trace;
