@@ -212,6 +212,23 @@ static ncclResult_t stash(chorus_bootstrap *bs, chorus_arrival *a) {
 #define TELL_NS (200ll * 1000000)
 #define HEAR_NS (1000ll * 1000000)
 
+/* How long a refused connect to a peer is tried again. Every peer listens
+ * before it joins, and a full accept queue drops connects rather than
+ * refusing them, so a refusal means the peer's listener is gone: its init
+ * failed or it died. Retrying longer only delays hearing why (its word
+ * waits in this rank's listener meanwhile). */
+#define REFUSED_NS (500ll * 1000000)
+
+/* " (loopback: ...)" after the address of the one of two ranks that listens
+ * on loopback while the other does not: they are on different hosts (or
+ * both would have chosen loopback), and the one on loopback cannot be
+ * reached. */
+static const char *loopback_note(const chorus_sockaddr *of, const chorus_sockaddr *other) {
+  return chorus_sock_is_loopback(of) && !chorus_sock_is_loopback(other)
+             ? " (loopback: other hosts cannot reach it; set NCCL_SOCKET_IFNAME)"
+             : "";
+}
+
 /* Serves the listener until `until`: arrivals are kept for their claims,
  * a neighbour's failure is returned as this rank's error (ncclInProgress:
  * nothing of that kind came). */
@@ -248,13 +265,16 @@ static ncclResult_t claim(chorus_bootstrap *bs, uint32_t kind, int from, uint64_
     ncclResult_t res = chorus_acceptor_poll(&bs->acc, dl, bs->abort_flag, &a);
     if (res == ncclInProgress) {
       if (aborted(bs)) return abort_error();
-      char addr[CHORUS_ADDR_STRLEN];
-      return chorus_error(ncclRemoteError,
-                          "bootstrap: rank %d never connected for %s within %lld s (its address "
-                          "%s); it may have died or be stuck. CHORUS_BOOTSTRAP_TIMEOUT sets the "
-                          "limit",
-                          from, what, (long long)(bs->timeout_ns / 1000000000),
-                          chorus_sock_str(&bs->addrs[from], addr, sizeof addr));
+      char addr[CHORUS_ADDR_STRLEN], mine[CHORUS_ADDR_STRLEN];
+      return chorus_error(
+          ncclRemoteError,
+          "bootstrap: rank %d at %s%s never connected to rank %d at %s%s for %s within %lld s; it "
+          "may have died or be stuck. CHORUS_BOOTSTRAP_TIMEOUT sets the limit",
+          from, chorus_sock_str(&bs->addrs[from], addr, sizeof addr),
+          loopback_note(&bs->addrs[from], &bs->listen_addr), bs->rank,
+          chorus_sock_str(&bs->listen_addr, mine, sizeof mine),
+          loopback_note(&bs->listen_addr, &bs->addrs[from]), what,
+          (long long)(bs->timeout_ns / 1000000000));
     }
     CHECK(res);
     if (a.hello.nranks == bs->nranks && a.hello.kind == kind && a.hello.from == from &&
@@ -299,7 +319,8 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
   char err[256] = "", a[CHORUS_ADDR_STRLEN];
   int64_t dl = chorus_now_ns() + bs->timeout_ns;
   *fd = -1;
-  ncclResult_t res = chorus_sock_connect(&bs->addrs[peer], dl, fd, err, sizeof err);
+  ncclResult_t res = chorus_sock_connect_ex(&bs->addrs[peer], dl, chorus_now_ns() + REFUSED_NS, fd,
+                                            err, sizeof err);
   uint8_t nonce_buf[CHORUS_NONCE_BYTES], *nonce = nonce_out ? nonce_out : nonce_buf;
   if (res == ncclSuccess) res = await_challenge(bs, *fd, nonce, dl, err, sizeof err);
   if (res == ncclSuccess)
@@ -313,17 +334,14 @@ static ncclResult_t open_to(chorus_bootstrap *bs, int peer, uint32_t kind, uint6
      * moment. */
     const ncclResult_t heard = serve_until(bs, chorus_now_ns() + HEAR_NS);
     if (heard != ncclInProgress) return heard;
-    /* One of the two on loopback and the other not: they are on different
-     * hosts (or both would have chosen loopback), and the one on loopback
-     * cannot be reached. Said first: a message passed on may be cut. */
-    static const char lo[] = " (loopback: other hosts cannot reach it; set NCCL_SOCKET_IFNAME)";
-    const int peer_lo = chorus_sock_is_loopback(&bs->addrs[peer]),
-              me_lo = chorus_sock_is_loopback(&bs->listen_addr);
+    /* The loopback note said first: a message passed on may be cut. */
     char mine[CHORUS_ADDR_STRLEN];
-    return chorus_error(
-        res, "bootstrap: rank %d at %s%s cannot connect to rank %d at %s%s for %s: %s", bs->rank,
-        chorus_sock_str(&bs->listen_addr, mine, sizeof mine), me_lo && !peer_lo ? lo : "", peer,
-        chorus_sock_str(&bs->addrs[peer], a, sizeof a), peer_lo && !me_lo ? lo : "", what, err);
+    return chorus_error(res,
+                        "bootstrap: rank %d at %s%s cannot connect to rank %d at %s%s for %s: %s",
+                        bs->rank, chorus_sock_str(&bs->listen_addr, mine, sizeof mine),
+                        loopback_note(&bs->listen_addr, &bs->addrs[peer]), peer,
+                        chorus_sock_str(&bs->addrs[peer], a, sizeof a),
+                        loopback_note(&bs->addrs[peer], &bs->listen_addr), what, err);
   }
   return ncclSuccess;
 }
