@@ -222,6 +222,7 @@ typedef struct failer {
   int hear;      /* the others fail on their own, and listen for a first cause */
   int none_fail; /* (with hear) the last rank does not fail either */
   int nap_ms;    /* looks away this long first: a rank the scheduler left out */
+  int connect;   /* the others connect to the failing rank (gone by then) */
   ncclResult_t res;
   double took;
   char err[512];
@@ -254,6 +255,10 @@ static void *fail_main(void *p) {
     f->res = ncclSystemError;
   } else if (f->hear) {
     f->res = chorus_bootstrap_hear_failure(bs); /* ncclInProgress: no word came */
+  } else if (f->connect) {
+    int fd = -1;
+    f->res = chorus_bootstrap_connect(bs, f->nranks - 1, 7, &fd);
+    if (fd >= 0) close(fd);
   } else {
     int data[8] = {0};
     f->res = chorus_bootstrap_allgather(bs, data, sizeof data[0]);
@@ -264,7 +269,7 @@ static void *fail_main(void *p) {
   return NULL;
 }
 
-static void run_failers_napping(failer *f, int n, int hear, int none_fail, int nap_ms) {
+static void run_failers_ex(failer *f, int n, int hear, int none_fail, int nap_ms, int connect) {
   chorus_uid u;
   REQUIRE(chorus_uid_create(&u) == ncclSuccess);
   setenv("CHORUS_BOOTSTRAP_TIMEOUT", "30", 1);
@@ -273,6 +278,8 @@ static void run_failers_napping(failer *f, int n, int hear, int none_fail, int n
     memset(&f[r], 0, sizeof f[r]);
     f[r].uid = u, f[r].rank = r, f[r].nranks = n, f[r].hear = hear, f[r].none_fail = none_fail;
     f[r].nap_ms = r == 0 || r == n - 2 ? nap_ms : 0; /* the failing rank's neighbours */
+    f[r].connect = connect;
+    if (connect && r < n - 1) f[r].nap_ms = nap_ms; /* all: the failing rank goes first */
     pthread_create(&th[r], NULL, fail_main, &f[r]);
   }
   for (int r = 0; r < n; r++) pthread_join(th[r], NULL);
@@ -280,7 +287,7 @@ static void run_failers_napping(failer *f, int n, int hear, int none_fail, int n
 }
 
 static void run_failers(failer *f, int n, int hear, int none_fail) {
-  run_failers_napping(f, n, hear, none_fail, 0);
+  run_failers_ex(f, n, hear, none_fail, 0, 0);
 }
 
 /* Every rank but the last failed at once with the last one's cause. */
@@ -306,8 +313,24 @@ static void init_failure_names_its_rank(void) {
  * still name the cause, not the ring's end. */
 static void init_failure_reaches_busy_neighbours(void) {
   failer f[4];
-  run_failers_napping(f, 4, 0, 0, 600);
+  run_failers_ex(f, 4, 0, 0, 600, 0);
   expect_last_named(f, 4);
+}
+
+/* The others connect to the failing rank after it has gone: the connect
+ * is refused, and each names its cause within seconds (the word waits in
+ * its listener, or comes from a neighbour), not after the bootstrap
+ * timeout (30 s here). */
+static void connect_to_a_failed_rank_hears_why(void) {
+  failer f[4];
+  run_failers_ex(f, 4, 0, 0, 300, 1);
+  char want[64];
+  snprintf(want, sizeof want, "rank 3 of 4: a test cause");
+  for (int r = 0; r < 3; r++) {
+    EXPECT(f[r].res == ncclRemoteError);
+    EXPECT(f[r].took < 4);
+    EXPECT(strstr(f[r].err, want) != NULL);
+  }
 }
 
 /* Ranks whose own failure a peer's earlier one may explain (its shared
@@ -335,6 +358,7 @@ int main(void) {
   RUN(give_up_fails_the_rendezvous);
   RUN(init_failure_names_its_rank);
   RUN(init_failure_reaches_busy_neighbours);
+  RUN(connect_to_a_failed_rank_hears_why);
   RUN(consequent_failures_name_the_first);
   return unit_report();
 }
