@@ -46,7 +46,8 @@ void chorus_coll_release(chorus_op *op);
  * (CHORUS_RED_FINALIZE: finished too, for a rank alone). */
 void chorus_coll_own_input(chorus_op *op, void *dst, size_t count, unsigned flags);
 /* An in-place AlltoAll's copy of its input for the peers: every block of
- * op's buffer but this rank's own into dst, laid out as the buffer. */
+ * op's buffer but this rank's own into dst, count elements apart (as the
+ * buffer, but for a share's rows, chorus_op.pitch). */
 void chorus_coll_peers_blocks(const chorus_op *op, char *dst);
 void chorus_p2p_take_ticket(chorus_op *op);
 /* The host calls of one group, prepared and not yet run. Sends may go by

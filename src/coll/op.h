@@ -174,6 +174,11 @@ struct chorus_op {
    * count, which its messages carry instead, so that peers that cut a
    * call differently (their counts differ) see a mismatch; 0: count. */
   size_t whole_count;
+  /* Elements from one rank's block to the next on a side that holds one
+   * per rank (AllGather's output, AlltoAll's both, ...); 0: count. A share
+   * of a call cut across lanes (core/enqueue.c) holds the same range of
+   * every block of the whole call, whose blocks lie whole_count apart. */
+  size_t pitch;
   int dtype;
   size_t esize;
   chorus_red red;
@@ -277,6 +282,11 @@ struct chorus_op {
   } u;
   chorus_op *next_op; /* executor queue link */
 };
+
+/* Elements from one rank's block to the next (chorus_op.pitch). */
+static inline size_t chorus_op_pitch(const chorus_op *op) {
+  return op->pitch ? op->pitch : op->count;
+}
 
 /* Fills op->meta (and op->expect) from the call and the communicator's next
  * sequence number. */

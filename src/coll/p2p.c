@@ -143,7 +143,10 @@ static void own_block(chorus_op *op, char *dst, const char *src, size_t bytes) {
 static ncclResult_t multi_plan(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   int n = cc->nranks, me = cc->rank;
-  size_t blk = op->count * op->esize;
+  /* blk bytes a block, `ss` and `rs` from one to the next in the buffers
+   * sent from and received into (a share's rows are pitch apart). */
+  const size_t blk = op->count * op->esize, pitch = chorus_op_pitch(op) * op->esize;
+  size_t ss = pitch, rs = pitch;
   int inplace_a2a = op->func == CHORUS_FUNC_ALLTOALL && op->sendbuff == op->recvbuff && n > 1;
   char *copy;
   CHECK(chorus_xfer_alloc(op, 2 * n, inplace_a2a ? blk * (size_t)n : 0, &M.x, &M.kind, &copy));
@@ -155,22 +158,23 @@ static ncclResult_t multi_plan(chorus_op *op) {
   if (inplace_a2a) { /* the peers' blocks: this rank's own stays where it is */
     chorus_coll_peers_blocks(op, copy);
     send = copy;
+    ss = blk;
   }
   switch (op->func) {
   case CHORUS_FUNC_ALLTOALL:
     for (int p = 0; p < n; p++)
       if (p != me) {
-        multi_add(op, p, 1, send + (size_t)p * blk, blk);
-        multi_add(op, p, 0, recv + (size_t)p * blk, blk);
+        multi_add(op, p, 1, send + (size_t)p * ss, blk);
+        multi_add(op, p, 0, recv + (size_t)p * rs, blk);
       }
     if (!inplace_a2a && send != recv)
-      own_block(op, recv + (size_t)me * blk, send + (size_t)me * blk, blk);
+      own_block(op, recv + (size_t)me * rs, send + (size_t)me * ss, blk);
     break;
   case CHORUS_FUNC_GATHER:
     if (me == op->root) {
       for (int p = 0; p < n; p++)
-        if (p != me) multi_add(op, p, 0, recv + (size_t)p * blk, blk);
-      if (send != recv + (size_t)me * blk) own_block(op, recv + (size_t)me * blk, send, blk);
+        if (p != me) multi_add(op, p, 0, recv + (size_t)p * rs, blk);
+      if (send != recv + (size_t)me * rs) own_block(op, recv + (size_t)me * rs, send, blk);
     } else {
       multi_add(op, op->root, 1, send, blk);
     }
@@ -178,8 +182,8 @@ static ncclResult_t multi_plan(chorus_op *op) {
   case CHORUS_FUNC_SCATTER:
     if (me == op->root) {
       for (int p = 0; p < n; p++)
-        if (p != me) multi_add(op, p, 1, send + (size_t)p * blk, blk);
-      if (recv != send + (size_t)me * blk) own_block(op, recv, send + (size_t)me * blk, blk);
+        if (p != me) multi_add(op, p, 1, send + (size_t)p * ss, blk);
+      if (recv != send + (size_t)me * ss) own_block(op, recv, send + (size_t)me * ss, blk);
     } else {
       multi_add(op, op->root, 0, recv, blk);
     }

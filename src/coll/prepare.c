@@ -164,9 +164,29 @@ static ncclResult_t choose(chorus_op *op) {
   return ncclSuccess;
 }
 
+/* The algorithm for a share of a call cut across lanes whose blocks are
+ * rows of the whole call's (chorus_op.pitch): the ring or the direct
+ * transfers, which take the rows where they lie; recursive doubling
+ * sends runs of blocks as one message. The same on every rank: the cut
+ * is. */
+static int pitched_algo(const chorus_op *op) {
+  switch (op->func) {
+  case CHORUS_FUNC_ALLGATHER:
+  case CHORUS_FUNC_REDUCESCATTER:
+    return CHORUS_ALGO_RING;
+  case CHORUS_FUNC_ALLTOALL:
+  case CHORUS_FUNC_GATHER:
+  case CHORUS_FUNC_SCATTER:
+    return CHORUS_ALGO_DIRECT;
+  default:
+    return op->algo;
+  }
+}
+
 ncclResult_t chorus_coll_prepare(chorus_op *op) {
   chorus_coll_comm *cc = op->cc;
   CHECK(choose(op));
+  if (op->pitch && op->pitch != op->count) op->algo = pitched_algo(op);
   op->step = chorus_coll_schedule(op->func, op->algo);
   if (!op->step)
     return chorus_error(ncclInternalError, "%s has no host schedule for algorithm %s",
@@ -204,8 +224,13 @@ void chorus_op_scratch_drop(chorus_op *op) {
 
 void chorus_coll_peers_blocks(const chorus_op *op, char *dst) {
   const size_t blk = op->count * op->esize, me = (size_t)op->cc->rank;
-  const size_t n = (size_t)op->cc->nranks;
+  const size_t n = (size_t)op->cc->nranks, pitch = chorus_op_pitch(op) * op->esize;
   const char *src = op->sendbuff;
+  if (pitch != blk) { /* a share's rows */
+    for (size_t p = 0; p < n; p++)
+      if (p != me) memcpy(dst + p * blk, src + p * pitch, blk);
+    return;
+  }
   memcpy(dst, src, me * blk);
   memcpy(dst + (me + 1) * blk, src + (me + 1) * blk, (n - me - 1) * blk);
 }

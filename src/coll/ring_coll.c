@@ -64,7 +64,7 @@ static ncclResult_t release_prev(chorus_op *op) {
   } while (0)
 
 static char *blk(const chorus_op *op, const void *base, int b, size_t off) {
-  return (char *)base + ((size_t)b * op->count + off) * op->esize;
+  return (char *)base + ((size_t)b * chorus_op_pitch(op) + off) * op->esize;
 }
 
 /* AllGather's message j from prev: round j / (n-1), step j % (n-1) + 1,

@@ -90,26 +90,29 @@ static ncclComm_t comm_of(const chorus_coll_comm *cc) {
 }
 
 /* How many lanes a call of a host-memory communicator with lanes is cut
- * across (coll/lanes.h): calls whose shares are ranges of elements on both
- * sides (a Send's or Recv's by its own bytes, which the peer's matching
- * call has too), each lane 512 KiB at least (chorus_hier_lanes), a
- * Broadcast's, Send's or Recv's 1 MiB where its connections have several
- * sockets (socket threads move its messages): on 2 ranks each a host of
- * a 16-core machine, with those threads, a 1 MiB Broadcast on 2 lanes ran
+ * across (coll/lanes.h): by the call's size (chorus_func_size; a Send's
+ * or Recv's its own bytes, which the peer's matching call has too), each
+ * lane 512 KiB at least (chorus_hier_lanes), 1 MiB for calls that only
+ * move bytes where their connections have several sockets (socket
+ * threads move their messages): on 2 ranks each a host of a 16-core
+ * machine, with those threads, a 1 MiB Broadcast on 2 lanes ran
  * 0.86-0.91x one lane's speed, AllReduce 1.4-2.1x, Reduce 1.2-1.7x;
- * without them, on 4 ranks, the Broadcast 1.4-1.8x. The same on every
- * rank: a call's own fields and the communicator's agreed lanes and
- * sockets. */
+ * without them, on 4 ranks, the Broadcast 1.4-1.8x. A share is one range
+ * of elements of each block (lane_share). The same on every rank: a
+ * call's own fields and the communicator's agreed lanes and sockets. A
+ * reproducible ReduceScatter keeps its ordered schedule, which takes
+ * whole blocks. */
 static int cut_lanes(const chorus_op *op) {
   const int f = op->func;
-  const int moves = f == CHORUS_FUNC_BROADCAST || chorus_func_p2p(f);
-  if (!op->cc->lanes || (f != CHORUS_FUNC_ALLREDUCE && f != CHORUS_FUNC_REDUCE && !moves)) return 1;
-  const size_t bytes = op->count * op->esize;
+  const int moves = !chorus_func_reduces(f);
+  if (!op->cc->lanes || (f == CHORUS_FUNC_REDUCESCATTER && op->cc->reproducible)) return 1;
+  const size_t bytes = chorus_func_size(f, op->count, op->esize, op->cc->nranks);
   const int pumped = moves && op->cc->lanes_streams > 1;
   return chorus_hier_lanes(pumped ? bytes / 2 : bytes, chorus_lanes_count(op->cc->lanes));
 }
 
-/* Share k of n of op, on cc. */
+/* Share k of n of op, on cc: the same range of elements of each of its
+ * blocks (chorus_op.pitch), the buffers' first blocks' range here. */
 static chorus_op lane_share(const chorus_op *op, int k, int n, chorus_coll_comm *cc) {
   const size_t first =
       op->count / (size_t)n * (size_t)k + CHORUS_MIN((size_t)k, op->count % (size_t)n);
@@ -118,6 +121,7 @@ static chorus_op lane_share(const chorus_op *op, int k, int n, chorus_coll_comm 
   s.scratch = NULL; /* the whole call's (a Send's copy), which share 0 gives back */
   s.scratch_bytes = 0;
   s.whole_count = op->count;
+  s.pitch = op->count; /* blocks of the whole call: the same range of each */
   s.count = op->count / (size_t)n + ((size_t)k < op->count % (size_t)n);
   s.sendbuff = op->sendbuff ? (const char *)op->sendbuff + first * op->esize : NULL;
   s.recvbuff = op->recvbuff ? (char *)op->recvbuff + first * op->esize : NULL;

@@ -554,9 +554,102 @@ static int big_cut(int rank, int nranks, ncclUniqueId id, const char *param) {
   return failures ? 1 : 0;
 }
 
-static const harness_case cases[] = {{"matrix", matrix},       {"big_cut", big_cut},
-                                     {"bcast_big", bcast_big}, {"big_mix", big_mix},
-                                     {"small_run", small_run}, {NULL, NULL}};
+/* big_blocks: AllGather, ReduceScatter (float sum, int32 max), AlltoAll,
+ * Gather and Scatter (roots the first and the last rank) of 1.5-14 MiB
+ * and odd counts, in place and not, every element of every block against
+ * the reference and the bytes after the output untouched: cut across
+ * lanes, each share a range of rows of every block (chorus_op.pitch). */
+static int big_blocks(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  static const coll_t funcs[] = {AG, RS, A2A, GATHER, SCATTER};
+  static const size_t counts_c[] = {(128u << 10) + 3, (384u << 10) + 5};
+  static const struct {
+    ncclDataType_t t;
+    int op; /* ref.h's: 0 sum, 2 max */
+  } kinds[] = {{ncclFloat32, 0}, {ncclInt32, 2}};
+  const size_t N = (size_t)nranks, most = counts_c[1] * 4 * N + CUT_GUARD;
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 1;
+  unsigned char *s = malloc(most), *r = malloc(most);
+  int failures = !s || !r;
+  for (size_t c = 0; c < 2 && !failures; c++)
+    for (int k = 0; k < 2 && !failures; k++)
+      for (int fi = 0; fi < 5 && !failures; fi++)
+        for (int inplace = 0; inplace < 2 && !failures; inplace++) {
+          const coll_t f = funcs[fi];
+          const ncclDataType_t t = kinds[k].t;
+          const int op = kinds[k].op, root = (fi + inplace + k) % 2 ? nranks - 1 : 0;
+          const ncclRedOp_t nop = op == 0 ? ncclSum : ncclMax;
+          const size_t n = counts_c[c], es = ref_type_size(t), me = (size_t)rank;
+          /* Every call's larger buffer holds N blocks of n: its input
+           * sequence (rank r's elements from 0), or the blocks each rank
+           * sends (rank r's elements r*n.. for AllGather and Gather). */
+          memset(s, 0x5a, most);
+          memset(r, 0x5a, most);
+          const int gathers = f == AG || f == GATHER;
+          if (gathers)
+            ref_fill(t, op, rank, inplace ? r + me * n * es : s, me * n, n);
+          else
+            ref_fill(t, op, rank, s, 0, n * N);
+          const void *in = gathers && inplace ? r + me * n * es : s;
+          void *out = !inplace ? r : f == A2A ? s : gathers ? r : s + me * n * es;
+          if (f == SCATTER && inplace && rank != root) out = r;
+          char what[96];
+          snprintf(what, sizeof what, "%s %s %zu%s root %d", names[f], ref_type_name(t), n,
+                   inplace ? " in place" : "", root);
+          ncclResult_t res;
+          if (f == AG)
+            res = ncclAllGather(in, out, n, t, comm, NULL);
+          else if (f == RS)
+            res = ncclReduceScatter(in, out, n, t, nop, comm, NULL);
+          else if (f == A2A)
+            res = ncclAlltoAll(in, out, n, t, comm, NULL);
+          else if (f == GATHER)
+            res = ncclGather(in, out, n, t, root, comm, NULL);
+          else
+            res = ncclScatter(in, out, n, t, root, comm, NULL);
+          if (res != ncclSuccess) {
+            harness_log(rank, "%s: %s", what, ncclGetErrorString(res));
+            failures++;
+            continue;
+          }
+          const unsigned char *o = out;
+          size_t outn = n; /* elements written */
+          if (f == AG || f == A2A || (f == GATHER && rank == root)) {
+            outn = n * N;
+            for (size_t p = 0; p < N; p++)
+              failures += ref_check_copy(t, op, (int)p, o + p * n * es, f == A2A ? me * n : p * n,
+                                         n, what) != 0;
+          } else if (f == RS) {
+            failures += ref_check_at(t, op, nranks, o, me * n, n, 1.0, what) != 0;
+          } else if (f == SCATTER) {
+            failures += ref_check_copy(t, op, root, o, me * n, n, what) != 0;
+          } else {
+            outn = 0; /* a Gather's sender writes nothing */
+          }
+          /* The bytes after the output, or, in place, after the whole
+           * buffer the output lies in. */
+          const unsigned char *gbuf = r;
+          size_t gend = outn * es;
+          if (inplace && (f == A2A || f == RS || (f == SCATTER && rank == root)))
+            gbuf = s, gend = n * N * es;
+          else if (inplace && f != SCATTER)
+            gend = n * N * es;
+          failures += !cut_guard_intact(rank, what, gbuf, gend);
+        }
+  free(s);
+  free(r);
+  if (ncclCommDestroy(comm) != ncclSuccess) failures++;
+  return failures ? 1 : 0;
+}
+
+static const harness_case cases[] = {{"matrix", matrix},
+                                     {"big_cut", big_cut},
+                                     {"big_blocks", big_blocks},
+                                     {"bcast_big", bcast_big},
+                                     {"big_mix", big_mix},
+                                     {"small_run", small_run},
+                                     {NULL, NULL}};
 
 int main(int argc, char **argv) {
   harness_init(argc, argv, cases);
@@ -579,7 +672,8 @@ int main(int argc, char **argv) {
   harness_mode mode = strcmp(argv[2], "procs") == 0 ? HARNESS_PROCS : HARNESS_THREADS;
   int n = atoi(argv[3]);
   const char *body = strcmp(argv[1], "bcast_big") == 0 || strcmp(argv[1], "big_mix") == 0 ||
-                             strcmp(argv[1], "small_run") == 0 || strcmp(argv[1], "big_cut") == 0
+                             strcmp(argv[1], "small_run") == 0 || strcmp(argv[1], "big_cut") == 0 ||
+                             strcmp(argv[1], "big_blocks") == 0
                          ? argv[1]
                          : "matrix";
   int failed = harness_spawn(mode, n, body, argv[1], 240);
