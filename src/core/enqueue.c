@@ -6,7 +6,6 @@
 #include <stddef.h>
 #include <string.h>
 
-#include "algo/cost.h"
 #include "algo/func.h"
 #include "coll/coll.h"
 #include "coll/exec.h"
@@ -90,25 +89,30 @@ static ncclComm_t comm_of(const chorus_coll_comm *cc) {
 }
 
 /* How many lanes a call of a host-memory communicator with lanes is cut
- * across (coll/lanes.h): by the call's size (chorus_func_size; a Send's
- * or Recv's its own bytes, which the peer's matching call has too), each
- * lane 512 KiB at least (chorus_hier_lanes), 1 MiB for calls that only
- * move bytes where their connections have several sockets (socket
- * threads move their messages): on 2 ranks each a host of a 16-core
- * machine, with those threads, a 1 MiB Broadcast on 2 lanes ran
- * 0.86-0.91x one lane's speed, AllReduce 1.4-2.1x, Reduce 1.2-1.7x;
- * without them, on 4 ranks, the Broadcast 1.4-1.8x. A share is one range
- * of elements of each block (lane_share). The same on every rank: a
- * call's own fields and the communicator's agreed lanes and sockets. A
- * reproducible ReduceScatter keeps its ordered schedule, which takes
- * whole blocks. */
+ * across (coll/lanes.h), by the call's size (chorus_func_size; a Send's
+ * or Recv's its own bytes, which the peer's matching call has too): 256
+ * KiB a lane at least, 1 MiB for calls that only move bytes where their
+ * connections have several sockets (socket threads move such calls'
+ * messages: on 2 ranks each a host of a 16-core machine, a 1 MiB
+ * Broadcast on 2 lanes ran 0.86-0.91x one lane's speed). 256 KiB against
+ * 512 KiB, on 16 cores, every rank a host over loopback, two calls of 3
+ * rounds (bench/results/host_lanes_min_ab_16c_2026-12-02.txt): 4 ranks
+ * (2 lanes) at 512 KiB 1.04-1.54x faster for every collective in both
+ * but Gather (0.95x) in one and Send/Recv (0.66x) in the other; 2 ranks
+ * (4 lanes), AllReduce, ReduceScatter and Reduce at 512 KiB-1 MiB
+ * 1.2-2.2x in one, 0.55-1.43x in the other, noisier (calls cut alike
+ * there varied 0.54-1.78x). The same on every rank: a call's own fields
+ * and the communicator's agreed lanes and sockets. A share is one range
+ * of elements of each block (lane_share). A reproducible ReduceScatter
+ * keeps its ordered schedule, which takes whole blocks. */
 static int cut_lanes(const chorus_op *op) {
   const int f = op->func;
-  const int moves = !chorus_func_reduces(f);
   if (!op->cc->lanes || (f == CHORUS_FUNC_REDUCESCATTER && op->cc->reproducible)) return 1;
   const size_t bytes = chorus_func_size(f, op->count, op->esize, op->cc->nranks);
-  const int pumped = moves && op->cc->lanes_streams > 1;
-  return chorus_hier_lanes(pumped ? bytes / 2 : bytes, chorus_lanes_count(op->cc->lanes));
+  const int pumped = !chorus_func_reduces(f) && op->cc->lanes_streams > 1;
+  const size_t k = bytes / (pumped ? (size_t)1 << 20 : (size_t)256 << 10);
+  const int most = chorus_lanes_count(op->cc->lanes);
+  return k < 2 ? 1 : k < (size_t)most ? (int)k : most;
 }
 
 /* Share k of n of op, on cc: the same range of elements of each of its
