@@ -91,26 +91,33 @@ static ncclComm_t comm_of(const chorus_coll_comm *cc) {
 /* How many lanes a call of a host-memory communicator with lanes is cut
  * across (coll/lanes.h), by the call's size (chorus_func_size; a Send's
  * or Recv's its own bytes, which the peer's matching call has too): 256
- * KiB a lane at least, 1 MiB for calls that only move bytes where their
- * connections have several sockets (socket threads move such calls'
- * messages: on 2 ranks each a host of a 16-core machine, a 1 MiB
- * Broadcast on 2 lanes ran 0.86-0.91x one lane's speed). 256 KiB against
- * 512 KiB, on 16 cores, every rank a host over loopback, two calls of 3
- * rounds (bench/results/host_lanes_min_ab_16c_2026-12-02.txt): 4 ranks
- * (2 lanes) at 512 KiB 1.04-1.54x faster for every collective in both
- * but Gather (0.95x) in one and Send/Recv (0.66x) in the other; 2 ranks
- * (4 lanes), AllReduce, ReduceScatter and Reduce at 512 KiB-1 MiB
- * 1.2-2.2x in one, 0.55-1.43x in the other, noisier (calls cut alike
- * there varied 0.54-1.78x). The same on every rank: a call's own fields
- * and the communicator's agreed lanes and sockets. A share is one range
- * of elements of each block (lane_share). A reproducible ReduceScatter
- * keeps its ordered schedule, which takes whole blocks. */
+ * KiB a lane at least. A call that only moves bytes where socket threads
+ * would move its messages (its connections have several sockets) is cut
+ * from 2 MiB, 512 KiB a lane, its shares then moved by the lanes' own
+ * threads (coll/exec.c); below, whole, the socket threads move it. All
+ * measured on 16 cores, every rank a host over loopback. 256 KiB against
+ * 512 KiB, two calls of 3 rounds
+ * (bench/results/host_lanes_min_ab_16c_2026-12-02.txt): 4 ranks (2
+ * lanes) at 512 KiB 1.04-1.54x faster for every collective in both but
+ * Gather (0.95x) in one and Send/Recv (0.66x) in the other; 2 ranks (4
+ * lanes), AllReduce, ReduceScatter and Reduce at 512 KiB-1 MiB 1.2-2.2x
+ * in one, 0.55-1.43x in the other, noisier (calls cut alike there varied
+ * 0.54-1.78x). Byte moves on 2 ranks with socket threads, against 1 MiB
+ * a lane with lane 0's share left to them, 4 rounds
+ * (bench/results/host_lanes_moves_ab_16c_2026-12-02.txt): 1.16-1.54x
+ * faster at 2 MiB (4 lanes, not 2), 1.03-1.47x at 4 MiB but Gather
+ * (0.83x); cut on two lanes at 1 MiB, 0.65-0.69x for 4 of the 6 calls.
+ * The same on every rank: a call's own fields and the communicator's
+ * agreed lanes and sockets. A share is one range of elements of each
+ * block (lane_share). A reproducible ReduceScatter keeps its ordered
+ * schedule, which takes whole blocks. */
 static int cut_lanes(const chorus_op *op) {
   const int f = op->func;
   if (!op->cc->lanes || (f == CHORUS_FUNC_REDUCESCATTER && op->cc->reproducible)) return 1;
   const size_t bytes = chorus_func_size(f, op->count, op->esize, op->cc->nranks);
   const int pumped = !chorus_func_reduces(f) && op->cc->lanes_streams > 1;
-  const size_t k = bytes / (pumped ? (size_t)1 << 20 : (size_t)256 << 10);
+  if (pumped && bytes < ((size_t)2 << 20)) return 1;
+  const size_t k = bytes / (pumped ? (size_t)512 << 10 : (size_t)256 << 10);
   const int most = chorus_lanes_count(op->cc->lanes);
   return k < 2 ? 1 : k < (size_t)most ? (int)k : most;
 }
