@@ -2,7 +2,7 @@
 # Peers that cannot reach each other: two namespace hosts, the rank on host
 # b told to use loopback only (NCCL_SOCKET_IFNAME==lo), so host a cannot
 # reach it. Both ranks must fail their init within the bootstrap deadline
-# (10 s here) plus slack, and each must say which rank listens on a
+# (4 s here) plus slack, and each must say which rank listens on a
 # loopback address and which setting to change, with the addresses.
 # usage: unreachable.sh <net_rank program>
 set -u
@@ -15,7 +15,7 @@ pids=""
 for r in 0 1; do
   if [ "$r" = 0 ]; then ns=$nsa ifn=$ifa; else ns=$nsb ifn="=lo"; fi
   ip netns exec "$ns" env RANK=$r WORLD_SIZE=2 NCCL_COMM_ID="10.231.11.1:$port" \
-    CHORUS_BOOTSTRAP_TIMEOUT=10 NCCL_SOCKET_IFNAME="$ifn" NCCL_SOCKET_FAMILY=AF_INET \
+    CHORUS_BOOTSTRAP_TIMEOUT=4 NCCL_SOCKET_IFNAME="$ifn" NCCL_SOCKET_FAMILY=AF_INET \
     timeout 60 "$prog" >"$logdir/$r.log" 2>&1 &
   pids="$pids $!"
 done
