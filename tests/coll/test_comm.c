@@ -418,8 +418,9 @@ static int dead_peer(int rank, int nranks, ncclUniqueId id, const char *param) {
 }
 
 /* Rank 1's process is killed (SIGKILL from a timer thread) while every rank
- * is inside a large all-reduce; the others fail with ncclRemoteError naming
- * rank 1, quickly. Processes only. */
+ * is inside a large all-reduce (killed_mid_alltoall: AlltoAll, whose
+ * blocks a cut across lanes takes rows of); the others fail with
+ * ncclRemoteError naming rank 1, quickly. Processes only. */
 static void *kill_me_soon(void *arg) {
   (void)arg;
   sleep_ms(30);
@@ -427,12 +428,11 @@ static void *kill_me_soon(void *arg) {
   return NULL;
 }
 
-static int killed_mid_collective(int rank, int nranks, ncclUniqueId id, const char *param) {
-  (void)param;
+static int killed_mid(int rank, int nranks, ncclUniqueId id, int alltoall) {
   ncclComm_t comm;
   CHECKR(ncclCommInitRank(&comm, nranks, id, rank));
   size_t count = 16u << 20; /* 64 MiB of floats: long enough to be killed inside */
-  float *buf = calloc(count, sizeof *buf);
+  float *buf = calloc(count, sizeof *buf), *out = alltoall ? calloc(count, sizeof *out) : NULL;
   if (rank == 1) {
     pthread_t th;
     pthread_create(&th, NULL, kill_me_soon, NULL);
@@ -440,7 +440,8 @@ static int killed_mid_collective(int rank, int nranks, ncclUniqueId id, const ch
   double t0 = now_s();
   ncclResult_t r = ncclSuccess;
   for (int i = 0; i < 50 && r == ncclSuccess; i++)
-    r = ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
+    r = alltoall ? ncclAlltoAll(buf, out, count / (size_t)nranks, ncclFloat, comm, NULL)
+                 : ncclAllReduce(buf, buf, count, ncclFloat, ncclSum, comm, NULL);
   double t = now_s() - t0;
   const char *msg = ncclGetLastError(comm);
   harness_log(rank, "after %.2f s: %s: %s", t, ncclGetErrorString(r), msg);
@@ -448,8 +449,19 @@ static int killed_mid_collective(int rank, int nranks, ncclUniqueId id, const ch
   EXPECTR(strstr(msg, "rank 1") != NULL);
   EXPECTR(t < 20);
   free(buf);
+  free(out);
   CHECKR(ncclCommAbort(comm));
   return 0;
+}
+
+static int killed_mid_collective(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  return killed_mid(rank, nranks, id, 0);
+}
+
+static int killed_mid_alltoall(int rank, int nranks, ncclUniqueId id, const char *param) {
+  (void)param;
+  return killed_mid(rank, nranks, id, 1);
 }
 
 /* What kills rank 1 in killed_mid_p2p: rank 0's thread that watches rank
@@ -887,6 +899,7 @@ static const harness_case cases[] = {{"init_all", init_all},
                                      {"missing_rank", missing_rank},
                                      {"comm_id_repeat", comm_id_repeat},
                                      {"killed_mid_collective", killed_mid_collective},
+                                     {"killed_mid_alltoall", killed_mid_alltoall},
                                      {"killed_mid_p2p", killed_mid_p2p},
                                      {"held_notes", held_notes},
                                      {"comm_cycles", comm_cycles},
@@ -947,8 +960,9 @@ int main(int argc, char **argv) {
   } else {
     failed = harness_spawn_ex(mode, n, name, param, 120, !own_ids);
   }
-  /* The victim of killed_mid_collective is meant to die (by SIGKILL). */
-  if (strcmp(name, "killed_mid_collective") == 0) failed -= 1;
+  /* The victim of killed_mid_collective and _alltoall is meant to die (by SIGKILL). */
+  if (strcmp(name, "killed_mid_collective") == 0 || strcmp(name, "killed_mid_alltoall") == 0)
+    failed -= 1;
   printf("%s %s x%s: %s\n", name, argv[2], argv[3], failed ? "FAILED" : "passed");
   return failed ? 1 : 0;
 }
