@@ -56,6 +56,10 @@ void chorus_p2p_take_ticket(chorus_op *op);
  * and received from another, "in place") sends from a copy taken now, so
  * it sends what was there rather than what arrives. */
 ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n);
+/* Its first part alone, for a group copied before its planning (which
+ * sets by_ref as for a lone call): marks the Sends that may go by
+ * reference; returns how many host Recvs the group has. */
+size_t chorus_p2p_mark_by_ref(chorus_op **ops, size_t n);
 
 typedef ncclResult_t (*chorus_coll_step)(chorus_op *);
 /* The schedule of func with algorithm algo, or NULL (prepare.c). */

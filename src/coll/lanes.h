@@ -7,8 +7,9 @@
  * Lane 0 is the caller's: it runs its share however it runs calls, between
  * chorus_lanes_begin and chorus_lanes_end. Lanes 1..n-1 each have a thread
  * that runs its list of calls (filled through chorus_lanes_clear and
- * chorus_lanes_push while no run is under way) as one group on its communicator. Every rank cuts a
- * call the same way, so lane k's share meets its peers' lane k shares.
+ * chorus_lanes_push while no run is under way) as one group on its
+ * communicator. Every rank cuts a call the same way, so lane k's share
+ * meets its peers' lane k shares.
  */
 #ifndef CHORUS_COLL_LANES_H
 #define CHORUS_COLL_LANES_H

@@ -76,8 +76,8 @@ typedef struct chorus_coll_comm {
   struct chorus_gpu *gpu;
   struct chorus_proxy *proxy;
   /* A host-memory communicator whose every host holds one rank: its
-   * lanes (coll/lanes.h; lane 0 is this one), which its large AllReduce,
-   * Broadcast, Reduce, Send and Recv calls are cut across; else NULL. */
+   * lanes (coll/lanes.h; lane 0 is this one), which its large calls are
+   * cut across (core/enqueue.c); else NULL. */
   struct chorus_lanes *lanes;
   int lanes_streams; /* its connections' agreed sockets per peer (byte moves' lanes) */
   /* CHORUS_REPRODUCIBLE on a GPU communicator: the scratch its reductions

@@ -71,11 +71,16 @@ static int host_p2p(const chorus_op *op, int func) {
   return op->func == func && !op->cc->gpu && !op->cc->proxy && op->count > 0;
 }
 
-ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n) {
+size_t chorus_p2p_mark_by_ref(chorus_op **ops, size_t n) {
   size_t nr = 0;
   for (size_t i = 0; i < n; i++) nr += host_p2p(ops[i], CHORUS_FUNC_RECV);
   for (size_t i = 0; i < n; i++)
     if (host_p2p(ops[i], CHORUS_FUNC_SEND)) ops[i]->by_ref = nr > 0;
+  return nr;
+}
+
+ncclResult_t chorus_p2p_snapshot(chorus_op **ops, size_t n) {
+  size_t nr = chorus_p2p_mark_by_ref(ops, n);
   if (!nr) return ncclSuccess;
   /* Receive spans by start, each with the furthest end so far: a send
    * [a, b) meets one if some span starting before b ends after a. A few

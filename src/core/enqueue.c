@@ -270,8 +270,9 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
   }
   /* A group's Sends that read what its Recvs write go from a copy
    * (chorus_p2p_snapshot, after the planning below); where they are cut
-   * across lanes, the copy comes first, whole, and the shares read it
-   * (then once is enough). */
+   * across lanes, the copy comes first, whole, and the shares read it;
+   * after the planning, which resets it, only which Sends may go by
+   * reference is marked again. */
   int cut_p2p = 0;
   for (chorus_op *op = ops; op && !cut_p2p; op = op->next_op)
     cut_p2p = op->cc->lanes && chorus_func_p2p(op->func);
@@ -310,7 +311,10 @@ ncclResult_t chorus_run_ops(chorus_op *ops, int flags) {
     }
     chorus_exec_queue_push(&qs[i], &tails[2 * i], op);
   }
-  if (res == ncclSuccess && !cut_p2p) res = chorus_p2p_snapshot(all, k);
+  if (res == ncclSuccess && cut_p2p)
+    chorus_p2p_mark_by_ref(all, k); /* planning reset it; the copies are taken */
+  else if (res == ncclSuccess)
+    res = chorus_p2p_snapshot(all, k);
   if (res == ncclSuccess) prof_calls(all, k, 0, res);
   traced_launch traced; /* trace_gpu_begin fills it; zeroing it all costs a small call 3% */
   traced.n = 0;
