@@ -7,6 +7,9 @@ then prints the rows for src/algo/tune.c and, per size, the algorithm the fit
 picks against the one measured fastest, with the time lost by the pick.
 
 usage: bench/fit.py calibration.txt
+       bench/fit.py --wide calibration.txt   (tables at n=2, 4 and 8 of
+           ranks with a core each: the rows of cost.c's wides, and
+           how its interpolation picks at n=4 against that table)
 """
 import re
 import sys
@@ -107,7 +110,45 @@ def cost(f, s):
     return a + sum(x / bw for x, bw in zip(features(s)[1:], bws))
 
 
+def wide(path):
+    """Fits each algorithm at n=2 and n=8 (ranks with a core each) and
+    prints them as the rows of cost.c's wides; then checks the interpolation
+    cost.c makes, sqrt(c2 * c8) at n=4, against the n=4 table, which the
+    fits did not see."""
+    tables = parse(path)
+    colls = sorted({c for c, n in tables if (c, 2) in tables and (c, 8) in tables})
+    rows, losses = [], []
+    for coll in colls:
+        algos = [a for a in tables[(coll, 2)] if a != "auto" and a in tables[(coll, 8)]]
+        f2 = {a: fit(tables[(coll, 2)][a]) for a in algos}
+        f8 = {a: fit(tables[(coll, 8)][a]) for a in algos}
+        for a in algos:
+            rows.append("    {CHORUS_FUNC_%s, CHORUS_ALGO_%s, %s, %s}," % (
+                coll.upper(), a.upper(),
+                "{%.3f, {%s}}" % (f2[a][0], ", ".join("%.0f" % b for b in f2[a][1])),
+                "{%.3f, {%s}}" % (f8[a][0], ", ".join("%.0f" % b for b in f8[a][1]))))
+        four = tables.get((coll, 4))
+        if not four:
+            continue
+        for i, (s, _) in enumerate(four[algos[0]]):
+            meas = {a: four[a][i][1] for a in algos}
+            best = min(meas, key=meas.get)
+            pick = min(algos, key=lambda a: cost(f2[a], s) * cost(f8[a], s))
+            loss = meas[pick] / meas[best] - 1
+            losses.append(loss)
+            if pick != best:
+                print("%s n=4 %10d picks %-8s fastest %-8s +%.0f%%" % (coll, s, pick, best,
+                                                                      100 * loss))
+    if losses:
+        print("n=4: mean loss of the picks %.1f%%, worst %.0f%% over %d sizes" % (
+            100 * sum(losses) / len(losses), 100 * max(losses), len(losses)))
+    print("rows for src/algo/cost.c's wides (n=2, n=8):")
+    print("\n".join(rows))
+
+
 def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--wide":
+        return wide(sys.argv[2])
     tables = parse(sys.argv[1])
     total = []
     for (coll, n), algos in sorted(tables.items()):

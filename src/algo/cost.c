@@ -6,16 +6,20 @@
  * (the whole buffer for AllReduce, Broadcast, Reduce; n blocks for
  * AllGather, ReduceScatter, AlltoAll, Gather, Scatter), a in microseconds,
  * bandwidths in bytes per microsecond, n_cal = 2 with a core per rank and 4
- * when ranks outnumber cores. The bands follow the memory the data lives in
- * (L2, L3, past L3, DRAM), so the modelled time is continuous and grows with
- * size. bench/fit.py fitted the values to bench/calibration-*.txt: every
- * function with peer reads (all but Reduce) to the 2026-11-28 runs but
- * AlltoAll, refitted to the 2026-12-01 run (its direct path had become
+ * when ranks outnumber cores. The bands follow the memory the data lives
+ * in (L2, L3, past L3, DRAM), so the modelled time is continuous and grows
+ * with size. bench/fit.py fitted the values to bench/calibration-*.txt:
+ * every function with peer reads (all but Reduce) to the 2026-11-28 runs
+ * but AlltoAll, refitted to the 2026-12-01 run (its direct path had become
  * 1.8x faster since), Reduce to the 2026-11-21 run; each function's
  * algorithms come from one run, as the machine's speed differs between
- * runs.
+ * runs. More than 2 ranks with a core each (only a machine of more cores
+ * than the 2 of those runs has them) are priced from fits at 2 and 8 ranks
+ * on a 16-core machine (wides, below).
  */
 #include "algo/cost.h"
+
+#include <math.h>
 
 #include "algo/func.h"
 #include "algo/rules.h"
@@ -138,6 +142,122 @@ static const fit fits[] = {
      {7.849, {86535, 39247, 18489, 15127}}},
 };
 
+/* More than 2 ranks with a core each, which the fits above, from a 2-core
+ * machine, cannot tell: each algorithm fitted at 2 and at 8 ranks on one
+ * 16-core machine (bench/calibration-2026-12-02-16c.txt, bench/fit.py
+ * --wide). The growth from 2 to 8 differs by algorithm far more than the
+ * rank count alone says: oneshot's AllReduce, each rank reducing every
+ * peer's whole buffer, took 6.5x its 2-rank time at 8 ranks where twoshot
+ * took 1.5-1.7x; zerocopy's Broadcast and AllGather, every rank reading
+ * the same source's pages through process_vm_readv, 2.5-13x where the
+ * chain took 1.2-1.3x; zerocopy's Gather, one reader per source,
+ * 1.1-1.3x. */
+typedef struct wide {
+  int func;
+  int algo;
+  curve two;   /* 2 ranks, a core each */
+  curve eight; /* 8 ranks, a core each */
+} wide;
+
+static const wide wides[] = {
+    {CHORUS_FUNC_ALLGATHER,
+     CHORUS_ALGO_RING,
+     {3.060, {9871, 9870, 7321, 5813}},
+     {5.998, {5116, 8530, 6520, 4409}}},
+    {CHORUS_FUNC_ALLGATHER,
+     CHORUS_ALGO_ONESHOT,
+     {2.380, {9988, 12708, 7832, 7177}},
+     {3.122, {7663, 6227, 5860, 5744}}},
+    {CHORUS_FUNC_ALLGATHER,
+     CHORUS_ALGO_ZEROCOPY,
+     {2.774, {30560, 17832, 9508, 6444}},
+     {19.496, {11590, 4714, 3802, 3404}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_RING,
+     {5.255, {16301, 6536, 5866, 3894}},
+     {9.479, {3126, 3833, 2714, 2282}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_ONESHOT,
+     {3.293, {9325, 6116, 5392, 3661}},
+     {5.275, {1010, 1048, 750, 809}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_TWOSHOT,
+     {4.231, {9584, 5530, 4813, 3618}},
+     {7.591, {4908, 3159, 3022, 2962}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_ZEROCOPY,
+     {7.860, {8668, 6519, 7355, 3784}},
+     {37.618, {4511, 2289, 2605, 1801}}},
+    {CHORUS_FUNC_ALLTOALL,
+     CHORUS_ALGO_DIRECT,
+     {3.219, {41909, 19021, 10665, 6669}},
+     {10.528, {11858, 10461, 9088, 4939}}},
+    {CHORUS_FUNC_ALLTOALL,
+     CHORUS_ALGO_ONESHOT,
+     {2.251, {10060, 9758, 7069, 6041}},
+     {4.153, {4048, 3961, 3853, 3115}}},
+    {CHORUS_FUNC_ALLTOALL,
+     CHORUS_ALGO_ZEROCOPY,
+     {2.563, {20060, 19315, 9815, 6976}},
+     {16.700, {12701, 6112, 7213, 4957}}},
+    {CHORUS_FUNC_BROADCAST,
+     CHORUS_ALGO_CHAIN,
+     {1.183, {8681, 9981, 8035, 5091}},
+     {3.191, {3940, 7981, 6009, 4742}}},
+    {CHORUS_FUNC_BROADCAST,
+     CHORUS_ALGO_ONESHOT,
+     {0.675, {7895, 9334, 6556, 5739}},
+     {1.536, {5741, 5729, 4281, 4509}}},
+    {CHORUS_FUNC_BROADCAST,
+     CHORUS_ALGO_ZEROCOPY,
+     {1.966, {24293, 18446, 10075, 6516}},
+     {3.987, {1381, 1264, 2092, 4973}}},
+    {CHORUS_FUNC_GATHER,
+     CHORUS_ALGO_DIRECT,
+     {0.700, {13429, 25605, 11122, 7623}},
+     {3.006, {19652, 16754, 10356, 7153}}},
+    {CHORUS_FUNC_GATHER,
+     CHORUS_ALGO_ONESHOT,
+     {0.108, {11518, 14086, 8537, 8840}},
+     {0.000, {7855, 17018, 10683, 10821}}},
+    {CHORUS_FUNC_GATHER,
+     CHORUS_ALGO_ZEROCOPY,
+     {1.094, {20849, 24315, 10999, 7805}},
+     {6.247, {11597, 21755, 10149, 7258}}},
+    {CHORUS_FUNC_REDUCE,
+     CHORUS_ALGO_CHAIN,
+     {1.896, {11428, 14083, 7873, 5606}},
+     {2.671, {4981, 8994, 6673, 5127}}},
+    {CHORUS_FUNC_REDUCE,
+     CHORUS_ALGO_ONESHOT,
+     {3.100, {6605, 6295, 4936, 3770}},
+     {4.451, {4077, 4262, 3541, 2993}}},
+    {CHORUS_FUNC_REDUCESCATTER,
+     CHORUS_ALGO_RING,
+     {2.061, {9994, 12855, 8535, 6208}},
+     {5.064, {7707, 9244, 6760, 5164}}},
+    {CHORUS_FUNC_REDUCESCATTER,
+     CHORUS_ALGO_ONESHOT,
+     {1.098, {10230, 14327, 8547, 6303}},
+     {4.988, {6203, 5771, 5448, 4169}}},
+    {CHORUS_FUNC_REDUCESCATTER,
+     CHORUS_ALGO_ZEROCOPY,
+     {4.110, {81754, 19624, 11532, 7236}},
+     {19.474, {9022, 5047, 7105, 4456}}},
+    {CHORUS_FUNC_SCATTER,
+     CHORUS_ALGO_DIRECT,
+     {0.530, {14125, 59711, 19437, 15364}},
+     {3.539, {9747, 11625, 60271, 83502}}},
+    {CHORUS_FUNC_SCATTER,
+     CHORUS_ALGO_ONESHOT,
+     {0.532, {12242, 20100, 10309, 9456}},
+     {2.268, {8798, 13639, 8842, 10494}}},
+    {CHORUS_FUNC_SCATTER,
+     CHORUS_ALGO_ZEROCOPY,
+     {1.149, {19965, 39611, 18427, 14958}},
+     {8.468, {23661, 13632, 42592, 87613}}},
+};
+
 /* c's time for `size` bytes, its latency scaled by a_scale and its bytes'
  * time by t_scale. */
 static double curve_us(const curve *c, double a_scale, double t_scale, double size) {
@@ -169,6 +289,24 @@ static double read_scale(const chorus_cost_env *e) {
   return s < 0.25 ? 0.25 : s > 8 ? 8 : s;
 }
 
+/* func with algo on n > 2 ranks that have a core each, its bytes' time
+ * scaled by t_scale: the 16-core fits interpolated geometrically in
+ * log2(n), two^(1-k) * eight^k with k = log2(n/2)/2, so the 8-rank fit at
+ * 8 and the geometric mean at 4 (which picked the fastest or within 3.3%
+ * of it on average over the 4-rank table of the same run, which the fits
+ * did not see, where the 2-core fits with the latency grown by n/2 lost
+ * 20%); -1 for an algorithm without a row. */
+static double wide_us(int func, int algo, double size, int n, double t_scale) {
+  for (size_t i = 0; i < sizeof wides / sizeof wides[0]; i++) {
+    const wide *w = &wides[i];
+    if (w->func != func || w->algo != algo) continue;
+    const double k = log2(n / 2.0) / 2;
+    return pow(curve_us(&w->two, 1, t_scale, size), 1 - k) *
+           pow(curve_us(&w->eight, 1, t_scale, size), k);
+  }
+  return -1;
+}
+
 /* The fit of func with algo for `size` bytes, its bytes' time scaled by
  * the reads for the algorithms that read between processes; -1 when
  * there is none. */
@@ -179,7 +317,8 @@ static double fitted(int func, int algo, double size, const chorus_cost_env *e) 
     const fit *f = &fits[i];
     if (f->func != func || f->algo != algo) continue;
     if (e->oversubscribed) return curve_us(&f->over, e->nranks / 4.0, t_scale, size);
-    return curve_us(&f->own, e->nranks / 2.0, t_scale, size);
+    const double w = e->nranks > 2 ? wide_us(func, algo, size, e->nranks, t_scale) : -1;
+    return w >= 0 ? w : curve_us(&f->own, e->nranks / 2.0, t_scale, size);
   }
   return -1;
 }

@@ -8,7 +8,9 @@
  * constants of every (function, algorithm) pair were fitted to
  * measurements on the 2-core test machine, separately for ranks that have
  * a core each (calibrated at 2 ranks) and for ranks that outnumber the
- * cores (calibrated at 4); latency scales with the rank count from there.
+ * cores (calibrated at 4; latency scales with the rank count from there);
+ * more than 2 ranks with a core each are priced between fits at 2 and 8
+ * ranks on a 16-core machine, geometrically in log2 of the rank count.
  * bench/calibrate.py measures, bench/fit.py fits. Across hosts the model
  * counts network hops, priced by the figures measured at init
  * (core/netprobe.h) or set by CHORUS_NET; AllReduce in steps (hier) is a

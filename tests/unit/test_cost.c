@@ -40,6 +40,51 @@ static void one_host_own_cores(void) {
   EXPECT(rd > chorus_cost_us(CHORUS_FUNC_ALLREDUCE, CHORUS_ALGO_ONESHOT, CHORUS_RULE_ANY, 8, &e));
 }
 
+/* More ranks with a core each: the algorithms measured fastest at 8 ranks
+ * on 16 cores (bench/calibration-2026-12-02-16c.txt, peer reads 1.4-1.9x
+ * memcpy's time), where the 2-core fits with the latency grown by the rank
+ * count picked algorithms 1.5-4x slower: oneshot's AllReduce at 16-64 KiB
+ * (twoshot 2-3.7x faster), zerocopy's Broadcast and AllGather from 256 KiB
+ * (the chain or oneshot 3.7-4.2x faster, the ring 1.6x). 2 ranks keep the
+ * 2-core fits. */
+static void one_host_many_cores(void) {
+  chorus_cost_env e = {.backend = CHORUS_BACKEND_HOST,
+                       .nranks = 8,
+                       .nhosts = 1,
+                       .node = 1,
+                       .max_msg = 131072,
+                       .peer_read = 1,
+                       .read_slowdown = 1.6};
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 16 << 10, &e), CHORUS_ALGO_TWOSHOT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 64 << 10, &e), CHORUS_ALGO_TWOSHOT);
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 1 << 20, &e), CHORUS_ALGO_RING);
+  for (uint64_t s = 256 << 10; s <= (4u << 20); s *= 4) {
+    /* Broadcast's chain and oneshot measured within 15% of each other. */
+    const int bc = pick(CHORUS_FUNC_BROADCAST, s, &e);
+    EXPECT(bc == CHORUS_ALGO_CHAIN || bc == CHORUS_ALGO_ONESHOT);
+    EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLGATHER, s, &e), CHORUS_ALGO_RING);
+    EXPECT_EQ_INT(pick(CHORUS_FUNC_REDUCESCATTER, s, &e), CHORUS_ALGO_RING);
+    EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLTOALL, s, &e), CHORUS_ALGO_DIRECT);
+  }
+  /* Gather from 16 MiB: oneshot 1.1-1.8x faster than direct and zerocopy. */
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_GATHER, 64u << 20, &e), CHORUS_ALGO_ONESHOT);
+  /* 2 ranks: the 2-core fits (zerocopy's Broadcast at 1 MiB measured 2x
+   * faster than the chain there); 4 ranks priced between 2 and 8. */
+  chorus_cost_env two = e;
+  two.nranks = 2;
+  EXPECT_EQ_INT(pick(CHORUS_FUNC_BROADCAST, 1 << 20, &two), CHORUS_ALGO_ZEROCOPY);
+  chorus_cost_env four = e;
+  four.nranks = 4;
+  for (int f = 1; f < CHORUS_FUNC_COUNT; f++)
+    for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
+      const double t2 = chorus_cost_us(f, a, CHORUS_RULE_ANY, 4 << 20, &two),
+                   t4 = chorus_cost_us(f, a, CHORUS_RULE_ANY, 4 << 20, &four),
+                   t8 = chorus_cost_us(f, a, CHORUS_RULE_ANY, 4 << 20, &e);
+      if (t2 <= 0 || t8 <= 0 || chorus_func_p2p(f)) continue;
+      EXPECT(t4 >= (t2 < t8 ? t2 : t8) * 0.999 && t4 <= (t2 > t8 ? t2 : t8) * 1.001);
+    }
+}
+
 static void one_host_oversubscribed(void) {
   chorus_cost_env e = {CHORUS_BACKEND_HOST, 4, 1, 1, 1, 131072, 0, 0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ_INT(pick(CHORUS_FUNC_ALLREDUCE, 8, &e), CHORUS_ALGO_ONESHOT);
@@ -377,6 +422,7 @@ static void gpu_across_hosts(void) {
 
 int main(void) {
   RUN(one_host_own_cores);
+  RUN(one_host_many_cores);
   RUN(one_host_oversubscribed);
   RUN(fast_rooted);
   RUN(one_host_peer_reads);
