@@ -9,12 +9,14 @@
  *        chorus_info --rules            CHORUS_TUNE's rules, then each backend's defaults
  *        chorus_info --dump PID         what process PID's communicators are doing
  *        chorus_info --explain FUNC SIZE [--ranks N] [--gpu|--host] [--hosts H]
- *                    [--one-process] [--windows] [--type T]
+ *                    [--one-process] [--windows] [--type T] [--cpus C]
  *            FUNC as NCCL_ALGO spells it (allreduce, sendrecv, ...); SIZE the
  *            larger buffer in bytes as nccl-tests reports it (4K, 1M, ...);
  *            --one-process: a GPU communicator whose ranks are GPUs of one
  *            process, every rank's call in one group (zero-copy, copy
- *            engine); --windows: buffers in symmetric windows.
+ *            engine); --windows: buffers in symmetric windows; --cpus: as
+ *            on hosts of C cores (default: this machine's), which decides
+ *            whether the ranks have a core each.
  * The settings in the environment apply (NCCL_ALGO, NCCL_PROTO,
  * CHORUS_TUNE and the GPU settings), as they would to a communicator.
  */
@@ -228,7 +230,8 @@ static int across_hosts(const chorus_plan_comm *gpu, const chorus_plan_call *cal
 static int explain(int argc, char **argv) {
   if (argc < 4) {
     fprintf(stderr, "usage: chorus_info --explain FUNC SIZE [--ranks N] [--gpu|--host] "
-                    "[--hosts H] [--one-process] [--windows] [--type float|half|double|int8]\n");
+                    "[--hosts H] [--one-process] [--windows] [--type float|half|double|int8] "
+                    "[--cpus C]\n");
     return 2;
   }
   const int func = chorus_func_by_key(argv[2], strlen(argv[2]));
@@ -239,12 +242,15 @@ static int explain(int argc, char **argv) {
     return 2;
   }
   int nranks = 4, nhosts = 1, gpu = chorus_dev_count() > 0, one_proc = 0, windows = 0;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   size_t esize = 4;
   for (int i = 4; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
       nranks = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--hosts") && i + 1 < argc)
       nhosts = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--cpus") && i + 1 < argc)
+      cpus = atol(argv[++i]);
     else if (!strcmp(argv[i], "--gpu"))
       gpu = 1;
     else if (!strcmp(argv[i], "--host"))
@@ -261,8 +267,8 @@ static int explain(int argc, char **argv) {
       return 2;
     }
   }
-  if (nranks < 1 || nhosts < 1 || nhosts > nranks) {
-    fprintf(stderr, "chorus_info: --ranks and --hosts must be 1 or more, hosts <= ranks\n");
+  if (nranks < 1 || nhosts < 1 || nhosts > nranks || cpus < 1) {
+    fprintf(stderr, "chorus_info: --ranks, --hosts and --cpus must be 1 or more, hosts <= ranks\n");
     return 2;
   }
   chorus_plan_comm c;
@@ -270,7 +276,6 @@ static int explain(int argc, char **argv) {
   c.env.backend = gpu ? CHORUS_BACKEND_GPU : CHORUS_BACKEND_HOST;
   c.env.nranks = nranks;
   c.env.nhosts = nhosts;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   c.env.node = nhosts == 1 && !chorus_param_int(CHORUS_P_SHM_DISABLE) &&
                chorus_param_int(CHORUS_P_NODE_CHUNK) > 0 && nranks <= CHORUS_REDUCE_MAX_SRCS;
   /* As where the ranks may read each other's memory (the library probes it
@@ -280,7 +285,7 @@ static int explain(int argc, char **argv) {
    * of the ranks'). */
   c.env.read_slowdown = c.env.peer_read ? chorus_shm_read_slowdown() : 0;
   c.env.reads_dear = c.env.read_slowdown > CHORUS_READ_DEAR;
-  c.env.oversubscribed = cpus > 0 && nranks / nhosts > cpus;
+  c.env.oversubscribed = nranks / nhosts > cpus;
   c.env.fast_max = c.env.node ? chorus_fast_max(nranks, c.env.oversubscribed) : 0;
   c.env.max_msg = chorus_comm_slot_bytes(NULL);
   const int net = chorus_netprobe_setting(&c.env.net_us, &c.env.net_bw);

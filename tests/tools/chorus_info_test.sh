@@ -38,6 +38,13 @@ printf '%s\n' "$ex" | grep -q "^-> zerocopy/Simple" || fail "no zero-copy in one
   fail "a 512M Broadcast chain does not say its channels may double"
 "$info" --explain broadcast 64M --gpu --ranks 2 | grep -q "up to twice" &&
   fail "a 64M Broadcast chain says its channels may double"
+# --cpus: 8 ranks with a core each price AllReduce at 64K by the 16-core
+# fits (twoshot); on 2 cores they outnumber them (oneshot).
+ex=$(CHORUS_READ_SLOWDOWN=1.6 "$info" --explain allreduce 64K --host --ranks 8 --cpus 16)
+printf '%s\n' "$ex" | grep -q "^-> twoshot/Simple" || fail "8 ranks on 16 cores: $ex"
+ex=$(CHORUS_READ_SLOWDOWN=1.6 "$info" --explain allreduce 64K --host --ranks 8 --cpus 2)
+printf '%s\n' "$ex" | grep -q "^-> oneshot/Simple" || fail "8 ranks on 2 cores: $ex"
+"$info" --explain allreduce 64K --host --cpus 0 2>/dev/null && fail "--cpus 0 accepted"
 # Under maxCTAs (NCCL_MAX_CTAS, as a communicator's cap) LL lines give
 # way to Simple steps past 12 KiB of a peer's lines per CTA, and the 2-GPU
 # two-shot is passed over; without a cap, the defaults.
