@@ -12,7 +12,8 @@
  *     connection (heard) after hear(), in call order, and a later post of
  *     the same board slot replaces an earlier one; a note followed by a
  *     message of its call shows once the message is read (TCP: it travels
- *     with the message, the notes socket carries no frame for it);
+ *     with the message, the notes socket carries no frame for it); a
+ *     backlog of 100 notes, read in pieces that cut one, reads back whole;
  *   - destroying with undelivered messages is clean;
  *   - TCP: a malformed frame on a notes socket fails the pair's connection
  *     with ncclRemoteError naming the peer, not silently;
@@ -377,6 +378,53 @@ static void note_with_data(rank_arg *a, chorus_bootstrap *bs, void *st) {
   chorus_bootstrap_barrier(bs);
 }
 
+/* Rank 0 posts 100 calls' notes and no data; rank 1 waits until its
+ * notes socket holds them all (5600 bytes over TCP: a note is cut between
+ * two reads of the socket) and then hears. Every call must read back from
+ * its board as posted. */
+static void notes_backlog(rank_arg *a, chorus_bootstrap *bs, void *st) {
+  const chorus_transport *t = a->t;
+  enum { K = 200000, N = 100 };
+  if (a->rank == 0) {
+    for (int j = 0; j < N; j++) {
+      chorus_call_entry e;
+      memset(&e, 0, sizeof e);
+      e.posted = K + j + 1;
+      e.chain = 5000 + (uint64_t)j;
+      e.meta.seq = K + (uint64_t)j;
+      e.meta.count = 3 + (uint64_t)j;
+      t->post_call(st, &e);
+    }
+    if (t->stalled) t->stalled(st); /* held notes go now */
+    t->progress(st);
+  }
+  chorus_bootstrap_barrier(bs);
+  if (a->rank == 1) {
+    chorus_conn *c = t->conn(st, 0, CHORUS_CH_COLL, CHORUS_DIR_RECV);
+    const int fd = t == &chorus_transport_net ? chorus_net_notes_fd(st, 0) : -1;
+    int have = 0;
+    for (int i = 0; fd >= 0 && i < 500 && have < N * (int)sizeof(net_wire_hdr); i++) {
+      usleep(10000);
+      FAILIF(ioctl(fd, FIONREAD, &have) != 0, "FIONREAD");
+    }
+    const chorus_call_entry *last = &c->heard[(K + N - 1) % CHORUS_NODE_CALLS];
+    const int64_t dl = chorus_now_ns() + 10000000000ll;
+    while (__atomic_load_n(&last->posted, __ATOMIC_ACQUIRE) != (uint64_t)(K + N) &&
+           !chorus_expired(dl)) {
+      t->progress(st);
+      FAILIF(c->ops->hear(c) != ncclSuccess, "hear() failed: %s", c->err);
+    }
+    for (int j = 0; j < N; j++) {
+      const chorus_call_entry *e = &c->heard[(K + j) % CHORUS_NODE_CALLS];
+      FAILIF(e->posted != (uint64_t)(K + j + 1) || e->chain != 5000u + (uint64_t)j ||
+                 e->meta.seq != (uint64_t)(K + j) || e->meta.count != 3u + (uint64_t)j,
+             "call %d of a backlog of %d notes reads back as posted %llu chain %llu", K + j, N,
+             (unsigned long long)e->posted, (unsigned long long)e->chain);
+    }
+  }
+  chorus_bootstrap_barrier(bs);
+}
+
 /* Rank 1 writes bytes no rank sends on its notes socket to rank 0; rank
  * 0's hear() must fail the connection naming rank 1 (not relayed: rank 1
  * said no such thing). */
@@ -584,6 +632,7 @@ static void *rank_main(void *p) {
     if (a->nranks >= 2) {
       board_posts(a, bs, st);
       if (a->nranks == 2) note_with_data(a, bs, st);
+      if (a->nranks == 2) notes_backlog(a, bs, st);
       channels_independent(a, bs, st);
       failure_propagates(a, bs, st);
     }

@@ -446,23 +446,24 @@ static void net_wait_info(chorus_conn *cc, int dir, chorus_waitset *ws) {
       chorus_waitset_add_fd(ws, c->st[k].fd, dir == CHORUS_DIR_SEND ? POLLOUT : POLLIN);
 }
 
-/* Reads a peer's notes socket: notes onto its board, a FAIL frame's
- * reason into fail. */
-static void pull_notes(net_notes *nt) {
-  while (!nt->in_closed) {
+/* Bytes of a peer's notes socket one read takes: 73 notes, or a FAIL
+ * frame whole. */
+#define NOTES_READ 4096
+
+/* Feeds n bytes of a peer's notes socket to its frame parser: notes onto
+ * its board, a FAIL frame's reason into fail. Returns 0 once nothing more
+ * is to be heard (a FAIL frame, or garbage). */
+static int feed_notes(net_notes *nt, const char *p, size_t n) {
+  while (n) {
     net_wire_hdr *h = &nt->in;
     char *dst =
         nt->in_off < sizeof *h ? (char *)h + nt->in_off : nt->fail + (nt->in_off - sizeof *h);
-    size_t want =
+    const size_t want =
         nt->in_off < sizeof *h ? sizeof *h - nt->in_off : sizeof *h + h->bytes - nt->in_off;
-    ssize_t r = want ? recv(nt->fd, dst, want, MSG_DONTWAIT) : 0;
-    if (want && r <= 0) {
-      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      if (r < 0 && errno == EINTR) continue;
-      nt->in_closed = 1; /* the data streams report how the peer went */
-      return;
-    }
-    nt->in_off += (size_t)r;
+    const size_t take = CHORUS_MIN(want, n);
+    memcpy(dst, p, take);
+    p += take, n -= take;
+    nt->in_off += take;
     if (nt->in_off == sizeof *h &&
         (h->magic != WIRE_MAGIC || (h->kind == FRAME_NOTE && h->bytes != 0) ||
          (h->kind == FRAME_FAIL && h->bytes >= CHORUS_REASON_MAX) ||
@@ -470,16 +471,35 @@ static void pull_notes(net_notes *nt) {
       snprintf(nt->fail, sizeof nt->fail, "magic %#x, kind %u, %u bytes", (unsigned)h->magic,
                (unsigned)h->kind, (unsigned)h->bytes);
       nt->garbage = nt->in_closed = 1;
-      return;
+      return 0;
     }
     if (nt->in_off < sizeof *h + h->bytes) continue;
     nt->in_off = 0;
     if (h->kind == FRAME_FAIL) {
       nt->fail[h->bytes] = '\0';
       nt->peer_failed = nt->in_closed = 1;
-      return;
+      return 0;
     }
     heard_note(nt, h);
+  }
+  return 1;
+}
+
+/* Reads a peer's notes socket, what it holds up to NOTES_READ bytes a
+ * recv: a read that comes back short found the socket drained, so the
+ * pass ends without another that would find it empty (a rank that keeps
+ * up with one peer's notes reads one a call, in one call to recv). */
+static void pull_notes(net_notes *nt) {
+  char buf[NOTES_READ];
+  while (!nt->in_closed) {
+    const ssize_t r = recv(nt->fd, buf, sizeof buf, MSG_DONTWAIT);
+    if (r <= 0) {
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (r < 0 && errno == EINTR) continue;
+      nt->in_closed = 1; /* the data streams report how the peer went */
+      return;
+    }
+    if (!feed_notes(nt, buf, (size_t)r) || (size_t)r < sizeof buf) return;
   }
 }
 
