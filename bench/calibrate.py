@@ -8,24 +8,32 @@ others' and the minimum is kept: that compares algorithms in the same mode.
 
 usage: bench/calibrate.py [--build build] [--ranks 2] [--coll all_reduce]
                           [--algos ring,oneshot,twoshot] [--runs 5]
-                          [-b 8] [-e 64M] [-f 4]
+                          [-b 8] [-e 64M] [-f 4] [--iters 20] [--check 0]
+                          [--slowest] [--median]
+
+--iters and --check are the perf program's -n and -c; --slowest times the
+slowest rank (-a 3, as bench/compare.py does) instead of rank 0; --median
+keeps the median of the runs instead of the minimum (on a guest whose
+memory other tenants share, the minimum of short loops can come from a
+quiet moment that longer runs do not see).
 """
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 
 ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+\S+\s+\S+\s+-?\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)")
 
 
-def run(build, ranks, coll, algo, b, e, f):
+def run(build, ranks, coll, algo, b, e, f, iters=20, check=0, slowest=False):
     env = dict(os.environ, NCCL_SOCKET_IFNAME="lo")
     if algo != "auto":
         env["NCCL_ALGO"] = "%s:%s" % (coll.replace("_", ""), algo)
     cmd = [os.path.join(build, "tools/chorusrun"), "-n", str(ranks), "--timeout", "300",
            os.path.join(build, "tools/perf/%s_perf" % coll), "-b", b, "-e", e, "-f", f,
-           "-n", "20", "-w", "5", "-c", "0"]
+           "-n", str(iters), "-w", "5", "-c", str(check)] + (["-a", "3"] if slowest else [])
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=400).stdout
     times = {}
     for line in out.splitlines():
@@ -46,17 +54,25 @@ def main():
     p.add_argument("-e", default="64M")
     p.add_argument("-f", default="4")
     p.add_argument("--no-auto", action="store_true", help="skip the library's own choice")
+    p.add_argument("--iters", type=int, default=20, help="timed iterations (-n)")
+    p.add_argument("--check", type=int, default=0, help="checked iterations (-c)")
+    p.add_argument("--slowest", action="store_true", help="the slowest rank's time (-a 3)")
+    p.add_argument("--median", action="store_true", help="the median of the runs, not the best")
     p.add_argument("--fit", action="store_true",
                    help="also fit latency + size/bandwidth per algorithm (tune.c's form)")
     a = p.parse_args()
     algos = a.algos.split(",") + ([] if a.no_auto else ["auto"])
-    best = {x: {} for x in algos}
+    seen = {x: {} for x in algos}
     for _ in range(a.runs):
         for algo in algos:
-            for size, t in run(a.build, a.ranks, a.coll, algo, a.b, a.e, a.f).items():
-                best[algo][size] = min(t, best[algo].get(size, float("inf")))
+            for size, t in run(a.build, a.ranks, a.coll, algo, a.b, a.e, a.f, a.iters, a.check,
+                               a.slowest).items():
+                seen[algo].setdefault(size, []).append(t)
+    keep = statistics.median if a.median else min
+    best = {x: {s: keep(ts) for s, ts in d.items()} for x, d in seen.items()}
     sizes = sorted(set(s for d in best.values() for s in d))
-    print("%s, %d ranks, best of %d runs, us per op" % (a.coll, a.ranks, a.runs))
+    print("%s, %d ranks, %s of %d runs, us per op" % (a.coll, a.ranks,
+                                                     "median" if a.median else "best", a.runs))
     print("%12s" % "bytes" + "".join("%12s" % x for x in algos) + "   fastest")
     forced = [x for x in algos if x != "auto"]
     for s in sizes:
