@@ -8,8 +8,8 @@ picks against the one measured fastest, with the time lost by the pick.
 
 usage: bench/fit.py calibration.txt
        bench/fit.py --wide calibration.txt   (tables at n=2, 4 and 8 of
-           ranks with a core each: the rows of cost.c's wides, and
-           how its interpolation picks at n=4 against that table)
+           ranks with a core each: the two and eight curves of cost.c's
+           fits, and how its interpolation picks at n=4 against that table)
 """
 import re
 import sys
@@ -112,7 +112,7 @@ def cost(f, s):
 
 def wide(path):
     """Fits each algorithm at n=2 and n=8 (ranks with a core each) and
-    prints them as the rows of cost.c's wides; then checks the interpolation
+    prints them as cost.c's fits take them (two, eight); then checks the interpolation
     cost.c makes, sqrt(c2 * c8) at n=4, against the n=4 table, which the
     fits did not see."""
     tables = parse(path)
@@ -142,7 +142,7 @@ def wide(path):
     if losses:
         print("n=4: mean loss of the picks %.1f%%, worst %.0f%% over %d sizes" % (
             100 * sum(losses) / len(losses), 100 * max(losses), len(losses)))
-    print("rows for src/algo/cost.c's wides (n=2, n=8):")
+    print("two and eight for src/algo/cost.c's fits (n=2, n=8):")
     print("\n".join(rows))
 
 

@@ -15,7 +15,7 @@
  * algorithms come from one run, as the machine's speed differs between
  * runs. More than 2 ranks with a core each (only a machine of more cores
  * than the 2 of those runs has them) are priced from fits at 2 and 8 ranks
- * on a 16-core machine (wides, below).
+ * on a 16-core machine (each fit's two and eight, below).
  */
 #include "algo/cost.h"
 
@@ -33,227 +33,168 @@ typedef struct curve {
   double bw[NBANDS]; /* bytes per microsecond within each band */
 } curve;
 
+/* own and over come from the 2-core machine. More than 2 ranks with a
+ * core each, which it cannot have, are priced by two and eight: each
+ * algorithm fitted at 2 and at 8 ranks on one 16-core machine
+ * (bench/calibration-2026-12-02-16c.txt, bench/fit.py --wide). The growth
+ * from 2 to 8 differs by algorithm far more than the rank count alone
+ * says: oneshot's AllReduce, each rank reducing every peer's whole buffer,
+ * took 6.5x its 2-rank time at 8 ranks where twoshot took 1.5-1.7x;
+ * zerocopy's Broadcast and AllGather, every rank reading the same source's
+ * pages through process_vm_readv, 2.5-13x where the chain took 1.2-1.3x;
+ * zerocopy's Gather, one reader per source, 1.1-1.3x. */
 typedef struct fit {
   int func;
   int algo;
-  curve own;  /* a core per rank (n_cal = 2) */
-  curve over; /* ranks outnumber cores (n_cal = 4) */
+  curve own;   /* a core per rank (n_cal = 2) */
+  curve over;  /* ranks outnumber cores (n_cal = 4) */
+  curve two;   /* 16 cores, 2 ranks */
+  curve eight; /* 16 cores, 8 ranks */
 } fit;
 
 static const fit fits[] = {
     {CHORUS_FUNC_ALLGATHER,
      CHORUS_ALGO_ONESHOT,
      {0.410, {14795, 11198, 8927, 7309}},
-     {4.070, {8240, 6456, 4042, 4300}}},
-    {CHORUS_FUNC_ALLGATHER,
-     CHORUS_ALGO_RING,
-     {1.262, {10617, 11309, 8554, 6611}},
-     {4.625, {8022, 4634, 3369, 2386}}},
-    {CHORUS_FUNC_ALLGATHER,
-     CHORUS_ALGO_ZEROCOPY,
-     {2.241, {31244, 20457, 11261, 8015}},
-     {10.993, {11361, 5869, 5063, 2866}}},
-    {CHORUS_FUNC_ALLREDUCE,
-     CHORUS_ALGO_ONESHOT,
-     {0.567, {6602, 6923, 5426, 4054}},
-     {3.207, {4830, 1799, 1633, 1215}}},
-    {CHORUS_FUNC_ALLREDUCE,
-     CHORUS_ALGO_RING,
-     {1.263, {7049, 8075, 5546, 4297}},
-     {9.017, {3558, 2554, 2130, 1438}}},
-    {CHORUS_FUNC_ALLREDUCE,
-     CHORUS_ALGO_ZEROCOPY,
-     {3.711, {7243, 7835, 6610, 4177}},
-     {16.615, {2090, 2689, 2567, 1343}}},
-    {CHORUS_FUNC_ALLREDUCE,
-     CHORUS_ALGO_TWOSHOT,
-     {1.108, {6367, 5554, 5041, 3965}},
-     {5.298, {4570, 3044, 2233, 1497}}},
-    /* Oversubscribed, direct's latency is 3.5, not the fit's 2.949: at 64
-     * KiB (blocks of 16 KiB) it measured 16.9 us against oneshot's 11.8, a
-     * bump four bands cannot follow, and the fit priced it below. */
-    {CHORUS_FUNC_ALLTOALL,
-     CHORUS_ALGO_DIRECT,
-     {0.802, {15944, 43338, 12215, 8687}},
-     {3.5, {7486, 9437, 5949, 3253}}},
-    {CHORUS_FUNC_ALLTOALL,
-     CHORUS_ALGO_ONESHOT,
-     {0.416, {11772, 14192, 8137, 7878}},
-     {2.171, {6663, 4974, 3868, 3169}}},
-    {CHORUS_FUNC_ALLTOALL,
-     CHORUS_ALGO_ZEROCOPY,
-     {1.291, {46258, 31446, 12389, 9113}},
-     {8.987, {22955, 7733, 5905, 3660}}},
-    {CHORUS_FUNC_BROADCAST,
-     CHORUS_ALGO_CHAIN,
-     {0.794, {9329, 11687, 6756, 5042}},
-     {2.839, {4047, 4868, 3551, 1800}}},
-    {CHORUS_FUNC_BROADCAST,
-     CHORUS_ALGO_ONESHOT,
-     {0.676, {11448, 10923, 7162, 6302}},
-     {3.595, {6356, 5643, 4160, 3801}}},
-    {CHORUS_FUNC_BROADCAST,
-     CHORUS_ALGO_ZEROCOPY,
-     {1.768, {25259, 16828, 10819, 7843}},
-     {7.462, {12795, 7298, 5643, 2909}}},
-    {CHORUS_FUNC_GATHER,
-     CHORUS_ALGO_DIRECT,
-     {0.772, {24571, 15917, 12978, 9258}},
-     {1.667, {29946, 14582, 9945, 12173}}},
-    {CHORUS_FUNC_GATHER,
-     CHORUS_ALGO_ONESHOT,
-     {0.667, {17638, 14756, 9141, 8143}},
-     {3.013, {19215, 12770, 7962, 8524}}},
-    {CHORUS_FUNC_GATHER,
-     CHORUS_ALGO_ZEROCOPY,
-     {1.482, {34252, 23034, 12591, 7626}},
-     {7.368, {52257, 15412, 11278, 7261}}},
-    {CHORUS_FUNC_REDUCE,
-     CHORUS_ALGO_CHAIN,
-     {0.435, {8052, 38229, 24909, 6974}},
-     {1.589, {4833, 13061, 4928, 3973}}},
-    {CHORUS_FUNC_REDUCE,
-     CHORUS_ALGO_ONESHOT,
-     {0.268, {7253, 8176, 8752, 4154}},
-     {8.956, {3226, 4361, 3458, 2990}}},
-    {CHORUS_FUNC_REDUCESCATTER,
-     CHORUS_ALGO_ONESHOT,
-     {0.534, {18712, 12209, 8765, 7505}},
-     {3.708, {5384, 5317, 4094, 2852}}},
-    {CHORUS_FUNC_REDUCESCATTER,
-     CHORUS_ALGO_RING,
-     {0.711, {13715, 11269, 10768, 7305}},
-     {4.887, {7506, 6770, 3992, 3012}}},
-    {CHORUS_FUNC_REDUCESCATTER,
-     CHORUS_ALGO_ZEROCOPY,
-     {2.577, {23468, 15764, 11388, 7177}},
-     {11.980, {7388, 4931, 5436, 3299}}},
-    {CHORUS_FUNC_SCATTER,
-     CHORUS_ALGO_DIRECT,
-     {0.973, {29160, 14677, 12651, 7858}},
-     {2.374, {16623, 13660, 11289, 8655}}},
-    {CHORUS_FUNC_SCATTER,
-     CHORUS_ALGO_ONESHOT,
-     {0.585, {19774, 20454, 11713, 9510}},
-     {2.993, {31894, 12999, 10926, 7855}}},
-    {CHORUS_FUNC_SCATTER,
-     CHORUS_ALGO_ZEROCOPY,
-     {1.858, {62267, 41703, 19468, 14101}},
-     {7.849, {86535, 39247, 18489, 15127}}},
-};
-
-/* More than 2 ranks with a core each, which the fits above, from a 2-core
- * machine, cannot tell: each algorithm fitted at 2 and at 8 ranks on one
- * 16-core machine (bench/calibration-2026-12-02-16c.txt, bench/fit.py
- * --wide). The growth from 2 to 8 differs by algorithm far more than the
- * rank count alone says: oneshot's AllReduce, each rank reducing every
- * peer's whole buffer, took 6.5x its 2-rank time at 8 ranks where twoshot
- * took 1.5-1.7x; zerocopy's Broadcast and AllGather, every rank reading
- * the same source's pages through process_vm_readv, 2.5-13x where the
- * chain took 1.2-1.3x; zerocopy's Gather, one reader per source,
- * 1.1-1.3x. */
-typedef struct wide {
-  int func;
-  int algo;
-  curve two;   /* 2 ranks, a core each */
-  curve eight; /* 8 ranks, a core each */
-} wide;
-
-static const wide wides[] = {
-    {CHORUS_FUNC_ALLGATHER,
-     CHORUS_ALGO_RING,
-     {3.060, {9871, 9870, 7321, 5813}},
-     {5.998, {5116, 8530, 6520, 4409}}},
-    {CHORUS_FUNC_ALLGATHER,
-     CHORUS_ALGO_ONESHOT,
+     {4.070, {8240, 6456, 4042, 4300}},
      {2.380, {9988, 12708, 7832, 7177}},
      {3.122, {7663, 6227, 5860, 5744}}},
     {CHORUS_FUNC_ALLGATHER,
+     CHORUS_ALGO_RING,
+     {1.262, {10617, 11309, 8554, 6611}},
+     {4.625, {8022, 4634, 3369, 2386}},
+     {3.060, {9871, 9870, 7321, 5813}},
+     {5.998, {5116, 8530, 6520, 4409}}},
+    {CHORUS_FUNC_ALLGATHER,
      CHORUS_ALGO_ZEROCOPY,
+     {2.241, {31244, 20457, 11261, 8015}},
+     {10.993, {11361, 5869, 5063, 2866}},
      {2.774, {30560, 17832, 9508, 6444}},
      {19.496, {11590, 4714, 3802, 3404}}},
     {CHORUS_FUNC_ALLREDUCE,
-     CHORUS_ALGO_RING,
-     {5.255, {16301, 6536, 5866, 3894}},
-     {9.479, {3126, 3833, 2714, 2282}}},
-    {CHORUS_FUNC_ALLREDUCE,
      CHORUS_ALGO_ONESHOT,
+     {0.567, {6602, 6923, 5426, 4054}},
+     {3.207, {4830, 1799, 1633, 1215}},
      {3.293, {9325, 6116, 5392, 3661}},
      {5.275, {1010, 1048, 750, 809}}},
     {CHORUS_FUNC_ALLREDUCE,
-     CHORUS_ALGO_TWOSHOT,
-     {4.231, {9584, 5530, 4813, 3618}},
-     {7.591, {4908, 3159, 3022, 2962}}},
+     CHORUS_ALGO_RING,
+     {1.263, {7049, 8075, 5546, 4297}},
+     {9.017, {3558, 2554, 2130, 1438}},
+     {5.255, {16301, 6536, 5866, 3894}},
+     {9.479, {3126, 3833, 2714, 2282}}},
     {CHORUS_FUNC_ALLREDUCE,
      CHORUS_ALGO_ZEROCOPY,
+     {3.711, {7243, 7835, 6610, 4177}},
+     {16.615, {2090, 2689, 2567, 1343}},
      {7.860, {8668, 6519, 7355, 3784}},
      {37.618, {4511, 2289, 2605, 1801}}},
+    {CHORUS_FUNC_ALLREDUCE,
+     CHORUS_ALGO_TWOSHOT,
+     {1.108, {6367, 5554, 5041, 3965}},
+     {5.298, {4570, 3044, 2233, 1497}},
+     {4.231, {9584, 5530, 4813, 3618}},
+     {7.591, {4908, 3159, 3022, 2962}}},
     {CHORUS_FUNC_ALLTOALL,
      CHORUS_ALGO_DIRECT,
+     {0.802, {15944, 43338, 12215, 8687}},
+     {3.5, {7486, 9437, 5949, 3253}},
      {3.219, {41909, 19021, 10665, 6669}},
      {10.528, {11858, 10461, 9088, 4939}}},
     {CHORUS_FUNC_ALLTOALL,
      CHORUS_ALGO_ONESHOT,
+     {0.416, {11772, 14192, 8137, 7878}},
+     {2.171, {6663, 4974, 3868, 3169}},
      {2.251, {10060, 9758, 7069, 6041}},
      {4.153, {4048, 3961, 3853, 3115}}},
     {CHORUS_FUNC_ALLTOALL,
      CHORUS_ALGO_ZEROCOPY,
+     {1.291, {46258, 31446, 12389, 9113}},
+     {8.987, {22955, 7733, 5905, 3660}},
      {2.563, {20060, 19315, 9815, 6976}},
      {16.700, {12701, 6112, 7213, 4957}}},
     {CHORUS_FUNC_BROADCAST,
      CHORUS_ALGO_CHAIN,
+     {0.794, {9329, 11687, 6756, 5042}},
+     {2.839, {4047, 4868, 3551, 1800}},
      {1.183, {8681, 9981, 8035, 5091}},
      {3.191, {3940, 7981, 6009, 4742}}},
     {CHORUS_FUNC_BROADCAST,
      CHORUS_ALGO_ONESHOT,
+     {0.676, {11448, 10923, 7162, 6302}},
+     {3.595, {6356, 5643, 4160, 3801}},
      {0.675, {7895, 9334, 6556, 5739}},
      {1.536, {5741, 5729, 4281, 4509}}},
     {CHORUS_FUNC_BROADCAST,
      CHORUS_ALGO_ZEROCOPY,
+     {1.768, {25259, 16828, 10819, 7843}},
+     {7.462, {12795, 7298, 5643, 2909}},
      {1.966, {24293, 18446, 10075, 6516}},
      {3.987, {1381, 1264, 2092, 4973}}},
     {CHORUS_FUNC_GATHER,
      CHORUS_ALGO_DIRECT,
+     {0.772, {24571, 15917, 12978, 9258}},
+     {1.667, {29946, 14582, 9945, 12173}},
      {0.700, {13429, 25605, 11122, 7623}},
      {3.006, {19652, 16754, 10356, 7153}}},
     {CHORUS_FUNC_GATHER,
      CHORUS_ALGO_ONESHOT,
+     {0.667, {17638, 14756, 9141, 8143}},
+     {3.013, {19215, 12770, 7962, 8524}},
      {0.108, {11518, 14086, 8537, 8840}},
      {0.000, {7855, 17018, 10683, 10821}}},
     {CHORUS_FUNC_GATHER,
      CHORUS_ALGO_ZEROCOPY,
+     {1.482, {34252, 23034, 12591, 7626}},
+     {7.368, {52257, 15412, 11278, 7261}},
      {1.094, {20849, 24315, 10999, 7805}},
      {6.247, {11597, 21755, 10149, 7258}}},
     {CHORUS_FUNC_REDUCE,
      CHORUS_ALGO_CHAIN,
+     {0.435, {8052, 38229, 24909, 6974}},
+     {1.589, {4833, 13061, 4928, 3973}},
      {1.896, {11428, 14083, 7873, 5606}},
      {2.671, {4981, 8994, 6673, 5127}}},
     {CHORUS_FUNC_REDUCE,
      CHORUS_ALGO_ONESHOT,
+     {0.268, {7253, 8176, 8752, 4154}},
+     {8.956, {3226, 4361, 3458, 2990}},
      {3.100, {6605, 6295, 4936, 3770}},
      {4.451, {4077, 4262, 3541, 2993}}},
     {CHORUS_FUNC_REDUCESCATTER,
-     CHORUS_ALGO_RING,
-     {2.061, {9994, 12855, 8535, 6208}},
-     {5.064, {7707, 9244, 6760, 5164}}},
-    {CHORUS_FUNC_REDUCESCATTER,
      CHORUS_ALGO_ONESHOT,
+     {0.534, {18712, 12209, 8765, 7505}},
+     {3.708, {5384, 5317, 4094, 2852}},
      {1.098, {10230, 14327, 8547, 6303}},
      {4.988, {6203, 5771, 5448, 4169}}},
     {CHORUS_FUNC_REDUCESCATTER,
+     CHORUS_ALGO_RING,
+     {0.711, {13715, 11269, 10768, 7305}},
+     {4.887, {7506, 6770, 3992, 3012}},
+     {2.061, {9994, 12855, 8535, 6208}},
+     {5.064, {7707, 9244, 6760, 5164}}},
+    {CHORUS_FUNC_REDUCESCATTER,
      CHORUS_ALGO_ZEROCOPY,
+     {2.577, {23468, 15764, 11388, 7177}},
+     {11.980, {7388, 4931, 5436, 3299}},
      {4.110, {81754, 19624, 11532, 7236}},
      {19.474, {9022, 5047, 7105, 4456}}},
     {CHORUS_FUNC_SCATTER,
      CHORUS_ALGO_DIRECT,
+     {0.973, {29160, 14677, 12651, 7858}},
+     {2.374, {16623, 13660, 11289, 8655}},
      {0.530, {14125, 59711, 19437, 15364}},
      {3.539, {9747, 11625, 60271, 83502}}},
     {CHORUS_FUNC_SCATTER,
      CHORUS_ALGO_ONESHOT,
+     {0.585, {19774, 20454, 11713, 9510}},
+     {2.993, {31894, 12999, 10926, 7855}},
      {0.532, {12242, 20100, 10309, 9456}},
      {2.268, {8798, 13639, 8842, 10494}}},
     {CHORUS_FUNC_SCATTER,
      CHORUS_ALGO_ZEROCOPY,
+     {1.858, {62267, 41703, 19468, 14101}},
+     {7.849, {86535, 39247, 18489, 15127}},
      {1.149, {19965, 39611, 18427, 14958}},
      {8.468, {23661, 13632, 42592, 87613}}},
 };
@@ -289,22 +230,17 @@ static double read_scale(const chorus_cost_env *e) {
   return s < 0.25 ? 0.25 : s > 8 ? 8 : s;
 }
 
-/* func with algo on n > 2 ranks that have a core each, its bytes' time
- * scaled by t_scale: the 16-core fits interpolated geometrically in
- * log2(n), two^(1-k) * eight^k with k = log2(n/2)/2, so the 8-rank fit at
- * 8 and the geometric mean at 4 (which picked the fastest or within 3.3%
- * of it on average over the 4-rank table of the same run, which the fits
- * did not see, where the 2-core fits with the latency grown by n/2 lost
- * 20%); -1 for an algorithm without a row. */
-static double wide_us(int func, int algo, double size, int n, double t_scale) {
-  for (size_t i = 0; i < sizeof wides / sizeof wides[0]; i++) {
-    const wide *w = &wides[i];
-    if (w->func != func || w->algo != algo) continue;
-    const double k = log2(n / 2.0) / 2;
-    return pow(curve_us(&w->two, 1, t_scale, size), 1 - k) *
-           pow(curve_us(&w->eight, 1, t_scale, size), k);
-  }
-  return -1;
+/* f on n > 2 ranks that have a core each, its bytes' time scaled by
+ * t_scale: the 16-core fits interpolated geometrically in log2(n),
+ * two^(1-k) * eight^k with k = log2(n/2)/2, so the 8-rank fit at 8 and
+ * the geometric mean at 4 (which picked the fastest or within 3.3% of it
+ * on average over the 4-rank table of the same run, which the fits did
+ * not see, where the 2-core fits with the latency grown by n/2 lost
+ * 20%). */
+static double wide_us(const fit *f, double size, int n, double t_scale) {
+  const double k = log2(n / 2.0) / 2;
+  return pow(curve_us(&f->two, 1, t_scale, size), 1 - k) *
+         pow(curve_us(&f->eight, 1, t_scale, size), k);
 }
 
 /* The fit of func with algo for `size` bytes, its bytes' time scaled by
@@ -317,8 +253,8 @@ static double fitted(int func, int algo, double size, const chorus_cost_env *e) 
     const fit *f = &fits[i];
     if (f->func != func || f->algo != algo) continue;
     if (e->oversubscribed) return curve_us(&f->over, e->nranks / 4.0, t_scale, size);
-    const double w = e->nranks > 2 ? wide_us(func, algo, size, e->nranks, t_scale) : -1;
-    return w >= 0 ? w : curve_us(&f->own, e->nranks / 2.0, t_scale, size);
+    if (e->nranks > 2) return wide_us(f, size, e->nranks, t_scale);
+    return curve_us(&f->own, e->nranks / 2.0, t_scale, size);
   }
   return -1;
 }
