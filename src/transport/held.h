@@ -8,12 +8,12 @@
  * B rooted calls measured 3-10% slower (2 ranks, loopback and veth)
  * against at most 17% faster from 4 KiB, and on another guest Reduce and
  * Scatter 6-25% slower below 4 KiB against 1.1-1.6x faster from there
- * (bench/results/host_hosts_ab_2026-12-02_held_one_peer.txt). With more, a send per peer and
- * call cost too much (over veth the writer also runs the peer's receive
- * path: with 4 ranks on 2 vCPUs, 16-64 KiB Gather, Scatter, Broadcast and
- * Reduce between namespace hosts 1.5-2.2x slower), so the notes wait until
- * the oldest is CHORUS_CALLS_HELD calls old or a call of this rank stalls,
- * and then go together. No peer waits on a held note: the checks that
+ * (bench/results/host_hosts_ab_2026-12-02_held_one_peer.txt). With more,
+ * a send per peer and call cost too much (over veth the writer also runs
+ * the peer's receive path: with 4 ranks on 2 vCPUs, 16-64 KiB Gather,
+ * Scatter, Broadcast and Reduce between namespace hosts 1.5-2.2x slower),
+ * so the notes wait until the oldest is CHORUS_CALLS_HELD calls old or a
+ * call of this rank stalls, and then go together. No peer waits on a held note: the checks that
  * wait look CHORUS_CALLS_HELD calls back (coll/calls.c).
  */
 #ifndef CHORUS_TRANSPORT_HELD_H
