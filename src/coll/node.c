@@ -740,7 +740,11 @@ ncclResult_t chorus_coll_node(chorus_op *op) {
  * what it needs straight from the peers' inputs into its output (memcpy
  * from a rank of this process, process_vm_readv from another), then says
  * so (REDUCED); a rank whose input others read returns only once they all
- * have. A Broadcast's root in place, idle otherwise, writes the leading
+ * have. A Gather runs the other way: its root publishes its output and
+ * every other rank writes its block there (process_vm_writev), so the
+ * n - 1 blocks move at once on as many cores rather than one after
+ * another on the root's, which returns once all have written. A
+ * Broadcast's root in place, idle otherwise, writes the leading
  * 1/n of every reader's output itself (process_vm_writev) while the
  * readers copy the rest (root_lead): its readers publish their outputs,
  * and return once the root says it is done (REDUCED). No stage holds
@@ -827,25 +831,18 @@ static size_t root_lead(const chorus_op *op, size_t bytes) {
   return bytes / (size_t)n / 64 * 64;
 }
 
-/* Whose inputs this rank reads (reading = 1), or who reads this rank's
- * (reading = 0): ALL every peer, else the one rank (the root), or NONE. */
+/* Whose buffers this rank copies from or into (reading = 1), or who
+ * copies from or into this rank's (reading = 0): ALL every peer, else the
+ * one rank (the root), or NONE. In a rooted call the others copy, the
+ * root being the one whose buffer they all use. */
 enum { ALL = -1, NONE = -2 };
 static int readers(const chorus_op *op, int reading) {
   const int me = op->cc->rank;
-  int root_reads; /* the root reads the others' inputs (Gather) rather than they its */
-  switch (op->func) {
-  case CHORUS_FUNC_BROADCAST:
-  case CHORUS_FUNC_SCATTER:
-    root_reads = 0;
-    break;
-  case CHORUS_FUNC_GATHER:
-    root_reads = 1;
-    break;
-  default:
+  if (op->func != CHORUS_FUNC_BROADCAST && op->func != CHORUS_FUNC_SCATTER &&
+      op->func != CHORUS_FUNC_GATHER)
     return ALL;
-  }
-  if (me == op->root) return root_reads == reading ? ALL : NONE;
-  return root_reads == reading ? NONE : op->root;
+  if (me == op->root) return reading ? NONE : ALL;
+  return reading ? op->root : NONE;
 }
 
 /* Waits until each rank of readers(op, reading) moved its counter to
@@ -898,18 +895,27 @@ ncclResult_t chorus_coll_peer_read(chorus_op *op) {
     }
     const uint64_t slot = D.g % (uint64_t)nd->nbuf;
     /* A Broadcast's reader publishes its output (no one reads its input),
-     * where the root may write. */
-    const int bcast_reader = op->func == CHORUS_FUNC_BROADCAST && me != op->root;
-    nd->rank[me].addr[slot] = (uint64_t)(uintptr_t)(bcast_reader ? op->recvbuff : in);
+     * where the root may write; a Gather's root its output, where the
+     * others write. */
+    const int out = (op->func == CHORUS_FUNC_BROADCAST && me != op->root) ||
+                    (op->func == CHORUS_FUNC_GATHER && me == op->root);
+    nd->rank[me].addr[slot] = (uint64_t)(uintptr_t)(out ? op->recvbuff : in);
     nd->rank[me].lead[slot] = root_lead(op, bytes);
-    tsan_order(bcast_reader ? op->recvbuff : in, 0);
+    tsan_order(out ? op->recvbuff : in, 0);
   }
   announce(op, POSTED, D.g + 1);
   CORO_AWAIT_RES(op->co, res, those_reached(op, 1, POSTED)); /* whose inputs we read */
   {
     const int from = readers(op, 1);
     const uint64_t slot = D.g % (uint64_t)nd->nbuf;
-    for (int p = 0; p < n && from != NONE; p++) {
+    if (op->func == CHORUS_FUNC_GATHER && from >= 0) { /* our block into the root's output */
+      const uint64_t at = nd->rank[from].addr[slot];
+      tsan_order((const void *)(uintptr_t)at, 1);
+      CHECK(
+          peer_copy(op, from, (void *)(uintptr_t)op->sendbuff, at + (size_t)me * bytes, bytes, 1));
+      tsan_order((const void *)(uintptr_t)at, 0);
+    }
+    for (int p = 0; p < n && from != NONE && op->func != CHORUS_FUNC_GATHER; p++) {
       char *out;
       size_t in_off;
       if (from >= 0 && p != from) continue;
