@@ -13,9 +13,16 @@
  * but AlltoAll, refitted to the 2026-12-01 run (its direct path had become
  * 1.8x faster since), Reduce to the 2026-11-21 run; each function's
  * algorithms come from one run, as the machine's speed differs between
- * runs. More than 2 ranks with a core each (only a machine of more cores
- * than the 2 of those runs has them) are priced from fits at 2 and 8 ranks
- * on a 16-core machine (each fit's two and eight, below).
+ * runs. Gather's zerocopy, whose other ranks write their blocks into the
+ * root's output rather than the root reading them one by one, keeps its
+ * 2026-11-28 curves with each band's bandwidth grown by what the writes
+ * gained over the reads in one run on the AMD guest
+ * (bench/calibration-2026-12-02-gather-writes.txt): 2 ranks 1.8x, 1.8x
+ * and 3.0x in the L3, past-L3 and DRAM bands, 4 ranks 2.0x and 2.5x past
+ * L3 and in DRAM (their L3 band kept: 1.01x at 256 KiB). More than 2
+ * ranks with a core each (only a machine of more cores than the 2 of those
+ * runs has them) are priced from fits at 2 and 8 ranks on a 16-core
+ * machine (each fit's two and eight, below).
  */
 #include "algo/cost.h"
 
@@ -42,7 +49,9 @@ typedef struct curve {
  * took 6.5x its 2-rank time at 8 ranks where twoshot took 1.5-1.7x;
  * zerocopy's Broadcast and AllGather, every rank reading the same source's
  * pages through process_vm_readv, 2.5-13x where the chain took 1.2-1.3x;
- * zerocopy's Gather, one reader per source, 1.1-1.3x. */
+ * zerocopy's Gather, the others writing their blocks at once, 0.2-0.9x
+ * its 2-rank time from 4 MiB (bench/calibration-2026-12-02-16c-gather.txt,
+ * which Gather's three algorithms' two and eight come from). */
 typedef struct fit {
   int func;
   int algo;
@@ -135,20 +144,20 @@ static const fit fits[] = {
      CHORUS_ALGO_DIRECT,
      {0.772, {24571, 15917, 12978, 9258}},
      {1.667, {29946, 14582, 9945, 12173}},
-     {0.700, {13429, 25605, 11122, 7623}},
-     {3.006, {19652, 16754, 10356, 7153}}},
+     {0.897, {18342, 18510, 9919, 6556}},
+     {2.670, {17427, 12702, 9231, 5895}}},
     {CHORUS_FUNC_GATHER,
      CHORUS_ALGO_ONESHOT,
      {0.667, {17638, 14756, 9141, 8143}},
      {3.013, {19215, 12770, 7962, 8524}},
-     {0.108, {11518, 14086, 8537, 8840}},
-     {0.000, {7855, 17018, 10683, 10821}}},
+     {0.322, {11477, 10976, 6632, 8320}},
+     {0.894, {11100, 12506, 9240, 9195}}},
     {CHORUS_FUNC_GATHER,
      CHORUS_ALGO_ZEROCOPY,
-     {1.482, {34252, 23034, 12591, 7626}},
-     {7.368, {52257, 15412, 11278, 7261}},
-     {1.094, {20849, 24315, 10999, 7805}},
-     {6.247, {11597, 21755, 10149, 7258}}},
+     {1.482, {34252, 41231, 22412, 22802}},
+     {7.368, {52257, 15412, 22443, 17935}},
+     {1.564, {30590, 38053, 16255, 13956}},
+     {9.957, {490132, 10577, 44515, 73314}}},
     {CHORUS_FUNC_REDUCE,
      CHORUS_ALGO_CHAIN,
      {0.435, {8052, 38229, 24909, 6974}},
@@ -292,7 +301,11 @@ static double direct_through_slots(int func, double size, const chorus_cost_env 
 static double zerocopy_dear(int func, double size, const chorus_cost_env *e) {
   const double zc = fitted(func, CHORUS_ALGO_ZEROCOPY, size, e), one = oneshot_fit(func, size, e);
   if (zc < 0 || one < 0) return zc;
-  const double floor = one * e->read_slowdown / 2;
+  double floor = one * e->read_slowdown / 2;
+  /* A Gather's n - 1 writers, a core each, copy at once what oneshot's
+   * root copies out alone (16 cores, reads at 2.07x memcpy: 4 and 8 ranks
+   * 2-12x faster than the slots from 4 MiB). */
+  if (func == CHORUS_FUNC_GATHER && !e->oversubscribed && e->nranks > 2) floor /= e->nranks - 1;
   return zc > floor ? zc : floor;
 }
 
