@@ -15,8 +15,8 @@
  *            --one-process: a GPU communicator whose ranks are GPUs of one
  *            process, every rank's call in one group (zero-copy, copy
  *            engine); --windows: buffers in symmetric windows; --cpus: as
- *            on hosts of C cores (default: this machine's), which decides
- *            whether the ranks have a core each.
+ *            on hosts of C cores (default: the CPUs this process may run
+ *            on), which decides whether the ranks have a core each.
  * The settings in the environment apply (NCCL_ALGO, NCCL_PROTO,
  * CHORUS_TUNE and the GPU settings), as they would to a communicator.
  */
@@ -38,6 +38,7 @@
 #include "host/reduce.h"
 #include "plan/plan.h"
 #include "transport/shm/readrate.h"
+#include "util/affinity.h"
 #include "util/param.h"
 #include "util/units.h"
 
@@ -242,7 +243,9 @@ static int explain(int argc, char **argv) {
     return 2;
   }
   int nranks = 4, nhosts = 1, gpu = chorus_dev_count() > 0, one_proc = 0, windows = 0;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  chorus_cpuset mine;
+  chorus_cpuset_self(&mine);
+  long cpus = chorus_cpuset_count(&mine); /* what ranks started from here may run on */
   size_t esize = 4;
   for (int i = 4; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc)
@@ -348,6 +351,11 @@ static int explain(int argc, char **argv) {
              "its own at init)\n",
              CHORUS_NET_HOP_US, CHORUS_NET_BW / 1e3);
   }
+  if (!gpu)
+    printf("cores: %d rank%s a host on %ld CPU%s%s\n", nranks / nhosts,
+           nranks / nhosts > 1 ? "s" : "", cpus, cpus > 1 ? "s" : "",
+           c.env.oversubscribed ? ": more ranks than CPUs, priced as taking turns"
+                                : ": a core each");
   if (c.env.reads_dear)
     printf("peer reads between processes: %.2fx memcpy's time on this machine (1 MiB), over %.1f: "
            "dearer than two copies, so zerocopy is priced above them, and direct sends through the "

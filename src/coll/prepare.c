@@ -92,7 +92,7 @@ static size_t nt_threshold(const chorus_coll_comm *cc, long llc_max) {
 
 void chorus_coll_setup(chorus_coll_comm *cc) {
   chorus_cost_env *e = &cc->plan.env;
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const long cpus = cc->topo->machine_cpus;
   e->nranks = cc->nranks;
   e->nhosts = cc->topo->nhosts;
   e->node = cc->node != NULL && cc->nranks <= CHORUS_REDUCE_MAX_SRCS;

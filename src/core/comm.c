@@ -110,7 +110,6 @@ typedef struct rank_record {
   uint32_t nstages;
   uint64_t stage_bytes;
   uint32_t nstreams;
-  uint32_t cpus;             /* its machine's */
   chorus_status_peer status; /* where its process answers (core/status.h) */
   uint32_t traced;           /* CHORUS_TRACE is set there */
   uint32_t threads_auto;     /* its NCCL_SOCKET_NTHREADS is auto */
@@ -148,28 +147,29 @@ typedef struct geometry {
  * measured 0.2-0.7x. */
 #define AUTO_THREADS 2
 
-typedef struct machine_cpus {
+typedef struct machine_rank {
   uint64_t hash;
-  uint32_t cpus;
-} machine_cpus;
+  const chorus_cpuset *cpus;
+} machine_rank;
 
 static int by_machine(const void *a, const void *b) {
-  const uint64_t x = ((const machine_cpus *)a)->hash, y = ((const machine_cpus *)b)->hash;
+  const uint64_t x = ((const machine_rank *)a)->hash, y = ((const machine_rank *)b)->hash;
   return x < y ? -1 : x > y;
 }
 
-/* Whether fits(cpus, ranks) holds for every machine of the records
- * (sorted by machine: no pass over pairs of ranks); -1: out of memory. */
+/* Whether fits(cpus, ranks) holds for every machine of the records, cpus
+ * being the CPUs its ranks may run on together (sorted by machine: no
+ * pass over pairs of ranks); -1: out of memory. */
 static int every_machine(const rank_record *rec, int n, int (*fits)(long cpus, int ranks)) {
-  machine_cpus *m = chorus_malloc((size_t)n * sizeof *m);
+  machine_rank *m = chorus_malloc((size_t)n * sizeof *m);
   if (!m) return -1;
-  for (int r = 0; r < n; r++) m[r] = (machine_cpus){rec[r].info.machine_hash, rec[r].cpus};
+  for (int r = 0; r < n; r++) m[r] = (machine_rank){rec[r].info.machine_hash, &rec[r].info.cpus};
   qsort(m, (size_t)n, sizeof *m, by_machine);
   int fit = 1;
   for (int i = 0, j; i < n && fit; i = j) {
-    uint32_t cpus = m[i].cpus;
-    for (j = i; j < n && m[j].hash == m[i].hash; j++) cpus = CHORUS_MIN(cpus, m[j].cpus);
-    fit = fits((long)cpus, j - i);
+    chorus_cpuset cpus = {{0}};
+    for (j = i; j < n && m[j].hash == m[i].hash; j++) chorus_cpuset_add(&cpus, m[j].cpus);
+    fit = fits(chorus_cpuset_count(&cpus), j - i);
   }
   chorus_free(m);
   return fit;
@@ -416,9 +416,7 @@ static ncclResult_t exchange_records(ncclComm_t comm, geometry *geo) {
    * 1 GPU on one 16-core machine: 4 lanes x 2 pumps per rank, each pump
    * spinning after it moves bytes) made large calls 2-2.9x slower. */
   const int nthreads = comm->is_part ? 0 : want;
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   rec[comm->rank].nstreams = (uint32_t)CHORUS_MIN(16, CHORUS_MAX(1, want) * CHORUS_MIN(16, nsock));
-  rec[comm->rank].cpus = (uint32_t)CHORUS_CLAMP(cpus, 1, UINT32_MAX);
   rec[comm->rank].threads_auto = asked < 0;
   rec[comm->rank].nslots_auto = chorus_param_int(CHORUS_P_NSLOTS) == CHORUS_AUTO;
   rec[comm->rank].lanes_asked = (uint32_t)lanes_asked(comm->rank);
@@ -562,10 +560,9 @@ out:
 }
 
 /* Whether the ranks on this rank's machine (its CPUs, hosts or not)
- * outnumber its CPUs. */
+ * outnumber the CPUs they may run on. */
 static int machine_crowded(const chorus_topo *t) {
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 && t->nmachine > cpus;
+  return t->nmachine > t->machine_cpus;
 }
 
 /* How long a waiting rank polls. Sleeping is the last resort: in a virtual
@@ -608,6 +605,10 @@ static void fill_coll_comm(ncclComm_t comm) {
   cc->spin_ns = default_spin_ns(&comm->topo);
   cc->yield_ns = CHORUS_MAX((int64_t)0, chorus_param_int(CHORUS_P_YIELD_US)) * 1000;
   cc->spread = spread_place(comm);
+  INFO(CHORUS_INIT, "rank %d: %d rank(s) on this machine may run on %d CPU(s)%s", comm->rank,
+       comm->topo.nmachine, comm->topo.machine_cpus,
+       machine_crowded(&comm->topo) ? ": they outnumber them, so a waiting rank yields at once"
+                                    : ": a core each");
   cc->reproducible = chorus_param_int(CHORUS_P_REPRODUCIBLE) != 0;
   cc->ring = comm->ring;
   cc->ring_pos = comm->ring + comm->nranks;

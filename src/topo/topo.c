@@ -58,6 +58,7 @@ ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device) {
   memset(me, 0, sizeof *me);
   me->host_hash = host_hash();
   me->machine_hash = machine_hash();
+  chorus_cpuset_self(&me->cpus);
   me->proc_hash = chorus_process_token();
   me->rank = rank;
   me->pid = (int32_t)getpid();
@@ -106,7 +107,13 @@ ncclResult_t chorus_topo_build(chorus_topo *t, chorus_rank_info *info, int nrank
   }
   chorus_free(first);
   t->nlocal = t->nlocal_of_host[t->host_of[rank]];
-  for (int r = 0; r < nranks; r++) t->nmachine += info[r].machine_hash == info[rank].machine_hash;
+  chorus_cpuset cpus = {{0}};
+  for (int r = 0; r < nranks; r++)
+    if (info[r].machine_hash == info[rank].machine_hash) {
+      t->nmachine++;
+      chorus_cpuset_add(&cpus, &info[r].cpus);
+    }
+  t->machine_cpus = chorus_cpuset_count(&cpus);
   t->local_ranks = chorus_calloc((size_t)t->nlocal, sizeof(int));
   if (!t->local_ranks) goto oom;
   for (int r = 0, i = 0; r < nranks; r++)

@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "nccl.h"
+#include "util/affinity.h"
 
 typedef struct chorus_rank_info {
   uint64_t host_hash;
@@ -29,7 +30,8 @@ typedef struct chorus_rank_info {
   int32_t device; /* CUDA device, or -1 for a host-memory rank */
   int32_t pad;
   char hostname[64];
-  char bus_id[16]; /* its GPU's PCI address (core fills it), or "" */
+  char bus_id[16];    /* its GPU's PCI address (core fills it), or "" */
+  chorus_cpuset cpus; /* the CPUs its calling thread may run on */
 } chorus_rank_info;
 
 typedef struct chorus_topo {
@@ -42,6 +44,7 @@ typedef struct chorus_topo {
   int *nlocal_of_host; /* ranks per host */
   int nlocal;          /* ranks on this rank's host */
   int nmachine;        /* ranks on this rank's machine (its CPUs), hosts or not */
+  int machine_cpus;    /* the CPUs those ranks may run on, together */
   int *local_ranks;    /* those ranks, ascending */
 } chorus_topo;
 

@@ -4,6 +4,7 @@
 #include "util/affinity.h"
 
 #include <sched.h>
+#include <string.h>
 #include <unistd.h>
 
 int chorus_affinity_spread(int place, int ranks) {
@@ -21,4 +22,24 @@ int chorus_affinity_spread(int place, int ranks) {
   CPU_ZERO(&one);
   CPU_SET(cpu, &one);
   return sched_setaffinity(0, sizeof one, &one) == 0 ? cpu : -1;
+}
+
+void chorus_cpuset_self(chorus_cpuset *s) {
+  memset(s, 0, sizeof *s);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int known = sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  for (int c = 0; c < CHORUS_CPUSET_WORDS * 64 && c < CPU_SETSIZE; c++)
+    if (known ? CPU_ISSET(c, &set) : c < online) s->bits[c / 64] |= (uint64_t)1 << (c % 64);
+}
+
+void chorus_cpuset_add(chorus_cpuset *to, const chorus_cpuset *more) {
+  for (int i = 0; i < CHORUS_CPUSET_WORDS; i++) to->bits[i] |= more->bits[i];
+}
+
+int chorus_cpuset_count(const chorus_cpuset *s) {
+  int n = 0;
+  for (int i = 0; i < CHORUS_CPUSET_WORDS; i++) n += __builtin_popcountll(s->bits[i]);
+  return n > 0 ? n : 1;
 }

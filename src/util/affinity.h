@@ -13,6 +13,26 @@
 #ifndef CHORUS_UTIL_AFFINITY_H
 #define CHORUS_UTIL_AFFINITY_H
 
+#include <stdint.h>
+
+/* A set of CPUs (as cpu_set_t holds them, up to 1024), sent between ranks
+ * in their records, so plain words. */
+#define CHORUS_CPUSET_WORDS 16
+typedef struct chorus_cpuset {
+  uint64_t bits[CHORUS_CPUSET_WORDS];
+} chorus_cpuset;
+
+/* The CPUs the calling thread may run on: what a launcher, taskset or a
+ * container's cpuset left it, which may be fewer than the machine has
+ * online (then ranks that would each have a core on the machine can
+ * crowd the few they are given). Every online CPU where the system does
+ * not say. */
+void chorus_cpuset_self(chorus_cpuset *s);
+/* Adds the CPUs of `more` to `to`. */
+void chorus_cpuset_add(chorus_cpuset *to, const chorus_cpuset *more);
+/* How many CPUs s holds (at least 1). */
+int chorus_cpuset_count(const chorus_cpuset *s);
+
 /* Binds the calling thread (and the threads it starts later) to the
  * (place % n)-th of the n CPUs it may run on, where `ranks` outnumber
  * them. Leaves it alone where they do not, or where something already

@@ -7,6 +7,7 @@
  * machine are counted whatever their hosts; and the words that name a
  * lost peer's host list its ranks as ranges.
  */
+#include <sched.h>
 #include <string.h>
 
 #include "topo/topo.h"
@@ -86,22 +87,37 @@ static void host_words(void) {
 }
 
 /* Ranks made hosts of their own (NCCL_HOSTID, namespaces) still share the
- * machine's cores: nmachine counts them by machine, not by host. */
+ * machine's cores: nmachine counts them by machine, not by host, and
+ * machine_cpus the CPUs they may run on together (each rank's affinity
+ * added up; another machine's not). */
 static void machine(void) {
   const int n = 5;
   chorus_rank_info *info = chorus_calloc(n, sizeof *info);
   REQUIRE(info);
   const uint64_t host[5] = {1, 2, 3, 4, 5}, mach[5] = {7, 7, 7, 8, 7};
+  const int cpu[5] = {0, 1, 1, 2, 70};
   for (int r = 0; r < n; r++) {
     info[r].host_hash = host[r];
     info[r].machine_hash = mach[r];
+    info[r].cpus.bits[cpu[r] / 64] |= (uint64_t)1 << (cpu[r] % 64);
   }
+  info[3].cpus.bits[0] |= 0xf0; /* machine 8's: not counted */
   chorus_topo t;
   REQUIRE(chorus_topo_build(&t, info, n, 0) == ncclSuccess);
   EXPECT_EQ_INT(t.nhosts, 5);
   EXPECT_EQ_INT(t.nlocal, 1);
   EXPECT_EQ_INT(t.nmachine, 4);
+  EXPECT_EQ_INT(t.machine_cpus, 3);
   chorus_topo_free(&t);
+  /* This thread's own: what the system says it may run on. */
+  chorus_cpuset mine;
+  chorus_cpuset_self(&mine);
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  REQUIRE(sched_getaffinity(0, sizeof set, &set) == 0);
+  EXPECT_EQ_INT(chorus_cpuset_count(&mine), CPU_COUNT(&set));
+  for (int c = 0; c < 64 * CHORUS_CPUSET_WORDS; c++)
+    EXPECT_EQ_INT(!!(mine.bits[c / 64] >> (c % 64) & 1), !!CPU_ISSET(c, &set));
 }
 
 int main(void) {

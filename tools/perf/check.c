@@ -11,6 +11,7 @@
  */
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -112,7 +113,10 @@ static int parts_for(size_t n) {
   static int ncpu = 0; /* threads look at once: the same answer */
   int cpus = __atomic_load_n(&ncpu, __ATOMIC_RELAXED);
   if (cpus <= 0) {
-    long c = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set; /* the CPUs this thread may run on (a launcher may leave it few) */
+    CPU_ZERO(&set);
+    long c = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (c < 1) c = sysconf(_SC_NPROCESSORS_ONLN);
     cpus = c < 1 ? 1 : c > PARTS_MAX ? PARTS_MAX : (int)c;
     __atomic_store_n(&ncpu, cpus, __ATOMIC_RELAXED);
   }

@@ -660,15 +660,15 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
  * threads) still 0.6-0.9x; 2 cores, 2 ranks with 1 pump each: a 1 MiB
  * AllGather 17x slower. */
 static int pumps_that_fit(const net_state *s, int want) {
-  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  const long cpus = s->topo ? s->topo->machine_cpus : sysconf(_SC_NPROCESSORS_ONLN);
   const long ranks = s->topo && s->topo->nmachine > 0 ? s->topo->nmachine : 1;
   if (want <= 0 || cpus <= 0 || !chorus_param_int(CHORUS_P_SOCKET_THREADS_FIT))
     return CHORUS_MAX(want, 0);
   const int fit = chorus_socket_threads_room(cpus, ranks);
   if (fit >= want) return want;
   if (s->rank == 0)
-    WARN("NCCL_SOCKET_NTHREADS asks for %d socket thread(s) per rank, but %ld rank(s) share this "
-         "machine's %ld CPUs: %d thread(s) each%s",
+    WARN("NCCL_SOCKET_NTHREADS asks for %d socket thread(s) per rank, but %ld rank(s) on this "
+         "machine share the %ld CPUs they may run on: %d thread(s) each%s",
          want, ranks, cpus, fit, fit ? "" : " (the calling thread moves the bytes)");
   return fit;
 }
