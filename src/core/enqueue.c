@@ -240,7 +240,8 @@ static void prof_calls(chorus_op **all, size_t n, int when, ncclResult_t res) {
  * (util/affinity.h). Here rather than at init, which may run on a thread
  * of its own. */
 static void spread(chorus_coll_comm *cc) {
-  const int cpu = chorus_affinity_spread(cc->spread - 1, cc->topo->nmachine);
+  const int cpu =
+      chorus_affinity_spread(cc->spread - 1, cc->topo->nmachine, cc->topo->machine_cpus);
   cc->spread = 0;
   if (cpu >= 0)
     INFO(CHORUS_INIT,

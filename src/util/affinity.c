@@ -7,13 +7,13 @@
 #include <string.h>
 #include <unistd.h>
 
-int chorus_affinity_spread(int place, int ranks) {
+int chorus_affinity_spread(int place, int ranks, int job_cpus) {
   cpu_set_t set;
   CPU_ZERO(&set);
   if (place < 0 || sched_getaffinity(0, sizeof set, &set) != 0) return -1;
   const int n = CPU_COUNT(&set);
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  if (n < 1 || ranks <= n || (online > 0 && n < online)) return -1;
+  if (n < 2 || ranks <= n || (online > 0 && n < online && n != job_cpus)) return -1;
   int k = place % n, cpu = -1;
   for (int c = 0; c < CPU_SETSIZE && cpu < 0; c++)
     if (CPU_ISSET(c, &set) && k-- == 0) cpu = c;

@@ -35,10 +35,13 @@ int chorus_cpuset_count(const chorus_cpuset *s);
 
 /* Binds the calling thread (and the threads it starts later) to the
  * (place % n)-th of the n CPUs it may run on, where `ranks` outnumber
- * them. Leaves it alone where they do not, or where something already
- * bound it to fewer CPUs than the machine has online (a launcher, the
- * user, or this function for another communicator). Returns the CPU it
- * bound to, or -1. */
-int chorus_affinity_spread(int place, int ranks);
+ * them. Leaves it alone where they do not, where n is 1, or where
+ * something bound it to fewer CPUs than both the machine has online and
+ * the machine's ranks may run on together (job_cpus: a launcher that
+ * bound ranks one by one, the user, or this function for another
+ * communicator); a set every rank shares (taskset on the whole job, a
+ * container's cpuset) it spreads them over. Returns the CPU it bound to,
+ * or -1. */
+int chorus_affinity_spread(int place, int ranks, int job_cpus);
 
 #endif
