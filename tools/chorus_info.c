@@ -245,7 +245,7 @@ static int explain(int argc, char **argv) {
   int nranks = 4, nhosts = 1, gpu = chorus_dev_count() > 0, one_proc = 0, windows = 0;
   chorus_cpuset mine;
   chorus_cpuset_self(&mine);
-  long cpus = chorus_cpuset_count(&mine); /* what ranks started from here may run on */
+  long cpus = chorus_cpus_usable(&mine, chorus_cpu_quota()); /* what ranks started here may use */
   size_t esize = 4;
   for (int i = 4; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc)

@@ -149,7 +149,7 @@ typedef struct geometry {
 
 typedef struct machine_rank {
   uint64_t hash;
-  const chorus_cpuset *cpus;
+  const chorus_rank_info *info;
 } machine_rank;
 
 static int by_machine(const void *a, const void *b) {
@@ -158,18 +158,22 @@ static int by_machine(const void *a, const void *b) {
 }
 
 /* Whether fits(cpus, ranks) holds for every machine of the records, cpus
- * being the CPUs its ranks may run on together (sorted by machine: no
- * pass over pairs of ranks); -1: out of memory. */
+ * being what its ranks may run on at once, together (sorted by machine:
+ * no pass over pairs of ranks); -1: out of memory. */
 static int every_machine(const rank_record *rec, int n, int (*fits)(long cpus, int ranks)) {
   machine_rank *m = chorus_malloc((size_t)n * sizeof *m);
   if (!m) return -1;
-  for (int r = 0; r < n; r++) m[r] = (machine_rank){rec[r].info.machine_hash, &rec[r].info.cpus};
+  for (int r = 0; r < n; r++) m[r] = (machine_rank){rec[r].info.machine_hash, &rec[r].info};
   qsort(m, (size_t)n, sizeof *m, by_machine);
   int fit = 1;
   for (int i = 0, j; i < n && fit; i = j) {
     chorus_cpuset cpus = {{0}};
-    for (j = i; j < n && m[j].hash == m[i].hash; j++) chorus_cpuset_add(&cpus, m[j].cpus);
-    fit = fits(chorus_cpuset_count(&cpus), j - i);
+    int quota = 0;
+    for (j = i; j < n && m[j].hash == m[i].hash; j++) {
+      chorus_cpuset_add(&cpus, &m[j].info->cpus);
+      quota = chorus_cpu_quota_join(quota, m[j].info->quota_cpus, j == i);
+    }
+    fit = fits(chorus_cpus_usable(&cpus, quota), j - i);
   }
   chorus_free(m);
   return fit;

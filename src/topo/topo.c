@@ -59,6 +59,7 @@ ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device) {
   me->host_hash = host_hash();
   me->machine_hash = machine_hash();
   chorus_cpuset_self(&me->cpus);
+  me->quota_cpus = chorus_cpu_quota();
   me->proc_hash = chorus_process_token();
   me->rank = rank;
   me->pid = (int32_t)getpid();
@@ -108,12 +109,14 @@ ncclResult_t chorus_topo_build(chorus_topo *t, chorus_rank_info *info, int nrank
   chorus_free(first);
   t->nlocal = t->nlocal_of_host[t->host_of[rank]];
   chorus_cpuset cpus = {{0}};
+  int quota = 0;
   for (int r = 0; r < nranks; r++)
     if (info[r].machine_hash == info[rank].machine_hash) {
+      quota = chorus_cpu_quota_join(quota, info[r].quota_cpus, t->nmachine == 0);
       t->nmachine++;
       chorus_cpuset_add(&cpus, &info[r].cpus);
     }
-  t->machine_cpus = chorus_cpuset_count(&cpus);
+  t->machine_cpus = chorus_cpus_usable(&cpus, quota);
   t->local_ranks = chorus_calloc((size_t)t->nlocal, sizeof(int));
   if (!t->local_ranks) goto oom;
   for (int r = 0, i = 0; r < nranks; r++)

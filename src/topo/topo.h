@@ -27,8 +27,8 @@ typedef struct chorus_rank_info {
   uint64_t proc_hash;
   int32_t rank;
   int32_t pid;
-  int32_t device; /* CUDA device, or -1 for a host-memory rank */
-  int32_t pad;
+  int32_t device;     /* CUDA device, or -1 for a host-memory rank */
+  int32_t quota_cpus; /* its CPU quota in CPUs (a container's limit), 0: none */
   char hostname[64];
   char bus_id[16];    /* its GPU's PCI address (core fills it), or "" */
   chorus_cpuset cpus; /* the CPUs its calling thread may run on */
@@ -44,7 +44,7 @@ typedef struct chorus_topo {
   int *nlocal_of_host; /* ranks per host */
   int nlocal;          /* ranks on this rank's host */
   int nmachine;        /* ranks on this rank's machine (its CPUs), hosts or not */
-  int machine_cpus;    /* the CPUs those ranks may run on, together */
+  int machine_cpus;    /* the CPUs those ranks may run on at once, together */
   int *local_ranks;    /* those ranks, ascending */
 } chorus_topo;
 

@@ -102,6 +102,8 @@ static void machine(void) {
     info[r].cpus.bits[cpu[r] / 64] |= (uint64_t)1 << (cpu[r] % 64);
   }
   info[3].cpus.bits[0] |= 0xf0; /* machine 8's: not counted */
+  chorus_rank_info base[5];
+  memcpy(base, info, sizeof base);
   chorus_topo t;
   REQUIRE(chorus_topo_build(&t, info, n, 0) == ncclSuccess);
   EXPECT_EQ_INT(t.nhosts, 5);
@@ -109,6 +111,18 @@ static void machine(void) {
   EXPECT_EQ_INT(t.nmachine, 4);
   EXPECT_EQ_INT(t.machine_cpus, 3);
   chorus_topo_free(&t);
+  /* A CPU quota every rank of the machine has (a container's limit) caps
+   * it; one rank without a quota lifts the cap; another machine's quota
+   * does not count. */
+  const int quota[2][5] = {{2, 2, 1, 1, 2}, {2, 0, 2, 1, 2}}, want[2] = {2, 3};
+  for (int k = 0; k < 2; k++) {
+    chorus_rank_info *again = chorus_calloc(n, sizeof *again);
+    REQUIRE(again);
+    for (int r = 0; r < n; r++) again[r] = base[r], again[r].quota_cpus = quota[k][r];
+    REQUIRE(chorus_topo_build(&t, again, n, 0) == ncclSuccess);
+    EXPECT_EQ_INT(t.machine_cpus, want[k]);
+    chorus_topo_free(&t);
+  }
   /* This thread's own: what the system says it may run on. */
   chorus_cpuset mine;
   chorus_cpuset_self(&mine);
