@@ -13,3 +13,15 @@ fail() {
 wrong_rows() {
   printf '%s\n' "$out" | awk '/^ +[0-9]+ / && ($9 != 0 || $13 != 0)' | head -3
 }
+
+# need_cpus N: skip (77) on a machine of fewer than N CPUs.
+need_cpus() {
+  [ "$(getconf _NPROCESSORS_ONLN)" -ge "$1" ] || { echo "skipped: fewer than $1 CPUs"; exit 77; }
+}
+
+# cpus_said: what the 2 ranks of the run in $out said of the CPUs they may
+# run on (their INFO line at init), each distinct answer once.
+cpus_said() {
+  printf '%s\n' "$out" | sed -n 's/.*rank [01]: 2 rank(s) on this machine may run on \(.*\)/\1/p' |
+    sort -u
+}
