@@ -37,8 +37,8 @@
 #include "gpu/settings.h"
 #include "host/reduce.h"
 #include "plan/plan.h"
+#include "topo/topo.h"
 #include "transport/shm/readrate.h"
-#include "util/affinity.h"
 #include "util/param.h"
 #include "util/units.h"
 
@@ -243,9 +243,11 @@ static int explain(int argc, char **argv) {
     return 2;
   }
   int nranks = 4, nhosts = 1, gpu = chorus_dev_count() > 0, one_proc = 0, windows = 0;
-  chorus_cpuset mine;
-  chorus_cpuset_self(&mine);
-  long cpus = chorus_cpus_usable(&mine, chorus_cpu_quota()); /* what ranks started here may use */
+  chorus_rank_info me; /* what ranks started from here may run on */
+  chorus_topo_self(&me, 0, -1);
+  chorus_machine_cpus here = {0};
+  chorus_machine_cpus_add(&here, &me);
+  long cpus = chorus_machine_cpus_count(&here);
   size_t esize = 4;
   for (int i = 4; i < argc; i++) {
     if (!strcmp(argv[i], "--ranks") && i + 1 < argc)

@@ -167,13 +167,9 @@ static int every_machine(const rank_record *rec, int n, int (*fits)(long cpus, i
   qsort(m, (size_t)n, sizeof *m, by_machine);
   int fit = 1;
   for (int i = 0, j; i < n && fit; i = j) {
-    chorus_cpuset cpus = {{0}};
-    int quota = 0;
-    for (j = i; j < n && m[j].hash == m[i].hash; j++) {
-      chorus_cpuset_add(&cpus, &m[j].info->cpus);
-      quota = chorus_cpu_quota_join(quota, m[j].info->quota_cpus, j == i);
-    }
-    fit = fits(chorus_cpus_usable(&cpus, quota), j - i);
+    chorus_machine_cpus cpus = {0};
+    for (j = i; j < n && m[j].hash == m[i].hash; j++) chorus_machine_cpus_add(&cpus, m[j].info);
+    fit = fits(chorus_machine_cpus_count(&cpus), cpus.nranks);
   }
   chorus_free(m);
   return fit;

@@ -54,6 +54,20 @@ static uint64_t host_hash(void) {
   return chorus_hash64(ids, sizeof ids, h);
 }
 
+void chorus_machine_cpus_add(chorus_machine_cpus *m, const chorus_rank_info *r) {
+  chorus_cpuset_add(&m->set, &r->cpus);
+  if (m->nranks == 0 || (m->quota && r->quota_cpus))
+    m->quota = CHORUS_MAX(m->quota, r->quota_cpus);
+  else
+    m->quota = 0;
+  m->nranks++;
+}
+
+int chorus_machine_cpus_count(const chorus_machine_cpus *m) {
+  const int n = chorus_cpuset_count(&m->set);
+  return m->quota > 0 && m->quota < n ? m->quota : n;
+}
+
 ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device) {
   memset(me, 0, sizeof *me);
   me->host_hash = host_hash();
@@ -108,15 +122,11 @@ ncclResult_t chorus_topo_build(chorus_topo *t, chorus_rank_info *info, int nrank
   }
   chorus_free(first);
   t->nlocal = t->nlocal_of_host[t->host_of[rank]];
-  chorus_cpuset cpus = {{0}};
-  int quota = 0;
+  chorus_machine_cpus cpus = {0};
   for (int r = 0; r < nranks; r++)
-    if (info[r].machine_hash == info[rank].machine_hash) {
-      quota = chorus_cpu_quota_join(quota, info[r].quota_cpus, t->nmachine == 0);
-      t->nmachine++;
-      chorus_cpuset_add(&cpus, &info[r].cpus);
-    }
-  t->machine_cpus = chorus_cpus_usable(&cpus, quota);
+    if (info[r].machine_hash == info[rank].machine_hash) chorus_machine_cpus_add(&cpus, &info[r]);
+  t->nmachine = cpus.nranks;
+  t->machine_cpus = chorus_machine_cpus_count(&cpus);
   t->local_ranks = chorus_calloc((size_t)t->nlocal, sizeof(int));
   if (!t->local_ranks) goto oom;
   for (int r = 0, i = 0; r < nranks; r++)

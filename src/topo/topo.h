@@ -48,6 +48,21 @@ typedef struct chorus_topo {
   int *local_ranks;    /* those ranks, ascending */
 } chorus_topo;
 
+/* What a machine's ranks may run on at once, their records added one by
+ * one: the union of their CPU sets, capped by their CPU quota (the
+ * largest where every rank has one, none where any has none: ranks of one
+ * container share theirs, ranks of several count as one's). Zeroed:
+ * none added yet. */
+typedef struct chorus_machine_cpus {
+  chorus_cpuset set;
+  int quota;  /* CPUs, 0: none */
+  int nranks; /* records added */
+} chorus_machine_cpus;
+
+void chorus_machine_cpus_add(chorus_machine_cpus *m, const chorus_rank_info *r);
+/* How many CPUs the ranks added may run on at once (at least 1). */
+int chorus_machine_cpus_count(const chorus_machine_cpus *m);
+
 /* Fills this rank's record. */
 ncclResult_t chorus_topo_self(chorus_rank_info *me, int rank, int device);
 

@@ -133,14 +133,3 @@ int chorus_cpu_quota(void) {
   fclose(f);
   return least;
 }
-
-int chorus_cpu_quota_join(int so_far, int rank_quota, int first) {
-  if (first) return rank_quota;
-  if (!so_far || !rank_quota) return 0;
-  return so_far > rank_quota ? so_far : rank_quota;
-}
-
-int chorus_cpus_usable(const chorus_cpuset *set, int quota) {
-  const int n = chorus_cpuset_count(set);
-  return quota > 0 && quota < n ? quota : n;
-}

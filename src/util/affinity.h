@@ -40,15 +40,6 @@ int chorus_cpuset_count(const chorus_cpuset *s);
  * it are throttled for the rest of each period (100 ms by default). */
 int chorus_cpu_quota(void);
 
-/* Folds one more rank's quota (0: none) into what a machine's ranks have
- * together: none where any rank has none, else the largest (ranks of one
- * container share theirs; ranks of several are counted as one of them). */
-int chorus_cpu_quota_join(int so_far, int rank_quota, int first);
-
-/* What ranks may run on at once whose CPU sets add up to `set` and whose
- * quotas joined to `quota` CPUs (0: none). */
-int chorus_cpus_usable(const chorus_cpuset *set, int quota);
-
 /* Binds the calling thread (and the threads it starts later) to the
  * (place % n)-th of the n CPUs it may run on, where `ranks` outnumber
  * them. Leaves it alone where they do not, where n is 1, or where
