@@ -13,8 +13,9 @@
  * the peer's receive path: with 4 ranks on 2 vCPUs, 16-64 KiB Gather,
  * Scatter, Broadcast and Reduce between namespace hosts 1.5-2.2x slower),
  * so the notes wait until the oldest is CHORUS_CALLS_HELD calls old or a
- * call of this rank stalls, and then go together. No peer waits on a held note: the checks that
- * wait look CHORUS_CALLS_HELD calls back (coll/calls.c).
+ * call of this rank stalls, and then go together. No peer waits on a
+ * held note: the checks that wait look CHORUS_CALLS_HELD calls back
+ * (coll/calls.c).
  */
 #ifndef CHORUS_TRANSPORT_HELD_H
 #define CHORUS_TRANSPORT_HELD_H
