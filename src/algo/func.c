@@ -41,6 +41,27 @@ int chorus_func_rooted(int func) {
   return f && f->rooted;
 }
 
+int chorus_func_nccl_code(int func) {
+  switch (func) {
+  case CHORUS_FUNC_BROADCAST:
+    return 0;
+  case CHORUS_FUNC_REDUCE:
+    return 1;
+  case CHORUS_FUNC_ALLGATHER:
+    return 2;
+  case CHORUS_FUNC_REDUCESCATTER:
+    return 3;
+  case CHORUS_FUNC_ALLREDUCE:
+    return 4;
+  case CHORUS_FUNC_SEND:
+    return 6;
+  case CHORUS_FUNC_RECV:
+    return 7;
+  default:
+    return 5;
+  }
+}
+
 int chorus_func_p2p(int func) {
   const chorus_func_info *f = chorus_func_get(func);
   return f && f->p2p;

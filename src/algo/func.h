@@ -61,6 +61,11 @@ typedef struct chorus_func_info {
 /* The table entry of func, or NULL outside 1..CHORUS_FUNC_COUNT-1. */
 const chorus_func_info *chorus_func_get(int func);
 const char *chorus_func_name(int func); /* "AllReduce", "?" when unknown */
+/* NCCL's code for func (ncclFunc_t: Broadcast 0, Reduce 1, AllGather 2,
+ * ReduceScatter 3, AllReduce 4, SendRecv 5, Send 6, Recv 7), as its
+ * plugins see it; AlltoAll, Gather and Scatter, which NCCL runs as Sends
+ * and Recvs, are SendRecv. */
+int chorus_func_nccl_code(int func);
 /* The table's flags by function (0 when unknown). */
 int chorus_func_rooted(int func);  /* takes a root */
 int chorus_func_p2p(int func);     /* Send or Recv: takes a peer */

@@ -13,7 +13,6 @@
 #include <ctype.h>
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -83,28 +82,6 @@ static const char *type_str(int t) {
 }
 static const char *algo_str(int a) {
   return a >= 0 && a < CHORUS_ALGO_COUNT ? algo_names[a] : "GPU";
-}
-
-/* NCCL's function codes of version 1. */
-static uint8_t func_code(int f) {
-  switch (f) {
-  case CHORUS_FUNC_BROADCAST:
-    return 0;
-  case CHORUS_FUNC_REDUCE:
-    return 1;
-  case CHORUS_FUNC_ALLGATHER:
-    return 2;
-  case CHORUS_FUNC_REDUCESCATTER:
-    return 3;
-  case CHORUS_FUNC_ALLREDUCE:
-    return 4;
-  case CHORUS_FUNC_SEND:
-    return 6;
-  case CHORUS_FUNC_RECV:
-    return 7;
-  default:
-    return 5; /* SendRecv: AlltoAll, Gather, Scatter are Send/Recv in NCCL */
-  }
 }
 
 static void fill_v5(const ev *e, prof_descr_v5 *d) {
@@ -228,7 +205,7 @@ static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_d
     d->coll.name = s->name;
     d->coll.comm_hash = s->hash;
     d->coll.seq = e->seq;
-    d->coll.func = func_code(e->func);
+    d->coll.func = (uint8_t)chorus_func_nccl_code(e->func);
     d->coll.send = e->send;
     d->coll.recv = e->recv;
     d->coll.count = e->count;
@@ -242,7 +219,7 @@ static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_d
   } else if (e->type == PROF_P2P) {
     d->p2p.name = s->name;
     d->p2p.comm_hash = s->hash;
-    d->p2p.func = func_code(e->func);
+    d->p2p.func = (uint8_t)chorus_func_nccl_code(e->func);
     d->p2p.buff = n->p2p.buff;
     d->p2p.datatype = (uint8_t)e->dtype;
     d->p2p.count = e->count;
@@ -412,16 +389,6 @@ void chorus_prof_group_end(void) {
 
 /* ---- loading and contexts ------------------------------------------------------------ */
 
-static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-static void logger(int level, unsigned long flags, const char *file, int line, const char *fmt,
-                   ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  chorus_vlog_plugin(level, flags, file, line, fmt, ap);
-  va_end(ap);
-}
-
 /* Loads the library (under lock): 0, or -1 (none, or passed over: said). */
 static int load(void) {
   if (dl) return 0;
@@ -482,11 +449,11 @@ void chorus_prof_open(ncclComm_t comm) {
   if (version == 5)
     res = ((const prof_v5 *)table)
               ->init(&s->ctx, s->hash, &mask, s->name, comm->topo.nhosts, comm->nranks, comm->rank,
-                     logger);
+                     chorus_log_plugin);
   else if (version == 4)
     res = ((const prof_v4 *)table)
               ->init(&s->ctx, &mask, s->name, s->hash, comm->topo.nhosts, comm->nranks, comm->rank,
-                     logger);
+                     chorus_log_plugin);
   else
     res = ((const prof_v123 *)table)->init(&s->ctx, &mask);
   if (res != ncclSuccess) {

@@ -191,6 +191,14 @@ void chorus_vlog_plugin(int level, unsigned long flags, const char *file, int li
   chorus_vlog((chorus_log_level)level, (uint32_t)flags, file ? file : "plugin", line, fmt, ap);
 }
 
+void chorus_log_plugin(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                       ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  chorus_vlog_plugin(level, flags, file, line, fmt, ap);
+  va_end(ap);
+}
+
 void chorus_log(chorus_log_level level, uint32_t subsys, const char *file, int line,
                 const char *fmt, ...) {
   va_list ap;

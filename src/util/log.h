@@ -69,6 +69,9 @@ void chorus_vlog(chorus_log_level level, uint32_t subsys, const char *file, int 
  * and subsystem bits; a level outside NCCL's is dropped). */
 void chorus_vlog_plugin(int level, unsigned long flags, const char *file, int line, const char *fmt,
                         va_list ap) __attribute__((format(printf, 5, 0)));
+/* The same, as the logger function handed to profiler and tuner plugins. */
+void chorus_log_plugin(int level, unsigned long flags, const char *file, int line, const char *fmt,
+                       ...) __attribute__((format(printf, 5, 6)));
 
 /* Per-thread context: the rank shown in the prefix and where the messages of
  * chorus_error() are also recorded (a communicator's last-error buffer). */
