@@ -63,9 +63,15 @@ static int is_override(chorus_param_id id) {
 
 /* Groups shown as one line of names on the page (--markdown has every
  * meaning), so that the page stays one screen: the ncclConfig_t
- * overrides, and the settings for testing Chorus itself. */
-static int folded(chorus_param_id id) {
-  return is_override(id) || strcmp(chorus_param_group(id), "testing") == 0;
+ * overrides, the plugins (their meanings alike), and the settings for
+ * testing Chorus itself. What the line says of them (NULL: not folded). */
+static const char *folded(chorus_param_id id) {
+  const char *g = chorus_param_group(id);
+  if (is_override(id)) return "";
+  if (!strcmp(g, "plugins"))
+    return " (each a path, or NAME for libnccl-net-NAME.so, libnccl-profiler-NAME.so, "
+           "libnccl-tuner-NAME.so; none: no plugin)";
+  return strcmp(g, "testing") == 0 ? " (--markdown for their meanings)" : NULL;
 }
 
 static void settings(int md) {
@@ -87,7 +93,7 @@ static void settings(int md) {
     if (group != chorus_param_group(id)) {
       group = chorus_param_group(id);
       if (folded(id)) {
-        printf("%s%s:", group, is_override(id) ? "" : " (--markdown for their meanings)");
+        printf("%s%s:", group, folded(id));
         for (int j = i; j < CHORUS_P_COUNT && chorus_param_group((chorus_param_id)j) == group; j++)
           printf(" %s%s%s", chorus_param_desc_get((chorus_param_id)j)->name,
                  chorus_param_raw((chorus_param_id)j) ? "=" : "",

@@ -132,7 +132,9 @@ static ncclResult_t choose(chorus_op *op) {
     return ncclSuccess;
   }
   const int premul = op->red.kind == CHORUS_RED_PREMULSUM;
-  for (int k = 0; k < CHORUS_COLL_MEMO; k++)
+  /* A tuner plugin is asked every call, as NCCL asks it. */
+  const int memo = !cc->plan.tuner.reprice;
+  for (int k = 0; k < CHORUS_COLL_MEMO && memo; k++)
     if (cc->last[f][k].algo >= 0 && cc->last[f][k].bytes == bytes &&
         cc->last[f][k].premul == premul) {
       op->algo = cc->last[f][k].algo;

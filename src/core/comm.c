@@ -13,6 +13,7 @@
 #include "core/stats.h"
 #include "core/status.h"
 #include "core/profiler.h"
+#include "core/tuner.h"
 #include "core/trace.h"
 
 #include <stdio.h>
@@ -771,6 +772,7 @@ ncclResult_t chorus_comm_build(ncclComm_t comm) {
   chorus_status_register(comm, comm->status_peers); /* takes them */
   comm->status_peers = NULL;
   chorus_prof_open(comm); /* before the trace: it times GPU calls for the plugin too */
+  CHECK_GOTO(chorus_tuner_open(comm), res, out);
   CHECK_GOTO(chorus_trace_open(comm), res, out);
   __atomic_store_n(&comm->state, CHORUS_COMM_READY, __ATOMIC_RELEASE);
   INFO(CHORUS_INIT,
@@ -846,8 +848,9 @@ void chorus_comm_inherit_net(ncclComm_t child, const struct ncclComm *parent) {
 
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
-  chorus_trace_close(comm);       /* its GPU events, while the device side stands */
-  chorus_prof_close(comm);        /* after the trace: its last GPU times go to the plugin */
+  chorus_trace_close(comm); /* its GPU events, while the device side stands */
+  chorus_prof_close(comm);  /* after the trace: its last GPU times go to the plugin */
+  chorus_tuner_close(comm);
   chorus_status_unregister(comm); /* no more answers about it */
   chorus_free(comm->status_peers);
   chorus_stats_unregister(comm); /* its last line, while its topology stands */

@@ -91,6 +91,7 @@ struct ncclComm {
   struct chorus_trace_state *trace;        /* CHORUS_TRACE (core/trace.h), or NULL */
   int traced_by_all;                       /* every rank set CHORUS_TRACE */
   struct chorus_prof_state *prof;          /* a profiler plugin's context (core/profiler.h) */
+  struct chorus_tuner_state *tuner;        /* a tuner plugin's context (core/tuner.h) */
 
   char last_error[1024];
 };

@@ -301,6 +301,104 @@ static int walk(chorus_plan_call *c, const chorus_plan_probe *probe, uint32_t al
   return 0;
 }
 
+int chorus_plan_tuner_cell(int func, int algo, int proto) {
+  enum { TREE = 0, RING = 1, PAT = 6 };
+  if (proto != CHORUS_PROTO_LL && proto != CHORUS_PROTO_SIMPLE) return -1;
+  int a = -1;
+  switch (algo) {
+  case CHORUS_ALGO_RING:
+    if (func == CHORUS_FUNC_ALLREDUCE || func == CHORUS_FUNC_ALLGATHER ||
+        func == CHORUS_FUNC_REDUCESCATTER)
+      a = RING;
+    break;
+  case CHORUS_ALGO_CHAIN:
+    if (func == CHORUS_FUNC_BROADCAST || func == CHORUS_FUNC_REDUCE) a = RING;
+    break;
+  case CHORUS_ALGO_TREE:
+    if (func == CHORUS_FUNC_ALLREDUCE) a = TREE;
+    break;
+  case CHORUS_ALGO_RD:
+    if (func == CHORUS_FUNC_ALLGATHER || func == CHORUS_FUNC_REDUCESCATTER) a = PAT;
+    break;
+  default:
+    break;
+  }
+  /* Chorus's protocols are numbered as NCCL's (LL 0, Simple 2). */
+  return a < 0 ? -1 : a * CHORUS_TUNER_PROTOS + proto;
+}
+
+/* A tuner plugin's say where the defaults chose t (algos and protos: what
+ * the filters allow). The table holds what can run the call at the cost
+ * model's prices; the tuner may change any of them, as NCCL lets it, and
+ * then the cheapest cell it left runs, unless Chorus's own choice, where
+ * it has no cell, is cheaper still at its own price: a tuner that edits
+ * nothing, or that fails, leaves the choice alone. Cells the tuner fills
+ * where nothing of Chorus runs (nvls, collnet) are passed over. Sets
+ * *max_channels to the channels it asks for at most (0: any). */
+static void ask_tuner(chorus_plan_call *c, const chorus_plan_probe *probe, uint32_t algos,
+                      uint32_t protos, int group, chorus_task *t, chorus_explain *ex,
+                      int *max_channels) {
+  const chorus_plan_comm *m = c->comm;
+  const int nf = chorus_func_nccl_code(c->func);
+  if (!m->tuner.reprice || m->env.nranks < 2 || nf > 4) return;
+  enum { CELLS = CHORUS_TUNER_ALGOS * CHORUS_TUNER_PROTOS };
+  const uint64_t size = chorus_plan_size(c);
+  float cost[CHORUS_TUNER_ALGOS][CHORUS_TUNER_PROTOS], was[CELLS];
+  int who[CELLS];
+  float *cell = &cost[0][0];
+  for (int k = 0; k < CELLS; k++) cell[k] = -1.0f, who[k] = -1;
+  for (int a = 0; a < CHORUS_ALGO_COUNT; a++) {
+    if (!(algos & (1u << a)) || cannot(c, probe, a, group)) continue;
+    const uint32_t can = protos_of(c, a) & protos;
+    for (int p = 0; p < CHORUS_PROTO_COUNT; p++) {
+      const int k = chorus_plan_tuner_cell(c->func, a, p);
+      if (k < 0 || !(can & CHORUS_PROTO_BIT(p))) continue;
+      const double us = chorus_cost_us(c->func, a, p, size, &m->env);
+      if (us >= 0) cell[k] = (float)us, who[k] = a;
+    }
+  }
+  memcpy(was, cell, sizeof was);
+  t->depends = 1; /* the tuner may answer otherwise another time */
+  int nch = 0;
+  if (m->tuner.reprice(m->tuner.arg, chorus_func_nccl_code(c->func), size, cost, &nch) != 0) {
+    chorus_explain_put(ex, "  the tuner plugin failed: the choice stands\n");
+    return;
+  }
+  *max_channels = nch > 0 ? nch : 0;
+  int changed = 0, best = -1;
+  for (int k = 0; k < CELLS; k++) {
+    if (cell[k] == was[k]) continue;
+    if (who[k] < 0) {
+      chorus_explain_put(
+          ex, "  the tuner plugin priced NCCL's cell %d/%d, which Chorus cannot run here\n",
+          k / CHORUS_TUNER_PROTOS, k % CHORUS_TUNER_PROTOS);
+      continue;
+    }
+    changed = 1;
+    chorus_explain_put(ex, "  the tuner plugin repriced %s/%s: %.1f -> %.1f us\n",
+                       chorus_algo_name(who[k]), chorus_proto_name(k % CHORUS_TUNER_PROTOS),
+                       (double)was[k], (double)cell[k]);
+  }
+  if (!changed) return;
+  for (int k = 0; k < CELLS; k++)
+    if (who[k] >= 0 && cell[k] >= 0 && (best < 0 || cell[k] < cell[best])) best = k;
+  const int own_cell = chorus_plan_tuner_cell(c->func, t->algo, t->proto);
+  /* Chorus's own choice at its price: its cell's, as the tuner left it
+   * (below 0: the tuner ruled it out), or where it has none, the model's
+   * (none: the tuner's cheapest wins). */
+  const double own = own_cell >= 0 && who[own_cell] >= 0
+                         ? (double)cell[own_cell]
+                         : chorus_cost_us(c->func, t->algo, t->proto, size, &m->env);
+  if (best < 0 || (own >= 0 && own <= (double)cell[best])) {
+    chorus_explain_put(ex, "  the choice stands after the tuner plugin\n");
+    return;
+  }
+  t->algo = (int8_t)who[best];
+  t->proto = (int8_t)(best % CHORUS_TUNER_PROTOS);
+  chorus_explain_put(ex, "  the tuner plugin's table prices %s/%s cheapest (%.1f us)\n",
+                     chorus_algo_name(t->algo), chorus_proto_name(t->proto), (double)cell[best]);
+}
+
 int chorus_plan_choose(chorus_plan_call *c, const chorus_plan_probe *probe, uint32_t exclude,
                        int group, chorus_task *t, chorus_explain *ex, char *err, size_t errlen) {
   const chorus_plan_comm *m = c->comm;
@@ -359,7 +457,13 @@ int chorus_plan_choose(chorus_plan_call *c, const chorus_plan_probe *probe, uint
              o ? have : "nothing");
     return -1;
   }
+  int max_channels = 0;
+  if (t->rule >= (int)m->nuser) ask_tuner(c, probe, algos, protos, group, t, ex, &max_channels);
   shape(c, protos, t);
+  /* Of the kernels, zero-copy's take their CTAs per call: a tuner's cap
+   * applies there; the FIFO kernels' channels are their communicator's. */
+  if (max_channels && t->algo == CHORUS_ALGO_ZEROCOPY && t->channels > (uint32_t)max_channels)
+    t->channels = (uint32_t)max_channels;
   chorus_explain_put(ex, "-> %s/%s", chorus_algo_name(t->algo), chorus_proto_name(t->proto));
   if (t->channels) {
     chorus_explain_put(ex, ", %u channels", t->channels);

@@ -16,7 +16,9 @@
  * whose algorithm NCCL_ALGO allows and can run it (its needs, algos.h),
  * in the rule's protocol where NCCL_PROTO allows it, else the algorithm's
  * other one. A filter naming the function that leaves it nothing is an
- * error; a plain list that does is ignored for it, as NCCL does.
+ * error; a plain list that does is ignored for it, as NCCL does. Where
+ * the defaults chose, a tuner plugin (chorus_plan_tuner) may reprice what
+ * NCCL's table shows of the call, as NCCL lets it.
  */
 #ifndef CHORUS_PLAN_PLAN_H
 #define CHORUS_PLAN_PLAN_H
@@ -29,6 +31,31 @@
 #include "algo/rules.h"
 
 #define CHORUS_PLAN_MAX_RANKS 8 /* GPU communicators: most ranks (CHORUS_KERN_MAX_RANKS) */
+
+/* NCCL's tuner plugins (core/tuner.h) see a call as NCCL's cost table:
+ * its algorithms (tree 0, ring 1, collnet direct 2, collnet chain 3, nvls
+ * 4, nvls tree 5, pat 6) by its protocols (LL 0, LL128 1, Simple 2), in
+ * microseconds, -1 where nothing runs. Chorus's ring fills ring's cells,
+ * and so do its chains for Broadcast and Reduce (NCCL runs those on its
+ * ring); its tree fills tree's, and its recursive doubling and halving
+ * (AllGather, ReduceScatter: log2 n steps, as NCCL's pat) pat's. Its other
+ * algorithms have no cell: a tuner cannot name them, and they keep their
+ * own prices. */
+#define CHORUS_TUNER_ALGOS  7
+#define CHORUS_TUNER_PROTOS 3
+typedef struct chorus_plan_tuner {
+  /* Lets the tuner reprice cost for a call of NCCL's function code
+   * nccl_func (chorus_func_nccl_code) whose larger buffer is `bytes`;
+   * *nchannels gets the most channels it wants (0: any). Returns 0, or -1:
+   * Chorus's own choice stands. NULL: no tuner. */
+  int (*reprice)(void *arg, int nccl_func, uint64_t bytes,
+                 float cost[CHORUS_TUNER_ALGOS][CHORUS_TUNER_PROTOS], int *nchannels);
+  void *arg;
+} chorus_plan_tuner;
+
+/* The cell of Chorus's algo in proto for func in the tuner's table
+ * (algorithm * CHORUS_TUNER_PROTOS + protocol), or -1 where it has none. */
+int chorus_plan_tuner_cell(int func, int algo, int proto);
 
 /* What the planner knows of a communicator: filled at init. */
 typedef struct chorus_plan_comm {
@@ -55,6 +82,7 @@ typedef struct chorus_plan_comm {
   size_t nuser;
   const chorus_rule *defaults;
   size_t ndefaults;
+  chorus_plan_tuner tuner; /* a tuner plugin, consulted where the defaults choose */
 } chorus_plan_comm;
 
 /* Facts about a call that only its executor can find out (device

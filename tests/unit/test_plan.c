@@ -355,6 +355,128 @@ static void gpu_tune(void) {
   env(NULL, NULL, NULL);
 }
 
+/* A tuner plugin as the planner sees it (core/tuner.h does the rest):
+ * what it was asked, and what it answers. */
+static struct {
+  int calls, func, fail, channels;
+  uint64_t bytes;
+  int cell;    /* set to `price` (-1: none) */
+  float price; /* ... */
+  float seen[CHORUS_TUNER_ALGOS][CHORUS_TUNER_PROTOS];
+} tuner;
+
+static int fake_tuner(void *arg, int func, uint64_t bytes,
+                      float cost[CHORUS_TUNER_ALGOS][CHORUS_TUNER_PROTOS], int *nchannels) {
+  (void)arg;
+  tuner.calls++, tuner.func = func, tuner.bytes = bytes;
+  memcpy(tuner.seen, cost, sizeof tuner.seen);
+  if (tuner.fail) return -1;
+  if (tuner.cell >= 0) (&cost[0][0])[tuner.cell] = tuner.price;
+  *nchannels = tuner.channels;
+  return 0;
+}
+
+static void tuned(int cell, float price, int channels, int fail) {
+  memset(&tuner, 0, sizeof tuner);
+  tuner.cell = cell, tuner.price = price, tuner.channels = channels, tuner.fail = fail;
+}
+
+#define T_RING_LL     (1 * CHORUS_TUNER_PROTOS + LL)
+#define T_RING_SIMPLE (1 * CHORUS_TUNER_PROTOS + SIMPLE)
+#define T_TREE_SIMPLE (0 * CHORUS_TUNER_PROTOS + SIMPLE)
+#define T_NVLS_SIMPLE (4 * CHORUS_TUNER_PROTOS + SIMPLE)
+#define T_PAT_SIMPLE  (6 * CHORUS_TUNER_PROTOS + SIMPLE)
+
+static void tuner_plugin(void) {
+  /* Cells: ring (chains for Broadcast and Reduce), tree, pat (recursive
+   * doubling for AllGather and ReduceScatter), in LL or Simple. */
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(AR, RING, SIMPLE), T_RING_SIMPLE);
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(AR, RING, LL), T_RING_LL);
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(BC, CHAIN, SIMPLE), T_RING_SIMPLE);
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(AR, CHORUS_ALGO_TREE, SIMPLE), T_TREE_SIMPLE);
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(AG, CHORUS_ALGO_RD, SIMPLE), T_PAT_SIMPLE);
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(AR, CHORUS_ALGO_RD, SIMPLE), -1);
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(AR, ONESHOT, LL), -1);
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(AR, RING, CHORUS_PROTO_LL128), -1);
+  EXPECT_EQ_INT(chorus_plan_tuner_cell(A2A, RING, SIMPLE), -1);
+  env(NULL, NULL, NULL);
+  chorus_plan_comm c;
+  gpu_comm(&c, 4, 0, 0, 1);
+  c.tuner.reprice = fake_tuner;
+  /* Edits nothing: the defaults stand; it saw NCCL's code and the larger
+   * buffer, the ring priced, the one-shot (no cell) not in the table. */
+  tuned(-1, 0, 0, 0);
+  chorus_task t = choose(&c, AR, 8 * KB);
+  EXPECT_CHOICE(t, ONESHOT, LL);
+  EXPECT_EQ_INT(tuner.calls, 1);
+  EXPECT_EQ_INT(tuner.func, 4);
+  EXPECT(tuner.bytes == 8 * KB);
+  EXPECT(tuner.seen[1][SIMPLE] > 0);
+  EXPECT(tuner.seen[0][SIMPLE] < 0 && tuner.seen[4][SIMPLE] < 0); /* no tree, nvls on one host */
+  EXPECT_EQ_INT(t.depends, 1);
+  /* The ring at no cost: taken, in the cell's protocol. */
+  tuned(T_RING_SIMPLE, 0, 0, 0);
+  EXPECT_CHOICE(choose(&c, AR, 8 * KB), RING, SIMPLE);
+  tuned(T_RING_SIMPLE, 0, 0, 0);
+  EXPECT_CHOICE(choose(&c, BC, 64 * KB), CHAIN, SIMPLE);
+  EXPECT_EQ_INT(tuner.func, 0);
+  /* Priced above the one-shot's own price, the ring does not win. */
+  tuned(T_RING_SIMPLE, 1e6f, 0, 0);
+  EXPECT_CHOICE(choose(&c, AR, 8 * KB), ONESHOT, LL);
+  /* A cell Chorus cannot run (nvls), a failed query: the defaults. */
+  tuned(T_NVLS_SIMPLE, 0, 0, 0);
+  EXPECT_CHOICE(choose(&c, AR, 8 * KB), ONESHOT, LL);
+  tuned(T_RING_SIMPLE, 0, 0, 1);
+  EXPECT_CHOICE(choose(&c, AR, 8 * KB), ONESHOT, LL);
+  /* Only the five functions NCCL tunes are asked about. */
+  tuned(T_RING_SIMPLE, 0, 0, 0);
+  EXPECT_CHOICE(choose(&c, A2A, 8 * KB), ONESHOT, LL);
+  EXPECT_EQ_INT(tuner.calls, 0);
+  /* The ring ruled out (below 0) where it is the default: nothing else
+   * has a cell here, so it stands. */
+  tuned(T_RING_SIMPLE, -1, 0, 0);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), RING, SIMPLE);
+  /* A channel cap reaches zero-copy's CTAs, which it takes per call. */
+  tuned(-1, 0, 0, 0);
+  const chorus_task zc = choose_facts(&c, AR, 4 * MB, CHORUS_FACT_SYM_WINDOWS, 0);
+  EXPECT_CHOICE(zc, ZC, SIMPLE);
+  EXPECT(zc.channels > 2);
+  tuned(-1, 0, 2, 0);
+  EXPECT_EQ_INT((int)choose_facts(&c, AR, 4 * MB, CHORUS_FACT_SYM_WINDOWS, 0).channels, 2);
+  /* NCCL_ALGO first: an excluded ring has no cell to take. */
+  env("allreduce:^ring", NULL, NULL);
+  gpu_comm(&c, 4, 0, 0, 1);
+  c.tuner.reprice = fake_tuner;
+  tuned(T_RING_SIMPLE, 0, 0, 0);
+  EXPECT_CHOICE(choose(&c, AR, 8 * KB), ONESHOT, LL);
+  EXPECT(tuner.seen[1][SIMPLE] < 0);
+  /* A user's rule (CHORUS_TUNE) is not the tuner's to change. */
+  env(NULL, NULL, "allreduce:0-64K:twoshot");
+  gpu_comm(&c, 4, 0, 0, 1);
+  c.tuner.reprice = fake_tuner;
+  tuned(T_RING_SIMPLE, 0, 0, 0);
+  EXPECT_CHOICE(choose(&c, AR, 8 * KB), TWOSHOT, -1);
+  EXPECT_EQ_INT(tuner.calls, 0);
+  /* Host memory across hosts: tree and pat cells. */
+  env(NULL, NULL, NULL);
+  host_comm(&c, 8, 2, 0, 0);
+  c.tuner.reprice = fake_tuner;
+  tuned(T_TREE_SIMPLE, 0, 0, 0);
+  EXPECT_CHOICE(choose(&c, AR, 64 * MB), CHORUS_ALGO_TREE, SIMPLE);
+  tuned(T_PAT_SIMPLE, 0, 0, 0);
+  EXPECT_CHOICE(choose(&c, AG, 8 * KB), CHORUS_ALGO_RD, SIMPLE);
+  /* What it did is said. */
+  gpu_comm(&c, 4, 0, 0, 1);
+  c.tuner.reprice = fake_tuner;
+  tuned(T_RING_SIMPLE, 0, 0, 0);
+  chorus_plan_call k = call_of(&c, AR, 8 * KB);
+  char text[4096], err[128];
+  chorus_explain ex = {text, sizeof text, 0};
+  EXPECT_EQ_INT(chorus_plan_choose(&k, NULL, 0, 0, &t, &ex, err, sizeof err), 0);
+  EXPECT(strstr(text, "the tuner plugin repriced ring/Simple: "));
+  EXPECT(strstr(text, "-> ring/Simple"));
+}
+
 /* Host memory: the cost model's choice, and the filters. */
 static void host_choices(void) {
   chorus_plan_comm c;
@@ -734,6 +856,7 @@ int main(void) {
   RUN(gpu_filters);
   RUN(gpu_tune);
   RUN(host_choices);
+  RUN(tuner_plugin);
   RUN(explain);
   RUN(group_zero_copy);
   RUN(group_copy_engine);
