@@ -56,8 +56,8 @@ static void *from_net_plugin(void) {
   char *save = NULL;
   for (char *name = strtok_r(names, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
     char why[256];
-    void *h = chorus_dl_open_named("libnccl-net-", name, lib_path, sizeof lib_path, why,
-                                   sizeof why);
+    void *h =
+        chorus_dl_open_named("libnccl-net-", name, lib_path, sizeof lib_path, why, sizeof why);
     if (h) return h;
   }
   return NULL;

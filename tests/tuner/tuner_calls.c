@@ -48,10 +48,10 @@ static int calls(int rank, int n, ncclUniqueId id, const char *param) {
     if (res == ncclSuccess) res = ncclBroadcast(b, b, BC, ncclFloat, 0, comm, NULL);
     if (res == ncclSuccess) res = ncclAlltoAll(s, r, A2A, ncclFloat, comm, NULL);
     wrong = res != ncclSuccess;
-    for (int i = 0; i < AR && !wrong; i++)
-      wrong = x[i] != (float)(n * (n - 1) / 2 + n * (i % 7));
+    for (int i = 0; i < AR && !wrong; i++) wrong = x[i] != (float)(n * (n - 1) / 2 + n * (i % 7));
     for (int p = 0; p < n && !wrong; p++)
-      for (int i = 0; i < AG && !wrong; i++) wrong = g[(size_t)p * AG + i] != (float)(p * 10000 + i);
+      for (int i = 0; i < AG && !wrong; i++)
+        wrong = g[(size_t)p * AG + i] != (float)(p * 10000 + i);
     for (int i = 0; i < BC && !wrong; i++) wrong = b[i] != (float)i;
     for (int p = 0; p < n && !wrong; p++)
       for (int i = 0; i < A2A && !wrong; i++)

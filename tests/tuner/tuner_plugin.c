@@ -55,9 +55,11 @@ static int fails(const char *what) {
 static int forced(void) {
   const char *f = getenv("TUNER_FORCE");
   if (!f) return -1;
-  return !strcmp(f, "ring") ? RING : !strcmp(f, "tree") ? TREE : !strcmp(f, "pat") ? PAT
-         : !strcmp(f, "nvls")                                                          ? NVLS
-                                                                                       : -1;
+  return !strcmp(f, "ring")   ? RING
+         : !strcmp(f, "tree") ? TREE
+         : !strcmp(f, "pat")  ? PAT
+         : !strcmp(f, "nvls") ? NVLS
+                              : -1;
 }
 
 static int channels(void) {
@@ -81,8 +83,9 @@ static ncclResult_t done(void *c) {
 }
 
 /* The table versions 3-5 edit. */
-__attribute__((unused)) static ncclResult_t edit(void *c, int func, size_t bytes, int npipe, float **table, int nalgo,
-                         int nproto, int reg, int *nchannels) {
+__attribute__((unused)) static ncclResult_t edit(void *c, int func, size_t bytes, int npipe,
+                                                 float **table, int nalgo, int nproto, int reg,
+                                                 int *nchannels) {
   float(*t)[3] = (float(*)[3])(void *)table;
   logf_line("query v%d func %d bytes %zu npipe %d nalgo %d nproto %d reg %d nranks %zu ring %g "
             "tree %g pat %g\n",
@@ -109,8 +112,8 @@ static ncclResult_t query2(void *c, int func, size_t bytes, int collnet, int nvl
   if (channels()) *nchannels = channels();
   return ncclSuccess;
 }
-__attribute__((visibility("default"))) const tuner_v2 ncclTunerPlugin_v2 = {"test2", init2, query2,
-                                                                             done};
+__attribute__((visibility("default")))
+const tuner_v2 ncclTunerPlugin_v2 = {"test2", init2, query2, done};
 #elif TUNER_VERSION == 3
 static ncclResult_t init3(size_t nranks, size_t nnodes, tuner_logger_t log, void **out) {
   logf_line("init v3 nranks %zu nnodes %zu log %d\n", nranks, nnodes, log != NULL);
@@ -120,15 +123,15 @@ static ncclResult_t query3(void *c, int func, size_t bytes, int npipe, float **t
                            int nproto, int *nchannels) {
   return edit(c, func, bytes, npipe, table, nalgo, nproto, -1, nchannels);
 }
-__attribute__((visibility("default"))) const tuner_v3 ncclTunerPlugin_v3 = {"test3", init3, query3,
-                                                                             done};
+__attribute__((visibility("default")))
+const tuner_v3 ncclTunerPlugin_v3 = {"test3", init3, query3, done};
 #elif TUNER_VERSION == 4
 static ncclResult_t init4(size_t nranks, size_t nnodes, tuner_logger_t log, void **out) {
   logf_line("init v4 nranks %zu nnodes %zu log %d\n", nranks, nnodes, log != NULL);
   return make(nranks, nnodes, out);
 }
-__attribute__((visibility("default"))) const tuner_v4 ncclTunerPlugin_v4 = {"test4", init4, edit,
-                                                                             done};
+__attribute__((visibility("default")))
+const tuner_v4 ncclTunerPlugin_v4 = {"test4", init4, edit, done};
 #else
 static ncclResult_t init5(void **out, uint64_t id, size_t nranks, size_t nnodes, tuner_logger_t log,
                           tuner_nvl_domains_v5 *nvl, tuner_constants_v5 *k) {
@@ -139,6 +142,6 @@ static ncclResult_t init5(void **out, uint64_t id, size_t nranks, size_t nnodes,
   if (k) k->base_latency[RING][SIMPLE] = 1e9; /* written, not read back */
   return make(nranks, nnodes, out);
 }
-__attribute__((visibility("default"))) const tuner_v5 ncclTunerPlugin_v5 = {"test5", init5, edit,
-                                                                             done};
+__attribute__((visibility("default")))
+const tuner_v5 ncclTunerPlugin_v5 = {"test5", init5, edit, done};
 #endif
