@@ -69,14 +69,15 @@ static const char *folded(chorus_param_id id) {
   const char *g = chorus_param_group(id);
   if (is_override(id)) return "";
   if (!strcmp(g, "plugins"))
-    return " (each a path, or NAME for libnccl-net-NAME.so, libnccl-profiler-NAME.so, "
-           "libnccl-tuner-NAME.so; none: no plugin)";
+    return " (each a path, or NAME for libnccl-KIND-NAME.so: KIND env, net, profiler, tuner; "
+           "none: no plugin)";
   return strcmp(g, "testing") == 0 ? " (--markdown for their meanings)" : NULL;
 }
 
 static void settings(int md) {
   int v = 0;
   ncclGetVersion(&v);
+  chorus_param_env_report(); /* the values below may be a plugin's */
   printf("Chorus %s (NCCL %d.%d.%d API), CUDA built: %s, GPUs visible: %d\n", CHORUS_VERSION_STRING,
          NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH, chorus_dev_built() ? "yes" : "no", chorus_dev_count());
   if (md) printf("\n| variable | type | default | meaning |\n|---|---|---|---|\n");

@@ -648,6 +648,7 @@ static void arm_faults_once(void) {
 static void print_version_once(void) {
   static int printed;
   if (__atomic_exchange_n(&printed, 1, __ATOMIC_RELAXED)) return;
+  chorus_param_env_report();
   /* Like NCCL, the banner needs NCCL_DEBUG to be set; we differ only in
    * printing WARN lines when it is not. */
   if (chorus_param_raw(CHORUS_P_DEBUG) && chorus_log_on(CHORUS_LOG_VERSION, CHORUS_ALL))

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "util/envplug.h"
 #include "util/log.h"
 #include "util/units.h"
 
@@ -110,9 +111,27 @@ static void load_conf(void) {
   load_conf_file("/etc/nccl.conf");
 }
 
+/* An environment plugin (util/envplug.h) is looked for at the first read;
+ * NCCL_ENV_PLUGIN itself comes from the environment. */
+static pthread_once_t envplug_once = PTHREAD_ONCE_INIT;
+static void load_envplug(void) {
+  chorus_envplug_load(getenv(table[CHORUS_P_ENV_PLUGIN].name));
+}
+
+void chorus_param_env_report(void) {
+  pthread_once(&envplug_once, load_envplug);
+  chorus_envplug_report();
+}
+
 const char *chorus_param_raw(chorus_param_id id) {
   if (id < 0 || id >= CHORUS_P_COUNT) return NULL;
-  const char *v = getenv(table[id].name);
+  const char *v = NULL;
+  if (id == CHORUS_P_ENV_PLUGIN || id == CHORUS_P_CONF_FILE) {
+    v = getenv(table[id].name);
+  } else {
+    pthread_once(&envplug_once, load_envplug);
+    if (!chorus_envplug_get(table[id].name, &v)) v = getenv(table[id].name);
+  }
   if (v) return v;
   pthread_once(&conf_once, load_conf);
   return conf_values[id];

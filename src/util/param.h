@@ -1,8 +1,9 @@
 /*
  * param.h - typed access to the variables declared in param_table.h.
  *
- * Every read goes through here: the environment first, then the config
- * file, then the table's default, each parsed the same way. Values are not
+ * Every read goes through here: the environment first (or an environment
+ * plugin, util/envplug.h, where one is loaded), then the config file, then
+ * the table's default, each parsed the same way. Values are not
  * cached (each call looks again), so a test may change the environment
  * between communicators. One convention for special values: "auto" (where
  * a setting has an automatic value) and "off" (where it can be turned off;
@@ -74,5 +75,9 @@ int chorus_param_parse(const chorus_param_desc *d, const char *text, int64_t *ou
  * '#' starts a comment. 0 with *name and *value (trimmed, within line,
  * which is modified), or -1 when the line sets nothing. */
 int chorus_param_conf_line(char *line, const char **name, const char **value);
+
+/* Says, once, which environment plugin answers for the variables, or why
+ * the one asked for does not (util/envplug.h). */
+void chorus_param_env_report(void);
 
 #endif

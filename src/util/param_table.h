@@ -46,6 +46,7 @@ CHORUS_PARAM(NT_STORES,        "CHORUS_NT_STORES",      BOOL, "auto", AUTO, "Non
 CHORUS_PARAM_GROUP("plugins")
 CHORUS_PARAM(NET_PLUGIN,       "NCCL_NET_PLUGIN",       STR, NULL, 0, "Network plugins, comma-separated: paths, or NAME for libnccl-net-NAME.so, or none")
 CHORUS_PARAM(PROFILER_PLUGIN,  "NCCL_PROFILER_PLUGIN",  STR, NULL, 0, "A profiler plugin: a path, or NAME for libnccl-profiler-NAME.so, or none")
+CHORUS_PARAM(ENV_PLUGIN,       "NCCL_ENV_PLUGIN",       STR, NULL, 0, "An environment plugin answering for these variables: a path, or NAME, or none")
 CHORUS_PARAM(TUNER_PLUGIN,     "NCCL_TUNER_PLUGIN",     STR, NULL, 0, "A tuner plugin: a path, or NAME for libnccl-tuner-NAME.so, or none")
 CHORUS_PARAM_GROUP("progress")
 CHORUS_PARAM(OP_TIMEOUT,       "CHORUS_OP_TIMEOUT",     INT, "600", OFF, "Seconds a call may wait for a peer before failing (off: forever)")
