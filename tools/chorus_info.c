@@ -32,6 +32,7 @@
 #include "chorus.h"
 #include "core/comm.h"
 #include "core/netprobe.h"
+#include "core/tuner.h"
 #include "core/status.h"
 #include "device/device.h"
 #include "gpu/settings.h"
@@ -229,7 +230,10 @@ static int across_hosts(const chorus_plan_comm *gpu, const chorus_plan_call *cal
   chorus_explain ex = {text, sizeof text, 0};
   chorus_task t;
   printf("the host call across hosts (%s on %d ranks):\n", sz, h.env.nranks);
+  void *tuner = chorus_tuner_attach(&h, h.env.nranks, h.env.nhosts); /* the host call's */
+  if (tuner) printf("tuner plugin: %s (NCCL_TUNER_PLUGIN)\n", chorus_tuner_name());
   const int rc = chorus_plan_choose(&k, NULL, 0, 0, &t, &ex, err, sizeof err);
+  chorus_tuner_detach(&h, tuner);
   fputs(text, stdout);
   if (rc != 0) printf("error: %s\n", err);
   return rc != 0;
@@ -382,7 +386,12 @@ static int explain(int argc, char **argv) {
            "own, then added in rank order); no rule or cost applies\n");
     return 0;
   }
+  /* A tuner plugin (NCCL_TUNER_PLUGIN) has its say as in a communicator;
+   * across hosts, in the host call's choice. */
+  void *tuner = gpu && nhosts > 1 ? NULL : chorus_tuner_attach(&c, nranks, nhosts);
+  if (tuner) printf("tuner plugin: %s (NCCL_TUNER_PLUGIN)\n", chorus_tuner_name());
   const int rc = chorus_plan_choose(&call, &probe, 0, one_proc, &t, &ex, err, sizeof err);
+  chorus_tuner_detach(&c, tuner);
   fputs(text, stdout);
   if (rc != 0) {
     printf("error: %s\n", err);

@@ -138,56 +138,97 @@ static int reprice(void *arg, int nccl_func, uint64_t bytes,
   return -1;
 }
 
-ncclResult_t chorus_tuner_open(ncclComm_t comm) {
-  if (comm->is_part) return ncclSuccess;
-  pthread_mutex_lock(&lock);
-  const int loaded = load() == 0;
-  pthread_mutex_unlock(&lock);
-  if (!loaded) return ncclSuccess;
+/* A context of the loaded plugin for a communicator of nranks on nhosts,
+ * min_local..max_local ranks a host, known as comm_id: *out, or NULL with
+ * the plugin's error. */
+static ncclResult_t make_state(int rank, int nranks, int nhosts, int min_local, int max_local,
+                               uint64_t comm_id, struct chorus_tuner_state **out) {
+  *out = NULL;
   struct chorus_tuner_state *s = chorus_calloc(1, sizeof *s);
   if (!s) return chorus_error(ncclSystemError, "out of memory for the tuner plugin's state");
-  s->rank = comm->rank;
-  const chorus_topo *topo = &comm->topo;
-  const size_t nranks = (size_t)comm->nranks, nhosts = (size_t)topo->nhosts;
+  s->rank = rank;
   ncclResult_t res;
   if (version == 5) {
-    tuner_nvl_domains_v5 nvl = {topo->nhosts, comm->nranks, 0};
-    for (int h = 0; h < topo->nhosts; h++) {
-      const int k = topo->nlocal_of_host ? topo->nlocal_of_host[h] : comm->nranks;
-      if (k < nvl.min_ranks) nvl.min_ranks = k;
-      if (k > nvl.max_ranks) nvl.max_ranks = k;
-    }
+    tuner_nvl_domains_v5 nvl = {nhosts, min_local, max_local};
     /* Chorus's cost model is its own: the constants go over zeroed, and
      * what the plugin writes there is not read. */
     tuner_constants_v5 constants;
     memset(&constants, 0, sizeof constants);
-    const uint64_t key[2] = {comm->init.uids[0].secret[0], comm->init.uids[0].secret[1]};
     res = ((const tuner_v5 *)table)
-              ->init(&s->ctx, chorus_siphash(key, "tuner comm id", 13), nranks, nhosts,
-                     chorus_log_plugin, &nvl, &constants);
+              ->init(&s->ctx, comm_id, (size_t)nranks, (size_t)nhosts, chorus_log_plugin, &nvl,
+                     &constants);
   } else {
-    res = ((const tuner_v2 *)table)->init(nranks, nhosts, chorus_log_plugin, &s->ctx);
+    res =
+        ((const tuner_v2 *)table)->init((size_t)nranks, (size_t)nhosts, chorus_log_plugin, &s->ctx);
   }
   if (res != ncclSuccess) {
     chorus_free(s);
     return chorus_error(res, "tuner plugin %s (%s): init returned %d on rank %d", table_name,
-                        lib_path, (int)res, comm->rank);
+                        lib_path, (int)res, rank);
   }
-  comm->tuner = s;
-  comm->cc.plan.tuner.reprice = reprice;
-  comm->cc.plan.tuner.arg = s;
+  *out = s;
   return ncclSuccess;
 }
 
-void chorus_tuner_close(ncclComm_t comm) {
-  struct chorus_tuner_state *s = comm->tuner;
-  if (!s) return;
-  comm->cc.plan.tuner.reprice = NULL;
-  comm->cc.plan.tuner.arg = NULL;
+static int loaded(void) {
+  pthread_mutex_lock(&lock);
+  const int ok = load() == 0;
+  pthread_mutex_unlock(&lock);
+  return ok;
+}
+
+static void hook(chorus_plan_comm *plan, struct chorus_tuner_state *s) {
+  plan->tuner.reprice = s ? reprice : NULL;
+  plan->tuner.arg = s;
+}
+
+static void give_back(struct chorus_tuner_state *s) {
   /* destroy (v2-v4) and finalize (v5) hold the same place in the table */
   (void)((const tuner_v5 *)table)->finalize(s->ctx);
-  comm->tuner = NULL;
   chorus_free(s);
+}
+
+ncclResult_t chorus_tuner_open(ncclComm_t comm) {
+  if (comm->is_part || !loaded()) return ncclSuccess;
+  const chorus_topo *topo = &comm->topo;
+  int lo = comm->nranks, hi = 0;
+  for (int h = 0; h < topo->nhosts; h++) {
+    const int k = topo->nlocal_of_host ? topo->nlocal_of_host[h] : comm->nranks;
+    lo = k < lo ? k : lo;
+    hi = k > hi ? k : hi;
+  }
+  const uint64_t key[2] = {comm->init.uids[0].secret[0], comm->init.uids[0].secret[1]};
+  CHECK(make_state(comm->rank, comm->nranks, topo->nhosts, lo, hi,
+                   chorus_siphash(key, "tuner comm id", 13), &comm->tuner));
+  hook(&comm->cc.plan, comm->tuner);
+  return ncclSuccess;
+}
+
+void *chorus_tuner_attach(chorus_plan_comm *plan, int nranks, int nhosts) {
+  struct chorus_tuner_state *s = NULL;
+  if (!loaded()) return NULL;
+  const int per = nranks / nhosts;
+  if (make_state(0, nranks, nhosts, per, nranks - per * (nhosts - 1), 1, &s) != ncclSuccess)
+    return NULL;
+  hook(plan, s);
+  return s;
+}
+
+const char *chorus_tuner_name(void) {
+  return table ? table_name : NULL;
+}
+
+void chorus_tuner_detach(chorus_plan_comm *plan, void *state) {
+  if (!state) return;
+  hook(plan, NULL);
+  give_back(state);
+}
+
+void chorus_tuner_close(ncclComm_t comm) {
+  if (!comm->tuner) return;
+  hook(&comm->cc.plan, NULL);
+  give_back(comm->tuner);
+  comm->tuner = NULL;
   /* The library stays loaded, as the profiler's does: its code may still
    * run on a thread of its own. */
 }

@@ -19,10 +19,19 @@
 #define CHORUS_CORE_TUNER_H
 
 #include "nccl.h"
+#include "plan/plan.h"
 
 /* At init, once the planner's settings are read (comm->cc.plan). */
 ncclResult_t chorus_tuner_open(ncclComm_t comm);
 /* At destroy. */
 void chorus_tuner_close(ncclComm_t comm);
+
+/* The plugin's say in plan, a communicator of nranks on nhosts that is
+ * only described (chorus_info's explanations): its context, or NULL where
+ * no plugin is loaded or its init failed (said). */
+void *chorus_tuner_attach(chorus_plan_comm *plan, int nranks, int nhosts);
+void chorus_tuner_detach(chorus_plan_comm *plan, void *state);
+/* The loaded plugin's name, or NULL. */
+const char *chorus_tuner_name(void);
 
 #endif

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """tuner_check.py - the tuner plugin interface against a plugin of every version.
 
-usage: tuner_check.py TUNER_CALLS PLUGIN_DIR NOSYM_LIB
+usage: tuner_check.py TUNER_CALLS PLUGIN_DIR NOSYM_LIB CHORUS_INFO
 
 tuner_calls.c runs AllReduce, AllGather, Broadcast and AlltoAll of host
 memory on 2 ranks, twice, checking every result; with NCCL_DEBUG_SUBSYS
@@ -20,7 +20,8 @@ leaves the choices with one WARN per rank; an init that fails fails the
 communicator's init with the plugin named; a bare name, ranks as
 processes, a tuner carried by the network plugin's library, and
 NCCL_TUNER_PLUGIN=none over that; a library that is not there and one
-without a table (a WARN each, the choices as without).
+without a table (a WARN each, the choices as without); and chorus_info
+--explain, which names the plugin and shows its say in the choice.
 """
 import os
 import re
@@ -100,7 +101,7 @@ def check_queries(v, log, where):
 
 
 def main():
-    prog, plugdir, nosym = sys.argv[1:4]
+    prog, plugdir, nosym, info = sys.argv[1:5]
     base = choices(run(prog, {"NCCL_TUNER_PLUGIN": "none"}))
     if base.get("AllReduce") == {"ring"} or base.get("Broadcast") == {"chain"}:
         fail("the defaults already take the ring: %s" % base)
@@ -158,6 +159,14 @@ def main():
             out = run(prog, {"NCCL_TUNER_PLUGIN": name, "TUNER_FORCE": "ring"})
             if choices(out) != base or why not in out:
                 fail("%s: %s\n%s" % (name, choices(out), out))
+        # chorus_info --explain has the plugin's say as a communicator does
+        out = subprocess.run([info, "--explain", "allreduce", "16K", "--host", "--ranks", "2"],
+                             env=dict(os.environ, NCCL_TUNER_PLUGIN=lib(5), TUNER_FORCE="ring"),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             timeout=60).stdout
+        if "tuner plugin: test5" not in out or "the tuner plugin repriced ring/Simple" not in out \
+                or "-> ring/Simple" not in out:
+            fail("chorus_info --explain with a tuner:\n%s" % out)
     print("tuner plugins: ok")
 
 
