@@ -34,6 +34,9 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import nvidia_check  # noqa: E402  (the plugins' build, the example's event lines)
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+import nvidia_ref  # noqa: E402  (NVIDIA's library, the GPUs)
+
 SKIP = 77
 PROXY_AND_NET = 8 | 16 | 32 | 128  # ProxyOp, ProxyStep, ProxyCtrl, NetPlugin
 
@@ -44,20 +47,7 @@ def fail(msg):
 
 
 def gpus():
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, text=True,
-                             timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return 0
-    return min(4, sum(1 for line in out.splitlines() if line.startswith("GPU")))
-
-
-def nccl_dir():
-    code = "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))"
-    r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
-    d = r.stdout.strip()
-    return d if r.returncode == 0 and os.path.exists(os.path.join(d, "libnccl.so.2")) else None
+    return min(4, nvidia_ref.gpu_count())
 
 
 def run_perf(perf, ngpu, libdir, env):
@@ -157,7 +147,7 @@ def main():
         print("SKIP: no GPU (profiler.nvidia covers host memory; CHORUS_PROFILER_HOST=1 runs "
               "this on it, Chorus alone)")
         return SKIP
-    nccl = (sys.argv[4] if len(sys.argv) == 5 else nccl_dir()) if ngpu else None
+    nccl = (sys.argv[4] if len(sys.argv) == 5 else nvidia_ref.nccl_dir()) if ngpu else None
     libs = [("chorus", chorus)] + ([("nccl", nccl)] if nccl else [])
     with tempfile.TemporaryDirectory() as tmp:
         ex = nvidia_check.build(os.path.join(ext, "example"), tmp, "example",

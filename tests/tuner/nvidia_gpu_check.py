@@ -24,29 +24,15 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "harness"))
+import nvidia_ref  # noqa: E402  (NVIDIA's library, the GPUs)
+
 SKIP = 77
 
 
 def fail(msg):
     print("FAIL: " + msg)
     sys.exit(1)
-
-
-def nccl_dir():
-    code = "import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], 'lib'))"
-    r = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True)
-    d = r.stdout.strip()
-    return d if r.returncode == 0 and os.path.exists(os.path.join(d, "libnccl.so.2")) else None
-
-
-def has_gpu():
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, text=True,
-                             timeout=60).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return any(line.startswith("GPU") for line in out.splitlines())
 
 
 def run(perf, chorusrun, prog, plugin, libdir, log):
@@ -77,9 +63,10 @@ def calls(log):
 
 def main():
     perf, chorusrun, plugdir, chorus = sys.argv[1:5]
-    ref = sys.argv[5] if len(sys.argv) > 5 else nccl_dir()
-    if not has_gpu() or not ref:
-        print("skipped: %s" % ("no GPU" if not has_gpu() else "NVIDIA's NCCL not found"))
+    ref = sys.argv[5] if len(sys.argv) > 5 else nvidia_ref.nccl_dir()
+    if not nvidia_ref.gpu_count() or not ref:
+        why = "no GPU" if not nvidia_ref.gpu_count() else "NVIDIA's NCCL not found"
+        print("skipped: " + why)
         sys.exit(SKIP)
     progs = {"all_reduce": "AllReduce", "all_gather": "AllGather", "broadcast": "Broadcast"}
     with tempfile.TemporaryDirectory() as tmp:
