@@ -38,7 +38,8 @@ def fail(msg):
 
 
 def run(prog, env, *args, ok=True):
-    full = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,TUNING", **env)
+    full = {k: v for k, v in os.environ.items() if not k.startswith("TUNER_")}
+    full.update(NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,TUNING", **env)
     for k in [k for k, v in full.items() if v is None]:
         del full[k]
     r = subprocess.run([prog, "2", *args], env=full, stdout=subprocess.PIPE,
