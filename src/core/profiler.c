@@ -406,12 +406,7 @@ static int load(void) {
       INFO(CHORUS_INIT, "no profiler plugin (libnccl-profiler.so: %s)", why);
     return -1;
   }
-  for (int v = 5; v >= 1 && !table; v--) {
-    char sym[32];
-    snprintf(sym, sizeof sym, "ncclProfiler_v%d", v);
-    table = dlsym(h, sym);
-    version = v;
-  }
+  table = chorus_dl_newest(h, "ncclProfiler_v", 5, 1, &version);
   /* Every version's table has one shape: a name and five functions. */
   const prof_v5 *t = table;
   if (!t || !t->name || !t->init || !t->start || !t->stop || !t->record || !t->finalize) {

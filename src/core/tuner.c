@@ -31,20 +31,6 @@ static const void *table;
 static const char *table_name;
 static char lib_path[4096];
 
-/* The newest tuner table h exports, with its version; NULL when none. */
-static const void *find_table(void *h, int *v) {
-  for (int k = 5; k >= 2; k--) {
-    char sym[32];
-    snprintf(sym, sizeof sym, "ncclTunerPlugin_v%d", k);
-    const void *t = dlsym(h, sym);
-    if (t) {
-      *v = k;
-      return t;
-    }
-  }
-  return NULL;
-}
-
 /* The network plugin's library, where it carries a tuner table (NCCL
  * looks there too): the first of NCCL_NET_PLUGIN's names that opens, or
  * libnccl-net.so. NULL: none. */
@@ -74,13 +60,14 @@ static int load(void) {
   void *h = chorus_dl_open_named("libnccl-tuner-", want && *want ? want : "libnccl-tuner.so",
                                  lib_path, sizeof lib_path, why, sizeof why);
   if (!h && want && *want) WARN("NCCL_TUNER_PLUGIN=%s: cannot load it (%s)", want, why);
-  const void *t = h ? find_table(h, &version) : NULL;
+  const void *t = h ? chorus_dl_newest(h, "ncclTunerPlugin_v", 5, 2, &version) : NULL;
   if (h && !t) {
     WARN("tuner plugin %s: it exports no ncclTunerPlugin_v5 .. _v2 table; not used", lib_path);
     dlclose(h);
     return -1;
   }
-  if (!h && (h = from_net_plugin()) != NULL && !(t = find_table(h, &version))) {
+  if (!h && (h = from_net_plugin()) != NULL &&
+      !(t = chorus_dl_newest(h, "ncclTunerPlugin_v", 5, 2, &version))) {
     dlclose(h);
     h = NULL;
   }

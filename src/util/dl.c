@@ -23,3 +23,16 @@ void *chorus_dl_open_named(const char *prefix, const char *name, char *path, siz
   }
   return dl;
 }
+
+const void *chorus_dl_newest(void *h, const char *prefix, int newest, int oldest, int *version) {
+  for (int v = newest; v >= oldest; v--) {
+    char sym[64];
+    snprintf(sym, sizeof sym, "%s%d", prefix, v);
+    const void *t = dlsym(h, sym);
+    if (t) {
+      *version = v;
+      return t;
+    }
+  }
+  return NULL;
+}

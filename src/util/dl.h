@@ -13,4 +13,9 @@
 void *chorus_dl_open_named(const char *prefix, const char *name, char *path, size_t len, char *why,
                            size_t whylen);
 
+/* The newest versioned table h exports: the first of PREFIX<newest> down
+ * to PREFIX<oldest> it has ("ncclTunerPlugin_v", 5, 2 looks for
+ * ncclTunerPlugin_v5 .. _v2), with *version set; NULL when none. */
+const void *chorus_dl_newest(void *h, const char *prefix, int newest, int oldest, int *version);
+
 #endif

@@ -28,16 +28,10 @@ static plugin_lib in_use; /* open while in_use.dl */
 
 /* The newest table the library exports: 1, or 0 when it has none. */
 static int find_table(plugin_lib *lib) {
-  for (int v = 11; v >= 6; v--) {
-    char sym[32];
-    snprintf(sym, sizeof sym, "ncclNetPlugin_v%d", v);
-    const void *t = dlsym(lib->dl, sym);
-    if (!t) continue;
-    lib->version = v;
-    memcpy(&lib->t, &t, sizeof t); /* every member of the union is this pointer */
-    return 1;
-  }
-  return 0;
+  const void *t = chorus_dl_newest(lib->dl, "ncclNetPlugin_v", 11, 6, &lib->version);
+  if (!t) return 0;
+  memcpy(&lib->t, &t, sizeof t); /* every member of the union is this pointer */
+  return 1;
 }
 
 /* Makes lib serve a communicator: init, devices, device 0's properties.
