@@ -158,11 +158,13 @@ static ncclResult_t choose(chorus_op *op) {
     return chorus_error(ncclInvalidUsage, "rank %d: %s", cc->rank, err);
   INFO(CHORUS_TUNING, "%s of %zu bytes: algorithm %s", chorus_func_name(f), bytes,
        chorus_algo_name(t.algo));
+  op->algo = t.algo;
+  if (!memo) return ncclSuccess;
   const int k = cc->last_next[f];
   cc->last_next[f] = (uint8_t)((k + 1) % CHORUS_COLL_MEMO);
   cc->last[f][k].bytes = bytes;
   cc->last[f][k].premul = premul;
-  cc->last[f][k].algo = op->algo = t.algo;
+  cc->last[f][k].algo = t.algo;
   return ncclSuccess;
 }
 

@@ -360,7 +360,7 @@ static void ask_tuner(chorus_plan_call *c, const chorus_plan_probe *probe, uint3
   memcpy(was, cell, sizeof was);
   t->depends = 1; /* the tuner may answer otherwise another time */
   int nch = 0;
-  if (m->tuner.reprice(m->tuner.arg, chorus_func_nccl_code(c->func), size, cost, &nch) != 0) {
+  if (m->tuner.reprice(m->tuner.arg, nf, size, cost, &nch) != 0) {
     chorus_explain_put(ex, "  the tuner plugin failed: the choice stands\n");
     return;
   }

@@ -98,11 +98,15 @@ __attribute__((unused)) static ncclResult_t edit(void *c, int func, size_t bytes
   return ncclSuccess;
 }
 
-#if TUNER_VERSION == 2
-static ncclResult_t init2(size_t nranks, size_t nnodes, tuner_logger_t log, void **out) {
-  logf_line("init v2 nranks %zu nnodes %zu log %d\n", nranks, nnodes, log != NULL);
+#if TUNER_VERSION < 5
+/* The init of versions 2-4, one signature. */
+static ncclResult_t init_v234(size_t nranks, size_t nnodes, tuner_logger_t log, void **out) {
+  logf_line("init v%d nranks %zu nnodes %zu log %d\n", TUNER_VERSION, nranks, nnodes, log != NULL);
   return make(nranks, nnodes, out);
 }
+#endif
+
+#if TUNER_VERSION == 2
 static ncclResult_t query2(void *c, int func, size_t bytes, int collnet, int nvls, int npipe,
                            int *algo, int *proto, int *nchannels) {
   logf_line("query v2 func %d bytes %zu collnet %d nvls %d npipe %d algo %d proto %d nranks %zu\n",
@@ -113,25 +117,17 @@ static ncclResult_t query2(void *c, int func, size_t bytes, int collnet, int nvl
   return ncclSuccess;
 }
 __attribute__((visibility("default")))
-const tuner_v2 ncclTunerPlugin_v2 = {"test2", init2, query2, done};
+const tuner_v2 ncclTunerPlugin_v2 = {"test2", init_v234, query2, done};
 #elif TUNER_VERSION == 3
-static ncclResult_t init3(size_t nranks, size_t nnodes, tuner_logger_t log, void **out) {
-  logf_line("init v3 nranks %zu nnodes %zu log %d\n", nranks, nnodes, log != NULL);
-  return make(nranks, nnodes, out);
-}
 static ncclResult_t query3(void *c, int func, size_t bytes, int npipe, float **table, int nalgo,
                            int nproto, int *nchannels) {
   return edit(c, func, bytes, npipe, table, nalgo, nproto, -1, nchannels);
 }
 __attribute__((visibility("default")))
-const tuner_v3 ncclTunerPlugin_v3 = {"test3", init3, query3, done};
+const tuner_v3 ncclTunerPlugin_v3 = {"test3", init_v234, query3, done};
 #elif TUNER_VERSION == 4
-static ncclResult_t init4(size_t nranks, size_t nnodes, tuner_logger_t log, void **out) {
-  logf_line("init v4 nranks %zu nnodes %zu log %d\n", nranks, nnodes, log != NULL);
-  return make(nranks, nnodes, out);
-}
 __attribute__((visibility("default")))
-const tuner_v4 ncclTunerPlugin_v4 = {"test4", init4, edit, done};
+const tuner_v4 ncclTunerPlugin_v4 = {"test4", init_v234, edit, done};
 #else
 static ncclResult_t init5(void **out, uint64_t id, size_t nranks, size_t nnodes, tuner_logger_t log,
                           tuner_nvl_domains_v5 *nvl, tuner_constants_v5 *k) {
