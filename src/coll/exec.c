@@ -13,6 +13,7 @@
 #include "algo/func.h"
 #include "coll/calls.h"
 #include "coll/progress.h"
+#include "coll/steps.h"
 #include "coll/prims.h"
 #include "util/check.h"
 #include "util/clock.h"
@@ -51,6 +52,9 @@ static void fail_queue(chorus_exec_queue *q, ncclResult_t res) {
   chorus_coll_comm *cc = q->cc;
   /* The last error names this rank ("rank R of N on host: ..."). */
   chorus_exec_fail_comm(cc, res, cc->cause[0] ? cc->cause : chorus_last_error(NULL));
+  for (int k = 0; k < 2; k++) /* dropped: their profiler events end */
+    for (chorus_op *op = k ? q->p2p : q->head; op; op = op->next_op)
+      if (op->steps) chorus_steps_end(op);
   q->head = q->p2p = NULL;
 }
 
@@ -62,6 +66,7 @@ static ncclResult_t step(chorus_op *op, uint64_t *ticks) {
   ncclResult_t res = op->step(op);
   *ticks += op->ticks - before + (res == ncclSuccess);
   if (op->cc->tracing && res == ncclSuccess) op->t_end = chorus_now_ns();
+  if (op->steps && res != ncclInProgress) chorus_steps_end(op);
   return res;
 }
 

@@ -113,8 +113,16 @@ typedef struct chorus_coll_comm {
   /* Log context of this communicator (rank and last-error buffer). */
   chorus_log_ctx log_ctx;
   /* The first failure a peer passed on to this rank, verbatim ("rank R
-   * ..."), which this rank passes on in turn; empty: none. Last: cold. */
+   * ..."), which this rank passes on in turn; empty: none. From here on: cold. */
   char cause[CHORUS_REASON_MAX];
+  /* A profiler plugin that watches its calls' messages across the network
+   * (coll/steps.h; NULL: none), its context, this communicator's lane (a
+   * part's or a lane's place among its parent's, else 0) and its ranks'
+   * ranks in the application's communicator (NULL: the same). */
+  const struct chorus_step_hooks *step_hooks;
+  void *step_ctx;
+  int step_lane;
+  const int *step_ranks;
 } chorus_coll_comm;
 
 static inline chorus_conn *chorus_cc_conn(const chorus_coll_comm *cc, int peer, int ch, int dir) {
@@ -281,11 +289,25 @@ struct chorus_op {
     } gpu_ordered;
   } u;
   chorus_op *next_op; /* executor queue link */
+  /* A share of a call cut across lanes before its events began: where
+   * the whole call's Coll/P2p handle is (chorus_op_prof); else NULL. */
+  void *const *prof_whole;
+  struct chorus_steps *steps; /* its ProxyOp and ProxyStep events while it runs (coll/steps.h) */
 };
 
 /* Elements from one rank's block to the next (chorus_op.pitch). */
 static inline size_t chorus_op_pitch(const chorus_op *op) {
   return op->pitch ? op->pitch : op->count;
+}
+
+/* The count of op's whole call (a share cut across lanes has its own). */
+static inline size_t chorus_op_whole_count(const chorus_op *op) {
+  return op->whole_count ? op->whole_count : op->count;
+}
+
+/* The profiler plugin's Coll or P2p handle of op's call, or NULL. */
+static inline void *chorus_op_prof(const chorus_op *op) {
+  return op->prof_whole ? *op->prof_whole : op->prof_coll;
 }
 
 /* Fills op->meta (and op->expect) from the call and the communicator's next

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "coll/steps.h"
 #include "util/check.h"
 #include "util/misc.h"
 
@@ -28,15 +29,14 @@ void chorus_op_describe(const chorus_op *op, char *buf, size_t size) {
     return;
   }
   snprintf(buf, size, "%s(count=%llu, %s, peer=%d) #%llu", chorus_func_name(op->func),
-           (unsigned long long)(op->whole_count ? op->whole_count : op->count),
-           chorus_type_name(op->dtype), op->root, (unsigned long long)op->ticket);
+           (unsigned long long)chorus_op_whole_count(op), chorus_type_name(op->dtype), op->root,
+           (unsigned long long)op->ticket);
 }
 
 chorus_msg_meta chorus_op_stamp(chorus_op *op) {
   /* Built in a local and stored whole: the copy into expect then reads
    * registers, not the narrower stores just made (a forwarding stall). */
-  chorus_msg_meta m = {.count = op->whole_count ? op->whole_count : op->count,
-                       .redop = (uint32_t)op->nccl_op};
+  chorus_msg_meta m = {.count = chorus_op_whole_count(op), .redop = (uint32_t)op->nccl_op};
   if (op->concurrent) {
     /* Point-to-point: the k-th message stream between two ranks in one
      * direction; the sender's description is what both sides compare. */
@@ -78,6 +78,14 @@ static void count_bytes(chorus_conn *c, size_t n) {
                    __ATOMIC_RELAXED);
 }
 
+/* A message posted: counted, and reported to a watching profiler. */
+static ncclResult_t posted(chorus_op *op, chorus_conn *c, size_t bytes) {
+  count_bytes(c, bytes);
+  op->ticks++;
+  if (chorus_steps_watch(op, c)) chorus_steps_posted(op, c, bytes);
+  return ncclSuccess;
+}
+
 /* The outcome of a non-blocking transport call: on ncclInProgress the op
  * records what it waits for; errors are reported for the op. */
 static ncclResult_t outcome(chorus_op *op, chorus_conn *c, int dir, ncclResult_t res) {
@@ -93,7 +101,9 @@ static ncclResult_t received(chorus_op *op, chorus_conn *c, size_t bytes, const 
 
 ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, size_t *bytes) {
   chorus_msg_meta m;
-  ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, c->ops->recv_slot(c, buf, bytes, &m));
+  const ncclResult_t got = c->ops->recv_slot(c, buf, bytes, &m);
+  if (chorus_steps_watch(op, c)) chorus_steps_recv_ask(op, c, got, got == ncclSuccess ? *bytes : 0);
+  ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, got);
   if (res != ncclSuccess) return res;
   return received(op, c, *bytes, &m);
 }
@@ -101,8 +111,9 @@ ncclResult_t chorus_prim_recv(chorus_op *op, chorus_conn *c, const void **buf, s
 ncclResult_t chorus_prim_recv_read(chorus_op *op, chorus_conn *c, void *dst, size_t room,
                                    const void **buf, size_t *bytes, int *read) {
   chorus_msg_meta m;
-  ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV,
-                             c->ops->recv_read(c, dst, room, &op->expect, buf, bytes, &m, read));
+  const ncclResult_t got = c->ops->recv_read(c, dst, room, &op->expect, buf, bytes, &m, read);
+  if (chorus_steps_watch(op, c)) chorus_steps_recv_ask(op, c, got, got == ncclSuccess ? *bytes : 0);
+  ncclResult_t res = outcome(op, c, CHORUS_DIR_RECV, got);
   if (res != ncclSuccess) return res;
   return received(op, c, *bytes, &m);
 }
@@ -129,23 +140,26 @@ static ncclResult_t received(chorus_op *op, chorus_conn *c, size_t bytes,
 ncclResult_t chorus_prim_release(chorus_op *op, chorus_conn *c) {
   ncclResult_t res = c->ops->recv_release(c);
   if (res != ncclSuccess) return chorus_prim_conn_error(op, c, res);
+  if (chorus_steps_watch(op, c)) chorus_steps_released(op, c);
   return ncclSuccess;
 }
 
 ncclResult_t chorus_prim_send_slot(chorus_op *op, chorus_conn *c, void **buf, size_t *cap) {
-  return outcome(op, c, CHORUS_DIR_SEND, c->ops->send_slot(c, buf, cap));
+  const ncclResult_t got = c->ops->send_slot(c, buf, cap);
+  if (chorus_steps_watch(op, c)) chorus_steps_send_ask(op, c, got);
+  return outcome(op, c, CHORUS_DIR_SEND, got);
 }
 
 ncclResult_t chorus_prim_post(chorus_op *op, chorus_conn *c, size_t bytes) {
   ncclResult_t res = c->ops->send_post(c, bytes, &op->meta);
   if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
-  count_bytes(c, bytes);
-  op->ticks++;
-  return ncclSuccess;
+  return posted(op, c, bytes);
 }
 
 ncclResult_t chorus_prim_flush(chorus_op *op, chorus_conn *c) {
-  return outcome(op, c, CHORUS_DIR_SEND, c->ops->send_flush(c));
+  const ncclResult_t got = c->ops->send_flush(c);
+  if (got == ncclSuccess && chorus_steps_watch(op, c)) chorus_steps_flushed(op, c);
+  return outcome(op, c, CHORUS_DIR_SEND, got);
 }
 
 ncclResult_t chorus_prim_dev_move(chorus_op *op, chorus_conn *c, void *buf, size_t bytes) {
@@ -163,17 +177,13 @@ ncclResult_t chorus_prim_post_from(chorus_op *op, chorus_conn *c, void *slot, co
   }
   ncclResult_t res = c->ops->send_post_ref(c, src, bytes, &op->meta);
   if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
-  count_bytes(c, bytes);
-  op->ticks++;
-  return ncclSuccess;
+  return posted(op, c, bytes);
 }
 
 ncclResult_t chorus_prim_post_read(chorus_op *op, chorus_conn *c, const void *src, size_t bytes) {
   ncclResult_t res = c->ops->send_post_read(c, src, bytes, &op->meta);
   if (res != ncclSuccess && res != ncclInProgress) return chorus_prim_conn_error(op, c, res);
-  count_bytes(c, bytes);
-  op->ticks++;
-  return ncclSuccess;
+  return posted(op, c, bytes);
 }
 
 ncclResult_t chorus_prim_recv_placed(chorus_op *op, chorus_conn *c, chorus_place_fn place,

@@ -133,6 +133,8 @@ static chorus_op lane_share(const chorus_op *op, int k, int n, chorus_coll_comm 
   s.scratch_bytes = 0;
   s.whole_count = op->count;
   s.pitch = op->count; /* blocks of the whole call: the same range of each */
+  /* The call's profiler events begin after the cut, before the lanes run. */
+  s.prof_whole = &op->prof_coll;
   s.count = op->count / (size_t)n + ((size_t)k < op->count % (size_t)n);
   s.sendbuff = op->sendbuff ? (const char *)op->sendbuff + first * op->esize : NULL;
   s.recvbuff = op->recvbuff ? (char *)op->recvbuff + first * op->esize : NULL;

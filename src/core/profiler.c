@@ -12,13 +12,16 @@
 
 #include <ctype.h>
 #include <dlfcn.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "algo/algos.h"
 #include "algo/func.h"
+#include "coll/steps.h"
 #include "core/comm.h"
 #include "core/profiler_abi.h"
 #include "device/device.h"
@@ -30,7 +33,10 @@
 
 struct chorus_prof_state {
   void *ctx;
+  int rank;
   uint64_t seq[CHORUS_FUNC_COUNT]; /* Coll sequence numbers per function */
+  /* The application's ranks of its cross-host parts' (coll/steps.h), or NULL. */
+  int *cross_ranks;
   uint64_t hash;
   char name[64];
 };
@@ -72,6 +78,8 @@ typedef struct ev {
   uint8_t graph;
   uint64_t ptimer;
   void *parent_group;
+  prof_proxy_op proxy_op;
+  int step;
 } ev;
 
 static const char *func_str(int f) {
@@ -138,9 +146,26 @@ static void fill_v5(const ev *e, prof_descr_v5 *d) {
     d->kernel_ch.channel = 0;
     d->kernel_ch.ptimer = e->ptimer;
     break;
+  case PROF_PROXY_OP:
+    d->proxy_op = e->proxy_op;
+    break;
+  case PROF_PROXY_STEP:
+    d->proxy_step.step = e->step;
+    break;
   default:
     break;
   }
+}
+
+/* The proxy events' members sit at the same place in every version's
+ * union, after a head of the same shape (type, parent, rank). */
+static void fill_proxy(const ev *e, uint8_t *type, void **parent, int *rank, prof_proxy_op *op,
+                       prof_proxy_step *step) {
+  *type = (uint8_t)e->type, *parent = e->parent, *rank = e->rank;
+  if (e->type == PROF_PROXY_OP)
+    *op = e->proxy_op;
+  else
+    step->step = e->step;
 }
 
 /* The descriptor of an older version, from v5's; 0 when that version has
@@ -149,6 +174,24 @@ static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_d
                     void *out) {
   const int api = e->type >= PROF_GROUP_API;
   if (api || (e->type == PROF_KERNEL_CH && version < 3)) return 0;
+  if (e->type == PROF_PROXY_OP || e->type == PROF_PROXY_STEP) {
+#define PROXY_INTO(T)                                                                              \
+  do {                                                                                             \
+    T *d = out;                                                                                    \
+    memset(d, 0, sizeof *d);                                                                       \
+    fill_proxy(e, &d->type, &d->parent, &d->rank, &d->proxy_op, &d->proxy_step);                   \
+  } while (0)
+    if (version == 4)
+      PROXY_INTO(prof_descr_v4);
+    else if (version == 3)
+      PROXY_INTO(prof_descr_v3);
+    else if (version == 2)
+      PROXY_INTO(prof_descr_v2);
+    else
+      PROXY_INTO(prof_descr_v1);
+#undef PROXY_INTO
+    return 1;
+  }
   if (version == 4) {
     prof_descr_v4 *d = out;
     memset(d, 0, sizeof *d);
@@ -246,14 +289,17 @@ static int wanted(int type) {
     return m & (PROF_COLL | below);
   case PROF_P2P:
     return m & (PROF_P2P | below);
+  case PROF_PROXY_OP:
+    return m & (PROF_PROXY_OP | PROF_PROXY_STEP | PROF_NET_PLUGIN);
+  case PROF_PROXY_STEP:
+    return m & (PROF_PROXY_STEP | PROF_NET_PLUGIN);
   default:
     return m & type;
   }
 }
 
-/* Starts event e for comm: the plugin's handle, or NULL. */
-static void *start(ncclComm_t comm, const ev *e) {
-  const struct chorus_prof_state *s = comm->prof;
+/* Starts event e in context s: the plugin's handle, or NULL. */
+static void *start_in(const struct chorus_prof_state *s, const ev *e) {
   if (!s || !wanted(e->type)) return NULL;
   prof_descr_v5 d5;
   fill_v5(e, &d5);
@@ -274,6 +320,10 @@ static void *start(ncclComm_t comm, const ev *e) {
   return handle;
 }
 
+static void *start(ncclComm_t comm, const ev *e) {
+  return start_in(comm->prof, e);
+}
+
 static void stop(void *handle) {
   if (!handle) return;
   if (version == 5)
@@ -286,16 +336,20 @@ static void stop(void *handle) {
 
 /* ---- the events ---------------------------------------------------------------------- */
 
-static ev base(ncclComm_t comm, int type, void *parent) {
+static ev base_of(int rank, int type, void *parent) {
   ev e;
   memset(&e, 0, sizeof e);
   e.type = type;
   e.parent = parent;
-  e.rank = comm->rank;
+  e.rank = rank;
   e.redop = -1;
   e.root = -1;
   e.algo = -1;
   return e;
+}
+
+static ev base(ncclComm_t comm, int type, void *parent) {
+  return base_of(comm->rank, type, parent);
 }
 
 void chorus_prof_issue(ncclComm_t comm, chorus_op *op, int depth) {
@@ -345,13 +399,13 @@ void chorus_prof_hand(ncclComm_t comm, chorus_op *const *ops, int n) {
     const int p2p = chorus_func_p2p(op->func);
     ev e = base(comm, p2p ? PROF_P2P : PROF_COLL, op->prof_api);
     e.func = op->func;
-    e.count = op->count;
+    e.count = chorus_op_whole_count(op);
     e.dtype = op->dtype;
     e.redop = chorus_func_reduces(op->func) ? op->nccl_op : -1;
     e.root = op->root;
     e.send = op->sendbuff;
     e.recv = op->recvbuff;
-    e.bytes = chorus_func_size(op->func, op->count, op->esize, comm->nranks);
+    e.bytes = chorus_func_size(op->func, e.count, op->esize, comm->nranks);
     e.seq = p2p ? 0 : s->seq[op->func]++;
     e.algo = op->cc->gpu || op->cc->proxy ? -1 : op->algo;
     e.parent_group = group;
@@ -385,6 +439,122 @@ void chorus_prof_group_end(void) {
   group_api = NULL;
   group_open = 0;
   group_owner = NULL;
+}
+
+/* ---- messages across the network (coll/steps.h) --------------------------------------- */
+
+static pid_t pid;
+
+/* Records state on event h, with a step's bytes. */
+static void record(void *h, int state, size_t bytes) {
+  if (version >= 4) {
+    prof_args_v45 a;
+    a.trans_size = bytes;
+    if (version == 5)
+      (void)((const prof_v5 *)table)->record(h, state, &a);
+    else
+      (void)((const prof_v4 *)table)->record(h, state, &a);
+    return;
+  }
+  prof_args_v123 a;
+  memset(&a, 0, sizeof a);
+  a.proxy_op.trans_size = bytes;
+  (void)((const prof_v123 *)table)->record(h, state, &a);
+}
+
+static int steps_wanted(void *ctx) {
+  (void)ctx;
+  return wanted(PROF_PROXY_OP) != 0;
+}
+
+static void *steps_op_start(void *ctx, void *parent, int lane, int peer, int send, size_t chunk) {
+  const struct chorus_prof_state *s = ctx;
+  ev e = base_of(s->rank, PROF_PROXY_OP, parent);
+  e.proxy_op = (prof_proxy_op){.pid = pid,
+                               .channel = (uint8_t)lane,
+                               .peer = peer,
+                               .chunk = chunk > INT_MAX ? INT_MAX : (int)chunk,
+                               .is_send = send};
+  void *h = start_in(s, &e);
+  if (h && version >= 4) record(h, PROF_STATE_PROXY_OP_IN_PROGRESS, 0);
+  return h;
+}
+
+static void *steps_step_start(void *ctx, void *pop, int step) {
+  const struct chorus_prof_state *s = ctx;
+  ev e = base_of(s->rank, PROF_PROXY_STEP, pop);
+  e.step = step;
+  return start_in(s, &e);
+}
+
+static void steps_record(void *ctx, void *h, int state, size_t bytes) {
+  (void)ctx;
+  /* NCCL's steps pass through every state of their direction in order,
+   * and plugins time each from the next one's start: Chorus's have no
+   * wait of their own for the peer's credit once the message is ready
+   * (a slot is that credit, taken before it is filled) nor for a flush
+   * (data lands in host memory), so those states begin and end at once. */
+  switch (state) {
+  case CHORUS_STEP_SEND_FILL:
+    record(h, PROF_STATE_STEP_SEND_GPU_WAIT, 0);
+    break;
+  case CHORUS_STEP_SEND_WAIT:
+    if (version >= 4) record(h, PROF_STATE_STEP_SEND_PEER_WAIT, bytes);
+    record(h, PROF_STATE_STEP_SEND_WAIT, bytes);
+    break;
+  case CHORUS_STEP_RECV_WAIT:
+    record(h, PROF_STATE_STEP_RECV_WAIT, 0);
+    break;
+  default:
+    record(h, PROF_STATE_STEP_RECV_FLUSH_WAIT, bytes);
+    record(h, PROF_STATE_STEP_RECV_GPU_WAIT, bytes);
+    break;
+  }
+}
+
+static void steps_stop(void *ctx, void *h) {
+  (void)ctx;
+  stop(h);
+}
+
+static const struct chorus_step_hooks step_hooks = {
+    .wanted = steps_wanted,
+    .op_start = steps_op_start,
+    .step_start = steps_step_start,
+    .record = steps_record,
+    .stop = steps_stop,
+};
+
+static void watch(chorus_coll_comm *cc, struct chorus_prof_state *s, int lane, const int *ranks) {
+  cc->step_ctx = s;
+  cc->step_lane = lane;
+  cc->step_ranks = ranks;
+  cc->step_hooks = &step_hooks;
+}
+
+/* Hooks comm's messages across the network, and its parts' (their lanes,
+ * and where a GPU communicator's parts renumber the ranks, their ranks). */
+static void watch_comm(ncclComm_t comm, struct chorus_prof_state *s) {
+  const chorus_topo *t = &comm->topo;
+  for (int k = 0; k < comm->nlanes; k++) {
+    ncclComm_t part = comm->part_cross[k];
+    if (!part) continue;
+    if (!part->is_lane && !s->cross_ranks) {
+      s->cross_ranks = chorus_calloc((size_t)part->nranks, sizeof *s->cross_ranks);
+      if (!s->cross_ranks) break; /* no events for the parts */
+      const int li = t->local_index[comm->rank];
+      for (int r = 0, j = 0; r < comm->nranks && j < part->nranks; r++)
+        if (t->local_index[r] == li) s->cross_ranks[j++] = r;
+    }
+    watch(&part->cc, s, k, part->is_lane ? NULL : s->cross_ranks);
+  }
+  watch(&comm->cc, s, 0, NULL);
+}
+
+static void unwatch(ncclComm_t comm) {
+  comm->cc.step_hooks = NULL;
+  for (int k = 0; k < comm->nlanes; k++)
+    if (comm->part_cross[k]) comm->part_cross[k]->cc.step_hooks = NULL;
 }
 
 /* ---- loading and contexts ------------------------------------------------------------ */
@@ -421,6 +591,7 @@ static int load(void) {
     for (char *c = algo_names[a]; *c; c++) *c = (char)toupper((unsigned char)*c);
   }
   dl = h;
+  pid = getpid();
   INFO(CHORUS_INIT, "profiler plugin %s (%s, ncclProfiler_v%d)", lib_path, t->name, version);
   return 0;
 }
@@ -457,6 +628,8 @@ void chorus_prof_open(ncclComm_t comm) {
     chorus_free(s);
   } else {
     comm->prof = s;
+    s->rank = comm->rank;
+    watch_comm(comm, s);
   }
   pthread_mutex_unlock(&lock);
 }
@@ -466,8 +639,11 @@ void chorus_prof_close(ncclComm_t comm) {
   if (!s) return;
   if (group_owner == comm) chorus_prof_group_end(); /* destroyed inside its group */
   pthread_mutex_lock(&lock);
+  /* Its calls ended (chorus_comm_join): no more messages to report. */
+  unwatch(comm);
   (void)((const prof_v5 *)table)->finalize(s->ctx); /* the same slot in every version */
   comm->prof = NULL;
+  chorus_free(s->cross_ranks);
   chorus_free(s);
   /* The library stays loaded after its last communicator: a plugin may
    * leave a thread running past finalize (NVIDIA's Inspector stops its

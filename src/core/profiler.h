@@ -20,6 +20,17 @@
  *              executor's times, GPU calls with timing events around the
  *              launch, both in nanoseconds of the host's clock (the ptimer
  *              of the start, then its stop as state 22)
+ *   ProxyOp    per call and connection across the network that it uses
+ *              (coll/steps.h): the lane as channel, the peer, send or
+ *              receive, the slot size as chunk; nSteps 0 (not known
+ *              ahead); state 19 (in progress) at its start, from version 4
+ *   ProxyStep  per message on it, through its direction's states in
+ *              NCCL's order: sends SendGPUWait (8: waiting for a free slot
+ *              and filling it), SendPeerWait (20, from version 4) and
+ *              SendWait (9) at its post, with its bytes, until the network
+ *              took it; receives RecvWait (10), then RecvFlushWait (11) and
+ *              RecvGPUWait (12) at its arrival, with its bytes, until the
+ *              schedule released it
  * Versions 1-4 get what their descriptors hold (no API events before 5,
  * no KernelCh before 3, no times before 4). A plugin whose init fails is
  * left out for that communicator, with a WARN naming it.

@@ -35,8 +35,29 @@ enum {
   PROF_KERNEL_LAUNCH = 1 << 11,
 };
 
-/* Event states used here: a KernelCh event's GPU stop time. */
-#define PROF_STATE_KERNEL_CH_STOP 22
+/* Event states used here. */
+#define PROF_STATE_PROXY_OP_IN_PROGRESS 19 /* versions 4 and 5 */
+#define PROF_STATE_STEP_SEND_GPU_WAIT   8
+#define PROF_STATE_STEP_SEND_PEER_WAIT  20 /* versions 4 and 5 */
+#define PROF_STATE_STEP_SEND_WAIT       9
+#define PROF_STATE_STEP_RECV_WAIT       10
+#define PROF_STATE_STEP_RECV_FLUSH_WAIT 11
+#define PROF_STATE_STEP_RECV_GPU_WAIT   12
+#define PROF_STATE_KERNEL_CH_STOP       22
+
+/* The proxy events' members, the same in every version. */
+typedef struct prof_proxy_op {
+  pid_t pid;
+  uint8_t channel;
+  int peer;
+  int nsteps;
+  int chunk;
+  int is_send;
+} prof_proxy_op;
+
+typedef struct prof_proxy_step {
+  int step;
+} prof_proxy_step;
 
 typedef void (*prof_logger_t)(int level, unsigned long flags, const char *file, int line,
                               const char *fmt, ...);
@@ -90,6 +111,8 @@ typedef struct prof_descr_v5 {
       uint8_t nchannels;
       void *parent_group;
     } p2p;
+    prof_proxy_op proxy_op;
+    prof_proxy_step proxy_step;
     struct {
       uint8_t channel;
       uint64_t ptimer;
@@ -139,6 +162,8 @@ typedef struct prof_descr_v4 {
       int peer;
       uint8_t nchannels;
     } p2p;
+    prof_proxy_op proxy_op;
+    prof_proxy_step proxy_step;
     struct {
       uint8_t channel;
       uint64_t ptimer;
@@ -191,6 +216,8 @@ typedef struct prof_descr_v3 {
       size_t count;
       int peer;
     } p2p;
+    prof_proxy_op proxy_op;
+    prof_proxy_step proxy_step;
     struct {
       uint8_t channel;
     } kernel_ch;
@@ -225,6 +252,8 @@ typedef struct prof_descr_v2 {
       size_t count;
       int peer;
     } p2p;
+    prof_proxy_op proxy_op;
+    prof_proxy_step proxy_step;
   };
 } prof_descr_v2;
 
@@ -257,6 +286,8 @@ typedef struct prof_descr_v1 {
       size_t count;
       int peer;
     } p2p;
+    prof_proxy_op proxy_op;
+    prof_proxy_step proxy_step;
   };
 } prof_descr_v1;
 
@@ -287,6 +318,9 @@ _Static_assert(offsetof(prof_descr_v2, coll.proto) == 120, "v2 coll");
 _Static_assert(sizeof(prof_descr_v1) == 120, "v1 descriptor");
 _Static_assert(offsetof(prof_descr_v1, coll.is_nvls) == 112, "v1 coll");
 _Static_assert(offsetof(prof_descr_v1, p2p.peer) == 72, "v1 p2p");
+_Static_assert(offsetof(prof_descr_v5, proxy_op.is_send) == 44, "v5 proxyOp");
+_Static_assert(offsetof(prof_descr_v4, proxy_op.is_send) == 44, "v4 proxyOp");
+_Static_assert(offsetof(prof_descr_v1, proxy_op.is_send) == 44, "v1 proxyOp");
 _Static_assert(sizeof(prof_args_v45) == 8 && sizeof(prof_args_v123) == 16, "state args");
 
 #endif

@@ -181,13 +181,16 @@ static void write_event(ncclComm_t comm, const chorus_call_desc *d, int64_t t_en
 }
 
 static chorus_call_desc desc_of(const chorus_op *op) {
-  return (chorus_call_desc){
-      chorus_func_p2p(op->func) ? op->ticket : op->app_index, op->count, op->func, op->dtype,
-      chorus_func_reduces(op->func) ? op->nccl_op : -1,       op->root};
+  return (chorus_call_desc){chorus_func_p2p(op->func) ? op->ticket : op->app_index,
+                            chorus_op_whole_count(op),
+                            op->func,
+                            op->dtype,
+                            chorus_func_reduces(op->func) ? op->nccl_op : -1,
+                            op->root};
 }
 
 static double op_bytes(const ncclComm_t comm, const chorus_op *op) {
-  return (double)chorus_func_size(op->func, op->count, op->esize, comm->nranks);
+  return (double)chorus_func_size(op->func, chorus_op_whole_count(op), op->esize, comm->nranks);
 }
 
 void chorus_trace_host(ncclComm_t comm, const chorus_op *op) {

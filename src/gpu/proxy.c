@@ -184,7 +184,7 @@ static chorus_op share_op(const chorus_proxy *px, const chorus_op *op, const cho
   chorus_cut_offsets(c, first, &soff, &roff);
   chorus_op o = *op;
   o.cc = k % c->lanes ? px->cross_cc[k % c->lanes] : op->cc;
-  o.whole_count = op->whole_count ? op->whole_count : op->count;
+  o.whole_count = chorus_op_whole_count(op);
   o.count = len;
   o.sendbuff = op->sendbuff ? (const char *)op->sendbuff + soff * op->esize : NULL;
   o.recvbuff = op->recvbuff ? (char *)op->recvbuff + roff * op->esize : NULL;

@@ -195,6 +195,10 @@ typedef struct chorus_conn_ops {
    * (coll/xfer.c). Call again while it returns ncclInProgress; one at a
    * time per connection, with the same arguments until done. */
   ncclResult_t (*dev_move)(chorus_conn *c, void *buf, size_t bytes);
+  /* Optional (networks), for a profiler plugin's steps (coll/steps.h):
+   * messages posted on this sending connection so far, and in *taken
+   * those the network has taken whole, in order. */
+  uint64_t (*send_count)(chorus_conn *c, uint64_t *taken);
   /* Adds what the owner should sleep on while this connection blocks it. */
   void (*wait_info)(chorus_conn *c, int dir, chorus_waitset *ws);
   /* Slow checks run while a wait drags on: is the peer still alive?
@@ -218,6 +222,7 @@ struct chorus_conn {
   int peer_reads;        /* sending: send_post_read may be used (the peer reads our
                             memory); receiving: the peer may send that way (recv_read) */
   int dev_mem;           /* dev_move may be used: GPU buffers go to the network as they are */
+  int network;           /* its messages cross a network (NCCL's proxy events, coll/steps.h) */
   int peer;
   int channel;
   size_t slot_bytes;

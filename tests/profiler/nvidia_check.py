@@ -18,6 +18,12 @@ folder does not hold), then prof_calls.c runs on 2 ranks with it:
   Checked: every line parses; each paced AllReduce (sequence numbers 2-5)
   is logged on both ranks with its size, a kernel time and bus bandwidth
   equal to algorithm bandwidth times 2(n-1)/n.
+- example across the network: prof_calls' "net" run (each rank a process
+  and a host of its own, HARNESS_HOSTS=2) with ProxyOp and ProxyStep
+  events asked for. Checked per rank: the example's PROXY events (each
+  naming the other rank, with a chunk size) and the six phases of its NET
+  steps, each begin with its end, and each phase ending no earlier than it
+  began (the plugin times a phase from its state to the next one's).
 """
 import glob
 import json
@@ -148,6 +154,48 @@ def check_example(tmp, lib, prog):
           % NRANKS)
 
 
+TS = re.compile(r'"ts": ([-0-9.]+)')
+PHASES = {"SendGpuWait", "SendPeerWait", "SendWait", "RecvWait", "RecvFlushWait", "RecvGpuWait"}
+
+
+def check_example_net(tmp, lib, prog):
+    dump = os.path.join(tmp, "example-net", "out")
+    os.makedirs(os.path.dirname(dump))
+    mask = 2 | 4 | 8 | 16  # Coll, P2p, ProxyOp, ProxyStep
+    r = subprocess.run([prog, str(NRANKS), "net"], env=dict(
+        os.environ, HARNESS_HOSTS=str(NRANKS), NCCL_PROFILER_PLUGIN=lib,
+        NCCL_PROFILE_EVENT_MASK=str(mask), NCCL_PROFILE_DUMP_FILE=dump, NCCL_DEBUG="WARN",
+        NCCL_PROFILE_COLL_POOL_SIZE="16", NCCL_PROFILE_P2P_POOL_SIZE="16"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    if r.returncode != 0 or "ok" not in r.stdout.split():
+        fail("prof_calls net: exit %d:\n%s" % (r.returncode, r.stdout))
+    files = sorted(glob.glob(dump + "_*_*.json"))
+    if len(files) != NRANKS:
+        fail("example net: files %s" % files)
+    for f in files:
+        rank = int(f.rsplit("_", 1)[1].split(".")[0])
+        ev = example_events(f)
+        ts = [float(TS.search(line).group(1)) for line in open(f) if TS.search(line)]
+        proxy = [e for e in ev if e[1] == "PROXY"]
+        steps = [(e, t) for e, t in zip(ev, ts) if e[1] == "NET"]
+        names = {e[0] for e, _ in steps}
+        if not proxy or names != PHASES:
+            fail("example net rank %d: %d PROXY events, NET phases %s" % (rank, len(proxy),
+                                                                          sorted(names)))
+        for cat in ("PROXY", "NET"):
+            b = sum(1 for e in ev if e[1] == cat and e[2] == "b")
+            if b != sum(1 for e in ev if e[1] == cat and e[2] == "e"):
+                fail("example net rank %d: %s begins and ends differ" % (rank, cat))
+        for e in proxy:
+            if e[2] == "b" and (int(e[3]["Peer"]) != 1 - rank or int(e[3]["ChunkSize"]) <= 0):
+                fail("example net rank %d: ProxyOp %s" % (rank, e))
+        for (b, tb), (e, te) in zip(steps[::2], steps[1::2]):
+            if (b[0], b[2], e[0], e[2]) != (b[0], "b", b[0], "e") or te < tb:
+                fail("example net rank %d: phase %s at %.3f, its end %s at %.3f" % (rank, b, tb,
+                                                                                    e, te))
+    print("example net: ProxyOp events and every step's phases, in order, on each rank")
+
+
 def check_inspector(tmp, lib, prog):
     out = os.path.join(tmp, "inspector", "out")
     # The Inspector moves a finalized communicator's record (calloc'd at
@@ -203,6 +251,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         lib = build(os.path.join(ext, "example"), tmp, "example", ["plugin.cc", "print_event.cc"])
         check_example(tmp, lib, prog)
+        check_example_net(tmp, lib, prog)
         # version.cc is generated from git by its Makefile; here a constant.
         version = '#include "version.h"\nconst char* get_git_version_info() { return "2.28.9"; }\n'
         lib = build(os.path.join(ext, "inspector"), tmp, "inspector",

@@ -10,7 +10,10 @@
  * checked; destroy. With "all", one thread makes N communicators with
  * ncclCommInitAll and issues the same calls on all of them, each step one
  * group (as nccl-tests' -g does): a plugin sees one GroupApi per group.
- * usage: prof_calls N [paced|all]
+ * With "net", the ranks are processes (HARNESS_HOSTS makes them hosts of
+ * their own, so that messages cross the network) and add a group of a
+ * Send and a Recv of BIG bytes around the ring.
+ * usage: prof_calls N [paced|all|net]
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +25,27 @@
 
 #define PACED  4
 #define GAP_MS 30
+#define BIG    (1 << 20)
+
+/* Send and Recv of BIG bytes around the ring, checked: 0 when right. */
+static int big_p2p(int rank, int n, ncclComm_t comm) {
+  char *s = malloc(BIG), *r = malloc(BIG);
+  int wrong = !s || !r;
+  for (int i = 0; i < BIG && !wrong; i++) s[i] = (char)(rank * 7 + i);
+  ncclResult_t res = wrong ? ncclSystemError : ncclGroupStart();
+  if (res == ncclSuccess) res = ncclSend(s, BIG, ncclInt8, (rank + 1) % n, comm, NULL);
+  if (res == ncclSuccess) res = ncclRecv(r, BIG, ncclInt8, (rank + n - 1) % n, comm, NULL);
+  if (!wrong) {
+    const ncclResult_t end = ncclGroupEnd();
+    if (res == ncclSuccess) res = end;
+  }
+  wrong = res != ncclSuccess;
+  const int from = (rank + n - 1) % n;
+  for (int i = 0; i < BIG && !wrong; i++) wrong = r[i] != (char)(from * 7 + i);
+  free(s);
+  free(r);
+  return wrong;
+}
 
 static int calls(int rank, int n, ncclUniqueId id, const char *param) {
   const int paced = strcmp(param, "paced") == 0;
@@ -47,6 +71,7 @@ static int calls(int rank, int n, ncclUniqueId id, const char *param) {
   for (int i = 0; i < 1024 && !wrong; i++) wrong = x[i] != want;
   for (int i = 0; i < 256 && !wrong; i++) wrong = b[i] != i;
   for (int i = 0; i < 64 && !wrong; i++) wrong = r[i] != (char)((rank + n - 1) % n);
+  if (!wrong && strcmp(param, "net") == 0) wrong = big_p2p(rank, n, comm);
   for (int i = 0; i < PACED && paced && !wrong; i++) {
     const size_t count = (size_t)2048 << i;
     float *mine = malloc(count * sizeof *mine);
@@ -112,8 +137,10 @@ int main(int argc, char **argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 2;
   if (n < 2 || n > 16) return 2;
   const int all = argc > 2 && strcmp(argv[2], "all") == 0;
+  const int net = argc > 2 && strcmp(argv[2], "net") == 0;
   const int failed = all ? harness_spawn_ex(HARNESS_THREADS, 1, "all", argv[1], 60, 0)
-                         : harness_spawn(HARNESS_THREADS, n, "calls", argc > 2 ? argv[2] : "", 60);
+                         : harness_spawn(net ? HARNESS_PROCS : HARNESS_THREADS, n, "calls",
+                                         argc > 2 ? argv[2] : "", 60);
   printf("%s\n", failed ? "FAIL" : "ok");
   return failed ? 1 : 0;
 }

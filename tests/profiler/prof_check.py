@@ -18,7 +18,23 @@ NCCL keeps it per thread). Then: a mask of Coll alone (its ancestors are
 still emitted, P2P events and KernelCh not), an init that fails, a
 library that is not there and one without a table (each: no events, the
 calls still right, and a WARN for the two broken libraries).
+
+Across the network: versions 5, 4 and 1 with the 2 ranks as processes on
+hosts of their own (HARNESS_HOSTS=2: their messages go over TCP) and a
+Send/Recv of 1 MiB besides (version 5 with 4 lanes: that Send cut in 4,
+a ProxyOp per lane, the lane its channel, and in the timeline of
+CHORUS_TRACE too that Send by its whole count). Checked per rank: each ProxyOp under one of
+its calls, naming the other rank, its own process, a chunk; each
+ProxyStep under a ProxyOp, numbered from 0, its states in NCCL's order (sends
+SendGPUWait, SendPeerWait (from version 4), SendWait with its bytes;
+receives RecvWait, RecvFlushWait, RecvGPUWait with its bytes), stopped before its
+ProxyOp; the bytes of a Send's and a Recv's steps add up to the call's
+size, those a rank's collective sent to those its peer's same call
+received (at least the peer's whole input for AllReduce). A mask of
+ProxyStep alone brings its ancestors (ProxyOp, the calls, their groups)
+and nothing else.
 """
+import glob
 import os
 import re
 import subprocess
@@ -26,6 +42,8 @@ import sys
 import tempfile
 
 GROUP, COLL, P2P, KCH, GAPI, CAPI, PAPI = 1, 2, 4, 64, 256, 512, 1024
+POP, PSTEP = 8, 16
+BIG = 1 << 20
 
 
 def fail(msg):
@@ -41,10 +59,12 @@ def run(prog, env, *mode):
     return r.stdout
 
 
-def parse(path):
-    events, stops, records, inits, fin = {}, [], {}, [], 0
+def parse_log(path):
+    """The plugin's log: events by id, stops in order, each handle's last
+    record (its words), inits, finalizes, every record as (id, state, value)."""
+    events, stops, records, inits, fin, recs = {}, [], {}, [], 0, []
     if not os.path.exists(path):
-        return events, stops, records, inits, fin
+        return events, stops, records, inits, fin, recs
     for line in open(path):
         w = line.split()
         if w[0] == "init":
@@ -58,8 +78,109 @@ def parse(path):
         elif w[0] == "stop":
             stops.append(int(w[1]))
         elif w[0] == "record":
-            records[int(w[1])] = line.split()
-    return events, stops, records, inits, fin
+            records[int(w[1])] = w
+            recs.append((int(w[1]), int(w[3]), int(w[5]) if len(w) > 5 else 0))
+    return events, stops, records, inits, fin, recs
+
+
+def parse(path):
+    return parse_log(path)[:5]
+
+
+def parse_steps(path):
+    """A process's log: its events, the order of stops, every record."""
+    events, stops, _, _, _, recs = parse_log(path)
+    return events, stops, recs
+
+
+def step_bytes(v, where, events, stops, recs, pop):
+    """Checks ProxyOp pop's steps; returns the bytes they moved."""
+    steps = sorted((e for e in events.values() if e["type"] == PSTEP and e["parent"] == pop["id"]),
+                   key=lambda e: e["id"])
+    if [int(e["step"]) for e in steps] != list(range(len(steps))):
+        fail("%s: ProxyOp %s's steps numbered %s" % (where, pop, [e["step"] for e in steps]))
+    send = pop["send"] == "1"
+    total = 0
+    for e in steps:
+        states = [(st, val) for (i, st, val) in recs if i == e["id"]]
+        seq = [st for st, _ in states]
+        if send:
+            if seq != ([8, 20, 9] if v >= 4 else [8, 9]):
+                fail("%s: send step %s states %s" % (where, e, seq))
+        elif seq != [10, 11, 12]:
+            fail("%s: receive step %s states %s" % (where, e, seq))
+        total += states[-1][1]
+        if e["id"] not in stops or stops.index(e["id"]) > stops.index(pop["id"]):
+            fail("%s: step %s not stopped before its ProxyOp %s" % (where, e, pop))
+    return total
+
+
+def check_net(v, logs, lanes):
+    """prof_calls net on 2 hosts: the proxy events of each process's log; with
+    lanes > 1 the large Send's ProxyOps one per lane (its channel)."""
+    if len(logs) != 2:
+        fail("net v%d: %d process logs" % (v, len(logs)))
+    moved = {}  # (rank, func, seq, direction) -> bytes
+    for path in logs:
+        pid = int(re.search(r"(\d+)\.log$", path).group(1))
+        events, stops, recs = parse_steps(path)
+        if sorted(stops) != sorted(events):
+            fail("net v%d: started %s, stopped %s" % (v, sorted(events), sorted(stops)))
+        r = next(iter(events.values()))["rank"]
+        where = "net v%d rank %d" % (v, r)
+        pops = [e for e in events.values() if e["type"] == POP]
+        calls = {e["id"]: e for e in events.values() if e["type"] in (COLL, P2P)}
+        if not pops:
+            fail("%s: no ProxyOp events" % where)
+        for pop in pops:
+            call = calls.get(pop["parent"])
+            if not call or pop["peer"] != str(1 - r) or pop["pid"] != str(pid) or \
+                    int(pop["chunk"]) <= 0 or pop["nsteps"] != "0" or pop["send"] not in "01":
+                fail("%s: ProxyOp %s (its call %s)" % (where, pop, call))
+            if v >= 4 and (pop["id"], 19) not in [(i, st) for (i, st, _) in recs]:
+                fail("%s: ProxyOp %s never in progress" % (where, pop))
+            # A collective by its sequence number (its peer's is the same), a P2p by its event.
+            key = (r, call["func"], call["seq"] if "seq" in call else "p%d" % call["id"],
+                   pop["send"])
+            moved[key] = moved.get(key, 0) + step_bytes(v, where, events, stops, recs, pop)
+        for e in events.values():
+            if e["type"] == PSTEP and events.get(e["parent"], {}).get("type") != POP:
+                fail("%s: ProxyStep %s not under a ProxyOp" % (where, e))
+        send, recv = ("6", "7") if v == 1 else ("Send", "Recv")
+        big = [c["id"] for c in calls.values() if c["func"] == send and c["count"] == str(BIG)]
+        chans = sorted(int(p["channel"]) for p in pops if p["parent"] in big)
+        if chans != list(range(lanes)):
+            fail("%s: the %d-byte Send's ProxyOps on channels %s, want one per lane of %d" % (
+                where, BIG, chans, lanes))
+        for func, want in ((send, BIG), (recv, BIG)):
+            got = sorted(b for (rk, f, _, _), b in moved.items() if rk == r and f == func)
+            if got != sorted([64, want]):
+                fail("%s: %s steps moved %s bytes, want 64 and %d" % (where, func, got, want))
+    allreduce, bcast = ("4", "0") if v == 1 else ("AllReduce", "Broadcast")
+    for (r, func, seq, d), sent in moved.items():
+        if d != "1" or func not in (allreduce, bcast):
+            continue
+        got = moved.get((1 - r, func, seq, "0"), 0)
+        if got != sent:
+            fail("net v%d: rank %d's %s #%s sent %d bytes, rank %d's received %d" % (
+                v, r, func, seq, sent, 1 - r, got))
+    for r in (0, 1):
+        for seq in ("0", "1"):
+            if moved.get((r, allreduce, seq, "0"), 0) < 4096:
+                fail("net v%d: rank %d's AllReduce #%s received under 4096 bytes" % (v, r, seq))
+    if moved.get((1, bcast, "0", "0"), 0) < 1024:
+        fail("net v%d: rank 1's Broadcast received under 1024 bytes" % v)
+
+
+def check_trace_counts(d):
+    """The timeline (CHORUS_TRACE) of the run whose large Send was cut across
+    lanes names it by its whole count, as the profiler's events do."""
+    counts = []
+    for path in glob.glob(os.path.join(d, "t.*.json")):
+        counts += re.findall(r'"name":"Send".*?"count":(\d+)', open(path).read())
+    if sorted(counts) != sorted(["64", str(BIG)] * 2):
+        fail("net: the timeline's Sends have counts %s, want 64 and %d on each rank" % (
+            counts, BIG))
 
 
 def check_version(v, events, stops, records, inits, fin):
@@ -202,6 +323,31 @@ def main():
             if words not in out:
                 fail("NCCL_PROFILER_PLUGIN=%s: no WARN saying '%s':\n%s" % (lib, words, out))
         print("failed init, missing library, library without a table: no events, calls right")
+        # Across the network: processes on hosts of their own, a log each.
+        net = dict(base, HARNESS_HOSTS="2")
+        for v, lanes in ((5, 4), (4, 1), (1, 1)):
+            d = os.path.join(tmp, "net%d" % v)
+            os.mkdir(d)
+            run(prog, dict(net, NCCL_PROFILER_PLUGIN=os.path.join(
+                plugdir, "libnccl-profiler-test%d.so" % v), CHORUS_HOST_LANES=str(lanes),
+                CHORUS_TEST_PROF_LOG=os.path.join(d, "%d.log"),
+                CHORUS_TRACE=os.path.join(d, "t.%p.json")), "net")
+            check_net(v, sorted(os.path.join(d, f) for f in os.listdir(d)
+                                if f.endswith(".log")), lanes)
+            if lanes > 1:
+                check_trace_counts(d)
+            print("net v%d, %d lane(s): ProxyOp and ProxyStep events, states and bytes" % (
+                v, lanes))
+        d = os.path.join(tmp, "netmask")
+        os.mkdir(d)
+        run(prog, dict(net, NCCL_PROFILER_PLUGIN=os.path.join(plugdir, "libnccl-profiler-test5.so"),
+                       CHORUS_TEST_PROF_LOG=os.path.join(d, "%d.log"),
+                       CHORUS_TEST_PROF_MASK=str(PSTEP)), "net")
+        for f in os.listdir(d):
+            types = sorted({e["type"] for e in parse_steps(os.path.join(d, f))[0].values()})
+            if types != [GROUP, COLL, P2P, POP, PSTEP, GAPI, CAPI, PAPI]:
+                fail("mask ProxyStep: event types %s" % types)
+        print("mask ProxyStep: its ancestors and itself only")
     print("PASS")
     return 0
 

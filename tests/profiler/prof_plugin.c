@@ -6,7 +6,8 @@
  * It writes every call the library makes into CHORUS_TEST_PROF_LOG (one
  * line each, under a lock): init with its arguments, start with the event
  * and the fields of its descriptor, record with the state and time, stop,
- * finalize; handles are numbered in start order (parent 0: none). Its
+ * finalize; handles are numbered in start order (parent 0: none); a "%d"
+ * in the path is the process's id (a log per process). Its
  * activation mask is CHORUS_TEST_PROF_MASK (default: every event).
  * CHORUS_TEST_PROF_FAIL=1 makes init fail.
  */
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/profiler_abi.h"
 
@@ -44,11 +46,26 @@ static int parent_id(void *p) {
   return p ? ((handle *)p)->id : 0;
 }
 
+/* A ProxyOp's or ProxyStep's fields (the same in every version) into f. */
+static void proxy_fields(int type, const prof_proxy_op *op, const prof_proxy_step *step, char *f,
+                         size_t size) {
+  if (type == PROF_PROXY_OP)
+    snprintf(f, size, "pid %d channel %d peer %d nsteps %d chunk %d send %d", (int)op->pid,
+             op->channel, op->peer, op->nsteps, op->chunk, op->is_send);
+  else if (type == PROF_PROXY_STEP)
+    snprintf(f, size, "step %d", step->step);
+}
+
 static ncclResult_t open_log(void **ctx, int *mask) {
   const char *path = getenv("CHORUS_TEST_PROF_LOG"), *m = getenv("CHORUS_TEST_PROF_MASK");
   if (getenv("CHORUS_TEST_PROF_FAIL")) return ncclInternalError;
   pthread_mutex_lock(&lock);
-  if (!out && path) out = fopen(path, "a");
+  if (!out && path) {
+    char own[4096]; /* a "%d" in the path: the process's own log */
+    const char *at = strstr(path, "%d");
+    if (at) snprintf(own, sizeof own, "%.*s%d%s", (int)(at - path), path, (int)getpid(), at + 2);
+    out = fopen(at ? own : path, "a");
+  }
   contexts++;
   pthread_mutex_unlock(&lock);
   __atomic_store_n(mask, m ? atoi(m) : 4095, __ATOMIC_RELAXED); /* NCCL reads it as it runs */
@@ -111,9 +128,8 @@ static ncclResult_t record(void *h, int state, prof_args_v45 *a) {
 }
 #else
 static ncclResult_t record(void *h, int state, prof_args_v123 *a) {
-  (void)a;
   pthread_mutex_lock(&lock);
-  say("record %d state %d", parent_id(h), state);
+  say("record %d state %d bytes %zu", parent_id(h), state, a ? a->proxy_op.trans_size : 0);
   pthread_mutex_unlock(&lock);
   return ncclSuccess;
 }
@@ -160,6 +176,7 @@ static ncclResult_t start(void *ctx, void **out_h, prof_descr_v5 *d) {
              (unsigned long long)d->kernel_ch.ptimer);
     break;
   default:
+    proxy_fields((int)d->type, &d->proxy_op, &d->proxy_step, f, sizeof f);
     break;
   }
   say("start %d type %d parent %d rank %d %s", h->id, (int)d->type, parent_id(d->parent), d->rank,
@@ -193,6 +210,8 @@ static ncclResult_t start(void *ctx, void **out_h, prof_descr_v4 *d) {
   else if (d->type == PROF_KERNEL_CH)
     snprintf(f, sizeof f, "channel %d ptimer %llu", d->kernel_ch.channel,
              (unsigned long long)d->kernel_ch.ptimer);
+  else
+    proxy_fields(d->type, &d->proxy_op, &d->proxy_step, f, sizeof f);
   say("start %d type %d parent %d rank %d %s", h->id, d->type, parent_id(d->parent), d->rank, f);
   pthread_mutex_unlock(&lock);
   return ncclSuccess;
@@ -241,6 +260,8 @@ static ncclResult_t start(void *ctx, void **out_h, void *descr) {
     snprintf(f, sizeof f, "func %d count %zu dtype %d peer %d name %s", d->p2p.func, d->p2p.count,
              d->p2p.datatype, d->p2p.peer, d->p2p.name);
 #endif
+  if (d->type == PROF_PROXY_OP || d->type == PROF_PROXY_STEP)
+    proxy_fields(d->type, &d->proxy_op, &d->proxy_step, f, sizeof f);
   say("start %d type %d parent %d rank %d %s", h->id, d->type, parent_id(d->parent), d->rank, f);
   pthread_mutex_unlock(&lock);
   return ncclSuccess;

@@ -394,6 +394,12 @@ static ncclResult_t net_send_flush(chorus_conn *cc) {
   return c->done == c->posted ? ncclSuccess : ncclInProgress;
 }
 
+static uint64_t net_send_count(chorus_conn *cc, uint64_t *taken) {
+  net_conn *c = (net_conn *)cc;
+  *taken = c->done; /* freed in order once in the kernel whole (push) */
+  return c->posted;
+}
+
 static ncclResult_t net_recv_slot(chorus_conn *cc, const void **buf, size_t *bytes,
                                   chorus_msg_meta *meta) {
   net_conn *c = (net_conn *)cc;
@@ -583,6 +589,7 @@ static const chorus_conn_ops net_ops = {
     .recv_release = net_recv_release,
     .send_post_ref = net_send_post_ref,
     .recv_expect = net_recv_expect,
+    .send_count = net_send_count,
     .wait_info = net_wait_info,
     .check = net_check,
     .fail = net_fail,
@@ -626,6 +633,7 @@ static ncclResult_t init_conn(net_state *s, const chorus_transport_ctx *ctx, int
   net_conn *c = net_conn_of(s, peer, ch, dir);
   c->base.ops = &net_ops;
   c->base.transport = "NET";
+  c->base.network = 1;
   c->base.peer = peer;
   c->base.channel = ch;
   c->base.slot_bytes = s->slot_bytes;

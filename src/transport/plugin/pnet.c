@@ -382,6 +382,12 @@ static ncclResult_t pnet_send_flush(chorus_conn *cc) {
   return c->done == c->posted ? ncclSuccess : ncclInProgress;
 }
 
+static uint64_t pnet_send_count(chorus_conn *cc, uint64_t *taken) {
+  const pnet_conn *c = (const pnet_conn *)cc;
+  *taken = c->done; /* the plugin's sends tested done, in order (push) */
+  return c->posted;
+}
+
 static ncclResult_t pnet_recv_slot(chorus_conn *cc, const void **buf, size_t *bytes,
                                    chorus_msg_meta *meta) {
   pnet_conn *c = (pnet_conn *)cc;
@@ -537,6 +543,7 @@ static const chorus_conn_ops pnet_ops = {
     .send_flush = pnet_send_flush,
     .recv_slot = pnet_recv_slot,
     .recv_release = pnet_recv_release,
+    .send_count = pnet_send_count,
     .wait_info = pnet_wait_info,
     .check = pnet_check,
     .fail = pnet_fail,
@@ -702,6 +709,7 @@ static ncclResult_t init_conn(pnet_state *s, int peer, int ch, int dir, void *co
   pnet_conn *c = conn_of(s, peer, ch, dir);
   c->base.ops = &pnet_ops;
   c->base.transport = "NET";
+  c->base.network = 1;
   c->base.peer = peer;
   c->base.channel = ch;
   c->base.slot_bytes = s->slot_bytes;

@@ -1,0 +1,164 @@
+/*
+ * steps.c - see steps.h.
+ *
+ * An op keeps one link per connection it reported on: its ProxyOp, the
+ * step being asked for (send: a slot; recv: a message, until released)
+ * and, sending, the steps posted but not yet taken by the network, each
+ * with its message's number on the connection (send_count), stopped as
+ * the network takes them. A transport that cannot say (no send_count)
+ * has its steps stop at their post.
+ */
+#include "coll/steps.h"
+
+#include <string.h>
+
+#include "util/alloc.h"
+
+#define FLYING 32 /* more than any connection's slots: posts wait for a free one */
+
+typedef struct step_link {
+  chorus_conn *c;
+  void *pop;  /* its ProxyOp; NULL: the plugin took none */
+  void *open; /* the step asked for (and, receiving, held); NULL: none */
+  int state;  /* the last state recorded on it; -1: none */
+  int nsteps;
+  void *fly[FLYING];
+  uint64_t msg[FLYING];
+  unsigned head, tail;
+} step_link;
+
+struct chorus_steps {
+  int off; /* the plugin wants none of these events for this call */
+  int n, cap;
+  step_link *l;
+};
+
+static const struct chorus_step_hooks *hooks_of(const chorus_op *op) {
+  return op->cc->step_hooks;
+}
+
+/* op's link for c (sending where send), made on first use; NULL when its
+ * events are off or memory ran out. */
+static step_link *link_of(chorus_op *op, chorus_conn *c, int send) {
+  struct chorus_steps *s = op->steps;
+  const struct chorus_step_hooks *h = hooks_of(op);
+  if (!s) {
+    s = op->steps = chorus_calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->off = !chorus_op_prof(op) || !h->wanted(op->cc->step_ctx);
+  }
+  if (s->off) return NULL;
+  for (int i = 0; i < s->n; i++)
+    if (s->l[i].c == c) return &s->l[i];
+  if (s->n == s->cap) {
+    const int cap = s->cap ? 2 * s->cap : 4;
+    step_link *l = chorus_malloc((size_t)cap * sizeof *l);
+    if (!l) return NULL;
+    if (s->n) memcpy(l, s->l, (size_t)s->n * sizeof *l);
+    chorus_free(s->l);
+    s->l = l;
+    s->cap = cap;
+  }
+  step_link *l = &s->l[s->n++];
+  *l = (step_link){.c = c, .state = -1};
+  const chorus_coll_comm *cc = op->cc;
+  const int peer = cc->step_ranks ? cc->step_ranks[c->peer] : c->peer;
+  l->pop = h->op_start(cc->step_ctx, chorus_op_prof(op), cc->step_lane, peer, send, c->slot_bytes);
+  return l;
+}
+
+static step_link *find(const chorus_op *op, const chorus_conn *c) {
+  const struct chorus_steps *s = op->steps;
+  for (int i = 0; s && i < s->n; i++)
+    if (s->l[i].c == c) return &s->l[i];
+  return NULL;
+}
+
+static void stop(const chorus_op *op, void *ev) {
+  if (ev) hooks_of(op)->stop(op->cc->step_ctx, ev);
+}
+
+static void record(const chorus_op *op, step_link *l, int state, size_t bytes) {
+  if (l->state == state) return;
+  l->state = state;
+  if (l->open) hooks_of(op)->record(op->cc->step_ctx, l->open, state, bytes);
+}
+
+/* The step asked for: the open one, else a new one. */
+static void ask(const chorus_op *op, step_link *l) {
+  if (l->open || !l->pop) return;
+  l->open = hooks_of(op)->step_start(op->cc->step_ctx, l->pop, l->nsteps++);
+  l->state = -1;
+}
+
+/* Stops the posted steps the network has taken whole (all: every one). */
+static void stop_taken(const chorus_op *op, step_link *l, int all) {
+  uint64_t taken = UINT64_MAX;
+  if (!all && l->c->ops->send_count) (void)l->c->ops->send_count(l->c, &taken);
+  for (; l->head != l->tail && l->msg[l->head % FLYING] < taken; l->head++)
+    stop(op, l->fly[l->head % FLYING]);
+}
+
+void chorus_steps_send_ask(chorus_op *op, chorus_conn *c, ncclResult_t res) {
+  step_link *l = link_of(op, c, 1);
+  if (!l || (res != ncclSuccess && res != ncclInProgress)) return;
+  stop_taken(op, l, 0);
+  ask(op, l);
+  record(op, l, CHORUS_STEP_SEND_FILL, 0);
+}
+
+void chorus_steps_posted(chorus_op *op, chorus_conn *c, size_t bytes) {
+  step_link *l = link_of(op, c, 1);
+  if (!l) return;
+  ask(op, l);
+  record(op, l, CHORUS_STEP_SEND_WAIT, bytes);
+  void *ev = l->open;
+  l->open = NULL;
+  if (!ev) return;
+  if (!c->ops->send_count) {
+    stop(op, ev);
+    return;
+  }
+  uint64_t taken;
+  const uint64_t posted = c->ops->send_count(c, &taken);
+  if (l->tail - l->head == FLYING) stop(op, l->fly[l->head++ % FLYING]);
+  l->fly[l->tail % FLYING] = ev;
+  l->msg[l->tail++ % FLYING] = posted - 1;
+  stop_taken(op, l, 0);
+}
+
+void chorus_steps_flushed(chorus_op *op, chorus_conn *c) {
+  step_link *l = find(op, c);
+  if (l) stop_taken(op, l, 1);
+}
+
+void chorus_steps_recv_ask(chorus_op *op, chorus_conn *c, ncclResult_t res, size_t bytes) {
+  step_link *l = link_of(op, c, 0);
+  if (!l || (res != ncclSuccess && res != ncclInProgress)) return;
+  if (!l->open) {
+    ask(op, l);
+    record(op, l, CHORUS_STEP_RECV_WAIT, 0);
+  }
+  if (res == ncclSuccess) record(op, l, CHORUS_STEP_RECV_HELD, bytes);
+}
+
+void chorus_steps_released(chorus_op *op, chorus_conn *c) {
+  step_link *l = find(op, c);
+  if (!l) return;
+  stop(op, l->open);
+  l->open = NULL;
+}
+
+void chorus_steps_end(chorus_op *op) {
+  struct chorus_steps *s = op->steps;
+  if (!s) return;
+  for (int i = 0; i < s->n; i++) {
+    step_link *l = &s->l[i];
+    stop(op, l->open);
+    stop_taken(op, l, 1);
+    stop(op, l->pop);
+  }
+  chorus_free(s->l);
+  chorus_free(s);
+  op->steps = NULL;
+}
