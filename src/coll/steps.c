@@ -34,7 +34,7 @@ struct chorus_steps {
 };
 
 static const struct chorus_step_hooks *hooks_of(const chorus_op *op) {
-  return op->cc->step_hooks;
+  return __atomic_load_n(&op->cc->step_hooks, __ATOMIC_RELAXED);
 }
 
 /* op's link for c (sending where send), made on first use; NULL when its
@@ -161,4 +161,25 @@ void chorus_steps_end(chorus_op *op) {
   chorus_free(s->l);
   chorus_free(s);
   op->steps = NULL;
+}
+
+/* The hooks as a helper thread sees them: set by core after the thread
+ * started, so read with acquire (core/profiler.c stores them with release). */
+static const struct chorus_step_hooks *ctrl_hooks(const chorus_coll_comm *cc) {
+  return __atomic_load_n(&cc->step_hooks, __ATOMIC_ACQUIRE);
+}
+
+void *chorus_ctrl_begin(const chorus_coll_comm *cc, int state) {
+  const struct chorus_step_hooks *h = ctrl_hooks(cc);
+  return h ? h->ctrl_start(cc->step_ctx, state) : NULL;
+}
+
+void chorus_ctrl_note(const chorus_coll_comm *cc, void *ev, int state, int appended) {
+  const struct chorus_step_hooks *h = ctrl_hooks(cc);
+  if (h && ev) h->ctrl_record(cc->step_ctx, ev, state, appended);
+}
+
+void chorus_ctrl_end(const chorus_coll_comm *cc, void *ev) {
+  const struct chorus_step_hooks *h = ctrl_hooks(cc);
+  if (h && ev) h->stop(cc->step_ctx, ev);
 }

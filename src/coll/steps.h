@@ -21,6 +21,12 @@
  *
  * Schedules size their messages as they go, so a ProxyOp's step count is
  * not known when it starts: the steps themselves say how many there were.
+ *
+ * The threads that run calls for the application's thread (a host
+ * communicator's lanes, a GPU communicator's proxy) report as NCCL's proxy
+ * thread does, in ProxyCtrl events of no parent: SLEEP until woken for
+ * work (WAKEUP), APPEND as they take calls (APPEND_END, with how many),
+ * ACTIVE while they run them (IDLE when done).
  */
 #ifndef CHORUS_COLL_STEPS_H
 #define CHORUS_COLL_STEPS_H
@@ -36,6 +42,15 @@ enum {
   CHORUS_STEP_RECV_HELD,
 };
 
+enum {
+  CHORUS_CTRL_IDLE,
+  CHORUS_CTRL_ACTIVE,
+  CHORUS_CTRL_SLEEP,
+  CHORUS_CTRL_WAKEUP,
+  CHORUS_CTRL_APPEND,
+  CHORUS_CTRL_APPEND_END,
+};
+
 /* What core gives a communicator whose calls a plugin watches; ctx is its
  * own (chorus_coll_comm.step_ctx). */
 struct chorus_step_hooks {
@@ -48,6 +63,10 @@ struct chorus_step_hooks {
   /* A step's state (CHORUS_STEP_*), with the message's bytes where known. */
   void (*record)(void *ctx, void *step, int state, size_t bytes);
   void (*stop)(void *ctx, void *ev);
+  /* A ProxyCtrl event begun in `state` (CHORUS_CTRL_*); NULL: none. */
+  void *(*ctrl_start)(void *ctx, int state);
+  /* Its next state; appended: the calls taken (CHORUS_CTRL_APPEND_END). */
+  void (*ctrl_record)(void *ctx, void *ev, int state, int appended);
 };
 
 /* The primitives' reports, on connection c of watched op. send_ask: after
@@ -64,10 +83,16 @@ void chorus_steps_released(chorus_op *op, chorus_conn *c);
 /* op ended (done, failed or dropped): its open events stop. */
 void chorus_steps_end(chorus_op *op);
 
+/* A helper thread of cc's: a ProxyCtrl event begun in `state` (NULL when
+ * none is watched), its next state, its end. */
+void *chorus_ctrl_begin(const chorus_coll_comm *cc, int state);
+void chorus_ctrl_note(const chorus_coll_comm *cc, void *ev, int state, int appended);
+void chorus_ctrl_end(const chorus_coll_comm *cc, void *ev);
+
 /* Whether the primitives report c's messages of op: the connection's
  * flag first, which shared memory's calls, the fastest, stop at. */
 static inline int chorus_steps_watch(const chorus_op *op, const chorus_conn *c) {
-  return __builtin_expect(c->network, 0) && op->cc->step_hooks;
+  return __builtin_expect(c->network, 0) && __atomic_load_n(&op->cc->step_hooks, __ATOMIC_RELAXED);
 }
 
 #endif

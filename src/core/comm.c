@@ -850,7 +850,6 @@ void chorus_comm_inherit_net(ncclComm_t child, const struct ncclComm *parent) {
 void chorus_comm_free(ncclComm_t comm) {
   chorus_comm_join(comm);
   chorus_trace_close(comm); /* its GPU events, while the device side stands */
-  chorus_prof_close(comm);  /* after the trace: its last GPU times go to the plugin */
   chorus_tuner_close(comm);
   chorus_status_unregister(comm); /* no more answers about it */
   chorus_free(comm->status_peers);
@@ -864,6 +863,9 @@ void chorus_comm_free(ncclComm_t comm) {
   comm->cc.gpu_ordered = NULL;
   chorus_lanes_free(comm->cc.lanes); /* their threads, before their parts go */
   comm->cc.lanes = NULL;
+  /* After the trace (its last GPU times go to the plugin) and the helper
+   * threads (their last events too); before the parts it hooks. */
+  chorus_prof_close(comm);
   chorus_comm_free_parts(comm);
   for (int t = 1; t >= 0; t--) {
     transports_of(comm)[t]->destroy(comm->tstate[t]);

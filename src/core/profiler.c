@@ -517,19 +517,54 @@ static void steps_stop(void *ctx, void *h) {
   stop(h);
 }
 
+static const int ctrl_states[] = {
+    [CHORUS_CTRL_IDLE] = PROF_STATE_CTRL_IDLE,       [CHORUS_CTRL_ACTIVE] = PROF_STATE_CTRL_ACTIVE,
+    [CHORUS_CTRL_SLEEP] = PROF_STATE_CTRL_SLEEP,     [CHORUS_CTRL_WAKEUP] = PROF_STATE_CTRL_WAKEUP,
+    [CHORUS_CTRL_APPEND] = PROF_STATE_CTRL_APPEND, [CHORUS_CTRL_APPEND_END] = PROF_STATE_CTRL_APPEND_END,
+};
+
+static void ctrl_record(void *ctx, void *h, int state, int appended) {
+  (void)ctx;
+  if (version >= 4) {
+    prof_args_v45 a;
+    memset(&a, 0, sizeof a);
+    a.appended = appended;
+    if (version == 5)
+      (void)((const prof_v5 *)table)->record(h, ctrl_states[state], &a);
+    else
+      (void)((const prof_v4 *)table)->record(h, ctrl_states[state], &a);
+    return;
+  }
+  prof_args_v123 a;
+  memset(&a, 0, sizeof a);
+  a.appended = appended;
+  (void)((const prof_v123 *)table)->record(h, ctrl_states[state], &a);
+}
+
+static void *ctrl_start(void *ctx, int state) {
+  const struct chorus_prof_state *s = ctx;
+  const ev e = base_of(s->rank, PROF_PROXY_CTRL, NULL);
+  void *h = start_in(s, &e);
+  if (h) ctrl_record(ctx, h, state, 0);
+  return h;
+}
+
 static const struct chorus_step_hooks step_hooks = {
     .wanted = steps_wanted,
     .op_start = steps_op_start,
     .step_start = steps_step_start,
     .record = steps_record,
     .stop = steps_stop,
+    .ctrl_start = ctrl_start,
+    .ctrl_record = ctrl_record,
 };
 
 static void watch(chorus_coll_comm *cc, struct chorus_prof_state *s, int lane, const int *ranks) {
   cc->step_ctx = s;
   cc->step_lane = lane;
   cc->step_ranks = ranks;
-  cc->step_hooks = &step_hooks;
+  /* Helper threads already run: they read the hooks, then the rest. */
+  __atomic_store_n(&cc->step_hooks, &step_hooks, __ATOMIC_RELEASE);
 }
 
 /* Hooks comm's messages across the network, and its parts' (their lanes,
@@ -552,9 +587,10 @@ static void watch_comm(ncclComm_t comm, struct chorus_prof_state *s) {
 }
 
 static void unwatch(ncclComm_t comm) {
-  comm->cc.step_hooks = NULL;
+  __atomic_store_n(&comm->cc.step_hooks, NULL, __ATOMIC_RELEASE);
   for (int k = 0; k < comm->nlanes; k++)
-    if (comm->part_cross[k]) comm->part_cross[k]->cc.step_hooks = NULL;
+    if (comm->part_cross[k])
+      __atomic_store_n(&comm->part_cross[k]->cc.step_hooks, NULL, __ATOMIC_RELEASE);
 }
 
 /* ---- loading and contexts ------------------------------------------------------------ */
@@ -639,7 +675,8 @@ void chorus_prof_close(ncclComm_t comm) {
   if (!s) return;
   if (group_owner == comm) chorus_prof_group_end(); /* destroyed inside its group */
   pthread_mutex_lock(&lock);
-  /* Its calls ended (chorus_comm_join): no more messages to report. */
+  /* Its calls ended (chorus_comm_join) and its helper threads (lanes, the
+   * GPU proxy) are gone: nothing more to report. */
   unwatch(comm);
   (void)((const prof_v5 *)table)->finalize(s->ctx); /* the same slot in every version */
   comm->prof = NULL;

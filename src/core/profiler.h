@@ -31,6 +31,10 @@
  *              took it; receives RecvWait (10), then RecvFlushWait (11) and
  *              RecvGPUWait (12) at its arrival, with its bytes, until the
  *              schedule released it
+ *   ProxyCtrl  the threads that run calls for the application's (a host
+ *              communicator's lanes, a GPU communicator's proxy): Sleep
+ *              (15) until woken (16), Append (17) of the calls taken (18,
+ *              with their number), Active (14) while running them (13)
  * Versions 1-4 get what their descriptors hold (no API events before 5,
  * no KernelCh before 3, no times before 4). A plugin whose init fails is
  * left out for that communicator, with a WARN naming it.

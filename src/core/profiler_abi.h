@@ -37,6 +37,12 @@ enum {
 
 /* Event states used here. */
 #define PROF_STATE_PROXY_OP_IN_PROGRESS 19 /* versions 4 and 5 */
+#define PROF_STATE_CTRL_IDLE 13
+#define PROF_STATE_CTRL_ACTIVE 14
+#define PROF_STATE_CTRL_SLEEP 15
+#define PROF_STATE_CTRL_WAKEUP 16
+#define PROF_STATE_CTRL_APPEND 17
+#define PROF_STATE_CTRL_APPEND_END 18
 #define PROF_STATE_STEP_SEND_GPU_WAIT   8
 #define PROF_STATE_STEP_SEND_PEER_WAIT  20 /* versions 4 and 5 */
 #define PROF_STATE_STEP_SEND_WAIT       9

@@ -28,6 +28,7 @@
 #include "coll/coll.h"
 #include "coll/exec.h"
 #include "coll/lanes.h"
+#include "coll/steps.h"
 #include "device/device.h"
 #include "device/kernels.h"
 #include "gpu/arena.h"
@@ -310,12 +311,20 @@ static void *progress(void *arg) {
   uint32_t head = 0;
   int64_t active = chorus_now_ns();
   unsigned spins = 0;
+  void *sleep = NULL; /* a profiler's ProxyCtrl event while it naps */
   for (;;) {
     const uint64_t e = __atomic_load_n(&px->ctl_host->ring[head % RING], __ATOMIC_ACQUIRE);
     if ((uint32_t)(e >> 32) == head + 1) {
       batch *b = lookup(px, (uint32_t)e & ID_MASK);
       const int piece = (int)((uint32_t)e >> PIECE_SHIFT);
       if (b && piece >= b->pieces) b = NULL;
+      chorus_ctrl_note(px->cc, sleep, CHORUS_CTRL_WAKEUP, 0);
+      chorus_ctrl_end(px->cc, sleep);
+      sleep = NULL;
+      void *ev = chorus_ctrl_begin(px->cc, CHORUS_CTRL_APPEND);
+      chorus_ctrl_note(px->cc, ev, CHORUS_CTRL_APPEND_END, b ? b->nops : 0);
+      chorus_ctrl_end(px->cc, ev);
+      ev = chorus_ctrl_begin(px->cc, CHORUS_CTRL_ACTIVE);
       if (!c->st.failed) {
         __atomic_add_fetch(&px->cc->busy, 1, __ATOMIC_ACQ_REL);
         ncclResult_t res = b ? run_batch(px, b, piece)
@@ -336,6 +345,8 @@ static void *progress(void *arg) {
       const int ran_last = b && !b->kept && piece == b->pieces - 1;
       if (b && b->words) release_word(b, piece);
       if (ran_last) __atomic_add_fetch(&px->ran, 1, __ATOMIC_RELEASE);
+      chorus_ctrl_note(px->cc, ev, CHORUS_CTRL_IDLE, 0);
+      chorus_ctrl_end(px->cc, ev);
       head++;
       __atomic_store_n(&px->ctl_host->st.done, head, __ATOMIC_RELEASE);
       active = chorus_now_ns();
@@ -348,9 +359,12 @@ static void *progress(void *arg) {
       chorus_cpu_relax();
       if (++spins % 64 == 0) sched_yield();
     } else {
+      if (!sleep) sleep = chorus_ctrl_begin(px->cc, CHORUS_CTRL_SLEEP);
       nap();
     }
   }
+  chorus_ctrl_note(px->cc, sleep, CHORUS_CTRL_WAKEUP, 0);
+  chorus_ctrl_end(px->cc, sleep);
   return NULL;
 }
 

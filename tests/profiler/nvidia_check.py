@@ -19,9 +19,10 @@ folder does not hold), then prof_calls.c runs on 2 ranks with it:
   is logged on both ranks with its size, a kernel time and bus bandwidth
   equal to algorithm bandwidth times 2(n-1)/n.
 - example across the network: prof_calls' "net" run (each rank a process
-  and a host of its own, HARNESS_HOSTS=2) with ProxyOp and ProxyStep
-  events asked for. Checked per rank: the example's PROXY events (each
-  naming the other rank, with a chunk size) and the six phases of its NET
+  and a host of its own, HARNESS_HOSTS=2; 4 lanes) with ProxyOp, ProxyStep
+  and ProxyCtrl events asked for. Checked per rank: the example's PROXY
+  events (each naming the other rank, with a chunk size), the lane
+  threads' Sleep, Append and Idle events, and the six phases of its NET
   steps, each begin with its end, and each phase ending no earlier than it
   began (the plugin times a phase from its state to the next one's).
 """
@@ -155,15 +156,16 @@ def check_example(tmp, lib, prog):
 
 
 TS = re.compile(r'"ts": ([-0-9.]+)')
+CTRL = {"Sleep", "Append", "Idle"}  # the example names a ProxyCtrl event by its last state
 PHASES = {"SendGpuWait", "SendPeerWait", "SendWait", "RecvWait", "RecvFlushWait", "RecvGpuWait"}
 
 
 def check_example_net(tmp, lib, prog):
     dump = os.path.join(tmp, "example-net", "out")
     os.makedirs(os.path.dirname(dump))
-    mask = 2 | 4 | 8 | 16  # Coll, P2p, ProxyOp, ProxyStep
+    mask = 2 | 4 | 8 | 16 | 32  # Coll, P2p, ProxyOp, ProxyStep, ProxyCtrl
     r = subprocess.run([prog, str(NRANKS), "net"], env=dict(
-        os.environ, HARNESS_HOSTS=str(NRANKS), NCCL_PROFILER_PLUGIN=lib,
+        os.environ, HARNESS_HOSTS=str(NRANKS), CHORUS_HOST_LANES="4", NCCL_PROFILER_PLUGIN=lib,
         NCCL_PROFILE_EVENT_MASK=str(mask), NCCL_PROFILE_DUMP_FILE=dump, NCCL_DEBUG="WARN",
         NCCL_PROFILE_COLL_POOL_SIZE="16", NCCL_PROFILE_P2P_POOL_SIZE="16"),
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
@@ -176,12 +178,13 @@ def check_example_net(tmp, lib, prog):
         rank = int(f.rsplit("_", 1)[1].split(".")[0])
         ev = example_events(f)
         ts = [float(TS.search(line).group(1)) for line in open(f) if TS.search(line)]
-        proxy = [e for e in ev if e[1] == "PROXY"]
+        proxy = [e for e in ev if e[1] == "PROXY" and e[0] not in CTRL]
+        ctrl = {e[0] for e in ev if e[1] == "PROXY" and e[0] in CTRL}
         steps = [(e, t) for e, t in zip(ev, ts) if e[1] == "NET"]
         names = {e[0] for e, _ in steps}
-        if not proxy or names != PHASES:
-            fail("example net rank %d: %d PROXY events, NET phases %s" % (rank, len(proxy),
-                                                                          sorted(names)))
+        if not proxy or names != PHASES or ctrl != CTRL:
+            fail("example net rank %d: %d PROXY events, NET phases %s, ProxyCtrl %s" % (
+                rank, len(proxy), sorted(names), sorted(ctrl)))
         for cat in ("PROXY", "NET"):
             b = sum(1 for e in ev if e[1] == cat and e[2] == "b")
             if b != sum(1 for e in ev if e[1] == cat and e[2] == "e"):

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """nvidia_gpu_check.py - NVIDIA's profiler plugins on Chorus and on NCCL, side by side.
 
-usage: nvidia_gpu_check.py PERF_DIR EXT_PROFILER_DIR CHORUS_LIB_DIR [NCCL_LIB_DIR]
+usage: nvidia_gpu_check.py [--hosts CHORUSRUN] PERF_DIR EXT_PROFILER_DIR CHORUS_LIB_DIR
+                           [NCCL_LIB_DIR]
 
 Builds NVIDIA's example and Inspector plugins as nvidia_check.py does,
 then runs the same perf program (PERF_DIR/all_reduce_perf -g N, N the
@@ -20,6 +21,13 @@ the argument keys of each, and the sequence of collectives (function,
 count, type; NCCL prints ncclUint8 as "Unknown", Chorus by its name),
 must be the same on Chorus; the Inspector's records must
 carry the same keys, with the same timing source.
+With --hosts: two hosts on the first GPU (CHORUSRUN -n 2 --hosts 2, as
+NCCL_HOSTID makes them for both libraries), the example plugin asked for
+ProxyOp, ProxyStep and ProxyCtrl events: on each library its ProxyOps
+name the other rank, and the PROXY and NET event names (send and
+receive, the proxy thread's Sleep, Append and Idle, the six phases of a
+step) are the same on Chorus as on NCCL; on Chorus each phase ends no
+earlier than it began.
 Exit 77 (skipped) without the plugins' sources or g++.
 """
 import glob
@@ -133,7 +141,69 @@ def inspector(perf, ngpu, lib, libdir, tmp, name):
     return keys, sources, len(recs)
 
 
+def proxy_events(perf, chorusrun, ex, libdir, tmp, name):
+    """The example plugin's PROXY and NET events of 2 hosts on the first GPU:
+    their names per category; on Chorus, each phase's order checked."""
+    dump = os.path.join(tmp, name + "-hosts", "out")
+    os.makedirs(os.path.dirname(dump))
+    env = dict(os.environ, LD_LIBRARY_PATH=libdir, NCCL_NVLS_ENABLE="0", NCCL_SOCKET_IFNAME="lo",
+               NCCL_PROFILER_PLUGIN=ex, NCCL_PROFILE_EVENT_MASK=str(2 | 8 | 16 | 32),
+               NCCL_PROFILE_DUMP_FILE=dump, NCCL_PROFILE_COLL_POOL_SIZE="16",
+               NCCL_PROFILE_P2P_POOL_SIZE="16")
+    args = [chorusrun, "-n", "2", "--hosts", "2", "--timeout", "240",
+            os.path.join(perf, "all_reduce_perf"), "-b", "4K", "-e", "1M", "-f", "16", "-n", "1",
+            "-w", "0", "-c", "1"]
+    r = subprocess.run(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       text=True, timeout=300)
+    if r.returncode != 0 or "Out of bounds values : 0 OK" not in r.stdout:
+        fail("%s on %s: exit %d\n%s" % (" ".join(args), libdir, r.returncode, r.stdout[-3000:]))
+    files = sorted(glob.glob(dump + "_*_*.json"))
+    if len(files) != 2:
+        fail("%s hosts: example files %s" % (name, files))
+    names = {}
+    for f in files:
+        rank = int(f.rsplit("_", 1)[1].split(".")[0])
+        ev = nvidia_check.example_events(f)
+        for e in ev:
+            if e[1] in ("PROXY", "NET"):
+                names.setdefault(e[1], set()).add(e[0])
+            if e[1] == "PROXY" and e[2] == "b" and e[0] not in nvidia_check.CTRL and \
+                    int(e[3]["Peer"]) != 1 - rank:
+                fail("%s hosts rank %d: ProxyOp %s" % (name, rank, e))
+        if name == "chorus":
+            ts = [float(nvidia_check.TS.search(line).group(1)) for line in open(f)
+                  if nvidia_check.TS.search(line)]
+            steps = [(e, t) for e, t in zip(ev, ts) if e[1] == "NET"]
+            for (b, tb), (e, te) in zip(steps[::2], steps[1::2]):
+                if (b[2], e[0], e[2]) != ("b", b[0], "e") or te < tb:
+                    fail("chorus hosts rank %d: phase %s at %.3f, its end %s at %.3f" % (
+                        rank, b, tb, e, te))
+    if set(names) != {"PROXY", "NET"}:
+        fail("%s hosts: event categories %s" % (name, sorted(names)))
+    return names
+
+
+def hosts(chorusrun, perf, ext, chorus, nccl):
+    with tempfile.TemporaryDirectory() as tmp:
+        ex = nvidia_check.build(os.path.join(ext, "example"), tmp, "example",
+                                ["plugin.cc", "print_event.cc"])
+        got = {}
+        for name, libdir in [("chorus", chorus)] + ([("nccl", nccl)] if nccl else []):
+            got[name] = proxy_events(perf, chorusrun, ex, libdir, tmp, name)
+            print("%s, 2 hosts: %s" % (name, "; ".join(
+                "%s %s" % (c, ", ".join(sorted(n))) for c, n in sorted(got[name].items()))))
+        if nccl and got["chorus"] != got["nccl"]:
+            fail("proxy events unlike NCCL's: Chorus %s, NCCL %s" % (got["chorus"], got["nccl"]))
+    print("PASS")
+    return 0
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--hosts":
+        chorusrun = sys.argv[2]
+        del sys.argv[1:3]
+    else:
+        chorusrun = None
     if len(sys.argv) not in (4, 5):
         print(__doc__)
         return 2
@@ -148,6 +218,16 @@ def main():
               "this on it, Chorus alone)")
         return SKIP
     nccl = (sys.argv[4] if len(sys.argv) == 5 else nvidia_ref.nccl_dir()) if ngpu else None
+    if chorusrun:
+        if not ngpu:
+            print("SKIP: --hosts needs a GPU")
+            return SKIP
+        return hosts(chorusrun, perf, ext, chorus, nccl)
+    if ngpu == 1 and nccl:
+        # NCCL runs a communicator of one rank without its profiler events
+        # (its example plugin's files stay empty): --hosts covers one GPU.
+        print("SKIP: one GPU (NCCL emits no events for a 1-rank communicator)")
+        return SKIP
     libs = [("chorus", chorus)] + ([("nccl", nccl)] if nccl else [])
     with tempfile.TemporaryDirectory() as tmp:
         ex = nvidia_check.build(os.path.join(ext, "example"), tmp, "example",

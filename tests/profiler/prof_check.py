@@ -22,7 +22,8 @@ calls still right, and a WARN for the two broken libraries).
 Across the network: versions 5, 4 and 1 with the 2 ranks as processes on
 hosts of their own (HARNESS_HOSTS=2: their messages go over TCP) and a
 Send/Recv of 1 MiB besides (version 5 with 4 lanes: that Send cut in 4,
-a ProxyOp per lane, the lane its channel, and in the timeline of
+a ProxyOp per lane, the lane its channel, the lane threads' ProxyCtrl
+events (Sleep, Append with the calls taken, Active), and in the timeline of
 CHORUS_TRACE too that Send by its whole count). Checked per rank: each ProxyOp under one of
 its calls, naming the other rank, its own process, a chunk; each
 ProxyStep under a ProxyOp, numbered from 0, its states in NCCL's order (sends
@@ -42,7 +43,7 @@ import sys
 import tempfile
 
 GROUP, COLL, P2P, KCH, GAPI, CAPI, PAPI = 1, 2, 4, 64, 256, 512, 1024
-POP, PSTEP = 8, 16
+POP, PSTEP, PCTRL = 8, 16, 32
 BIG = 1 << 20
 
 
@@ -115,6 +116,29 @@ def step_bytes(v, where, events, stops, recs, pop):
     return total
 
 
+def check_ctrl(where, events, recs, lanes):
+    """The lane threads' ProxyCtrl events: none without lanes; with them,
+    each a Sleep (15 then 16: woken), an Append (17, then 18 with the calls
+    taken) or a run (14 Active, then 13 Idle), no parent, as many runs as
+    appends, and some calls taken."""
+    ctrl = [e for e in events.values() if e["type"] == PCTRL]
+    if lanes == 1:
+        if ctrl:
+            fail("%s: ProxyCtrl events without lane threads" % where)
+        return
+    kinds, taken = {}, 0
+    for e in ctrl:
+        seq = [(st, val) for (i, st, val) in recs if i == e["id"]]
+        states = tuple(st for st, _ in seq)
+        if e["parent"] != 0 or states not in ((15, 16), (17, 18), (14, 13)):
+            fail("%s: ProxyCtrl %s states %s" % (where, e, seq))
+        kinds[states] = kinds.get(states, 0) + 1
+        if states == (17, 18):
+            taken += seq[1][1]
+    if kinds.get((17, 18), 0) != kinds.get((14, 13), -1) or not taken:
+        fail("%s: ProxyCtrl events %s, %d calls taken" % (where, kinds, taken))
+
+
 def check_net(v, logs, lanes):
     """prof_calls net on 2 hosts: the proxy events of each process's log; with
     lanes > 1 the large Send's ProxyOps one per lane (its channel)."""
@@ -156,6 +180,7 @@ def check_net(v, logs, lanes):
             got = sorted(b for (rk, f, _, _), b in moved.items() if rk == r and f == func)
             if got != sorted([64, want]):
                 fail("%s: %s steps moved %s bytes, want 64 and %d" % (where, func, got, want))
+        check_ctrl(where, events, recs, lanes)
     allreduce, bcast = ("4", "0") if v == 1 else ("AllReduce", "Broadcast")
     for (r, func, seq, d), sent in moved.items():
         if d != "1" or func not in (allreduce, bcast):
