@@ -14,7 +14,7 @@
 
 #include "util/alloc.h"
 
-#define FLYING 32 /* more than any connection's slots: posts wait for a free one */
+#define FLYING 64 /* no fewer than any connection's slots: posts wait for a free one */
 
 typedef struct step_link {
   chorus_conn *c;
@@ -91,12 +91,37 @@ static void ask(const chorus_op *op, step_link *l) {
   l->state = -1;
 }
 
+/* The step's handle for message m of c, which a network plugin may hold
+ * until the network took m; cleared when the step stops. */
+static chorus_step_ref *ref_of(chorus_conn *c, uint64_t m) {
+  return c->step_refs ? &c->step_refs[m % FLYING] : NULL;
+}
+
+/* Stops a posted step: message m's. */
+static void stop_posted(const chorus_op *op, step_link *l, unsigned i) {
+  chorus_step_ref *r = ref_of(l->c, l->msg[i % FLYING]);
+  if (r && r->step == l->fly[i % FLYING]) r->step = NULL;
+  stop(op, l->fly[i % FLYING]);
+}
+
 /* Stops the posted steps the network has taken whole (all: every one). */
 static void stop_taken(const chorus_op *op, step_link *l, int all) {
   uint64_t taken = UINT64_MAX;
   if (!all && l->c->ops->send_count) (void)l->c->ops->send_count(l->c, &taken);
   for (; l->head != l->tail && l->msg[l->head % FLYING] < taken; l->head++)
-    stop(op, l->fly[l->head % FLYING]);
+    stop_posted(op, l, l->head);
+}
+
+/* The open send step goes with the next message posted on c (the one
+ * numbered by send_count), for a network plugin to report under it. */
+static void offer_ref(const chorus_op *op, step_link *l) {
+  chorus_conn *c = l->c;
+  if (!l->open || !c->ops->send_count) return;
+  if (!c->step_refs && !(c->step_refs = chorus_calloc(FLYING, sizeof *c->step_refs))) return;
+  uint64_t taken;
+  chorus_step_ref *r = ref_of(c, c->ops->send_count(c, &taken));
+  *r = (chorus_step_ref){op->cc->step_ctx, l->open};
+  c->step_next = r;
 }
 
 void chorus_steps_send_ask(chorus_op *op, chorus_conn *c, ncclResult_t res) {
@@ -105,6 +130,7 @@ void chorus_steps_send_ask(chorus_op *op, chorus_conn *c, ncclResult_t res) {
   stop_taken(op, l, 0);
   ask(op, l);
   record(op, l, CHORUS_STEP_SEND_FILL, 0);
+  if (res == ncclSuccess) offer_ref(op, l);
 }
 
 void chorus_steps_posted(chorus_op *op, chorus_conn *c, size_t bytes) {
@@ -114,6 +140,7 @@ void chorus_steps_posted(chorus_op *op, chorus_conn *c, size_t bytes) {
   record(op, l, CHORUS_STEP_SEND_WAIT, bytes);
   void *ev = l->open;
   l->open = NULL;
+  c->step_next = NULL; /* taken along by the post, or not at all */
   if (!ev) return;
   if (!c->ops->send_count) {
     stop(op, ev);
@@ -121,7 +148,7 @@ void chorus_steps_posted(chorus_op *op, chorus_conn *c, size_t bytes) {
   }
   uint64_t taken;
   const uint64_t posted = c->ops->send_count(c, &taken);
-  if (l->tail - l->head == FLYING) stop(op, l->fly[l->head++ % FLYING]);
+  if (l->tail - l->head == FLYING) stop_posted(op, l, l->head++);
   l->fly[l->tail % FLYING] = ev;
   l->msg[l->tail++ % FLYING] = posted - 1;
   stop_taken(op, l, 0);
@@ -154,6 +181,7 @@ void chorus_steps_end(chorus_op *op) {
   if (!s) return;
   for (int i = 0; i < s->n; i++) {
     step_link *l = &s->l[i];
+    if (l->c->step_next && l->c->step_next->step == l->open) l->c->step_next = NULL;
     stop(op, l->open);
     stop_taken(op, l, 1);
     stop(op, l->pop);

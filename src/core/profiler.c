@@ -22,6 +22,7 @@
 #include "algo/algos.h"
 #include "algo/func.h"
 #include "coll/steps.h"
+#include "transport/plugin/netplug.h"
 #include "core/comm.h"
 #include "core/profiler_abi.h"
 #include "device/device.h"
@@ -80,6 +81,7 @@ typedef struct ev {
   void *parent_group;
   prof_proxy_op proxy_op;
   int step;
+  prof_net_plugin net;
 } ev;
 
 static const char *func_str(int f) {
@@ -152,6 +154,9 @@ static void fill_v5(const ev *e, prof_descr_v5 *d) {
   case PROF_PROXY_STEP:
     d->proxy_step.step = e->step;
     break;
+  case PROF_NET_PLUGIN:
+    d->net_plugin = e->net;
+    break;
   default:
     break;
   }
@@ -173,7 +178,7 @@ static void fill_proxy(const ev *e, uint8_t *type, void **parent, int *rank, pro
 static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_descr_v5 *n,
                     void *out) {
   const int api = e->type >= PROF_GROUP_API;
-  if (api || (e->type == PROF_KERNEL_CH && version < 3)) return 0;
+  if (api || ((e->type == PROF_KERNEL_CH || e->type == PROF_NET_PLUGIN) && version < 3)) return 0;
   if (e->type == PROF_PROXY_OP || e->type == PROF_PROXY_STEP) {
 #define PROXY_INTO(T)                                                                              \
   do {                                                                                             \
@@ -202,6 +207,8 @@ static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_d
       memcpy(&d->p2p, &n->p2p, sizeof d->p2p);
     else if (e->type == PROF_KERNEL_CH)
       d->kernel_ch.channel = 0, d->kernel_ch.ptimer = e->ptimer;
+    else if (e->type == PROF_NET_PLUGIN)
+      d->net_plugin = e->net;
     return 1;
   }
   if (version == 3 || version == 2) {
@@ -212,6 +219,7 @@ static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_d
     d3.type = d2.type = (uint8_t)e->type;
     d3.parent = d2.parent = e->parent;
     d3.rank = d2.rank = e->rank;
+    if (e->type == PROF_NET_PLUGIN) d3.net_plugin = e->net; /* version 3 only */
     if (e->type == PROF_COLL) {
       d3.coll.name = d2.coll.name = s->name;
       d3.coll.comm_hash = d2.coll.comm_hash = s->hash;
@@ -415,6 +423,19 @@ void chorus_prof_hand(ncclComm_t comm, chorus_op *const *ops, int n) {
   stop(group);
 }
 
+/* Records state on event h with its arguments: a for versions 4 and 5,
+ * old for 1-3 (NULL: those versions have no such state). */
+static void record_in(void *h, int state, prof_args_v45 a, const prof_args_v123 *old) {
+  if (version == 5) {
+    (void)((const prof_v5 *)table)->record(h, state, &a);
+  } else if (version == 4) {
+    (void)((const prof_v4 *)table)->record(h, state, &a);
+  } else if (old) {
+    prof_args_v123 o = *old;
+    (void)((const prof_v123 *)table)->record(h, state, &o);
+  }
+}
+
 void chorus_prof_ran(ncclComm_t comm, void *coll, int64_t start_ns, int64_t end_ns) {
   struct chorus_prof_state *s = comm->prof;
   if (!s || !coll || version < 3) return;
@@ -422,14 +443,7 @@ void chorus_prof_ran(ncclComm_t comm, void *coll, int64_t start_ns, int64_t end_
   e.ptimer = (uint64_t)start_ns;
   void *h = start(comm, &e);
   if (!h) return;
-  if (version >= 4) {
-    prof_args_v45 a;
-    a.ptimer = (uint64_t)end_ns;
-    if (version == 5)
-      (void)((const prof_v5 *)table)->record(h, PROF_STATE_KERNEL_CH_STOP, &a);
-    else
-      (void)((const prof_v4 *)table)->record(h, PROF_STATE_KERNEL_CH_STOP, &a);
-  }
+  record_in(h, PROF_STATE_KERNEL_CH_STOP, (prof_args_v45){.ptimer = (uint64_t)end_ns}, NULL);
   stop(h);
 }
 
@@ -447,19 +461,10 @@ static pid_t pid;
 
 /* Records state on event h, with a step's bytes. */
 static void record(void *h, int state, size_t bytes) {
-  if (version >= 4) {
-    prof_args_v45 a;
-    a.trans_size = bytes;
-    if (version == 5)
-      (void)((const prof_v5 *)table)->record(h, state, &a);
-    else
-      (void)((const prof_v4 *)table)->record(h, state, &a);
-    return;
-  }
-  prof_args_v123 a;
-  memset(&a, 0, sizeof a);
-  a.proxy_op.trans_size = bytes;
-  (void)((const prof_v123 *)table)->record(h, state, &a);
+  prof_args_v123 old;
+  memset(&old, 0, sizeof old);
+  old.proxy_op.trans_size = bytes;
+  record_in(h, state, (prof_args_v45){.trans_size = bytes}, &old);
 }
 
 static int steps_wanted(void *ctx) {
@@ -518,27 +523,20 @@ static void steps_stop(void *ctx, void *h) {
 }
 
 static const int ctrl_states[] = {
-    [CHORUS_CTRL_IDLE] = PROF_STATE_CTRL_IDLE,       [CHORUS_CTRL_ACTIVE] = PROF_STATE_CTRL_ACTIVE,
-    [CHORUS_CTRL_SLEEP] = PROF_STATE_CTRL_SLEEP,     [CHORUS_CTRL_WAKEUP] = PROF_STATE_CTRL_WAKEUP,
-    [CHORUS_CTRL_APPEND] = PROF_STATE_CTRL_APPEND, [CHORUS_CTRL_APPEND_END] = PROF_STATE_CTRL_APPEND_END,
+    [CHORUS_CTRL_IDLE] = PROF_STATE_CTRL_IDLE,
+    [CHORUS_CTRL_ACTIVE] = PROF_STATE_CTRL_ACTIVE,
+    [CHORUS_CTRL_SLEEP] = PROF_STATE_CTRL_SLEEP,
+    [CHORUS_CTRL_WAKEUP] = PROF_STATE_CTRL_WAKEUP,
+    [CHORUS_CTRL_APPEND] = PROF_STATE_CTRL_APPEND,
+    [CHORUS_CTRL_APPEND_END] = PROF_STATE_CTRL_APPEND_END,
 };
 
 static void ctrl_record(void *ctx, void *h, int state, int appended) {
   (void)ctx;
-  if (version >= 4) {
-    prof_args_v45 a;
-    memset(&a, 0, sizeof a);
-    a.appended = appended;
-    if (version == 5)
-      (void)((const prof_v5 *)table)->record(h, ctrl_states[state], &a);
-    else
-      (void)((const prof_v4 *)table)->record(h, ctrl_states[state], &a);
-    return;
-  }
-  prof_args_v123 a;
-  memset(&a, 0, sizeof a);
-  a.appended = appended;
-  (void)((const prof_v123 *)table)->record(h, ctrl_states[state], &a);
+  prof_args_v123 old;
+  memset(&old, 0, sizeof old);
+  old.appended = appended;
+  record_in(h, ctrl_states[state], (prof_args_v45){.appended = appended}, &old);
 }
 
 static void *ctrl_start(void *ctx, int state) {
@@ -548,6 +546,21 @@ static void *ctrl_start(void *ctx, int state) {
   if (h) ctrl_record(ctx, h, state, 0);
   return h;
 }
+
+/* A network plugin's own events (transport/plugin/netplug.h), under the
+ * step its message came with. */
+static void *net_start(const chorus_step_ref *ref, int64_t id, void *data) {
+  const struct chorus_prof_state *s = ref->ctx;
+  ev e = base_of(s->rank, PROF_NET_PLUGIN, ref->step);
+  e.net = (prof_net_plugin){id, data};
+  return start_in(s, &e);
+}
+
+static void net_update(void *h, void *data) {
+  record_in(h, PROF_STATE_NET_PLUGIN_UPDATE, (prof_args_v45){.data = data}, NULL);
+}
+
+static const chorus_net_prof net_prof = {net_start, net_update, stop};
 
 static const struct chorus_step_hooks step_hooks = {
     .wanted = steps_wanted,
@@ -628,6 +641,7 @@ static int load(void) {
   }
   dl = h;
   pid = getpid();
+  chorus_net_prof_set(&net_prof); /* the library stays loaded from here on */
   INFO(CHORUS_INIT, "profiler plugin %s (%s, ncclProfiler_v%d)", lib_path, t->name, version);
   return 0;
 }

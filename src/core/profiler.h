@@ -35,6 +35,10 @@
  *              communicator's lanes, a GPU communicator's proxy): Sleep
  *              (15) until woken (16), Append (17) of the calls taken (18,
  *              with their number), Active (14) while running them (13)
+ *   NetPlugin  a network plugin's own (version 10 or later, through NCCL's
+ *              ncclProfilerCallback_t), under the ProxyStep of the message
+ *              it sent (its phandle); receives are posted ahead of their
+ *              steps, so theirs have no parent and are dropped
  * Versions 1-4 get what their descriptors hold (no API events before 5,
  * no KernelCh before 3, no times before 4). A plugin whose init fails is
  * left out for that communicator, with a WARN naming it.

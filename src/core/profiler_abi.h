@@ -37,18 +37,19 @@ enum {
 
 /* Event states used here. */
 #define PROF_STATE_PROXY_OP_IN_PROGRESS 19 /* versions 4 and 5 */
-#define PROF_STATE_CTRL_IDLE 13
-#define PROF_STATE_CTRL_ACTIVE 14
-#define PROF_STATE_CTRL_SLEEP 15
-#define PROF_STATE_CTRL_WAKEUP 16
-#define PROF_STATE_CTRL_APPEND 17
-#define PROF_STATE_CTRL_APPEND_END 18
+#define PROF_STATE_CTRL_IDLE            13
+#define PROF_STATE_CTRL_ACTIVE          14
+#define PROF_STATE_CTRL_SLEEP           15
+#define PROF_STATE_CTRL_WAKEUP          16
+#define PROF_STATE_CTRL_APPEND          17
+#define PROF_STATE_CTRL_APPEND_END      18
 #define PROF_STATE_STEP_SEND_GPU_WAIT   8
 #define PROF_STATE_STEP_SEND_PEER_WAIT  20 /* versions 4 and 5 */
 #define PROF_STATE_STEP_SEND_WAIT       9
 #define PROF_STATE_STEP_RECV_WAIT       10
 #define PROF_STATE_STEP_RECV_FLUSH_WAIT 11
 #define PROF_STATE_STEP_RECV_GPU_WAIT   12
+#define PROF_STATE_NET_PLUGIN_UPDATE    21
 #define PROF_STATE_KERNEL_CH_STOP       22
 
 /* The proxy events' members, the same in every version. */
@@ -64,6 +65,12 @@ typedef struct prof_proxy_op {
 typedef struct prof_proxy_step {
   int step;
 } prof_proxy_step;
+
+/* A network plugin's own event (versions 3-5): its plugin id, its data. */
+typedef struct prof_net_plugin {
+  int64_t id;
+  void *data;
+} prof_net_plugin;
 
 typedef void (*prof_logger_t)(int level, unsigned long flags, const char *file, int line,
                               const char *fmt, ...);
@@ -119,6 +126,7 @@ typedef struct prof_descr_v5 {
     } p2p;
     prof_proxy_op proxy_op;
     prof_proxy_step proxy_step;
+    prof_net_plugin net_plugin;
     struct {
       uint8_t channel;
       uint64_t ptimer;
@@ -170,6 +178,7 @@ typedef struct prof_descr_v4 {
     } p2p;
     prof_proxy_op proxy_op;
     prof_proxy_step proxy_step;
+    prof_net_plugin net_plugin;
     struct {
       uint8_t channel;
       uint64_t ptimer;
@@ -224,6 +233,7 @@ typedef struct prof_descr_v3 {
     } p2p;
     prof_proxy_op proxy_op;
     prof_proxy_step proxy_step;
+    prof_net_plugin net_plugin;
     struct {
       uint8_t channel;
     } kernel_ch;
@@ -327,6 +337,8 @@ _Static_assert(offsetof(prof_descr_v1, p2p.peer) == 72, "v1 p2p");
 _Static_assert(offsetof(prof_descr_v5, proxy_op.is_send) == 44, "v5 proxyOp");
 _Static_assert(offsetof(prof_descr_v4, proxy_op.is_send) == 44, "v4 proxyOp");
 _Static_assert(offsetof(prof_descr_v1, proxy_op.is_send) == 44, "v1 proxyOp");
+_Static_assert(offsetof(prof_descr_v5, net_plugin.data) == 32, "v5 netPlugin");
+_Static_assert(offsetof(prof_descr_v3, net_plugin.data) == 32, "v3 netPlugin");
 _Static_assert(sizeof(prof_args_v45) == 8 && sizeof(prof_args_v123) == 16, "state args");
 
 #endif

@@ -151,6 +151,14 @@ void chorus_waitset_add_fd(chorus_waitset *ws, int fd, short events);
 
 typedef struct chorus_conn chorus_conn;
 
+/* A profiler's handle of one message's step (coll/steps.h), which a
+ * network plugin gets with the message (NCCL's phandle) and hands back to
+ * report an event of its own under it; step NULL: the step is over. */
+typedef struct chorus_step_ref {
+  void *ctx;
+  void *step;
+} chorus_step_ref;
+
 typedef struct chorus_conn_ops {
   ncclResult_t (*send_slot)(chorus_conn *c, void **buf, size_t *cap);
   ncclResult_t (*send_post)(chorus_conn *c, size_t bytes, const chorus_msg_meta *meta);
@@ -241,6 +249,12 @@ struct chorus_conn {
    * the schedules' primitives (coll/prims.c) for the state dump, which
    * reads them from another thread. */
   uint64_t bytes_moved;
+  /* Owned by coll/steps.c, freed with the connection: the steps of its
+   * messages in flight (a ring, by message number), and the step of the
+   * next message posted, which a network plugin's transport takes along
+   * with it (NULL: none). */
+  chorus_step_ref *step_refs;
+  chorus_step_ref *step_next;
 };
 
 /*

@@ -131,6 +131,7 @@ struct loop_req {
   size_t got[LOOP_MAX_RECVS]; /* bytes of the matched message */
   int filled[LOOP_MAX_RECVS]; /* recv: whole message landed in buffer i */
   char *gpu[LOOP_MAX_RECVS];  /* CUDA memory: the caller's buffer (data[i] is a bounce) */
+  void *pev;                  /* send, LOOP_PROF: its profiler event (v10 and later) */
 };
 
 /* A send or receive end. Progress state for the message on the wire sits
@@ -252,12 +253,22 @@ static ncclResult_t loop_init_common(ncclDebugLogger_t logger) {
   return ncclSuccess;
 }
 
+#if LOOP_VERSION >= 10
+/* LOOP_PROF=1 (read at init): each send is an event of this plugin's own
+ * for NCCL's profiler callback, begun by isend under the message's phandle
+ * and ended, with an update, by the test() that finds it done. Its id
+ * says "socket plugin events, version 1" as NCCL's profiler_net.h has it. */
+#define LOOP_PROF_ID ((2 << 16) | 1)
+static ncclProfilerCallback_t prof_fn;
+#endif
+
 #if LOOP_VERSION <= 9
 static ncclResult_t loop_init(ncclDebugLogger_t logFunction) {
   return loop_init_common(logFunction);
 }
 #elif LOOP_VERSION == 10
 static ncclResult_t loop_init(ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction) {
+  prof_fn = getenv("LOOP_PROF") ? profFunction : NULL;
   return loop_init_common(logFunction);
 }
 #else
@@ -265,6 +276,7 @@ static ncclResult_t loop_init(void **ctx, uint64_t commId, ncclNetCommConfig_v10
                               ncclDebugLogger_t logFunction, ncclProfilerCallback_t profFunction) {
   if (ctx == NULL) return ncclInternalError;
   *ctx = NULL;
+  prof_fn = getenv("LOOP_PROF") ? profFunction : NULL;
   ncclResult_t res = loop_init_common(logFunction);
   if (res != ncclSuccess) return res;
   struct loop_ctx *c = calloc(1, sizeof(*c));
@@ -938,10 +950,15 @@ static ncclResult_t loop_irecv(void *recvComm, int n, void **data, loop_msg_size
   return irecv_common(recvComm, n, data, posted, tags, mhandles, request);
 }
 #else
-/* v10 added profiler parent handles (phandle/phandles); nothing to do. */
+/* v10 added profiler parent handles (phandle/phandles): a send's event
+ * goes under its phandle (LOOP_PROF); receives report none. */
 static ncclResult_t loop_isend(void *sendComm, void *data, loop_msg_size_t size, int tag,
                                void *mhandle, void *phandle, void **request) {
-  return isend_common(sendComm, data, size, tag, mhandle, request);
+  ncclResult_t res = isend_common(sendComm, data, size, tag, mhandle, request);
+  struct loop_req *r = *request;
+  if (res == ncclSuccess && r && prof_fn && phandle)
+    (void)prof_fn(&r->pev, 0, phandle, LOOP_PROF_ID, &r->posted[0]);
+  return res;
 }
 
 static ncclResult_t loop_irecv(void *recvComm, int n, void **data, loop_msg_size_t *sizes,
@@ -1002,6 +1019,9 @@ static ncclResult_t loop_test(void *request, int *done, int *sizes) {
     return res;
   }
   *done = 1;
+#if LOOP_VERSION >= 10
+  if (r->pev && prof_fn) (void)prof_fn(&r->pev, 3, NULL, 0, &r->got[0]); /* update and stop */
+#endif
   if (sizes && r->kind != LOOP_REQ_FLUSH)
     for (int i = 0; i < r->n; i++) sizes[i] = (int)r->got[i];
   r->used = 0;

@@ -95,7 +95,7 @@ static void carry(chorus_net *n, void *sc, void *rc, int grouped) {
   const int64_t dl = chorus_now_ns() + 10000000000ll;
   for (int i = 0; i < 3; i++)
     while (!s[i] && !chorus_expired(dl))
-      EXPECT(chorus_net_isend(n, sc, src, ssize[i], i + 1, smh, &s[i]) == ncclSuccess);
+      EXPECT(chorus_net_isend(n, sc, src, ssize[i], i + 1, smh, NULL, &s[i]) == ncclSuccess);
   void *r0 = NULL, *r12 = NULL, *r2 = NULL;
   size_t one = 1;
   int tag1 = 1;
@@ -154,7 +154,7 @@ static void versions(void) {
     if (sc && v <= 8) { /* narrowed to int: refused before the plugin */
       void *req = NULL;
       char b = 0;
-      EXPECT(chorus_net_isend(n, sc, &b, ((size_t)1 << 30) + 1, 9, NULL, &req) ==
+      EXPECT(chorus_net_isend(n, sc, &b, ((size_t)1 << 30) + 1, 9, NULL, NULL, &req) ==
              ncclInternalError);
       EXPECT(req == NULL);
     }

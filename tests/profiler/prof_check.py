@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """prof_check.py - the profiler plugin interface against a plugin of every version.
 
-usage: prof_check.py PROF_CALLS PLUGIN_DIR NOSYM_LIB
+usage: prof_check.py PROF_CALLS PLUGIN_DIR NOSYM_LIB [LOOP_PLUGIN_DIR]
 
 For each interface version 1-5, runs prof_calls.c on 2 ranks with
 NCCL_PROFILER_PLUGIN naming libnccl-profiler-testV.so (prof_plugin.c),
@@ -33,7 +33,10 @@ ProxyOp; the bytes of a Send's and a Recv's steps add up to the call's
 size, those a rank's collective sent to those its peer's same call
 received (at least the peer's whole input for AllReduce). A mask of
 ProxyStep alone brings its ancestors (ProxyOp, the calls, their groups)
-and nothing else.
+and nothing else. With LOOP_PLUGIN_DIR (tests/netplug's loop plugins),
+the same through the loop network plugin of version 11 (profiler 5) and
+10 (profiler 3), which reports each send as an event of its own: each
+under its message's ProxyStep, with its id, updated and stopped.
 """
 import glob
 import os
@@ -43,7 +46,8 @@ import sys
 import tempfile
 
 GROUP, COLL, P2P, KCH, GAPI, CAPI, PAPI = 1, 2, 4, 64, 256, 512, 1024
-POP, PSTEP, PCTRL = 8, 16, 32
+POP, PSTEP, PCTRL, PNET = 8, 16, 32, 128
+LOOP_PROF_ID = (2 << 16) | 1  # tests/netplug/loop_plugin.c's events (LOOP_PROF=1)
 BIG = 1 << 20
 
 
@@ -114,6 +118,26 @@ def step_bytes(v, where, events, stops, recs, pop):
         if e["id"] not in stops or stops.index(e["id"]) > stops.index(pop["id"]):
             fail("%s: step %s not stopped before its ProxyOp %s" % (where, e, pop))
     return total
+
+
+def check_netplugin(v, logs):
+    """prof_calls net through the loop network plugin (LOOP_PROF=1): each
+    message it sends is an event of its own (NetPlugin) under that message's
+    ProxyStep, with its id, an update (state 21) from version 4 and a stop."""
+    for path in logs:
+        events, stops, recs = parse_steps(path)
+        where = "netplugin v%d %s" % (v, os.path.basename(path))
+        nets = [e for e in events.values() if e["type"] == PNET]
+        sends = {e["id"] for e in events.values() if e["type"] == PSTEP and
+                 events.get(e["parent"], {}).get("send") == "1"}
+        if not nets or {e["parent"] for e in nets} != sends or len(nets) != len(sends):
+            fail("%s: %d NetPlugin events under %d of %d send steps" % (
+                where, len(nets), len({e["parent"] for e in nets} & sends), len(sends)))
+        for e in nets:
+            states = [st for (i, st, _) in recs if i == e["id"]]
+            if e["netid"] != str(LOOP_PROF_ID) or states != ([21] if v >= 4 else []) or \
+                    e["id"] not in stops:
+                fail("%s: NetPlugin %s states %s" % (where, e, states))
 
 
 def check_ctrl(where, events, recs, lanes):
@@ -311,10 +335,10 @@ def check_all(events, stops, records, inits, fin):
 
 
 def main():
-    if len(sys.argv) != 4:
+    if len(sys.argv) not in (4, 5):
         print(__doc__)
         return 2
-    prog, plugdir, nosym = sys.argv[1:]
+    prog, plugdir, nosym = sys.argv[1:4]
     with tempfile.TemporaryDirectory() as tmp:
         base = dict(os.environ, NCCL_SOCKET_IFNAME="lo", NCCL_DEBUG="WARN")
         for v in range(1, 6):
@@ -373,6 +397,16 @@ def main():
             if types != [GROUP, COLL, P2P, POP, PSTEP, GAPI, CAPI, PAPI]:
                 fail("mask ProxyStep: event types %s" % types)
         print("mask ProxyStep: its ancestors and itself only")
+        loops = sys.argv[4] if len(sys.argv) > 4 else None
+        for v, netv in ((5, 11), (3, 10)) if loops else ():
+            d = os.path.join(tmp, "netplugin%d" % v)
+            os.mkdir(d)
+            run(prog, dict(net, NCCL_PROFILER_PLUGIN=os.path.join(
+                plugdir, "libnccl-profiler-test%d.so" % v), LOOP_PROF="1",
+                NCCL_NET_PLUGIN=os.path.join(loops, "libnccl-net-loop%d.so" % netv),
+                CHORUS_TEST_PROF_LOG=os.path.join(d, "%d.log")), "net")
+            check_netplugin(v, sorted(os.path.join(d, f) for f in os.listdir(d)))
+            print("netplugin v%d, network plugin v%d: its events under their steps" % (v, netv))
     print("PASS")
     return 0
 

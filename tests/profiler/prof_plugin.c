@@ -46,10 +46,12 @@ static int parent_id(void *p) {
   return p ? ((handle *)p)->id : 0;
 }
 
-/* A ProxyOp's or ProxyStep's fields (the same in every version) into f. */
-static void proxy_fields(int type, const prof_proxy_op *op, const prof_proxy_step *step, char *f,
-                         size_t size) {
-  if (type == PROF_PROXY_OP)
+/* A ProxyOp's, ProxyStep's or (net: from version 3) NetPlugin's fields into f. */
+static void proxy_fields(int type, const prof_proxy_op *op, const prof_proxy_step *step,
+                         const prof_net_plugin *net, char *f, size_t size) {
+  if (type == PROF_NET_PLUGIN && net)
+    snprintf(f, size, "netid %lld", (long long)net->id);
+  else if (type == PROF_PROXY_OP)
     snprintf(f, size, "pid %d channel %d peer %d nsteps %d chunk %d send %d", (int)op->pid,
              op->channel, op->peer, op->nsteps, op->chunk, op->is_send);
   else if (type == PROF_PROXY_STEP)
@@ -176,7 +178,7 @@ static ncclResult_t start(void *ctx, void **out_h, prof_descr_v5 *d) {
              (unsigned long long)d->kernel_ch.ptimer);
     break;
   default:
-    proxy_fields((int)d->type, &d->proxy_op, &d->proxy_step, f, sizeof f);
+    proxy_fields((int)d->type, &d->proxy_op, &d->proxy_step, &d->net_plugin, f, sizeof f);
     break;
   }
   say("start %d type %d parent %d rank %d %s", h->id, (int)d->type, parent_id(d->parent), d->rank,
@@ -211,7 +213,7 @@ static ncclResult_t start(void *ctx, void **out_h, prof_descr_v4 *d) {
     snprintf(f, sizeof f, "channel %d ptimer %llu", d->kernel_ch.channel,
              (unsigned long long)d->kernel_ch.ptimer);
   else
-    proxy_fields(d->type, &d->proxy_op, &d->proxy_step, f, sizeof f);
+    proxy_fields(d->type, &d->proxy_op, &d->proxy_step, &d->net_plugin, f, sizeof f);
   say("start %d type %d parent %d rank %d %s", h->id, d->type, parent_id(d->parent), d->rank, f);
   pthread_mutex_unlock(&lock);
   return ncclSuccess;
@@ -260,8 +262,13 @@ static ncclResult_t start(void *ctx, void **out_h, void *descr) {
     snprintf(f, sizeof f, "func %d count %zu dtype %d peer %d name %s", d->p2p.func, d->p2p.count,
              d->p2p.datatype, d->p2p.peer, d->p2p.name);
 #endif
-  if (d->type == PROF_PROXY_OP || d->type == PROF_PROXY_STEP)
-    proxy_fields(d->type, &d->proxy_op, &d->proxy_step, f, sizeof f);
+#if PROF_VERSION == 3
+  const prof_net_plugin *net = &d->net_plugin;
+#else
+  const prof_net_plugin *net = NULL;
+#endif
+  if (d->type == PROF_PROXY_OP || d->type == PROF_PROXY_STEP || d->type == PROF_NET_PLUGIN)
+    proxy_fields(d->type, &d->proxy_op, &d->proxy_step, net, f, sizeof f);
   say("start %d type %d parent %d rank %d %s", h->id, d->type, parent_id(d->parent), d->rank, f);
   pthread_mutex_unlock(&lock);
   return ncclSuccess;

@@ -606,6 +606,7 @@ static void net_destroy(void *p) {
       chorus_free(s->conns[i].hdr);
       chorus_free(s->conns[i].ready);
       chorus_free(s->conns[i].place);
+      chorus_free(s->conns[i].base.step_refs);
       for (int k = 0; s->conns[i].st && k < s->conns[i].nstreams; k++)
         chorus_free(s->conns[i].st[k].ra);
       chorus_free(s->conns[i].st);

@@ -50,14 +50,27 @@ static void plugin_log(ncclDebugLogLevel level, unsigned long flags, const char 
   va_end(ap);
 }
 
-/* Chorus has no profiler plugin events for networks yet: a plugin's
- * events are accepted and dropped. */
+static const chorus_net_prof *net_prof;
+
+void chorus_net_prof_set(const chorus_net_prof *p) {
+  __atomic_store_n(&net_prof, p, __ATOMIC_RELEASE);
+}
+
+/* NCCL's ncclProfilerCallback_t: type 0 starts an event under parent (the
+ * phandle its message came with), 1 stops *ev, 2 updates it, 3 both. */
+enum { NET_EV_START, NET_EV_STOP, NET_EV_UPDATE, NET_EV_UPDATE_STOP };
+
 static ncclResult_t plugin_profile(void **ev, int type, void *parent, int64_t id, void *data) {
-  (void)type;
-  (void)parent;
-  (void)id;
-  (void)data;
-  if (ev) *ev = NULL;
+  const chorus_net_prof *p = __atomic_load_n(&net_prof, __ATOMIC_ACQUIRE);
+  if (!ev) return ncclSuccess;
+  if (type == NET_EV_START) {
+    const chorus_step_ref *ref = parent;
+    *ev = p && ref && ref->step ? p->start(ref, id, data) : NULL;
+    return ncclSuccess;
+  }
+  if (!p || !*ev) return ncclSuccess;
+  if (type == NET_EV_UPDATE || type == NET_EV_UPDATE_STOP) p->update(*ev, data);
+  if (type == NET_EV_STOP || type == NET_EV_UPDATE_STOP) p->stop(*ev);
   return ncclSuccess;
 }
 
@@ -357,7 +370,7 @@ ncclResult_t chorus_net_dereg(chorus_net *n, void *comm, void *mhandle) {
 }
 
 ncclResult_t chorus_net_isend(chorus_net *n, void *send_comm, void *data, size_t size, int tag,
-                              void *mhandle, void **request) {
+                              void *mhandle, void *phandle, void **request) {
   const plugin_lib *lib = n->lib;
   *request = NULL;
   if (lib->version <= 8 && size > V6_MAX_BYTES) return too_big(lib, "a send", size);
@@ -371,9 +384,9 @@ ncclResult_t chorus_net_isend(chorus_net *n, void *send_comm, void *data, size_t
   case 9:
     return lib->t.v9->isend(send_comm, data, size, tag, mhandle, request);
   case 10:
-    return lib->t.v10->isend(send_comm, data, size, tag, mhandle, NULL, request);
+    return lib->t.v10->isend(send_comm, data, size, tag, mhandle, phandle, request);
   default:
-    return lib->t.v11->isend(send_comm, data, size, tag, mhandle, NULL, request);
+    return lib->t.v11->isend(send_comm, data, size, tag, mhandle, phandle, request);
   }
 }
 

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "nccl.h"
+#include "transport/transport.h"
 
 #define CHORUS_NET_HANDLE_BYTES 128 /* what listen writes for the peer's connect */
 #define CHORUS_NET_MAX_RECVS    8   /* buffers in one grouped irecv, at most */
@@ -66,8 +67,10 @@ ncclResult_t chorus_net_accept(chorus_net *n, void *listen_comm, void **recv_com
 ncclResult_t chorus_net_reg(chorus_net *n, void *comm, void *data, size_t size, int type,
                             void **mhandle);
 ncclResult_t chorus_net_dereg(chorus_net *n, void *comm, void *mhandle);
+/* phandle: a profiler's step for the message (chorus_step_ref), which a
+ * plugin of version 10 or later hands back with events of its own; NULL. */
 ncclResult_t chorus_net_isend(chorus_net *n, void *send_comm, void *data, size_t size, int tag,
-                              void *mhandle, void **request);
+                              void *mhandle, void *phandle, void **request);
 /* k (1..max_recvs) buffers matched by tag, under one request. */
 ncclResult_t chorus_net_irecv(chorus_net *n, void *recv_comm, int k, void **data, size_t *sizes,
                               int *tags, void **mhandles, void **request);
@@ -87,5 +90,16 @@ ncclResult_t chorus_net_close_listen(chorus_net *n, void *listen_comm);
  * its fuzzer. */
 int chorus_net_props_adapt(int version, const void *raw, size_t raw_len, chorus_net_props *out,
                            char *err, size_t errlen);
+
+/* What a network plugin's own profiler events (NCCL's
+ * ncclProfilerCallback_t) become: set by core while a profiler plugin is
+ * loaded; NULL: they are dropped. start: under a step (a chorus_step_ref
+ * of a message in flight), the plugin's event or NULL. */
+typedef struct chorus_net_prof {
+  void *(*start)(const chorus_step_ref *ref, int64_t id, void *data);
+  void (*update)(void *ev, void *data);
+  void (*stop)(void *ev);
+} chorus_net_prof;
+void chorus_net_prof_set(const chorus_net_prof *p);
 
 #endif

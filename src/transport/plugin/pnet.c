@@ -98,11 +98,13 @@ typedef struct pnet_conn {
   char *slots; /* nslots x stride: header, then payload */
   size_t stride;
   uint32_t nslots;
-  void **req;          /* per slot: the request in flight */
-  uint64_t posted;     /* send: messages the schedule posted */
-  uint64_t issued;     /* send: handed to the plugin; recv: receives posted */
-  uint64_t done;       /* send: completed; recv: released */
-  int arrived;         /* recv: the slot at done has arrived */
+  void **req; /* per slot: the request in flight */
+  chorus_step_ref *
+      *ph;         /* send, per slot: a profiler's step of its message (chorus_conn.step_next) */
+  uint64_t posted; /* send: messages the schedule posted */
+  uint64_t issued; /* send: handed to the plugin; recv: receives posted */
+  uint64_t done;   /* send: completed; recv: released */
+  int arrived;     /* recv: the slot at done has arrived */
   ncclResult_t rx_err; /* recv: the plugin refused a receive; an error once none is left */
   int broken, peer_failed;
   int failing; /* fail() was called: no more use, but a FAIL frame still to push out */
@@ -186,7 +188,8 @@ static ncclResult_t push(pnet_conn *c) {
   while (c->issued < c->posted && c->issued - c->done < MAX_INFLIGHT) {
     pnet_hdr *h = slot_hdr(c, c->issued);
     void **req = &c->req[c->issued % c->nslots];
-    ncclResult_t res = chorus_net_isend(c->s->net, c->comm, h, sizeof *h + h->bytes, 0, c->mh, req);
+    ncclResult_t res = chorus_net_isend(c->s->net, c->comm, h, sizeof *h + h->bytes, 0, c->mh,
+                                        c->ph[c->issued % c->nslots], req);
     if (res != ncclSuccess) return broken(c, "failed a send", res);
     if (!*req) break; /* the plugin is full: later */
     c->issued++;
@@ -271,7 +274,7 @@ static void notes_send(pnet_state *s, pnet_notes *nt) {
         (uint32_t)CHORUS_MIN(CHORUS_MIN(nt->tail - nt->head, NOTE_QUEUE - first), NOTE_BATCH);
     void **req = &nt->oreq[nt->osent % MAX_INFLIGHT];
     if (chorus_net_isend(s->net, nt->send, &nt->out[first], run * sizeof(pnet_hdr), 0, nt->smh,
-                         req) != ncclSuccess) {
+                         NULL, req) != ncclSuccess) {
       nt->out_closed = 1; /* the peer may have finished and gone: no error of ours */
       return;
     }
@@ -371,6 +374,7 @@ static ncclResult_t pnet_send_post(chorus_conn *cc, size_t bytes, const chorus_m
   pnet_conn *c = (pnet_conn *)cc;
   if (c->failing) return ncclRemoteError;
   *slot_hdr(c, c->posted) = (pnet_hdr){PNET_MAGIC, FRAME_DATA, bytes, 0, *meta, 0};
+  c->ph[c->posted % c->nslots] = c->base.step_next;
   c->posted++;
   return push(c);
 }
@@ -428,7 +432,7 @@ static ncclResult_t pnet_dev_move(chorus_conn *cc, void *buf, size_t bytes) {
     if (!d->req && !d->flush) {
       const size_t n = CHORUS_MIN(bytes - d->off, s->dev_piece);
       if (sending) {
-        res = chorus_net_isend(s->net, c->dcomm, at, n, 0, d->mh, &d->req);
+        res = chorus_net_isend(s->net, c->dcomm, at, n, 0, d->mh, NULL, &d->req);
       } else {
         void *data = at;
         size_t size = n;
@@ -514,6 +518,7 @@ static void pnet_fail(chorus_conn *cc, const char *reason) {
     pnet_hdr *h = slot_hdr(c, c->posted);
     *h = (pnet_hdr){PNET_MAGIC, FRAME_FAIL, n, 0, {0}, 0};
     memcpy(h + 1, reason, n);
+    c->ph[c->posted % c->nslots] = NULL;
     c->posted++;
     (void)push(c);
     pnet_notes *nt = &c->s->notes[c->base.peer];
@@ -524,7 +529,7 @@ static void pnet_fail(chorus_conn *cc, const char *reason) {
       const pnet_hdr fh = {PNET_MAGIC, FRAME_FAIL, k, 0, {0}, 0};
       memcpy(nt->fail_out, &fh, sizeof fh);
       memcpy(nt->fail_out + sizeof fh, reason, k);
-      (void)chorus_net_isend(c->s->net, nt->send, nt->fail_out, sizeof fh + k, 0, nt->fail_mh,
+      (void)chorus_net_isend(c->s->net, nt->send, nt->fail_out, sizeof fh + k, 0, nt->fail_mh, NULL,
                              &nt->fail_req);
       /* A plugin moves bytes while tested: a few tests, the rank may close soon. */
       for (int i = 0, done = 0, size = 0; i < 100 && nt->fail_req && !done; i++)
@@ -593,7 +598,7 @@ static void notes_bye(pnet_state *s) {
     /* In the FAIL frame's registered buffer: nothing failed (pnet_destroy). */
     const pnet_hdr bh = {PNET_MAGIC, FRAME_BYE, 0, 0, {0}, 0};
     memcpy(nt->fail_out, &bh, sizeof bh);
-    if (chorus_net_isend(s->net, nt->send, nt->fail_out, sizeof bh, 0, nt->fail_mh,
+    if (chorus_net_isend(s->net, nt->send, nt->fail_out, sizeof bh, 0, nt->fail_mh, NULL,
                          &nt->fail_req) != ncclSuccess)
       nt->fail_req = NULL;
   }
@@ -681,6 +686,8 @@ static void pnet_destroy(void *p) {
           (void)chorus_net_close_recv(n, c->comm);
         chorus_free(c->slots);
         chorus_free(c->req);
+        chorus_free(c->ph);
+        chorus_free(c->base.step_refs);
       }
     if (s->notes) {
       pnet_notes *nt = &s->notes[peer];
@@ -720,7 +727,9 @@ static ncclResult_t init_conn(pnet_state *s, int peer, int ch, int dir, void *co
   c->stride = (sizeof(pnet_hdr) + s->slot_bytes + 63) & ~(size_t)63;
   c->slots = chorus_malloc((size_t)c->nslots * c->stride);
   c->req = chorus_calloc(c->nslots, sizeof *c->req);
-  if (!c->slots || !c->req) return chorus_error(ncclSystemError, "NET transport: out of memory");
+  c->ph = chorus_calloc(c->nslots, sizeof *c->ph);
+  if (!c->slots || !c->req || !c->ph)
+    return chorus_error(ncclSystemError, "NET transport: out of memory");
   if (ch == CHORUS_CH_COLL && dir == CHORUS_DIR_RECV) c->base.heard = s->notes[peer].board;
   ncclResult_t res =
       chorus_net_reg(s->net, comm, c->slots, (size_t)c->nslots * c->stride, NCCL_PTR_HOST, &c->mh);
