@@ -117,6 +117,19 @@ struct loop_wire {
 
 enum { LOOP_REQ_SEND = 1, LOOP_REQ_RECV, LOOP_REQ_FLUSH };
 
+/* What a send's profiler event (LOOP_PROF) carries: the layout of NCCL's
+ * socket plugin events, version 1 (its ext-profiler's net_socket_v1.h, as
+ * its example profiler reads them): a type byte (1: a socket operation),
+ * then the socket, the operation (0: send) and the bytes. */
+struct loop_sock_event {
+  uint8_t type;
+  struct {
+    int fd;
+    int op;
+    size_t length;
+  } sock;
+};
+
 /* One isend, irecv (up to LOOP_MAX_RECVS buffers) or iflush. Lives in its
  * comm's slot array from the call that posts it until test() reports it
  * done, so a comm never holds more than NCCL_NET_MAX_REQUESTS. */
@@ -128,10 +141,11 @@ struct loop_req {
   char *data[LOOP_MAX_RECVS];
   size_t posted[LOOP_MAX_RECVS]; /* buffer sizes (send: the message size) */
   int tags[LOOP_MAX_RECVS];
-  size_t got[LOOP_MAX_RECVS]; /* bytes of the matched message */
-  int filled[LOOP_MAX_RECVS]; /* recv: whole message landed in buffer i */
-  char *gpu[LOOP_MAX_RECVS];  /* CUDA memory: the caller's buffer (data[i] is a bounce) */
-  void *pev;                  /* send, LOOP_PROF: its profiler event (v10 and later) */
+  size_t got[LOOP_MAX_RECVS];   /* bytes of the matched message */
+  int filled[LOOP_MAX_RECVS];   /* recv: whole message landed in buffer i */
+  char *gpu[LOOP_MAX_RECVS];    /* CUDA memory: the caller's buffer (data[i] is a bounce) */
+  void *pev;                    /* send, LOOP_PROF: its profiler event (v10 and later) */
+  struct loop_sock_event pdesc; /* and what it says */
 };
 
 /* A send or receive end. Progress state for the message on the wire sits
@@ -956,8 +970,10 @@ static ncclResult_t loop_isend(void *sendComm, void *data, loop_msg_size_t size,
                                void *mhandle, void *phandle, void **request) {
   ncclResult_t res = isend_common(sendComm, data, size, tag, mhandle, request);
   struct loop_req *r = *request;
-  if (res == ncclSuccess && r && prof_fn && phandle)
-    (void)prof_fn(&r->pev, 0, phandle, LOOP_PROF_ID, &r->posted[0]);
+  if (res == ncclSuccess && r && prof_fn && phandle) {
+    r->pdesc = (struct loop_sock_event){1, {r->comm->fd, 0, (size_t)size}};
+    (void)prof_fn(&r->pev, 0, phandle, LOOP_PROF_ID, &r->pdesc);
+  }
   return res;
 }
 
@@ -1020,7 +1036,7 @@ static ncclResult_t loop_test(void *request, int *done, int *sizes) {
   }
   *done = 1;
 #if LOOP_VERSION >= 10
-  if (r->pev && prof_fn) (void)prof_fn(&r->pev, 3, NULL, 0, &r->got[0]); /* update and stop */
+  if (r->pev && prof_fn) (void)prof_fn(&r->pev, 3, NULL, 0, &r->pdesc); /* update and stop */
 #endif
   if (sizes && r->kind != LOOP_REQ_FLUSH)
     for (int i = 0; i < r->n; i++) sizes[i] = (int)r->got[i];

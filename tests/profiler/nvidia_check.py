@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """nvidia_check.py - NVIDIA's two profiler plugins, built as their users build them, on Chorus.
 
-usage: nvidia_check.py PROF_CALLS EXT_PROFILER_DIR
+usage: nvidia_check.py PROF_CALLS EXT_PROFILER_DIR [LOOP_PLUGIN_DIR]
 
 EXT_PROFILER_DIR is NCCL 2.28's ext-profiler folder (example/ and
 inspector/); without it, or without g++, the test is skipped (exit 77).
@@ -25,6 +25,9 @@ folder does not hold), then prof_calls.c runs on 2 ranks with it:
   threads' Sleep, Append and Idle events, and the six phases of its NET
   steps, each begin with its end, and each phase ending no earlier than it
   began (the plugin times a phase from its state to the next one's).
+  With LOOP_PLUGIN_DIR, again through the loop network plugin (v11), whose
+  sends it reports as socket events of its own (LOOP_PROF=1): the
+  example's Sock events, each a send with its size.
 """
 import glob
 import json
@@ -160,15 +163,20 @@ CTRL = {"Sleep", "Append", "Idle"}  # the example names a ProxyCtrl event by its
 PHASES = {"SendGpuWait", "SendPeerWait", "SendWait", "RecvWait", "RecvFlushWait", "RecvGpuWait"}
 
 
-def check_example_net(tmp, lib, prog):
-    dump = os.path.join(tmp, "example-net", "out")
+def check_example_net(tmp, lib, prog, loops=None):
+    """loops: through the loop network plugin (v11), whose sends are
+    socket events of its own (LOOP_PROF=1), asked for too."""
+    dump = os.path.join(tmp, "example-net" + ("-plugin" if loops else ""), "out")
     os.makedirs(os.path.dirname(dump))
-    mask = 2 | 4 | 8 | 16 | 32  # Coll, P2p, ProxyOp, ProxyStep, ProxyCtrl
-    r = subprocess.run([prog, str(NRANKS), "net"], env=dict(
-        os.environ, HARNESS_HOSTS=str(NRANKS), CHORUS_HOST_LANES="4", NCCL_PROFILER_PLUGIN=lib,
-        NCCL_PROFILE_EVENT_MASK=str(mask), NCCL_PROFILE_DUMP_FILE=dump, NCCL_DEBUG="WARN",
-        NCCL_PROFILE_COLL_POOL_SIZE="16", NCCL_PROFILE_P2P_POOL_SIZE="16"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=120)
+    mask = 2 | 4 | 8 | 16 | 32 | (128 if loops else 0)  # Coll, P2p, Proxy*, NetPlugin
+    env = dict(os.environ, HARNESS_HOSTS=str(NRANKS), CHORUS_HOST_LANES="4",
+               NCCL_PROFILER_PLUGIN=lib, NCCL_PROFILE_EVENT_MASK=str(mask),
+               NCCL_PROFILE_DUMP_FILE=dump, NCCL_DEBUG="WARN", NCCL_PROFILE_COLL_POOL_SIZE="16",
+               NCCL_PROFILE_P2P_POOL_SIZE="16")
+    if loops:
+        env.update(NCCL_NET_PLUGIN=os.path.join(loops, "libnccl-net-loop11.so"), LOOP_PROF="1")
+    r = subprocess.run([prog, str(NRANKS), "net"], env=env, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, text=True, timeout=120)
     if r.returncode != 0 or "ok" not in r.stdout.split():
         fail("prof_calls net: exit %d:\n%s" % (r.returncode, r.stdout))
     files = sorted(glob.glob(dump + "_*_*.json"))
@@ -196,7 +204,15 @@ def check_example_net(tmp, lib, prog):
             if (b[0], b[2], e[0], e[2]) != (b[0], "b", b[0], "e") or te < tb:
                 fail("example net rank %d: phase %s at %.3f, its end %s at %.3f" % (rank, b, tb,
                                                                                     e, te))
-    print("example net: ProxyOp events and every step's phases, in order, on each rank")
+        socks = [e for e in ev if e[1] == "NET_SOCK"]
+        if loops and (not socks or any(e[0] != "Sock" for e in socks) or any(
+                e[2] == "b" and (e[3]["op"] != "0" or int(e[3]["size"]) <= 0) for e in socks) or
+                sum(e[2] == "b" for e in socks) != sum(e[2] == "e" for e in socks)):
+            fail("example net rank %d: the plugin's socket events %s" % (rank, socks))
+        if not loops and socks:
+            fail("example net rank %d: socket events without the plugin" % rank)
+    print("example net%s: ProxyOp events and every step's phases, in order, on each rank%s" % (
+        " (loop plugin)" if loops else "", "; the plugin's sends as Sock events" if loops else ""))
 
 
 def check_inspector(tmp, lib, prog):
@@ -244,10 +260,11 @@ def check_inspector(tmp, lib, prog):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) not in (3, 4):
         print(__doc__)
         return 2
-    prog, ext = sys.argv[1:]
+    prog, ext = sys.argv[1:3]
+    loops = sys.argv[3] if len(sys.argv) == 4 else None
     if not os.path.isdir(os.path.join(ext, "example")) or not shutil.which("g++"):
         print("SKIP: no %s/example or no g++" % ext)
         return SKIP
@@ -255,6 +272,8 @@ def main():
         lib = build(os.path.join(ext, "example"), tmp, "example", ["plugin.cc", "print_event.cc"])
         check_example(tmp, lib, prog)
         check_example_net(tmp, lib, prog)
+        if loops:
+            check_example_net(tmp, lib, prog, loops)
         # version.cc is generated from git by its Makefile; here a constant.
         version = '#include "version.h"\nconst char* get_git_version_info() { return "2.28.9"; }\n'
         lib = build(os.path.join(ext, "inspector"), tmp, "inspector",

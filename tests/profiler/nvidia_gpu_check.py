@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """nvidia_gpu_check.py - NVIDIA's profiler plugins on Chorus and on NCCL, side by side.
 
-usage: nvidia_gpu_check.py [--hosts CHORUSRUN] PERF_DIR EXT_PROFILER_DIR CHORUS_LIB_DIR
-                           [NCCL_LIB_DIR]
+usage: nvidia_gpu_check.py [--hosts CHORUSRUN [--loop LOOP_PLUGIN_DIR]] PERF_DIR
+                           EXT_PROFILER_DIR CHORUS_LIB_DIR [NCCL_LIB_DIR]
 
 Builds NVIDIA's example and Inspector plugins as nvidia_check.py does,
 then runs the same perf program (PERF_DIR/all_reduce_perf -g N, N the
@@ -27,7 +27,10 @@ ProxyOp, ProxyStep and ProxyCtrl events: on each library its ProxyOps
 name the other rank, and the PROXY and NET event names (send and
 receive, the proxy thread's Sleep, Append and Idle, the six phases of a
 step) are the same on Chorus as on NCCL; on Chorus each phase ends no
-earlier than it began.
+earlier than it began. With --loop, again through the loop network
+plugin (v11, tests/netplug, on both libraries: NCCL_NET=Loop), which
+reports each send as a socket event of its own (LOOP_PROF=1): the
+example's Sock events under the steps of both, each a send with a size.
 Exit 77 (skipped) without the plugins' sources or g++.
 """
 import glob
@@ -141,15 +144,20 @@ def inspector(perf, ngpu, lib, libdir, tmp, name):
     return keys, sources, len(recs)
 
 
-def proxy_events(perf, chorusrun, ex, libdir, tmp, name):
-    """The example plugin's PROXY and NET events of 2 hosts on the first GPU:
-    their names per category; on Chorus, each phase's order checked."""
-    dump = os.path.join(tmp, name + "-hosts", "out")
+def proxy_events(perf, chorusrun, ex, libdir, tmp, name, loop=None):
+    """The example plugin's PROXY and NET events of 2 hosts on the first GPU
+    (loop: through the loop network plugin, its socket events too): their
+    names per category; on Chorus, each phase's order checked."""
+    dump = os.path.join(tmp, name + ("-loop" if loop else "-hosts"), "out")
     os.makedirs(os.path.dirname(dump))
     env = dict(os.environ, LD_LIBRARY_PATH=libdir, NCCL_NVLS_ENABLE="0", NCCL_SOCKET_IFNAME="lo",
-               NCCL_PROFILER_PLUGIN=ex, NCCL_PROFILE_EVENT_MASK=str(2 | 8 | 16 | 32),
+               NCCL_PROFILER_PLUGIN=ex,
+               NCCL_PROFILE_EVENT_MASK=str(2 | 8 | 16 | 32 | (128 if loop else 0)),
                NCCL_PROFILE_DUMP_FILE=dump, NCCL_PROFILE_COLL_POOL_SIZE="16",
                NCCL_PROFILE_P2P_POOL_SIZE="16")
+    if loop:
+        env.update(NCCL_NET_PLUGIN=os.path.join(loop, "libnccl-net-loop11.so"), NCCL_NET="Loop",
+                   LOOP_PROF="1")
     args = [chorusrun, "-n", "2", "--hosts", "2", "--timeout", "240",
             os.path.join(perf, "all_reduce_perf"), "-b", "4K", "-e", "1M", "-f", "16", "-n", "1",
             "-w", "0", "-c", "1"]
@@ -165,8 +173,12 @@ def proxy_events(perf, chorusrun, ex, libdir, tmp, name):
         rank = int(f.rsplit("_", 1)[1].split(".")[0])
         ev = nvidia_check.example_events(f)
         for e in ev:
-            if e[1] in ("PROXY", "NET"):
+            if e[1] in ("PROXY", "NET", "NET_SOCK"):
                 names.setdefault(e[1], set()).add(e[0])
+            # NCCL sends empty messages too; Chorus's each carry a header.
+            if e[1] == "NET_SOCK" and e[2] == "b" and (
+                    e[3]["op"] != "0" or int(e[3]["size"]) < (name == "chorus")):
+                fail("%s loop rank %d: socket event %s" % (name, rank, e))
             if e[1] == "PROXY" and e[2] == "b" and e[0] not in nvidia_check.CTRL and \
                     int(e[3]["Peer"]) != 1 - rank:
                 fail("%s hosts rank %d: ProxyOp %s" % (name, rank, e))
@@ -178,32 +190,36 @@ def proxy_events(perf, chorusrun, ex, libdir, tmp, name):
                 if (b[2], e[0], e[2]) != ("b", b[0], "e") or te < tb:
                     fail("chorus hosts rank %d: phase %s at %.3f, its end %s at %.3f" % (
                         rank, b, tb, e, te))
-    if set(names) != {"PROXY", "NET"}:
+    if set(names) != ({"PROXY", "NET", "NET_SOCK"} if loop else {"PROXY", "NET"}):
         fail("%s hosts: event categories %s" % (name, sorted(names)))
     return names
 
 
-def hosts(chorusrun, perf, ext, chorus, nccl):
+def hosts(chorusrun, perf, ext, chorus, nccl, loop):
     with tempfile.TemporaryDirectory() as tmp:
         ex = nvidia_check.build(os.path.join(ext, "example"), tmp, "example",
                                 ["plugin.cc", "print_event.cc"])
-        got = {}
-        for name, libdir in [("chorus", chorus)] + ([("nccl", nccl)] if nccl else []):
-            got[name] = proxy_events(perf, chorusrun, ex, libdir, tmp, name)
-            print("%s, 2 hosts: %s" % (name, "; ".join(
-                "%s %s" % (c, ", ".join(sorted(n))) for c, n in sorted(got[name].items()))))
-        if nccl and got["chorus"] != got["nccl"]:
-            fail("proxy events unlike NCCL's: Chorus %s, NCCL %s" % (got["chorus"], got["nccl"]))
+        for plugin in [None] + ([loop] if loop else []):
+            got = {}
+            for name, libdir in [("chorus", chorus)] + ([("nccl", nccl)] if nccl else []):
+                got[name] = proxy_events(perf, chorusrun, ex, libdir, tmp, name, plugin)
+                print("%s, 2 hosts%s: %s" % (name, ", loop plugin" if plugin else "", "; ".join(
+                    "%s %s" % (c, ", ".join(sorted(n))) for c, n in sorted(got[name].items()))))
+            if nccl and got["chorus"] != got["nccl"]:
+                fail("proxy events unlike NCCL's: Chorus %s, NCCL %s" % (got["chorus"],
+                                                                       got["nccl"]))
     print("PASS")
     return 0
 
 
 def main():
+    chorusrun = loop = None
     if len(sys.argv) > 2 and sys.argv[1] == "--hosts":
         chorusrun = sys.argv[2]
         del sys.argv[1:3]
-    else:
-        chorusrun = None
+    if chorusrun and len(sys.argv) > 2 and sys.argv[1] == "--loop":
+        loop = sys.argv[2]
+        del sys.argv[1:3]
     if len(sys.argv) not in (4, 5):
         print(__doc__)
         return 2
@@ -222,7 +238,7 @@ def main():
         if not ngpu:
             print("SKIP: --hosts needs a GPU")
             return SKIP
-        return hosts(chorusrun, perf, ext, chorus, nccl)
+        return hosts(chorusrun, perf, ext, chorus, nccl, loop)
     if ngpu == 1 and nccl:
         # NCCL runs a communicator of one rank without its profiler events
         # (its example plugin's files stay empty): --hosts covers one GPU.
