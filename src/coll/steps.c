@@ -10,8 +10,10 @@
  */
 #include "coll/steps.h"
 
+#include <limits.h>
 #include <string.h>
 
+#include "algo/func.h"
 #include "util/alloc.h"
 
 #define FLYING 64 /* no fewer than any connection's slots: posts wait for a free one */
@@ -35,6 +37,16 @@ struct chorus_steps {
 
 static const struct chorus_step_hooks *hooks_of(const chorus_op *op) {
   return __atomic_load_n(&op->cc->step_hooks, __ATOMIC_RELAXED);
+}
+
+/* The messages op moves over c, where known ahead: a Send's or Recv's
+ * range in slots (coll/xfer.h), or the one that says how many bytes come
+ * where the network moves GPU memory itself; 0 for a collective. */
+static int steps_ahead(const chorus_op *op, const chorus_conn *c) {
+  if (!chorus_func_p2p(op->func) || !c->slot_bytes) return 0;
+  if (op->dev_mem) return 1;
+  const size_t n = (op->count * op->esize + c->slot_bytes - 1) / c->slot_bytes;
+  return n > INT_MAX ? INT_MAX : (int)n;
 }
 
 /* op's link for c (sending where send), made on first use; NULL when its
@@ -63,7 +75,8 @@ static step_link *link_of(chorus_op *op, chorus_conn *c, int send) {
   *l = (step_link){.c = c, .state = -1};
   const chorus_coll_comm *cc = op->cc;
   const int peer = cc->step_ranks ? cc->step_ranks[c->peer] : c->peer;
-  l->pop = h->op_start(cc->step_ctx, chorus_op_prof(op), cc->step_lane, peer, send, c->slot_bytes);
+  l->pop = h->op_start(cc->step_ctx, chorus_op_prof(op), cc->step_lane, peer, send, c->slot_bytes,
+                       steps_ahead(op, c));
   return l;
 }
 

@@ -8,7 +8,8 @@
  * A call the plugin watches (its Coll or P2p event exists: chorus_op_prof)
  * gets, per such connection it uses, a ProxyOp (its communicator's lane as
  * the channel, the peer's rank in the application's communicator, send or
- * receive, the slot size as chunk), started with its first message there
+ * receive, the slot size as chunk, a Send's or Recv's number of messages),
+ * started with its first message there
  * and stopped when the call ends on this rank; and per message a ProxyStep:
  *
  *   send  started when the schedule asks for a slot (SEND_FILL: until one
@@ -19,8 +20,9 @@
  *         RECV_HELD from its arrival (with its bytes) until the schedule,
  *         which reads it in place, releases it.
  *
- * Schedules size their messages as they go, so a ProxyOp's step count is
- * not known when it starts: the steps themselves say how many there were.
+ * A Send or Recv moves its range in slots, so its step count is known
+ * when it starts; collectives' schedules size their messages as they go,
+ * so theirs is 0: the steps themselves say how many there were.
  *
  * The threads that run calls for the application's thread (a host
  * communicator's lanes, a GPU communicator's proxy) report as NCCL's proxy
@@ -56,8 +58,10 @@ enum {
 struct chorus_step_hooks {
   /* Whether the plugin asks for ProxyOp or ProxyStep events now. */
   int (*wanted)(void *ctx);
-  /* A ProxyOp under parent (a Coll or P2p handle); NULL: none. */
-  void *(*op_start)(void *ctx, void *parent, int lane, int peer, int send, size_t chunk);
+  /* A ProxyOp under parent (a Coll or P2p handle), of nsteps messages (0:
+   * not known ahead); NULL: none. */
+  void *(*op_start)(void *ctx, void *parent, int lane, int peer, int send, size_t chunk,
+                    int nsteps);
   /* A ProxyStep under a ProxyOp; NULL: none. */
   void *(*step_start)(void *ctx, void *pop, int step);
   /* A step's state (CHORUS_STEP_*), with the message's bytes where known. */

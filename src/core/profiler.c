@@ -472,12 +472,14 @@ static int steps_wanted(void *ctx) {
   return wanted(PROF_PROXY_OP) != 0;
 }
 
-static void *steps_op_start(void *ctx, void *parent, int lane, int peer, int send, size_t chunk) {
+static void *steps_op_start(void *ctx, void *parent, int lane, int peer, int send, size_t chunk,
+                            int nsteps) {
   const struct chorus_prof_state *s = ctx;
   ev e = base_of(s->rank, PROF_PROXY_OP, parent);
   e.proxy_op = (prof_proxy_op){.pid = pid,
                                .channel = (uint8_t)lane,
                                .peer = peer,
+                               .nsteps = nsteps,
                                .chunk = chunk > INT_MAX ? INT_MAX : (int)chunk,
                                .is_send = send};
   void *h = start_in(s, &e);

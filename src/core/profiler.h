@@ -22,8 +22,9 @@
  *              of the start, then its stop as state 22)
  *   ProxyOp    per call and connection across the network that it uses
  *              (coll/steps.h): the lane as channel, the peer, send or
- *              receive, the slot size as chunk; nSteps 0 (not known
- *              ahead); state 19 (in progress) at its start, from version 4
+ *              receive, the slot size as chunk; nSteps a Send's or Recv's
+ *              messages, 0 for a collective's (not known ahead); state 19
+ *              (in progress) at its start, from version 4
  *   ProxyStep  per message on it, through its direction's states in
  *              NCCL's order: sends SendGPUWait (8: waiting for a free slot
  *              and filling it), SendPeerWait (20, from version 4) and

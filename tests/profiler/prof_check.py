@@ -25,7 +25,8 @@ Send/Recv of 1 MiB besides (version 5 with 4 lanes: that Send cut in 4,
 a ProxyOp per lane, the lane its channel, the lane threads' ProxyCtrl
 events (Sleep, Append with the calls taken, Active), and in the timeline of
 CHORUS_TRACE too that Send by its whole count). Checked per rank: each ProxyOp under one of
-its calls, naming the other rank, its own process, a chunk; each
+its calls, naming the other rank, its own process, a chunk, as many steps
+as it then has for a Send or Recv (0 for a collective); each
 ProxyStep under a ProxyOp, numbered from 0, its states in NCCL's order (sends
 SendGPUWait, SendPeerWait (from version 4), SendWait with its bytes;
 receives RecvWait, RecvFlushWait, RecvGPUWait with its bytes), stopped before its
@@ -182,8 +183,11 @@ def check_net(v, logs, lanes):
             fail("%s: no ProxyOp events" % where)
         for pop in pops:
             call = calls.get(pop["parent"])
+            nsteps = sum(1 for e in events.values() if e["type"] == PSTEP and
+                         e["parent"] == pop["id"]) if call and call["type"] == P2P else 0
             if not call or pop["peer"] != str(1 - r) or pop["pid"] != str(pid) or \
-                    int(pop["chunk"]) <= 0 or pop["nsteps"] != "0" or pop["send"] not in "01":
+                    int(pop["chunk"]) <= 0 or pop["nsteps"] != str(nsteps) or \
+                    pop["send"] not in "01":
                 fail("%s: ProxyOp %s (its call %s)" % (where, pop, call))
             if v >= 4 and (pop["id"], 19) not in [(i, st) for (i, st, _) in recs]:
                 fail("%s: ProxyOp %s never in progress" % (where, pop))
