@@ -56,19 +56,15 @@ static void *lane_main(void *arg) {
   for (;;) {
     void *sleep = l->job || ln->stop ? NULL : chorus_ctrl_begin(l->cc, CHORUS_CTRL_SLEEP);
     while (!l->job && !ln->stop) pthread_cond_wait(&ln->go, &ln->lock);
-    chorus_ctrl_note(l->cc, sleep, CHORUS_CTRL_WAKEUP, 0);
-    chorus_ctrl_end(l->cc, sleep);
+    chorus_ctrl_end(l->cc, sleep, CHORUS_CTRL_WAKEUP, 0);
     if (!l->job) break;
     l->job = 0;
     pthread_mutex_unlock(&ln->lock);
     /* the list is the thread's until it says finished */
-    void *ev = chorus_ctrl_begin(l->cc, CHORUS_CTRL_APPEND);
-    chorus_ctrl_note(l->cc, ev, CHORUS_CTRL_APPEND_END, l->nops);
-    chorus_ctrl_end(l->cc, ev);
-    ev = chorus_ctrl_begin(l->cc, CHORUS_CTRL_ACTIVE);
+    chorus_ctrl_append(l->cc, l->nops);
+    void *ev = chorus_ctrl_begin(l->cc, CHORUS_CTRL_ACTIVE);
     const ncclResult_t res = l->nops ? chorus_lanes_run_calls(l->ops, l->nops) : ncclSuccess;
-    chorus_ctrl_note(l->cc, ev, CHORUS_CTRL_IDLE, 0);
-    chorus_ctrl_end(l->cc, ev);
+    chorus_ctrl_end(l->cc, ev, CHORUS_CTRL_IDLE, 0);
     pthread_mutex_lock(&ln->lock);
     l->res = res;
     l->finished = 1;

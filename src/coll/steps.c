@@ -215,12 +215,13 @@ void *chorus_ctrl_begin(const chorus_coll_comm *cc, int state) {
   return h ? h->ctrl_start(cc->step_ctx, state) : NULL;
 }
 
-void chorus_ctrl_note(const chorus_coll_comm *cc, void *ev, int state, int appended) {
+void chorus_ctrl_end(const chorus_coll_comm *cc, void *ev, int state, int appended) {
   const struct chorus_step_hooks *h = ctrl_hooks(cc);
-  if (h && ev) h->ctrl_record(cc->step_ctx, ev, state, appended);
+  if (!h || !ev) return;
+  h->ctrl_record(cc->step_ctx, ev, state, appended);
+  h->stop(cc->step_ctx, ev);
 }
 
-void chorus_ctrl_end(const chorus_coll_comm *cc, void *ev) {
-  const struct chorus_step_hooks *h = ctrl_hooks(cc);
-  if (h && ev) h->stop(cc->step_ctx, ev);
+void chorus_ctrl_append(const chorus_coll_comm *cc, int appended) {
+  chorus_ctrl_end(cc, chorus_ctrl_begin(cc, CHORUS_CTRL_APPEND), CHORUS_CTRL_APPEND_END, appended);
 }

@@ -88,10 +88,12 @@ void chorus_steps_released(chorus_op *op, chorus_conn *c);
 void chorus_steps_end(chorus_op *op);
 
 /* A helper thread of cc's: a ProxyCtrl event begun in `state` (NULL when
- * none is watched), its next state, its end. */
+ * none is watched), and its end in `state` (appended: the calls taken,
+ * for CHORUS_CTRL_APPEND_END); ev NULL: nothing. */
 void *chorus_ctrl_begin(const chorus_coll_comm *cc, int state);
-void chorus_ctrl_note(const chorus_coll_comm *cc, void *ev, int state, int appended);
-void chorus_ctrl_end(const chorus_coll_comm *cc, void *ev);
+void chorus_ctrl_end(const chorus_coll_comm *cc, void *ev, int state, int appended);
+/* A ProxyCtrl Append event of `appended` calls taken at once. */
+void chorus_ctrl_append(const chorus_coll_comm *cc, int appended);
 
 /* Whether the primitives report c's messages of op: the connection's
  * flag first, which shared memory's calls, the fastest, stop at. */

@@ -162,41 +162,12 @@ static void fill_v5(const ev *e, prof_descr_v5 *d) {
   }
 }
 
-/* The proxy events' members sit at the same place in every version's
- * union, after a head of the same shape (type, parent, rank). */
-static void fill_proxy(const ev *e, uint8_t *type, void **parent, int *rank, prof_proxy_op *op,
-                       prof_proxy_step *step) {
-  *type = (uint8_t)e->type, *parent = e->parent, *rank = e->rank;
-  if (e->type == PROF_PROXY_OP)
-    *op = e->proxy_op;
-  else
-    step->step = e->step;
-}
-
 /* The descriptor of an older version, from v5's; 0 when that version has
  * no such event. */
 static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_descr_v5 *n,
                     void *out) {
   const int api = e->type >= PROF_GROUP_API;
   if (api || ((e->type == PROF_KERNEL_CH || e->type == PROF_NET_PLUGIN) && version < 3)) return 0;
-  if (e->type == PROF_PROXY_OP || e->type == PROF_PROXY_STEP) {
-#define PROXY_INTO(T)                                                                              \
-  do {                                                                                             \
-    T *d = out;                                                                                    \
-    memset(d, 0, sizeof *d);                                                                       \
-    fill_proxy(e, &d->type, &d->parent, &d->rank, &d->proxy_op, &d->proxy_step);                   \
-  } while (0)
-    if (version == 4)
-      PROXY_INTO(prof_descr_v4);
-    else if (version == 3)
-      PROXY_INTO(prof_descr_v3);
-    else if (version == 2)
-      PROXY_INTO(prof_descr_v2);
-    else
-      PROXY_INTO(prof_descr_v1);
-#undef PROXY_INTO
-    return 1;
-  }
   if (version == 4) {
     prof_descr_v4 *d = out;
     memset(d, 0, sizeof *d);
@@ -209,6 +180,10 @@ static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_d
       d->kernel_ch.channel = 0, d->kernel_ch.ptimer = e->ptimer;
     else if (e->type == PROF_NET_PLUGIN)
       d->net_plugin = e->net;
+    else if (e->type == PROF_PROXY_OP)
+      d->proxy_op = e->proxy_op;
+    else if (e->type == PROF_PROXY_STEP)
+      d->proxy_step.step = e->step;
     return 1;
   }
   if (version == 3 || version == 2) {
@@ -220,6 +195,8 @@ static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_d
     d3.parent = d2.parent = e->parent;
     d3.rank = d2.rank = e->rank;
     if (e->type == PROF_NET_PLUGIN) d3.net_plugin = e->net; /* version 3 only */
+    if (e->type == PROF_PROXY_OP) d3.proxy_op = d2.proxy_op = e->proxy_op;
+    if (e->type == PROF_PROXY_STEP) d3.proxy_step.step = d2.proxy_step.step = e->step;
     if (e->type == PROF_COLL) {
       d3.coll.name = d2.coll.name = s->name;
       d3.coll.comm_hash = d2.coll.comm_hash = s->hash;
@@ -275,6 +252,10 @@ static int fill_old(const ev *e, const struct chorus_prof_state *s, const prof_d
     d->p2p.datatype = (uint8_t)e->dtype;
     d->p2p.count = e->count;
     d->p2p.peer = e->root;
+  } else if (e->type == PROF_PROXY_OP) {
+    d->proxy_op = e->proxy_op;
+  } else if (e->type == PROF_PROXY_STEP) {
+    d->proxy_step.step = e->step;
   }
   return 1;
 }

@@ -318,13 +318,10 @@ static void *progress(void *arg) {
       batch *b = lookup(px, (uint32_t)e & ID_MASK);
       const int piece = (int)((uint32_t)e >> PIECE_SHIFT);
       if (b && piece >= b->pieces) b = NULL;
-      chorus_ctrl_note(px->cc, sleep, CHORUS_CTRL_WAKEUP, 0);
-      chorus_ctrl_end(px->cc, sleep);
+      chorus_ctrl_end(px->cc, sleep, CHORUS_CTRL_WAKEUP, 0);
       sleep = NULL;
-      void *ev = chorus_ctrl_begin(px->cc, CHORUS_CTRL_APPEND);
-      chorus_ctrl_note(px->cc, ev, CHORUS_CTRL_APPEND_END, b ? b->nops : 0);
-      chorus_ctrl_end(px->cc, ev);
-      ev = chorus_ctrl_begin(px->cc, CHORUS_CTRL_ACTIVE);
+      chorus_ctrl_append(px->cc, b ? b->nops : 0);
+      void *ev = chorus_ctrl_begin(px->cc, CHORUS_CTRL_ACTIVE);
       if (!c->st.failed) {
         __atomic_add_fetch(&px->cc->busy, 1, __ATOMIC_ACQ_REL);
         ncclResult_t res = b ? run_batch(px, b, piece)
@@ -345,8 +342,7 @@ static void *progress(void *arg) {
       const int ran_last = b && !b->kept && piece == b->pieces - 1;
       if (b && b->words) release_word(b, piece);
       if (ran_last) __atomic_add_fetch(&px->ran, 1, __ATOMIC_RELEASE);
-      chorus_ctrl_note(px->cc, ev, CHORUS_CTRL_IDLE, 0);
-      chorus_ctrl_end(px->cc, ev);
+      chorus_ctrl_end(px->cc, ev, CHORUS_CTRL_IDLE, 0);
       head++;
       __atomic_store_n(&px->ctl_host->st.done, head, __ATOMIC_RELEASE);
       active = chorus_now_ns();
@@ -363,8 +359,7 @@ static void *progress(void *arg) {
       nap();
     }
   }
-  chorus_ctrl_note(px->cc, sleep, CHORUS_CTRL_WAKEUP, 0);
-  chorus_ctrl_end(px->cc, sleep);
+  chorus_ctrl_end(px->cc, sleep, CHORUS_CTRL_WAKEUP, 0);
   return NULL;
 }
 

@@ -163,6 +163,18 @@ CTRL = {"Sleep", "Append", "Idle"}  # the example names a ProxyCtrl event by its
 PHASES = {"SendGpuWait", "SendPeerWait", "SendWait", "RecvWait", "RecvFlushWait", "RecvGpuWait"}
 
 
+def phases_out_of_order(path, ev):
+    """The example's NET step phases of file path (its events ev) come as a
+    begin and its end, the end no earlier: the first pair that is not so,
+    as ((begin, ts), (end, ts)), or None."""
+    ts = [float(TS.search(line).group(1)) for line in open(path) if TS.search(line)]
+    steps = [(e, t) for e, t in zip(ev, ts) if e[1] == "NET"]
+    for (b, tb), (e, te) in zip(steps[::2], steps[1::2]):
+        if (b[2], e[0], e[2]) != ("b", b[0], "e") or te < tb:
+            return (b, tb), (e, te)
+    return None
+
+
 def check_example_net(tmp, lib, prog, loops=None):
     """loops: through the loop network plugin (v11), whose sends are
     socket events of its own (LOOP_PROF=1), asked for too."""
@@ -185,11 +197,9 @@ def check_example_net(tmp, lib, prog, loops=None):
     for f in files:
         rank = int(f.rsplit("_", 1)[1].split(".")[0])
         ev = example_events(f)
-        ts = [float(TS.search(line).group(1)) for line in open(f) if TS.search(line)]
         proxy = [e for e in ev if e[1] == "PROXY" and e[0] not in CTRL]
         ctrl = {e[0] for e in ev if e[1] == "PROXY" and e[0] in CTRL}
-        steps = [(e, t) for e, t in zip(ev, ts) if e[1] == "NET"]
-        names = {e[0] for e, _ in steps}
+        names = {e[0] for e in ev if e[1] == "NET"}
         if not proxy or names != PHASES or ctrl != CTRL:
             fail("example net rank %d: %d PROXY events, NET phases %s, ProxyCtrl %s" % (
                 rank, len(proxy), sorted(names), sorted(ctrl)))
@@ -200,10 +210,10 @@ def check_example_net(tmp, lib, prog, loops=None):
         for e in proxy:
             if e[2] == "b" and (int(e[3]["Peer"]) != 1 - rank or int(e[3]["ChunkSize"]) <= 0):
                 fail("example net rank %d: ProxyOp %s" % (rank, e))
-        for (b, tb), (e, te) in zip(steps[::2], steps[1::2]):
-            if (b[0], b[2], e[0], e[2]) != (b[0], "b", b[0], "e") or te < tb:
-                fail("example net rank %d: phase %s at %.3f, its end %s at %.3f" % (rank, b, tb,
-                                                                                    e, te))
+        bad = phases_out_of_order(f, ev)
+        if bad:
+            fail("example net rank %d: phase %s at %.3f, its end %s at %.3f" % (
+                rank, bad[0][0], bad[0][1], bad[1][0], bad[1][1]))
         socks = [e for e in ev if e[1] == "NET_SOCK"]
         if loops and (not socks or any(e[0] != "Sock" for e in socks) or any(
                 e[2] == "b" and (e[3]["op"] != "0" or int(e[3]["size"]) <= 0) for e in socks) or

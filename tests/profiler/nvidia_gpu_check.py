@@ -182,14 +182,10 @@ def proxy_events(perf, chorusrun, ex, libdir, tmp, name, loop=None):
             if e[1] == "PROXY" and e[2] == "b" and e[0] not in nvidia_check.CTRL and \
                     int(e[3]["Peer"]) != 1 - rank:
                 fail("%s hosts rank %d: ProxyOp %s" % (name, rank, e))
-        if name == "chorus":
-            ts = [float(nvidia_check.TS.search(line).group(1)) for line in open(f)
-                  if nvidia_check.TS.search(line)]
-            steps = [(e, t) for e, t in zip(ev, ts) if e[1] == "NET"]
-            for (b, tb), (e, te) in zip(steps[::2], steps[1::2]):
-                if (b[2], e[0], e[2]) != ("b", b[0], "e") or te < tb:
-                    fail("chorus hosts rank %d: phase %s at %.3f, its end %s at %.3f" % (
-                        rank, b, tb, e, te))
+        bad = nvidia_check.phases_out_of_order(f, ev) if name == "chorus" else None
+        if bad:
+            fail("chorus hosts rank %d: phase %s at %.3f, its end %s at %.3f" % (
+                rank, bad[0][0], bad[0][1], bad[1][0], bad[1][1]))
     if set(names) != ({"PROXY", "NET", "NET_SOCK"} if loop else {"PROXY", "NET"}):
         fail("%s hosts: event categories %s" % (name, sorted(names)))
     return names
